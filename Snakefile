@@ -1,0 +1,30 @@
+# ring-bench: the benchmark suite of "Conditional Negative Sampling for Contrastive Learning of
+# Visual Representations" (Wu et al., ICLR 2021) as a Snakemake workflow.
+#
+#   snakemake --profile profiles/local all_tables                 # the configured grid (smoke)
+#   snakemake --profile profiles/local all_tables --config grid=paper
+#   snakemake --profile profiles/local results/smoke/lincls/digits/IRing/seed0/metrics.json
+#
+# This file is a table of contents: stages live in workflow/rules/, helpers in common.smk.
+
+configfile: "workflow/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/pretrain.smk"
+include: "workflow/rules/lincls.smk"
+include: "workflow/rules/tables.smk"
+
+
+rule all_tables:
+    """Every table of the paper that the configured grid covers."""
+    input:
+        all_tables(config["grid"]),
+    default_target: True
+
+
+rule table1:
+    """Table 1: linear evaluation of each method on each pretraining dataset."""
+    input:
+        table_files(config["grid"], "table1"),

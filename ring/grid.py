@@ -1,0 +1,97 @@
+"""Grids of cells: which (dataset, method, seed) a study trains, and each cell's full config.
+
+A grid file (``workflow/grids/<name>.yaml``, structure in ``workflow/schemas/grid.schema.yaml``)
+lists datasets, methods and seeds and overrides the paper's defaults of
+:class:`ring.config.PretrainConfig` / :class:`ring.config.LinclsConfig`.  Overrides apply in
+this order, the later winning: the stage's ``all`` block, then ``by_dataset``, then ``by_method``.
+This module is torch-free: the workflow client imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+
+import yaml
+
+from ring import catalog
+from ring import config as C
+from ring.methods import METHODS
+
+STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig}
+
+
+@dataclass
+class Grid:
+    name: str
+    description: str
+    datasets: list[str]
+    methods: list[str]
+    seeds: list[int]
+    stages: dict[str, dict] = field(default_factory=dict)
+    resources: dict[str, dict] = field(default_factory=dict)
+
+    def cells(self) -> list[tuple[str, str, int]]:
+        return list(product(self.datasets, self.methods, self.seeds))
+
+    def stage_values(self, stage: str, dataset: str, method: str) -> dict:
+        block = self.stages.get(stage, {})
+        values = dict(block.get("all", {}))
+        values.update(block.get("by_dataset", {}).get(dataset, {}))
+        values.update(block.get("by_method", {}).get(method, {}))
+        return values
+
+    def pretrain_config(self, dataset: str, method: str, seed: int, data_root: str) -> C.PretrainConfig:
+        values = self.stage_values("pretrain", dataset, method)
+        return C.from_dict(C.PretrainConfig, {"method": method, "dataset": dataset, "seed": seed,
+                                              "data_root": data_root, **values})
+
+    def lincls_config(self, dataset: str, method: str, seed: int, data_root: str) -> C.LinclsConfig:
+        values = self.stage_values("lincls", dataset, method)
+        return C.from_dict(C.LinclsConfig, {"method": method, "dataset": dataset, "seed": seed,
+                                            "data_root": data_root, **values})
+
+
+def validate(grid: Grid) -> None:
+    """Names and config keys; one sentence per problem, raised before anything runs."""
+    for name in grid.datasets:
+        catalog.spec(name)
+    for name in grid.methods:
+        if name not in METHODS:
+            raise ValueError(f"Grid {grid.name}: unknown method {name!r}; choose from {', '.join(METHODS)}.")
+    for stage, block in grid.stages.items():
+        if stage not in STAGES:
+            raise ValueError(f"Grid {grid.name}: unknown stage {stage!r}; stages are {', '.join(STAGES)}.")
+        for name in block.get("by_dataset", {}):
+            catalog.spec(name)
+        for name in block.get("by_method", {}):
+            if name not in METHODS:
+                raise ValueError(f"Grid {grid.name}: by_method names unknown method {name!r}.")
+    # Building every cell's config checks every override key against the dataclasses.
+    for dataset, method, seed in grid.cells():
+        for build in (grid.pretrain_config, grid.lincls_config):
+            try:
+                build(dataset, method, seed, "data")
+            except ValueError as err:
+                raise ValueError(f"Grid {grid.name}, cell {dataset}/{method}/seed{seed}: {err}") from None
+
+
+def from_dict(name: str, values: dict) -> Grid:
+    grid = Grid(
+        name=name,
+        description=values.get("description", ""),
+        datasets=list(values["datasets"]),
+        methods=list(values["methods"]),
+        seeds=[int(s) for s in values["seeds"]],
+        stages={k: values[k] for k in STAGES if k in values},
+        resources=values.get("resources", {}),
+    )
+    validate(grid)
+    return grid
+
+
+def load(path: str | Path) -> Grid:
+    path = Path(path)
+    with open(path) as fh:
+        return from_dict(path.stem, yaml.safe_load(fh))

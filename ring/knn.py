@@ -1,0 +1,40 @@
+"""Nearest-neighbour monitors of an embedding: IR's weighted kNN (k=200, tau=0.07) and 1-NN."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@torch.no_grad()
+def embed(encoder: nn.Module, loader, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """L2-normalised embeddings and labels of every image of ``loader`` (first view only)."""
+    was_training = encoder.training
+    encoder.eval()
+    feats, labels = [], []
+    for batch in loader:
+        feats.append(F.normalize(encoder(batch[0].to(device, non_blocking=True)), dim=1).float())
+        labels.append(batch[-2].to(device))
+    encoder.train(was_training)
+    return torch.cat(feats), torch.cat(labels)
+
+
+@torch.no_grad()
+def knn_accuracy(train_f: torch.Tensor, train_y: torch.Tensor, test_f: torch.Tensor, test_y: torch.Tensor,
+                 num_classes: int, k: int = 200, temperature: float = 0.07, chunk: int = 256) -> dict[str, float]:
+    """Top-1 accuracy (percent) of the weighted kNN vote and of the single nearest neighbour."""
+    k = min(k, len(train_f))
+    correct_knn = correct_nn = 0
+    for start in range(0, len(test_f), chunk):
+        sims = test_f[start:start + chunk] @ train_f.T
+        top_sims, top_idx = sims.topk(k, dim=1)
+        top_labels = train_y[top_idx]
+        weights = (top_sims / temperature).exp()
+        votes = torch.zeros(len(sims), num_classes, device=sims.device)
+        votes.scatter_add_(1, top_labels, weights)
+        y = test_y[start:start + chunk]
+        correct_knn += (votes.argmax(dim=1) == y).sum().item()
+        correct_nn += (top_labels[:, 0] == y).sum().item()
+    n = len(test_f)
+    return {"knn_top1": 100.0 * correct_knn / n, "nn1_top1": 100.0 * correct_nn / n}

@@ -1,0 +1,206 @@
+"""Linear evaluation of a frozen pretrained encoder: the stage's entry point.
+
+    python -m ring.lincls --config CELL/config.yaml --encoder PRETRAIN_CELL/encoder.pt --out CELL
+
+Logistic regression (one linear layer, softmax cross-entropy) on the flattened pre-pool feature
+map of the frozen ResNet-18 (512 x 7 x 7 at 224 input), SGD lr 0.01, momentum 0.9, no weight
+decay, 100 epochs, no lr drops (paper, Sec. 5).  The encoder runs in eval mode under
+``no_grad``: its weights and BatchNorm statistics are never touched.  The reported accuracy is
+the test top-1 after the last epoch (no model selection on the test split).
+
+Resume is the default: ``CELL/checkpoint.pt`` (classifier, optimizer, epoch, RNG) is written
+atomically after every epoch.  ``CELL/metrics.json`` stamps the protocol next to the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from ring import config as C
+from ring import catalog, datasets
+from ring.checkpoint import CheckpointError, atomic_save, file_sha256, rng_state, safe_load, set_rng_state
+from ring.encoder import load_trunk, trunk_feature_map
+from ring.runtime import JsonLog, epoch_batches, make_loader, pick_device, setup_threads
+
+CHECKPOINT = "checkpoint.pt"
+METRICS = "metrics.json"
+LOG = "log.jsonl"
+
+
+class LinearEval:
+    def __init__(self, cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path):
+        self.cfg = cfg
+        self.out = Path(out_dir)
+        self.encoder_path = Path(encoder_path)
+        self.spec = catalog.spec(cfg.dataset)
+        if cfg.augmentation not in ("crop_flip", "none"):
+            raise ValueError(f"Unknown augmentation {cfg.augmentation!r}; choose crop_flip or none.")
+        catalog.check(cfg.dataset, cfg.data_root)
+        setup_threads(cfg.threads)
+        self.device = pick_device(cfg.device)
+        torch.manual_seed(cfg.seed)
+
+        self.trunk = load_trunk(safe_load(self.encoder_path, "encoder", "rerun the pretraining cell that writes it"))
+        self.trunk.to(self.device).eval()
+        for p in self.trunk.parameters():
+            p.requires_grad_(False)
+        self.encoder_sha256 = file_sha256(self.encoder_path)
+
+        with torch.no_grad():
+            probe = torch.zeros(1, 3, cfg.crop, cfg.crop, device=self.device)
+            self.feature_shape = tuple(trunk_feature_map(self.trunk, probe).shape[1:])
+        n_features = int(torch.tensor(self.feature_shape).prod())
+        self.classifier = nn.Linear(n_features, self.spec.num_classes).to(self.device)
+        self.optimizer = torch.optim.SGD(self.classifier.parameters(), lr=cfg.lr, momentum=cfg.momentum,
+                                         weight_decay=cfg.weight_decay)
+        self.train_set = datasets.Views(
+            datasets.load(cfg.dataset, cfg.data_root, "train"),
+            datasets.linear_view(cfg.dataset, cfg.resize, cfg.crop, cfg.augmentation), seed=cfg.seed,
+        )
+        self.test_set = datasets.Views(
+            datasets.load(cfg.dataset, cfg.data_root, "test"), datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop)
+        )
+        self.epoch = 0
+        self.log = JsonLog(self.out / LOG)
+        self._cache: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    # -- features ----------------------------------------------------------------------------
+    @torch.no_grad()
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(trunk_feature_map(self.trunk, x.to(self.device, non_blocking=True)), 1)
+
+    @torch.no_grad()
+    def _all_features(self, dataset) -> tuple[torch.Tensor, torch.Tensor]:
+        batches = epoch_batches(len(dataset), self.cfg.batch_size, 0, 0, shuffle=False, drop_last=False)
+        feats, labels = [], []
+        for x, y, _ in make_loader(dataset, batches, self.cfg.num_workers, self.device):
+            feats.append(self.features(x))
+            labels.append(y.to(self.device))
+        return torch.cat(feats), torch.cat(labels)
+
+    def _cached(self, name: str, dataset) -> tuple[torch.Tensor, torch.Tensor]:
+        if name not in self._cache:
+            self._cache[name] = self._all_features(dataset)
+        return self._cache[name]
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def save_checkpoint(self) -> None:
+        atomic_save({"config_hash": C.config_hash(self.cfg), "encoder_sha256": self.encoder_sha256, "epoch": self.epoch,
+                     "classifier": self.classifier.state_dict(), "optimizer": self.optimizer.state_dict(),
+                     "rng": rng_state()}, self.out / CHECKPOINT)
+
+    def resume(self) -> None:
+        path = self.out / CHECKPOINT
+        if not path.exists():
+            return
+        state = safe_load(path, "linear-evaluation checkpoint")
+        if state.get("config_hash") != C.config_hash(self.cfg) or state.get("encoder_sha256") != self.encoder_sha256:
+            raise CheckpointError(
+                f"The checkpoint {path} belongs to another config or encoder; move it away to evaluate this encoder."
+            )
+        self.classifier.load_state_dict(state["classifier"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"])
+        self.epoch = int(state["epoch"])
+
+    # -- training ----------------------------------------------------------------------------
+    def _train_epoch(self) -> float:
+        cfg = self.cfg
+        self.train_set.set_epoch(self.epoch)
+        batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, drop_last=False)
+        if cfg.augmentation == "none":
+            feats, labels = self._cached("train", self.train_set)
+            pairs = ((feats[b], labels[b]) for b in map(torch.tensor, batches))
+        else:
+            loader = make_loader(self.train_set, batches, cfg.num_workers, self.device)
+            pairs = ((self.features(x), y.to(self.device)) for x, y, _ in loader)
+        total, count = 0.0, 0
+        for f, y in pairs:
+            loss = F.cross_entropy(self.classifier(f), y)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            total += loss.item() * len(y)
+            count += len(y)
+        return total / count
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        feats, labels = self._cached("test", self.test_set)
+        logits = torch.cat([self.classifier(f) for f in feats.split(self.cfg.batch_size)])
+        top5 = logits.topk(min(5, logits.shape[1]), dim=1).indices
+        return {
+            "top1": 100.0 * (top5[:, 0] == labels).float().mean().item(),
+            "top5": 100.0 * (top5 == labels[:, None]).any(dim=1).float().mean().item(),
+        }
+
+    def protocol(self) -> dict:
+        cfg = self.cfg
+        return {
+            "feature_layer": "resnet18.layer4 (pre-pool), flattened",
+            "feature_shape": list(self.feature_shape),
+            "input_size": cfg.crop,
+            "resize": cfg.resize,
+            "classifier": "linear (logistic regression)",
+            "epochs": cfg.epochs,
+            "batch_size": cfg.batch_size,
+            "optimizer": "SGD",
+            "lr": cfg.lr,
+            "momentum": cfg.momentum,
+            "weight_decay": cfg.weight_decay,
+            "lr_schedule": "constant",
+            "augmentation": cfg.augmentation,
+            "encoder": str(self.encoder_path),
+            "encoder_sha256": self.encoder_sha256,
+            "selection": "last epoch",
+        }
+
+    def run(self) -> dict:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.resume()
+        self.log.truncate_from(self.epoch)
+        with tqdm(total=self.cfg.epochs, initial=self.epoch, desc="linear eval", file=sys.stderr,
+                  disable=None, dynamic_ncols=True) as progress:
+            while self.epoch < self.cfg.epochs:
+                loss = self._train_epoch()
+                self.epoch += 1
+                self.save_checkpoint()
+                self.log.append({"epoch": self.epoch - 1, "loss": loss})
+                progress.update(1)
+                progress.set_postfix(loss=f"{loss:.4f}")
+        metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed, **self.evaluate(), "protocol": self.protocol()}
+        tmp = self.out / f".{METRICS}.tmp"
+        tmp.write_text(json.dumps(metrics, indent=2) + "\n")
+        tmp.replace(self.out / METRICS)
+        return metrics
+
+
+def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:
+    return LinearEval(cfg, encoder_path, out_dir).run()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="cell config (YAML of LinclsConfig fields)")
+    parser.add_argument("--encoder", required=True, help="encoder.pt written by ring.pretrain")
+    parser.add_argument("--out", required=True, help="cell folder: checkpoint, log and metrics.json go here")
+    args = parser.parse_args(argv)
+    try:
+        metrics = run(C.load(C.LinclsConfig, args.config), args.encoder, args.out)
+    except (ValueError, FileNotFoundError, CheckpointError) as err:
+        print(f"ring: {err}", file=sys.stderr)
+        return 1
+    print(f"ring: {args.out}: top1={metrics['top1']:.2f} top5={metrics['top5']:.2f}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

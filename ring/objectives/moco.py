@@ -1,0 +1,90 @@
+"""Momentum contrast (MoCo, He et al. 2019) and MoCoRing: a FIFO queue of keys from a momentum encoder.
+
+Loss (the paper's Eq. 4): for query ``q = g(t(x))`` and key ``k = g'(t'(x))`` the positive logit
+is ``q.k`` and the negatives are every queue entry (MoCo) or every queue entry inside the query's
+Ring window (MoCoRing, :func:`ring.objectives.ring.window_mask`), all divided by the temperature.
+
+Shuffled BatchNorm on one device: MoCo computes BN statistics per GPU and shuffles the key batch
+across GPUs, so a query and its key never share statistics.  Here the batch runs through each
+encoder in ``splits`` groups (the query in data order, the key in a shuffled order), which gives
+the same per-group statistics that ``splits`` GPUs would.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ring.objectives.ir import random_unit_rows
+from ring.objectives.ring import window_mask
+
+
+def forward_in_groups(encoder: nn.Module, x: torch.Tensor, splits: int) -> torch.Tensor:
+    """``encoder`` on ``splits`` consecutive groups of the batch, so BatchNorm sees each group alone."""
+    if splits <= 1:
+        return encoder(x)
+    return torch.cat([encoder(chunk) for chunk in x.chunk(splits)], dim=0)
+
+
+def moco_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, temperature: float,
+              window: tuple[float, float] | None = None) -> torch.Tensor:
+    """Cross-entropy of the positive among ``[q.k, q.queue_j ...]``; ``window`` masks the queue."""
+    l_pos = (q * k).sum(dim=1, keepdim=True)
+    l_neg = q @ queue.T
+    if window is not None:
+        keep = window_mask(l_neg, *window)
+        l_neg = l_neg.masked_fill(~keep, float("-inf"))
+    logits = torch.cat([l_pos, l_neg], dim=1) / temperature
+    return F.cross_entropy(logits, torch.zeros(len(q), dtype=torch.long, device=q.device))
+
+
+class MomentumContrast(nn.Module):
+    """MoCo, or MoCoRing when ``ring`` is set.  Two views per image."""
+
+    n_views = 2
+
+    def __init__(self, encoder: nn.Module, dim: int, queue_size: int, key_momentum: float,
+                 temperature: float, splits: int, ring: bool):
+        super().__init__()
+        if queue_size < 1:
+            raise ValueError(f"queue_size={queue_size} must be at least the batch size.")
+        self.key_encoder = copy.deepcopy(encoder)
+        for p in self.key_encoder.parameters():
+            p.requires_grad_(False)
+        self.register_buffer("queue", random_unit_rows(queue_size, dim))
+        self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
+        self.key_momentum = key_momentum
+        self.temperature = temperature
+        self.splits = splits
+        self.ring = ring
+
+    @torch.no_grad()
+    def _momentum_update(self, encoder: nn.Module) -> None:
+        m = self.key_momentum
+        for pk, pq in zip(self.key_encoder.parameters(), encoder.parameters()):
+            pk.mul_(m).add_(pq.detach(), alpha=1.0 - m)
+
+    @torch.no_grad()
+    def _keys(self, x: torch.Tensor, generator=None) -> torch.Tensor:
+        perm = torch.randperm(len(x), generator=generator, device=x.device)
+        keys = forward_in_groups(self.key_encoder, x[perm], self.splits)
+        return keys[torch.argsort(perm)]
+
+    @torch.no_grad()
+    def _enqueue(self, keys: torch.Tensor) -> None:
+        n = self.queue.shape[0]
+        ptr = int(self.queue_ptr)
+        rows = (ptr + torch.arange(len(keys), device=keys.device)) % n
+        self.queue[rows] = keys
+        self.queue_ptr.fill_((ptr + len(keys)) % n)
+
+    def forward(self, encoder: nn.Module, views, index: torch.Tensor, window=None, generator=None):
+        q = forward_in_groups(encoder, views[0], self.splits)
+        self._momentum_update(encoder)
+        k = self._keys(views[1], generator)
+        loss = moco_loss(q, k, self.queue.clone(), self.temperature, window if self.ring else None)
+        self._enqueue(k)
+        return loss

@@ -1,0 +1,163 @@
+"""Ring negative selection: the conditional negative distribution q(x | t(x_i)) of the paper.
+
+Semantics (the contract every bank/queue objective relies on)
+------------------------------------------------------------
+For one query embedding ``q`` and a bank (IR/CMC memory bank, N entries) or queue (MoCo, K
+entries) of keys, let ``s_j = q . key_j`` be the similarities and rank them **ascending**
+(farthest first, as in the paper's Algorithm 1).  A percentile window ``[w_l, w_u]`` with
+``0 <= w_l < w_u <= 100`` selects the entries whose ascending rank lies in::
+
+    [N - n_out, N - n_in)      with  n_out = floor((100 - w_l) / 100 * N)
+                                     n_in  = floor((100 - w_u) / 100 * N)
+
+i.e. of the ``n_out`` entries closest to the query, the ``n_in`` very closest are dropped.  This
+is exactly the slicing of the authors' code (sort descending, keep the first ``n_out``, drop the
+first ``n_in``), written in the paper's percentile notation: ``w_l = 0, w_u = 100`` keeps all N
+entries and recovers the base method.  The window is never empty: ``n_out`` is raised to
+``n_in + 1`` when rounding would empty it (tiny banks only).
+
+Ties: an entry is selected when ``lo <= s_j <= hi`` where ``lo`` / ``hi`` are the similarities
+at the window's two boundary ranks, so entries tied with a boundary value are all included.
+With continuous embeddings ties have probability zero; the rank definition above holds exactly.
+
+How the paper's two descriptions map onto the window
+----------------------------------------------------
+* Sec. 4 speaks of percentiles ``w_l < w_u`` and anneals ``w_l`` upwards towards ``w_u``.
+* The appendix anneals "the threshold from 100% to 10% in 100 epochs": that threshold is the
+  fraction of the *closest* entries that remain eligible, ``p_out = (100 - w_l) / 100``, so it
+  is ``w_l`` going from 0 to 90.  The authors' code additionally excludes a constant fraction
+  ``inner = 0.1`` *of the eligible slice* ("dynamic inner" threshold), i.e.
+  ``w_u = 100 - inner * (100 - w_l)``: 90 at the start and 99 after annealing.  Both
+  parametrisations live in :mod:`ring.anneal`; this module only ever sees ``(w_l, w_u)``.
+
+How each objective uses the window
+----------------------------------
+* IRing / CMCRing (:func:`sample_in_window`): the k negatives are drawn uniformly, with
+  replacement (as IR draws from the whole bank), among the window entries of each query.
+* MoCoRing (:func:`window_mask`): every queue entry inside the window is a negative; the positive
+  stays in the softmax denominator, as in the authors' code (Algorithm 1 omits it).
+
+Cost
+----
+The selection never sorts.  Per query it needs the values at two ranks, found with
+``torch.kthvalue`` (a selection, O(N)) and only for the bounds that are not trivial
+(``w_l = 0`` and ``w_u = 100`` need none).  Queries are processed in chunks so that at most
+``max_chunk_elements`` similarities (default 2**25, i.e. 128 MiB in fp32) exist at once: a
+1.28M-entry ImageNet bank with a batch of 256 is handled in chunks of 26 queries instead of one
+1.3 GB B x N matrix.  Selection runs without autograd; only the chosen negatives enter the loss.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+DEFAULT_MAX_CHUNK_ELEMENTS = 2**25
+
+
+def validate_window(w_l: float, w_u: float) -> None:
+    """Fail with one sentence when a percentile window is unusable."""
+    for name, value in (("w_l", w_l), ("w_u", w_u)):
+        if not (0.0 <= value <= 100.0) or math.isnan(value):
+            raise ValueError(
+                f"Ring percentile {name}={value} is outside [0, 100]; percentiles are given in percent."
+            )
+    if w_l >= w_u:
+        raise ValueError(
+            f"Ring window w_l={w_l} >= w_u={w_u} selects nothing; choose w_l < w_u "
+            "(w_l=0, w_u=100 is the base method)."
+        )
+
+
+def window_ranks(n: int, w_l: float, w_u: float) -> tuple[int, int]:
+    """Ascending ranks ``[lo, hi)`` of the window among ``n`` similarities (see module doc)."""
+    validate_window(w_l, w_u)
+    if n < 1:
+        raise ValueError("Ring selection needs a non-empty bank or queue.")
+    # The tiny epsilon keeps e.g. (100 - 70) / 100 * 10 = 2.9999999 from flooring to 2.
+    n_out = math.floor((100.0 - w_l) / 100.0 * n + 1e-9)
+    n_in = math.floor((100.0 - w_u) / 100.0 * n + 1e-9)
+    n_out = max(n_out, n_in + 1)
+    return n - n_out, n - n_in
+
+
+def is_full_window(w_l: float, w_u: float) -> bool:
+    return w_l == 0.0 and w_u == 100.0
+
+
+def _row_bounds(sims: torch.Tensor, lo_rank: int, hi_rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row similarity values at ascending ranks ``lo_rank`` and ``hi_rank - 1``."""
+    n = sims.shape[1]
+    rows = sims.shape[0]
+    if lo_rank == 0:
+        lo = torch.full((rows, 1), -math.inf, dtype=sims.dtype, device=sims.device)
+    else:
+        lo = torch.kthvalue(sims, lo_rank + 1, dim=1, keepdim=True).values
+    if hi_rank == n:
+        hi = torch.full((rows, 1), math.inf, dtype=sims.dtype, device=sims.device)
+    else:
+        hi = torch.kthvalue(sims, hi_rank, dim=1, keepdim=True).values
+    return lo, hi
+
+
+def window_mask(sims: torch.Tensor, w_l: float, w_u: float) -> torch.Tensor:
+    """Boolean B x N mask of the entries of each row that fall in the window.
+
+    ``sims`` is already materialised (MoCo's B x K logits); the mask is computed without autograd.
+    """
+    lo_rank, hi_rank = window_ranks(sims.shape[1], w_l, w_u)
+    with torch.no_grad():
+        lo, hi = _row_bounds(sims.detach(), lo_rank, hi_rank)
+        return (sims.detach() >= lo) & (sims.detach() <= hi)
+
+
+def _chunk_rows(n_rows: int, n_cols: int, max_chunk_elements: int) -> int:
+    return max(1, min(n_rows, max_chunk_elements // max(n_cols, 1)))
+
+
+@torch.no_grad()
+def sample_uniform(n: int, shape: tuple[int, int], generator: torch.Generator | None, device) -> torch.Tensor:
+    """IR's negatives: indices drawn uniformly (with replacement) from ``range(n)``."""
+    u = torch.rand(shape, generator=generator, device=device)
+    return (u * n).long().clamp_(max=n - 1)
+
+
+@torch.no_grad()
+def sample_in_window(
+    queries: torch.Tensor,
+    bank: torch.Tensor,
+    w_l: float,
+    w_u: float,
+    k: int,
+    generator: torch.Generator | None = None,
+    max_chunk_elements: int = DEFAULT_MAX_CHUNK_ELEMENTS,
+) -> torch.Tensor:
+    """B x k bank indices drawn uniformly, with replacement, from each query's window.
+
+    With ``w_l = 0, w_u = 100`` this consumes the generator exactly like :func:`sample_uniform`
+    and returns the same indices, so IRing with a full window *is* IR.
+    """
+    n = bank.shape[0]
+    if k > n:
+        raise ValueError(f"Cannot draw k={k} negatives from a bank of {n} entries; lower k to at most {n}.")
+    lo_rank, hi_rank = window_ranks(n, w_l, w_u)
+    b = queries.shape[0]
+    # One draw for the whole batch, scaled per row by that row's window size below.
+    u = torch.rand((b, k), generator=generator, device=queries.device)
+    out = torch.empty((b, k), dtype=torch.long, device=queries.device)
+    step = _chunk_rows(b, n, max_chunk_elements)
+    for start in range(0, b, step):
+        stop = min(start + step, b)
+        sims = queries[start:stop] @ bank.T
+        lo, hi = _row_bounds(sims, lo_rank, hi_rank)
+        mask = (sims >= lo) & (sims <= hi)
+        del sims
+        # The r-th selected entry of a row is where the running count of selected entries first
+        # exceeds r: a cumulative sum plus a binary search, O(N) per row and no sort.
+        counts = mask.cumsum(dim=1, dtype=torch.int32)
+        del mask
+        sizes = counts[:, -1:].to(u.dtype)
+        r = (u[start:stop] * sizes).long().clamp_(max=counts[:, -1:].long() - 1)
+        out[start:stop] = torch.searchsorted(counts, (r + 1).to(torch.int32), right=False)
+    return out

@@ -1,0 +1,222 @@
+"""Contrastive pretraining of a ResNet-18 (IR, IRing, MoCo, MoCoRing, ...): the stage's entry point.
+
+    python -m ring.pretrain --config CELL/config.yaml --out CELL
+
+Resume is the default: if ``CELL/checkpoint.pt`` exists the run continues from it, exactly where
+it stopped (mid-epoch included).  The checkpoint holds the encoder, the objective's state (bank or
+queue and pointer, momentum encoder), optimizer, lr scheduler, Ring annealing state, RNG states,
+epoch and step; it is written atomically at the end of every epoch and every
+``checkpoint_interval_min`` minutes.  Outputs in ``CELL``:
+
+* ``encoder.pt``: the trunk in torchvision's resnet18 ``state_dict`` format (no ``fc``);
+* ``log.jsonl``: one line per epoch with loss, kNN top-1 (k=200) and 1-NN top-1, Ring window;
+* ``checkpoint.pt``: kept after the run so that a longer schedule can continue it.
+
+The function :func:`run` never knows which launcher called it (this CLI, submitit, a test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from ring import config as C
+from ring import catalog, datasets
+from ring.anneal import build_schedule
+from ring.checkpoint import CheckpointError, atomic_save, rng_state, safe_load, set_rng_state
+from ring.encoder import Encoder, torchvision_state_dict
+from ring.knn import embed, knn_accuracy
+from ring.methods import method
+from ring.objectives import build_objective
+from ring.runtime import JsonLog, Timer, epoch_batches, make_loader, pick_device, setup_threads
+
+CHECKPOINT = "checkpoint.pt"
+ENCODER = "encoder.pt"
+LOG = "log.jsonl"
+
+
+class Pretraining:
+    """Everything one pretraining cell holds; ``run()`` trains it to the end, resuming if it can."""
+
+    def __init__(self, cfg: C.PretrainConfig, out_dir: str | Path):
+        self.cfg = cfg
+        self.out = Path(out_dir)
+        self.spec = method(cfg.method)  # unknown / not-implemented methods fail here, before any data
+        catalog.spec(cfg.dataset)
+        if cfg.epochs < 1 or cfg.batch_size < 1:
+            raise ValueError(f"epochs={cfg.epochs} and batch_size={cfg.batch_size} must be positive.")
+        catalog.check(cfg.dataset, cfg.data_root)
+        setup_threads(cfg.threads)
+        self.device = pick_device(cfg.device)
+        torch.manual_seed(cfg.seed)
+
+        self.train_set = datasets.Views(
+            datasets.load(cfg.dataset, cfg.data_root, "pretrain"),
+            datasets.pretrain_view(cfg.dataset, cfg.resize, cfg.crop, cfg.crop_scale_min),
+            n_views=2 if self.spec.objective == "moco" else 1,
+            seed=cfg.seed,
+        )
+        n_train = len(self.train_set)
+        self.steps_per_epoch = n_train // cfg.batch_size
+        if self.steps_per_epoch == 0:
+            raise ValueError(f"batch_size={cfg.batch_size} exceeds the {n_train} training images; lower it.")
+        self.schedule = build_schedule(cfg, self.steps_per_epoch) if self.spec.ring else None
+
+        self.encoder = Encoder(cfg.head, cfg.out_dim).to(self.device)
+        self.objective = build_objective(cfg.method, cfg, self.encoder, n_train).to(self.device)
+        self.optimizer = torch.optim.SGD(
+            self.encoder.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+        )
+        self.scheduler = torch.optim.lr_scheduler.MultiStepLR(self.optimizer, cfg.lr_milestones, cfg.lr_gamma)
+        self.epoch = 0
+        self.step_in_epoch = 0
+        self.loss_sum = 0.0
+        self.log = JsonLog(self.out / LOG)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state(self) -> dict:
+        return {
+            "config_hash": C.config_hash(self.cfg),
+            "epoch": self.epoch,
+            "step_in_epoch": self.step_in_epoch,
+            "loss_sum": self.loss_sum,
+            "encoder": self.encoder.state_dict(),
+            "objective": self.objective.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "schedule": self.schedule.state_dict() if self.schedule else None,
+            "rng": rng_state(),
+        }
+
+    def save_checkpoint(self) -> None:
+        atomic_save(self.state(), self.out / CHECKPOINT)
+
+    def resume(self) -> bool:
+        path = self.out / CHECKPOINT
+        if not path.exists():
+            return False
+        state = safe_load(path, "pretraining checkpoint")
+        expected = C.config_hash(self.cfg)
+        if state.get("config_hash") != expected:
+            raise CheckpointError(
+                f"The checkpoint {path} was written with a different config (hash {state.get('config_hash')} != {expected}); "
+                "restore that config, or move the checkpoint away to start this cell again."
+            )
+        try:
+            self.encoder.load_state_dict(state["encoder"])
+            self.objective.load_state_dict(state["objective"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            if self.schedule:
+                self.schedule.load_state_dict(state["schedule"])
+            set_rng_state(state["rng"])
+            self.epoch = int(state["epoch"])
+            self.step_in_epoch = int(state["step_in_epoch"])
+            self.loss_sum = float(state["loss_sum"])
+        except (KeyError, RuntimeError, ValueError) as err:
+            raise CheckpointError(
+                f"The checkpoint {path} does not match this cell ({str(err).splitlines()[0]}); move it away to start again."
+            ) from None
+        return True
+
+    # -- training ----------------------------------------------------------------------------
+    def _knn(self) -> dict[str, float]:
+        cfg = self.cfg
+        view = datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop)
+        sets = [datasets.Views(datasets.load(cfg.dataset, cfg.data_root, split), view) for split in ("train", "test")]
+        loaders = [
+            make_loader(s, epoch_batches(len(s), cfg.batch_size, 0, 0, shuffle=False, drop_last=False),
+                        cfg.num_workers, self.device)
+            for s in sets
+        ]
+        (train_f, train_y), (test_f, test_y) = (embed(self.encoder, dl, self.device) for dl in loaders)
+        return knn_accuracy(train_f, train_y, test_f, test_y, catalog.spec(cfg.dataset).num_classes,
+                            cfg.knn_k, cfg.knn_temperature)
+
+    def _train_epoch(self, progress) -> None:
+        cfg = self.cfg
+        self.train_set.set_epoch(self.epoch)
+        batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch)[self.step_in_epoch:]
+        loader = make_loader(self.train_set, batches, cfg.num_workers, self.device)
+        since_checkpoint = Timer()
+        self.encoder.train()
+        for batch in loader:
+            *views, _labels, index = batch
+            views = [v.to(self.device, non_blocking=True) for v in views]
+            index = index.to(self.device, non_blocking=True)
+            window = self.schedule.window() if self.schedule else None
+            loss = self.objective(self.encoder, views, index, window)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            if self.schedule:
+                self.schedule.step()
+            self.step_in_epoch += 1
+            self.loss_sum += loss.item()
+            progress.update(1)
+            progress.set_postfix(loss=f"{loss.item():.4f}")
+            if since_checkpoint.minutes() >= cfg.checkpoint_interval_min and self.step_in_epoch < self.steps_per_epoch:
+                self.save_checkpoint()
+                since_checkpoint.reset()
+
+    def _end_epoch(self) -> None:
+        cfg = self.cfg
+        record = {
+            "epoch": self.epoch,
+            "loss": self.loss_sum / max(self.step_in_epoch, 1),
+            "lr": self.optimizer.param_groups[0]["lr"],
+        }
+        if self.schedule:
+            record["w_l"], record["w_u"] = self.schedule.window()
+        last = self.epoch + 1 == cfg.epochs
+        if cfg.knn_every > 0 and ((self.epoch + 1) % cfg.knn_every == 0 or last):
+            record.update(self._knn())
+        self.scheduler.step()
+        self.epoch += 1
+        self.step_in_epoch = 0
+        self.loss_sum = 0.0
+        self.save_checkpoint()
+        self.log.append(record)
+
+    def run(self) -> Path:
+        self.out.mkdir(parents=True, exist_ok=True)
+        resumed = self.resume()
+        self.log.truncate_from(self.epoch)
+        if resumed:
+            print(f"ring: resuming {self.out} at epoch {self.epoch} step {self.step_in_epoch}", file=sys.stderr)
+        while self.epoch < self.cfg.epochs:
+            with tqdm(total=self.steps_per_epoch, initial=self.step_in_epoch, desc=f"epoch {self.epoch + 1}/{self.cfg.epochs}",
+                      file=sys.stderr, leave=False, dynamic_ncols=True, disable=None) as progress:
+                self._train_epoch(progress)
+            self._end_epoch()
+            print(f"ring: {self.out.name} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                                       for k, v in self.log.records()[-1].items()), file=sys.stderr)
+        encoder_path = self.out / ENCODER
+        atomic_save(torchvision_state_dict(self.encoder), encoder_path)
+        return encoder_path
+
+
+def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:
+    return Pretraining(cfg, out_dir).run()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="cell config (YAML of PretrainConfig fields)")
+    parser.add_argument("--out", required=True, help="cell folder: checkpoint, log and encoder go here")
+    args = parser.parse_args(argv)
+    try:
+        cfg = C.load(C.PretrainConfig, args.config)
+        run(cfg, args.out)
+    except (ValueError, NotImplementedError, FileNotFoundError, CheckpointError) as err:
+        print(f"ring: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

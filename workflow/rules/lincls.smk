@@ -1,0 +1,28 @@
+# Linear evaluation of a frozen pretrained encoder on its pretraining dataset (Table 1).
+
+
+rule lincls_config:
+    output:
+        LINCLS_CELL + "/config.yaml",
+    params:
+        cfg=lambda wc: stage_config("lincls", wc),
+    localrule: True
+    run:
+        save_config(params.cfg, output[0])
+
+
+rule lincls:
+    input:
+        cfg=LINCLS_CELL + "/config.yaml",
+        encoder=PRETRAIN_CELL + "/encoder.pt",
+        data=DATA_OK,
+    output:
+        LINCLS_CELL + "/metrics.json",
+    log:
+        LINCLS_CELL + "/lincls.log",
+    params:
+        out=lambda wc, output: cell_dir(output[0]),
+    threads: stage_threads("lincls")
+    shell:
+        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.lincls --config {input.cfg:q} --encoder {input.encoder:q}"
+        " --out {params.out:q} 2>&1 | tee {log:q}"

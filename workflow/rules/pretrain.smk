@@ -1,0 +1,28 @@
+# Contrastive pretraining: one cell per (grid, dataset, method, seed).
+# The cell config is written by a light rule whose params are the full config, so a changed
+# hyperparameter reruns exactly the cells it changes.
+
+
+rule pretrain_config:
+    output:
+        PRETRAIN_CELL + "/config.yaml",
+    params:
+        cfg=lambda wc: stage_config("pretrain", wc),
+    localrule: True
+    run:
+        save_config(params.cfg, output[0])
+
+
+rule pretrain:
+    input:
+        cfg=PRETRAIN_CELL + "/config.yaml",
+        data=DATA_OK,
+    output:
+        PRETRAIN_CELL + "/encoder.pt",
+    log:
+        PRETRAIN_CELL + "/pretrain.log",
+    params:
+        out=lambda wc, output: cell_dir(output[0]),
+    threads: stage_threads("pretrain")
+    shell:
+        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.pretrain --config {input.cfg:q} --out {params.out:q} 2>&1 | tee {log:q}"
