@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
-from ring.catalog import DATASETS, check, folder, spec
+from ring.catalog import DATASETS, DatasetMissing, check, folder, spec
 
 
 @functools.lru_cache(maxsize=1)
@@ -91,7 +91,13 @@ def load(name: str, data_root: str | Path, split: str) -> Dataset:
     """``split``: "pretrain" (the images pretraining sees), "train" or "test" (labelled)."""
     check(name, data_root)
     build_split = split if name == "stl10" else ("train" if split == "pretrain" else split)
-    return BUILDERS[name](folder(name, data_root), build_split)
+    try:
+        return BUILDERS[name](folder(name, data_root), build_split)
+    except (RuntimeError, OSError) as err:  # torchvision's checksum and integrity errors
+        raise DatasetMissing(
+            f"Dataset {name} under {folder(name, data_root)} is incomplete or corrupted ({str(err).splitlines()[0]}); "
+            f"{spec(name).how_to_get.replace('<data_root>', str(data_root))}."
+        ) from None
 
 
 def normalize(name: str) -> T.Normalize:

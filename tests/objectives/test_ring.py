@@ -1,0 +1,161 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ring.objectives import ring as R
+from ring.objectives.ir import InstanceDiscrimination
+from ring.objectives.moco import moco_loss
+
+
+def reference_window(sims: torch.Tensor, w_l: float, w_u: float) -> torch.Tensor:
+    """The authors' formulation: sort each row, slice the ranks (test-only; the library never sorts)."""
+    lo, hi = R.window_ranks(sims.shape[1], w_l, w_u)
+    order = sims.argsort(dim=1)
+    mask = torch.zeros_like(sims, dtype=torch.bool)
+    mask.scatter_(1, order[:, lo:hi], True)
+    return mask
+
+
+def test_window_ranks_map_percentiles_onto_ascending_ranks():
+    assert R.window_ranks(10, 0, 100) == (0, 10)
+    # keep the 5 closest (w_l = 50), drop the single closest (w_u = 90)
+    assert R.window_ranks(10, 50, 90) == (5, 9)
+    # the authors' default after annealing: top 10% kept, its closest 10% dropped
+    assert R.window_ranks(4096, 90, 99) == (4096 - 409, 4096 - 40)
+    # a window rounding to nothing still keeps one entry
+    assert R.window_ranks(10, 95, 99) == (9, 10)
+
+
+def test_window_mask_selects_exactly_the_hand_computed_entries():
+    sims = torch.tensor([[0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.4, 0.6, 0.0]])
+    # ascending ranks 5..8 are the values 0.5, 0.6, 0.7, 0.8 -> indices 2, 8, 4, 6
+    mask = R.window_mask(sims, 50, 90)
+    assert mask.nonzero()[:, 1].tolist() == [2, 4, 6, 8]
+    # w_u = 100 also keeps the closest (0.9 at index 0)
+    assert R.window_mask(sims, 50, 100).nonzero()[:, 1].tolist() == [0, 2, 4, 6, 8]
+
+
+def test_window_mask_matches_sorting_reference_on_random_rows():
+    g = torch.Generator().manual_seed(0)
+    sims = torch.randn(7, 1000, generator=g)
+    for w_l, w_u in [(0, 100), (10, 60), (90, 99), (33.3, 66.6), (0, 1)]:
+        assert torch.equal(R.window_mask(sims, w_l, w_u), reference_window(sims, w_l, w_u))
+
+
+@pytest.mark.parametrize("max_chunk", [2**25, 4000, 1])
+def test_sample_in_window_draws_only_window_entries_in_every_chunking(max_chunk):
+    g = torch.Generator().manual_seed(1)
+    q = F.normalize(torch.randn(9, 16, generator=g), dim=1)
+    bank = F.normalize(torch.randn(800, 16, generator=g), dim=1)
+    idx = R.sample_in_window(q, bank, 40, 80, k=500, generator=torch.Generator().manual_seed(2), max_chunk_elements=max_chunk)
+    allowed = reference_window(q @ bank.T, 40, 80)
+    assert idx.shape == (9, 500)
+    assert allowed.gather(1, idx).all()
+    # uniform with replacement over 320 entries: 500 draws reach 320 * (1 - e^-1.56) = 253 on average
+    assert all(220 < len(set(row.tolist())) < 285 for row in idx)
+    # the chunking changes nothing
+    again = R.sample_in_window(q, bank, 40, 80, k=500, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(idx, again)
+
+
+def test_full_window_draws_exactly_what_ir_draws():
+    g = torch.Generator().manual_seed(3)
+    q = F.normalize(torch.randn(5, 8, generator=g), dim=1)
+    bank = F.normalize(torch.randn(300, 8, generator=g), dim=1)
+    ring = R.sample_in_window(q, bank, 0, 100, k=64, generator=torch.Generator().manual_seed(4))
+    uniform = R.sample_uniform(300, (5, 64), torch.Generator().manual_seed(4), "cpu")
+    assert torch.equal(ring, uniform)
+
+
+def test_iring_with_full_window_is_ir_loss():
+    torch.manual_seed(0)
+    encoder = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 8))
+
+    def normalized(x):
+        return F.normalize(encoder(x), dim=1)
+
+    ir = InstanceDiscrimination(50, 8, negatives=20, temperature=0.07, bank_momentum=0.5, ring=False, max_chunk_elements=64)
+    iring = InstanceDiscrimination(50, 8, negatives=20, temperature=0.07, bank_momentum=0.5, ring=True, max_chunk_elements=64)
+    iring.load_state_dict(ir.state_dict())
+    x = torch.randn(6, 12)
+    index = torch.tensor([0, 5, 7, 9, 11, 49])
+    loss_ir = ir(normalized, [x], index, None, torch.Generator().manual_seed(7))
+    loss_ring = iring(normalized, [x], index, (0.0, 100.0), torch.Generator().manual_seed(7))
+    assert torch.equal(loss_ir, loss_ring)
+    # a real window changes the negatives and so the loss
+    iring.load_state_dict(ir.state_dict())
+    other = iring(normalized, [x], index, (50.0, 90.0), torch.Generator().manual_seed(7))
+    assert not torch.equal(loss_ir, other)
+
+
+def test_mocoring_with_full_window_is_moco_loss_and_window_uses_every_entry():
+    g = torch.Generator().manual_seed(5)
+    q = F.normalize(torch.randn(4, 8, generator=g), dim=1)
+    k = F.normalize(torch.randn(4, 8, generator=g), dim=1)
+    queue = F.normalize(torch.randn(40, 8, generator=g), dim=1)
+    assert torch.equal(moco_loss(q, k, queue, 0.07), moco_loss(q, k, queue, 0.07, (0.0, 100.0)))
+    # hand-computed MoCoRing loss: positive plus every queue entry inside the window
+    windowed = moco_loss(q, k, queue, 0.07, (50.0, 90.0))
+    sims = q @ queue.T
+    mask = reference_window(sims, 50, 90)
+    expected = []
+    for i in range(4):
+        logits = torch.cat([(q[i] * k[i]).sum().view(1), sims[i][mask[i]]]) / 0.07
+        expected.append(-(logits[0] - torch.logsumexp(logits, 0)))
+    assert torch.allclose(windowed, torch.stack(expected).mean(), atol=1e-6)
+
+
+def test_selection_never_sorts(monkeypatch):
+    def forbidden(*_a, **_k):
+        raise AssertionError("Ring selection must not sort")
+
+    for name in ("sort", "argsort", "msort"):
+        monkeypatch.setattr(torch, name, forbidden)
+        monkeypatch.setattr(torch.Tensor, name, forbidden)
+    q = F.normalize(torch.randn(3, 8), dim=1)
+    bank = F.normalize(torch.randn(500, 8), dim=1)
+    R.sample_in_window(q, bank, 20, 70, k=10)
+    R.window_mask(q @ bank.T, 20, 70)
+
+
+def test_million_entry_bank_is_processed_in_bounded_chunks(monkeypatch):
+    n, budget = 1_281_167, 2**22
+    g = torch.Generator().manual_seed(0)
+    bank = F.normalize(torch.randn(n, 4, generator=g), dim=1)
+    q = F.normalize(torch.randn(12, 4, generator=g), dim=1)
+    seen = []
+    real = R._row_bounds
+
+    def spy(sims, lo, hi):
+        seen.append(sims.numel())
+        return real(sims, lo, hi)
+
+    monkeypatch.setattr(R, "_row_bounds", spy)
+    idx = R.sample_in_window(q, bank, 90, 99, k=256, generator=torch.Generator().manual_seed(1), max_chunk_elements=budget)
+    assert len(seen) == 4 and max(seen) <= budget  # 3 queries of 1.28M similarities per chunk
+    # every drawn entry lies in the query's window, checked against an exact rank computation
+    lo_rank, hi_rank = R.window_ranks(n, 90, 99)
+    for i in (0, 11):
+        sims = bank @ q[i]
+        chosen = sims[idx[i]]
+        below = (sims[None, :] < chosen[:, None]).sum(dim=1)  # ascending rank of each chosen value
+        assert bool(((below >= lo_rank) & (below < hi_rank)).all())
+
+
+@pytest.mark.parametrize(
+    "w_l, w_u, message",
+    [(90, 90, "w_l=90 >= w_u=90"), (95, 10, "w_l=95 >= w_u=10"), (-1, 50, "outside [0, 100]"),
+     (0, 101, "outside [0, 100]"), (math.nan, 50, "outside [0, 100]")],
+)
+def test_bad_windows_fail_with_one_sentence(w_l, w_u, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        R.validate_window(w_l, w_u)
+
+
+def test_more_negatives_than_bank_entries_is_refused():
+    with pytest.raises(ValueError, match="k=11 negatives from a bank of 10"):
+        R.sample_in_window(torch.randn(2, 4), torch.randn(10, 4), 0, 100, k=11)
+    with pytest.raises(ValueError, match="bank_negatives=11 is larger than the memory bank"):
+        InstanceDiscrimination(10, 4, 11, 0.07, 0.5, ring=False, max_chunk_elements=100)

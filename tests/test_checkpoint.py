@@ -1,0 +1,52 @@
+import pytest
+import torch
+
+from ring.checkpoint import CheckpointError, atomic_save, safe_load
+
+
+def test_atomic_save_round_trip_and_leaves_no_temp_files(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    atomic_save({"a": torch.arange(3), "epoch": 2}, path)
+    atomic_save({"a": torch.arange(4), "epoch": 3}, path)
+    assert safe_load(path)["epoch"] == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
+
+
+def test_truncated_checkpoint_fails_with_one_sentence(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    atomic_save({"a": torch.randn(1000)}, path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=r"ckpt.pt is unreadable or truncated .*; delete it"):
+        safe_load(path)
+
+
+class Payload:
+    pass
+
+
+def test_pickled_code_is_refused(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"x": Payload()}, path)
+    with pytest.raises(CheckpointError, match="unreadable or truncated"):
+        safe_load(path)
+
+
+def test_missing_file_says_which_stage_to_run(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist; run the stage that produces it first"):
+        safe_load(tmp_path / "nope.pt", "encoder")
+
+
+def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.pt"
+    atomic_save({"epoch": 1}, path)
+
+    def crash(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_save({"epoch": 2}, path)
+    monkeypatch.undo()
+    assert safe_load(path)["epoch"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]

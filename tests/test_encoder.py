@@ -1,0 +1,44 @@
+import pytest
+import torch
+from torchvision.models import resnet18
+
+from ring.encoder import Encoder, load_trunk, torchvision_state_dict
+
+
+def test_export_is_torchvision_resnet18_without_fc():
+    encoder = Encoder()
+    result = resnet18().load_state_dict(torchvision_state_dict(encoder), strict=False)
+    assert sorted(result.missing_keys) == ["fc.bias", "fc.weight"]
+    assert result.unexpected_keys == []
+
+
+def test_feature_map_and_normalised_output():
+    encoder = Encoder().eval()
+    x = torch.randn(2, 3, 224, 224)
+    assert encoder.feature_map(x).shape == (2, 512, 7, 7)
+    out = encoder(x)
+    assert out.shape == (2, 128)
+    assert torch.allclose(out.norm(dim=1), torch.ones(2), atol=1e-5)
+
+
+def test_mlp_head_option_and_unknown_head():
+    assert isinstance(Encoder(head="mlp").head, torch.nn.Sequential)
+    with pytest.raises(ValueError, match="Unknown head 'conv'"):
+        Encoder(head="conv")
+
+
+def test_loading_a_foreign_state_dict_names_the_keys():
+    state = torchvision_state_dict(Encoder())
+    state["extra.weight"] = torch.zeros(1)
+    del state["layer4.1.bn2.bias"]
+    with pytest.raises(ValueError, match=r"missing=\['fc.weight', 'fc.bias', 'layer4.1.bn2.bias'\]|layer4.1.bn2.bias"):
+        load_trunk(state)
+
+
+def test_load_trunk_reproduces_encoder_features():
+    encoder = Encoder().eval()
+    trunk = load_trunk(torchvision_state_dict(encoder)).eval()
+    from ring.encoder import trunk_feature_map
+
+    x = torch.randn(1, 3, 64, 64)
+    assert torch.equal(trunk_feature_map(trunk, x), encoder.feature_map(x))

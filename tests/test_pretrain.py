@@ -1,0 +1,114 @@
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from torchvision.models import resnet18
+
+from ring import config as C
+from ring.checkpoint import CheckpointError, safe_load
+from ring.pretrain import Pretraining
+
+from .helpers import pretrain_config, run_module
+
+
+def _run_cell(tmp_path, name, cfg):
+    cell = tmp_path / name
+    cell.mkdir()
+    C.save(cfg, cell / "config.yaml")
+    run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
+    return cell
+
+
+def _assert_same_weights(a, b):
+    sa, sb = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
+    assert sa.keys() == sb.keys()
+    for key in sa:
+        assert torch.equal(sa[key], sb[key]), key
+
+
+@pytest.mark.parametrize("method", ["IRing", "MoCoRing"])
+def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method):
+    reference = _run_cell(tmp_path, "reference", pretrain_config(method))
+
+    cell = tmp_path / "killed"
+    cell.mkdir()
+    # Checkpoint after every step, so the kill lands after a mid-epoch checkpoint.
+    C.save(pretrain_config(method, checkpoint_interval_min=0.0), cell / "config.yaml")
+    cmd = [sys.executable, "-m", "ring.pretrain", "--config", str(cell / "config.yaml"), "--out", str(cell)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (cell / "log.jsonl").exists() or not (cell / "log.jsonl").read_text().strip():
+        assert proc.poll() is None and time.monotonic() < deadline, "pretraining ended before its first epoch"
+        time.sleep(0.1)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    state = safe_load(cell / "checkpoint.pt")
+    assert state["epoch"] == 1 and 0 < state["step_in_epoch"] < 21, "the kill must land mid-epoch"
+    assert not (cell / "encoder.pt").exists()
+
+    result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
+    assert "resuming" in result.stderr
+    _assert_same_weights(reference / "encoder.pt", cell / "encoder.pt")
+    log = [json.loads(line) for line in (cell / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [0, 1]
+    assert log == [json.loads(line) for line in (reference / "log.jsonl").read_text().splitlines()]
+
+
+def test_outputs_contract(tmp_path):
+    cell = _run_cell(tmp_path, "ir", pretrain_config("IR", epochs=1, lr_milestones=[]))
+    result = resnet18().load_state_dict(torch.load(cell / "encoder.pt", weights_only=True), strict=False)
+    assert sorted(result.missing_keys) == ["fc.bias", "fc.weight"] and result.unexpected_keys == []
+    record = json.loads((cell / "log.jsonl").read_text())
+    assert set(record) == {"epoch", "loss", "lr", "knn_top1", "nn1_top1"}
+    assert 10.0 < record["nn1_top1"] <= 100.0
+    state = safe_load(cell / "checkpoint.pt")
+    assert {"encoder", "objective", "optimizer", "scheduler", "schedule", "rng", "epoch", "step_in_epoch"} <= state.keys()
+    assert state["objective"]["bank.memory"].shape == (1347, 128)
+
+
+@pytest.mark.parametrize(
+    "method, overrides, error, message",
+    [
+        ("SimCLR", {}, ValueError, "Unknown method 'SimCLR'"),
+        ("CMC", {}, NotImplementedError, "Method CMC is not implemented yet"),
+        ("IR", {"dataset": "svhn"}, ValueError, "Unknown dataset 'svhn'"),
+        ("IRing", {"bank_negatives": 5000}, ValueError, "bank_negatives=5000 is larger than the memory bank"),
+        ("IRing", {"ring_w_l": [0.0, 100.0]}, ValueError, "outside|>= w_u"),
+        ("IRing", {"ring_inner": None, "ring_w_u": 30.0, "ring_w_l": [40.0, 40.0]}, ValueError, "w_l=40.0 >= w_u=30.0"),
+        ("IR", {"dataset": "cifar10", "data_root": "/nonexistent"}, FileNotFoundError, "Data root /nonexistent does not exist"),
+    ],
+)
+def test_bad_input_fails_before_training(tmp_path, method, overrides, error, message):
+    with pytest.raises(error, match=message):
+        Pretraining(pretrain_config(method, **overrides), tmp_path / "cell").run()
+    assert not (tmp_path / "cell" / "checkpoint.pt").exists()
+
+
+def test_corrupt_checkpoint_fails_and_is_kept(tmp_path):
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    (cell / "checkpoint.pt").write_bytes(b"PK\x03\x04 truncated")
+    (cell / "encoder.pt").write_bytes(b"finished result")
+    with pytest.raises(CheckpointError, match="checkpoint.pt is unreadable or truncated"):
+        Pretraining(pretrain_config("IR"), cell).run()
+    assert (cell / "checkpoint.pt").read_bytes() == b"PK\x03\x04 truncated"
+    assert (cell / "encoder.pt").read_bytes() == b"finished result"
+
+
+def test_checkpoint_of_another_config_is_refused(tmp_path):
+    cell = _run_cell(tmp_path, "cell", pretrain_config("IR", epochs=1, lr_milestones=[]))
+    with pytest.raises(CheckpointError, match="different config"):
+        Pretraining(pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1), cell).run()
+
+
+def test_cli_reports_one_sentence(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("method: IR\ndataset: digits\nweight_decy: 0.1\n")
+    result = run_module("ring.pretrain", "--config", cfg, "--out", tmp_path, check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "ring: Unknown PretrainConfig key 'weight_decy'. Did you mean 'weight_decay'?"
