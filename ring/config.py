@@ -112,14 +112,19 @@ def _field_names(cls) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
+def check_key(cls, key: str, context: str = "") -> None:
+    """Reject a key that is not a field of ``cls``, suggesting the closest one."""
+    names = _field_names(cls)
+    if key not in names:
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+        hint = f" Did you mean {close[0]!r}?" if close else f" Known keys: {', '.join(names)}."
+        raise ValueError(f"{context}Unknown {cls.__name__} key {key!r}.{hint}")
+
+
 def from_dict(cls, values: dict):
     """Build a config, rejecting unknown keys with a suggestion."""
-    names = _field_names(cls)
     for key in values:
-        if key not in names:
-            close = difflib.get_close_matches(key, names, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else f" Known keys: {', '.join(names)}."
-            raise ValueError(f"Unknown {cls.__name__} key {key!r}.{hint}")
+        check_key(cls, key)
     return cls(**values)
 
 

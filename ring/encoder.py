@@ -46,12 +46,19 @@ def torchvision_state_dict(encoder: Encoder) -> dict[str, torch.Tensor]:
 def load_trunk(state: dict[str, torch.Tensor]) -> nn.Module:
     """A torchvision resnet18 holding an exported trunk; fails unless exactly ``fc`` is missing."""
     model = resnet18(weights=None)
-    result = model.load_state_dict(state, strict=False)
-    if tuple(sorted(result.missing_keys)) != tuple(sorted(TORCHVISION_MISSING_KEYS)) or result.unexpected_keys:
+    expected = set(model.state_dict())
+    missing = sorted(expected - set(state))
+    unexpected = sorted(set(state) - expected)
+    if missing != sorted(TORCHVISION_MISSING_KEYS) or unexpected:
         raise ValueError(
             "Encoder file is not a torchvision resnet18 trunk: expected only fc.weight/fc.bias missing, got "
-            f"missing={result.missing_keys} unexpected={result.unexpected_keys}; point to a pretraining encoder.pt."
+            f"missing={missing} unexpected={unexpected}; point to an encoder.pt written by ring.pretrain."
         )
+    try:
+        model.load_state_dict(state, strict=False)
+    except RuntimeError as err:
+        detail = str(err).splitlines()[-1].strip()
+        raise ValueError(f"Encoder file does not fit resnet18 ({detail}); point to an encoder.pt written by ring.pretrain.") from None
     model.fc = nn.Identity()
     return model
 

@@ -68,6 +68,10 @@ def validate(grid: Grid) -> None:
         for name in block.get("by_method", {}):
             if name not in METHODS:
                 raise ValueError(f"Grid {grid.name}: by_method names unknown method {name!r}.")
+        overrides = [block.get("all", {}), *block.get("by_dataset", {}).values(), *block.get("by_method", {}).values()]
+        for values in overrides:
+            for key in values:
+                C.check_key(STAGES[stage], key, context=f"Grid {grid.name}, stage {stage}: ")
     # Building every cell's config checks every override key against the dataclasses.
     for dataset, method, seed in grid.cells():
         for build in (grid.pretrain_config, grid.lincls_config):

@@ -103,9 +103,13 @@ class LinearEval:
             return
         state = safe_load(path, "linear-evaluation checkpoint")
         if state.get("config_hash") != C.config_hash(self.cfg) or state.get("encoder_sha256") != self.encoder_sha256:
-            raise CheckpointError(
-                f"The checkpoint {path} belongs to another config or encoder; move it away to evaluate this encoder."
-            )
+            # The encoder was retrained (or the protocol changed): this checkpoint is a stale,
+            # unfinished evaluation of something else.  Keep it aside and evaluate from scratch;
+            # linear evaluation is cheap next to the pretraining it follows.
+            stale = path.with_name(f"checkpoint.stale-{str(state.get('encoder_sha256'))[:12]}.pt")
+            path.replace(stale)
+            print(f"ring: {path} belongs to another encoder or protocol; kept as {stale.name}, starting over", file=sys.stderr)
+            return
         self.classifier.load_state_dict(state["classifier"])
         self.optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])

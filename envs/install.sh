@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Creates (or updates) .venv at the repository root with ring-bench and its pinned requirements.
+# Idempotent: a second run only checks the pins.  Needs Python >= 3.10 and pip access to PyPI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    -r envs/requirements-cpu.txt -c envs/constraints-cpu.txt -e .

@@ -1,0 +1,47 @@
+import pytest
+
+from ring import grid as G
+from ring.config import config_hash
+
+
+def test_paper_grid_is_table1_with_the_papers_hyperparameters(root):
+    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
+    assert paper.datasets == ["cifar10", "cifar100", "stl10", "imagenet"]
+    assert paper.methods == ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]
+    assert len(paper.cells()) == 4 * 7 * len(paper.seeds)
+    ir = paper.pretrain_config("cifar10", "IR", 0, "data")
+    assert (ir.lr, ir.momentum, ir.weight_decay, ir.batch_size, ir.epochs) == (0.03, 0.9, 1e-4, 256, 300)
+    assert (ir.lr_milestones, ir.lr_gamma, ir.resize, ir.crop, ir.temperature) == ([200, 250], 0.1, 256, 224, 0.07)
+    assert (ir.bank_negatives, ir.out_dim) == (4096, 128)
+    assert paper.pretrain_config("cifar10", "CMC", 0, "data").batch_size == 128
+    assert paper.pretrain_config("imagenet", "MoCo", 0, "data").queue_size == 65536
+    lin = paper.lincls_config("stl10", "IRing", 1, "data")
+    assert (lin.lr, lin.momentum, lin.weight_decay, lin.epochs, lin.crop) == (0.01, 0.9, 0.0, 100, 224)
+
+
+def test_smoke_grid_runs_the_four_implemented_methods(root):
+    smoke = G.load(root / "workflow" / "grids" / "smoke.yaml")
+    assert smoke.cells() == [("digits", m, 0) for m in ["IR", "IRing", "MoCo", "MoCoRing"]]
+
+
+def test_cell_configs_differ_only_where_they_should(root):
+    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
+    a = paper.pretrain_config("cifar10", "IR", 0, "data")
+    assert config_hash(a) == config_hash(paper.pretrain_config("cifar10", "IR", 0, "/elsewhere"))  # runtime only
+    assert config_hash(a) != config_hash(paper.pretrain_config("cifar10", "IR", 1, "data"))
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"methods": ["IR", "SimCLR"]}, "unknown method 'SimCLR'"),
+        ({"datasets": ["cifar11"]}, "Unknown dataset 'cifar11'"),
+        ({"pretrain": {"all": {"lr_rate": 0.1}}}, "Unknown PretrainConfig key 'lr_rate'. Did you mean 'lr_gamma'"),
+        ({"lincls": {"by_method": {"MoCo": {"epoch": 3}}}}, "Unknown LinclsConfig key 'epoch'. Did you mean 'epochs'"),
+        ({"pretrain": {"by_method": {"BYOL": {}}}}, "by_method names unknown method 'BYOL'"),
+    ],
+)
+def test_bad_grids_fail_with_one_sentence(values, message):
+    base = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0]}
+    with pytest.raises(ValueError, match=message):
+        G.from_dict("bad", {**base, **values})

@@ -1,0 +1,100 @@
+import hashlib
+import json
+
+import pytest
+import torch
+
+from ring.checkpoint import CheckpointError, atomic_save
+from ring.encoder import Encoder, torchvision_state_dict
+from ring.lincls import LinearEval
+
+from .helpers import lincls_config
+
+
+@pytest.fixture
+def encoder_file(tmp_path):
+    torch.manual_seed(0)
+    path = tmp_path / "encoder.pt"
+    atomic_save(torchvision_state_dict(Encoder()), path)
+    return path
+
+
+def _state_hash(module) -> str:
+    h = hashlib.sha256()
+    for key, value in module.state_dict().items():
+        h.update(key.encode())
+        h.update(value.cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize("augmentation", ["none", "crop_flip"])
+def test_encoder_is_bit_identical_after_evaluation(tmp_path, encoder_file, augmentation):
+    file_before = encoder_file.read_bytes()
+    evaluation = LinearEval(lincls_config(augmentation=augmentation, epochs=2), encoder_file, tmp_path / "cell")
+    before = _state_hash(evaluation.trunk)
+    metrics = evaluation.run()
+    assert _state_hash(evaluation.trunk) == before  # weights and BatchNorm statistics untouched
+    assert encoder_file.read_bytes() == file_before
+    assert 0.0 <= metrics["top1"] <= metrics["top5"] <= 100.0
+
+
+def test_metrics_stamp_the_protocol(tmp_path, encoder_file):
+    LinearEval(lincls_config(method="IR"), encoder_file, tmp_path / "cell").run()
+    metrics = json.loads((tmp_path / "cell" / "metrics.json").read_text())
+    protocol = metrics["protocol"]
+    assert metrics["method"] == "IR" and metrics["dataset"] == "digits"
+    assert protocol["feature_shape"] == [512, 1, 1] and protocol["input_size"] == 32
+    assert (protocol["epochs"], protocol["lr"], protocol["momentum"], protocol["weight_decay"]) == (3, 0.01, 0.9, 0.0)
+    assert protocol["augmentation"] == "none"
+    assert protocol["encoder_sha256"] == hashlib.sha256(encoder_file.read_bytes()).hexdigest()
+
+
+def test_paper_protocol_reads_the_7x7_map(tmp_path, encoder_file):
+    evaluation = LinearEval(lincls_config(resize=256, crop=224), encoder_file, tmp_path / "cell")
+    assert evaluation.feature_shape == (512, 7, 7)
+    assert evaluation.classifier.in_features == 512 * 7 * 7
+
+
+def test_linear_probe_learns_from_a_trained_feature(tmp_path, encoder_file):
+    # Enough epochs on the frozen random-init ResNet features separate digits far above chance.
+    metrics = LinearEval(lincls_config(epochs=15), encoder_file, tmp_path / "cell").run()
+    assert metrics["top1"] > 50.0
+
+
+def test_resume_continues_from_the_last_epoch(tmp_path, encoder_file):
+    cell = tmp_path / "cell"
+    first = LinearEval(lincls_config(epochs=2), encoder_file, cell).run()
+    # A later run with the same config and encoder finds the finished checkpoint and trains nothing more.
+    again = LinearEval(lincls_config(epochs=2), encoder_file, cell)
+    again.resume()
+    assert again.epoch == 2
+    assert again.run()["top1"] == first["top1"]
+
+
+def test_checkpoint_of_a_retrained_encoder_is_set_aside(tmp_path, encoder_file):
+    cell = tmp_path / "cell"
+    LinearEval(lincls_config(epochs=1), encoder_file, cell).run()
+    torch.manual_seed(1)
+    atomic_save(torchvision_state_dict(Encoder()), encoder_file)  # pretraining was rerun
+    evaluation = LinearEval(lincls_config(epochs=1), encoder_file, cell)
+    evaluation.resume()
+    assert evaluation.epoch == 0
+    assert len(list(cell.glob("checkpoint.stale-*.pt"))) == 1
+
+
+def test_wrong_encoder_files_fail_with_one_sentence(tmp_path):
+    bad = tmp_path / "bad.pt"
+    atomic_save({"conv1.weight": torch.zeros(1)}, bad)
+    with pytest.raises(ValueError, match="not a torchvision resnet18 trunk: .*missing=.*'bn1.bias'"):
+        LinearEval(lincls_config(), bad, tmp_path / "cell")
+    state = torchvision_state_dict(Encoder())
+    state["conv1.weight"] = torch.zeros(1)
+    atomic_save(state, bad)
+    with pytest.raises(ValueError, match="does not fit resnet18 .*conv1.weight"):
+        LinearEval(lincls_config(), bad, tmp_path / "cell")
+    with pytest.raises(CheckpointError, match="does not exist; run the stage"):
+        LinearEval(lincls_config(), tmp_path / "missing.pt", tmp_path / "cell")
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(b"PK\x03\x04")
+    with pytest.raises(CheckpointError, match="unreadable or truncated"):
+        LinearEval(lincls_config(), truncated, tmp_path / "cell")

@@ -1,0 +1,52 @@
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from ring import tables
+
+
+def _metrics(tmp_path, rows):
+    paths = []
+    for i, (dataset, method, seed, top1) in enumerate(rows):
+        path = tmp_path / f"m{i}.json"
+        path.write_text(json.dumps({"dataset": dataset, "method": method, "seed": seed, "top1": top1}))
+        paths.append(path)
+    return paths
+
+
+def test_table1_means_stds_ring_deltas_and_paper_numbers(tmp_path):
+    files = _metrics(tmp_path, [
+        ("cifar10", "IR", 0, 80.0), ("cifar10", "IR", 1, 82.0),
+        ("cifar10", "IRing", 0, 84.0), ("cifar10", "IRing", 1, 85.0),
+        ("cifar10", "MoCo", 0, 83.0),
+    ])
+    wide = tables.build("table1", files, ["IR", "IRing", "MoCo", "MoCoRing"], ["cifar10"], tmp_path / "t" / "table1")
+    assert wide.loc["IR", "CIFAR10"] == "81.0 ± 1.4"
+    assert wide.loc["IRing", "CIFAR10"] == "84.5 ± 0.7 (+3.5)"
+    assert wide.loc["IR", "CIFAR10 paper (ours − paper)"] == "81.2 (-0.2)"
+    assert wide.loc["MoCoRing", "CIFAR10"] == "—"  # no cell finished: shown, never dropped
+    assert wide.loc["MoCoRing", "CIFAR10 paper (ours − paper)"] == "86.1"
+    csv = pd.read_csv(tmp_path / "t" / "table1.csv")
+    iring = csv[csv.method == "IRing"].iloc[0]
+    assert (iring.n, iring["mean"], iring.delta_to_base, iring.paper) == (2, 84.5, 3.5, 83.9)
+    assert iring.diff_to_paper == pytest.approx(0.6)
+    assert "| IRing" in (tmp_path / "t" / "table1.md").read_text()
+    assert "\\begin{table}" in (tmp_path / "t" / "table1.tex").read_text()
+
+
+def test_dataset_without_published_numbers(tmp_path):
+    files = _metrics(tmp_path, [("digits", "IR", 0, 90.0), ("digits", "IRing", 0, 91.5)])
+    wide = tables.build("table1", files, ["IR", "IRing"], ["digits"], tmp_path / "table1")
+    assert wide.loc["IRing", "Digits"] == "91.5 (+1.5)"
+    assert wide.loc["IRing", "Digits paper (ours − paper)"] == "—"
+
+
+def test_published_numbers_are_the_papers(root):
+    ours = yaml.safe_load(tables.PUBLISHED.read_text())
+    assert ours["table1_linear_eval"]["rows"]["MoCoRing"] == [86.1, 61.5, 65.2, 54.6]
+    shared = root.parent / "shared" / "paper" / "published-results.yaml"
+    if shared.exists():  # the project's copy must not drift from the checked transcription
+        assert ours == yaml.safe_load(shared.read_text())
