@@ -1,0 +1,146 @@
+"""Ring's cost: selection alone versus the authors' full sort, step-time ratios, and peak memory.
+
+    python benchmarks/ring_selection.py            # CPU scale (or paper scale on a GPU)
+    python benchmarks/ring_selection.py --tiny     # what the test suite runs
+
+1. Selection: per-query window of a B x N similarity matrix by two ``kthvalue`` selections
+   (ours) versus ``sort`` and slicing (the authors' code), asserting both select the same set.
+2. Step time of IRing / IR and MoCoRing / MoCo: one full training step of the real objective
+   modules with a ResNet-18, same inputs, ratio of medians.
+3. Memory: IRing's negative selection on a 1.28M-entry bank never holds the B x N matrix; the
+   peak extra memory is measured (CUDA allocator on a GPU, resident set size on the CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import machine, timeit, write  # noqa: E402
+from ring.encoder import Encoder  # noqa: E402
+from ring.objectives.ir import InstanceDiscrimination  # noqa: E402
+from ring.objectives.moco import MomentumContrast  # noqa: E402
+from ring.objectives.ring import DEFAULT_MAX_CHUNK_ELEMENTS, sample_in_window, window_mask, window_ranks  # noqa: E402
+
+WINDOW = (90.0, 99.0)  # the window after annealing: the largest selection cost does not depend on it
+
+
+def sorted_window(sims: torch.Tensor, w_l: float, w_u: float) -> torch.Tensor:
+    """The authors' approach: sort every row, slice the ranks of the window."""
+    lo, hi = window_ranks(sims.shape[1], w_l, w_u)
+    order = sims.sort(dim=1).indices[:, lo:hi]
+    return torch.zeros_like(sims, dtype=torch.bool).scatter_(1, order, True)
+
+
+def bench_selection(batch: int, sizes: list[int], device, repeats: int) -> list[dict]:
+    rows = []
+    for n in sizes:
+        g = torch.Generator(device=device).manual_seed(0)
+        sims = torch.rand(batch, n, generator=g, device=device) * 2 - 1
+        ours = window_mask(sims, *WINDOW)
+        theirs = sorted_window(sims, *WINDOW)
+        assert torch.equal(ours, theirs), f"selections differ at N={n}"
+        t_ours = timeit(lambda: window_mask(sims, *WINDOW), device, repeats)
+        t_sort = timeit(lambda: sorted_window(sims, *WINDOW), device, repeats)
+        rows.append({"batch": batch, "n": n, "kthvalue_s": t_ours, "sort_s": t_sort, "speedup": t_sort / t_ours,
+                     "same_set": True})
+        del sims, ours, theirs
+    return rows
+
+
+def _step(objective, encoder, optimizer, views, index, window):
+    loss = objective(encoder, views, index, window)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+
+
+def bench_steps(batch: int, image: int, bank_sizes: list[int], queue: int, device, repeats: int) -> list[dict]:
+    rows = []
+    torch.manual_seed(0)
+    x = [torch.randn(batch, 3, image, image, device=device) for _ in range(2)]
+    for kind, sizes in (("IR", bank_sizes), ("MoCo", [queue])):
+        for n in sizes:
+            times = {}
+            for ring in (False, True):
+                encoder = Encoder().to(device)
+                optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9)
+                if kind == "IR":
+                    objective = InstanceDiscrimination(n, 128, min(4096, n), 0.07, 0.5, ring, DEFAULT_MAX_CHUNK_ELEMENTS)
+                else:
+                    objective = MomentumContrast(encoder, 128, n, 0.999, 0.07, splits=8, ring=ring)
+                objective.to(device)
+                index = torch.randint(0, n if kind == "IR" else batch, (batch,), device=device)
+                times[ring] = timeit(lambda: _step(objective, encoder, optimizer, x, index, WINDOW), device, repeats)
+            name = f"{kind}ing" if kind == "IR" else "MoCoRing"
+            rows.append({"base": kind, "ring": name, "n": n, "batch": batch, "image": image,
+                         "base_step_s": times[False], "ring_step_s": times[True], "ratio": times[True] / times[False]})
+    return rows
+
+
+def _peak_child(n: int, batch: int, select: bool) -> None:
+    """Runs in a subprocess: allocate the bank (and select), print peak memory in bytes."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    bank = F.normalize(torch.randn(n, 128, device=device), dim=1)
+    q = F.normalize(torch.randn(batch, 128, device=device), dim=1)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    if select:
+        sample_in_window(q, bank, *WINDOW, k=4096)
+    if device.type == "cuda":
+        print(torch.cuda.max_memory_allocated() - base)
+    else:
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+
+
+def bench_memory(n: int, batch: int) -> dict:
+    def run(select: bool) -> int:
+        out = subprocess.run([sys.executable, __file__, "--peak-child", str(n), str(batch), str(int(select))],
+                             capture_output=True, text=True, check=True)
+        return int(out.stdout.strip())
+
+    cuda = torch.cuda.is_available()
+    extra = run(True) if cuda else run(True) - run(False)
+    full = batch * n * 4
+    return {"n": n, "batch": batch, "measure": "cuda max_memory_allocated" if cuda else "peak RSS difference",
+            "selection_peak_bytes": extra, "full_similarity_bytes": full, "fraction_of_full": extra / full,
+            "chunk_budget_bytes": DEFAULT_MAX_CHUNK_ELEMENTS * 4}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="seconds-long run for the test suite")
+    parser.add_argument("--peak-child", nargs=3, type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.peak_child:
+        _peak_child(*args.peak_child[:2], bool(args.peak_child[2]))
+        return
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    gpu = device.type == "cuda"
+    if args.tiny:
+        sel = bench_selection(8, [4096], device, 2)
+        steps = bench_steps(16, 32, [2048], 1024, device, 2)
+        mem = bench_memory(200_000, 32)
+    elif gpu:  # the paper's scale
+        sel = bench_selection(256, [65_536, 1_281_167], device, 20)
+        steps = bench_steps(256, 224, [50_000, 1_281_167], 65_536, device, 20)
+        mem = bench_memory(1_281_167, 256)
+    else:  # CPU scale: the paper's batch, bank and queue sizes on 32x32 images
+        sel = bench_selection(64, [65_536, 1_281_167], device, 3)
+        steps = bench_steps(256, 32, [50_000, 1_281_167], 65_536, device, 5)
+        mem = bench_memory(1_281_167, 256)
+    write("ring_selection", {"machine": machine(), "window": WINDOW, "selection": sel, "steps": steps, "memory": mem},
+          tiny=args.tiny)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""The benchmark scripts run (at a tiny size); their real figures are committed under benchmarks/results/."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_tiny(script: str) -> dict:
+    subprocess.run([sys.executable, f"benchmarks/{script}.py", "--tiny"], cwd=ROOT, check=True, capture_output=True,
+                   text=True, timeout=600)
+    return json.loads((ROOT / "benchmarks" / "results" / f".tiny-{script}.json").read_text())
+
+
+def test_ring_selection_benchmark_asserts_the_same_set_and_measures_memory():
+    result = run_tiny("ring_selection")
+    assert all(row["same_set"] and row["speedup"] > 0 for row in result["selection"])
+    assert {row["ring"] for row in result["steps"]} == {"IRing", "MoCoRing"}
+    assert result["memory"]["selection_peak_bytes"] < result["memory"]["full_similarity_bytes"]
+
+
+def test_data_pipeline_benchmark():
+    result = run_tiny("data_pipeline")
+    assert result["augmented_images_per_s"] > 0 and result["device_tensor_images_per_s"] > 0
+
+
+def test_orchestration_benchmark_plans_the_paper_grid():
+    result = run_tiny("orchestration")
+    assert result["jobs_planned"] > 2 * 84
+
+
+@pytest.mark.parametrize("name", ["ring_selection", "data_pipeline", "orchestration", "quickstart"])
+def test_committed_results_exist(name):
+    assert list((ROOT / "benchmarks" / "results").glob(f"{name}-*.json")), f"run benchmarks/{name} and commit its result"
