@@ -64,11 +64,20 @@ def main() -> None:
         loss.backward()
         optimizer.step()
 
-    loader = make_loader(views, epoch_batches(n, batch, 0, 0)[: steps + 2], workers, device)
-    real = throughput(((x.to(device, non_blocking=True), i.to(device)) for x, _, i in loader), step, device, warmup=2)
     x = torch.randn(batch, 3, size, size, device=device)
     index = torch.arange(batch, device=device)
-    synthetic = throughput(((x, index) for _ in range(steps + 2)), step, device, warmup=2)
+
+    def synthetic_run() -> float:
+        return throughput(((x, index) for _ in range(steps + 2)), step, device, warmup=2)
+
+    def real_run() -> float:
+        loader = make_loader(views, epoch_batches(n, batch, 0, 0)[: steps + 2], workers, device)
+        return throughput(((x.to(device, non_blocking=True), i.to(device)) for x, _, i in loader), step, device, warmup=2)
+
+    # Interleaved (synthetic, real, synthetic) so that drift of the machine does not favour either.
+    first = synthetic_run()
+    real = real_run()
+    synthetic = (first + synthetic_run()) / 2
     write("data_pipeline", {"machine": machine(), "image_size": size, "batch": batch, "workers": workers,
                             "augmented_images_per_s": real, "device_tensor_images_per_s": synthetic,
                             "ratio": real / synthetic}, tiny=args.tiny)

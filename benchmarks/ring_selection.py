@@ -43,8 +43,10 @@ def sorted_window(sims: torch.Tensor, w_l: float, w_u: float) -> torch.Tensor:
 def bench_selection(batch: int, sizes: list[int], device, repeats: int) -> list[dict]:
     rows = []
     for n in sizes:
-        g = torch.Generator(device=device).manual_seed(0)
-        sims = torch.rand(batch, n, generator=g, device=device) * 2 - 1
+        g = torch.Generator().manual_seed(0)
+        # Distinct values (a permutation per row): with ties the sort would pick arbitrary members
+        # of a tied boundary, while the selection keeps all of them (documented in ring.objectives.ring).
+        sims = torch.stack([torch.randperm(n, generator=g) for _ in range(batch)]).float().to(device)
         ours = window_mask(sims, *WINDOW)
         theirs = sorted_window(sims, *WINDOW)
         assert torch.equal(ours, theirs), f"selections differ at N={n}"

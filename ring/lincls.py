@@ -28,7 +28,8 @@ from ring import config as C
 from ring import catalog, datasets
 from ring.checkpoint import CheckpointError, atomic_save, file_sha256, rng_state, safe_load, set_rng_state
 from ring.encoder import load_trunk, trunk_feature_map
-from ring.runtime import JsonLog, epoch_batches, make_loader, pick_device, setup_threads
+from ring import provenance
+from ring.runtime import JsonLog, Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.json"
@@ -171,6 +172,10 @@ class LinearEval:
         self.out.mkdir(parents=True, exist_ok=True)
         self.resume()
         self.log.truncate_from(self.epoch)
+        with provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
+            return self._run()
+
+    def _run(self) -> dict:
         with tqdm(total=self.cfg.epochs, initial=self.epoch, desc="linear eval", file=sys.stderr,
                   disable=None, dynamic_ncols=True) as progress:
             while self.epoch < self.cfg.epochs:
@@ -180,6 +185,8 @@ class LinearEval:
                 self.log.append({"epoch": self.epoch - 1, "loss": loss})
                 progress.update(1)
                 progress.set_postfix(loss=f"{loss:.4f}")
+                if stop_requested():  # the epoch's checkpoint is written: stop for the requeue
+                    raise Preempted(f"{self.out}: checkpointed after epoch {self.epoch}")
         metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed, **self.evaluate(), "protocol": self.protocol()}
         tmp = self.out / f".{METRICS}.tmp"
         tmp.write_text(json.dumps(metrics, indent=2) + "\n")

@@ -32,7 +32,8 @@ from ring.encoder import Encoder, torchvision_state_dict
 from ring.knn import embed, knn_accuracy
 from ring.methods import method
 from ring.objectives import build_objective
-from ring.runtime import JsonLog, Timer, epoch_batches, make_loader, pick_device, setup_threads
+from ring import provenance
+from ring.runtime import JsonLog, Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 
 CHECKPOINT = "checkpoint.pt"
 ENCODER = "encoder.pt"
@@ -159,6 +160,9 @@ class Pretraining:
             self.loss_sum += loss.item()
             progress.update(1)
             progress.set_postfix(loss=f"{loss.item():.4f}")
+            if stop_requested():  # preemption or time limit: the launcher requeues the job
+                self.save_checkpoint()
+                raise Preempted(f"{self.out}: checkpointed at epoch {self.epoch} step {self.step_in_epoch}")
             if since_checkpoint.minutes() >= cfg.checkpoint_interval_min and self.step_in_epoch < self.steps_per_epoch:
                 self.save_checkpoint()
                 since_checkpoint.reset()
@@ -188,6 +192,13 @@ class Pretraining:
         self.log.truncate_from(self.epoch)
         if resumed:
             print(f"ring: resuming {self.out} at epoch {self.epoch} step {self.step_in_epoch}", file=sys.stderr)
+        with provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
+            self._train()
+        encoder_path = self.out / ENCODER
+        atomic_save(torchvision_state_dict(self.encoder), encoder_path)
+        return encoder_path
+
+    def _train(self) -> None:
         while self.epoch < self.cfg.epochs:
             with tqdm(total=self.steps_per_epoch, initial=self.step_in_epoch, desc=f"epoch {self.epoch + 1}/{self.cfg.epochs}",
                       file=sys.stderr, leave=False, dynamic_ncols=True, disable=None) as progress:
@@ -195,9 +206,6 @@ class Pretraining:
             self._end_epoch()
             print(f"ring: {self.out.name} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                                        for k, v in self.log.records()[-1].items()), file=sys.stderr)
-        encoder_path = self.out / ENCODER
-        atomic_save(torchvision_state_dict(self.encoder), encoder_path)
-        return encoder_path
 
 
 def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:

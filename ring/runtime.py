@@ -79,3 +79,25 @@ class Timer:
 
     def reset(self) -> None:
         self.start = time.monotonic()
+
+
+class Preempted(Exception):
+    """Raised at a step boundary after a stop was requested and a checkpoint was written."""
+
+
+_stop_requested = False
+
+
+def request_stop() -> None:
+    """Ask the running stage to checkpoint and stop at its next step boundary (signal-safe)."""
+    global _stop_requested
+    _stop_requested = True
+
+
+def stop_requested() -> bool:
+    return _stop_requested
+
+
+def clear_stop() -> None:
+    global _stop_requested
+    _stop_requested = False

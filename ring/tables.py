@@ -129,7 +129,39 @@ def build(name: str, metric_files: list[str | Path], methods: list[str], dataset
     return wide
 
 
+def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.DataFrame:
+    """Cost per stage from the cells' provenance: cells, segments, requeues, wall hours and GPU-hours."""
+    rows = []
+    for path in map(Path, provenance_files):
+        doc = json.loads(path.read_text())
+        stage = path.parts[-5]  # results/<grid>/<stage>/<dataset>/<method>/seed<seed>/provenance.json
+        rows.append({"stage": stage, "cell": str(path.parent), "segments": len(doc["segments"]),
+                     "requeues": doc["requeues"], "wall_h": doc["wall_s"] / 3600.0, "gpu_hours": doc["gpu_hours"]})
+    cells = pd.DataFrame(rows, columns=["stage", "cell", "segments", "requeues", "wall_h", "gpu_hours"])
+    summary = cells.groupby("stage").agg(cells=("cell", "count"), segments=("segments", "sum"),
+                                         requeues=("requeues", "sum"), wall_h=("wall_h", "sum"),
+                                         gpu_hours=("gpu_hours", "sum"))
+    summary.loc["total"] = summary.sum()
+    summary[["cells", "segments", "requeues"]] = summary[["cells", "segments", "requeues"]].astype(int)
+    prefix = Path(prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    cells.to_csv(prefix.with_suffix(".csv"), index=False, float_format="%.6f")
+    prefix.with_suffix(".md").write_text(
+        "**gpu_hours**: compute spent per stage (from each cell's provenance.json, requeued segments included)\n\n"
+        f"{summary.to_markdown(floatfmt='.3f')}\n")
+    return summary
+
+
 def main(argv=None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["gpu_hours"]:
+        parser = argparse.ArgumentParser(description="Aggregate the cells' provenance into GPU-hours per stage.")
+        parser.add_argument("--out", required=True)
+        parser.add_argument("--provenance", nargs="*", default=[])
+        args = parser.parse_args(argv[1:])
+        print(gpu_hours(args.provenance, args.out).to_markdown(floatfmt=".3f"))
+        return 0
     parser = argparse.ArgumentParser(description="Aggregate finished cells into a paper table.")
     parser.add_argument("table", choices=sorted(TABLES))
     parser.add_argument("--out", required=True, help="path prefix; .csv, .md and .tex are written")

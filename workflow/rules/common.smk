@@ -1,7 +1,9 @@
 # Helpers shared by every rule: config and grid validation, wildcard constraints, cell paths.
 # Only torch-free parts of ring are imported here, so planning a DAG stays fast and light.
 
+import json
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -68,12 +70,20 @@ def lincls_metrics(grid: str) -> list:
     return expand(LINCLS_CELL + "/metrics.json", zip, grid=[grid] * len(GRIDS[grid].cells()), **cell_wildcards(grid))
 
 
+def provenance_files(grid: str) -> list:
+    """Provenance of every finished cell of ``grid`` (read after the cells, never an input)."""
+    n = len(GRIDS[grid].cells())
+    paths = [*expand(PRETRAIN_CELL + "/provenance.json", zip, grid=[grid] * n, **cell_wildcards(grid)),
+             *expand(LINCLS_CELL + "/provenance.json", zip, grid=[grid] * n, **cell_wildcards(grid))]
+    return [p for p in paths if Path(p).exists()]
+
+
 def table_files(grid: str, table: str) -> list:
     return expand(TABLE, grid=grid, table=table, ext=TABLE_EXTS)
 
 
 def all_tables(grid: str) -> list:
-    return table_files(grid, "table1")
+    return [*table_files(grid, "table1"), *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"])]
 
 
 def stage_config(stage: str, wildcards):
@@ -83,9 +93,21 @@ def stage_config(stage: str, wildcards):
 
 
 def stage_threads(stage: str):
+    """CPU threads of a local job; a SLURM client only waits, so it takes one."""
     def threads(wildcards):
+        if config["launcher"] == "slurm":
+            return 1
         return GRIDS[wildcards.grid].resources.get(stage, {}).get("threads", 1)
     return threads
+
+
+def launch_options(stage: str) -> str:
+    """ring.launch options of a stage: the launcher and, on SLURM, the stage's resources."""
+    if config["launcher"] == "local":
+        return "--launcher local"
+    slurm = config.get("slurm", {})
+    resources = {**slurm.get("defaults", {}), **slurm.get(stage, {})}
+    return f"--launcher slurm --resources {shlex.quote(json.dumps(resources))}"
 
 
 def cell_dir(path) -> str:

@@ -22,7 +22,8 @@ rule lincls:
         LINCLS_CELL + "/lincls.log",
     params:
         out=lambda wc, output: cell_dir(output[0]),
+        launch=launch_options("lincls"),
     threads: stage_threads("lincls")
     shell:
-        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.lincls --config {input.cfg:q} --encoder {input.encoder:q}"
-        " --out {params.out:q} 2>&1 | tee {log:q}"
+        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.launch lincls --cell {params.out:q} {params.launch}"
+        " -- --config {input.cfg:q} --encoder {input.encoder:q} --out {params.out:q} 2>&1 | tee {log:q}"

@@ -23,6 +23,8 @@ rule pretrain:
         PRETRAIN_CELL + "/pretrain.log",
     params:
         out=lambda wc, output: cell_dir(output[0]),
+        launch=launch_options("pretrain"),
     threads: stage_threads("pretrain")
     shell:
-        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.pretrain --config {input.cfg:q} --out {params.out:q} 2>&1 | tee {log:q}"
+        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.launch pretrain --cell {params.out:q} {params.launch}"
+        " -- --config {input.cfg:q} --out {params.out:q} 2>&1 | tee {log:q}"

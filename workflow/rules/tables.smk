@@ -14,3 +14,16 @@ rule make_table1:
     shell:
         "{PYTHON:q} -m ring.tables table1 --out {params.prefix:q} --methods {params.methods} "
         "--datasets {params.datasets} --metrics {input:q}"
+
+
+rule make_gpu_hours:
+    input:
+        lambda wc: lincls_metrics(wc.grid),
+    output:
+        expand(TABLE, table="gpu_hours", ext=["csv", "md"], allow_missing=True),
+    params:
+        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
+        provenance=lambda wc, input: provenance_files(wc.grid),
+    localrule: True
+    shell:
+        "{PYTHON:q} -m ring.tables gpu_hours --out {params.prefix:q} --provenance {params.provenance:q}"

@@ -1,0 +1,164 @@
+"""Batch submission, status and cancellation of a grid's cells on SLURM.
+
+    python -m ring.batch submit --grid paper --stage pretrain     # every missing cell: ONE job array
+    python -m ring.batch status --grid paper                      # done / running / pending / failed / missing
+    python -m ring.batch cancel --grid paper [--stage pretrain]   # scancel the grid's recorded jobs
+
+``submit`` returns at once with the array's id.  Each cell records its array task in
+``CELL/slurm/job.json``, so ``snakemake --profile profiles/slurm all_tables`` afterwards
+re-attaches to running tasks and counts finished cells as done instead of resubmitting them.
+Configs come from ``workflow/config.yaml`` and ``profiles/slurm/cluster.yaml`` (``--configfile``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from ring import config as C
+from ring import grid as G
+from ring.jobs import StageJob
+from ring.launch import ALIVE, Resources, log_tail, make_executor, preflight, read_record, sacct_state, write_record
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIGS = [ROOT / "workflow" / "config.yaml", ROOT / "profiles" / "slurm" / "cluster.yaml"]
+OUTPUT = {"pretrain": "encoder.pt", "lincls": "metrics.json"}
+
+
+def load_config(files: list[Path]) -> dict:
+    config: dict = {}
+    for path in files:
+        with open(path) as fh:
+            values = yaml.safe_load(fh) or {}
+        for key, value in values.items():
+            config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    with open(ROOT / "workflow" / "schemas" / "config.schema.yaml") as fh:
+        jsonschema.validate(config, yaml.safe_load(fh))
+    return config
+
+
+def stage_resources(config: dict, stage: str) -> Resources:
+    slurm = config.get("slurm", {})
+    return Resources.from_dict({**slurm.get("defaults", {}), **slurm.get(stage, {})})
+
+
+def cell_dir(results: Path, grid: str, stage: str, dataset: str, method: str, seed: int) -> Path:
+    return results / grid / stage / dataset / method / f"seed{seed}"
+
+
+def cell_job(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str,
+             results: Path) -> StageJob:
+    """Write the cell's config as the workflow would, and the job that runs the cell."""
+    build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
+    cell.mkdir(parents=True, exist_ok=True)
+    C.save(build(dataset, method, seed, data_root), cell / "config.yaml")
+    argv = ["--config", str(cell / "config.yaml"), "--out", str(cell)]
+    if stage == "lincls":
+        argv += ["--encoder", str(cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"])]
+    return StageJob(stage, argv)
+
+
+def cell_status(cell: Path, stage: str) -> tuple[str, str]:
+    if (cell / OUTPUT[stage]).exists():
+        return "done", ""
+    record = read_record(cell)
+    if record is None:
+        return "missing", ""
+    state = sacct_state(record["job_id"]) or "PENDING"
+    if state in ALIVE:
+        return state.lower(), record["job_id"]
+    if state == "COMPLETED":
+        return "done", record["job_id"]
+    stderr = Path(record["folder"]) / f"{record['job_id']}_0_log.err"
+    return "failed", f"{record['job_id']} {state}: {log_tail(stderr, 1)}"
+
+
+def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
+    res = stage_resources(config, stage)
+    todo = []
+    for dataset, method, seed in grid.cells():
+        cell = cell_dir(results, grid.name, stage, dataset, method, seed)
+        status, _ = cell_status(cell, stage)
+        if status != "missing" and status != "failed":
+            continue
+        if stage == "lincls" and not (cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"]).exists():
+            print(f"ring: {cell} waits for its pretraining; not submitted", file=sys.stderr)
+            continue
+        todo.append((cell, cell_job(grid, stage, cell, dataset, method, seed, config["data_root"], results)))
+    if not todo:
+        print(f"ring: every {stage} cell of grid {grid.name} is done or already submitted", file=sys.stderr)
+        return None
+    first_cfg = yaml.safe_load((todo[0][0] / "config.yaml").read_text())
+    preflight(res, first_cfg.get("checkpoint_interval_min"))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    folder = results / grid.name / "slurm" / f"{stage}-{stamp}"
+    executor = make_executor(folder, res, f"ring-{stage}-{grid.name}")
+    with executor.batch():
+        jobs = [executor.submit(job) for _, job in todo]
+    for (cell, _), job in zip(todo, jobs):
+        write_record(cell, job.job_id, folder, stage)
+    array_id = jobs[0].job_id.split("_")[0]
+    print(f"ring: submitted {len(jobs)} {stage} cells of grid {grid.name} as job array {array_id} (logs in {folder})")
+    return array_id
+
+
+def status(grid: G.Grid, results: Path) -> list[tuple]:
+    rows = []
+    for stage in OUTPUT:
+        for dataset, method, seed in grid.cells():
+            state, detail = cell_status(cell_dir(results, grid.name, stage, dataset, method, seed), stage)
+            rows.append((stage, dataset, method, seed, state, detail))
+    return rows
+
+
+def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
+    ids = []
+    for stage in stages:
+        for dataset, method, seed in grid.cells():
+            record = read_record(cell_dir(results, grid.name, stage, dataset, method, seed))
+            if record and (sacct_state(record["job_id"]) or "PENDING") in ALIVE:
+                ids.append(record["job_id"])
+    if ids:
+        subprocess.run(["scancel", *ids], check=True, timeout=60)
+    return ids
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Batch submission, status and cancellation of a grid on SLURM.")
+    parser.add_argument("command", choices=["submit", "status", "cancel"])
+    parser.add_argument("--grid", required=True)
+    parser.add_argument("--stage", choices=list(OUTPUT), help="submit: required; cancel: default all stages")
+    parser.add_argument("--configfile", nargs="+", type=Path, default=DEFAULT_CONFIGS)
+    parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--grids-dir", type=Path, default=ROOT / "workflow" / "grids")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.configfile)
+        path = args.grids_dir / f"{args.grid}.yaml"
+        if not path.exists():
+            raise ValueError(f"Grid {args.grid!r} has no file {path}.")
+        grid = G.load(path)
+        if args.command == "submit":
+            if not args.stage:
+                raise ValueError("submit needs --stage pretrain or --stage lincls.")
+            submit(grid, args.stage, config, args.results)
+        elif args.command == "status":
+            for stage, dataset, method, seed, state, detail in status(grid, args.results):
+                print(f"{stage:9} {dataset:10} {method:10} seed{seed:<3} {state:10} {detail}")
+        else:
+            ids = cancel(grid, [args.stage] if args.stage else list(OUTPUT), args.results)
+            print(f"ring: cancelled {len(ids)} jobs: {' '.join(ids)}" if ids else "ring: no live job to cancel")
+    except (ValueError, RuntimeError, jsonschema.ValidationError) as err:
+        print(f"ring: {getattr(err, 'message', err)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Provenance beside every cell's outputs: what ran, where, for how long.
+
+``<cell>/provenance.json`` holds the code (git commit and dirty flag), the config hash and seed,
+the software (torch, CUDA), and one *segment* per process that worked on the cell: a first run,
+a resumed run, or a SLURM job requeued after preemption.  Each segment records its SLURM job id
+and restart count, node, GPU model, wall time and outcome, so GPU-hours add up over requeues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from ring.runtime import Preempted
+
+FILE = "provenance.json"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def git_state(repo: Path = REPO) -> dict:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+
+    try:
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def slurm_env() -> dict:
+    env = os.environ
+    job = env.get("SLURM_JOB_ID")
+    if env.get("SLURM_ARRAY_JOB_ID"):
+        job = f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID')}"
+    return {"job_id": job, "restart_count": int(env.get("SLURM_RESTART_COUNT", 0)) if job else None}
+
+
+def gpus_in_use() -> tuple[int, str | None]:
+    if not torch.cuda.is_available():
+        return 0, None
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    return world, torch.cuda.get_device_name(0)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Segment:
+    """Context manager recording one process's work on a cell in ``provenance.json``."""
+
+    def __init__(self, cell: str | Path, config_hash: str, seed: int):
+        self.path = Path(cell) / FILE
+        self.config_hash = config_hash
+        self.seed = seed
+
+    def __enter__(self) -> "Segment":
+        self.started = _now()
+        self.t0 = time.monotonic()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        outcome = "completed" if exc_type is None else ("preempted" if issubclass(exc_type, Preempted) else "failed")
+        gpus, gpu_model = gpus_in_use()
+        wall = time.monotonic() - self.t0
+        record = {"started": self.started, "ended": _now(), "wall_s": round(wall, 3), "outcome": outcome,
+                  "node": socket.gethostname(), "gpus": gpus, "gpu_model": gpu_model, **slurm_env()}
+        previous = json.loads(self.path.read_text()) if self.path.exists() else {}
+        segments = [*previous.get("segments", []), record]
+        doc = {
+            **git_state(),
+            "config_hash": self.config_hash,
+            "seed": self.seed,
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "segments": segments,
+            "wall_s": round(sum(s["wall_s"] for s in segments), 3),
+            "gpu_hours": round(sum(s["wall_s"] * s["gpus"] for s in segments) / 3600.0, 6),
+            "requeues": max((s.get("restart_count") or 0) for s in segments),
+        }
+        tmp = self.path.with_name(f".{FILE}.tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        tmp.replace(self.path)

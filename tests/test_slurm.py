@@ -1,0 +1,220 @@
+"""ring-bench on a real single-node SLURM cluster (started by .ci/slurm/start.sh, stopped at the end).
+
+These tests never skip: a machine without the cluster fails them, as CI must.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from ring import config as C
+from ring.launch import Resources, preflight
+
+from .helpers import TINY_PRETRAIN
+from .test_workflow import TINY, job_counts, snakemake, write_grid
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = {  # the test cluster: partition gpu, account ring, 2 CPUs, 2 fake GPUs
+    "partition": "gpu", "account": "ring", "gpus_per_node": 1, "cpus_per_task": 1, "mem_gb": 2,
+    "time_min": 10, "max_requeues": 5, "signal_delay_s": 30, "poll_s": 1, "array_parallelism": 2,
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    subprocess.run(["bash", str(ROOT / ".ci" / "slurm" / "start.sh")], check=True, timeout=900)
+    yield
+    subprocess.run(["bash", str(ROOT / ".ci" / "slurm" / "stop.sh")], check=True, timeout=300)
+
+
+@pytest.fixture
+def workdir(tmp_path) -> Path:
+    for name in ("Snakefile", "workflow", "profiles"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
+    cluster_yaml = tmp_path / "profiles" / "slurm" / "cluster.yaml"
+    values = yaml.safe_load(cluster_yaml.read_text())
+    values["slurm"] = {"defaults": CLUSTER}
+    values["grid"] = "tiny"
+    cluster_yaml.write_text(yaml.safe_dump(values))
+    write_grid(tmp_path, "tiny", {**TINY, "seeds": [0]})
+    return tmp_path
+
+
+def sacct_jobs(name_prefix: str, since: str) -> list[tuple[str, str, str]]:
+    """(JobID, JobName, State) of allocations since ``since`` whose name starts with the prefix."""
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-S", since, "-o", "JobID,JobName,State"], capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    return [tuple(line.split("|")) for line in out.splitlines() if line.split("|")[1].startswith(name_prefix)]
+
+
+def now() -> str:
+    return datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def launch_cell(cell: Path, cfg: C.PretrainConfig, resources: dict) -> subprocess.Popen:
+    cell.mkdir(parents=True, exist_ok=True)
+    C.save(cfg, cell / "config.yaml")
+    cmd = [sys.executable, "-m", "ring.launch", "pretrain", "--cell", str(cell), "--launcher", "slurm",
+           "--resources", json.dumps(resources), "--", "--config", str(cell / "config.yaml"), "--out", str(cell)]
+    return subprocess.Popen(cmd, cwd=cell.parents[5], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def log_lines(cell: Path) -> int:
+    path = cell / "log.jsonl"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def same_weights(a: Path, b: Path) -> bool:
+    sa, sb = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    """An uninterrupted SLURM run of the interruption tests' cell."""
+    cell = tmp_path_factory.mktemp("ref") / "results" / "t" / "pretrain" / "digits" / "IRing" / "seed0"
+    proc = launch_cell(cell, C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 3}), CLUSTER)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    return cell / "encoder.pt"
+
+
+def test_client_stays_light():
+    # VmHWM, not ru_maxrss: the latter can report the forking parent's size (pytest holds torch).
+    code = ("import sys, ring.launch, ring.batch; print('torch' in sys.modules, "
+            "next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')))")
+    imported, rss_kb = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert imported == "False" and int(rss_kb) < 100 * 1024
+
+
+def test_usr2_checkpoints_at_a_step_boundary_requeues_and_resumes(tmp_path, reference):
+    cell = tmp_path / "results" / "t" / "pretrain" / "digits" / "IRing" / "seed0"
+    proc = launch_cell(cell, C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 3}), CLUSTER)
+    wait_for(lambda: log_lines(cell) >= 1, 300, "the first epoch")
+    job_id = json.loads((cell / "slurm" / "job.json").read_text())["job_id"]
+    rss_kb = int(next(line.split()[1] for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+                      if line.startswith("VmRSS")))
+    subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    segments = json.loads((cell / "provenance.json").read_text())["segments"]
+    assert [s["outcome"] for s in segments] == ["preempted", "completed"]
+    assert segments[1]["restart_count"] >= 1 and segments[0]["job_id"] == job_id
+    assert same_weights(reference, cell / "encoder.pt")
+    assert rss_kb < 150 * 1024, f"the waiting client uses {rss_kb} kB"
+
+
+def test_external_requeue_resumes_from_the_periodic_checkpoint(tmp_path, reference):
+    cell = tmp_path / "results" / "t" / "pretrain" / "digits" / "IRing" / "seed0"
+    cfg = C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 3, "checkpoint_interval_min": 0.0})
+    proc = launch_cell(cell, cfg, CLUSTER)
+    wait_for(lambda: log_lines(cell) >= 1, 300, "the first epoch")
+    time.sleep(2)
+    job_id = json.loads((cell / "slurm" / "job.json").read_text())["job_id"]
+    subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=30)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    assert "resuming" in (Path(json.loads((cell / "slurm" / "job.json").read_text())["folder"]) /
+                          f"{job_id}_0_log.err").read_text()
+    assert json.loads((cell / "provenance.json").read_text())["requeues"] >= 1
+    assert same_weights(reference, cell / "encoder.pt")
+
+
+def test_slurm_tables_equal_local_tables(workdir, tmp_path):
+    local = tmp_path / "local"
+    local.mkdir()
+    for name in ("Snakefile", "workflow", "profiles"):
+        src = workdir / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, local / name)
+    snakemake(local, "--profile", "profiles/local", "all_tables", "--config", "grid=tiny")
+    start = now()
+    result = snakemake(workdir, "--profile", "profiles/slurm", "all_tables")
+    assert "submitted SLURM job" in result.stdout + result.stderr
+    assert len(sacct_jobs("ring-", start)) == 4  # 2 pretraining + 2 linear-evaluation cells
+    for table in ("table1.csv", "table1.md"):
+        assert (workdir / "results/tiny/tables" / table).read_text() == (local / "results/tiny/tables" / table).read_text()
+    hours = (workdir / "results/tiny/tables/gpu_hours.csv").read_text()
+    assert hours.count("pretrain") == 2 and hours.count("lincls") == 2
+
+
+def test_killed_client_reattaches_without_a_second_submission(workdir):
+    start = now()
+    cmd = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "all_tables"]
+    proc = subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    record = workdir / "results/tiny/pretrain/digits/IR/seed0/slurm/job.json"
+    wait_for(record.exists, 300, "the first submission")
+    time.sleep(3)
+    os.killpg(proc.pid, signal.SIGKILL)  # the client and its waiting launchers die; the jobs do not
+    proc.wait()
+    job_id = json.loads(record.read_text())["job_id"]
+    state = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"], capture_output=True, text=True,
+                           timeout=30).stdout.strip()
+    assert state in ("PENDING", "RUNNING", "COMPLETED"), state
+    snakemake(workdir, "--unlock")
+    result = snakemake(workdir, "--profile", "profiles/slurm", "all_tables")
+    assert f"re-attached to SLURM job {job_id}" in result.stdout + result.stderr
+    names = [name for _, name, _ in sacct_jobs("ring-pretrain-", start)]
+    assert sorted(names) == ["ring-pretrain-digits-IR-seed0", "ring-pretrain-digits-MoCoRing-seed0"]
+
+
+def test_job_array_is_one_sbatch_and_all_tables_reuses_it(workdir):
+    start = now()
+    batch = [sys.executable, "-m", "ring.batch"]
+    where = ["--grid", "tiny", "--configfile", "workflow/config.yaml", "profiles/slurm/cluster.yaml",
+             "--grids-dir", "workflow/grids"]
+    out = subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    array_id = out.split("job array ")[1].split()[0]
+    jobs = sacct_jobs("ring-pretrain-tiny", start)
+    assert {jid.split("_")[0] for jid, _, _ in jobs} == {array_id}  # one sbatch, one array
+    status = subprocess.run([*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True,
+                            timeout=120).stdout
+    assert status.count("pretrain") == 2 and "missing" in status  # lincls cells not submitted yet
+    result = snakemake(workdir, "--profile", "profiles/slurm", "all_tables")
+    assert not [j for j in sacct_jobs("ring-pretrain-", start) if not j[0].startswith(array_id)]
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts.get("lincls") == 2
+    assert (workdir / "results/tiny/tables/table1.md").exists()
+
+
+def test_failing_job_fails_its_rule_with_the_log_tail(workdir):
+    write_grid(workdir, "tiny", {**TINY, "methods": ["CMC"], "seeds": [0]})
+    result = snakemake(workdir, "--profile", "profiles/slurm", "results/tiny/pretrain/digits/CMC/seed0/encoder.pt",
+                       check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "failed (" in output and "last lines of" in output
+    assert "ring: Method CMC is not implemented yet" in output
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [({"partition": "nosuch"}, "invalid partition specified: nosuch"),
+     ({"account": "nosuch"}, "Invalid account"),
+     ({"gpus_per_node": 8}, "Requested node configuration is not available"),
+     ({"time_min": 1}, "time_min=1 is shorter than one checkpoint interval")],
+)
+def test_bad_resources_fail_before_submission(override, message):
+    with pytest.raises(ValueError, match=message):
+        preflight(Resources.from_dict({**CLUSTER, **override}), checkpoint_interval_min=5.0)
