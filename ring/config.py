@@ -54,9 +54,11 @@ class PretrainConfig:
     # the appendix's MoCo sweep; ImageNet cells use MoCo's 65536 (set in the paper grid).
     queue_size: int = 4096
     key_momentum: float = 0.999
-    # Shuffled BatchNorm on one device: the batch runs through the encoders in this many groups,
-    # the key groups drawn from a shuffled order, as MoCo's per-GPU BN does on 8 GPUs.
-    shuffle_bn_splits: int = 8
+
+    # BatchNorm statistics per group of the batch, as on this many GPUs (MoCo's shuffled BN needs
+    # more than one: the paper grid uses MoCo's 8).  A data-parallel run uses bn_groups / GPUs
+    # groups per GPU, so it computes exactly what one process with bn_groups groups computes.
+    bn_groups: int = 1
 
     # Ring window (see ring.objectives.ring and ring.anneal).  w_l goes 0 -> 90 ("threshold 100% ->
     # 10% in 100 epochs"), the closest 10% of the eligible slice is excluded (authors' code).
@@ -75,6 +77,11 @@ class PretrainConfig:
 
     # Faults: a checkpoint at the end of each epoch and at least every this many minutes.
     checkpoint_interval_min: float = 10.0
+
+    # Speed on GPUs: bf16 autocast for the network (embeddings, similarities and Ring's selection
+    # stay fp32) and channels-last tensors; "auto" turns both on for CUDA devices, off on CPUs.
+    precision: str = "auto"
+    channels_last: str = "auto"
 
     # Execution (do not change results, so they are left out of the config hash).
     num_workers: int = 4
@@ -101,6 +108,8 @@ class LinclsConfig:
     # "crop_flip": a random resized crop and flip per epoch (IR's and MoCo's linear protocol);
     # "none": the centre view only, whose features are then computed once and cached in memory.
     augmentation: str = "crop_flip"
+    precision: str = "auto"  # bf16 features on GPUs, as in pretraining
+    channels_last: str = "auto"
     num_workers: int = 4
     threads: int = 0
     device: str = "auto"

@@ -67,3 +67,58 @@ def trunk_feature_map(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Pre-pool feature map of a torchvision resnet18."""
     x = model.maxpool(model.relu(model.bn1(model.conv1(x))))
     return model.layer4(model.layer3(model.layer2(model.layer1(x))))
+
+
+class Precision(nn.Module):
+    """Runs a module in bf16 autocast and/or channels-last memory format, returning fp32 outputs.
+
+    Only the network runs in reduced precision: everything downstream (bank and queue similarities,
+    Ring's percentile selection, the loss) sees fp32 embeddings, so selection ties do not appear.
+    """
+
+    def __init__(self, module: nn.Module, bf16: bool, channels_last: bool):
+        super().__init__()
+        self.module = module.to(memory_format=torch.channels_last) if channels_last else module
+        self.bf16 = bf16
+        self.channels_last = channels_last
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(device_type=x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            out = self.module(x)
+        return out.float()
+
+
+def resolve_precision(precision: str, channels_last: str, device: torch.device) -> tuple[bool, bool]:
+    """("auto" means on for CUDA devices, off elsewhere) -> (bf16, channels_last)."""
+    if precision not in ("auto", "bf16", "fp32"):
+        raise ValueError(f"Unknown precision {precision!r}; choose auto, bf16 or fp32.")
+    if channels_last not in ("auto", "on", "off"):
+        raise ValueError(f"Unknown channels_last {channels_last!r}; choose auto, on or off.")
+    gpu = device.type == "cuda"
+    return (precision == "bf16" or (precision == "auto" and gpu),
+            channels_last == "on" or (channels_last == "auto" and gpu))
+
+
+class Grouped(nn.Module):
+    """BatchNorm statistics per group of the batch: ``groups`` consecutive chunks run separately.
+
+    This is what ``groups`` GPUs compute (each normalises its own share of the batch); MoCo's
+    shuffled BN relies on it (``ring.objectives.moco``), and data-parallel runs are equivalent to a
+    single process with as many groups.
+    """
+
+    def __init__(self, module: nn.Module, groups: int):
+        super().__init__()
+        if groups < 1:
+            raise ValueError(f"bn_groups={groups} must be at least 1.")
+        self.module = module
+        self.groups = groups
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.groups == 1:
+            return self.module(x)
+        if len(x) % self.groups:
+            raise ValueError(f"A batch of {len(x)} does not split into bn_groups={self.groups} equal groups.")
+        return torch.cat([self.module(chunk) for chunk in x.chunk(self.groups)], dim=0)

@@ -33,6 +33,11 @@ class StageJob(Checkpointable):
     def __call__(self) -> str:
         from ring import runtime
 
+        import submitit
+
+        if submitit.JobEnvironment().num_tasks > 1:
+            # One task per GPU: export RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT for the stage.
+            submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
         submitit_handler = signal.getsignal(signal.SIGUSR2)
         signal.signal(signal.SIGUSR2, lambda *_: runtime.request_stop())
         module = importlib.import_module(STAGES[self.stage])

@@ -27,7 +27,7 @@ from tqdm import tqdm
 from ring import config as C
 from ring import catalog, datasets
 from ring.checkpoint import CheckpointError, atomic_save, file_sha256, rng_state, safe_load, set_rng_state
-from ring.encoder import load_trunk, trunk_feature_map
+from ring.encoder import load_trunk, resolve_precision, trunk_feature_map
 from ring import provenance
 from ring.runtime import JsonLog, Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 
@@ -50,7 +50,10 @@ class LinearEval:
         torch.manual_seed(cfg.seed)
 
         self.trunk = load_trunk(safe_load(self.encoder_path, "encoder", "rerun the pretraining cell that writes it"))
+        self.bf16, self.channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device)
         self.trunk.to(self.device).eval()
+        if self.channels_last:
+            self.trunk.to(memory_format=torch.channels_last)
         for p in self.trunk.parameters():
             p.requires_grad_(False)
         self.encoder_sha256 = file_sha256(self.encoder_path)
@@ -76,7 +79,11 @@ class LinearEval:
     # -- features ----------------------------------------------------------------------------
     @torch.no_grad()
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.flatten(trunk_feature_map(self.trunk, x.to(self.device, non_blocking=True)), 1)
+        x = x.to(self.device, non_blocking=True)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            return torch.flatten(trunk_feature_map(self.trunk, x).float(), 1)
 
     @torch.no_grad()
     def _all_features(self, dataset) -> tuple[torch.Tensor, torch.Tensor]:
@@ -166,6 +173,7 @@ class LinearEval:
             "encoder": str(self.encoder_path),
             "encoder_sha256": self.encoder_sha256,
             "selection": "last epoch",
+            "precision": "bf16" if self.bf16 else "fp32",
         }
 
     def run(self) -> dict:

@@ -25,10 +25,10 @@ import torch
 from tqdm import tqdm
 
 from ring import config as C
-from ring import catalog, datasets
+from ring import catalog, datasets, distributed
 from ring.anneal import build_schedule
 from ring.checkpoint import CheckpointError, atomic_save, rng_state, safe_load, set_rng_state
-from ring.encoder import Encoder, torchvision_state_dict
+from ring.encoder import Encoder, Grouped, Precision, resolve_precision, torchvision_state_dict
 from ring.knn import embed, knn_accuracy
 from ring.methods import method
 from ring.objectives import build_objective
@@ -53,6 +53,20 @@ class Pretraining:
         catalog.check(cfg.dataset, cfg.data_root)
         setup_threads(cfg.threads)
         self.device = pick_device(cfg.device)
+        # Data parallel when the environment says so (one process per GPU, see ring.distributed).
+        distributed.init_from_env(self.device.type)
+        world = distributed.world_size()
+        if self.device.type == "cuda" and world > 1:
+            self.device = torch.device("cuda", distributed.local_rank())
+            torch.cuda.set_device(self.device)
+        if cfg.batch_size % world or cfg.bn_groups % world:
+            raise ValueError(
+                f"batch_size={cfg.batch_size} and bn_groups={cfg.bn_groups} must be multiples of the {world} processes "
+                f"(each computes its own BatchNorm statistics); set bn_groups to a multiple of {world}."
+            )
+        self.local_batch = cfg.batch_size // world
+        if self.local_batch % (cfg.bn_groups // world):
+            raise ValueError(f"batch_size={cfg.batch_size} does not split into bn_groups={cfg.bn_groups} equal groups.")
         torch.manual_seed(cfg.seed)
 
         self.train_set = datasets.Views(
@@ -67,8 +81,17 @@ class Pretraining:
             raise ValueError(f"batch_size={cfg.batch_size} exceeds the {n_train} training images; lower it.")
         self.schedule = build_schedule(cfg, self.steps_per_epoch) if self.spec.ring else None
 
+        bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device)
         self.encoder = Encoder(cfg.head, cfg.out_dim).to(self.device)
-        self.objective = build_objective(cfg.method, cfg, self.encoder, n_train).to(self.device)
+        # What trains: the encoder behind its precision/memory-format policy and BatchNorm groups
+        # (the same parameters), wrapped for data parallelism when there are several processes.
+        self.net = Precision(self.encoder, bf16, channels_last)
+        self.model = Grouped(self.net, cfg.bn_groups // world)
+        self.objective = build_objective(cfg.method, cfg, self.model, n_train).to(self.device)
+        self.train_model = self.model
+        if world > 1:
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=device_ids)
         self.optimizer = torch.optim.SGD(
             self.encoder.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
         )
@@ -94,7 +117,8 @@ class Pretraining:
         }
 
     def save_checkpoint(self) -> None:
-        atomic_save(self.state(), self.out / CHECKPOINT)
+        if distributed.is_main():  # every rank holds the same state
+            atomic_save(self.state(), self.out / CHECKPOINT)
 
     def resume(self) -> bool:
         path = self.out / CHECKPOINT
@@ -134,7 +158,7 @@ class Pretraining:
                         cfg.num_workers, self.device)
             for s in sets
         ]
-        (train_f, train_y), (test_f, test_y) = (embed(self.encoder, dl, self.device) for dl in loaders)
+        (train_f, train_y), (test_f, test_y) = (embed(self.net, dl, self.device) for dl in loaders)
         return knn_accuracy(train_f, train_y, test_f, test_y, catalog.spec(cfg.dataset).num_classes,
                             cfg.knn_k, cfg.knn_temperature)
 
@@ -142,6 +166,9 @@ class Pretraining:
         cfg = self.cfg
         self.train_set.set_epoch(self.epoch)
         batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch)[self.step_in_epoch:]
+        if distributed.world_size() > 1:  # this rank's share of every global batch
+            r, n = distributed.rank(), self.local_batch
+            batches = [b[r * n:(r + 1) * n] for b in batches]
         loader = make_loader(self.train_set, batches, cfg.num_workers, self.device)
         since_checkpoint = Timer()
         self.encoder.train()
@@ -150,17 +177,18 @@ class Pretraining:
             views = [v.to(self.device, non_blocking=True) for v in views]
             index = index.to(self.device, non_blocking=True)
             window = self.schedule.window() if self.schedule else None
-            loss = self.objective(self.encoder, views, index, window)
+            loss = self.objective(self.train_model, views, index, window)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
             if self.schedule:
                 self.schedule.step()
             self.step_in_epoch += 1
-            self.loss_sum += loss.item()
+            step_loss = distributed.mean(loss.item())  # the global batch's loss
+            self.loss_sum += step_loss
             progress.update(1)
-            progress.set_postfix(loss=f"{loss.item():.4f}")
-            if stop_requested():  # preemption or time limit: the launcher requeues the job
+            progress.set_postfix(loss=f"{step_loss:.4f}")
+            if distributed.any_rank(stop_requested()):  # preemption or time limit: the launcher requeues the job
                 self.save_checkpoint()
                 raise Preempted(f"{self.out}: checkpointed at epoch {self.epoch} step {self.step_in_epoch}")
             if since_checkpoint.minutes() >= cfg.checkpoint_interval_min and self.step_in_epoch < self.steps_per_epoch:
@@ -184,18 +212,21 @@ class Pretraining:
         self.step_in_epoch = 0
         self.loss_sum = 0.0
         self.save_checkpoint()
-        self.log.append(record)
+        if distributed.is_main():
+            self.log.append(record)
 
     def run(self) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
         resumed = self.resume()
-        self.log.truncate_from(self.epoch)
-        if resumed:
+        if distributed.is_main():
+            self.log.truncate_from(self.epoch)
+        if resumed and distributed.is_main():
             print(f"ring: resuming {self.out} at epoch {self.epoch} step {self.step_in_epoch}", file=sys.stderr)
         with provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
             self._train()
         encoder_path = self.out / ENCODER
-        atomic_save(torchvision_state_dict(self.encoder), encoder_path)
+        if distributed.is_main():
+            atomic_save(torchvision_state_dict(self.encoder), encoder_path)
         return encoder_path
 
     def _train(self) -> None:
@@ -204,8 +235,9 @@ class Pretraining:
                       file=sys.stderr, leave=False, dynamic_ncols=True, disable=None) as progress:
                 self._train_epoch(progress)
             self._end_epoch()
-            print(f"ring: {self.out.name} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                                       for k, v in self.log.records()[-1].items()), file=sys.stderr)
+            if distributed.is_main():
+                    print(f"ring: {self.out.name} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                                           for k, v in self.log.records()[-1].items()), file=sys.stderr)
 
 
 def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:
@@ -223,6 +255,8 @@ def main(argv=None) -> int:
     except (ValueError, NotImplementedError, FileNotFoundError, CheckpointError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
+    finally:
+        distributed.shutdown()
     return 0
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from ring import distributed
 from ring.runtime import Preempted
 
 FILE = "provenance.json"
@@ -68,6 +69,8 @@ class Segment:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        if not distributed.is_main():  # one record per data-parallel job, written by rank 0
+            return
         outcome = "completed" if exc_type is None else ("preempted" if issubclass(exc_type, Preempted) else "failed")
         gpus, gpu_model = gpus_in_use()
         wall = time.monotonic() - self.t0

@@ -7,7 +7,7 @@ from ring import config as C
 
 TINY_PRETRAIN = dict(
     dataset="digits", epochs=2, batch_size=64, lr_milestones=[1], resize=32, crop=32,
-    bank_negatives=256, queue_size=256, shuffle_bn_splits=2, ring_anneal_epochs=1,
+    bank_negatives=256, queue_size=256, bn_groups=2, ring_anneal_epochs=1,
     knn_every=1, num_workers=0,
 )
 

@@ -42,3 +42,38 @@ def test_load_trunk_reproduces_encoder_features():
 
     x = torch.randn(1, 3, 64, 64)
     assert torch.equal(trunk_feature_map(trunk, x), encoder.feature_map(x))
+
+
+def test_precision_options_leave_the_cpu_path_unchanged():
+    from ring.encoder import Precision, resolve_precision
+
+    assert resolve_precision("auto", "auto", torch.device("cpu")) == (False, False)
+    assert resolve_precision("auto", "auto", torch.device("cuda")) == (True, True)
+    torch.manual_seed(0)
+    plain = Encoder()
+    wrapped = Precision(Encoder(), *resolve_precision("auto", "auto", torch.device("cpu")))
+    wrapped.module.load_state_dict(plain.state_dict())
+    x = torch.randn(4, 3, 32, 32)
+    out_plain, out_wrapped = plain(x), wrapped(x)
+    assert torch.equal(out_plain, out_wrapped)
+    out_plain.sum().backward()
+    out_wrapped.sum().backward()
+    for (name, a), b in zip(plain.named_parameters(), wrapped.module.parameters()):
+        assert torch.equal(a.grad, b.grad), name
+
+
+def test_bf16_and_channels_last_keep_fp32_embeddings():
+    from ring.encoder import Precision
+
+    torch.manual_seed(0)
+    plain = Encoder().eval()
+    fast = Precision(Encoder().eval(), bf16=True, channels_last=True)
+    fast.module.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 3, 32, 32)
+    out = fast(x)
+    assert out.dtype == torch.float32
+    assert torch.allclose(out, plain(x), atol=0.05)  # bf16 network, same function
+    with pytest.raises(ValueError, match="Unknown precision 'fp16'"):
+        from ring.encoder import resolve_precision
+
+        resolve_precision("fp16", "auto", torch.device("cpu"))

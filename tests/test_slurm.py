@@ -219,3 +219,21 @@ def test_failing_job_fails_its_rule_with_the_log_tail(workdir):
 def test_bad_resources_fail_before_submission(override, message):
     with pytest.raises(ValueError, match=message):
         preflight(Resources.from_dict({**CLUSTER, **override}), checkpoint_interval_min=5.0)
+
+
+def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
+    """gpus_per_node=2: two tasks, one per (fake) GPU, ranks from submitit; gloo on this CPU machine."""
+    cfg = C.PretrainConfig(method="MoCoRing", **{**TINY_PRETRAIN, "epochs": 1, "knn_every": 0, "bn_groups": 2})
+    single = tmp_path / "results" / "t" / "pretrain" / "digits" / "MoCoRing" / "seed0"
+    proc = launch_cell(single, cfg, CLUSTER)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    double = tmp_path / "results" / "t" / "pretrain" / "digits" / "MoCoRing" / "seed1"
+    proc = launch_cell(double, cfg, {**CLUSTER, "gpus_per_node": 2})
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    a, b = (torch.load(c / "encoder.pt", weights_only=True) for c in (single, double))
+    for name in a:
+        if "running_" not in name and "num_batches_tracked" not in name:
+            assert torch.allclose(a[name], b[name], atol=1e-5), name
+    assert json.loads((double / "provenance.json").read_text())["segments"][0]["outcome"] == "completed"

@@ -48,7 +48,7 @@ def write_grid(workdir: Path, name: str, values: dict) -> None:
 TINY = {
     "datasets": ["digits"], "methods": ["IR", "MoCoRing"], "seeds": [0, 1],
     "pretrain": {"all": {"epochs": 1, "batch_size": 64, "lr_milestones": [], "resize": 32, "crop": 32,
-                         "bank_negatives": 256, "queue_size": 256, "shuffle_bn_splits": 2, "ring_anneal_epochs": 1,
+                         "bank_negatives": 256, "queue_size": 256, "bn_groups": 2, "ring_anneal_epochs": 1,
                          "knn_every": 0, "num_workers": 0}},
     "lincls": {"all": {"epochs": 2, "batch_size": 64, "resize": 32, "crop": 32, "augmentation": "none", "num_workers": 0}},
     "resources": {"pretrain": {"threads": 1}, "lincls": {"threads": 1}},

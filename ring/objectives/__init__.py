@@ -22,6 +22,6 @@ def build_objective(name: str, cfg, encoder: nn.Module, n_train: int) -> nn.Modu
             raise ValueError(f"queue_size={cfg.queue_size} is smaller than batch_size={cfg.batch_size}; raise queue_size.")
         return MomentumContrast(
             encoder, dim=cfg.out_dim, queue_size=cfg.queue_size, key_momentum=cfg.key_momentum,
-            temperature=cfg.temperature, splits=cfg.shuffle_bn_splits, ring=m.ring,
+            temperature=cfg.temperature, ring=m.ring,
         )
     raise AssertionError(f"objective {m.objective!r} has no builder")

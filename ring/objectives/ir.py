@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ring import distributed
 from ring.objectives.ring import sample_in_window, sample_uniform
 
 
@@ -66,19 +67,20 @@ class InstanceDiscrimination(nn.Module):
         self.max_chunk_elements = max_chunk_elements
 
     @torch.no_grad()
-    def negative_indices(self, q: torch.Tensor, window: tuple[float, float] | None,
-                         generator: torch.Generator | None = None) -> torch.Tensor:
+    def negative_indices(self, q: torch.Tensor, window: tuple[float, float] | None, u: torch.Tensor) -> torch.Tensor:
         memory = self.bank.memory
-        shape = (q.shape[0], self.negatives)
         if not self.ring:
-            return sample_uniform(len(memory), shape, generator, q.device)
+            return sample_uniform(len(memory), u)
         w_l, w_u = window
-        return sample_in_window(q.detach(), memory, w_l, w_u, self.negatives, generator, self.max_chunk_elements)
+        return sample_in_window(q.detach(), memory, w_l, w_u, u, self.max_chunk_elements)
 
-    def forward(self, encoder: nn.Module, views, index: torch.Tensor, window=None, generator=None):
-        q = encoder(views[0])
-        neg_idx = self.negative_indices(q, window, generator)
+    def forward(self, model: nn.Module, views, index: torch.Tensor, window=None, generator=None):
+        q = model(views[0])
+        # One draw for the global batch; each data-parallel rank takes its rows.
+        u = torch.rand((len(q) * distributed.world_size(), self.negatives), generator=generator, device=q.device)
+        neg_idx = self.negative_indices(q, window, distributed.local_rows(u))
         memory = self.bank.memory
         loss = nce_softmax_loss(q, memory[index], memory[neg_idx], self.temperature)
-        self.bank.update(index, q)
+        # Every rank applies the whole global batch's update, so the banks stay identical.
+        self.bank.update(distributed.all_gather(index), distributed.all_gather(q.detach()))
         return loss

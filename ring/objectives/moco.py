@@ -4,10 +4,11 @@ Loss (the paper's Eq. 4): for query ``q = g(t(x))`` and key ``k = g'(t'(x))`` th
 is ``q.k`` and the negatives are every queue entry (MoCo) or every queue entry inside the query's
 Ring window (MoCoRing, :func:`ring.objectives.ring.window_mask`), all divided by the temperature.
 
-Shuffled BatchNorm on one device: MoCo computes BN statistics per GPU and shuffles the key batch
-across GPUs, so a query and its key never share statistics.  Here the batch runs through each
-encoder in ``splits`` groups (the query in data order, the key in a shuffled order), which gives
-the same per-group statistics that ``splits`` GPUs would.
+Shuffled BatchNorm: MoCo computes BN statistics per GPU and shuffles the key batch across GPUs,
+so a query and its key never share statistics.  The model it receives computes BN per group of
+the batch (:class:`ring.encoder.Grouped`: ``bn_groups`` groups, as many GPUs); the key batch is
+permuted before the momentum encoder and restored after, within one process or across
+data-parallel ranks (gathered, permuted with one shared permutation, sliced, gathered back).
 """
 
 from __future__ import annotations
@@ -18,15 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ring import distributed
 from ring.objectives.ir import random_unit_rows
 from ring.objectives.ring import window_mask
-
-
-def forward_in_groups(encoder: nn.Module, x: torch.Tensor, splits: int) -> torch.Tensor:
-    """``encoder`` on ``splits`` consecutive groups of the batch, so BatchNorm sees each group alone."""
-    if splits <= 1:
-        return encoder(x)
-    return torch.cat([encoder(chunk) for chunk in x.chunk(splits)], dim=0)
 
 
 def moco_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, temperature: float,
@@ -47,7 +42,7 @@ class MomentumContrast(nn.Module):
     n_views = 2
 
     def __init__(self, encoder: nn.Module, dim: int, queue_size: int, key_momentum: float,
-                 temperature: float, splits: int, ring: bool):
+                 temperature: float, ring: bool):
         super().__init__()
         if queue_size < 1:
             raise ValueError(f"queue_size={queue_size} must be at least the batch size.")
@@ -58,7 +53,6 @@ class MomentumContrast(nn.Module):
         self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
         self.key_momentum = key_momentum
         self.temperature = temperature
-        self.splits = splits
         self.ring = ring
 
     @torch.no_grad()
@@ -69,9 +63,10 @@ class MomentumContrast(nn.Module):
 
     @torch.no_grad()
     def _keys(self, x: torch.Tensor, generator=None) -> torch.Tensor:
-        perm = torch.randperm(len(x), generator=generator, device=x.device)
-        keys = forward_in_groups(self.key_encoder, x[perm], self.splits)
-        return keys[torch.argsort(perm)]
+        x_all = distributed.all_gather(x)
+        perm = torch.randperm(len(x_all), generator=generator, device=x.device)
+        keys = distributed.all_gather(self.key_encoder(distributed.local_rows(x_all[perm])))
+        return distributed.local_rows(keys[torch.argsort(perm)])
 
     @torch.no_grad()
     def _enqueue(self, keys: torch.Tensor) -> None:
@@ -81,10 +76,10 @@ class MomentumContrast(nn.Module):
         self.queue[rows] = keys
         self.queue_ptr.fill_((ptr + len(keys)) % n)
 
-    def forward(self, encoder: nn.Module, views, index: torch.Tensor, window=None, generator=None):
-        q = forward_in_groups(encoder, views[0], self.splits)
-        self._momentum_update(encoder)
+    def forward(self, model: nn.Module, views, index: torch.Tensor, window=None, generator=None):
+        q = model(views[0])
+        self._momentum_update(model)
         k = self._keys(views[1], generator)
         loss = moco_loss(q, k, self.queue.clone(), self.temperature, window if self.ring else None)
-        self._enqueue(k)
+        self._enqueue(distributed.all_gather(k))
         return loss

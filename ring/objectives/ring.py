@@ -117,9 +117,12 @@ def _chunk_rows(n_rows: int, n_cols: int, max_chunk_elements: int) -> int:
 
 
 @torch.no_grad()
-def sample_uniform(n: int, shape: tuple[int, int], generator: torch.Generator | None, device) -> torch.Tensor:
-    """IR's negatives: indices drawn uniformly (with replacement) from ``range(n)``."""
-    u = torch.rand(shape, generator=generator, device=device)
+def sample_uniform(n: int, u: torch.Tensor) -> torch.Tensor:
+    """IR's negatives: indices drawn uniformly (with replacement) from ``range(n)``.
+
+    ``u`` holds uniform [0, 1) draws, one per negative (B x k); the caller draws them, so that
+    data-parallel ranks can take their rows of one global draw.
+    """
     return (u * n).long().clamp_(max=n - 1)
 
 
@@ -129,22 +132,20 @@ def sample_in_window(
     bank: torch.Tensor,
     w_l: float,
     w_u: float,
-    k: int,
-    generator: torch.Generator | None = None,
+    u: torch.Tensor,
     max_chunk_elements: int = DEFAULT_MAX_CHUNK_ELEMENTS,
 ) -> torch.Tensor:
     """B x k bank indices drawn uniformly, with replacement, from each query's window.
 
-    With ``w_l = 0, w_u = 100`` this consumes the generator exactly like :func:`sample_uniform`
-    and returns the same indices, so IRing with a full window *is* IR.
+    ``u`` (B x k uniform draws) is mapped onto each row's window; with ``w_l = 0, w_u = 100`` the
+    same ``u`` gives exactly :func:`sample_uniform`'s indices, so IRing with a full window *is* IR.
     """
     n = bank.shape[0]
+    k = u.shape[1]
     if k > n:
         raise ValueError(f"Cannot draw k={k} negatives from a bank of {n} entries; lower k to at most {n}.")
     lo_rank, hi_rank = window_ranks(n, w_l, w_u)
     b = queries.shape[0]
-    # One draw for the whole batch, scaled per row by that row's window size below.
-    u = torch.rand((b, k), generator=generator, device=queries.device)
     out = torch.empty((b, k), dtype=torch.long, device=queries.device)
     step = _chunk_rows(b, n, max_chunk_elements)
     for start in range(0, b, step):

@@ -49,14 +49,15 @@ def test_sample_in_window_draws_only_window_entries_in_every_chunking(max_chunk)
     g = torch.Generator().manual_seed(1)
     q = F.normalize(torch.randn(9, 16, generator=g), dim=1)
     bank = F.normalize(torch.randn(800, 16, generator=g), dim=1)
-    idx = R.sample_in_window(q, bank, 40, 80, k=500, generator=torch.Generator().manual_seed(2), max_chunk_elements=max_chunk)
+    u = torch.rand(9, 500, generator=torch.Generator().manual_seed(2))
+    idx = R.sample_in_window(q, bank, 40, 80, u, max_chunk_elements=max_chunk)
     allowed = reference_window(q @ bank.T, 40, 80)
     assert idx.shape == (9, 500)
     assert allowed.gather(1, idx).all()
     # uniform with replacement over 320 entries: 500 draws reach 320 * (1 - e^-1.56) = 253 on average
     assert all(220 < len(set(row.tolist())) < 285 for row in idx)
     # the chunking changes nothing
-    again = R.sample_in_window(q, bank, 40, 80, k=500, generator=torch.Generator().manual_seed(2))
+    again = R.sample_in_window(q, bank, 40, 80, u)
     assert torch.equal(idx, again)
 
 
@@ -64,8 +65,9 @@ def test_full_window_draws_exactly_what_ir_draws():
     g = torch.Generator().manual_seed(3)
     q = F.normalize(torch.randn(5, 8, generator=g), dim=1)
     bank = F.normalize(torch.randn(300, 8, generator=g), dim=1)
-    ring = R.sample_in_window(q, bank, 0, 100, k=64, generator=torch.Generator().manual_seed(4))
-    uniform = R.sample_uniform(300, (5, 64), torch.Generator().manual_seed(4), "cpu")
+    u = torch.rand(5, 64, generator=torch.Generator().manual_seed(4))
+    ring = R.sample_in_window(q, bank, 0, 100, u)
+    uniform = R.sample_uniform(300, u)
     assert torch.equal(ring, uniform)
 
 
@@ -116,7 +118,7 @@ def test_selection_never_sorts(monkeypatch):
         monkeypatch.setattr(torch.Tensor, name, forbidden)
     q = F.normalize(torch.randn(3, 8), dim=1)
     bank = F.normalize(torch.randn(500, 8), dim=1)
-    R.sample_in_window(q, bank, 20, 70, k=10)
+    R.sample_in_window(q, bank, 20, 70, torch.rand(3, 10))
     R.window_mask(q @ bank.T, 20, 70)
 
 
@@ -133,7 +135,7 @@ def test_million_entry_bank_is_processed_in_bounded_chunks(monkeypatch):
         return real(sims, lo, hi)
 
     monkeypatch.setattr(R, "_row_bounds", spy)
-    idx = R.sample_in_window(q, bank, 90, 99, k=256, generator=torch.Generator().manual_seed(1), max_chunk_elements=budget)
+    idx = R.sample_in_window(q, bank, 90, 99, torch.rand(12, 256), max_chunk_elements=budget)
     assert len(seen) == 4 and max(seen) <= budget  # 3 queries of 1.28M similarities per chunk
     # every drawn entry lies in the query's window, checked against an exact rank computation
     lo_rank, hi_rank = R.window_ranks(n, 90, 99)
@@ -156,6 +158,6 @@ def test_bad_windows_fail_with_one_sentence(w_l, w_u, message):
 
 def test_more_negatives_than_bank_entries_is_refused():
     with pytest.raises(ValueError, match="k=11 negatives from a bank of 10"):
-        R.sample_in_window(torch.randn(2, 4), torch.randn(10, 4), 0, 100, k=11)
+        R.sample_in_window(torch.randn(2, 4), torch.randn(10, 4), 0, 100, torch.rand(2, 11))
     with pytest.raises(ValueError, match="bank_negatives=11 is larger than the memory bank"):
         InstanceDiscrimination(10, 4, 11, 0.07, 0.5, ring=False, max_chunk_elements=100)
