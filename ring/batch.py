@@ -102,7 +102,7 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     with executor.batch():
         jobs = [executor.submit(job) for _, job in todo]
     for (cell, _), job in zip(todo, jobs):
-        write_record(cell, job.job_id, folder, stage)
+        write_record(cell, job.job_id, folder, stage, tasks=max(res.gpus_per_node, 1))
     array_id = jobs[0].job_id.split("_")[0]
     print(f"ring: submitted {len(jobs)} {stage} cells of grid {grid.name} as job array {array_id} (logs in {folder})")
     return array_id

@@ -142,10 +142,10 @@ def read_record(cell: Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def write_record(cell: Path, job_id: str, folder: Path, stage: str) -> None:
+def write_record(cell: Path, job_id: str, folder: Path, stage: str, tasks: int = 1) -> None:
     path = cell / "slurm" / RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"job_id": job_id, "folder": str(folder), "stage": stage,
+    record = {"job_id": job_id, "folder": str(folder), "stage": stage, "tasks": tasks,
               "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     tmp = path.with_name(f".{RECORD}.tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n")
@@ -159,7 +159,7 @@ def reattach(cell: Path) -> submitit.SlurmJob | None:
         return None
     state = sacct_state(record["job_id"])
     if state is None or state in ALIVE or state == "COMPLETED":
-        return submitit.SlurmJob(folder=record["folder"], job_id=record["job_id"])
+        return submitit.SlurmJob(folder=record["folder"], job_id=record["job_id"], tasks=range(record.get("tasks", 1)))
     print(f"ring: {cell}: previous job {record['job_id']} ended {state}; submitting again (it resumes)", file=sys.stderr)
     return None
 
@@ -182,7 +182,7 @@ def wait(job: submitit.SlurmJob, cell: Path, poll_s: float) -> int:
             break
         time.sleep(poll_s)
     try:
-        job.result()
+        job.results()  # every task's (one per GPU); raises if any failed
     except Exception as err:  # the job failed: its log says why
         stderr = Path(job.paths.stderr)
         print(f"ring: {cell}: SLURM job {job.job_id} failed ({type(err).__name__}); last lines of {stderr}:\n"
@@ -207,7 +207,7 @@ def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     folder = cell / "slurm"
     # The job's name is the cell's path below the grid: ring-pretrain-cifar10-IRing-seed0.
     submitted = make_executor(folder, res, "ring-" + "-".join(cell.parts[-4:])).submit(job)
-    write_record(cell, submitted.job_id, folder, job.stage)
+    write_record(cell, submitted.job_id, folder, job.stage, tasks=max(res.gpus_per_node, 1))
     print(f"ring: {cell}: submitted SLURM job {submitted.job_id} (log {submitted.paths.stderr})", file=sys.stderr,
           flush=True)
     return wait(submitted, cell, res.poll_s)
