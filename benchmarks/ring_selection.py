@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,7 +65,8 @@ def _step(objective, encoder, optimizer, views, index, window):
     optimizer.step()
 
 
-def bench_steps(batch: int, image: int, bank_sizes: list[int], queue: int, device, repeats: int) -> list[dict]:
+def bench_steps(batch: int, image: int, bank_sizes: list[int], queue: int, device, repeats: int,
+                groups: int = 8) -> list[dict]:
     rows = []
     torch.manual_seed(0)
     x = [torch.randn(batch, 3, image, image, device=device) for _ in range(2)]
@@ -73,7 +75,7 @@ def bench_steps(batch: int, image: int, bank_sizes: list[int], queue: int, devic
             times = {}
             for ring in (False, True):
                 encoder = Encoder().to(device)
-                model = Grouped(encoder, 8 if kind == "MoCo" else 1)  # MoCo's shuffled BN over 8 groups
+                model = Grouped(encoder, groups if kind == "MoCo" else 1)  # MoCo's shuffled BN over 8 groups
                 optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9)
                 if kind == "IR":
                     objective = InstanceDiscrimination(n, 128, min(4096, n), 0.07, 0.5, ring, DEFAULT_MAX_CHUNK_ELEMENTS)
@@ -88,8 +90,8 @@ def bench_steps(batch: int, image: int, bank_sizes: list[int], queue: int, devic
     return rows
 
 
-def _peak_child(n: int, batch: int, select: bool) -> None:
-    """Runs in a subprocess: allocate the bank (and select), print peak memory in bytes."""
+def _peak_child(n: int, batch: int, budget: int) -> None:
+    """Runs in a subprocess: allocate the bank, select, print the selection's peak extra memory in bytes."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     bank = F.normalize(torch.randn(n, 128, device=device), dim=1)
     q = F.normalize(torch.randn(batch, 128, device=device), dim=1)
@@ -100,8 +102,7 @@ def _peak_child(n: int, batch: int, select: bool) -> None:
     else:
         Path("/proc/self/clear_refs").write_text("5")  # reset the peak RSS (VmHWM) to the current RSS
         base = _status_kb("VmRSS") * 1024
-    if select:
-        sample_in_window(q, bank, *WINDOW, u)
+    sample_in_window(q, bank, *WINDOW, u, max_chunk_elements=budget)
     if device.type == "cuda":
         print(torch.cuda.max_memory_allocated() - base)
     else:
@@ -112,19 +113,19 @@ def _status_kb(key: str) -> int:
     return int(next(line.split()[1] for line in Path("/proc/self/status").read_text().splitlines() if line.startswith(key)))
 
 
-def bench_memory(n: int, batch: int) -> dict:
-    def run(select: bool) -> int:
-        out = subprocess.run([sys.executable, __file__, "--peak-child", str(n), str(batch), str(int(select))],
-                             capture_output=True, text=True, check=True)
-        return int(out.stdout.strip())
-
+def bench_memory(n: int, batch: int, budget: int = DEFAULT_MAX_CHUNK_ELEMENTS) -> dict:
+    # A fixed mmap threshold makes glibc return every large freed block at once, so the resident
+    # set tracks live tensors instead of heap pages kept for reuse.
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    out = subprocess.run([sys.executable, __file__, "--peak-child", str(n), str(batch), str(budget)],
+                         capture_output=True, text=True, check=True, env=env)
+    extra = int(out.stdout.strip())
     cuda = torch.cuda.is_available()
-    extra = run(True)
     full = batch * n * 4
     return {"n": n, "batch": batch,
             "measure": "cuda max_memory_allocated over the bank" if cuda else "peak RSS (VmHWM) over the RSS before selecting",
             "selection_peak_bytes": extra, "full_similarity_bytes": full, "fraction_of_full": extra / full,
-            "chunk_budget_bytes": DEFAULT_MAX_CHUNK_ELEMENTS * 4}
+            "chunk_budget_bytes": budget * 4}
 
 
 def main() -> None:
@@ -133,21 +134,21 @@ def main() -> None:
     parser.add_argument("--peak-child", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peak_child:
-        _peak_child(*args.peak_child[:2], bool(args.peak_child[2]))
+        _peak_child(*args.peak_child)
         return
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     gpu = device.type == "cuda"
     if args.tiny:
         sel = bench_selection(8, [4096], device, 2)
         steps = bench_steps(16, 32, [2048], 1024, device, 2)
-        mem = bench_memory(200_000, 32)
+        mem = bench_memory(200_000, 128, budget=2**21)
     elif gpu:  # the paper's scale
         sel = bench_selection(256, [65_536, 1_281_167], device, 20)
         steps = bench_steps(256, 224, [50_000, 1_281_167], 65_536, device, 20)
         mem = bench_memory(1_281_167, 256)
-    else:  # CPU scale: the paper's batch, bank and queue sizes on 32x32 images
+    else:  # CPU scale: the smoke grid's sizes, then the paper's batch, bank and queue sizes on 32x32 images
         sel = bench_selection(64, [65_536, 1_281_167], device, 3)
-        steps = bench_steps(256, 32, [50_000, 1_281_167], 65_536, device, 5)
+        steps = bench_steps(64, 32, [1347], 1024, device, 15) + bench_steps(256, 32, [50_000, 1_281_167], 65_536, device, 5)
         mem = bench_memory(1_281_167, 256)
     write("ring_selection", {"machine": machine(), "window": WINDOW, "selection": sel, "steps": steps, "memory": mem},
           tiny=args.tiny)

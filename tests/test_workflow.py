@@ -108,14 +108,15 @@ def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
     shutil.rmtree(workdir / cell)
     result = snakemake(workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/metrics.json", "--config", "grid=tiny")
     assert job_counts(result.stdout + result.stderr) == {
-        "all_tables": 1, "lincls": 1, "lincls_config": 1, "make_table1": 1, "total": 4}
+        "all_tables": 1, "lincls": 1, "lincls_config": 1, "make_gpu_hours": 1, "make_table1": 1, "total": 5}
 
     # Retrain one pretraining cell: it, its linear evaluation and the table.
     cell = "results/tiny/pretrain/digits/IR/seed0"
     shutil.rmtree(workdir / cell)
     result = snakemake(workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/encoder.pt", "--config", "grid=tiny")
     assert job_counts(result.stdout + result.stderr) == {
-        "all_tables": 1, "lincls": 1, "make_table1": 1, "pretrain": 1, "pretrain_config": 1, "total": 5}
+        "all_tables": 1, "lincls": 1, "make_gpu_hours": 1, "make_table1": 1, "pretrain": 1, "pretrain_config": 1,
+        "total": 6}
     # Training is deterministic on the CPU: the retrained cell reproduces its metrics exactly.
     assert "Nothing to be done" in snakemake(workdir, "-n", "all_tables", "--config", "grid=tiny").stdout
 

@@ -39,9 +39,9 @@ How each objective uses the window
 
 Cost
 ----
-The selection never sorts.  Per query it needs the values at two ranks, found with
-``torch.kthvalue`` (a selection, O(N)) and only for the bounds that are not trivial
-(``w_l = 0`` and ``w_u = 100`` need none).  Queries are processed in chunks so that at most
+The selection never sorts.  Per query it needs the values at two ranks, found by selection
+(an unsorted ``torch.topk`` of the eligible slice and a ``torch.kthvalue`` inside it, O(N)), and
+only for the bounds that are not trivial (``w_l = 0`` and ``w_u = 100`` need none).  Queries are processed in chunks so that at most
 ``max_chunk_elements`` similarities (default 2**25, i.e. 128 MiB in fp32) exist at once: a
 1.28M-entry ImageNet bank with a batch of 256 is handled in chunks of 26 queries instead of one
 1.3 GB B x N matrix.  Selection runs without autograd; only the chosen negatives enter the loss.
@@ -87,16 +87,27 @@ def is_full_window(w_l: float, w_u: float) -> bool:
 
 
 def _row_bounds(sims: torch.Tensor, lo_rank: int, hi_rank: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row similarity values at ascending ranks ``lo_rank`` and ``hi_rank - 1``."""
+    """Per-row similarity values at ascending ranks ``lo_rank`` and ``hi_rank - 1``.
+
+    When the eligible slice is at most half the row (the annealed window), one unsorted ``topk`` of
+    its ``n_out`` largest values gives the lower bound (their minimum) and a ``kthvalue`` inside
+    that slice gives the upper bound: one selection over N plus one over n_out, no sort.
+    """
     n = sims.shape[1]
     rows = sims.shape[0]
-    if lo_rank == 0:
-        lo = torch.full((rows, 1), -math.inf, dtype=sims.dtype, device=sims.device)
-    else:
+    n_out, n_in = n - lo_rank, n - hi_rank
+    lo = torch.full((rows, 1), -math.inf, dtype=sims.dtype, device=sims.device) if lo_rank == 0 else None
+    hi = torch.full((rows, 1), math.inf, dtype=sims.dtype, device=sims.device) if n_in == 0 else None
+    if lo is None and n_out <= n // 2:
+        top = torch.topk(sims, n_out, dim=1, largest=True, sorted=False).values
+        lo = top.min(dim=1, keepdim=True).values
+        if hi is None:
+            hi = torch.kthvalue(top, n_out - n_in, dim=1, keepdim=True).values
+    if hi is None and n_in + 1 <= n // 2:  # the (n_in + 1)-th largest
+        hi = torch.topk(sims, n_in + 1, dim=1, largest=True, sorted=False).values.min(dim=1, keepdim=True).values
+    if lo is None:
         lo = torch.kthvalue(sims, lo_rank + 1, dim=1, keepdim=True).values
-    if hi_rank == n:
-        hi = torch.full((rows, 1), math.inf, dtype=sims.dtype, device=sims.device)
-    else:
+    if hi is None:
         hi = torch.kthvalue(sims, hi_rank, dim=1, keepdim=True).values
     return lo, hi
 
