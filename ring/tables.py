@@ -148,7 +148,7 @@ def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.Data
     cells.to_csv(prefix.with_suffix(".csv"), index=False, float_format="%.6f")
     prefix.with_suffix(".md").write_text(
         "**gpu_hours**: compute spent per stage (from each cell's provenance.json, requeued segments included)\n\n"
-        f"{summary.to_markdown(floatfmt='.3f')}\n")
+        f"{summary.to_markdown(floatfmt=('', 'g', 'g', 'g', '.3f', '.3f'))}\n")
     return summary
 
 
@@ -160,7 +160,7 @@ def main(argv=None) -> int:
         parser.add_argument("--out", required=True)
         parser.add_argument("--provenance", nargs="*", default=[])
         args = parser.parse_args(argv[1:])
-        print(gpu_hours(args.provenance, args.out).to_markdown(floatfmt=".3f"))
+        print(gpu_hours(args.provenance, args.out).to_markdown(floatfmt=("", "g", "g", "g", ".3f", ".3f")))
         return 0
     parser = argparse.ArgumentParser(description="Aggregate finished cells into a paper table.")
     parser.add_argument("table", choices=sorted(TABLES))

@@ -50,3 +50,19 @@ def test_published_numbers_are_the_papers(root):
     shared = root.parent / "shared" / "paper" / "published-results.yaml"
     if shared.exists():  # the project's copy must not drift from the checked transcription
         assert ours == yaml.safe_load(shared.read_text())
+
+
+def test_gpu_hours_add_up_requeued_segments(tmp_path):
+    cells = []
+    for stage, gpus, walls, restarts in [("pretrain", 2, [1800, 1800], [0, 1]), ("lincls", 1, [360], [0])]:
+        cell = tmp_path / "results" / "g" / stage / "cifar10" / "IR" / "seed0"
+        cell.mkdir(parents=True)
+        segments = [{"wall_s": w, "gpus": gpus, "restart_count": r} for w, r in zip(walls, restarts)]
+        doc = {"segments": segments, "wall_s": sum(walls), "gpu_hours": sum(walls) * gpus / 3600, "requeues": max(restarts)}
+        (cell / "provenance.json").write_text(json.dumps(doc))
+        cells.append(cell / "provenance.json")
+    summary = tables.gpu_hours(cells, tmp_path / "gpu_hours")
+    assert summary.loc["pretrain", "gpu_hours"] == pytest.approx(2.0)
+    assert summary.loc["total", "gpu_hours"] == pytest.approx(2.1)
+    assert summary.loc["pretrain", "requeues"] == 1 and summary.loc["total", "cells"] == 2
+    assert "| pretrain |       1 |          2 |          1 |    1.000 |       2.000 |" in (tmp_path / "gpu_hours.md").read_text()
