@@ -77,7 +77,8 @@ def executor_parameters(res: Resources, name: str) -> dict:
         "time": res.time_min,
         "job_name": name,
         "signal_delay_s": res.signal_delay_s,
-        "setup": list(res.setup),
+        # Torch's CPU threads follow the allocation, not the login node's environment.
+        "setup": [f"export OMP_NUM_THREADS={res.cpus_per_task}", *res.setup],
         "additional_parameters": dict(res.additional),
         "array_parallelism": res.array_parallelism,
     }
