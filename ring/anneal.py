@@ -17,8 +17,23 @@ from dataclasses import dataclass
 from ring.objectives.ring import validate_window
 
 
+class _StepCounted:
+    """Policies whose only state is how many steps they have taken."""
+
+    step_count: int
+
+    def step(self, **_signals) -> None:
+        self.step_count += 1
+
+    def state_dict(self) -> dict:
+        return {"step_count": self.step_count}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step_count = int(state["step_count"])
+
+
 @dataclass
-class LinearPolicy:
+class LinearPolicy(_StepCounted):
     """w_l moves linearly from ``start`` to ``end`` over ``steps`` steps, then stays at ``end``."""
 
     start: float
@@ -32,18 +47,9 @@ class LinearPolicy:
         frac = min(self.step_count / self.steps, 1.0)
         return self.start + (self.end - self.start) * frac
 
-    def step(self, **_signals) -> None:
-        self.step_count += 1
-
-    def state_dict(self) -> dict:
-        return {"step_count": self.step_count}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.step_count = int(state["step_count"])
-
 
 @dataclass
-class ConstantPolicy:
+class ConstantPolicy(_StepCounted):
     """No annealing: the window stays at its final value from the first step (Table 2 lesion)."""
 
     end: float
@@ -51,15 +57,6 @@ class ConstantPolicy:
 
     def value(self) -> float:
         return self.end
-
-    def step(self, **_signals) -> None:
-        self.step_count += 1
-
-    def state_dict(self) -> dict:
-        return {"step_count": self.step_count}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.step_count = int(state["step_count"])
 
 
 ANNEAL_POLICIES = {"linear": LinearPolicy, "none": ConstantPolicy}

@@ -37,6 +37,8 @@ RECORD = "job.json"
 ALIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD",
          "REQUEUE_FED", "SIGNALING", "STAGE_OUT"}
 LOG_TAIL_LINES = 30
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
 @dataclass
@@ -77,8 +79,9 @@ def executor_parameters(res: Resources, name: str) -> dict:
         "time": res.time_min,
         "job_name": name,
         "signal_delay_s": res.signal_delay_s,
-        # Torch's CPU threads follow the allocation, not the login node's environment.
-        "setup": [f"export OMP_NUM_THREADS={res.cpus_per_task}", *res.setup],
+        # CPU threads follow the allocation, not the client's environment (Snakemake sets these
+        # to the waiting client's single thread, and sbatch would pass them on).
+        "setup": [f"export {var}={res.cpus_per_task}" for var in THREAD_VARIABLES] + list(res.setup),
         "additional_parameters": dict(res.additional),
         "array_parallelism": res.array_parallelism,
     }
