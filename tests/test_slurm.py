@@ -237,3 +237,26 @@ def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
         if "running_" not in name and "num_batches_tracked" not in name:
             assert torch.allclose(a[name], b[name], atol=1e-5), name
     assert json.loads((double / "provenance.json").read_text())["segments"][0]["outcome"] == "completed"
+
+
+def test_cancel_stops_the_grids_jobs_and_status_reports_them(workdir):
+    write_grid(workdir, "tiny", {**TINY, "pretrain": {"all": {**TINY["pretrain"]["all"], "epochs": 50}}})
+    batch = [sys.executable, "-m", "ring.batch"]
+    where = ["--grid", "tiny", "--configfile", "workflow/config.yaml", "profiles/slurm/cluster.yaml",
+             "--grids-dir", "workflow/grids"]
+    subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, check=True, timeout=120,
+                   capture_output=True)
+    status = subprocess.run([*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True,
+                            timeout=120).stdout
+    assert any(state in status for state in ("pending", "running"))
+    out = subprocess.run([*batch, "cancel", *where], cwd=workdir, capture_output=True, text=True, check=True,
+                         timeout=120).stdout
+    assert "cancelled 4 jobs" in out  # 2 methods x 2 seeds
+    record = json.loads((workdir / "results/tiny/pretrain/digits/IR/seed0/slurm/job.json").read_text())
+
+    def cancelled() -> bool:
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", record["job_id"], "-o", "State"], capture_output=True,
+                             text=True, timeout=30).stdout
+        return out.startswith("CANCELLED")
+
+    wait_for(cancelled, 60, "the cancellation")
