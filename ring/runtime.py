@@ -96,8 +96,3 @@ def request_stop() -> None:
 
 def stop_requested() -> bool:
     return _stop_requested
-
-
-def clear_stop() -> None:
-    global _stop_requested
-    _stop_requested = False

@@ -82,10 +82,6 @@ def window_ranks(n: int, w_l: float, w_u: float) -> tuple[int, int]:
     return n - n_out, n - n_in
 
 
-def is_full_window(w_l: float, w_u: float) -> bool:
-    return w_l == 0.0 and w_u == 100.0
-
-
 def _row_bounds(sims: torch.Tensor, lo_rank: int, hi_rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-row similarity values at ascending ranks ``lo_rank`` and ``hi_rank - 1``.
 
