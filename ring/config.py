@@ -117,6 +117,44 @@ class LinclsConfig:
     RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device")
 
 
+@dataclass
+class ToyCNCEConfig:
+    """The appendix's toy experiment (ring.toy_cnce): one seed's NCE and CNCE critics."""
+    seed: int = 0
+    # Data: (X, Y) = Z + eps with the appendix's covariances; 2000 training points, whose Y
+    # embeddings form the memory bank the negatives come from.
+    n_points: int = 2000
+    cov_z: list[list[float]] = field(default_factory=lambda: [[1.0, -0.5], [-0.5, 1.0]])
+    cov_eps: list[list[float]] = field(default_factory=lambda: [[1.0, 0.9], [0.9, 1.0]])
+    # Encoders: 5 linear layers, 10 hidden units, ReLU between them (appendix); 10-d output.
+    layers: int = 5
+    hidden: int = 10
+    # The critic is f(x, y) = <g(x), h(y)> / temperature on L2-normalised embeddings, so
+    # |f| <= 1/temperature: unnormalised critics diverged at lr 0.03 (estimates near -4000 nats).
+    # 0.5 bounds f to [-2, 2], wider than the true pointwise MI of all but the 0.1% tails.
+    temperature: float = 0.5
+    # Optimisation (appendix): Adam lr 0.03, batch 128, no weight decay, 100 epochs.
+    epochs: int = 100
+    batch_size: int = 128
+    lr: float = 0.03
+    weight_decay: float = 0.0
+    # 100 negatives per positive (appendix); CNCE draws them from the closest (100 - p)% of the
+    # bank by critic value, for each percentile p (see ring.toy_cnce on the paper's wording).
+    negatives: int = 100
+    percentages: list[float] = field(default_factory=lambda: [10.0, 25.0, 50.0, 75.0, 90.0, 95.0])
+    # Held-out evaluation: fresh pairs from the same Gaussian and a fresh bank of n_points Ys, so
+    # each number is an unbiased Monte-Carlo estimate of its bound (standard error ~1e-3 nats).
+    eval_points: int = 20000
+    # False: one critic per seed, trained with NCE (the appendix: "optimize the NCE objective"),
+    # every bound evaluated on it.  True: each CNCE estimator also trains its own critic with its
+    # own bound (6 more critics per seed, ~10x the time: per-query selections of the bank).
+    own_critics: bool = False
+    # Tensors of a few thousand floats: one thread wastes least; 0 is torch's default.
+    threads: int = 1
+
+    RUNTIME_FIELDS = ("threads",)
+
+
 def _field_names(cls) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 

@@ -31,6 +31,8 @@ class Grid:
     seeds: list[int]
     stages: dict[str, dict] = field(default_factory=dict)
     resources: dict[str, dict] = field(default_factory=dict)
+    # The appendix's toy experiment: its seeds and ToyCNCEConfig overrides (None: not in this grid).
+    toy_cnce: dict | None = None
 
     def cells(self) -> list[tuple[str, str, int]]:
         return list(product(self.datasets, self.methods, self.seeds))
@@ -52,6 +54,13 @@ class Grid:
         return C.from_dict(C.LinclsConfig, {"method": method, "dataset": dataset, "seed": seed,
                                             "data_root": data_root, **values})
 
+    def toy_cnce_seeds(self) -> list[int]:
+        return [int(s) for s in (self.toy_cnce or {}).get("seeds", [])]
+
+    def toy_cnce_config(self, seed: int) -> C.ToyCNCEConfig:
+        values = {k: v for k, v in (self.toy_cnce or {}).items() if k != "seeds"}
+        return C.from_dict(C.ToyCNCEConfig, {**values, "seed": seed})
+
 
 def validate(grid: Grid) -> None:
     """Names and config keys; one sentence per problem, raised before anything runs."""
@@ -72,6 +81,11 @@ def validate(grid: Grid) -> None:
         for values in overrides:
             for key in values:
                 C.check_key(STAGES[stage], key, context=f"Grid {grid.name}, stage {stage}: ")
+    for seed in grid.toy_cnce_seeds():
+        try:
+            grid.toy_cnce_config(seed)
+        except ValueError as err:
+            raise ValueError(f"Grid {grid.name}, toy_cnce: {err}") from None
     # Building every cell's config checks every override key against the dataclasses.
     for dataset, method, seed in grid.cells():
         for build in (grid.pretrain_config, grid.lincls_config):
@@ -90,6 +104,7 @@ def from_dict(name: str, values: dict) -> Grid:
         seeds=[int(s) for s in values["seeds"]],
         stages={k: values[k] for k in STAGES if k in values},
         resources=values.get("resources", {}),
+        toy_cnce=values.get("toy_cnce"),
     )
     validate(grid)
     return grid

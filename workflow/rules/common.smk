@@ -58,6 +58,7 @@ LINCLS_CELL = "results/{grid}/lincls/{dataset}/{method}/seed{seed}"
 DATA_OK = "results/{grid}/data/{dataset}.ok"
 TABLE = "results/{grid}/tables/{table}.{ext}"
 TABLE_EXTS = ["csv", "md", "tex"]
+TOY_CNCE_CELL = "results/{grid}/toy_cnce/seed{seed}"
 
 
 def cell_wildcards(grid: str) -> dict:
@@ -82,8 +83,18 @@ def table_files(grid: str, table: str) -> list:
     return expand(TABLE, grid=grid, table=table, ext=TABLE_EXTS)
 
 
+def toy_cnce_metrics(grid: str) -> list:
+    return expand(TOY_CNCE_CELL + "/metrics.json", grid=grid, seed=GRIDS[grid].toy_cnce_seeds())
+
+
+def toy_cnce_tables(grid: str) -> list:
+    """The appendix's toy table where the grid has a toy_cnce block."""
+    return table_files(grid, "table_toy_cnce") if GRIDS[grid].toy_cnce_seeds() else []
+
+
 def all_tables(grid: str) -> list:
-    return [*table_files(grid, "table1"), *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"])]
+    return [*table_files(grid, "table1"), *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"]),
+            *toy_cnce_tables(grid)]
 
 
 def stage_config(stage: str, wildcards):

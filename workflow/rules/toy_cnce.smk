@@ -1,0 +1,39 @@
+# The appendix's toy CNCE experiment (ring.toy_cnce): one CPU cell per seed, then its table.
+
+
+rule toy_cnce_config:
+    output:
+        TOY_CNCE_CELL + "/config.yaml",
+    params:
+        cfg=lambda wc: GRIDS[wc.grid].toy_cnce_config(int(wc.seed)),
+    localrule: True
+    run:
+        save_config(params.cfg, output[0])
+
+
+rule toy_cnce:
+    input:
+        cfg=TOY_CNCE_CELL + "/config.yaml",
+    output:
+        TOY_CNCE_CELL + "/metrics.json",
+    log:
+        TOY_CNCE_CELL + "/toy_cnce.log",
+    params:
+        out=lambda wc, output: cell_dir(output[0]),
+    # Tiny MLPs: one thread each, so seeds run side by side.
+    threads: 1
+    shell:
+        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.toy_cnce --config {input.cfg:q} --out {params.out:q}"
+        " 2>&1 | tee {log:q}"
+
+
+rule make_table_toy_cnce:
+    input:
+        lambda wc: toy_cnce_metrics(wc.grid),
+    output:
+        expand(TABLE, table="table_toy_cnce", ext=TABLE_EXTS, allow_missing=True),
+    params:
+        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
+    localrule: True
+    shell:
+        "{PYTHON:q} -m ring.tables table_toy_cnce --out {params.prefix:q} --metrics {input:q}"
