@@ -189,7 +189,7 @@ def toy_summary(metric_files: list[str | Path]) -> pd.DataFrame:
 
 
 def _g(x: float) -> str:
-    return "—" if x is None or math.isnan(x) else f"{x:.3g}"
+    return "—" if x is None or math.isnan(x) else f"{x:.4g}"
 
 
 def toy_layout(summary: pd.DataFrame) -> pd.DataFrame:
@@ -202,7 +202,7 @@ def toy_layout(summary: pd.DataFrame) -> pd.DataFrame:
         part = summary[summary.protocol == protocol].set_index("estimator")
         if len(part):
             n = int(part.n.min())
-            rows[f"{label}: mean ({n} seeds)"] = [true] + [_g(part.loc[e, "mean"]) for e in estimators]
+            rows[f"{label}: mean ({n} seed{'s' * (n != 1)})"] = [true] + [_g(part.loc[e, "mean"]) for e in estimators]
             rows[f"{label}: std"] = ["—"] + [_g(part.loc[e, "std"]) for e in estimators]
     paper = summary.drop_duplicates("estimator").set_index("estimator")
     rows["paper: mean"] = [_g(published()["table_toy_cnce"]["true_mi"])] + [_g(paper.loc[e, "paper_mean"]) for e in estimators]

@@ -66,3 +66,25 @@ def test_gpu_hours_add_up_requeued_segments(tmp_path):
     assert summary.loc["total", "gpu_hours"] == pytest.approx(2.1)
     assert summary.loc["pretrain", "requeues"] == 1 and summary.loc["total", "cells"] == 2
     assert "| pretrain |       1 |          2 |          1 |    1.000 |       2.000 |" in (tmp_path / "gpu_hours.md").read_text()
+
+
+def test_toy_cnce_table_means_stds_paper_and_true_mi(tmp_path):
+    files = []
+    for seed, (nce, cnce50) in enumerate([(0.010, -0.10), (0.014, -0.14)]):
+        metrics = {"seed": seed, "true_mi": 0.0204110, "nce_critic": {"NCE": nce, "CNCE50": cnce50}}
+        if seed == 0:
+            metrics["own_critics"] = {"NCE": nce, "CNCE50": 3e-5}
+        files.append(tmp_path / f"toy{seed}.json")
+        files[-1].write_text(json.dumps(metrics))
+    wide = tables.toy_cnce(files, tmp_path / "t" / "table_toy_cnce")
+    assert list(wide.columns) == ["True", "NCE", "CNCE w_l=50"]
+    assert wide.loc["ours, NCE's critic: mean (2 seeds)"].tolist() == ["0.02041", "0.012", "-0.12"]
+    assert wide.loc["ours, NCE's critic: std"].tolist() == ["—", "0.002828", "0.02828"]
+    assert wide.loc["ours, own critics: mean (1 seed)"].tolist() == ["0.02041", "0.01", "3e-05"]
+    assert wide.loc["paper: mean"].tolist() == ["0.02041", "0.01345", "7.29e-05"]
+    assert wide.loc["paper: stdev"].tolist() == ["—", "0.001", "9e-06"]
+    summary = pd.read_csv(tmp_path / "t" / "table_toy_cnce.csv")
+    row = summary[(summary.protocol == "nce_critic") & (summary.estimator == "CNCE50")].iloc[0]
+    assert (row.n, row.percentile, row.paper_mean) == (2, 50.0, 7.29e-05)
+    assert "Looseness of CNCE" in (tmp_path / "t" / "table_toy_cnce.md").read_text()
+    assert "tab:toy_cnce" in (tmp_path / "t" / "table_toy_cnce.tex").read_text()

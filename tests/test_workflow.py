@@ -129,3 +129,17 @@ def test_readme_quick_start_builds_table1_on_the_embedded_default(workdir):
         assert re.search(rf"\| {method} +\| \d+\.\d", printed), method
     csv = (workdir / "results" / "smoke" / "tables" / "table1.csv").read_text()
     assert csv.count("digits") == 4
+
+
+def test_toy_cnce_target_plans_the_paper_seeds_and_builds_its_table(workdir):
+    counts = job_counts(snakemake(workdir, "-n", "table_toy_cnce", "--config", "grid=paper").stdout)
+    assert counts["toy_cnce"] == counts["toy_cnce_config"] == 5 and counts["make_table_toy_cnce"] == 1
+    toy = {"seeds": [0, 1], "epochs": 1, "n_points": 256, "batch_size": 64, "negatives": 10, "eval_points": 200,
+           "percentages": [50, 90]}
+    write_grid(workdir, "tiny", {**TINY, "toy_cnce": toy})
+    planned = job_counts(snakemake(workdir, "-n", "all_tables", "--config", "grid=tiny").stdout)
+    assert planned["toy_cnce"] == 2 and planned["make_table_toy_cnce"] == 1
+    snakemake(workdir, "--profile", "profiles/local", "table_toy_cnce", "--config", "grid=tiny")
+    table = (workdir / "results" / "tiny" / "tables" / "table_toy_cnce.md").read_text()
+    assert "ours, NCE's critic: mean (2 seeds)" in table and "CNCE w_l=90" in table
+    assert (workdir / "results" / "tiny" / "toy_cnce" / "seed1" / "metrics.json").is_file()
