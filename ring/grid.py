@@ -81,7 +81,7 @@ def validate(grid: Grid) -> None:
         for values in overrides:
             for key in values:
                 C.check_key(STAGES[stage], key, context=f"Grid {grid.name}, stage {stage}: ")
-    for seed in grid.toy_cnce_seeds():
+    for seed in (grid.toy_cnce_seeds() or [0]) if grid.toy_cnce is not None else []:
         try:
             grid.toy_cnce_config(seed)
         except ValueError as err:
