@@ -45,8 +45,8 @@ Decisions where the paper is ambiguous:
 All critics of a run (seeds x estimators) are trained together as one stack of independent
 models: a batched MLP whose summed loss gives each model its own gradient, and Adam is elementwise,
 so each model follows the trajectory it would alone, and each seed draws its negatives from its
-own generators.  One seed takes a few seconds at full
-size, so the stage writes no checkpoint: a killed run simply reruns.
+own generators.  At full size one seed takes ~10 s of one CPU core (NCE's critic only) and a few
+minutes with own_critics, so the stage writes no checkpoint: a killed cell simply reruns.
 """
 
 from __future__ import annotations
