@@ -15,6 +15,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/lincls.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/transfer.smk"
 
 
 rule all_tables:
@@ -28,3 +29,9 @@ rule table1:
     """Table 1: linear evaluation of each method on each pretraining dataset."""
     input:
         table_files(config["grid"], "table1"),
+
+
+rule table3:
+    """Table 3: each method's source-pretrained encoder transferred to the grid's transfer datasets."""
+    input:
+        table_files(config["grid"], "table3"),
