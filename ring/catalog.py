@@ -137,7 +137,7 @@ TRANSFER: dict[str, TransferSpec] = {
     "fashion_mnist": _idx_spec("FashionMNIST", "fashion_mnist"),
     "traffic_sign": TransferSpec(
         display="TrafficSign", num_classes=43,
-        required=("gtsrb/GTSRB/Training", "gtsrb/GTSRB/Final_Test/Images", "gtsrb/GT-final_test.csv"),
+        required=("gtsrb/GT-final_test.csv", "gtsrb/GTSRB/Training", "gtsrb/GTSRB/Final_Test/Images"),
         how_to_get=_torchvision_hint("GTSRB", "traffic_sign", ", split='test'") + " (and again with split='train')",
         split="GTSRB's training images (GTSRB/Training/<class>/*.ppm) / its final test set (GT-final_test.csv)",
         publisher_counts=(26640, 12630),
@@ -159,7 +159,8 @@ TRANSFER: dict[str, TransferSpec] = {
         publisher_counts=None,
     ),
     # The embedded default's transfer column: procedurally generated shapes (ring.metadataset),
-    # written as class folders, split 80/20 per class with seed 0 as for a dataset that ships no split.
+    # written as PNG class folders plus generated.json, split 80/20 per class with seed 0 as for a
+    # dataset that ships no split.
     "shapes": TransferSpec(
         display="Shapes", num_classes=6,
         required=("generated.json",),

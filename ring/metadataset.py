@@ -125,16 +125,29 @@ def _list_idx(folder: str) -> Callable[[Path], Listing]:
     return listing
 
 
+def _csv_column(path: Path, column: str) -> list[tuple[str, str]]:
+    """(Filename, column) of every row of a GTSRB annotation file (';'-separated, with a header)."""
+    rows = [line.split(";") for line in _lines(path)]
+    index = {name: i for i, name in enumerate(rows[0])}
+    return [(r[index["Filename"]], r[index[column]]) for r in rows[1:]]
+
+
 def _list_gtsrb(base: Path) -> Listing:
     training = base / "gtsrb" / "GTSRB" / "Training"
     # As torchvision's make_dataset: class folders in sorted order, .ppm files sorted within each.
+    # A class folder's GT-<class>.csv, where the release ships it, lists its images (so a missing one
+    # is noticed); otherwise the folder's .ppm files are the list.
     train = []
     for label, cls in enumerate(sorted(d.name for d in training.iterdir() if d.is_dir())):
-        for root, _, names in sorted(os.walk(training / cls)):
-            train += [((Path(root) / n).relative_to(base).as_posix(), label) for n in sorted(names) if n.lower().endswith(".ppm")]
-    rows = [line.split(";") for line in _lines(base / "gtsrb" / "GT-final_test.csv")]
-    column = {name: i for i, name in enumerate(rows[0])}
-    test = [(f"gtsrb/GTSRB/Final_Test/Images/{r[column['Filename']]}", int(r[column["ClassId"]])) for r in rows[1:]]
+        annotations = training / cls / f"GT-{cls}.csv"
+        if annotations.is_file():
+            names = [name for name, _ in _csv_column(annotations, "ClassId")]
+        else:
+            names = [str((Path(root) / n).relative_to(training / cls)) for root, _, files in os.walk(training / cls)
+                     for n in files if n.lower().endswith(".ppm")]
+        train += [(f"gtsrb/GTSRB/Training/{cls}/{name}", label) for name in sorted(names)]
+    test = [(f"gtsrb/GTSRB/Final_Test/Images/{name}", int(label))
+            for name, label in _csv_column(base / "gtsrb" / "GT-final_test.csv", "ClassId")]
     return {"train": train, "test": test}
 
 
@@ -196,11 +209,12 @@ def per_class_split(items: list[Item], test_fraction: float = 0.2, seed: int = 0
     return out
 
 
-def _list_class_folders(base: Path) -> Listing:
-    """Class folders of PNG files (<base>/<class>/*.png), split 80/20 per class with seed 0."""
-    classes = sorted(d.name for d in base.iterdir() if d.is_dir())
-    return per_class_split([(f"{cls}/{f.name}", label) for label, cls in enumerate(classes)
-                            for f in sorted((base / cls).glob("*.png"))])
+def _list_shapes(base: Path) -> Listing:
+    """The generated shapes: generated.json names the classes and the images per class (its
+    annotation file); the dataset ships no split, so it is split 80/20 per class with seed 0."""
+    marker = json.loads((base / GENERATED).read_text())
+    return per_class_split([(f"{cls}/{cls}_{i:03d}.png", label) for label, cls in enumerate(marker["classes"])
+                            for i in range(marker["images_per_class"])])
 
 
 # -- the embedded default's transfer column: generated shapes ------------------------------------
@@ -370,7 +384,7 @@ TRANSFER_DATASETS: dict[str, TransferDataset] = {
     "traffic_sign": TransferDataset(_list_gtsrb, _torchvision(_tv_gtsrb)),
     "vgg_flower": TransferDataset(_list_flowers, _files),
     "mscoco": TransferDataset(_list_mscoco, _files),
-    "shapes": TransferDataset(_list_class_folders, _files),
+    "shapes": TransferDataset(_list_shapes, _files),
 }
 assert TRANSFER_DATASETS.keys() == catalog.TRANSFER.keys()
 
