@@ -330,8 +330,8 @@ def _torchvision(make_parts: Callable[[Path, str], list]) -> Callable[[Path, str
         # Array datasets have no per-image file to compare: their labels must agree.
         want = [(None if path is None else rel, label) for (path, _), (rel, label) in zip(got, listing)]
         if len(got) != len(listing) or got != want:
-            raise DatasetMissing(f"torchvision reads {len(got)} {split} images from {base} where the annotation files "
-                                 f"list {len(listing)} (or other labels); re-extract the dataset")
+            raise DatasetMissing(f"torchvision reads {len(got)} {split} images (or other labels) from {base} where its "
+                                 f"annotation files list {len(listing)}; extract the dataset again from its publisher's archives.")
         return dataset
 
     return build
@@ -448,6 +448,8 @@ def load(name: str, data_root: str | Path, split: str):
     base = catalog.folder(name, data_root)
     try:
         return TRANSFER_DATASETS[name].build(base, split, listing(name, data_root)[split])
+    except DatasetMissing:
+        raise
     except (RuntimeError, OSError) as err:  # torchvision's "Dataset not found or corrupted"
         hint = catalog.spec(name).how_to_get.replace("<data_root>", str(data_root))
         raise DatasetMissing(f"Dataset {name} under {base} is incomplete or corrupted "

@@ -2,6 +2,8 @@
 
 import json
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -232,3 +234,12 @@ def test_shapes_are_generated_identically(tmp_path):
     a = tmp_path / "a" / "shapes" / "ring" / "ring_007.png"
     assert a.read_bytes() == (tmp_path / "b" / "shapes" / "ring" / "ring_007.png").read_bytes()
     assert metadataset.manifest("shapes", tmp_path / "a")["matches_publisher"] is True
+
+
+def test_data_check_of_a_transfer_dataset_never_imports_torch(tmp_path):
+    write_dtd(tmp_path)
+    code = ("import sys; from ring import catalog; catalog.check('dtd', sys.argv[1]); "
+            "print(sorted(m for m in ('torch', 'torchvision', 'PIL') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert result.stdout.strip() == "[]"
