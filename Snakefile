@@ -16,6 +16,7 @@ include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/lincls.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/toy_cnce.smk"
+include: "workflow/rules/transfer.smk"
 
 
 rule all_tables:
@@ -35,3 +36,9 @@ rule table_toy_cnce:
     """The appendix's toy table: NCE and CNCE bounds on Gaussians of known mutual information."""
     input:
         toy_cnce_tables(config["grid"]),
+
+
+rule table3:
+    """Table 3: each method's source-pretrained encoder transferred to the grid's transfer datasets."""
+    input:
+        table_files(config["grid"], "table3"),

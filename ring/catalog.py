@@ -69,9 +69,115 @@ DATASETS: dict[str, DatasetSpec] = {
 }
 
 
-def spec(name: str) -> DatasetSpec:
+@dataclass(frozen=True)
+class TransferSpec:
+    """A dataset that CIFAR10 encoders are transferred to (Table 3).  Its input normalisation is not
+    a constant: it is computed from the training split (:mod:`ring.metadataset`)."""
+
+    display: str  # column name in Table 3
+    num_classes: int
+    required: tuple[str, ...]  # annotation files (and image folders) below <data_root>/<name>
+    how_to_get: str
+    split: str  # the documented, deterministic train/test split
+    publisher_counts: tuple[int, int] | None  # (train, test) images of the full release; None: depends on filters
+
+
+_FUNGI_HINT = (
+    "the FGVCx Fungi 2018 release (fungi_train_val.tgz and train_val_annotations.tgz) has moved from its original "
+    "labs.gbif.org links: find the current links in the README of github.com/visipedia/fgvcx_fungi_comp (or Meta-Dataset's "
+    "conversion instructions), then extract both archives into <data_root>/fungi so that it holds train.json, val.json "
+    "and images/"
+)
+
+def _idx_spec(cls: str, name: str) -> TransferSpec:
+    """MNIST and FashionMNIST: the publisher's idx files, where torchvision puts them (<root>/<cls>/raw)."""
+    return TransferSpec(
+        display=cls, num_classes=10,
+        required=tuple(f"{cls}/raw/{split}-{kind}" for split in ("train", "t10k") for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")),
+        how_to_get=_torchvision_hint(cls, name),
+        split="the publisher's 60,000 train / 10,000 t10k images",
+        publisher_counts=(60000, 10000),
+    )
+
+
+TRANSFER: dict[str, TransferSpec] = {
+    # The nine Meta-Dataset image sets of Table 3, each in the layout its publisher (or torchvision's
+    # downloader with root=<data_root>/<name>) produces.  README "Transfer (Table 3)" lists them.
+    "aircraft": TransferSpec(
+        display="Aircraft", num_classes=100,
+        required=("fgvc-aircraft-2013b/data/variants.txt", "fgvc-aircraft-2013b/data/images_variant_trainval.txt",
+                  "fgvc-aircraft-2013b/data/images_variant_test.txt", "fgvc-aircraft-2013b/data/images"),
+        how_to_get=_torchvision_hint("FGVCAircraft", "aircraft"),
+        split="the publisher's variant-level images_variant_trainval.txt / images_variant_test.txt",
+        publisher_counts=(6667, 3333),
+    ),
+    "cub": TransferSpec(
+        display="CUBirds", num_classes=200,
+        required=("CUB_200_2011/images.txt", "CUB_200_2011/image_class_labels.txt",
+                  "CUB_200_2011/train_test_split.txt", "CUB_200_2011/images"),
+        how_to_get="download CUB_200_2011.tgz from data.caltech.edu/records/65de6-vzc43 and extract it into <data_root>/cub",
+        split="the publisher's CUB_200_2011/train_test_split.txt (1 = train, 0 = test)",
+        publisher_counts=(5994, 5794),
+    ),
+    "dtd": TransferSpec(
+        display="DTD", num_classes=47,
+        required=("dtd/dtd/labels/train1.txt", "dtd/dtd/labels/val1.txt", "dtd/dtd/labels/test1.txt", "dtd/dtd/images"),
+        how_to_get=_torchvision_hint("DTD", "dtd"),
+        split="the publisher's split 1: labels/train1.txt + val1.txt for training, labels/test1.txt for testing",
+        publisher_counts=(3760, 1880),
+    ),
+    "fungi": TransferSpec(
+        display="Fungi", num_classes=1394,
+        required=("train.json", "val.json", "images"),
+        how_to_get=_FUNGI_HINT,
+        split="the FGVCx 2018 competition's train.json for training and val.json for testing (its test labels are private)",
+        publisher_counts=(85578, 4182),
+    ),
+    "mnist": _idx_spec("MNIST", "mnist"),
+    "fashion_mnist": _idx_spec("FashionMNIST", "fashion_mnist"),
+    "traffic_sign": TransferSpec(
+        display="TrafficSign", num_classes=43,
+        required=("gtsrb/GT-final_test.csv", "gtsrb/GTSRB/Training", "gtsrb/GTSRB/Final_Test/Images"),
+        how_to_get=_torchvision_hint("GTSRB", "traffic_sign", ", split='test'") + " (and again with split='train')",
+        split="GTSRB's training images (GTSRB/Training/<class>/*.ppm) / its final test set (GT-final_test.csv)",
+        publisher_counts=(26640, 12630),
+    ),
+    "vgg_flower": TransferSpec(
+        display="VGGFlower", num_classes=102,
+        required=("flowers-102/imagelabels.mat", "flowers-102/setid.mat", "flowers-102/jpg"),
+        how_to_get=_torchvision_hint("Flowers102", "vgg_flower"),
+        split="the publisher's setid.mat: trnid + valid for training, tstid for testing",
+        publisher_counts=(2040, 6149),
+    ),
+    "mscoco": TransferSpec(
+        display="MSCOCO", num_classes=80,
+        required=("annotations/instances_train2017.json", "annotations/instances_val2017.json", "train2017", "val2017"),
+        how_to_get="download train2017.zip, val2017.zip and annotations_trainval2017.zip from cocodataset.org/#download "
+                   "and extract them into <data_root>/mscoco",
+        split="object crops (non-crowd boxes of at least 32x32 pixels) of train2017 for training, of val2017 for "
+              "testing, at most 500 / 100 per class drawn with seed 0",
+        publisher_counts=None,
+    ),
+    # The embedded default's transfer column: procedurally generated shapes (ring.metadataset),
+    # written as PNG class folders plus generated.json, split 80/20 per class with seed 0 as for a
+    # dataset that ships no split.
+    "shapes": TransferSpec(
+        display="Shapes", num_classes=6,
+        required=("generated.json",),
+        how_to_get="generate it with `python -m ring.metadataset generate shapes --data-root <data_root>` "
+                   "(the smoke workflow does this itself)",
+        split="80/20 per class with seed 0",
+        publisher_counts=(288, 72),
+    ),
+}
+assert not TRANSFER.keys() & DATASETS.keys()
+
+
+def spec(name: str) -> DatasetSpec | TransferSpec:
+    if name in TRANSFER:
+        return TRANSFER[name]
     if name not in DATASETS:
-        raise ValueError(f"Unknown dataset {name!r}; choose one of {', '.join(DATASETS)}.")
+        raise ValueError(f"Unknown dataset {name!r}; choose one of {', '.join([*DATASETS, *TRANSFER])}.")
     return DATASETS[name]
 
 
@@ -94,6 +200,10 @@ def check(name: str, data_root: str | Path) -> None:
     for rel in s.required:
         if not (base / rel).exists():
             raise DatasetMissing(f"Dataset {name} is missing {base / rel}; {hint}.")
+    if name in TRANSFER:
+        from ring import metadataset  # torch-free; parses the annotation files
+
+        metadataset.check_listing(name, root, hint)
     if name == "imagenet":
         for split in ("train", "val"):
             if not any(p.is_dir() for p in (base / split).iterdir()):

@@ -155,6 +155,23 @@ class ToyCNCEConfig:
     RUNTIME_FIELDS = ("threads",)
 
 
+@dataclass
+class TransferConfig(LinclsConfig):
+    """Linear evaluation of a ``source``-pretrained encoder on transfer dataset ``dataset`` (Table 3).
+
+    The protocol's defaults are linear evaluation's: the paper evaluates transfer "with the same
+    linear protocol".  The input normalisation is the transfer dataset's own (its training split's
+    mean and std), never the source's.
+    """
+
+    source: str = "cifar10"  # the pretraining dataset whose encoders are transferred
+    # Folder caching the normalisation statistics of `dataset`, shared by its cells (empty: the
+    # cell's folder).  Entries are keyed by the split manifest's checksum, so it never changes results.
+    stats_cache: str = ""
+
+    RUNTIME_FIELDS = (*LinclsConfig.RUNTIME_FIELDS, "stats_cache")
+
+
 def _field_names(cls) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 

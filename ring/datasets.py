@@ -120,18 +120,19 @@ def pretrain_view(name: str, resize: int, crop: int, crop_scale_min: float) -> T
     )
 
 
-def linear_view(name: str, resize: int, crop: int, augmentation: str) -> T.Compose:
+def linear_view(name: str, resize: int, crop: int, augmentation: str, norm: T.Normalize | None = None) -> T.Compose:
+    """``norm``: the input normalisation, the catalog's statistics of ``name`` unless given (a transfer's own)."""
     if augmentation == "crop_flip":
         ops = [T.Resize((resize, resize)), T.RandomResizedCrop(crop), T.RandomHorizontalFlip()]
     elif augmentation == "none":
         ops = [T.Resize((resize, resize)), T.CenterCrop(crop)]
     else:
         raise ValueError(f"Unknown linear-evaluation augmentation {augmentation!r}; choose crop_flip or none.")
-    return T.Compose([*ops, T.ToTensor(), normalize(name)])
+    return T.Compose([*ops, T.ToTensor(), norm or normalize(name)])
 
 
-def eval_view(name: str, resize: int, crop: int) -> T.Compose:
-    return linear_view(name, resize, crop, "none")
+def eval_view(name: str, resize: int, crop: int, norm: T.Normalize | None = None) -> T.Compose:
+    return linear_view(name, resize, crop, "none", norm)
 
 
 class Views(Dataset):

@@ -19,7 +19,9 @@ from ring import catalog
 from ring import config as C
 from ring.methods import METHODS
 
-STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig}
+STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
+# Keys of the optional `transfer:` block besides its overrides (all, by_dataset, by_method).
+TRANSFER_KEYS = ("source", "datasets", "methods")
 
 
 @dataclass
@@ -44,6 +46,25 @@ class Grid:
         values.update(block.get("by_method", {}).get(method, {}))
         return values
 
+    # -- transfer (Table 3): the source column's encoders, evaluated on other datasets ------------
+    @property
+    def transfer(self) -> dict:
+        return self.stages.get("transfer", {})
+
+    def transfer_methods(self) -> list[str]:
+        return list(self.transfer.get("methods", self.methods))
+
+    def transfer_cells(self) -> list[tuple[str, str, int]]:
+        """(transfer dataset, method, seed) of every transfer cell; none without a transfer block."""
+        if not self.transfer:
+            return []
+        return list(product(self.transfer["datasets"], self.transfer_methods(), self.seeds))
+
+    def transfer_config(self, dataset: str, method: str, seed: int, data_root: str, stats_cache: str = "") -> C.TransferConfig:
+        values = self.stage_values("transfer", dataset, method)
+        return C.from_dict(C.TransferConfig, {"method": method, "dataset": dataset, "seed": seed, "data_root": data_root,
+                                              "source": self.transfer["source"], "stats_cache": stats_cache, **values})
+
     def pretrain_config(self, dataset: str, method: str, seed: int, data_root: str) -> C.PretrainConfig:
         values = self.stage_values("pretrain", dataset, method)
         return C.from_dict(C.PretrainConfig, {"method": method, "dataset": dataset, "seed": seed,
@@ -66,6 +87,9 @@ def validate(grid: Grid) -> None:
     """Names and config keys; one sentence per problem, raised before anything runs."""
     for name in grid.datasets:
         catalog.spec(name)
+        if name in catalog.TRANSFER:
+            raise ValueError(f"Grid {grid.name}: {name!r} is a transfer dataset, not a pretraining one; "
+                             "list it under transfer: datasets.")
     for name in grid.methods:
         if name not in METHODS:
             raise ValueError(f"Grid {grid.name}: unknown method {name!r}; choose from {', '.join(METHODS)}.")
@@ -86,6 +110,8 @@ def validate(grid: Grid) -> None:
             grid.toy_cnce_config(seed)
         except ValueError as err:
             raise ValueError(f"Grid {grid.name}, toy_cnce: {err}") from None
+    if grid.transfer:
+        validate_transfer(grid)
     # Building every cell's config checks every override key against the dataclasses.
     for dataset, method, seed in grid.cells():
         for build in (grid.pretrain_config, grid.lincls_config):
@@ -93,6 +119,28 @@ def validate(grid: Grid) -> None:
                 build(dataset, method, seed, "data")
             except ValueError as err:
                 raise ValueError(f"Grid {grid.name}, cell {dataset}/{method}/seed{seed}: {err}") from None
+
+
+def validate_transfer(grid: Grid) -> None:
+    block = grid.transfer
+    for key in ("source", "datasets"):
+        if key not in block:
+            raise ValueError(f"Grid {grid.name}: the transfer block needs {key!r}.")
+    if block["source"] not in grid.datasets:
+        raise ValueError(f"Grid {grid.name}: transfer source {block['source']!r} is not one of the grid's datasets "
+                         f"({', '.join(grid.datasets)}), whose pretraining cells it reuses; add it or change the source.")
+    for name in [*block["datasets"], *block.get("by_dataset", {})]:
+        if name not in catalog.TRANSFER:
+            raise ValueError(f"Grid {grid.name}: {name!r} is not a transfer dataset; choose from {', '.join(catalog.TRANSFER)}.")
+    for name in grid.transfer_methods():
+        if name not in grid.methods:
+            raise ValueError(f"Grid {grid.name}: transfer method {name!r} is not one of the grid's methods, "
+                             "whose pretraining cells it reuses.")
+    for dataset, method, seed in grid.transfer_cells():
+        try:
+            grid.transfer_config(dataset, method, seed, "data")
+        except ValueError as err:
+            raise ValueError(f"Grid {grid.name}, transfer cell {dataset}/{method}/seed{seed}: {err}") from None
 
 
 def from_dict(name: str, values: dict) -> Grid:

@@ -65,16 +65,20 @@ class LinearEval:
         self.classifier = nn.Linear(n_features, self.spec.num_classes).to(self.device)
         self.optimizer = torch.optim.SGD(self.classifier.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                                          weight_decay=cfg.weight_decay)
+        train, test, norm = self.splits()
         self.train_set = datasets.Views(
-            datasets.load(cfg.dataset, cfg.data_root, "train"),
-            datasets.linear_view(cfg.dataset, cfg.resize, cfg.crop, cfg.augmentation), seed=cfg.seed,
+            train, datasets.linear_view(cfg.dataset, cfg.resize, cfg.crop, cfg.augmentation, norm), seed=cfg.seed,
         )
-        self.test_set = datasets.Views(
-            datasets.load(cfg.dataset, cfg.data_root, "test"), datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop)
-        )
+        self.test_set = datasets.Views(test, datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop, norm))
         self.epoch = 0
         self.log = JsonLog(self.out / LOG)
         self._cache: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def splits(self):
+        """The labelled (train, test) images and the input normalisation; ring.transfer evaluates another dataset."""
+        cfg = self.cfg
+        return (datasets.load(cfg.dataset, cfg.data_root, "train"), datasets.load(cfg.dataset, cfg.data_root, "test"),
+                datasets.normalize(cfg.dataset))
 
     # -- features ----------------------------------------------------------------------------
     @torch.no_grad()
@@ -206,14 +210,15 @@ def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path) -> d
     return LinearEval(cfg, encoder_path, out_dir).run()
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="cell config (YAML of LinclsConfig fields)")
+def main(argv=None, evaluation=LinearEval, config_cls=C.LinclsConfig, description: str | None = None) -> int:
+    """The entry point; ``evaluation`` and ``config_cls`` let ring.transfer share it."""
+    parser = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help=f"cell config (YAML of {config_cls.__name__} fields)")
     parser.add_argument("--encoder", required=True, help="encoder.pt written by ring.pretrain")
     parser.add_argument("--out", required=True, help="cell folder: checkpoint, log and metrics.json go here")
     args = parser.parse_args(argv)
     try:
-        metrics = run(C.load(C.LinclsConfig, args.config), args.encoder, args.out)
+        metrics = evaluation(C.load(config_cls, args.config), args.encoder, args.out).run()
     except (ValueError, FileNotFoundError, CheckpointError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1

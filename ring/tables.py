@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ring.catalog import DATASETS
+from ring.catalog import DATASETS, TRANSFER
 from ring.methods import METHODS
 
 PUBLISHED = Path(__file__).parent / "data" / "published-results.yaml"
@@ -28,7 +28,12 @@ PUBLISHED = Path(__file__).parent / "data" / "published-results.yaml"
 # table name -> (key in the published-results file, metric key in metrics.json, caption)
 TABLES = {
     "table1": ("table1_linear_eval", "top1", "Linear evaluation top-1 (%) on frozen ResNet-18 features"),
+    "table3": ("table3_meta_dataset_transfer", "top1",
+               "Transfer of encoders pretrained on the source dataset: linear evaluation top-1 (%) on each new image "
+               "distribution (frozen ResNet-18 features, each dataset's own normalisation)"),
 }
+# Column name of every dataset a table can show: pretraining and transfer datasets.
+DISPLAY = {name: s.display for name, s in {**DATASETS, **TRANSFER}.items()}
 
 
 @lru_cache(maxsize=None)
@@ -70,9 +75,9 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
         return row["mean"] - means[(spec.base, row.dataset)]
 
     out["delta_to_base"] = out.apply(base_delta, axis=1)
-    out["paper"] = [published_value(table_key, m, DATASETS[d].display) for m, d in zip(out.method, out.dataset)]
+    out["paper"] = [published_value(table_key, m, DISPLAY[d]) for m, d in zip(out.method, out.dataset)]
     out["diff_to_paper"] = out["mean"] - out["paper"]
-    out.insert(2, "column", [DATASETS[d].display for d in out.dataset])
+    out.insert(2, "column", [DISPLAY[d] for d in out.dataset])
     return out
 
 
@@ -101,7 +106,7 @@ def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str]) -> pd
     """The paper's layout: methods as rows; per dataset our cell, then the paper's number and our difference."""
     wide = pd.DataFrame(index=pd.Index(methods, name="Method"))
     for d in datasets:
-        col = DATASETS[d].display
+        col = DISPLAY[d]
         part = summary[summary.dataset == d].set_index("method")
         wide[col] = [cell_text(part.loc[m]) for m in methods]
         wide[f"{col} paper (ours − paper)"] = [paper_text(part.loc[m]) for m in methods]

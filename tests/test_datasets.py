@@ -43,8 +43,8 @@ def test_missing_dataset_fails_with_where_to_get_it(tmp_path, name):
 def test_missing_data_root_and_unknown_dataset(tmp_path):
     with pytest.raises(catalog.DatasetMissing, match="Data root .* does not exist"):
         catalog.check("cifar10", tmp_path / "nope")
-    with pytest.raises(ValueError, match="Unknown dataset 'mnist'"):
-        catalog.check("mnist", tmp_path)
+    with pytest.raises(ValueError, match="Unknown dataset 'mnist_m'"):
+        catalog.check("mnist_m", tmp_path)
 
 
 def test_corrupt_cifar10_files_fail_with_one_sentence(tmp_path):

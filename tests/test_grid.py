@@ -45,3 +45,39 @@ def test_bad_grids_fail_with_one_sentence(values, message):
     base = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0]}
     with pytest.raises(ValueError, match=message):
         G.from_dict("bad", {**base, **values})
+
+
+def test_paper_grid_plans_every_method_on_the_nine_transfer_datasets(root):
+    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
+    assert paper.transfer["source"] == "cifar10"
+    assert paper.transfer["datasets"] == ["aircraft", "cub", "dtd", "fungi", "mnist", "fashion_mnist", "traffic_sign",
+                                          "vgg_flower", "mscoco"]
+    assert len(paper.transfer_cells()) == 9 * 7 * len(paper.seeds)
+    cfg = paper.transfer_config("fungi", "MoCoRing", 2, "data", "results/paper/transfer/fungi")
+    lin = paper.lincls_config("cifar10", "MoCoRing", 2, "data")
+    assert (cfg.lr, cfg.epochs, cfg.crop, cfg.augmentation, cfg.source) == (lin.lr, lin.epochs, lin.crop, lin.augmentation, "cifar10")
+    assert config_hash(cfg) == config_hash(paper.transfer_config("fungi", "MoCoRing", 2, "/x", "elsewhere"))  # runtime only
+
+
+def test_smoke_grid_transfers_the_digits_encoders_to_generated_shapes(root):
+    smoke = G.load(root / "workflow" / "grids" / "smoke.yaml")
+    assert smoke.transfer_cells() == [("shapes", m, 0) for m in ["IR", "IRing", "MoCo", "MoCoRing"]]
+    assert smoke.transfer_config("shapes", "IR", 0, "data").source == "digits"
+    assert G.from_dict("plain", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0]}).transfer_cells() == []
+
+
+@pytest.mark.parametrize(
+    "transfer, message",
+    [
+        ({"source": "cifar10", "datasets": ["cub"]}, "transfer source 'cifar10' is not one of the grid's datasets"),
+        ({"source": "digits", "datasets": ["cifar10"]}, "'cifar10' is not a transfer dataset"),
+        ({"source": "digits", "datasets": ["cub"], "methods": ["MoCo"]}, "transfer method 'MoCo' is not one of the grid's"),
+        ({"source": "digits", "datasets": ["cub"], "all": {"epoch": 3}}, "Unknown TransferConfig key 'epoch'"),
+        ({"datasets": ["cub"]}, "the transfer block needs 'source'"),
+    ],
+)
+def test_bad_transfer_blocks_fail_with_one_sentence(transfer, message):
+    with pytest.raises(ValueError, match=message):
+        G.from_dict("bad", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], "transfer": transfer})
+    with pytest.raises(ValueError, match="'mnist' is a transfer dataset, not a pretraining one"):
+        G.from_dict("bad", {"datasets": ["mnist"], "methods": ["IR"], "seeds": [0]})

@@ -2,6 +2,8 @@
 
 
 rule data_check:
+    input:
+        generated_data,
     output:
         DATA_OK,
     params:
@@ -9,3 +11,16 @@ rule data_check:
     localrule: True
     shell:
         "{PYTHON:q} -m ring.catalog check {wildcards.dataset} --data-root {params.root:q} --touch {output:q}"
+
+
+rule generate_dataset:
+    """An embedded dataset that code in the repository generates (the smoke grid's transfer column)."""
+    output:
+        GENERATED_DATA,
+    params:
+        root=config["data_root"],
+    wildcard_constraints:
+        dataset=_one_of(GENERATORS),
+    localrule: True
+    shell:
+        "{PYTHON:q} -m ring.metadataset generate {wildcards.dataset} --data-root {params.root:q}"

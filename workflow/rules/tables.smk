@@ -18,7 +18,7 @@ rule make_table1:
 
 rule make_gpu_hours:
     input:
-        lambda wc: lincls_metrics(wc.grid),
+        lambda wc: [*lincls_metrics(wc.grid), *transfer_metrics(wc.grid)],
     output:
         expand(TABLE, table="gpu_hours", ext=["csv", "md"], allow_missing=True),
     params:

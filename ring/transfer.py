@@ -1,0 +1,124 @@
+"""Transfer: linear evaluation of a frozen, source-pretrained encoder on another dataset (Table 3).
+
+    python -m ring.transfer --config CELL/config.yaml --encoder PRETRAIN_CELL/encoder.pt --out CELL
+
+The protocol is linear evaluation's (:class:`ring.lincls.LinearEval`: frozen trunk, features,
+logistic regression, resume, metrics stamp); only the data differs.  The dataset is a transfer
+dataset of :mod:`ring.metadataset`, in its documented split, and
+
+* its split manifest (every file and label, and their SHA-256) is written to
+  ``CELL/split-manifest.json`` and its checksum stamped into ``metrics.json``;
+* its input normalisation is its own training split's per-channel mean and std, over the images as
+  the encoder sees them before normalising (resized to ``resize`` x ``resize``, centre-cropped to
+  ``crop``, in [0, 1]).  They are computed once per dataset and cached in
+  ``<stats_cache>/normalization-<resize>x<crop>.json`` with the manifest's checksum: a changed
+  split recomputes them.  Two cells computing them at once write the same file atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader
+from torchvision import transforms as T
+
+from ring import catalog
+from ring import config as C
+from ring import datasets, lincls, metadataset
+from ring.lincls import LinearEval
+
+MANIFEST = "split-manifest.json"
+
+
+def write_json(doc: dict, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # per process: cells may race
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)
+
+
+@torch.no_grad()
+def channel_stats(images, resize: int, crop: int, num_workers: int = 0, batch_size: int = 256) -> dict:
+    """Per-channel mean and (population) std of ``images`` resized, centre-cropped, in [0, 1]."""
+    view = T.Compose([T.Resize((resize, resize)), T.CenterCrop(crop), T.ToTensor()])
+    loader = DataLoader(datasets.Views(images, view), batch_size=batch_size, num_workers=num_workers)
+    total = torch.zeros(3, dtype=torch.float64)
+    squares = torch.zeros(3, dtype=torch.float64)
+    pixels = 0
+    for x, _, _ in loader:
+        x = x.double()
+        total += x.sum(dim=(0, 2, 3))
+        squares += x.square().sum(dim=(0, 2, 3))
+        pixels += x.numel() // 3
+    mean = total / pixels
+    std = (squares / pixels - mean.square()).clamp_min(0).sqrt()
+    return {"mean": [round(v, 6) for v in mean.tolist()], "std": [round(v, 6) for v in std.tolist()]}
+
+
+def normalization(images, split_sha256: str, resize: int, crop: int, cache_dir: Path, num_workers: int = 0) -> dict:
+    """The training split's statistics, from the cache when it holds them for this very split."""
+    path = Path(cache_dir) / f"normalization-{resize}x{crop}.json"
+    if path.is_file():
+        try:
+            cached = json.loads(path.read_text())
+        except json.JSONDecodeError:  # a torn foreign write: recompute below
+            cached = {}
+        if cached.get("split_sha256") == split_sha256:
+            return cached
+    doc = {"split_sha256": split_sha256, "resize": resize, "crop": crop, "images": len(images),
+           **channel_stats(images, resize, crop, num_workers)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(doc, path)
+    return doc
+
+
+class TransferEval(LinearEval):
+    def __init__(self, cfg: C.TransferConfig, encoder_path: str | Path, out_dir: str | Path):
+        if cfg.dataset not in catalog.TRANSFER:
+            raise ValueError(f"{cfg.dataset!r} is not a transfer dataset; choose one of {', '.join(catalog.TRANSFER)}.")
+        if cfg.source not in catalog.DATASETS:
+            raise ValueError(f"Transfer source {cfg.source!r} is not a pretraining dataset; "
+                             f"choose one of {', '.join(catalog.DATASETS)}.")
+        super().__init__(cfg, encoder_path, out_dir)
+
+    def splits(self):
+        cfg = self.cfg
+        self.manifest = metadataset.manifest(cfg.dataset, cfg.data_root)
+        train = metadataset.load(cfg.dataset, cfg.data_root, "train")
+        test = metadataset.load(cfg.dataset, cfg.data_root, "test")
+        self.stats = normalization(train, self.manifest["sha256"], cfg.resize, cfg.crop,
+                                   Path(cfg.stats_cache or self.out), cfg.num_workers)
+        return train, test, T.Normalize(self.stats["mean"], self.stats["std"])
+
+    def protocol(self) -> dict:
+        return {
+            **super().protocol(),
+            "source": self.cfg.source,
+            "split": self.manifest["split"],
+            "split_counts": self.manifest["counts"],
+            "matches_publisher_counts": self.manifest["matches_publisher"],
+            "split_manifest": MANIFEST,
+            "split_sha256": self.manifest["sha256"],
+            "normalization": {"mean": self.stats["mean"], "std": self.stats["std"],
+                              "from": f"{self.stats['images']} training images"},
+        }
+
+    def run(self) -> dict:
+        self.out.mkdir(parents=True, exist_ok=True)
+        write_json(self.manifest, self.out / MANIFEST)
+        return super().run()
+
+
+def run(cfg: C.TransferConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:
+    return TransferEval(cfg, encoder_path, out_dir).run()
+
+
+def main(argv=None) -> int:
+    return lincls.main(argv, TransferEval, C.TransferConfig, __doc__.splitlines()[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
