@@ -15,6 +15,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/lincls.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/detection.smk"
 
 
 rule all_tables:
@@ -28,3 +29,9 @@ rule table1:
     """Table 1: linear evaluation of each method on each pretraining dataset."""
     input:
         table_files(config["grid"], "table1"),
+
+
+rule table4:
+    """Table 4: frozen encoders as Detectron2 backbones (COCO det/seg/keypoints, VOC det)."""
+    input:
+        table_files(config["grid"], "table4"),

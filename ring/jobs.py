@@ -16,7 +16,7 @@ import sys
 
 from submitit.helpers import Checkpointable
 
-STAGES = {"pretrain": "ring.pretrain", "lincls": "ring.lincls"}
+STAGES = {"pretrain": "ring.pretrain", "lincls": "ring.lincls", "detection": "ring.detection.runner"}
 
 
 class StageFailed(RuntimeError):

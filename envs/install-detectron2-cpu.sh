@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Detectron2's Python package, without its C++/CUDA extension, for CPU machines that reach PyPI but
+# not GitHub (this project's development machines and CI).  Usage: envs/install-detectron2-cpu.sh VENV_PYTHON
+#
+# Why not `pip install detectron2`: detectron2 is not published as a wheel, and the two source
+# distributions on PyPI (pb1-detectron2 0.6, detectron2-cdo 0.5) lack detectron2/layers/csrc, so
+# their setup.py fails.  Their Python code is detectron2 v0.6 as released.  ring.detection only
+# uses parts that do not need the extension: ROIAlign and NMS come from torchvision, deformable
+# convolutions are never built, and the COCO evaluator runs with use_fast_impl=False (pycocotools).
+# So this script downloads the pinned sdist (hash checked), packages its `detectron2/` folder,
+# model-zoo configs included, as a pure-Python `detectron2==0.6` and installs it with its runtime
+# requirements from envs/requirements-detection.txt.  A cluster uses envs/detection-cluster.sh instead
+# (detectron2 built from its git repository at a pinned commit, with the extension).
+# Idempotent: nothing is downloaded when detectron2 0.6 is already installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${1:-.venv/bin/python}
+SDIST_URL="https://files.pythonhosted.org/packages/60/26/48f5bbb7ee492696a21da23303daeecdfe3942c498a70d34108acf63b2bd/pb1-detectron2-0.6.tar.gz"
+SDIST_SHA256="5d2e9e51e523ec72f6a31cca04b0a515492e9514b773a3d134cedc0677170b29"
+
+"$PY" -m pip install --quiet --disable-pip-version-check -r envs/requirements-detection.txt -c envs/constraints-cpu.txt
+if "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('detectron2') != '0.6')" 2>/dev/null; then
+    exit 0
+fi
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+"$PY" - "$SDIST_URL" "$SDIST_SHA256" "$WORK" <<'PY'
+import hashlib, re, sys, tarfile, urllib.request
+from pathlib import Path
+
+url, sha256, work = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+data = urllib.request.urlopen(url, timeout=120).read()
+if hashlib.sha256(data).hexdigest() != sha256:
+    sys.exit(f"detectron2 sdist {url} does not have the pinned sha256 {sha256}; refusing to install it.")
+archive = work / "sdist.tar.gz"
+archive.write_bytes(data)
+with tarfile.open(archive) as tar:
+    tar.extractall(work, filter="data")
+src = work / "pb1-detectron2-0.6"
+# Only the detectron2 package: its setup.py (which compiles the missing extension) is not used.
+(src / "pyproject.toml").write_text('''[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "detectron2"
+version = "0.6"
+description = "Detectron2 v0.6 Python code (from the pb1-detectron2 0.6 sdist), without the C++/CUDA extension"
+license = {text = "Apache-2.0"}
+
+[tool.setuptools.packages.find]
+include = ["detectron2*"]
+
+[tool.setuptools.package-data]
+"detectron2.model_zoo" = ["configs/**/*.yaml", "configs/**/*.py"]
+''')
+# detectron2 imports its extension at module level in four files (deform_conv, rotated_boxes,
+# roi_align_rotated, fast_eval_api) although only those operators use it.  In its place goes a
+# module that imports fine and fails with one sentence the moment any of its operators is called.
+(src / "detectron2" / "_C.py").write_text('''"""Placeholder for detectron2's C++/CUDA extension, which this CPU install does not build."""
+
+
+def __getattr__(name):
+    raise ImportError(
+        f"detectron2._C.{name} is part of detectron2's C++ extension, which this CPU install "
+        "(envs/install-detectron2-cpu.sh) does not build; install detectron2 from its git repository "
+        "(envs/detection-cluster.sh) to use deformable convolutions, rotated boxes or the fast COCO evaluator."
+    )
+''')
+# Detectron2 v0.6 predates NumPy 1.24 and Pillow 10, which removed the aliases np.bool/np.int/
+# np.float/np.str and Image.LINEAR; upstream later replaced them by the builtins and
+# Image.BILINEAR (the same values).  The same mechanical replacement is applied here.
+alias = re.compile(r"\bnp\.(bool|int|float|str|object)\b(?![_\w])")
+for path in (src / "detectron2").rglob("*.py"):
+    text = path.read_text()
+    fixed = alias.sub(r"\1", text).replace("Image.LINEAR", "Image.BILINEAR")
+    if fixed != text:
+        path.write_text(fixed)
+(src / "setup.py").unlink()
+(src / "setup.cfg").unlink(missing_ok=True)
+PY
+"$PY" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation "$WORK/pb1-detectron2-0.6"
+"$PY" -c "import detectron2, detectron2.modeling; print('detectron2', detectron2.__version__, 'installed (Python code only) from the pinned sdist')"
