@@ -9,13 +9,15 @@
 # convolutions are never built, and the COCO evaluator runs with use_fast_impl=False (pycocotools).
 # So this script downloads the pinned sdist (hash checked), packages its `detectron2/` folder,
 # model-zoo configs included, as a pure-Python `detectron2==0.6` and installs it with its runtime
-# requirements from envs/requirements-detection.txt.  A cluster uses envs/detection-cluster.sh instead
+# requirements from envs/requirements-detection.txt.  Two documented changes to the sources: the
+# NumPy/Pillow alias replacements upstream made after v0.6, and a `detectron2/_C.py` that fails
+# with one sentence if an operator of the missing extension is ever called.  A cluster uses envs/detection-cluster.sh instead
 # (detectron2 built from its git repository at a pinned commit, with the extension).
 # Idempotent: nothing is downloaded when detectron2 0.6 is already installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-.venv/bin/python}
-SDIST_URL="https://files.pythonhosted.org/packages/60/26/48f5bbb7ee492696a21da23303daeecdfe3942c498a70d34108acf63b2bd/pb1-detectron2-0.6.tar.gz"
+SDIST=pb1-detectron2-0.6.tar.gz
 SDIST_SHA256="5d2e9e51e523ec72f6a31cca04b0a515492e9514b773a3d134cedc0677170b29"
 
 "$PY" -m pip install --quiet --disable-pip-version-check -r envs/requirements-detection.txt -c envs/constraints-cpu.txt
@@ -24,14 +26,26 @@ if "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('detectron2
 fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-"$PY" - "$SDIST_URL" "$SDIST_SHA256" "$WORK" <<'PY'
-import hashlib, re, sys, tarfile, urllib.request
+"$PY" - "$SDIST" "$SDIST_SHA256" "$WORK" <<'PY'
+import hashlib, os, re, sys, tarfile, urllib.parse, urllib.request
 from pathlib import Path
 
-url, sha256, work = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-data = urllib.request.urlopen(url, timeout=120).read()
+filename, sha256, work = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+# The sdist is fetched from the package index pip uses ($PIP_INDEX_URL, else pip's default), found
+# on its simple page by file name: `pip download` refuses this sdist (its metadata declares a
+# direct-URL extra), and the pinned hash decides whether it is the file ring-bench was tested with.
+from pip._internal.models.index import PyPI
+
+index = os.environ.get("PIP_INDEX_URL") or PyPI.simple_url
+page_url = f"{index.rstrip('/')}/pb1-detectron2/"
+page = urllib.request.urlopen(page_url, timeout=120).read().decode()
+links = [urllib.parse.urljoin(page_url, href) for href in re.findall(r'href="([^"]+)"', page)]
+url = next((link for link in links if link.split("#")[0].endswith("/" + filename)), None)
+if url is None:
+    sys.exit(f"{filename} is not listed on {page_url}; is the package index reachable?")
+data = urllib.request.urlopen(url.split("#")[0], timeout=300).read()
 if hashlib.sha256(data).hexdigest() != sha256:
-    sys.exit(f"detectron2 sdist {url} does not have the pinned sha256 {sha256}; refusing to install it.")
+    sys.exit(f"{filename} from {page_url} does not have the pinned sha256 {sha256}; refusing to install it.")
 archive = work / "sdist.tar.gz"
 archive.write_bytes(data)
 with tarfile.open(archive) as tar:
@@ -79,5 +93,5 @@ for path in (src / "detectron2").rglob("*.py"):
 (src / "setup.py").unlink()
 (src / "setup.cfg").unlink(missing_ok=True)
 PY
-"$PY" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation "$WORK/pb1-detectron2-0.6"
+"$PY" -m pip install --quiet --disable-pip-version-check --no-deps "$WORK/pb1-detectron2-0.6"
 "$PY" -c "import detectron2, detectron2.modeling; print('detectron2', detectron2.__version__, 'installed (Python code only) from the pinned sdist')"

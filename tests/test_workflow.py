@@ -129,3 +129,7 @@ def test_readme_quick_start_builds_table1_on_the_embedded_default(workdir):
         assert re.search(rf"\| {method} +\| \d+\.\d", printed), method
     csv = (workdir / "results" / "smoke" / "tables" / "table1.csv").read_text()
     assert csv.count("digits") == 4
+    # Table 4 on the embedded default: every method x column evaluated (12 detection cells).
+    table4 = (workdir / "results" / "smoke" / "tables" / "table4.csv").read_text().splitlines()
+    assert len(table4) == 1 + 4 * 12 and all(",1," in row for row in table4[1:])  # n = 1 seed per column
+    assert "**table4**" in printed
