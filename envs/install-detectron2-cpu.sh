@@ -74,6 +74,19 @@ include = ["detectron2*"]
 (src / "detectron2" / "_C.py").write_text('''"""Placeholder for detectron2's C++/CUDA extension, which this CPU install does not build."""
 
 
+# What detectron2.utils.collect_env (run by default_setup) asks the extension about itself.
+def get_compiler_version():
+    return "none: detectron2's C++ extension is not built (envs/install-detectron2-cpu.sh)"
+
+
+def get_cuda_version():
+    return "none"
+
+
+def has_cuda():
+    return False
+
+
 def __getattr__(name):
     raise ImportError(
         f"detectron2._C.{name} is part of detectron2's C++ extension, which this CPU install "

@@ -1,4 +1,5 @@
 import json
+import os
 import pickle
 
 import pytest
@@ -10,6 +11,7 @@ from ring.detection import runner
 from ring.runtime import Preempted
 
 from tests.conftest import ROOT
+from tests.helpers import run_module
 
 
 def smoke_config(method, task, datasets_root, **changes) -> C.DetectionConfig:
@@ -38,6 +40,11 @@ def test_each_model_trains_and_evaluates_on_the_embedded_default(task, backbone_
     assert metrics["columns"] and all(0.0 <= v <= 100.0 for v in metrics["columns"].values())  # evaluated, not NaN
     assert (metrics["method"], metrics["task"], metrics["seed"]) == ("IRing", task, 0)
     assert (cell / "model_final.pth").exists() and "MAX_ITER: 2" in (cell / runner.D2_CONFIG).read_text()
+    if task == "voc_det":  # README: rerun a cell by hand from its written config, with Detectron2's command line
+        again = run_module("ring.detection.train_net", "--config-file", cell / runner.D2_CONFIG, "--eval-only",
+                           "MODEL.WEIGHTS", cell / "model_final.pth", "OUTPUT_DIR", tmp_path / "by_hand",
+                           env={**os.environ, "DETECTRON2_DATASETS": str(datasets_root)})
+        assert "copypaste: AP,AP50,AP75" in again.stdout + again.stderr
 
 
 def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(backbone_pkl, datasets_root, tmp_path, capsys, monkeypatch):
