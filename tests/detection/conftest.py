@@ -2,18 +2,10 @@
 
 import pytest
 import torch
-import yaml
 
 from ring.checkpoint import atomic_save
 from ring.detection import convert, embedded
 from ring.encoder import Encoder, torchvision_state_dict
-
-from tests.conftest import ROOT
-
-
-def smoke_detection() -> dict:
-    """The smoke grid's detection block: the tests run the cells the embedded default runs."""
-    return yaml.safe_load((ROOT / "workflow" / "grids" / "smoke.yaml").read_text())["detection"]
 
 
 @pytest.fixture(scope="session")
