@@ -17,6 +17,7 @@ include: "workflow/rules/lincls.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/toy_cnce.smk"
 include: "workflow/rules/transfer.smk"
+include: "workflow/rules/detection.smk"
 
 
 rule all_tables:
@@ -42,3 +43,9 @@ rule table3:
     """Table 3: each method's source-pretrained encoder transferred to the grid's transfer datasets."""
     input:
         table_files(config["grid"], "table3"),
+
+
+rule table4:
+    """Table 4: frozen encoders as Detectron2 backbones (COCO det/seg/keypoints, VOC det)."""
+    input:
+        table_files(config["grid"], "table4"),

@@ -7,3 +7,6 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
     -r envs/requirements-cpu.txt -c envs/constraints-cpu.txt -e .
+# Detectron2 for the detection stage (Table 4): its Python code from a pinned, hash-checked sdist
+# (this machine and CI reach PyPI, not GitHub); clusters use envs/detection-cluster.sh instead.
+bash envs/install-detectron2-cpu.sh .venv/bin/python

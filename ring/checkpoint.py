@@ -21,12 +21,17 @@ class CheckpointError(RuntimeError):
 
 
 def atomic_save(obj, path: str | Path) -> None:
+    atomic_write(path, lambda fh: torch.save(obj, fh))
+
+
+def atomic_write(path: str | Path, write) -> None:
+    """``write(binary file)`` into a temporary file, fsync, rename over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            torch.save(obj, fh)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -172,6 +172,30 @@ class TransferConfig(LinclsConfig):
     RUNTIME_FIELDS = (*LinclsConfig.RUNTIME_FIELDS, "stats_cache")
 
 
+@dataclass
+class DetectionConfig:
+    """One Table 4 cell: a converted encoder trained frozen in one Detectron2 model (ring.detection)."""
+
+    task: str                       # ring.detection.tasks.TASKS: coco_det_seg, coco_kp, voc_det
+    method: str                     # the pretraining method whose encoder is the backbone
+    source: str                     # the dataset it was pretrained on (imagenet in the paper)
+    seed: int = 0                   # Detectron2's SEED: sampling, augmentation and head initialisation
+    # "detectron2": COCO / VOC in Detectron2's layout under datasets_root ($DETECTRON2_DATASETS);
+    # "embedded": the generated dataset in the same layout (ring.detection.embedded).
+    datasets: str = "detectron2"
+    datasets_root: str = "datasets"
+    # Detectron2 config keys (e.g. "SOLVER.MAX_ITER") applied after the task's base config and the
+    # paper's overrides; an unknown key fails before training.
+    overrides: dict = field(default_factory=dict)
+    # Processes on this node through Detectron2's launch (one per GPU); 0 trains on the CPU.
+    num_gpus: int = 1
+    num_workers: int = 4
+    threads: int = 0
+    device: str = "auto"
+
+    RUNTIME_FIELDS = ("datasets_root", "num_gpus", "num_workers", "threads", "device")
+
+
 def _field_names(cls) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 

@@ -35,6 +35,7 @@ class Grid:
     resources: dict[str, dict] = field(default_factory=dict)
     # The appendix's toy experiment: its seeds and ToyCNCEConfig overrides (None: not in this grid).
     toy_cnce: dict | None = None
+    detection: dict = field(default_factory=dict)  # Table 4 block, see detection_config()
 
     def cells(self) -> list[tuple[str, str, int]]:
         return list(product(self.datasets, self.methods, self.seeds))
@@ -83,6 +84,50 @@ class Grid:
         return C.from_dict(C.ToyCNCEConfig, {**values, "seed": seed})
 
 
+    # -- Table 4 (optional ``detection:`` block) ---------------------------------------------
+    # detection: {source: DATASET, methods: [...], tasks: [...], datasets: embedded|detectron2,
+    #             all: {DetectionConfig fields}, by_task: {TASK: {...}}, by_method: {METHOD: {...}}}
+    # Later blocks win; their ``overrides`` (Detectron2 keys) merge key by key.  Seeds are the grid's.
+
+    def detection_cells(self) -> list[tuple[str, str, str, int]]:
+        """(source dataset, method, task, seed) of every Table 4 cell."""
+        if not self.detection:
+            return []
+        block = self.detection
+        return list(product([block["source"]], block["methods"], block["tasks"], self.seeds))
+
+    def detection_config(self, method: str, task: str, seed: int, datasets_root: str) -> C.DetectionConfig:
+        block = self.detection
+        values, overrides = {}, {}
+        for part in (block.get("all", {}), block.get("by_task", {}).get(task, {}), block.get("by_method", {}).get(method, {})):
+            values.update({k: v for k, v in part.items() if k != "overrides"})
+            overrides.update(part.get("overrides", {}))
+        return C.from_dict(C.DetectionConfig, {"task": task, "method": method, "source": block["source"], "seed": seed,
+                                               "datasets": block.get("datasets", "detectron2"),
+                                               "datasets_root": datasets_root, **values, "overrides": overrides})
+
+
+def validate_detection(grid: Grid) -> None:
+    from ring.detection.tasks import TASKS
+
+    block = grid.detection
+    if block["source"] not in grid.datasets:
+        raise ValueError(f"Grid {grid.name}: detection source {block['source']!r} is not one of the grid's datasets "
+                         f"({', '.join(grid.datasets)}), so no encoder is pretrained on it.")
+    for name in [*block["methods"], *block.get("by_method", {})]:
+        if name not in grid.methods:
+            raise ValueError(f"Grid {grid.name}: detection method {name!r} is not one of the grid's methods "
+                             f"({', '.join(grid.methods)}), so no encoder is pretrained with it.")
+    for name in [*block["tasks"], *block.get("by_task", {})]:
+        if name not in TASKS:
+            raise ValueError(f"Grid {grid.name}: unknown detection task {name!r}; choose from {', '.join(TASKS)}.")
+    for _, method, task, seed in grid.detection_cells():
+        try:
+            grid.detection_config(method, task, seed, "datasets")
+        except ValueError as err:
+            raise ValueError(f"Grid {grid.name}, detection cell {method}/{task}/seed{seed}: {err}") from None
+
+
 def validate(grid: Grid) -> None:
     """Names and config keys; one sentence per problem, raised before anything runs."""
     for name in grid.datasets:
@@ -119,6 +164,8 @@ def validate(grid: Grid) -> None:
                 build(dataset, method, seed, "data")
             except ValueError as err:
                 raise ValueError(f"Grid {grid.name}, cell {dataset}/{method}/seed{seed}: {err}") from None
+    if grid.detection:
+        validate_detection(grid)
 
 
 def validate_transfer(grid: Grid) -> None:
@@ -153,6 +200,7 @@ def from_dict(name: str, values: dict) -> Grid:
         stages={k: values[k] for k in STAGES if k in values},
         resources=values.get("resources", {}),
         toy_cnce=values.get("toy_cnce"),
+        detection=values.get("detection", {}),
     )
     validate(grid)
     return grid

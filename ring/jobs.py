@@ -16,7 +16,8 @@ import sys
 
 from submitit.helpers import Checkpointable
 
-STAGES = {"pretrain": "ring.pretrain", "lincls": "ring.lincls", "transfer": "ring.transfer"}
+STAGES = {"pretrain": "ring.pretrain", "lincls": "ring.lincls", "transfer": "ring.transfer",
+          "detection": "ring.detection.runner"}
 
 
 class StageFailed(RuntimeError):

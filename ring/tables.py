@@ -31,6 +31,10 @@ TABLES = {
     "table3": ("table3_meta_dataset_transfer", "top1",
                "Transfer of encoders pretrained on the source dataset: linear evaluation top-1 (%) on each new image "
                "distribution (frozen ResNet-18 features, each dataset's own normalisation)"),
+    # Table 4's cells hold several metrics each: metrics.json["columns"] of ring.detection.
+    "table4": ("table4_detection", "columns",
+               "Frozen ResNet-18 backbones in Detectron2: COCO detection and instance segmentation (Mask R-CNN R18-FPN 1x), "
+               "COCO keypoints (Keypoint R-CNN R18-FPN 1x), VOC07 detection (Faster R-CNN R18-C4), AP / AP50 / AP75"),
 }
 # Column name of every dataset a table can show: pretraining and transfer datasets.
 DISPLAY = {name: s.display for name, s in {**DATASETS, **TRANSFER}.items()}
@@ -60,8 +64,16 @@ def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value"])
 
 
-def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets: list[str]) -> pd.DataFrame:
-    """One row per (method, dataset): n, mean, std, delta to the base method, paper, diff to paper."""
+def dataset_display(name: str) -> str:
+    return DISPLAY[name]
+
+
+def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets: list[str],
+              display=dataset_display) -> pd.DataFrame:
+    """One row per (method, dataset): n, mean, std, delta to the base method, paper, diff to paper.
+
+    ``display`` names a ``dataset`` value's column in the paper (Table 4's values are its columns).
+    """
     stats = cells.groupby(["method", "dataset"])["value"].agg(n="count", mean="mean", std="std").reset_index()
     grid = pd.MultiIndex.from_product([methods, datasets], names=["method", "dataset"]).to_frame(index=False)
     out = grid.merge(stats, on=["method", "dataset"], how="left")
@@ -75,9 +87,9 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
         return row["mean"] - means[(spec.base, row.dataset)]
 
     out["delta_to_base"] = out.apply(base_delta, axis=1)
-    out["paper"] = [published_value(table_key, m, DISPLAY[d]) for m, d in zip(out.method, out.dataset)]
+    out["paper"] = [published_value(table_key, m, display(d)) for m, d in zip(out.method, out.dataset)]
     out["diff_to_paper"] = out["mean"] - out["paper"]
-    out.insert(2, "column", [DISPLAY[d] for d in out.dataset])
+    out.insert(2, "column", [display(d) for d in out.dataset])
     return out
 
 
@@ -102,11 +114,11 @@ def paper_text(row) -> str:
     return f"{row.paper:.1f} ({_fmt(row.diff_to_paper, signed=True)})" if row.n else f"{row.paper:.1f}"
 
 
-def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str]) -> pd.DataFrame:
+def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str], display=dataset_display) -> pd.DataFrame:
     """The paper's layout: methods as rows; per dataset our cell, then the paper's number and our difference."""
     wide = pd.DataFrame(index=pd.Index(methods, name="Method"))
     for d in datasets:
-        col = DISPLAY[d]
+        col = display(d)
         part = summary[summary.dataset == d].set_index("method")
         wide[col] = [cell_text(part.loc[m]) for m in methods]
         wide[f"{col} paper (ours − paper)"] = [paper_text(part.loc[m]) for m in methods]
@@ -131,6 +143,28 @@ def build(name: str, metric_files: list[str | Path], methods: list[str], dataset
     summary = summarize(collect(metric_files, metric), table_key, methods, datasets)
     wide = layout(summary, methods, datasets)
     write(name, summary, wide, prefix)
+    return wide
+
+
+def collect_columns(metric_files: list[str | Path]) -> pd.DataFrame:
+    """Cells that report several columns (ring.detection's metrics.json): one row per column."""
+    rows = []
+    for path in metric_files:
+        with open(path) as fh:
+            m = json.load(fh)
+        rows.extend({"dataset": column, "method": m["method"], "seed": int(m["seed"]), "value": float(value)}
+                    for column, value in m["columns"].items())
+    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value"])
+
+
+def build_table4(metric_files: list[str | Path], methods: list[str], prefix: str | Path) -> pd.DataFrame:
+    """Table 4: methods x the paper's 12 columns (4 tasks x AP/AP50/AP75), columns without cells shown empty."""
+    from ring.detection.tasks import COLUMNS
+
+    same = str  # Table 4's column names are the published file's own
+    summary = summarize(collect_columns(metric_files), TABLES["table4"][0], methods, COLUMNS, display=same)
+    wide = layout(summary, methods, COLUMNS, display=same)
+    write("table4", summary, wide, prefix)
     return wide
 
 
@@ -241,6 +275,14 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv[1:])
         print(toy_cnce(args.metrics, args.out).to_markdown())
         return 0
+    if argv[:1] == ["table4"]:
+        parser = argparse.ArgumentParser(description="Aggregate detection cells into Table 4.")
+        parser.add_argument("--out", required=True, help="path prefix; .csv, .md and .tex are written")
+        parser.add_argument("--methods", nargs="+", required=True, help="row order")
+        parser.add_argument("--metrics", nargs="+", required=True, help="metrics.json files of the detection cells")
+        args = parser.parse_args(argv[1:])
+        print(build_table4(args.metrics, args.methods, args.out).to_markdown())
+        return 0
     if argv[:1] == ["gpu_hours"]:
         parser = argparse.ArgumentParser(description="Aggregate the cells' provenance into GPU-hours per stage.")
         parser.add_argument("--out", required=True)
@@ -249,7 +291,7 @@ def main(argv=None) -> int:
         print(gpu_hours(args.provenance, args.out).to_markdown(floatfmt=("", "g", "g", "g", ".3f", ".3f")))
         return 0
     parser = argparse.ArgumentParser(description="Aggregate finished cells into a paper table.")
-    parser.add_argument("table", choices=sorted(TABLES))
+    parser.add_argument("table", choices=sorted(set(TABLES) - {"table4"}))
     parser.add_argument("--out", required=True, help="path prefix; .csv, .md and .tex are written")
     parser.add_argument("--methods", nargs="+", required=True, help="row order")
     parser.add_argument("--datasets", nargs="+", required=True, help="column order")

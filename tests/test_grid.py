@@ -41,6 +41,8 @@ def test_cell_configs_differ_only_where_they_should(root):
         ({"pretrain": {"by_method": {"BYOL": {}}}}, "by_method names unknown method 'BYOL'"),
     ],
 )
+
+
 def test_bad_grids_fail_with_one_sentence(values, message):
     base = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0]}
     with pytest.raises(ValueError, match=message):
@@ -76,8 +78,46 @@ def test_smoke_grid_transfers_the_digits_encoders_to_generated_shapes(root):
         ({"datasets": ["cub"]}, "the transfer block needs 'source'"),
     ],
 )
+
+
 def test_bad_transfer_blocks_fail_with_one_sentence(transfer, message):
     with pytest.raises(ValueError, match=message):
         G.from_dict("bad", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], "transfer": transfer})
     with pytest.raises(ValueError, match="'mnist' is a transfer dataset, not a pretraining one"):
         G.from_dict("bad", {"datasets": ["mnist"], "methods": ["IR"], "seeds": [0]})
+
+
+def test_paper_grid_plans_table4_for_five_methods_three_models_three_seeds(root):
+    grid = G.load(root / "workflow" / "grids" / "paper.yaml")
+    cells = grid.detection_cells()
+    assert len(cells) == 5 * 3 * 3 and {c[0] for c in cells} == {"imagenet"}
+    assert {c[1] for c in cells} == {"IR", "IRing", "MoCo", "MoCoRing", "LA"}
+    cfg = grid.detection_config("LA", "voc_det", 2, "/datasets")
+    assert (cfg.datasets, cfg.datasets_root, cfg.overrides, cfg.seed) == ("detectron2", "/datasets", {}, 2)
+
+
+def test_detection_blocks_merge_overrides_key_by_key(root):
+    values = {"datasets": ["digits"], "methods": ["IR", "IRing"], "seeds": [0],
+              "detection": {"source": "digits", "methods": ["IR", "IRing"], "tasks": ["coco_kp", "voc_det"],
+                            "all": {"num_gpus": 0, "overrides": {"SOLVER.MAX_ITER": 5, "SOLVER.BASE_LR": 0.1}},
+                            "by_task": {"voc_det": {"overrides": {"SOLVER.MAX_ITER": 7}}},
+                            "by_method": {"IRing": {"num_workers": 1}}}}
+    grid = G.from_dict("g", values)
+    voc = grid.detection_config("IRing", "voc_det", 0, "d")
+    assert voc.overrides == {"SOLVER.MAX_ITER": 7, "SOLVER.BASE_LR": 0.1}
+    assert (voc.num_gpus, voc.num_workers) == (0, 1)
+    assert grid.detection_config("IR", "coco_kp", 0, "d").overrides["SOLVER.MAX_ITER"] == 5
+
+
+@pytest.mark.parametrize("detection, message", [
+    ({"source": "cifar10", "methods": ["IR"], "tasks": ["voc_det"]}, "detection source 'cifar10' is not one of"),
+    ({"source": "digits", "methods": ["MoCo"], "tasks": ["voc_det"]}, "detection method 'MoCo' is not one of"),
+    ({"source": "digits", "methods": ["IR"], "tasks": ["voc"]}, "unknown detection task 'voc'"),
+    ({"source": "digits", "methods": ["IR"], "tasks": ["voc_det"], "all": {"num_gpu": 1}}, "Did you mean 'num_gpus'?"),
+])
+
+
+def test_bad_detection_blocks_fail_with_one_sentence(detection, message):
+    values = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], "detection": detection}
+    with pytest.raises(ValueError, match=message):
+        G.from_dict("g", values)

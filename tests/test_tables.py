@@ -101,3 +101,25 @@ def test_table3_columns_ring_deltas_recomputed_and_paper_numbers(tmp_path):
     assert wide.loc["IRing", "CUBirds"] == "18.0" and wide.loc["IR", "Aircraft paper (ours − paper)"] == "40.9"
     assert wide.loc["IR", "Shapes paper (ours − paper)"] == "—"
     assert "Transfer of encoders" in (tmp_path / "table3.md").read_text()
+
+
+def test_table4_means_ring_deltas_and_paper_numbers_per_column(tmp_path):
+    files = []
+    for i, (method, seed, task, columns) in enumerate([
+        ("IR", 0, "voc_det", {"voc_det_AP": 5.0, "voc_det_AP50": 14.0, "voc_det_AP75": 3.0}),
+        ("IR", 1, "voc_det", {"voc_det_AP": 6.0, "voc_det_AP50": 15.0, "voc_det_AP75": 3.5}),
+        ("IRing", 0, "voc_det", {"voc_det_AP": 7.5, "voc_det_AP50": 20.0, "voc_det_AP75": 4.0}),
+        ("IRing", 0, "coco_kp", {"coco_kp_AP": 37.0, "coco_kp_AP50": 66.0, "coco_kp_AP75": 35.0}),
+    ]):
+        path = tmp_path / f"d{i}.json"
+        path.write_text(json.dumps({"task": task, "method": method, "seed": seed, "columns": columns}))
+        files.append(path)
+    wide = tables.build_table4(files, ["IR", "IRing", "LA"], tmp_path / "table4")
+    assert wide.loc["IR", "voc_det_AP"] == "5.5 ± 0.7"
+    assert wide.loc["IRing", "voc_det_AP"] == "7.5 (+2.0)"
+    assert wide.loc["IRing", "voc_det_AP paper (ours − paper)"] == "7.6 (-0.1)"
+    assert wide.loc["IR", "coco_kp_AP"] == "—" and wide.loc["IRing", "coco_kp_AP"] == "37.0"
+    assert wide.loc["LA", "coco_det_AP50 paper (ours − paper)"] == "22.0"
+    csv = pd.read_csv(tmp_path / "table4.csv")
+    assert len(csv) == 3 * 12 and set(csv.column) == set(yaml.safe_load(tables.PUBLISHED.read_text())["table4_detection"]["columns"])
+    assert "**table4**" in (tmp_path / "table4.md").read_text()

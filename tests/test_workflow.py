@@ -15,8 +15,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-
-
 def workdir(tmp_path) -> Path:
     for name in ("Snakefile", "workflow", "profiles"):
         src = ROOT / name
@@ -173,3 +171,7 @@ def test_transfer_column_end_to_end_on_generated_shapes(workdir, tmp_path):
     assert re.search(r"\| IR +\| +\d+\.\d \| —", (workdir / "results" / "tiny" / "tables" / "table3.md").read_text())
     again = snakemake(workdir, "-n", "table3", "--config", "grid=tiny", f"data_root={data}")
     assert "Nothing to be done" in again.stdout + again.stderr
+    # Table 4 on the embedded default: every method x column evaluated (12 detection cells).
+    table4 = (workdir / "results" / "smoke" / "tables" / "table4.csv").read_text().splitlines()
+    assert len(table4) == 1 + 4 * 12 and all(",1," in row for row in table4[1:])  # n = 1 seed per column
+    assert "**table4**" in printed

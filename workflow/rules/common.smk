@@ -2,6 +2,7 @@
 # Only torch-free parts of ring are imported here, so planning a DAG stays fast and light.
 
 import json
+import os
 import re
 import shlex
 import sys
@@ -102,7 +103,8 @@ def toy_cnce_tables(grid: str) -> list:
 def all_tables(grid: str) -> list:
     return [*table_files(grid, "table1"), *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"]),
             *toy_cnce_tables(grid),
-            *(table_files(grid, "table3") if GRIDS[grid].transfer else [])]
+            *(table_files(grid, "table3") if GRIDS[grid].transfer else []),
+            *(table_files(grid, "table4") if GRIDS[grid].detection else [])]
 
 
 def transfer_metrics(grid: str) -> list:
@@ -150,6 +152,43 @@ def launch_options(stage: str) -> str:
     slurm = config.get("slurm", {})
     resources = {**slurm.get("defaults", {}), **slurm.get(stage, {})}
     return f"--launcher slurm --resources {shlex.quote(json.dumps(resources))}"
+
+
+# -- Table 4 (detection) ----------------------------------------------------------------------
+from ring.detection.tasks import TASKS as DETECTION_TASKS
+
+wildcard_constraints:
+    task=_one_of(DETECTION_TASKS),
+
+
+# Converted backbone of one pretrained encoder, and one Detectron2 cell per (method, task, seed).
+DETECTION_WEIGHTS = "results/{grid}/detection/{dataset}/{method}/seed{seed}/backbone.pkl"
+DETECTION_CELL = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}"
+DETECTION_EMBEDDED = "results/{grid}/detection/datasets"  # the generated COCO/VOC-format default
+
+
+def detection_metrics(grid: str) -> list:
+    cells = GRIDS[grid].detection_cells()
+    return [DETECTION_CELL.format(grid=grid, dataset=d, method=m, task=t, seed=s) + "/metrics.json" for d, m, t, s in cells]
+
+
+def detection_datasets_root(grid: str) -> str:
+    """Where a grid's detection datasets are: the generated ones, or $DETECTRON2_DATASETS (else data_root/detectron2)."""
+    if GRIDS[grid].detection.get("datasets") == "embedded":
+        return DETECTION_EMBEDDED.format(grid=grid)
+    return os.environ.get("DETECTRON2_DATASETS") or str(Path(config["data_root"]) / "detectron2")
+
+
+def detection_config(wildcards):
+    grid = GRIDS[wildcards.grid]
+    return grid.detection_config(wildcards.method, wildcards.task, int(wildcards.seed), detection_datasets_root(wildcards.grid))
+
+
+def detection_data(wildcards) -> list:
+    """The generated dataset when the grid uses it; real datasets are checked by the stage itself."""
+    if GRIDS[wildcards.grid].detection.get("datasets") == "embedded":
+        return [DETECTION_EMBEDDED.format(grid=wildcards.grid)]
+    return []
 
 
 def cell_dir(path) -> str:

@@ -1,0 +1,5 @@
+import sys
+
+from ring.detection.runner import main
+
+sys.exit(main())

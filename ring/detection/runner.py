@@ -1,0 +1,192 @@
+"""One Table 4 cell: train a Detectron2 model on a frozen converted encoder, evaluate, write metrics.
+
+    python -m ring.detection --config CELL/config.yaml --weights CONVERTED/backbone.pkl --out CELL
+
+In order, before any training step: the cell config (:class:`ring.config.DetectionConfig`), the
+datasets (Detectron2's layout under ``datasets_root``), the converted weights file and the
+Detectron2 config (base config + paper + schedule + cell overrides, written to
+``CELL/detectron2.yaml``) are checked, each failure one sentence; then the model is built and
+:func:`ring.detection.convert.check_loaded` proves it holds every converted backbone tensor.
+Training is Detectron2's ``DefaultTrainer``; evaluation its COCO / Pascal VOC evaluators after the
+last iteration.  ``CELL/metrics.json`` holds Detectron2's results and the Table 4 columns.
+
+Resume is the default: Detectron2 checkpoints every ``SOLVER.CHECKPOINT_PERIOD`` iterations and on
+a preemption signal, and a rerun continues from ``CELL/last_checkpoint``; a checkpoint written
+under another config is never continued.  Several GPUs: ``num_gpus`` processes through
+Detectron2's ``launch`` on one node, or, under SLURM with one task per GPU (ring.launch),
+Detectron2's distributed worker joined from submitit's environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pickle
+import sys
+from pathlib import Path
+
+from ring import config as C
+from ring.checkpoint import CheckpointError
+from ring.detection.convert import ConversionError, check_loaded
+from ring.detection.tasks import METRICS
+from ring.detection.tasks import task as get_task
+
+METRICS_FILE = "metrics.json"
+D2_CONFIG = "detectron2.yaml"
+HASH_FILE = "config_hash"
+
+
+def read_weights(path: str | Path) -> dict:
+    """The ``model`` dict of a converted ``.pkl``; one sentence when it is missing or not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConversionError(f"The converted backbone {path} does not exist; run the conversion rule (ring.detection.convert) first.")
+    try:
+        with open(path, "rb") as fh:
+            doc = pickle.load(fh, encoding="latin1")
+    except Exception as err:  # truncated file, not a pickle ...
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConversionError(f"The converted backbone {path} is unreadable ({reason}); rerun ring.detection.convert.") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict) or not doc.get("matching_heuristics"):
+        raise ConversionError(f"The converted backbone {path} is not a Detectron2 .pkl written by ring.detection.convert; rerun it.")
+    return doc["model"]
+
+
+def table_columns(cfg: C.DetectionConfig, results: dict) -> dict[str, float]:
+    """Detectron2's result groups -> Table 4 columns (coco_det_AP, ...); NaN where a group is absent."""
+    columns = {}
+    for group, prefix in get_task(cfg.task).results.items():
+        for metric in METRICS:
+            columns[f"{prefix}_{metric}"] = float(results.get(group, {}).get(metric, math.nan))
+    return columns
+
+
+def check_resumable(out: Path, config_hash: str) -> None:
+    stamp = out / HASH_FILE
+    if (out / "last_checkpoint").exists() and stamp.exists() and stamp.read_text().strip() != config_hash:
+        raise ValueError(f"The Detectron2 checkpoints in {out} were written with a different config "
+                         f"(hash {stamp.read_text().strip()} != {config_hash}); restore the config or move the "
+                         "cell folder away to train from scratch.")
+    stamp.write_text(config_hash + "\n")
+
+
+def prepare(cfg: C.DetectionConfig, weights: str | Path, out: str | Path):
+    """Every check that needs no model; returns the frozen Detectron2 config and the converted weights."""
+    from ring.detection import configs
+
+    get_task(cfg.task)
+    if cfg.datasets not in ("detectron2", "embedded"):
+        raise ValueError(f"Unknown detection datasets {cfg.datasets!r}; choose detectron2 or embedded.")
+    out = Path(out)
+    d2cfg = configs.build(cfg, Path(weights).resolve(), out.resolve())
+    configs.check_datasets([*d2cfg.DATASETS.TRAIN, *d2cfg.DATASETS.TEST], cfg.datasets_root)
+    converted = read_weights(weights)
+    out.mkdir(parents=True, exist_ok=True)
+    check_resumable(out, C.config_hash(cfg))
+    (out / D2_CONFIG).write_text(d2cfg.dump())
+    return d2cfg, converted
+
+
+def train_and_evaluate(d2cfg, converted: dict, datasets_root: str, where: str) -> dict:
+    """One process's part: register datasets, build, prove the backbone loads, train, evaluate."""
+    from detectron2.checkpoint import DetectionCheckpointer
+    from detectron2.utils import comm
+    from detectron2.utils.logger import setup_logger
+
+    from ring.detection import configs
+    from ring.detection.train_net import Trainer
+
+    setup_logger(output=d2cfg.OUTPUT_DIR, distributed_rank=comm.get_rank(), name="detectron2")
+    configs.register([*d2cfg.DATASETS.TRAIN, *d2cfg.DATASETS.TEST], datasets_root)
+    trainer = Trainer(d2cfg)
+    model = getattr(trainer.model, "module", trainer.model)
+    DetectionCheckpointer(model).load(d2cfg.MODEL.WEIGHTS)
+    check_loaded(model.state_dict(), converted, where)
+    trainer.resume_or_load(resume=True)
+    return trainer.train()
+
+
+def _slurm_worker(d2cfg, converted, datasets_root, where) -> dict:
+    """Join Detectron2's process groups from submitit's environment (one SLURM task per GPU)."""
+    from detectron2.engine.launch import _distributed_worker
+
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    url = f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    box = {}
+
+    def work(*args):
+        box["results"] = train_and_evaluate(*args)
+
+    _distributed_worker(int(os.environ.get("LOCAL_RANK", rank % local)), work, world, local, rank // local, url,
+                        (d2cfg, converted, datasets_root, where))
+    return box.get("results", {})
+
+
+def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | None:
+    from ring import provenance
+    from ring.runtime import setup_threads
+
+    setup_threads(cfg.threads)
+    d2cfg, converted = prepare(cfg, weights, out)
+    where = f"the {cfg.task} model ({get_task(cfg.task).base_config} at RESNETS.DEPTH 18)"
+    args = (d2cfg, converted, cfg.datasets_root, where)
+    with provenance.Segment(out, C.config_hash(cfg), cfg.seed):
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            results = _slurm_worker(*args)
+        elif cfg.num_gpus > 1:
+            from detectron2.engine import launch
+
+            # Detectron2 spawns one process per GPU; rank 0 writes the metrics from its evaluation.
+            launch(_write_metrics_worker, cfg.num_gpus, dist_url="auto", args=(cfg, out, *args))
+            return json.loads((Path(out) / METRICS_FILE).read_text())
+        else:
+            results = train_and_evaluate(*args)
+    if int(os.environ.get("RANK", "0")) != 0:
+        return None
+    return write_metrics(cfg, out, results)
+
+
+def _write_metrics_worker(cfg, out, *args) -> None:
+    from detectron2.utils import comm
+
+    results = train_and_evaluate(*args)
+    if comm.is_main_process():
+        write_metrics(cfg, out, results)
+
+
+def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict) -> dict:
+    task = get_task(cfg.task)
+    metrics = {"task": cfg.task, "method": cfg.method, "source": cfg.source, "seed": cfg.seed,
+               "columns": table_columns(cfg, results),
+               "results": {k: {m: float(v) for m, v in d.items()} for k, d in results.items()},
+               "protocol": {"base_config": task.base_config, "backbone": "ResNet-18, frozen (FREEZE_AT 5), FrozenBN",
+                            "detectron2_config": D2_CONFIG, "datasets": cfg.datasets}}
+    path = Path(out) / METRICS_FILE
+    tmp = path.with_name(f".{METRICS_FILE}.tmp")
+    tmp.write_text(json.dumps(metrics, indent=2) + "\n")
+    tmp.replace(path)
+    return metrics
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="cell config (YAML of DetectionConfig fields)")
+    parser.add_argument("--weights", required=True, help="backbone.pkl written by ring.detection.convert")
+    parser.add_argument("--out", required=True, help="cell folder: Detectron2's checkpoints, logs and metrics.json")
+    args = parser.parse_args(argv)
+    try:
+        metrics = run(C.load(C.DetectionConfig, args.config), args.weights, args.out)
+    except (ValueError, FileNotFoundError, CheckpointError) as err:  # ConversionError is a ValueError
+        print(f"ring: {err}", file=sys.stderr)
+        return 1
+    if metrics is not None:
+        shown = " ".join(f"{k}={v:.1f}" for k, v in metrics["columns"].items())
+        print(f"ring: {args.out}: {shown}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Detectron2's trainer as Table 4 uses it, and Detectron2's command line to rerun a cell by hand.
+
+    python -m ring.detection.train_net --config-file CELL/detectron2.yaml [--num-gpus N] [--resume] [--eval-only] [KEY VALUE ...]
+    DETECTRON2_DATASETS=/datasets python -m ring.detection.train_net --config-file ...
+
+This is Detectron2's ``tools/train_net.py`` (its argument parser, ``default_setup`` and
+``launch``) with the three things Table 4 needs: the BasicBlock res5 head registered
+(:mod:`ring.detection.heads`), COCO evaluation through pycocotools (``use_fast_impl=False``,
+which needs no C++ extension) next to Pascal VOC's, and training logs without TensorBoard.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from detectron2.data import MetadataCatalog
+from detectron2.engine import DefaultTrainer, HookBase
+from detectron2.evaluation import COCOEvaluator, PascalVOCDetectionEvaluator
+from detectron2.utils.events import CommonMetricPrinter, JSONWriter
+
+import ring.detection.heads  # noqa: F401  (registers BasicRes5ROIHeads)
+from ring.runtime import Preempted, stop_requested
+
+TRAIN_LOG = "log.jsonl"
+
+
+class StopOnRequest(HookBase):
+    """On SLURM's preemption signal (ring.runtime.request_stop): checkpoint at the step boundary, stop.
+
+    Detectron2's checkpointer records the file in ``last_checkpoint`` only after writing it, so a
+    job killed mid-write resumes from the previous checkpoint.
+    """
+
+    def after_step(self):
+        if stop_requested():
+            iteration = self.trainer.iter
+            self.trainer.checkpointer.save(f"model_{iteration:07d}", iteration=iteration)
+            raise Preempted(f"{self.trainer.cfg.OUTPUT_DIR}: checkpointed after iteration {iteration + 1}")
+
+
+class Trainer(DefaultTrainer):
+    @classmethod
+    def build_evaluator(cls, cfg, dataset_name, output_folder=None):
+        kind = MetadataCatalog.get(dataset_name).evaluator_type
+        if kind == "coco":
+            tasks = ("bbox",) + (("segm",) if cfg.MODEL.MASK_ON else ()) + (("keypoints",) if cfg.MODEL.KEYPOINT_ON else ())
+            output = output_folder or os.path.join(cfg.OUTPUT_DIR, "inference")
+            return COCOEvaluator(dataset_name, tasks=tasks, distributed=True, output_dir=output, use_fast_impl=False)
+        if kind == "pascal_voc":
+            return PascalVOCDetectionEvaluator(dataset_name)
+        raise ValueError(f"Dataset {dataset_name} has evaluator type {kind!r}; Table 4 evaluates COCO and Pascal VOC only.")
+
+    def build_writers(self):
+        # Detectron2's default adds a TensorBoard writer; the JSON log and the console suffice here.
+        return [CommonMetricPrinter(self.max_iter), JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, TRAIN_LOG))]
+
+    def train(self):
+        super().train()
+        # DefaultTrainer returns its final evaluation only when TEST.EXPECTED_RESULTS is set; Table 4
+        # always needs it (EvalHook runs it after the last iteration, also when resuming there).
+        return self._last_eval_results
+
+    def build_hooks(self):
+        return [*super().build_hooks(), StopOnRequest()]
+
+
+def main(argv=None) -> int:
+    from detectron2.checkpoint import DetectionCheckpointer
+    from detectron2.config import get_cfg
+    from detectron2.engine import default_argument_parser, default_setup, launch
+
+    from ring.detection import configs
+
+    args = default_argument_parser().parse_args(argv)
+
+    def run(args):
+        cfg = get_cfg()
+        cfg.merge_from_file(args.config_file)
+        cfg.merge_from_list(args.opts)
+        cfg.freeze()
+        default_setup(cfg, args)
+        configs.register([*cfg.DATASETS.TRAIN, *cfg.DATASETS.TEST], os.environ.get("DETECTRON2_DATASETS", "datasets"))
+        if args.eval_only:
+            model = Trainer.build_model(cfg)
+            DetectionCheckpointer(model, save_dir=cfg.OUTPUT_DIR).resume_or_load(cfg.MODEL.WEIGHTS, resume=args.resume)
+            return Trainer.test(cfg, model)
+        trainer = Trainer(cfg)
+        trainer.resume_or_load(resume=args.resume)
+        return trainer.train()
+
+    launch(run, args.num_gpus, num_machines=args.num_machines, machine_rank=args.machine_rank,
+           dist_url=args.dist_url, args=(args,))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+import json
+import os
+import pickle
+
+import pytest
+
+from ring import config as C
+from ring import grid as G
+from ring import runtime
+from ring.detection import runner
+from ring.runtime import Preempted
+
+from tests.conftest import ROOT
+from tests.helpers import run_module
+
+
+def smoke_config(method, task, datasets_root, **changes) -> C.DetectionConfig:
+    """The smoke grid's cell config (the embedded default's exact settings)."""
+    cfg = G.load(ROOT / "workflow" / "grids" / "smoke.yaml").detection_config(method, task, 0, str(datasets_root))
+    for key, value in changes.items():
+        setattr(cfg, key, value)
+    return cfg
+
+
+def run_main(cfg, weights, out, capsys) -> tuple[int, list[str]]:
+    out.mkdir(parents=True, exist_ok=True)
+    C.save(cfg, out / "config.yaml")
+    status = runner.main(["--config", str(out / "config.yaml"), "--weights", str(weights), "--out", str(out)])
+    return status, [line for line in capsys.readouterr().err.splitlines() if line.startswith("ring:")]
+
+
+@pytest.mark.parametrize("task", ["coco_det_seg", "coco_kp", "voc_det"])
+def test_each_model_trains_and_evaluates_on_the_embedded_default(task, backbone_pkl, datasets_root, tmp_path, capsys):
+    cell = tmp_path / "cell"
+    status, lines = run_main(smoke_config("IRing", task, datasets_root), backbone_pkl, cell, capsys)
+    assert status == 0, lines
+    metrics = json.loads((cell / runner.METRICS_FILE).read_text())
+    expected = {"coco_det_seg": ["bbox", "segm"], "coco_kp": ["bbox", "keypoints"], "voc_det": ["bbox"]}[task]
+    assert sorted(metrics["results"]) == expected
+    assert metrics["columns"] and all(0.0 <= v <= 100.0 for v in metrics["columns"].values())  # evaluated, not NaN
+    assert (metrics["method"], metrics["task"], metrics["seed"]) == ("IRing", task, 0)
+    assert (cell / "model_final.pth").exists() and "MAX_ITER: 2" in (cell / runner.D2_CONFIG).read_text()
+    if task == "voc_det":  # README: rerun a cell by hand from its written config, with Detectron2's command line
+        again = run_module("ring.detection.train_net", "--config-file", cell / runner.D2_CONFIG, "--eval-only",
+                           "MODEL.WEIGHTS", cell / "model_final.pth", "OUTPUT_DIR", tmp_path / "by_hand",
+                           env={**os.environ, "DETECTRON2_DATASETS": str(datasets_root)})
+        assert "copypaste: AP,AP50,AP75" in again.stdout + again.stderr
+
+
+def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(backbone_pkl, datasets_root, tmp_path, capsys, monkeypatch):
+    cfg = smoke_config("MoCo", "coco_det_seg", datasets_root)
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    C.save(cfg, cell / "config.yaml")
+    monkeypatch.setattr(runtime, "_stop_requested", True)  # as SLURM's USR2 does
+    with pytest.raises(Preempted):
+        runner.run(cfg, backbone_pkl, cell)
+    assert (cell / "last_checkpoint").read_text().strip() == "model_0000000.pth"
+    assert not (cell / runner.METRICS_FILE).exists()
+    monkeypatch.setattr(runtime, "_stop_requested", False)
+    status, lines = run_main(cfg, backbone_pkl, cell, capsys)
+    assert status == 0, lines
+    assert "Starting training from iteration 1" in (cell / "log.txt").read_text()
+    provenance = json.loads((cell / "provenance.json").read_text())
+    assert [s["outcome"] for s in provenance["segments"]] == ["preempted", "completed"]
+    # A changed config never continues these checkpoints.
+    changed = smoke_config("MoCo", "coco_det_seg", datasets_root, overrides={**cfg.overrides, "SOLVER.BASE_LR": 0.002})
+    status, lines = run_main(changed, backbone_pkl, cell, capsys)
+    assert status == 1 and len(lines) == 1 and "written with a different config" in lines[0]
+
+
+def _fails_before_training(cell, status, lines, phrase):
+    assert status == 1 and len(lines) == 1 and phrase in lines[0], lines
+    assert not (cell / "last_checkpoint").exists() and not (cell / "model_final.pth").exists()
+    log = cell / "log.txt"
+    assert not log.exists() or "Starting training" not in log.read_text()
+
+
+def test_missing_dataset_fails_in_one_sentence(backbone_pkl, tmp_path, capsys):
+    cell = tmp_path / "cell"
+    status, lines = run_main(smoke_config("IR", "voc_det", tmp_path / "nowhere"), backbone_pkl, cell, capsys)
+    _fails_before_training(cell, status, lines, "Dataset voc_2007_trainval is missing")
+    assert "DETECTRON2_DATASETS" in lines[0]
+
+
+def test_unknown_detectron2_key_fails_in_one_sentence(backbone_pkl, datasets_root, tmp_path, capsys):
+    cfg = smoke_config("IR", "coco_kp", datasets_root)
+    cfg.overrides["MODEL.ROI_KEYPOINT_HEAD.NUM_KEYPOINT"] = 17
+    cell = tmp_path / "cell"
+    status, lines = run_main(cfg, backbone_pkl, cell, capsys)
+    _fails_before_training(cell, status, lines, "Did you mean 'MODEL.ROI_KEYPOINT_HEAD.NUM_KEYPOINTS'?")
+
+
+def test_bad_converted_checkpoints_fail_in_one_sentence(backbone_pkl, datasets_root, tmp_path, capsys):
+    cfg = smoke_config("IR", "voc_det", datasets_root)
+    torn = tmp_path / "torn.pkl"
+    torn.write_bytes(backbone_pkl.read_bytes()[:1000])
+    status, lines = run_main(cfg, torn, tmp_path / "a", capsys)
+    _fails_before_training(tmp_path / "a", status, lines, "is unreadable")
+    # A file missing res5 (e.g. converted from another network) is caught when the model loads it.
+    doc = pickle.loads(backbone_pkl.read_bytes())
+    doc["model"] = {k: v for k, v in doc["model"].items() if not k.startswith("res5.")}
+    partial = tmp_path / "partial.pkl"
+    partial.write_bytes(pickle.dumps(doc))
+    status, lines = run_main(cfg, partial, tmp_path / "b", capsys)
+    _fails_before_training(tmp_path / "b", status, lines, "does not load completely")

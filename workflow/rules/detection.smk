@@ -1,0 +1,65 @@
+# Table 4: each pretrained encoder converted to a Detectron2 backbone, then one frozen-backbone
+# Detectron2 cell per (method, task, seed); table4 aggregates them.
+
+
+rule detection_embedded:
+    """The generated COCO/VOC-format default dataset (grids with `detection: {datasets: embedded}`)."""
+    output:
+        directory(DETECTION_EMBEDDED),
+    localrule: True
+    shell:
+        "{PYTHON:q} -m ring.detection.embedded --out {output:q}"
+
+
+rule detection_convert:
+    """torchvision encoder -> Detectron2 .pkl, proven complete and numerically equal (ring.detection.convert)."""
+    input:
+        PRETRAIN_CELL + "/encoder.pt",
+    output:
+        DETECTION_WEIGHTS,
+    log:
+        DETECTION_WEIGHTS + ".log",
+    threads: 1
+    shell:
+        "OMP_NUM_THREADS=1 {PYTHON:q} -m ring.detection.convert --encoder {input:q} --out {output:q} 2>&1 | tee {log:q}"
+
+
+rule detection_config:
+    output:
+        DETECTION_CELL + "/config.yaml",
+    params:
+        cfg=detection_config,
+    localrule: True
+    run:
+        save_config(params.cfg, output[0])
+
+
+rule detection:
+    input:
+        cfg=DETECTION_CELL + "/config.yaml",
+        weights=DETECTION_WEIGHTS,
+        data=detection_data,
+    output:
+        DETECTION_CELL + "/metrics.json",
+    log:
+        DETECTION_CELL + "/detection.log",
+    params:
+        out=lambda wc, output: cell_dir(output[0]),
+        launch=launch_options("detection"),
+    threads: stage_threads("detection")
+    shell:
+        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.launch detection --cell {params.out:q} {params.launch}"
+        " -- --config {input.cfg:q} --weights {input.weights:q} --out {params.out:q} 2>&1 | tee {log:q}"
+
+
+rule make_table4:
+    input:
+        lambda wc: detection_metrics(wc.grid),
+    output:
+        expand(TABLE, table="table4", ext=TABLE_EXTS, allow_missing=True),
+    params:
+        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
+        methods=lambda wc: GRIDS[wc.grid].detection["methods"],
+    localrule: True
+    shell:
+        "{PYTHON:q} -m ring.tables table4 --out {params.prefix:q} --methods {params.methods} --metrics {input:q}"
