@@ -28,3 +28,15 @@ rule table1:
     """Table 1: linear evaluation of each method on each pretraining dataset."""
     input:
         table_files(config["grid"], "table1"),
+
+
+rule table2:
+    """Table 2: the lesions (IRing without annealing, IRing with w_u = 100) beside IR and IRing."""
+    input:
+        table_files(config["grid"], "table2"),
+
+
+rule table_la_variants:
+    """The appendix's "Variants of Ring": LA, IRCave, CMCCave, IRing (+C_i), CMCRing (+C_i)."""
+    input:
+        table_files(config["grid"], "table_la_variants"),

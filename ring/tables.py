@@ -21,14 +21,19 @@ import pandas as pd
 import yaml
 
 from ring.catalog import DATASETS
-from ring.methods import METHODS
+from ring.methods import METHODS, display_name
 
 PUBLISHED = Path(__file__).parent / "data" / "published-results.yaml"
 
 # table name -> (key in the published-results file, metric key in metrics.json, caption)
 TABLES = {
     "table1": ("table1_linear_eval", "top1", "Linear evaluation top-1 (%) on frozen ResNet-18 features"),
+    "table2": ("table2_lesions", "top1", "Lesioning the effects of annealing and choice of w_u (linear evaluation top-1, %)"),
+    "table_la_variants": ("table_la_variants", "top1", "Variants of Ring: Cave and +C_i beside LA (linear evaluation top-1, %)"),
 }
+
+# Published tables with a single column print no column names: the one they report.
+SINGLE_COLUMN = {"table_la_variants": "CIFAR10"}
 
 
 @lru_cache(maxsize=None)
@@ -40,10 +45,11 @@ def published() -> dict:
 def published_value(table_key: str, method: str, column: str) -> float:
     """The paper's number for (method, column), NaN where the paper has none."""
     table = published()[table_key]
-    row = table["rows"].get(method)
-    if row is None or column not in table["columns"]:
+    row = table["rows"].get(display_name(method) if method in METHODS else method)
+    columns = table.get("columns") or [SINGLE_COLUMN[table_key]]
+    if row is None or column not in columns:
         return math.nan
-    return float(row[table["columns"].index(column)])
+    return float(row[columns.index(column)] if isinstance(row, list) else row)
 
 
 def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
@@ -99,7 +105,7 @@ def paper_text(row) -> str:
 
 def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str]) -> pd.DataFrame:
     """The paper's layout: methods as rows; per dataset our cell, then the paper's number and our difference."""
-    wide = pd.DataFrame(index=pd.Index(methods, name="Method"))
+    wide = pd.DataFrame(index=pd.Index([display_name(m) for m in methods], name="Method"))
     for d in datasets:
         col = DATASETS[d].display
         part = summary[summary.dataset == d].set_index("method")

@@ -83,7 +83,30 @@ def table_files(grid: str, table: str) -> list:
 
 
 def all_tables(grid: str) -> list:
-    return [*table_files(grid, "table1"), *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"])]
+    return [*table_files(grid, "table1"), *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"]),
+            *[f for t in GRIDS[grid].tables for f in table_files(grid, t)]]
+
+
+# Tables with their own cells (the grid's `tables:` block), built by rule make_grid_table.
+GRID_TABLES = ["table2", "table_la_variants"]
+
+
+def table_metrics(grid: str, table: str) -> list:
+    """metrics.json of the cells of one table of ``grid`` (Table 1: the top-level datasets x methods)."""
+    cells = GRIDS[grid].table_cells(table)
+    return expand(LINCLS_CELL + "/metrics.json", zip, grid=[grid] * len(cells),
+                  dataset=[c[0] for c in cells], method=[c[1] for c in cells], seed=[c[2] for c in cells])
+
+
+def two_encoder_methods() -> list:
+    """Methods whose pretraining cells export an L and an ab trunk (CMC and its variants)."""
+    return [name for name, m in METHODS.items() if len(m.encoder_files) > 1]
+
+
+def encoder_companions(wildcards) -> list:
+    """Encoder files of a pretraining cell besides encoder.pt (CMC's encoder_ab.pt)."""
+    names = METHODS[wildcards.method].encoder_files[1:]
+    return [expand(PRETRAIN_CELL + "/" + n, **wildcards)[0] for n in names]
 
 
 def stage_config(stage: str, wildcards):
