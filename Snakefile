@@ -49,3 +49,15 @@ rule table4:
     """Table 4: frozen encoders as Detectron2 backbones (COCO det/seg/keypoints, VOC det)."""
     input:
         table_files(config["grid"], "table4"),
+
+
+rule table2:
+    """Table 2: the lesions (IRing without annealing, IRing with w_u = 100) beside IR and IRing."""
+    input:
+        table_files(config["grid"], "table2"),
+
+
+rule table_la_variants:
+    """The appendix's "Variants of Ring": LA, IRCave, CMCCave, IRing (+C_i), CMCRing (+C_i)."""
+    input:
+        table_files(config["grid"], "table_la_variants"),

@@ -70,6 +70,19 @@ class PretrainConfig:
     # Largest similarity block materialised at once while selecting (elements; 2**25 = 128 MiB).
     max_chunk_elements: int = 2**25
 
+    # k-means methods (LA, IRCave, CMCCave, IRing/CMCRing +C_i), LA's settings (Zhuang et al. 2019 and
+    # their code): 10 clusterings with different seeds, recomputed on the memory bank at the start
+    # of every epoch, 20 Lloyd iterations each (faiss's default there); LA's background neighbours
+    # are the bank_negatives (4096) closest entries.  kmeans_k: LA uses 30000 clusters for
+    # ImageNet's 1.28M images (~43 per cluster); 1000 keeps CIFAR's 50k at ~50 per cluster (the
+    # paper grid sets ImageNet's and STL10's).  The first kmeans_warmup_epochs epochs are the method
+    # without its k-means part (IR for LA, as LA starts from an IR-trained network): clusters of a
+    # random bank would be noise.
+    kmeans_k: int = 1000
+    kmeans_clusterings: int = 10
+    kmeans_iters: int = 20
+    kmeans_warmup_epochs: int = 10
+
     # Monitoring: weighted kNN (k=200, tau=0.07, as IR) and 1-NN on the test split.
     knn_every: int = 1
     knn_k: int = 200
@@ -89,6 +102,9 @@ class PretrainConfig:
     device: str = "auto"
 
     RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements")
+    # Fields added after cells were first trained: hashed only when they differ from their
+    # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
+    HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs")
 
 
 @dataclass
@@ -236,5 +252,8 @@ def save(cfg, path: str | Path) -> None:
 
 def config_hash(cfg) -> str:
     """Hash of everything that changes results (runtime knobs excluded)."""
-    values = {k: v for k, v in to_dict(cfg).items() if k not in cfg.RUNTIME_FIELDS}
+    defaults = {f.name: f.default for f in dataclasses.fields(cfg) if f.default is not dataclasses.MISSING}
+    late = getattr(cfg, "HASHED_WHEN_SET", ())
+    values = {k: v for k, v in to_dict(cfg).items()
+              if k not in cfg.RUNTIME_FIELDS and not (k in late and v == defaults.get(k))}
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,11 +1,23 @@
-"""ResNet-18 encoder with a 128-d L2-normalised head, and its torchvision-format export."""
+"""ResNet-18 encoder with a 128-d L2-normalised head, and its torchvision-format export.
+
+CMC's encoder (:class:`LabEncoder`) is two of them, one on the L and one on the ab channels of Lab
+colour.  A CMC pretraining cell exports ``encoder.pt`` (the L trunk, conv1 with 1 input channel)
+and ``encoder_ab.pt`` (the ab trunk, conv1 with 2), both torchvision resnet18 ``state_dict``s
+without ``fc``; :func:`load_feature_extractor` builds the frozen features of any cell from them.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import kornia
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torchvision.models import resnet18
+
+from ring.checkpoint import safe_load
+from ring.methods import method as method_spec
 
 HEADS = ("linear", "mlp")
 
@@ -14,14 +26,22 @@ HEADS = ("linear", "mlp")
 TORCHVISION_MISSING_KEYS = ("fc.weight", "fc.bias")
 
 
+def _resnet18(in_channels: int = 3) -> nn.Module:
+    """torchvision's resnet18; conv1 takes ``in_channels`` channels (1 for CMC's L, 2 for its ab)."""
+    model = resnet18(weights=None)
+    if in_channels != 3:
+        model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    return model
+
+
 class Encoder(nn.Module):
     """torchvision ``resnet18`` trunk (``fc`` removed) plus a projection head."""
 
-    def __init__(self, head: str = "linear", out_dim: int = 128):
+    def __init__(self, head: str = "linear", out_dim: int = 128, in_channels: int = 3):
         super().__init__()
         if head not in HEADS:
             raise ValueError(f"Unknown head {head!r}; choose one of {', '.join(HEADS)}.")
-        self.trunk = resnet18(weights=None)
+        self.trunk = _resnet18(in_channels)
         feat_dim = self.trunk.fc.in_features
         self.trunk.fc = nn.Identity()
         if head == "linear":
@@ -43,9 +63,9 @@ def torchvision_state_dict(encoder: Encoder) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu().clone() for k, v in encoder.trunk.state_dict().items()}
 
 
-def load_trunk(state: dict[str, torch.Tensor]) -> nn.Module:
+def load_trunk(state: dict[str, torch.Tensor], in_channels: int = 3) -> nn.Module:
     """A torchvision resnet18 holding an exported trunk; fails unless exactly ``fc`` is missing."""
-    model = resnet18(weights=None)
+    model = _resnet18(in_channels)
     expected = set(model.state_dict())
     missing = sorted(expected - set(state))
     unexpected = sorted(set(state) - expected)
@@ -122,3 +142,94 @@ class Grouped(nn.Module):
         if len(x) % self.groups:
             raise ValueError(f"A batch of {len(x)} does not split into bn_groups={self.groups} equal groups.")
         return torch.cat([self.module(chunk) for chunk in x.chunk(self.groups)], dim=0)
+
+
+# Lab channels scaled from their range over the sRGB gamut (L in [0, 100], a in [-86.183, 98.233],
+# b in [-107.857, 94.478]) to [-1, 1], as CMC normalises its L and ab views.
+LAB_LOW = (0.0, -86.183, -107.857)
+LAB_HIGH = (100.0, 98.233, 94.478)
+
+
+def lab_views(x: torch.Tensor, mean, std) -> tuple[torch.Tensor, torch.Tensor]:
+    """CMC's two views of a batch normalised with the dataset's RGB ``mean``/``std``: (L, ab), in fp32."""
+    shape = (1, 3, 1, 1)
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        rgb = (x.float() * x.new_tensor(std).view(shape) + x.new_tensor(mean).view(shape)).clamp(0.0, 1.0)
+        lab = kornia.color.rgb_to_lab(rgb)
+        low, high = x.new_tensor(LAB_LOW).view(shape), x.new_tensor(LAB_HIGH).view(shape)
+        lab = (2.0 * lab - (low + high)) / (high - low)
+    return lab[:, :1], lab[:, 1:]
+
+
+class LabEncoder(nn.Module):
+    """CMC's encoder: an L and an ab ResNet-18 (twice the parameters); output ``[z_L, z_ab]``."""
+
+    def __init__(self, head: str, out_dim: int, mean, std):
+        super().__init__()
+        self.l = Encoder(head, out_dim, in_channels=1)
+        self.ab = Encoder(head, out_dim, in_channels=2)
+        self.mean, self.std = tuple(mean), tuple(std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        l, ab = lab_views(x, self.mean, self.std)
+        return torch.cat([self.l(l.to(x.dtype)), self.ab(ab.to(x.dtype))], dim=1)
+
+
+def export_trunks(encoder: nn.Module) -> dict[str, dict[str, torch.Tensor]]:
+    """File name -> torchvision trunk ``state_dict`` of everything a pretraining cell exports."""
+    if isinstance(encoder, LabEncoder):
+        return {"encoder.pt": torchvision_state_dict(encoder.l), "encoder_ab.pt": torchvision_state_dict(encoder.ab)}
+    return {"encoder.pt": torchvision_state_dict(encoder)}
+
+
+class TrunkFeatures(nn.Module):
+    """Frozen pre-pool feature map of one exported trunk (RGB input)."""
+
+    description = "resnet18.layer4 (pre-pool), flattened"
+
+    def __init__(self, trunk: nn.Module):
+        super().__init__()
+        self.trunk = trunk
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return trunk_feature_map(self.trunk, x)
+
+
+class LabFeatures(nn.Module):
+    """CMC's frozen features: the L and ab trunks' pre-pool maps, concatenated along channels (as CMC evaluates)."""
+
+    description = "resnet18.layer4 (pre-pool) of the L and ab encoders, concatenated (CMC's protocol), flattened"
+
+    def __init__(self, trunk_l: nn.Module, trunk_ab: nn.Module, mean, std):
+        super().__init__()
+        self.trunk_l, self.trunk_ab = trunk_l, trunk_ab
+        self.mean, self.std = tuple(mean), tuple(std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        l, ab = lab_views(x, self.mean, self.std)
+        return torch.cat([trunk_feature_map(self.trunk_l, l.to(x.dtype)), trunk_feature_map(self.trunk_ab, ab.to(x.dtype))], dim=1)
+
+
+def encoder_files(encoder_path: str | Path, method: str) -> list[Path]:
+    """Every file of a pretraining cell's encoder: ``encoder_path`` and, for CMC, its ab trunk beside it."""
+    encoder_path = Path(encoder_path)
+    names = method_spec(method).encoder_files if method else ("encoder.pt",)
+    return [encoder_path, *(encoder_path.with_name(n) for n in names[1:])]
+
+
+def load_feature_extractor(encoder_path: str | Path, method: str, mean, std) -> nn.Module:
+    """The frozen feature extractor of a pretraining cell (eval mode, no gradients).
+
+    ``method`` is the cell's method (empty: a single 3-channel trunk); ``mean``/``std`` are the
+    dataset's RGB normalisation, undone before CMC's Lab conversion.  Output: B x C x h x w.
+    """
+    files = encoder_files(encoder_path, method)
+    states = [safe_load(f, "encoder", "rerun the pretraining cell that writes it") for f in files]
+    if len(states) == 1:
+        extractor = TrunkFeatures(load_trunk(states[0]))
+    else:
+        extractor = LabFeatures(load_trunk(states[0], in_channels=1), load_trunk(states[1], in_channels=2), mean, std)
+    extractor.files = files
+    for p in extractor.parameters():
+        p.requires_grad_(False)
+    return extractor.eval()

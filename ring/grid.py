@@ -4,6 +4,12 @@ A grid file (``workflow/grids/<name>.yaml``, structure in ``workflow/schemas/gri
 lists datasets, methods and seeds and overrides the paper's defaults of
 :class:`ring.config.PretrainConfig` / :class:`ring.config.LinclsConfig`.  Overrides apply in
 this order, the later winning: the stage's ``all`` block, then ``by_dataset``, then ``by_method``.
+A method's defining values (a lesion's ``ring_anneal: none``, see :mod:`ring.methods`) are applied
+last, and an override contradicting them is an error.
+
+An optional ``tables:`` block names further tables, each with its own datasets x methods (Table 2,
+the LA-variants table); the grid's cells are the union of the top-level datasets x methods (Table
+1) and every table's product, without duplicates, in that order.
 This module is torch-free: the workflow client imports it.
 """
 
@@ -17,7 +23,7 @@ import yaml
 
 from ring import catalog
 from ring import config as C
-from ring.methods import METHODS
+from ring.methods import METHODS, apply_fixed
 
 STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
 # Keys of the optional `transfer:` block besides its overrides (all, by_dataset, by_method).
@@ -36,9 +42,25 @@ class Grid:
     # The appendix's toy experiment: its seeds and ToyCNCEConfig overrides (None: not in this grid).
     toy_cnce: dict | None = None
     detection: dict = field(default_factory=dict)  # Table 4 block, see detection_config()
+    tables: dict[str, dict] = field(default_factory=dict)  # table name -> {datasets, methods}
+
+    def table_axes(self, table: str) -> tuple[list[str], list[str]]:
+        """(methods, datasets) of a table: Table 1 is the top level, the others their ``tables:`` entry."""
+        if table == "table1":
+            return list(self.methods), list(self.datasets)
+        if table not in self.tables:
+            raise ValueError(f"Grid {self.name} has no table {table!r}; its tables are table1, {', '.join(self.tables)}.")
+        return list(self.tables[table]["methods"]), list(self.tables[table]["datasets"])
+
+    def table_cells(self, table: str) -> list[tuple[str, str, int]]:
+        methods, datasets = self.table_axes(table)
+        return list(product(datasets, methods, self.seeds))
+
+    def table_names(self) -> list[str]:
+        return ["table1", *self.tables]
 
     def cells(self) -> list[tuple[str, str, int]]:
-        return list(product(self.datasets, self.methods, self.seeds))
+        return list(dict.fromkeys(c for t in self.table_names() for c in self.table_cells(t)))
 
     def stage_values(self, stage: str, dataset: str, method: str) -> dict:
         block = self.stages.get(stage, {})
@@ -67,7 +89,7 @@ class Grid:
                                               "source": self.transfer["source"], "stats_cache": stats_cache, **values})
 
     def pretrain_config(self, dataset: str, method: str, seed: int, data_root: str) -> C.PretrainConfig:
-        values = self.stage_values("pretrain", dataset, method)
+        values = apply_fixed(method, self.stage_values("pretrain", dataset, method))
         return C.from_dict(C.PretrainConfig, {"method": method, "dataset": dataset, "seed": seed,
                                               "data_root": data_root, **values})
 
@@ -130,14 +152,18 @@ def validate_detection(grid: Grid) -> None:
 
 def validate(grid: Grid) -> None:
     """Names and config keys; one sentence per problem, raised before anything runs."""
-    for name in grid.datasets:
-        catalog.spec(name)
-        if name in catalog.TRANSFER:
-            raise ValueError(f"Grid {grid.name}: {name!r} is a transfer dataset, not a pretraining one; "
-                             "list it under transfer: datasets.")
-    for name in grid.methods:
-        if name not in METHODS:
-            raise ValueError(f"Grid {grid.name}: unknown method {name!r}; choose from {', '.join(METHODS)}.")
+    if "table1" in grid.tables:
+        raise ValueError(f"Grid {grid.name}: table1's cells are the top-level datasets x methods; remove it from tables.")
+    for table, axes in [("", {"methods": grid.methods, "datasets": grid.datasets}), *grid.tables.items()]:
+        where = f"table {table}: " if table else ""
+        for name in axes["datasets"]:
+            catalog.spec(name)
+            if name in catalog.TRANSFER:
+                raise ValueError(f"Grid {grid.name}: {where}{name!r} is a transfer dataset, not a pretraining one; "
+                                 "list it under transfer: datasets.")
+        for name in axes["methods"]:
+            if name not in METHODS:
+                raise ValueError(f"Grid {grid.name}: {where}unknown method {name!r}; choose from {', '.join(METHODS)}.")
     for stage, block in grid.stages.items():
         if stage not in STAGES:
             raise ValueError(f"Grid {grid.name}: unknown stage {stage!r}; stages are {', '.join(STAGES)}.")
@@ -201,6 +227,7 @@ def from_dict(name: str, values: dict) -> Grid:
         resources=values.get("resources", {}),
         toy_cnce=values.get("toy_cnce"),
         detection=values.get("detection", {}),
+        tables={k: dict(v) for k, v in values.get("tables", {}).items()},
     )
     validate(grid)
     return grid

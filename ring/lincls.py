@@ -6,7 +6,9 @@ Logistic regression (one linear layer, softmax cross-entropy) on the flattened p
 map of the frozen ResNet-18 (512 x 7 x 7 at 224 input), SGD lr 0.01, momentum 0.9, no weight
 decay, 100 epochs, no lr drops (paper, Sec. 5).  The encoder runs in eval mode under
 ``no_grad``: its weights and BatchNorm statistics are never touched.  The reported accuracy is
-the test top-1 after the last epoch (no model selection on the test split).
+the test top-1 after the last epoch (no model selection on the test split).  A CMC cell's
+features are its L and ab encoders' maps concatenated (2 x 512 x 7 x 7), as CMC evaluates; the
+protocol stamp says so (:func:`ring.encoder.load_feature_extractor` builds either).
 
 Resume is the default: ``CELL/checkpoint.pt`` (classifier, optimizer, epoch, RNG) is written
 atomically after every epoch.  ``CELL/metrics.json`` stamps the protocol next to the numbers.
@@ -15,6 +17,7 @@ atomically after every epoch.  ``CELL/metrics.json`` stamps the protocol next to
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -27,7 +30,7 @@ from tqdm import tqdm
 from ring import config as C
 from ring import catalog, datasets
 from ring.checkpoint import CheckpointError, atomic_save, file_sha256, rng_state, safe_load, set_rng_state
-from ring.encoder import load_trunk, resolve_precision, trunk_feature_map
+from ring.encoder import Precision, load_feature_extractor, resolve_precision
 from ring import provenance
 from ring.runtime import JsonLog, Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 
@@ -49,23 +52,24 @@ class LinearEval:
         self.device = pick_device(cfg.device)
         torch.manual_seed(cfg.seed)
 
-        self.trunk = load_trunk(safe_load(self.encoder_path, "encoder", "rerun the pretraining cell that writes it"))
+        train, test, norm = self.splits()
+        # The frozen extractor of the pretraining cell (one trunk, or CMC's L and ab trunks, which
+        # undo this very normalisation before converting to Lab).
+        self.trunk = load_feature_extractor(self.encoder_path, cfg.method, norm.mean, norm.std)
         self.bf16, self.channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device)
-        self.trunk.to(self.device).eval()
-        if self.channels_last:
-            self.trunk.to(memory_format=torch.channels_last)
-        for p in self.trunk.parameters():
-            p.requires_grad_(False)
-        self.encoder_sha256 = file_sha256(self.encoder_path)
+        self.extractor = Precision(self.trunk.to(self.device), self.bf16, self.channels_last).eval()
+        self.encoder_hashes = {p.name: file_sha256(p) for p in self.trunk.files}
+        # One fingerprint of every encoder file: a retrained cell invalidates the checkpoint.
+        self.encoder_sha256 = (self.encoder_hashes[self.encoder_path.name] if len(self.encoder_hashes) == 1
+                               else hashlib.sha256(" ".join(self.encoder_hashes.values()).encode()).hexdigest())
 
         with torch.no_grad():
             probe = torch.zeros(1, 3, cfg.crop, cfg.crop, device=self.device)
-            self.feature_shape = tuple(trunk_feature_map(self.trunk, probe).shape[1:])
+            self.feature_shape = tuple(self.extractor(probe).shape[1:])
         n_features = int(torch.tensor(self.feature_shape).prod())
         self.classifier = nn.Linear(n_features, self.spec.num_classes).to(self.device)
         self.optimizer = torch.optim.SGD(self.classifier.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                                          weight_decay=cfg.weight_decay)
-        train, test, norm = self.splits()
         self.train_set = datasets.Views(
             train, datasets.linear_view(cfg.dataset, cfg.resize, cfg.crop, cfg.augmentation, norm), seed=cfg.seed,
         )
@@ -83,11 +87,7 @@ class LinearEval:
     # -- features ----------------------------------------------------------------------------
     @torch.no_grad()
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.to(self.device, non_blocking=True)
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            return torch.flatten(trunk_feature_map(self.trunk, x).float(), 1)
+        return torch.flatten(self.extractor(x.to(self.device, non_blocking=True)), 1)
 
     @torch.no_grad()
     def _all_features(self, dataset) -> tuple[torch.Tensor, torch.Tensor]:
@@ -161,7 +161,7 @@ class LinearEval:
     def protocol(self) -> dict:
         cfg = self.cfg
         return {
-            "feature_layer": "resnet18.layer4 (pre-pool), flattened",
+            "feature_layer": self.trunk.description,
             "feature_shape": list(self.feature_shape),
             "input_size": cfg.crop,
             "resize": cfg.resize,
@@ -176,6 +176,7 @@ class LinearEval:
             "augmentation": cfg.augmentation,
             "encoder": str(self.encoder_path),
             "encoder_sha256": self.encoder_sha256,
+            "encoder_files": self.encoder_hashes,
             "selection": "last epoch",
             "precision": "bf16" if self.bf16 else "fp32",
         }

@@ -1,13 +1,24 @@
 """The methods of the paper, by the names its tables use (torch-free, read by the workflow too).
 
-A method is a base objective (``"ir"`` memory bank, ``"moco"`` queue, ...) plus whether it selects
-negatives with Ring.  Methods that later work adds are listed with ``implemented=False`` so that
-the paper grid plans them and their jobs fail with one clear sentence, never silently.
+A method is a base objective (``"ir"`` memory bank, ``"cmc"`` two L/ab memory banks, ``"moco"``
+queue) plus how it draws negatives and which positives it adds:
+
+* ``negatives``: ``"uniform"`` (the base method), ``"ring"`` (the Ring window, Sec. 4),
+  ``"cave"`` (uniform within the instance's k-means clusters, appendix "Variants of Ring") or
+  ``"background"`` (LA's k closest bank entries);
+* ``close_positives``: LA's close neighbours (background entries sharing a k-means cluster with
+  the instance) count as positives too (LA, and the "+C_i" variants).
+
+Names are wildcard- and path-safe; ``display`` is the row label the paper prints (and the key of
+``ring/data/published-results.yaml``).  A lesion is a method whose definition fixes config values
+(``fixed``): grids and configs apply them, so a method's identity never depends on a grid file.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+NEGATIVES = ("uniform", "ring", "cave", "background")
 
 
 @dataclass(frozen=True)
@@ -17,17 +28,49 @@ class Method:
     base: str  # the method a Ring variant is compared with in the tables
     implemented: bool = True
     note: str = ""
+    display: str = ""  # the paper's row label; the name itself when empty
+    negatives: str = ""  # one of NEGATIVES; empty: "ring" for Ring methods, else "uniform"
+    close_positives: bool = False
+    fixed: tuple[tuple[str, object], ...] = ()  # PretrainConfig values that define the method
+
+    @property
+    def sampler(self) -> str:
+        return self.negatives or ("ring" if self.ring else "uniform")
+
+    @property
+    def uses_kmeans(self) -> bool:
+        return self.sampler in ("cave", "background") or self.close_positives
+
+    @property
+    def encoder_files(self) -> tuple[str, ...]:
+        """Files a pretraining cell exports: one torchvision trunk, two for CMC's L and ab encoders."""
+        return ("encoder.pt", "encoder_ab.pt") if self.objective == "cmc" else ("encoder.pt",)
 
 
 METHODS: dict[str, Method] = {
     "IR": Method("ir", ring=False, base="IR"),
     "IRing": Method("ir", ring=True, base="IR"),
-    "CMC": Method("cmc", ring=False, base="CMC", implemented=False, note="CMC's two L/ab encoders are issue #4"),
-    "CMCRing": Method("cmc", ring=True, base="CMC", implemented=False, note="CMCRing is issue #4"),
+    "CMC": Method("cmc", ring=False, base="CMC"),
+    "CMCRing": Method("cmc", ring=True, base="CMC"),
     "MoCo": Method("moco", ring=False, base="MoCo"),
     "MoCoRing": Method("moco", ring=True, base="MoCo"),
-    "LA": Method("la", ring=False, base="LA", implemented=False, note="Local Aggregation is issue #4"),
+    "LA": Method("ir", ring=False, base="LA", negatives="background", close_positives=True),
+    # Table 2, the lesions: the window stays at its final value from the first step, and a ball
+    # (w_u = 100: no close entry excluded) instead of a ring.
+    "IRingNoAnneal": Method("ir", ring=True, base="IR", display="IRing (No Anneal)", fixed=(("ring_anneal", "none"),)),
+    "IRingBall": Method("ir", ring=True, base="IR", display="IRing (w_u = 100)",
+                        fixed=(("ring_inner", None), ("ring_w_u", 100.0))),
+    # The appendix's "Variants of Ring" (LA-variants table).
+    "IRCave": Method("ir", ring=False, base="IR", negatives="cave"),
+    "CMCCave": Method("cmc", ring=False, base="CMC", negatives="cave"),
+    # LA and IRing (+C_i) "differ only by the lower threshold w_l" (appendix): LA is the base.
+    "IRingCi": Method("ir", ring=True, base="LA", display="IRing (+C_i)", close_positives=True),
+    "CMCRingCi": Method("cmc", ring=True, base="CMC", display="CMCRing (+C_i)", close_positives=True),
 }
+
+
+def display_name(name: str) -> str:
+    return METHODS[name].display or name
 
 
 def method(name: str, *, require_implemented: bool = True) -> Method:
@@ -39,3 +82,23 @@ def method(name: str, *, require_implemented: bool = True) -> Method:
             f"Method {name} is not implemented yet ({m.note}); remove it from the grid to run the other cells."
         )
     return m
+
+
+def apply_fixed(name: str, values: dict) -> dict:
+    """``values`` with the method's defining config values set; a conflicting override is an error."""
+    out = dict(values)
+    for key, value in method(name, require_implemented=False).fixed:
+        if key in out and out[key] != value:
+            raise ValueError(
+                f"Method {name} is defined by {key}={value!r} but the grid sets {key}={out[key]!r}; "
+                f"remove that override (or use another method)."
+            )
+        out[key] = value
+    return out
+
+
+def check_fixed(name: str, values: dict) -> None:
+    """Fail with one sentence when a config contradicts its method's definition (hand-written configs)."""
+    for key, value in method(name, require_implemented=False).fixed:
+        if values.get(key) != value:
+            raise ValueError(f"Method {name} needs {key}={value!r} but the config has {values.get(key)!r}; fix the config.")

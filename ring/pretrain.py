@@ -8,7 +8,8 @@ queue and pointer, momentum encoder), optimizer, lr scheduler, Ring annealing st
 epoch and step; it is written atomically at the end of every epoch and every
 ``checkpoint_interval_min`` minutes.  Outputs in ``CELL``:
 
-* ``encoder.pt``: the trunk in torchvision's resnet18 ``state_dict`` format (no ``fc``);
+* ``encoder.pt``: the trunk in torchvision's resnet18 ``state_dict`` format (no ``fc``); CMC
+  cells also write ``encoder_ab.pt`` (``encoder.pt`` is then the L trunk, see :mod:`ring.encoder`);
 * ``log.jsonl``: one line per epoch with loss, kNN top-1 (k=200) and 1-NN top-1, Ring window;
 * ``checkpoint.pt``: kept after the run so that a longer schedule can continue it.
 
@@ -28,9 +29,9 @@ from ring import config as C
 from ring import catalog, datasets, distributed
 from ring.anneal import build_schedule
 from ring.checkpoint import CheckpointError, atomic_save, rng_state, safe_load, set_rng_state
-from ring.encoder import Encoder, Grouped, Precision, resolve_precision, torchvision_state_dict
+from ring.encoder import Encoder, Grouped, LabEncoder, Precision, export_trunks, resolve_precision
 from ring.knn import embed, knn_accuracy
-from ring.methods import method
+from ring.methods import check_fixed, method
 from ring.objectives import build_objective
 from ring import provenance
 from ring.runtime import JsonLog, Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
@@ -47,6 +48,7 @@ class Pretraining:
         self.cfg = cfg
         self.out = Path(out_dir)
         self.spec = method(cfg.method)  # unknown / not-implemented methods fail here, before any data
+        check_fixed(cfg.method, C.to_dict(cfg))
         catalog.spec(cfg.dataset)
         if cfg.epochs < 1 or cfg.batch_size < 1:
             raise ValueError(f"epochs={cfg.epochs} and batch_size={cfg.batch_size} must be positive.")
@@ -82,7 +84,7 @@ class Pretraining:
         self.schedule = build_schedule(cfg, self.steps_per_epoch) if self.spec.ring else None
 
         bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device)
-        self.encoder = Encoder(cfg.head, cfg.out_dim).to(self.device)
+        self.encoder = build_encoder(cfg, self.spec.objective).to(self.device)
         # What trains: the encoder behind its precision/memory-format policy and BatchNorm groups
         # (the same parameters), wrapped for data parallelism when there are several processes.
         self.net = Precision(self.encoder, bf16, channels_last)
@@ -165,6 +167,9 @@ class Pretraining:
     def _train_epoch(self, progress) -> None:
         cfg = self.cfg
         self.train_set.set_epoch(self.epoch)
+        start_epoch = getattr(self.objective, "start_epoch", None)
+        if start_epoch:  # k-means methods recluster the bank (kept in the checkpoint, so not twice)
+            start_epoch(self.epoch)
         batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch)[self.step_in_epoch:]
         if distributed.world_size() > 1:  # this rank's share of every global batch
             r, n = distributed.rank(), self.local_batch
@@ -226,7 +231,9 @@ class Pretraining:
             self._train()
         encoder_path = self.out / ENCODER
         if distributed.is_main():
-            atomic_save(torchvision_state_dict(self.encoder), encoder_path)
+            # encoder.pt last: its presence means every exported file is complete.
+            for name, state in sorted(export_trunks(self.encoder).items(), key=lambda kv: kv[0] == ENCODER):
+                atomic_save(state, self.out / name)
         return encoder_path
 
     def _train(self) -> None:
@@ -238,6 +245,14 @@ class Pretraining:
             if distributed.is_main():
                     print(f"ring: {self.out.name} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                                            for k, v in self.log.records()[-1].items()), file=sys.stderr)
+
+
+def build_encoder(cfg: C.PretrainConfig, objective: str) -> torch.nn.Module:
+    """One ResNet-18 with its head, or CMC's L and ab pair."""
+    if objective == "cmc":
+        spec = catalog.spec(cfg.dataset)
+        return LabEncoder(cfg.head, cfg.out_dim, spec.mean, spec.std)
+    return Encoder(cfg.head, cfg.out_dim)
 
 
 def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:

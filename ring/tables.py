@@ -21,7 +21,7 @@ import pandas as pd
 import yaml
 
 from ring.catalog import DATASETS, TRANSFER
-from ring.methods import METHODS
+from ring.methods import METHODS, display_name
 
 PUBLISHED = Path(__file__).parent / "data" / "published-results.yaml"
 
@@ -35,9 +35,14 @@ TABLES = {
     "table4": ("table4_detection", "columns",
                "Frozen ResNet-18 backbones in Detectron2: COCO detection and instance segmentation (Mask R-CNN R18-FPN 1x), "
                "COCO keypoints (Keypoint R-CNN R18-FPN 1x), VOC07 detection (Faster R-CNN R18-C4), AP / AP50 / AP75"),
+    "table2": ("table2_lesions", "top1", "Lesioning the effects of annealing and choice of w_u (linear evaluation top-1, %)"),
+    "table_la_variants": ("table_la_variants", "top1", "Variants of Ring: Cave and +C_i beside LA (linear evaluation top-1, %)"),
 }
 # Column name of every dataset a table can show: pretraining and transfer datasets.
 DISPLAY = {name: s.display for name, s in {**DATASETS, **TRANSFER}.items()}
+
+# Published tables with a single column print no column names: the one they report.
+SINGLE_COLUMN = {"table_la_variants": "CIFAR10"}
 
 
 @lru_cache(maxsize=None)
@@ -49,10 +54,11 @@ def published() -> dict:
 def published_value(table_key: str, method: str, column: str) -> float:
     """The paper's number for (method, column), NaN where the paper has none."""
     table = published()[table_key]
-    row = table["rows"].get(method)
-    if row is None or column not in table["columns"]:
+    row = table["rows"].get(display_name(method) if method in METHODS else method)
+    columns = table.get("columns") or [SINGLE_COLUMN[table_key]]
+    if row is None or column not in columns:
         return math.nan
-    return float(row[table["columns"].index(column)])
+    return float(row[columns.index(column)] if isinstance(row, list) else row)
 
 
 def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
@@ -116,7 +122,7 @@ def paper_text(row) -> str:
 
 def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str], display=dataset_display) -> pd.DataFrame:
     """The paper's layout: methods as rows; per dataset our cell, then the paper's number and our difference."""
-    wide = pd.DataFrame(index=pd.Index(methods, name="Method"))
+    wide = pd.DataFrame(index=pd.Index([display_name(m) for m in methods], name="Method"))
     for d in datasets:
         col = display(d)
         part = summary[summary.dataset == d].set_index("method")

@@ -2,7 +2,9 @@ import pytest
 import torch
 from torchvision.models import resnet18
 
-from ring.encoder import Encoder, load_trunk, torchvision_state_dict
+from ring.checkpoint import atomic_save
+from ring.encoder import (LAB_HIGH, LAB_LOW, Encoder, LabEncoder, export_trunks, lab_views, load_feature_extractor,
+                          load_trunk, torchvision_state_dict)
 
 
 def test_export_is_torchvision_resnet18_without_fc():
@@ -77,3 +79,36 @@ def test_bf16_and_channels_last_keep_fp32_embeddings():
         from ring.encoder import resolve_precision
 
         resolve_precision("fp16", "auto", torch.device("cpu"))
+
+
+def test_lab_views_of_known_colours():
+    mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
+    white, black = (torch.ones(1, 3, 2, 2) - 0.5) / 0.25, (torch.zeros(1, 3, 2, 2) - 0.5) / 0.25
+    (l_w, ab_w), (l_b, ab_b) = lab_views(white, mean, std), lab_views(black, mean, std)
+    assert torch.allclose(l_w, torch.ones_like(l_w), atol=1e-4) and torch.allclose(l_b, -torch.ones_like(l_b), atol=1e-4)
+    # grey has a = b = 0, i.e. the middle of each channel's sRGB range mapped onto [-1, 1]
+    grey_ab = torch.tensor([(0 - (lo + hi) / 2) / ((hi - lo) / 2) for lo, hi in zip(LAB_LOW[1:], LAB_HIGH[1:])])
+    assert torch.allclose(ab_w[0, :, 0, 0], grey_ab, atol=1e-3)
+    pure_blue = (torch.tensor([0.0, 0.0, 1.0]).view(1, 3, 1, 1) - 0.5) / 0.25
+    assert torch.allclose(lab_views(pure_blue, mean, std)[1].flatten()[1], torch.tensor(-1.0), atol=1e-3)  # b's low end
+
+
+def test_cmc_features_concatenate_the_l_and_ab_trunks(tmp_path):
+    torch.manual_seed(0)
+    cmc = LabEncoder("linear", 128, mean=(0.5,) * 3, std=(0.25,) * 3).eval()
+    files = export_trunks(cmc)
+    assert sorted(files) == ["encoder.pt", "encoder_ab.pt"]
+    for name, state in files.items():
+        atomic_save(state, tmp_path / name)
+    extractor = load_feature_extractor(tmp_path / "encoder.pt", "CMC", (0.5,) * 3, (0.25,) * 3)
+    x = torch.randn(2, 3, 64, 64)
+    l, ab = lab_views(x, (0.5,) * 3, (0.25,) * 3)
+    with torch.no_grad():
+        expected = torch.cat([cmc.l.feature_map(l), cmc.ab.feature_map(ab)], dim=1)
+        assert torch.allclose(extractor(x), expected, atol=1e-5)
+    assert expected.shape == (2, 1024, 2, 2) and "concatenated" in extractor.description
+    (tmp_path / "encoder_ab.pt").unlink()
+    with pytest.raises(Exception, match="encoder_ab.pt does not exist"):
+        load_feature_extractor(tmp_path / "encoder.pt", "CMC", (0.5,) * 3, (0.25,) * 3)
+    with pytest.raises(ValueError, match="does not fit resnet18"):  # an L trunk is not an RGB trunk
+        load_feature_extractor(tmp_path / "encoder.pt", "IR", (0.5,) * 3, (0.25,) * 3)

@@ -8,7 +8,7 @@ def test_paper_grid_is_table1_with_the_papers_hyperparameters(root):
     paper = G.load(root / "workflow" / "grids" / "paper.yaml")
     assert paper.datasets == ["cifar10", "cifar100", "stl10", "imagenet"]
     assert paper.methods == ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]
-    assert len(paper.cells()) == 4 * 7 * len(paper.seeds)
+    assert len(paper.table_cells("table1")) == 4 * 7 * len(paper.seeds)
     ir = paper.pretrain_config("cifar10", "IR", 0, "data")
     assert (ir.lr, ir.momentum, ir.weight_decay, ir.batch_size, ir.epochs) == (0.03, 0.9, 1e-4, 256, 300)
     assert (ir.lr_milestones, ir.lr_gamma, ir.resize, ir.crop, ir.temperature) == ([200, 250], 0.1, 256, 224, 0.07)
@@ -19,9 +19,23 @@ def test_paper_grid_is_table1_with_the_papers_hyperparameters(root):
     assert (lin.lr, lin.momentum, lin.weight_decay, lin.epochs, lin.crop) == (0.01, 0.9, 0.0, 100, 224)
 
 
-def test_smoke_grid_runs_the_four_implemented_methods(root):
+def test_smoke_grid_runs_every_method_once(root):
     smoke = G.load(root / "workflow" / "grids" / "smoke.yaml")
-    assert smoke.cells() == [("digits", m, 0) for m in ["IR", "IRing", "MoCo", "MoCoRing"]]
+    table1 = ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]
+    new = ["IRingNoAnneal", "IRingBall", "IRCave", "CMCCave", "IRingCi", "CMCRingCi"]
+    assert smoke.cells() == [("digits", m, 0) for m in table1 + new]
+    assert smoke.table_cells("table2") == [("digits", m, 0) for m in ["IR", "IRing", "IRingNoAnneal", "IRingBall"]]
+
+
+def test_paper_grid_plans_table2_and_the_la_variants(root):
+    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
+    assert paper.table_axes("table2") == (["IR", "IRing", "IRingNoAnneal", "IRingBall"], ["cifar10", "imagenet"])
+    assert paper.table_axes("table_la_variants") == (["LA", "IRCave", "CMCCave", "IRingCi", "CMCRingCi"], ["cifar10"])
+    # the union: Table 1's 28 pairs, the 4 lesion cells and the 4 new variants on CIFAR10
+    assert len(paper.cells()) == (28 + 4 + 4) * len(paper.seeds)
+    assert paper.pretrain_config("cifar10", "CMCRingCi", 0, "data").batch_size == 128
+    assert paper.pretrain_config("imagenet", "IRingNoAnneal", 0, "data").ring_anneal == "none"
+    assert paper.pretrain_config("imagenet", "LA", 0, "data").kmeans_k == 30000
 
 
 def test_cell_configs_differ_only_where_they_should(root):
@@ -39,6 +53,8 @@ def test_cell_configs_differ_only_where_they_should(root):
         ({"pretrain": {"all": {"lr_rate": 0.1}}}, "Unknown PretrainConfig key 'lr_rate'. Did you mean 'lr_gamma'"),
         ({"lincls": {"by_method": {"MoCo": {"epoch": 3}}}}, "Unknown LinclsConfig key 'epoch'. Did you mean 'epochs'"),
         ({"pretrain": {"by_method": {"BYOL": {}}}}, "by_method names unknown method 'BYOL'"),
+        ({"tables": {"table2": {"datasets": ["digits"], "methods": ["IRingX"]}}}, "table table2: unknown method 'IRingX'"),
+        ({"tables": {"table1": {"datasets": ["digits"], "methods": ["IR"]}}}, "table1's cells are the top-level"),
     ],
 )
 
@@ -63,7 +79,7 @@ def test_paper_grid_plans_every_method_on_the_nine_transfer_datasets(root):
 
 def test_smoke_grid_transfers_the_digits_encoders_to_generated_shapes(root):
     smoke = G.load(root / "workflow" / "grids" / "smoke.yaml")
-    assert smoke.transfer_cells() == [("shapes", m, 0) for m in ["IR", "IRing", "MoCo", "MoCoRing"]]
+    assert smoke.transfer_cells() == [("shapes", m, 0) for m in ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]]
     assert smoke.transfer_config("shapes", "IR", 0, "data").source == "digits"
     assert G.from_dict("plain", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0]}).transfer_cells() == []
 

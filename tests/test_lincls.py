@@ -98,3 +98,18 @@ def test_wrong_encoder_files_fail_with_one_sentence(tmp_path):
     truncated.write_bytes(b"PK\x03\x04")
     with pytest.raises(CheckpointError, match="unreadable or truncated"):
         LinearEval(lincls_config(), truncated, tmp_path / "cell")
+
+
+def test_cmc_cell_is_evaluated_on_both_encoders_and_says_so(tmp_path):
+    torch.manual_seed(0)
+    from ring.catalog import spec
+    from ring.encoder import LabEncoder, export_trunks
+
+    s = spec("digits")
+    for name, state in export_trunks(LabEncoder("linear", 128, s.mean, s.std)).items():
+        atomic_save(state, tmp_path / name)
+    metrics = LinearEval(lincls_config(method="CMC", epochs=1), tmp_path / "encoder.pt", tmp_path / "out").run()
+    protocol = metrics["protocol"]
+    assert protocol["feature_shape"] == [1024, 1, 1]
+    assert "L and ab encoders, concatenated" in protocol["feature_layer"]
+    assert sorted(protocol["encoder_files"]) == ["encoder.pt", "encoder_ab.pt"]

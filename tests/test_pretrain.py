@@ -10,6 +10,7 @@ from torchvision.models import resnet18
 
 from ring import config as C
 from ring.checkpoint import CheckpointError, safe_load
+from ring.methods import METHODS
 from ring.pretrain import Pretraining
 
 from .helpers import pretrain_config, run_module
@@ -30,14 +31,19 @@ def _assert_same_weights(a, b):
         assert torch.equal(sa[key], sb[key]), key
 
 
-@pytest.mark.parametrize("method", ["IRing", "MoCoRing"])
-def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method):
-    reference = _run_cell(tmp_path, "reference", pretrain_config(method))
+# CMCRingCi: CMC's two encoders and banks, Ring, and k-means clusters computed at the start of the
+# killed epoch (after a one-epoch warm start), which the resumed run must reuse, not recompute.
+KMEANS_TINY = dict(kmeans_k=20, kmeans_clusterings=2, kmeans_warmup_epochs=1)
+
+
+@pytest.mark.parametrize("method, extra", [("IRing", {}), ("MoCoRing", {}), ("CMCRingCi", KMEANS_TINY)])
+def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, extra):
+    reference = _run_cell(tmp_path, "reference", pretrain_config(method, **extra))
 
     cell = tmp_path / "killed"
     cell.mkdir()
     # Checkpoint after every step, so the kill lands after a mid-epoch checkpoint.
-    C.save(pretrain_config(method, checkpoint_interval_min=0.0), cell / "config.yaml")
+    C.save(pretrain_config(method, checkpoint_interval_min=0.0, **extra), cell / "config.yaml")
     cmd = [sys.executable, "-m", "ring.pretrain", "--config", str(cell / "config.yaml"), "--out", str(cell)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
@@ -53,7 +59,12 @@ def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method):
 
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
     assert "resuming" in result.stderr
-    _assert_same_weights(reference / "encoder.pt", cell / "encoder.pt")
+    for name in METHODS[method].encoder_files:
+        _assert_same_weights(reference / name, cell / name)
+    if extra:
+        assert int(state["objective"]["clusterings.epoch"]) == 1  # the killed epoch's clusters were saved
+        assert torch.equal(safe_load(cell / "checkpoint.pt")["objective"]["clusterings.labels"],
+                           safe_load(reference / "checkpoint.pt")["objective"]["clusterings.labels"])
     log = [json.loads(line) for line in (cell / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [0, 1]
     assert log == [json.loads(line) for line in (reference / "log.jsonl").read_text().splitlines()]
@@ -75,7 +86,7 @@ def test_outputs_contract(tmp_path):
     "method, overrides, error, message",
     [
         ("SimCLR", {}, ValueError, "Unknown method 'SimCLR'"),
-        ("CMC", {}, NotImplementedError, "Method CMC is not implemented yet"),
+        ("LA", {"kmeans_k": 2000}, ValueError, "kmeans_k=2000 must lie between 1 and the 1347 training images"),
         ("IR", {"dataset": "svhn"}, ValueError, "Unknown dataset 'svhn'"),
         ("IRing", {"bank_negatives": 5000}, ValueError, "bank_negatives=5000 is larger than the memory bank"),
         ("IRing", {"ring_w_l": [0.0, 100.0]}, ValueError, "outside|>= w_u"),
@@ -112,3 +123,14 @@ def test_cli_reports_one_sentence(tmp_path):
     result = run_module("ring.pretrain", "--config", cfg, "--out", tmp_path, check=False)
     assert result.returncode == 1
     assert result.stderr.strip() == "ring: Unknown PretrainConfig key 'weight_decy'. Did you mean 'weight_decay'?"
+
+
+def test_cmc_cell_exports_an_l_and_an_ab_torchvision_trunk(tmp_path):
+    cell = _run_cell(tmp_path, "cmc", pretrain_config("CMC", epochs=1, lr_milestones=[], knn_every=0))
+    for name, channels in (("encoder.pt", 1), ("encoder_ab.pt", 2)):
+        model = resnet18()
+        model.conv1 = torch.nn.Conv2d(channels, 64, 7, 2, 3, bias=False)
+        result = model.load_state_dict(torch.load(cell / name, weights_only=True), strict=False)
+        assert sorted(result.missing_keys) == ["fc.bias", "fc.weight"] and result.unexpected_keys == [], name
+    objective = safe_load(cell / "checkpoint.pt")["objective"]
+    assert objective["bank.memory"].shape == objective["bank_ab.memory"].shape == (1347, 128)

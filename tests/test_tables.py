@@ -123,3 +123,24 @@ def test_table4_means_ring_deltas_and_paper_numbers_per_column(tmp_path):
     csv = pd.read_csv(tmp_path / "table4.csv")
     assert len(csv) == 3 * 12 and set(csv.column) == set(yaml.safe_load(tables.PUBLISHED.read_text())["table4_detection"]["columns"])
     assert "**table4**" in (tmp_path / "table4.md").read_text()
+
+
+def test_table2_rows_are_the_papers_lesion_labels(tmp_path):
+    files = _metrics(tmp_path, [("cifar10", "IR", 0, 80.0), ("cifar10", "IRingNoAnneal", 0, 81.0),
+                                ("imagenet", "IRingBall", 0, 47.0)])
+    wide = tables.build("table2", files, ["IR", "IRing", "IRingNoAnneal", "IRingBall"], ["cifar10", "imagenet"],
+                        tmp_path / "table2")
+    assert list(wide.index) == ["IR", "IRing", "IRing (No Anneal)", "IRing (w_u = 100)"]
+    assert wide.loc["IRing (No Anneal)", "CIFAR10"] == "81.0 (+1.0)"  # a lesion is compared with IR
+    assert wide.loc["IRing (No Anneal)", "CIFAR10 paper (ours − paper)"] == "81.4 (-0.4)"
+    assert wide.loc["IRing (w_u = 100)", "ImageNet paper (ours − paper)"] == "47.3 (-0.3)"
+
+
+def test_la_variants_table_has_the_papers_single_cifar10_column(tmp_path):
+    files = _metrics(tmp_path, [("cifar10", "LA", 0, 83.0), ("cifar10", "IRingCi", 0, 84.0)])
+    methods = ["LA", "IRCave", "CMCCave", "IRingCi", "CMCRingCi"]
+    wide = tables.build("table_la_variants", files, methods, ["cifar10"], tmp_path / "la")
+    assert list(wide.columns) == ["CIFAR10", "CIFAR10 paper (ours − paper)"]
+    assert wide.loc["IRing (+C_i)", "CIFAR10"] == "84.0 (+1.0)"  # LA and IRing (+C_i) differ only by w_l
+    assert wide.loc["CMCRing (+C_i)", "CIFAR10 paper (ours − paper)"] == "87.8"
+    assert wide.loc["LA", "CIFAR10 paper (ours − paper)"] == "83.9 (-0.9)"

@@ -5,17 +5,26 @@ from __future__ import annotations
 from torch import nn
 
 from ring.methods import method
+from ring.objectives.cmc import MultiviewContrast
 from ring.objectives.ir import InstanceDiscrimination
+from ring.objectives.kmeans import Clusterings
 from ring.objectives.moco import MomentumContrast
+
+BANK_OBJECTIVES = {"ir": InstanceDiscrimination, "cmc": MultiviewContrast}
 
 
 def build_objective(name: str, cfg, encoder: nn.Module, n_train: int) -> nn.Module:
     """The objective module for method ``name`` with a pretraining config ``cfg``."""
     m = method(name)
-    if m.objective == "ir":
-        return InstanceDiscrimination(
+    if m.objective in BANK_OBJECTIVES:
+        clusterings = None
+        if m.uses_kmeans:
+            clusterings = Clusterings(n_train, cfg.kmeans_clusterings, cfg.kmeans_k, cfg.kmeans_iters, cfg.seed)
+        return BANK_OBJECTIVES[m.objective](
             n=n_train, dim=cfg.out_dim, negatives=cfg.bank_negatives, temperature=cfg.temperature,
             bank_momentum=cfg.bank_momentum, ring=m.ring, max_chunk_elements=cfg.max_chunk_elements,
+            sampler=m.sampler, close_positives=m.close_positives, clusterings=clusterings,
+            warmup_epochs=cfg.kmeans_warmup_epochs,
         )
     if m.objective == "moco":
         if cfg.queue_size < cfg.batch_size:

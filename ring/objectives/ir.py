@@ -1,9 +1,14 @@
-"""Instance discrimination (IR, Wu et al. 2018) and IRing: a memory bank of N x 128 embeddings.
+"""Instance discrimination (IR, Wu et al. 2018) and its family on a memory bank of N x 128 embeddings.
 
 Loss (the paper's Eq. 3, non-parametric softmax): for query ``q_i = g(t(x_i))`` the positive is
 the bank entry ``M[i]`` and the k negatives are bank entries drawn uniformly (IR) or from the
 query's Ring window (IRing, :func:`ring.objectives.ring.sample_in_window`).  After the loss the
 bank entry moves towards the new embedding: ``M[i] <- normalise(m M[i] + (1 - m) q_i)``.
+
+The same bank objective carries the k-means methods (:mod:`ring.objectives.kmeans`): LA's
+background negatives and close-neighbour positives (:mod:`ring.objectives.la`), Cave's
+cluster-restricted negatives (:mod:`ring.objectives.cave`) and Ring's +C_i; CMC
+(:mod:`ring.objectives.cmc`) is two of its contrasts with swapped banks.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ring import distributed
+from ring.objectives.cave import sample_in_clusters
+from ring.objectives.kmeans import Clusterings
+from ring.objectives.la import background_neighbours, local_aggregation_loss
 from ring.objectives.ring import sample_in_window, sample_uniform
 
 
@@ -49,38 +57,93 @@ class MemoryBank(nn.Module):
 
 
 class InstanceDiscrimination(nn.Module):
-    """IR, or IRing when ``ring`` is set.  One view per image."""
+    """IR, IRing and the k-means variants (LA, IRCave, IRing +C_i) on one memory bank.
+
+    ``sampler`` draws the negatives (``"uniform"``, ``"ring"``, ``"cave"``, ``"background"``; by
+    default ``"ring"`` when ``ring`` is set, else ``"uniform"``); ``close_positives`` adds LA's
+    close neighbours as positives.  The k-means parts need ``clusterings`` and stay off for the
+    first ``warmup_epochs`` epochs (the method then is IR, or IRing for +C_i).
+    """
 
     n_views = 1
 
     def __init__(self, n: int, dim: int, negatives: int, temperature: float, bank_momentum: float,
-                 ring: bool, max_chunk_elements: int):
+                 ring: bool, max_chunk_elements: int, *, sampler: str | None = None, close_positives: bool = False,
+                 clusterings: Clusterings | None = None, warmup_epochs: int = 0):
         super().__init__()
         if negatives > n:
             raise ValueError(
                 f"bank_negatives={negatives} is larger than the memory bank ({n} training images); set it to at most {n}."
             )
+        self.sampler = sampler or ("ring" if ring else "uniform")
+        self.close_positives = close_positives
+        if (self.sampler in ("cave", "background") or close_positives) and clusterings is None:
+            raise ValueError(f"Negatives {self.sampler!r} / close positives need k-means clusterings.")
         self.bank = MemoryBank(n, dim, bank_momentum)
+        self.clusterings = clusterings
+        self.warmup_epochs = warmup_epochs
+        self.kmeans_on = False
         self.negatives = negatives
         self.temperature = temperature
         self.ring = ring
         self.max_chunk_elements = max_chunk_elements
 
+    def memories(self) -> list[torch.Tensor]:
+        return [self.bank.memory]
+
+    # -- k-means ------------------------------------------------------------------------------
+    def start_epoch(self, epoch: int) -> None:
+        """Called by pretraining before every epoch (and again on resume): k-means on the bank(s)."""
+        if self.clusterings is None:
+            return
+        self.kmeans_on = epoch >= self.warmup_epochs
+        if self.kmeans_on:
+            # CMC clusters its instances once, on both modalities' entries side by side.
+            self.clusterings.update(torch.cat(self.memories(), dim=1), epoch)
+
+    # -- one query set against one bank ---------------------------------------------------------
     @torch.no_grad()
-    def negative_indices(self, q: torch.Tensor, window: tuple[float, float] | None, u: torch.Tensor) -> torch.Tensor:
-        memory = self.bank.memory
-        if not self.ring:
+    def negative_indices(self, q: torch.Tensor, window: tuple[float, float] | None, u: torch.Tensor,
+                         memory: torch.Tensor | None = None, index: torch.Tensor | None = None) -> torch.Tensor:
+        memory = self.bank.memory if memory is None else memory
+        sampler = self.active_sampler()
+        if sampler == "uniform":
             return sample_uniform(len(memory), u)
+        if sampler == "cave":
+            return sample_in_clusters(self.clusterings, index, u, self.max_chunk_elements)
+        if sampler == "background":
+            return background_neighbours(q.detach(), memory, index, self.negatives, self.max_chunk_elements)
         w_l, w_u = window
         return sample_in_window(q.detach(), memory, w_l, w_u, u, self.max_chunk_elements)
 
-    def forward(self, model: nn.Module, views, index: torch.Tensor, window=None, generator=None):
-        q = model(views[0])
+    def active_sampler(self) -> str:
+        if self.sampler in ("cave", "background") and not self.kmeans_on:
+            return "uniform"  # warm-up: the base method
+        return self.sampler
+
+    def contrast(self, q: torch.Tensor, memory: torch.Tensor, index: torch.Tensor, window, u: torch.Tensor) -> torch.Tensor:
+        """The loss of queries ``q`` whose positives are ``memory[index]``."""
+        neg_idx = self.negative_indices(q, window, u, memory, index)
+        if not (self.close_positives and self.kmeans_on):
+            return nce_softmax_loss(q, memory[index], memory[neg_idx], self.temperature)
+        l_pos = (q * memory[index]).sum(dim=1, keepdim=True)
+        l_neg = torch.bmm(memory[neg_idx], q.unsqueeze(2)).squeeze(2)
+        if self.active_sampler() == "background":  # LA: close neighbours are part of the background
+            close = self.clusterings.same_cluster(index, neg_idx)
+            return local_aggregation_loss(l_pos, l_neg, close, l_neg, ~close, self.temperature)
+        background = background_neighbours(q.detach(), memory, index, self.negatives, self.max_chunk_elements)
+        l_background = torch.bmm(memory[background], q.unsqueeze(2)).squeeze(2)
+        close = self.clusterings.same_cluster(index, background)
+        return local_aggregation_loss(l_pos, l_background, close, l_neg, None, self.temperature)
+
+    def draws(self, q: torch.Tensor, generator=None) -> torch.Tensor:
         # One draw for the global batch; each data-parallel rank takes its rows.
         u = torch.rand((len(q) * distributed.world_size(), self.negatives), generator=generator, device=q.device)
-        neg_idx = self.negative_indices(q, window, distributed.local_rows(u))
-        memory = self.bank.memory
-        loss = nce_softmax_loss(q, memory[index], memory[neg_idx], self.temperature)
+        return distributed.local_rows(u)
+
+    def forward(self, model: nn.Module, views, index: torch.Tensor, window=None, generator=None):
+        q = model(views[0])
+        loss = self.contrast(q, self.bank.memory, index, window, self.draws(q, generator))
         # Every rank applies the whole global batch's update, so the banks stay identical.
         self.bank.update(distributed.all_gather(index), distributed.all_gather(q.detach()))
         return loss

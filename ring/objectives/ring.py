@@ -161,11 +161,20 @@ def sample_in_window(
         lo, hi = _row_bounds(sims, lo_rank, hi_rank)
         mask = (sims >= lo) & (sims <= hi)
         del sims
-        # The r-th selected entry of a row is where the running count of selected entries first
-        # exceeds r: a cumulative sum plus a binary search, O(N) per row and no sort.
-        counts = mask.cumsum(dim=1, dtype=torch.int32)
-        del mask
-        sizes = counts[:, -1:].to(u.dtype)
-        r = (u[start:stop] * sizes).long().clamp_(max=counts[:, -1:].long() - 1)
-        out[start:stop] = torch.searchsorted(counts, (r + 1).to(torch.int32), right=False)
+        out[start:stop] = sample_from_mask(mask, u[start:stop])
     return out
+
+
+@torch.no_grad()
+def sample_from_mask(mask: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """B x k column indices drawn uniformly, with replacement, among each row's ``True`` entries.
+
+    ``u`` (B x k uniform draws) picks the ``floor(u * size)``-th selected entry of its row; every
+    row must select at least one entry.  The r-th selected entry of a row is where the running
+    count of selected entries first exceeds r: a cumulative sum plus a binary search, O(N) per row
+    and no sort.
+    """
+    counts = mask.cumsum(dim=1, dtype=torch.int32)
+    sizes = counts[:, -1:].to(u.dtype)
+    r = (u * sizes).long().clamp_(max=counts[:, -1:].long() - 1)
+    return torch.searchsorted(counts, (r + 1).to(torch.int32), right=False)

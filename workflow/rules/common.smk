@@ -104,7 +104,8 @@ def all_tables(grid: str) -> list:
     return [*table_files(grid, "table1"), *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"]),
             *toy_cnce_tables(grid),
             *(table_files(grid, "table3") if GRIDS[grid].transfer else []),
-            *(table_files(grid, "table4") if GRIDS[grid].detection else [])]
+            *(table_files(grid, "table4") if GRIDS[grid].detection else []),
+            *[f for t in GRIDS[grid].tables for f in table_files(grid, t)]]
 
 
 def transfer_metrics(grid: str) -> list:
@@ -113,11 +114,13 @@ def transfer_metrics(grid: str) -> list:
                   method=[c[1] for c in cells], seed=[c[2] for c in cells])
 
 
-def transfer_encoder(wildcards) -> str:
-    """The encoder a transfer cell evaluates: the same method and seed pretrained on the grid's source."""
+def transfer_encoders(wildcards) -> list:
+    """The encoder files a transfer cell evaluates: the same method and seed pretrained on the grid's
+    source (encoder.pt first; CMC's encoder_ab.pt is found beside it)."""
     source = GRIDS[wildcards.grid].transfer["source"]
-    return expand(PRETRAIN_CELL + "/encoder.pt", grid=wildcards.grid, dataset=source, method=wildcards.method,
-                  seed=wildcards.seed)[0]
+    cell = PRETRAIN_CELL + "/{name}"
+    return expand(cell, grid=wildcards.grid, dataset=source, method=wildcards.method, seed=wildcards.seed,
+                  name=METHODS[wildcards.method].encoder_files)
 
 
 def transfer_stage_config(wildcards):
@@ -128,6 +131,28 @@ def transfer_stage_config(wildcards):
 def generated_data(wildcards) -> list:
     """The generation marker of an embedded generated dataset, which its data check waits for."""
     return [GENERATED_DATA.format(dataset=wildcards.dataset)] if wildcards.dataset in GENERATORS else []
+
+
+# Tables with their own cells (the grid's `tables:` block), built by rule make_grid_table.
+GRID_TABLES = ["table2", "table_la_variants"]
+
+
+def table_metrics(grid: str, table: str) -> list:
+    """metrics.json of the cells of one table of ``grid`` (Table 1: the top-level datasets x methods)."""
+    cells = GRIDS[grid].table_cells(table)
+    return expand(LINCLS_CELL + "/metrics.json", zip, grid=[grid] * len(cells),
+                  dataset=[c[0] for c in cells], method=[c[1] for c in cells], seed=[c[2] for c in cells])
+
+
+def two_encoder_methods() -> list:
+    """Methods whose pretraining cells export an L and an ab trunk (CMC and its variants)."""
+    return [name for name, m in METHODS.items() if len(m.encoder_files) > 1]
+
+
+def encoder_companions(wildcards) -> list:
+    """Encoder files of a pretraining cell besides encoder.pt (CMC's encoder_ab.pt)."""
+    names = METHODS[wildcards.method].encoder_files[1:]
+    return [expand(PRETRAIN_CELL + "/" + n, **wildcards)[0] for n in names]
 
 
 def stage_config(stage: str, wildcards):

@@ -15,6 +15,7 @@ rule lincls:
     input:
         cfg=LINCLS_CELL + "/config.yaml",
         encoder=PRETRAIN_CELL + "/encoder.pt",
+        companions=encoder_companions,  # CMC's encoder_ab.pt, found beside encoder.pt
         data=DATA_OK,
     output:
         LINCLS_CELL + "/metrics.json",

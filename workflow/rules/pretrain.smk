@@ -14,6 +14,8 @@ rule pretrain_config:
 
 
 rule pretrain:
+    wildcard_constraints:
+        method=_one_of(set(METHODS) - set(two_encoder_methods())),
     input:
         cfg=PRETRAIN_CELL + "/config.yaml",
         data=DATA_OK,
@@ -28,3 +30,12 @@ rule pretrain:
     shell:
         "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.launch pretrain --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --out {params.out:q} 2>&1 | tee {log:q}"
+
+
+# CMC and its variants: the same job, exporting the L trunk (encoder.pt) and the ab trunk.
+use rule pretrain as pretrain_two_encoders with:
+    wildcard_constraints:
+        method=_one_of(two_encoder_methods()),
+    output:
+        PRETRAIN_CELL + "/encoder.pt",
+        PRETRAIN_CELL + "/encoder_ab.pt",

@@ -15,7 +15,8 @@ rule transfer_config:
 rule transfer:
     input:
         cfg=TRANSFER_CELL + "/config.yaml",
-        encoder=transfer_encoder,
+        encoder=lambda wc: transfer_encoders(wc)[0],
+        companions=lambda wc: transfer_encoders(wc)[1:],
         data=DATA_OK,
     output:
         metrics=TRANSFER_CELL + "/metrics.json",

@@ -1,0 +1,44 @@
+"""Contrastive Multiview Coding (CMC, Tian et al. 2019) and its Ring, Cave and +C_i variants.
+
+An image is split into its L and ab channels of Lab colour (:class:`ring.encoder.LabEncoder`: two
+ResNet-18 encoders, twice the parameters); the model returns ``[z_L, z_ab]`` side by side.  CMC is
+the sum of two IR losses whose memory banks are swapped between views (the paper, Sec. 2):
+``L_IR(z_L; M_ab) + L_IR(z_ab; M_L)``, each bank then moving towards its own view's embedding.
+Negatives of the L query are drawn from ``M_ab`` (uniformly, in the L query's Ring window, or in
+the instance's clusters) and vice versa.  k-means (Cave, +C_i) clusters the instances once, on
+both banks' entries side by side.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ring import distributed
+from ring.objectives.ir import InstanceDiscrimination, MemoryBank
+
+
+class MultiviewContrast(InstanceDiscrimination):
+    """CMC's two swapped banks on top of :class:`InstanceDiscrimination`'s per-bank contrast."""
+
+    def __init__(self, n: int, dim: int, negatives: int, temperature: float, bank_momentum: float, ring: bool,
+                 max_chunk_elements: int, **kwargs):
+        super().__init__(n, dim, negatives, temperature, bank_momentum, ring, max_chunk_elements, **kwargs)
+        self.dim = dim
+        self.bank_ab = MemoryBank(n, dim, bank_momentum)
+
+    def memories(self) -> list[torch.Tensor]:
+        return [self.bank.memory, self.bank_ab.memory]
+
+    def forward(self, model, views, index: torch.Tensor, window=None, generator=None):
+        z = model(views[0])
+        if z.shape[1] != 2 * self.dim:
+            raise ValueError(f"CMC expects [z_L, z_ab] of 2 x {self.dim} features, got {z.shape[1]}.")
+        z_l, z_ab = z[:, :self.dim], z[:, self.dim:]
+        u = self.draws(torch.cat([z_l, z_ab]), generator)  # one draw per (view, query)
+        u_l, u_ab = u.chunk(2)
+        loss = (self.contrast(z_l, self.bank_ab.memory, index, window, u_l)
+                + self.contrast(z_ab, self.bank.memory, index, window, u_ab))
+        all_index = distributed.all_gather(index)
+        self.bank.update(all_index, distributed.all_gather(z_l.detach()))
+        self.bank_ab.update(all_index, distributed.all_gather(z_ab.detach()))
+        return loss

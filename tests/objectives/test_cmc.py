@@ -1,0 +1,44 @@
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ring.objectives.cmc import MultiviewContrast
+
+
+class Fixed(torch.nn.Module):
+    """Returns given embeddings [z_L, z_ab] whatever the image (the loss is what is tested)."""
+
+    def __init__(self, z):
+        super().__init__()
+        self.z = z
+
+    def forward(self, x):
+        return self.z
+
+
+def _nce(q, pos, negs, tau):
+    logits = [float(q @ pos) / tau] + [float(q @ n) / tau for n in negs]
+    return -logits[0] + math.log(sum(math.exp(v) for v in logits))
+
+
+def test_cmc_is_two_ir_losses_with_swapped_banks_by_hand():
+    torch.manual_seed(0)
+    cmc = MultiviewContrast(4, 2, negatives=2, temperature=0.5, bank_momentum=0.5, ring=False, max_chunk_elements=100)
+    m_l = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+    m_ab = torch.tensor([[0.6, 0.8], [0.8, -0.6], [-0.6, 0.8], [0.0, 1.0]])
+    cmc.bank.memory.copy_(m_l)
+    cmc.bank_ab.memory.copy_(m_ab)
+    z_l, z_ab = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
+    index = torch.tensor([1])
+    loss = cmc(Fixed(torch.cat([z_l, z_ab], dim=1)), [torch.zeros(1, 3, 4, 4)], index, generator=torch.Generator().manual_seed(5))
+    # the same uniform draws: one row per (view, query), L first
+    u = torch.rand((2, 2), generator=torch.Generator().manual_seed(5))
+    neg_l, neg_ab = (u * 4).long().tolist()
+    expected = (_nce(z_l[0], m_ab[1], [m_ab[j] for j in neg_l], 0.5)
+                + _nce(z_ab[0], m_l[1], [m_l[j] for j in neg_ab], 0.5))
+    assert loss.item() == __import__("pytest").approx(expected, rel=1e-5)
+    # each bank moves towards its own view's embedding
+    assert torch.allclose(cmc.bank.memory[1], F.normalize(0.5 * m_l[1] + 0.5 * z_l[0], dim=0))
+    assert torch.allclose(cmc.bank_ab.memory[1], F.normalize(0.5 * m_ab[1] + 0.5 * z_ab[0], dim=0))
+    assert torch.equal(cmc.bank.memory[0], m_l[0])
