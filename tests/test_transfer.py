@@ -92,3 +92,22 @@ def test_bad_transfer_cells_fail_with_one_sentence(tmp_path, encoder_file, data_
     assert status == 1
     assert f"ring: Dataset dtd is missing {tmp_path / 'nodata' / 'dtd' / 'dtd' / 'dtd' / 'labels' / 'train1.txt'}; run" \
         in capsys.readouterr().err
+
+
+def test_cmc_transfer_uses_both_trunks_and_undoes_the_transfer_normalisation(tmp_path, data_root):
+    """CMC's Lab split must invert the transfer dataset's own statistics, not the source's."""
+    from ring.catalog import spec
+    from ring.encoder import LabEncoder, export_trunks
+
+    torch.manual_seed(0)
+    source = spec("digits")
+    for name, state in export_trunks(LabEncoder("linear", 128, source.mean, source.std)).items():
+        atomic_save(state, tmp_path / name)
+    cfg = transfer_config(data_root, method="CMC", epochs=1, stats_cache=str(tmp_path / "stats"))
+    evaluation = transfer.TransferEval(cfg, tmp_path / "encoder.pt", tmp_path / "cell")
+    assert list(evaluation.trunk.mean) == pytest.approx(evaluation.stats["mean"])
+    assert list(evaluation.trunk.std) == pytest.approx(evaluation.stats["std"])
+    assert list(evaluation.trunk.mean) != pytest.approx(list(source.mean))
+    protocol = evaluation.run()["protocol"]
+    assert sorted(protocol["encoder_files"]) == ["encoder.pt", "encoder_ab.pt"]
+    assert protocol["feature_shape"] == [1024, 1, 1]
