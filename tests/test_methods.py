@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from ring import config as C
 from ring import grid as G
@@ -13,7 +14,7 @@ def test_every_method_is_implemented_and_builds_its_objective():
     for name, m in M.METHODS.items():
         assert m.implemented, name
         cfg = pretrain_config(name, kmeans_k=5, kmeans_clusterings=2)
-        objective = build_objective(name, cfg, encoder=__import__("torch").nn.Linear(2, 2), n_train=300)
+        objective = build_objective(name, cfg, encoder=torch.nn.Linear(2, 2), n_train=300)
         assert (getattr(objective, "clusterings", None) is not None) == m.uses_kmeans, name
 
 

@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -37,7 +38,7 @@ def test_cmc_is_two_ir_losses_with_swapped_banks_by_hand():
     neg_l, neg_ab = (u * 4).long().tolist()
     expected = (_nce(z_l[0], m_ab[1], [m_ab[j] for j in neg_l], 0.5)
                 + _nce(z_ab[0], m_l[1], [m_l[j] for j in neg_ab], 0.5))
-    assert loss.item() == __import__("pytest").approx(expected, rel=1e-5)
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
     # each bank moves towards its own view's embedding
     assert torch.allclose(cmc.bank.memory[1], F.normalize(0.5 * m_l[1] + 0.5 * z_l[0], dim=0))
     assert torch.allclose(cmc.bank_ab.memory[1], F.normalize(0.5 * m_ab[1] + 0.5 * z_ab[0], dim=0))

@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -13,7 +14,7 @@ def test_la_loss_is_the_positive_mass_within_the_background_by_hand():
     close = torch.tensor([[True, False]])
     loss = local_aggregation_loss(l_pos, l_bg, close, l_bg, ~close, temperature=0.5)
     expected = -math.log((math.exp(1.0) + math.exp(0.6)) / (math.exp(1.0) + math.exp(0.6) + math.exp(0.2)))
-    assert loss.item() == pytest_approx(expected)
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
 
 
 def test_ci_loss_puts_close_neighbours_over_ring_negatives_by_hand():
@@ -23,7 +24,7 @@ def test_ci_loss_puts_close_neighbours_over_ring_negatives_by_hand():
     loss = local_aggregation_loss(l_pos, l_close, close, l_neg, None, temperature=1.0)
     positives = math.exp(0.9) + math.exp(0.7)
     expected = -math.log(positives / (positives + 2 * math.exp(0.2) + math.exp(0.4)))
-    assert loss.item() == pytest_approx(expected)
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
 
 
 def test_without_close_neighbours_it_is_ir_loss():
@@ -46,8 +47,3 @@ def test_background_neighbours_are_the_closest_entries_without_the_instance():
         idx = background_neighbours(q, memory, index, k=2, max_chunk_elements=chunk)
         assert [sorted(r) for r in idx.tolist()] == [[1, 4], [1, 4]]
 
-
-def pytest_approx(x):
-    import pytest
-
-    return pytest.approx(x, rel=1e-5)
