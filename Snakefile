@@ -15,6 +15,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/lincls.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/studies.smk"
 
 
 rule all_tables:
@@ -28,3 +29,22 @@ rule table1:
     """Table 1: linear evaluation of each method on each pretraining dataset."""
     input:
         table_files(config["grid"], "table1"),
+
+
+rule fig_hard_negatives:
+    """Appendix, hard negatives: IRing at fixed thresholds started from IR snapshots, 1-NN accuracy per epoch."""
+    input:
+        expand(FIGURE, grid=config["grid"], study="hard_negatives", ext=FIGURE_EXTS),
+
+
+rule fig_anneal_policies:
+    """Appendix, annealing policies: accuracy per epoch and the threshold over training, per policy."""
+    input:
+        expand(FIGURE, grid=config["grid"], study="anneal_policies", ext=FIGURE_EXTS),
+
+
+rule fig_negatives_k:
+    """Appendix, bias and variance: accuracy mean +- std over seeds versus the number of negatives k."""
+    input:
+        expand(FIGURE, grid=config["grid"], study="negatives_k", ext=FIGURE_EXTS),
+        expand(TABLE, grid=config["grid"], table=STUDY_TABLES["negatives_k"], ext=["csv", "md"]),

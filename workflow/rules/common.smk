@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 
 import ring.grid
 from ring.catalog import DATASETS
+from ring.config import SNAPSHOT_FILE
 from ring.config import save as save_config
 from ring.methods import METHODS
 
@@ -83,7 +84,8 @@ def table_files(grid: str, table: str) -> list:
 
 
 def all_tables(grid: str) -> list:
-    return [*table_files(grid, "table1"), *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"])]
+    return [*table_files(grid, "table1"), *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"]),
+            *study_files(grid)]
 
 
 def stage_config(stage: str, wildcards):
@@ -119,3 +121,59 @@ onsuccess:
     for target in (Path(f) for f in all_tables(config["grid"]) if f.endswith(".md")):
         if target.exists():
             print(f"\n{target}\n\n{target.read_text()}", file=sys.stderr)
+
+
+# --- Studies of the appendix (ring.grid.Study): hard negatives, annealing policies, negatives k ----
+
+def _study_names(position: int):
+    """Study names (0) or variant names (1) over every grid, for the wildcard constraints."""
+    names = {name for g in GRIDS.values() for name in g.studies}
+    if position:
+        names = {v for g in GRIDS.values() for s in g.studies.values() for v in s.variants}
+    return names or {"none"}
+
+
+wildcard_constraints:
+    study=_one_of(_study_names(0)),
+    variant=_one_of(_study_names(1)),
+
+
+STUDY_CELL = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}"
+FIGURE = "results/{grid}/tables/fig_{study}.{ext}"
+FIGURE_EXTS = ["png", "pdf", "csv"]
+# Studies that also write a summary table (name -> table): the k sweep's mean +- std over seeds.
+STUDY_TABLES = {"negatives_k": "table_negatives_k"}
+
+
+def study_encoders(grid: str, study: str) -> list:
+    """encoder.pt of every cell of a study (the figure reads log.jsonl and config.yaml beside each)."""
+    s = GRIDS[grid].studies[study]
+    return [STUDY_CELL.format(grid=grid, study=study, dataset=s.dataset, method=m, variant=v, seed=seed) + "/encoder.pt"
+            for m, v, seed in s.cells()]
+
+
+def study_source(wildcards) -> list:
+    """The cell a study cell starts from (its snapshot is read after the source finishes), or nothing."""
+    ref = GRIDS[wildcards.grid].studies[wildcards.study].init_source(wildcards.variant)
+    if ref is None:
+        return []
+    cell = STUDY_CELL.format(grid=wildcards.grid, study=wildcards.study, dataset=wildcards.dataset,
+                             method=ref["method"], variant=ref["variant"], seed=wildcards.seed)
+    return [cell + "/encoder.pt"]
+
+
+def study_config(wildcards):
+    grid, study = GRIDS[wildcards.grid], wildcards.study
+    ref = grid.studies[study].init_source(wildcards.variant)
+    init = "" if ref is None else str(Path(study_source(wildcards)[0]).parent / SNAPSHOT_FILE.format(epoch=ref["epoch"]))
+    return grid.study_config(study, wildcards.method, wildcards.variant, int(wildcards.seed), config["data_root"], init)
+
+
+def study_files(grid: str) -> list:
+    """Figures (and tables) of every study the grid plans."""
+    files = []
+    for study in GRIDS[grid].studies:
+        files += expand(FIGURE, grid=grid, study=study, ext=FIGURE_EXTS)
+        if study in STUDY_TABLES:
+            files += expand(TABLE, grid=grid, table=STUDY_TABLES[study], ext=["csv", "md"])
+    return files
