@@ -129,3 +129,17 @@ def test_readme_quick_start_builds_table1_on_the_embedded_default(workdir):
         assert re.search(rf"\| {method} +\| \d+\.\d", printed), method
     csv = (workdir / "results" / "smoke" / "tables" / "table1.csv").read_text()
     assert csv.count("digits") == 4
+
+
+def test_paper_grid_plans_the_appendix_studies(workdir):
+    result = snakemake(workdir, "-n", "fig_hard_negatives", "fig_anneal_policies", "fig_negatives_k",
+                       "--config", "grid=paper", "data_root=/nonexistent")
+    counts = job_counts(result.stdout + result.stderr)
+    # hard negatives 1 + 12, policies 5, k sweep (8 + 8 + 4 + 4) x 3 seeds; all on CIFAR10.
+    assert counts["study_pretrain"] == counts["study_config"] == 13 + 5 + 72
+    assert counts["make_study_figure"] == 3 and counts["make_table_negatives_k"] == 1 and counts["data_check"] == 1
+    # A branch of the hard-negatives study needs its IR source cell (whose snapshot it starts from).
+    branch = "results/paper/study/hard_negatives/cifar10/IRing/t25_e100/seed0/encoder.pt"
+    result = snakemake(workdir, "-n", branch, "--config", "grid=paper", "data_root=/nonexistent")
+    assert job_counts(result.stdout + result.stderr)["study_pretrain"] == 2
+    assert "results/paper/study/hard_negatives/cifar10/IR/source/seed0/encoder.pt" in result.stdout
