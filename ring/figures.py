@@ -23,6 +23,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display (cluster login nodes, CI)
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
@@ -110,6 +111,7 @@ def hard_negatives(cells, prefix) -> pd.DataFrame:
                 label=None if threshold in seen else f"IRing {threshold:g}%")
         seen.add(threshold)
     ax.set(xlabel="epoch", ylabel=label, title="Hard negatives: IRing from IR snapshots")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(title="threshold", fontsize=8)
     ax.grid(alpha=0.3)
     _save(fig, curves, prefix)
@@ -130,6 +132,7 @@ def anneal_policies(cells, prefix) -> pd.DataFrame:
     acc.set(xlabel="epoch", ylabel=f"{label}; dotted: kNN top-1 (%)", title="Annealing policies: accuracy")
     thr.set(xlabel="epoch", ylabel="threshold 100 - $w_\\ell$ (%)", title="Threshold after each epoch", ylim=(0, 105))
     for ax in (acc, thr):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     _save(fig, curves, prefix)
@@ -162,6 +165,8 @@ def negatives_k(cells, prefix) -> pd.DataFrame:
         ax.errorbar(part["k"], part[f"{metric}_mean"], yerr=part[f"{metric}_std"].fillna(0.0), marker="o", ms=4,
                     capsize=3, ls="--" if METHODS[method].ring else "-", label=method)
     ax.set_xscale("log", base=2)
+    ks = sorted(summary["k"].unique())
+    ax.set_xticks(ks, [str(k) for k in ks])
     ax.set(xlabel="negatives k (bank samples; MoCo: queue size)", ylabel=label,
            title="Bias and variance: accuracy vs k (mean ± std over seeds)")
     ax.grid(alpha=0.3)

@@ -34,7 +34,8 @@ def _assert_same_weights(a, b):
 # validation accuracy): a resume must restore it too.
 @pytest.mark.parametrize("method, overrides", [("IRing", {}), ("MoCoRing", {}),
                                                ("IRing", {"ring_anneal": "adaptive_loss"}),
-                                               ("IRing", {"ring_anneal": "adaptive_val"})])
+                                               ("IRing", {"ring_anneal": "adaptive_val"})],
+                         ids=["IRing", "MoCoRing", "IRing-adaptive_loss", "IRing-adaptive_val"])
 def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, overrides):
     reference = _run_cell(tmp_path, "reference", pretrain_config(method, **overrides))
 

@@ -129,6 +129,13 @@ def test_readme_quick_start_builds_table1_on_the_embedded_default(workdir):
         assert re.search(rf"\| {method} +\| \d+\.\d", printed), method
     csv = (workdir / "results" / "smoke" / "tables" / "table1.csv").read_text()
     assert csv.count("digits") == 4
+    # The appendix's studies at smoke size: three figures and the k table, every method at both k.
+    tables = workdir / "results" / "smoke" / "tables"
+    for study in ("hard_negatives", "anneal_policies", "negatives_k"):
+        assert all((tables / f"fig_{study}.{ext}").stat().st_size > 0 for ext in ("png", "pdf", "csv")), study
+    k_table = (tables / "table_negatives_k.md").read_text()
+    for method in ("IR", "IRing", "MoCo", "MoCoRing"):
+        assert re.search(rf"\| {method} +\| \d+\.\d +\| \d+\.\d", k_table), method
 
 
 def test_paper_grid_plans_the_appendix_studies(workdir):

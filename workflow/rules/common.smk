@@ -125,17 +125,14 @@ onsuccess:
 
 # --- Studies of the appendix (ring.grid.Study): hard negatives, annealing policies, negatives k ----
 
-def _study_names(position: int):
-    """Study names (0) or variant names (1) over every grid, for the wildcard constraints."""
-    names = {name for g in GRIDS.values() for name in g.studies}
-    if position:
-        names = {v for g in GRIDS.values() for s in g.studies.values() for v in s.variants}
-    return names or {"none"}
+# Every study and variant name over all grids ("none" keeps a constraint valid without studies).
+STUDY_NAMES = {name for g in GRIDS.values() for name in g.studies} or {"none"}
+VARIANT_NAMES = {v for g in GRIDS.values() for s in g.studies.values() for v in s.variants} or {"none"}
 
 
 wildcard_constraints:
-    study=_one_of(_study_names(0)),
-    variant=_one_of(_study_names(1)),
+    study=_one_of(STUDY_NAMES),
+    variant=_one_of(VARIANT_NAMES),
 
 
 STUDY_CELL = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}"
@@ -147,6 +144,8 @@ STUDY_TABLES = {"negatives_k": "table_negatives_k"}
 
 def study_encoders(grid: str, study: str) -> list:
     """encoder.pt of every cell of a study (the figure reads log.jsonl and config.yaml beside each)."""
+    if study not in GRIDS[grid].studies:
+        raise ValueError(f"Grid {grid} plans no study {study!r}; add it under studies: in {GRID_DIR}/{grid}.yaml.")
     s = GRIDS[grid].studies[study]
     return [STUDY_CELL.format(grid=grid, study=study, dataset=s.dataset, method=m, variant=v, seed=seed) + "/encoder.pt"
             for m, v, seed in s.cells()]
