@@ -25,7 +25,7 @@ rule study_pretrain:
     params:
         out=lambda wc, output: cell_dir(output[0]),
         launch=launch_options("pretrain"),
-    threads: stage_threads("pretrain")
+    threads: stage_threads("study")
     shell:
         "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.launch pretrain --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --out {params.out:q} 2>&1 | tee {log:q}"
