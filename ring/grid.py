@@ -49,6 +49,9 @@ class Study:
     def init_source(self, variant: str) -> dict | None:
         """The cell a variant starts from, ``{method, variant, epoch}``, or None."""
         ref = self.variants[variant].get("init_from")
+        if ref and not isinstance(ref, dict):
+            raise ValueError(f"Study {self.name}, variant {variant}: init_from must be {{method, variant, epoch}} "
+                             f"naming a cell of the study, not {ref!r}.")
         return dict(ref) if ref else None
 
 

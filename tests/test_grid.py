@@ -79,6 +79,7 @@ def test_paper_grid_plans_the_appendix_studies_on_cifar10(root):
         ({"variants": {"s": {}, "x": {"init_from": {"method": "IR", "variant": "s", "epoch": 1}}}},
          r"init_from epoch 1 must be in the snapshot_epochs \[\] of IR/s"),
         ({"variants": {"x": {"init_from": {"method": "MoCo", "variant": "x", "epoch": 0}}}}, "naming a cell of the same study"),
+        ({"variants": {"x": {"init_from": "results/x.pt"}}}, "init_from must be .* not 'results/x.pt'"),
     ],
 )
 def test_bad_studies_fail_with_one_sentence(study, message):

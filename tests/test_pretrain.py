@@ -31,10 +31,10 @@ def _assert_same_weights(a, b):
 
 
 # The adaptive annealing policies carry state beyond a step count (w_l, the loss average, the last
-# validation accuracy): a resume must restore it too.
+# validation accuracy): a resume must restore it too (16x16 views: the state is the point, not the pixels).
 @pytest.mark.parametrize("method, overrides", [("IRing", {}), ("MoCoRing", {}),
-                                               ("IRing", {"ring_anneal": "adaptive_loss"}),
-                                               ("IRing", {"ring_anneal": "adaptive_val"})],
+                                               ("IRing", {"ring_anneal": "adaptive_loss", "resize": 16, "crop": 16}),
+                                               ("IRing", {"ring_anneal": "adaptive_val", "resize": 16, "crop": 16})],
                          ids=["IRing", "MoCoRing", "IRing-adaptive_loss", "IRing-adaptive_val"])
 def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, overrides):
     reference = _run_cell(tmp_path, "reference", pretrain_config(method, **overrides))
