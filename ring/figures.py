@@ -192,10 +192,10 @@ def table_negatives_k(cells, prefix) -> pd.DataFrame:
     wide.columns = [f"k={k}" for k in wide.columns]
     seeds = sorted(summary["seeds"].unique())
     note = (f"Final-epoch 1-NN top-1 (%) on the test split; mean ± sample standard deviation (ddof 1) over "
-            f"{'/'.join(map(str, seeds))} seeds per cell (one seed: no deviation). IR/IRing: k negatives drawn "
+            f"{'/'.join(map(str, seeds))} seed(s) per cell (one seed: no deviation). IR/IRing: k negatives drawn "
             "from the memory bank; MoCo/MoCoRing: queue size k; —: not run.")
     prefix.with_suffix(".md").write_text(f"**table_negatives_k**: accuracy versus the number of negatives k\n\n"
-                                         f"{wide.to_markdown()}\n\n{note}\n")
+                                         f"{wide.to_markdown(disable_numparse=True)}\n\n{note}\n")
     return wide
 
 
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
     except (ValueError, FileNotFoundError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
-    print(result.to_markdown() if args.what in TABLES else f"ring: wrote {args.out}.png, .pdf, .csv")
+    print(result.to_markdown(disable_numparse=True) if args.what in TABLES else f"ring: wrote {args.out}.png, .pdf, .csv")
     return 0
 
 

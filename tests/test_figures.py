@@ -79,7 +79,7 @@ def test_negatives_k_mean_and_std_over_seeds_of_the_final_epoch(tmp_path):
     assert wide.loc["IR", "k=16"] == "62.0 ± 2.0" and wide.loc["IRing", "k=16"] == "70.0"
     assert wide.loc["IR", "k=256"] == "—"
     md = (tmp_path / "table_negatives_k.md").read_text()
-    assert "| MoCo" in md and "standard deviation (ddof 1) over 1/3 seeds" in md
+    assert "| MoCo" in md and "standard deviation (ddof 1) over 1/3 seed(s)" in md
 
 
 def test_a_cell_without_a_log_fails_with_one_sentence(tmp_path, capsys):
