@@ -49,7 +49,12 @@ def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, ov
     while not (cell / "log.jsonl").exists() or not (cell / "log.jsonl").read_text().strip():
         assert proc.poll() is None and time.monotonic() < deadline, "pretraining ended before its first epoch"
         time.sleep(0.1)
-    time.sleep(1.5)
+    # Kill right after the first mid-epoch checkpoint of epoch 1 (the end-of-epoch-0 one is replaced),
+    # however loaded the machine is: a fixed delay could land before the first step on a busy CPU.
+    first = (cell / "checkpoint.pt").stat().st_mtime_ns
+    while (cell / "checkpoint.pt").stat().st_mtime_ns == first:
+        assert proc.poll() is None and time.monotonic() < deadline, "pretraining ended before a mid-epoch checkpoint"
+        time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     state = safe_load(cell / "checkpoint.pt")
