@@ -18,6 +18,7 @@ include: "workflow/rules/tables.smk"
 include: "workflow/rules/toy_cnce.smk"
 include: "workflow/rules/transfer.smk"
 include: "workflow/rules/detection.smk"
+include: "workflow/rules/studies.smk"
 
 
 rule all_tables:
@@ -61,3 +62,22 @@ rule table_la_variants:
     """The appendix's "Variants of Ring": LA, IRCave, CMCCave, IRing (+C_i), CMCRing (+C_i)."""
     input:
         table_files(config["grid"], "table_la_variants"),
+
+
+rule fig_hard_negatives:
+    """Appendix, hard negatives: IRing at fixed thresholds started from IR snapshots, 1-NN accuracy per epoch."""
+    input:
+        expand(FIGURE, grid=config["grid"], study="hard_negatives", ext=FIGURE_EXTS),
+
+
+rule fig_anneal_policies:
+    """Appendix, annealing policies: accuracy per epoch and the threshold over training, per policy."""
+    input:
+        expand(FIGURE, grid=config["grid"], study="anneal_policies", ext=FIGURE_EXTS),
+
+
+rule fig_negatives_k:
+    """Appendix, bias and variance: accuracy mean +- std over seeds versus the number of negatives k."""
+    input:
+        expand(FIGURE, grid=config["grid"], study="negatives_k", ext=FIGURE_EXTS),
+        expand(TABLE, grid=config["grid"], table=STUDY_TABLES["negatives_k"], ext=["csv", "md"]),

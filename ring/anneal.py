@@ -6,7 +6,30 @@ The upper percentile ``w_u`` is either fixed or, as in the authors' code, a cons
 ``inner`` of the eligible closest slice: ``w_u = 100 - inner * (100 - w_l)``.
 
 Policies advance once per optimisation step, as the authors' ``LinearThresholdPolicy`` does,
-so a resumed run reproduces the window of an uninterrupted one step for step.
+so a resumed run reproduces the window of an uninterrupted one step for step.  Every policy
+keeps all it needs in ``state_dict()`` (step count, and for the adaptive ones the current
+``w_l`` and the reference they compare against), which the pretraining checkpoint stores.
+
+The policies of the appendix ("Exploring annealing policies"), all moving ``w_l`` between
+``start`` (0: threshold 100%) and ``end`` (90: threshold 10%, the lowest allowed):
+
+* ``linear``: the paper's choice, 100% -> 10% in ``ring_anneal_epochs`` epochs, then constant;
+* ``step``: the same span in ``ring_anneal_stages`` equal jumps, the last at ``ring_anneal_epochs``;
+* ``exponential``: the threshold ``100 - w_l`` shrinks by a constant factor per step, from 100%
+  to 10% in ``ring_anneal_epochs`` epochs (fast early, slow late);
+* ``adaptive_val``: once per epoch, harder negatives (``w_l`` up) when a validation kNN accuracy
+  improved on the previous epoch's, easier ones (``w_l`` down) otherwise.  The appendix's
+  sentence ("lowers the threshold ... if the performance on a validation set increases,
+  otherwise decreasing the threshold") names the same direction twice; we read the second as
+  raising it.  The validation split is held out of the *training* split (never the test split),
+  see :func:`ring.knn.holdout_split`;
+* ``adaptive_loss``: the same rule every step on the training loss: harder when the step's loss
+  is below its exponential moving average (training is getting easier), easier otherwise;
+* ``none``: no annealing, the window stays at its final value (Table 2 lesion).
+
+Both adaptive policies move by the linear policy's rate, ``(end - start) / ring_anneal_epochs``
+per epoch (``adaptive_val``) or per epoch's worth of steps (``adaptive_loss``), so a run that
+always improves anneals exactly as fast as the linear one.
 """
 
 from __future__ import annotations
@@ -25,6 +48,9 @@ class _StepCounted:
     def step(self, **_signals) -> None:
         self.step_count += 1
 
+    def epoch_end(self, **_signals) -> None:
+        """Called once after every epoch; only the validation-adaptive policy acts on it."""
+
     def state_dict(self) -> dict:
         return {"step_count": self.step_count}
 
@@ -41,11 +67,12 @@ class LinearPolicy(_StepCounted):
     steps: int
     step_count: int = 0
 
+    def progress(self) -> float:
+        """The fraction of the annealing steps taken, in [0, 1]."""
+        return 1.0 if self.steps <= 0 else min(self.step_count / self.steps, 1.0)
+
     def value(self) -> float:
-        if self.steps <= 0:
-            return self.end
-        frac = min(self.step_count / self.steps, 1.0)
-        return self.start + (self.end - self.start) * frac
+        return self.start + (self.end - self.start) * self.progress()
 
 
 @dataclass
@@ -59,7 +86,133 @@ class ConstantPolicy(_StepCounted):
         return self.end
 
 
-ANNEAL_POLICIES = {"linear": LinearPolicy, "none": ConstantPolicy}
+@dataclass
+class StepPolicy(LinearPolicy):
+    """w_l climbs from ``start`` to ``end`` in ``stages`` equal jumps, the last one at ``steps``."""
+
+    stages: int = 4
+
+    def __post_init__(self):
+        if self.stages < 1:
+            raise ValueError(f"ring_anneal_stages={self.stages} must be at least 1 (1: a single jump at the end).")
+
+    def value(self) -> float:
+        # Integer arithmetic, so that a jump lands exactly on its step.
+        done = self.stages if self.steps <= 0 else min(self.step_count * self.stages // self.steps, self.stages)
+        return self.start + (self.end - self.start) * done / self.stages
+
+
+@dataclass
+class ExponentialPolicy(LinearPolicy):
+    """The threshold ``100 - w_l`` decays geometrically from ``100 - start`` to ``100 - end`` over ``steps``."""
+
+    def value(self) -> float:
+        first, last = 100.0 - self.start, 100.0 - self.end  # both > 0: w_l < w_u <= 100 is validated
+        return 100.0 - first * (last / first) ** self.progress()
+
+
+@dataclass
+class _Adaptive(_StepCounted):
+    """w_l moves by ``rate`` towards ``end`` (harder) or back towards ``start`` (easier), clamped to that span."""
+
+    start: float
+    end: float
+    rate: float
+    w_l: float | None = None
+    reference: float | None = None  # the value the next signal is compared with
+    step_count: int = 0
+
+    def value(self) -> float:
+        return self.start if self.w_l is None else self.w_l
+
+    def _move(self, harder: bool) -> None:
+        lo, hi = min(self.start, self.end), max(self.start, self.end)
+        direction = 1.0 if self.end >= self.start else -1.0
+        step = self.rate if harder else -self.rate
+        self.w_l = min(max(self.value() + direction * step, lo), hi)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "w_l": self.w_l, "reference": self.reference}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.w_l, self.reference = state["w_l"], state["reference"]
+
+
+@dataclass
+class ValidationAdaptivePolicy(_Adaptive):
+    """Once per epoch: harder if the validation accuracy rose above the previous epoch's, easier otherwise."""
+
+    needs_validation = True
+
+    def epoch_end(self, val_accuracy: float | None = None, **_signals) -> None:
+        if val_accuracy is None:
+            raise ValueError("The adaptive_val annealing policy needs a validation accuracy after every epoch.")
+        if self.reference is not None:
+            self._move(harder=val_accuracy > self.reference)
+        self.reference = float(val_accuracy)
+
+
+@dataclass
+class LossAdaptivePolicy(_Adaptive):
+    """Every step: harder if the loss is below its moving average (``ema`` momentum), easier otherwise."""
+
+    ema: float = 0.99
+
+    def step(self, loss: float | None = None, **_signals) -> None:
+        super().step()
+        if loss is None:
+            raise ValueError("The adaptive_loss annealing policy needs the training loss of every step.")
+        if self.reference is not None:
+            self._move(harder=loss < self.reference)
+            self.reference = self.ema * self.reference + (1.0 - self.ema) * float(loss)
+        else:
+            self.reference = float(loss)
+
+
+def _linear(cfg, steps_per_epoch: int):
+    start, end = cfg.ring_w_l
+    return LinearPolicy(start=start, end=end, steps=cfg.ring_anneal_epochs * steps_per_epoch)
+
+
+def _step(cfg, steps_per_epoch: int):
+    start, end = cfg.ring_w_l
+    return StepPolicy(start=start, end=end, steps=cfg.ring_anneal_epochs * steps_per_epoch, stages=cfg.ring_anneal_stages)
+
+
+def _exponential(cfg, steps_per_epoch: int):
+    start, end = cfg.ring_w_l
+    return ExponentialPolicy(start=start, end=end, steps=cfg.ring_anneal_epochs * steps_per_epoch)
+
+
+def _epoch_rate(cfg) -> float:
+    start, end = cfg.ring_w_l
+    return abs(end - start) / max(cfg.ring_anneal_epochs, 1)
+
+
+def _adaptive_val(cfg, steps_per_epoch: int):
+    start, end = cfg.ring_w_l
+    return ValidationAdaptivePolicy(start=start, end=end, rate=_epoch_rate(cfg))
+
+
+def _adaptive_loss(cfg, steps_per_epoch: int):
+    start, end = cfg.ring_w_l
+    return LossAdaptivePolicy(start=start, end=end, rate=_epoch_rate(cfg) / steps_per_epoch, ema=cfg.ring_loss_ema)
+
+
+def _none(cfg, steps_per_epoch: int):
+    return ConstantPolicy(end=cfg.ring_w_l[1])
+
+
+# ring_anneal name -> builder of its policy from a PretrainConfig and the steps per epoch.
+ANNEAL_POLICIES = {
+    "linear": _linear,
+    "step": _step,
+    "exponential": _exponential,
+    "adaptive_val": _adaptive_val,
+    "adaptive_loss": _adaptive_loss,
+    "none": _none,
+}
 
 
 class RingSchedule:
@@ -86,6 +239,14 @@ class RingSchedule:
     def step(self, **signals) -> None:
         self.policy.step(**signals)
 
+    def epoch_end(self, **signals) -> None:
+        self.policy.epoch_end(**signals)
+
+    @property
+    def needs_validation(self) -> bool:
+        """Whether the policy reads a validation accuracy after every epoch."""
+        return getattr(self.policy, "needs_validation", False)
+
     def validate(self) -> None:
         """Check the window at the start and at the end of the schedule."""
         start = getattr(self.policy, "start", self.policy.end)
@@ -103,13 +264,9 @@ class RingSchedule:
 
 def build_schedule(cfg, steps_per_epoch: int) -> RingSchedule:
     """The schedule a pretraining config asks for (``cfg`` is a :class:`ring.config.PretrainConfig`)."""
-    start, end = cfg.ring_w_l
-    if cfg.ring_anneal == "linear":
-        policy = LinearPolicy(start=start, end=end, steps=cfg.ring_anneal_epochs * steps_per_epoch)
-    elif cfg.ring_anneal == "none":
-        policy = ConstantPolicy(end=end)
-    else:
+    if cfg.ring_anneal not in ANNEAL_POLICIES:
         raise ValueError(f"Unknown ring_anneal {cfg.ring_anneal!r}; choose one of {sorted(ANNEAL_POLICIES)}.")
+    policy = ANNEAL_POLICIES[cfg.ring_anneal](cfg, steps_per_epoch)
     schedule = RingSchedule(policy, inner=cfg.ring_inner, w_u=cfg.ring_w_u)
     schedule.validate()
     return schedule

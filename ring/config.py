@@ -67,6 +67,14 @@ class PretrainConfig:
     ring_anneal_epochs: int = 100
     ring_inner: float | None = 0.1
     ring_w_u: float | None = None
+    # Annealing policies of the appendix's study (ring.anneal): the step policy's number of equal
+    # jumps (4: one every 25 epochs of the paper's 100); the loss-adaptive policy's moving-average
+    # momentum (0.99: about 100 steps, a fraction of a CIFAR10 epoch's 195, so a single noisy batch
+    # cannot flip its direction); the share of the training split held out as the validation set of
+    # the validation-adaptive policy (10%: 5,000 CIFAR10 images, a kNN pass of seconds).
+    ring_anneal_stages: int = 4
+    ring_loss_ema: float = 0.99
+    ring_val_fraction: float = 0.1
     # Largest similarity block materialised at once while selecting (elements; 2**25 = 128 MiB).
     max_chunk_elements: int = 2**25
 
@@ -88,6 +96,12 @@ class PretrainConfig:
     knn_k: int = 200
     knn_temperature: float = 0.07
 
+    # Studies (appendix): save a full training state at the start of these epochs (0: before any
+    # step) as SNAPSHOT_FILE in the cell, and start this cell from such a snapshot instead of from
+    # scratch (its encoder, bank or queue, optimizer, lr schedule and epoch; a path, "" for none).
+    snapshot_epochs: list[int] = field(default_factory=list)
+    init_from: str = ""
+
     # Faults: a checkpoint at the end of each epoch and at least every this many minutes.
     checkpoint_interval_min: float = 10.0
 
@@ -105,6 +119,10 @@ class PretrainConfig:
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
     HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs")
+
+
+# The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).
+SNAPSHOT_FILE = "snapshot_epoch{epoch}.pt"
 
 
 @dataclass

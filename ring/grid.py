@@ -10,6 +10,11 @@ last, and an override contradicting them is an error.
 An optional ``tables:`` block names further tables, each with its own datasets x methods (Table 2,
 the LA-variants table); the grid's cells are the union of the top-level datasets x methods (Table
 1) and every table's product, without duplicates, in that order.
+
+An optional ``studies`` block plans the appendix's studies (:class:`Study`): each names a dataset,
+methods, seeds and variants (sets of pretraining overrides applied over the grid's own, e.g.
+``k16: {bank_negatives: 16}``); a variant may start from another cell's snapshot
+(``init_from: {method: IR, variant: source, epoch: 50}``, same study, dataset and seed).
 This module is torch-free: the workflow client imports it.
 """
 
@@ -28,6 +33,34 @@ from ring.methods import METHODS, apply_fixed
 STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
 # Keys of the optional `transfer:` block besides its overrides (all, by_dataset, by_method).
 TRANSFER_KEYS = ("source", "datasets", "methods")
+# The appendix's studies, each with its figure builder in ring.figures (the study's name is its figure's).
+STUDIES = ("hard_negatives", "anneal_policies", "negatives_k")
+INIT_KEYS = ("method", "variant", "epoch")
+
+
+@dataclass
+class Study:
+    name: str
+    dataset: str
+    methods: list[str]
+    seeds: list[int]
+    variants: dict[str, dict]  # variant -> PretrainConfig overrides (``init_from`` a reference to a cell)
+    variant_methods: dict[str, list[str]] = field(default_factory=dict)  # variant -> methods running it (all)
+    pretrain: dict = field(default_factory=dict)  # overrides shared by the study's cells
+    description: str = ""
+
+    def cells(self) -> list[tuple[str, str, int]]:
+        """(method, variant, seed) of every cell of the study."""
+        return [(m, v, s) for m in self.methods for v in self.variants
+                if m in self.variant_methods.get(v, self.methods) for s in self.seeds]
+
+    def init_source(self, variant: str) -> dict | None:
+        """The cell a variant starts from, ``{method, variant, epoch}``, or None."""
+        ref = self.variants[variant].get("init_from")
+        if ref and not isinstance(ref, dict):
+            raise ValueError(f"Study {self.name}, variant {variant}: init_from must be {{method, variant, epoch}} "
+                             f"naming a cell of the study, not {ref!r}.")
+        return dict(ref) if ref else None
 
 
 @dataclass
@@ -58,6 +91,7 @@ class Grid:
 
     def table_names(self) -> list[str]:
         return ["table1", *self.tables]
+    studies: dict[str, Study] = field(default_factory=dict)
 
     def cells(self) -> list[tuple[str, str, int]]:
         return list(dict.fromkeys(c for t in self.table_names() for c in self.table_cells(t)))
@@ -127,6 +161,20 @@ class Grid:
         return C.from_dict(C.DetectionConfig, {"task": task, "method": method, "source": block["source"], "seed": seed,
                                                "datasets": block.get("datasets", "detectron2"),
                                                "datasets_root": datasets_root, **values, "overrides": overrides})
+
+    def study_config(self, study: str, method: str, variant: str, seed: int, data_root: str,
+                     init_from: str = "") -> C.PretrainConfig:
+        """A study cell's config: the grid's pretraining overrides, then the study's, then the variant's.
+
+        ``init_from`` is the path of the snapshot the variant starts from (the workflow builds it).
+        """
+        s = self.studies[study]
+        values = self.stage_values("pretrain", s.dataset, method)
+        values.update(s.pretrain)
+        values.update({k: v for k, v in s.variants[variant].items() if k != "init_from"})
+        values = apply_fixed(method, values)
+        return C.from_dict(C.PretrainConfig, {"method": method, "dataset": s.dataset, "seed": seed,
+                                              "data_root": data_root, **values, "init_from": init_from})
 
 
 def validate_detection(grid: Grid) -> None:
@@ -216,6 +264,42 @@ def validate_transfer(grid: Grid) -> None:
             raise ValueError(f"Grid {grid.name}, transfer cell {dataset}/{method}/seed{seed}: {err}") from None
 
 
+def validate_study(grid: Grid, study: Study) -> None:
+    where = f"Grid {grid.name}, study {study.name}"
+    if study.name not in STUDIES:
+        raise ValueError(f"{where}: unknown study; studies are {', '.join(STUDIES)}.")
+    catalog.spec(study.dataset)
+    for name in study.methods:
+        if name not in METHODS:
+            raise ValueError(f"{where}: unknown method {name!r}; choose from {', '.join(METHODS)}.")
+    for variant, methods in study.variant_methods.items():
+        if variant not in study.variants or not set(methods) <= set(study.methods):
+            raise ValueError(f"{where}: variant_methods {variant}: {methods} must name a variant and methods of the study.")
+    cells = study.cells()
+    for method, variant, seed in cells:
+        try:
+            cfg = grid.study_config(study.name, method, variant, seed, "data")
+        except ValueError as err:
+            raise ValueError(f"{where}, cell {method}/{variant}/seed{seed}: {err}") from None
+        ref = study.init_source(variant)
+        if ref is None:
+            continue
+        if sorted(ref) != sorted(INIT_KEYS) or (ref["method"], ref["variant"], seed) not in cells:
+            raise ValueError(f"{where}, variant {variant}: init_from {ref} must be {{method, variant, epoch}} "
+                             "naming a cell of the same study.")
+        source = grid.study_config(study.name, ref["method"], ref["variant"], seed, "data")
+        if ref["epoch"] not in source.snapshot_epochs or not ref["epoch"] < cfg.epochs:
+            raise ValueError(f"{where}, variant {variant}: init_from epoch {ref['epoch']} must be in the snapshot_epochs "
+                             f"{source.snapshot_epochs} of {ref['method']}/{ref['variant']} and below epochs={cfg.epochs}.")
+
+
+def _study(name: str, values: dict) -> Study:
+    return Study(name=name, dataset=values["dataset"], methods=list(values["methods"]),
+                 seeds=[int(s) for s in values["seeds"]], variants=dict(values["variants"]),
+                 variant_methods=dict(values.get("variant_methods", {})), pretrain=dict(values.get("pretrain", {})),
+                 description=values.get("description", ""))
+
+
 def from_dict(name: str, values: dict) -> Grid:
     grid = Grid(
         name=name,
@@ -228,8 +312,11 @@ def from_dict(name: str, values: dict) -> Grid:
         toy_cnce=values.get("toy_cnce"),
         detection=values.get("detection", {}),
         tables={k: dict(v) for k, v in values.get("tables", {}).items()},
+        studies={k: _study(k, v) for k, v in values.get("studies", {}).items()},
     )
     validate(grid)
+    for study in grid.studies.values():
+        validate_study(grid, study)
     return grid
 
 

@@ -38,3 +38,27 @@ def knn_accuracy(train_f: torch.Tensor, train_y: torch.Tensor, test_f: torch.Ten
         correct_nn += (top_labels[:, 0] == y).sum().item()
     n = len(test_f)
     return {"knn_top1": 100.0 * correct_knn / n, "nn1_top1": 100.0 * correct_nn / n}
+
+
+def holdout_split(n: int, fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Indices ``(memory, validation)`` of a training split of ``n`` images: a fixed random ``fraction`` held out.
+
+    The permutation is seeded with 0, independently of the run's seed and RNG state, so every cell of
+    a dataset holds out the same images and drawing it never shifts the training's random stream.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"ring_val_fraction={fraction} must lie strictly between 0 and 1.")
+    n_val = max(1, round(fraction * n))
+    if n_val >= n:
+        raise ValueError(f"ring_val_fraction={fraction} of {n} training images leaves no kNN memory; lower it.")
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    return order[n_val:].sort().values, order[:n_val].sort().values
+
+
+@torch.no_grad()
+def holdout_accuracy(train_f: torch.Tensor, train_y: torch.Tensor, fraction: float, num_classes: int,
+                     k: int = 200, temperature: float = 0.07) -> float:
+    """Weighted kNN top-1 (percent) of the held-out training images against the rest of the training split."""
+    memory, val = (i.to(train_f.device) for i in holdout_split(len(train_f), fraction))
+    return knn_accuracy(train_f[memory], train_y[memory], train_f[val], train_y[val], num_classes, k,
+                        temperature)["knn_top1"]

@@ -11,7 +11,9 @@ epoch and step; it is written atomically at the end of every epoch and every
 * ``encoder.pt``: the trunk in torchvision's resnet18 ``state_dict`` format (no ``fc``); CMC
   cells also write ``encoder_ab.pt`` (``encoder.pt`` is then the L trunk, see :mod:`ring.encoder`);
 * ``log.jsonl``: one line per epoch with loss, kNN top-1 (k=200) and 1-NN top-1, Ring window;
-* ``checkpoint.pt``: kept after the run so that a longer schedule can continue it.
+* ``checkpoint.pt``: kept after the run so that a longer schedule can continue it;
+* ``snapshot_epoch<e>.pt``: the training state at the start of each epoch of ``snapshot_epochs``,
+  from which a study cell (``init_from``) continues with other settings (appendix, hard negatives).
 
 The function :func:`run` never knows which launcher called it (this CLI, submitit, a test).
 """
@@ -30,7 +32,7 @@ from ring import catalog, datasets, distributed
 from ring.anneal import build_schedule
 from ring.checkpoint import CheckpointError, atomic_save, rng_state, safe_load, set_rng_state
 from ring.encoder import Encoder, Grouped, LabEncoder, Precision, export_trunks, resolve_precision
-from ring.knn import embed, knn_accuracy
+from ring.knn import embed, holdout_accuracy, knn_accuracy
 from ring.methods import check_fixed, method
 from ring.objectives import build_objective
 from ring import provenance
@@ -52,6 +54,8 @@ class Pretraining:
         catalog.spec(cfg.dataset)
         if cfg.epochs < 1 or cfg.batch_size < 1:
             raise ValueError(f"epochs={cfg.epochs} and batch_size={cfg.batch_size} must be positive.")
+        if any(not 0 <= e <= cfg.epochs for e in cfg.snapshot_epochs):
+            raise ValueError(f"snapshot_epochs={cfg.snapshot_epochs} must lie in 0..epochs={cfg.epochs}.")
         catalog.check(cfg.dataset, cfg.data_root)
         setup_threads(cfg.threads)
         self.device = pick_device(cfg.device)
@@ -133,12 +137,25 @@ class Pretraining:
                 f"The checkpoint {path} was written with a different config (hash {state.get('config_hash')} != {expected}); "
                 "restore that config, or move the checkpoint away to start this cell again."
             )
+        self._load(state, path, "move it away to start again")
+        return True
+
+    def init_from_snapshot(self) -> None:
+        """Start from another cell's snapshot (``init_from``): its whole training state, this cell's Ring schedule."""
+        path = Path(self.cfg.init_from)
+        state = safe_load(path, "snapshot", fix="rerun the cell that writes it, with this epoch in its snapshot_epochs")
+        if int(state["epoch"]) >= self.cfg.epochs:
+            raise ValueError(f"init_from {path} is at epoch {state['epoch']}, not before epochs={self.cfg.epochs}; "
+                             "raise epochs or start from an earlier snapshot.")
+        self._load({**state, "schedule": None}, path, "start from a snapshot of the same dataset and objective")
+
+    def _load(self, state: dict, path: Path, fix: str) -> None:
         try:
             self.encoder.load_state_dict(state["encoder"])
             self.objective.load_state_dict(state["objective"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
-            if self.schedule:
+            if self.schedule and state["schedule"] is not None:
                 self.schedule.load_state_dict(state["schedule"])
             set_rng_state(state["rng"])
             self.epoch = int(state["epoch"])
@@ -146,23 +163,30 @@ class Pretraining:
             self.loss_sum = float(state["loss_sum"])
         except (KeyError, RuntimeError, ValueError) as err:
             raise CheckpointError(
-                f"The checkpoint {path} does not match this cell ({str(err).splitlines()[0]}); move it away to start again."
+                f"The checkpoint {path} does not match this cell ({str(err).splitlines()[0]}); {fix}."
             ) from None
-        return True
 
     # -- training ----------------------------------------------------------------------------
-    def _knn(self) -> dict[str, float]:
+    def _embed(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.cfg
-        view = datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop)
-        sets = [datasets.Views(datasets.load(cfg.dataset, cfg.data_root, split), view) for split in ("train", "test")]
-        loaders = [
-            make_loader(s, epoch_batches(len(s), cfg.batch_size, 0, 0, shuffle=False, drop_last=False),
-                        cfg.num_workers, self.device)
-            for s in sets
-        ]
-        (train_f, train_y), (test_f, test_y) = (embed(self.net, dl, self.device) for dl in loaders)
-        return knn_accuracy(train_f, train_y, test_f, test_y, catalog.spec(cfg.dataset).num_classes,
-                            cfg.knn_k, cfg.knn_temperature)
+        images = datasets.Views(datasets.load(cfg.dataset, cfg.data_root, split),
+                                datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop))
+        batches = epoch_batches(len(images), cfg.batch_size, 0, 0, shuffle=False, drop_last=False)
+        return embed(self.net, make_loader(images, batches, cfg.num_workers, self.device), self.device)
+
+    def _monitors(self, test: bool, validation: bool) -> dict[str, float]:
+        """kNN accuracies on the test split (logged) and on the validation images held out of the training split
+        (the signal of the validation-adaptive annealing policy; the test split never steers training)."""
+        cfg = self.cfg
+        classes = catalog.spec(cfg.dataset).num_classes
+        train_f, train_y = self._embed("train")
+        out = {}
+        if validation:
+            out["val_knn_top1"] = holdout_accuracy(train_f, train_y, cfg.ring_val_fraction, classes,
+                                                   cfg.knn_k, cfg.knn_temperature)
+        if test:
+            out.update(knn_accuracy(train_f, train_y, *self._embed("test"), classes, cfg.knn_k, cfg.knn_temperature))
+        return out
 
     def _train_epoch(self, progress) -> None:
         cfg = self.cfg
@@ -186,10 +210,10 @@ class Pretraining:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
-            if self.schedule:
-                self.schedule.step()
             self.step_in_epoch += 1
             step_loss = distributed.mean(loss.item())  # the global batch's loss
+            if self.schedule:
+                self.schedule.step(loss=step_loss)
             self.loss_sum += step_loss
             progress.update(1)
             progress.set_postfix(loss=f"{step_loss:.4f}")
@@ -207,11 +231,14 @@ class Pretraining:
             "loss": self.loss_sum / max(self.step_in_epoch, 1),
             "lr": self.optimizer.param_groups[0]["lr"],
         }
-        if self.schedule:
-            record["w_l"], record["w_u"] = self.schedule.window()
         last = self.epoch + 1 == cfg.epochs
-        if cfg.knn_every > 0 and ((self.epoch + 1) % cfg.knn_every == 0 or last):
-            record.update(self._knn())
+        knn_due = cfg.knn_every > 0 and ((self.epoch + 1) % cfg.knn_every == 0 or last)
+        validation = bool(self.schedule and self.schedule.needs_validation)
+        if knn_due or validation:
+            record.update(self._monitors(test=knn_due, validation=validation))
+        if self.schedule:
+            self.schedule.epoch_end(val_accuracy=record.get("val_knn_top1"))
+            record["w_l"], record["w_u"] = self.schedule.window()
         self.scheduler.step()
         self.epoch += 1
         self.step_in_epoch = 0
@@ -223,6 +250,8 @@ class Pretraining:
     def run(self) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
         resumed = self.resume()
+        if not resumed and self.cfg.init_from:
+            self.init_from_snapshot()
         if distributed.is_main():
             self.log.truncate_from(self.epoch)
         if resumed and distributed.is_main():
@@ -236,12 +265,20 @@ class Pretraining:
                 atomic_save(state, self.out / name)
         return encoder_path
 
+    def _snapshot(self) -> None:
+        """The training state at the start of an epoch of ``snapshot_epochs``, for study cells to start from."""
+        path = self.out / C.SNAPSHOT_FILE.format(epoch=self.epoch)
+        if self.step_in_epoch == 0 and self.epoch in self.cfg.snapshot_epochs and not path.exists() and distributed.is_main():
+            atomic_save(self.state(), path)
+
     def _train(self) -> None:
+        self._snapshot()
         while self.epoch < self.cfg.epochs:
             with tqdm(total=self.steps_per_epoch, initial=self.step_in_epoch, desc=f"epoch {self.epoch + 1}/{self.cfg.epochs}",
                       file=sys.stderr, leave=False, dynamic_ncols=True, disable=None) as progress:
                 self._train_epoch(progress)
             self._end_epoch()
+            self._snapshot()
             if distributed.is_main():
                     print(f"ring: {self.out.name} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                                            for k, v in self.log.records()[-1].items()), file=sys.stderr)

@@ -47,3 +47,100 @@ def test_lesions_no_anneal_and_ball():
 def test_bad_ring_settings_fail_before_training(overrides, message):
     with pytest.raises(ValueError, match=message):
         build_schedule(PretrainConfig(method="IRing", dataset="cifar10", **overrides), 10)
+
+
+def _schedule(anneal, steps_per_epoch=10, **overrides):
+    return build_schedule(PretrainConfig(method="IRing", dataset="cifar10", ring_anneal=anneal, **overrides), steps_per_epoch)
+
+
+def _thresholds(schedule, steps, **signals):
+    """The threshold 100 - w_l after each of ``steps`` steps."""
+    out = []
+    for _ in range(steps):
+        schedule.step(**signals)
+        out.append(100.0 - schedule.window()[0])
+    return out
+
+
+def test_step_policy_jumps_in_equal_stages_then_stays_at_ten_percent():
+    schedule = _schedule("step", ring_anneal_stages=4)  # 100 epochs x 10 steps: a jump every 250 steps
+    assert schedule.window()[0] == 0.0
+    thresholds = _thresholds(schedule, 1200)
+    assert thresholds[248] == 100.0 and thresholds[249] == pytest.approx(77.5)  # after the 250th step
+    assert sorted(set(round(t, 6) for t in thresholds)) == [10.0, 32.5, 55.0, 77.5, 100.0]
+    assert thresholds[999] == pytest.approx(10.0) and thresholds[-1] == pytest.approx(10.0)
+
+
+def test_exponential_policy_shrinks_the_threshold_by_a_constant_factor():
+    schedule = _schedule("exponential", ring_anneal_epochs=2)  # 20 steps from 100% to 10%
+    thresholds = [100.0, *_thresholds(schedule, 30)]
+    ratios = [b / a for a, b in zip(thresholds[:20], thresholds[1:21])]
+    assert ratios == pytest.approx([0.1 ** (1 / 20)] * 20)
+    assert thresholds[10] == pytest.approx(100.0 * 0.1 ** 0.5)  # halfway in steps, geometric mean in threshold
+    assert thresholds[20:] == pytest.approx([10.0] * 11)
+    assert schedule.window()[1] == pytest.approx(99.0)
+
+
+def test_adaptive_val_harder_when_validation_improves_easier_otherwise():
+    schedule = _schedule("adaptive_val", ring_anneal_epochs=10)  # 9 points of w_l per epoch
+    assert schedule.needs_validation
+    w_l = []
+    for acc in [40.0, 50.0, 60.0, 55.0, 70.0, 80.0, 81.0, 90.0, 91.0, 92.0, 93.0, 94.0, 95.0, 96.0, 97.0, 98.0]:
+        _thresholds(schedule, 10)  # steps alone never move it
+        schedule.epoch_end(val_accuracy=acc)
+        w_l.append(schedule.window()[0])
+    # first epoch: nothing to compare with; then up, up, down (55 < 60), up ... clamped at 90 (threshold 10%)
+    assert w_l[:6] == pytest.approx([0.0, 9.0, 18.0, 9.0, 18.0, 27.0])
+    assert w_l[-1] == 90.0 and max(w_l) == 90.0
+    schedule.epoch_end(val_accuracy=10.0)
+    assert schedule.window()[0] == pytest.approx(81.0)
+    with pytest.raises(ValueError, match="needs a validation accuracy"):
+        schedule.epoch_end()
+
+
+def test_adaptive_val_never_goes_below_the_start():
+    schedule = _schedule("adaptive_val", ring_anneal_epochs=10)
+    for acc in [50.0, 40.0, 30.0]:
+        schedule.epoch_end(val_accuracy=acc)
+    assert schedule.window()[0] == 0.0
+
+
+def test_adaptive_loss_follows_the_loss_against_its_moving_average():
+    schedule = _schedule("adaptive_loss", steps_per_epoch=10, ring_anneal_epochs=10, ring_loss_ema=0.5)
+    assert not schedule.needs_validation
+    rate = 90.0 / 100  # per step: the linear policy's rate
+    for loss in [5.0, 4.0, 3.0, 2.0]:  # falling loss: harder negatives every step after the first
+        schedule.step(loss=loss)
+    assert schedule.window()[0] == pytest.approx(3 * rate)
+    schedule.step(loss=10.0)  # a spike above the average (2.75): easier again
+    assert schedule.window()[0] == pytest.approx(2 * rate)
+    for _ in range(500):
+        schedule.step(loss=-float(_))  # ever lower: clamped at threshold 10%
+    assert schedule.window() == pytest.approx((90.0, 99.0))
+    with pytest.raises(ValueError, match="needs the training loss"):
+        schedule.step()
+
+
+@pytest.mark.parametrize("anneal", ["linear", "step", "exponential", "adaptive_val", "adaptive_loss", "none"])
+def test_every_policy_resumes_exactly(anneal):
+    """A schedule rebuilt from the config and loaded from a state_dict continues exactly like the original."""
+    losses = [3.0 + ((7 * i) % 11) / 5 for i in range(400)]
+    accuracies = [50.0 + ((3 * e) % 7) for e in range(40)]
+
+    def run(schedule, begin, end):
+        windows = []
+        for i in range(begin, end):
+            schedule.step(loss=losses[i])
+            if i % 10 == 9:
+                schedule.epoch_end(val_accuracy=accuracies[i // 10])
+            windows.append(schedule.window())
+        return windows
+
+    reference = _schedule(anneal, ring_anneal_epochs=20)
+    expected = run(reference, 0, 400)
+    first = _schedule(anneal, ring_anneal_epochs=20)
+    run(first, 0, 173)
+    resumed = _schedule(anneal, ring_anneal_epochs=20)
+    resumed.load_state_dict(first.state_dict())
+    assert run(resumed, 173, 400) == expected[173:]
+    assert (len(set(expected)) > 1) == (anneal != "none")  # the schedule really moves (the lesion must not)

@@ -137,3 +137,47 @@ def test_bad_detection_blocks_fail_with_one_sentence(detection, message):
     values = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], "detection": detection}
     with pytest.raises(ValueError, match=message):
         G.from_dict("g", values)
+
+
+def test_paper_grid_plans_the_appendix_studies_on_cifar10(root):
+    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
+    hard, policies, k = (paper.studies[name] for name in G.STUDIES)
+    assert {s.dataset for s in (hard, policies, k)} == {"cifar10"}
+    # One IR source with snapshots at 0/50/100/150, IRing at 10/25/50% from each: 1 + 12 cells.
+    assert len(hard.cells()) == 13
+    source = paper.study_config("hard_negatives", "IR", "source", 0, "data")
+    assert (source.epochs, source.snapshot_epochs) == (200, [0, 50, 100, 150])
+    branch = paper.study_config("hard_negatives", "IRing", "t25_e100", 0, "data", init_from="snap.pt")
+    assert (branch.ring_w_l, branch.ring_anneal, branch.ring_w_u, branch.init_from) == ([75.0, 75.0], "none", 100.0, "snap.pt")
+    assert hard.init_source("t25_e100") == {"method": "IR", "variant": "source", "epoch": 100}
+    assert {v for _, v, _ in policies.cells()} == {"linear", "step", "exponential", "adaptive_val", "adaptive_loss"}
+    assert paper.study_config("anneal_policies", "IRing", "step", 0, "data").epochs == 200
+    # k sweep: the appendix's lists, with Table 1's hyperparameters otherwise.
+    ks = {(m, paper.study_config("negatives_k", m, v, s, "data").bank_negatives if m.startswith("IR")
+           else paper.study_config("negatives_k", m, v, s, "data").queue_size) for m, v, s in k.cells()}
+    assert sorted(kk for m, kk in ks if m == "IRing") == [16, 32, 64, 128, 256, 512, 1024, 4096]
+    assert sorted(kk for m, kk in ks if m == "MoCoRing") == [256, 512, 1024, 4096]
+    assert len(k.cells()) == (8 * 2 + 4 * 2) * 3
+    moco = paper.study_config("negatives_k", "MoCo", "k512", 1, "data")
+    assert (moco.bn_groups, moco.epochs, moco.lr, moco.seed) == (8, 300, 0.03, 1)
+
+
+@pytest.mark.parametrize(
+    "study, message",
+    [
+        ({"variants": {"a": {"bank_negatves": 16}}}, "study negatives_k, cell IR/a/seed0: Unknown PretrainConfig key 'bank_negatves'"),
+        ({"methods": ["IR", "BYOL"]}, "study negatives_k: unknown method 'BYOL'"),
+        ({"variant_methods": {"b": ["IR"]}}, "variant_methods b"),
+        ({"variants": {"s": {}, "x": {"init_from": {"method": "IR", "variant": "s", "epoch": 1}}}},
+         r"init_from epoch 1 must be in the snapshot_epochs \[\] of IR/s"),
+        ({"variants": {"x": {"init_from": {"method": "MoCo", "variant": "x", "epoch": 0}}}}, "naming a cell of the same study"),
+        ({"variants": {"x": {"init_from": "results/x.pt"}}}, "init_from must be .* not 'results/x.pt'"),
+    ],
+)
+
+
+def test_bad_studies_fail_with_one_sentence(study, message):
+    values = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0],
+              "studies": {"negatives_k": {"dataset": "digits", "methods": ["IR"], "seeds": [0], "variants": {"a": {}}, **study}}}
+    with pytest.raises(ValueError, match=message):
+        G.from_dict("bad", values)

@@ -11,6 +11,7 @@ from torchvision.models import resnet18
 from ring import config as C
 from ring.checkpoint import CheckpointError, safe_load
 from ring.methods import METHODS
+from ring.checkpoint import CheckpointError, atomic_save, safe_load
 from ring.pretrain import Pretraining
 
 from .helpers import pretrain_config, run_module
@@ -31,21 +32,35 @@ def _assert_same_weights(a, b):
         assert torch.equal(sa[key], sb[key]), key
 
 
-@pytest.mark.parametrize("method", ["IRing", "MoCoRing"])
-def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method):
-    reference = _run_cell(tmp_path, "reference", pretrain_config(method))
+# The adaptive annealing policies carry state beyond a step count (w_l, the loss average, the last
+# validation accuracy): a resume must restore it too (16x16 views: the state is the point, not the pixels).
+
+
+@pytest.mark.parametrize("method, overrides", [("IRing", {}), ("MoCoRing", {}),
+                                               ("IRing", {"ring_anneal": "adaptive_loss", "resize": 16, "crop": 16}),
+                                               ("IRing", {"ring_anneal": "adaptive_val", "resize": 16, "crop": 16})],
+                         ids=["IRing", "MoCoRing", "IRing-adaptive_loss", "IRing-adaptive_val"])
+
+
+def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, overrides):
+    reference = _run_cell(tmp_path, "reference", pretrain_config(method, **overrides))
 
     cell = tmp_path / "killed"
     cell.mkdir()
     # Checkpoint after every step, so the kill lands after a mid-epoch checkpoint.
-    C.save(pretrain_config(method, checkpoint_interval_min=0.0), cell / "config.yaml")
+    C.save(pretrain_config(method, checkpoint_interval_min=0.0, **overrides), cell / "config.yaml")
     cmd = [sys.executable, "-m", "ring.pretrain", "--config", str(cell / "config.yaml"), "--out", str(cell)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not (cell / "log.jsonl").exists() or not (cell / "log.jsonl").read_text().strip():
         assert proc.poll() is None and time.monotonic() < deadline, "pretraining ended before its first epoch"
         time.sleep(0.1)
-    time.sleep(1.5)
+    # Kill right after the first mid-epoch checkpoint of epoch 1 (the end-of-epoch-0 one is replaced),
+    # however loaded the machine is: a fixed delay could land before the first step on a busy CPU.
+    first = (cell / "checkpoint.pt").stat().st_mtime_ns
+    while (cell / "checkpoint.pt").stat().st_mtime_ns == first:
+        assert proc.poll() is None and time.monotonic() < deadline, "pretraining ended before a mid-epoch checkpoint"
+        time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     state = safe_load(cell / "checkpoint.pt")
@@ -84,6 +99,8 @@ def test_outputs_contract(tmp_path):
         ("IR", {"dataset": "cifar10", "data_root": "/nonexistent"}, FileNotFoundError, "Data root /nonexistent does not exist"),
     ],
 )
+
+
 def test_bad_input_fails_before_training(tmp_path, method, overrides, error, message):
     with pytest.raises(error, match=message):
         Pretraining(pretrain_config(method, **overrides), tmp_path / "cell").run()
@@ -155,3 +172,49 @@ def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupte
         _assert_same_weights(reference / name, cell / name)
     assert torch.equal(safe_load(cell / "checkpoint.pt")["objective"]["clusterings.labels"],
                        safe_load(reference / "checkpoint.pt")["objective"]["clusterings.labels"])
+# Small images and no kNN pass: this test is about the training state, not accuracy.
+FAST = dict(resize=16, crop=16, knn_every=0)
+
+
+def test_snapshots_and_a_cell_started_from_one(tmp_path):
+    source = _run_cell(tmp_path, "source", pretrain_config("IR", snapshot_epochs=[0, 1], **FAST))
+    snapshots = {e: safe_load(source / f"snapshot_epoch{e}.pt") for e in (0, 1)}
+    assert [s["epoch"] for s in snapshots.values()] == [0, 1]
+    assert snapshots[1]["objective"]["bank.memory"].shape == (1347, 128)
+
+    # Continuing the source's own config from its epoch-1 snapshot reproduces its final weights:
+    # the snapshot holds the whole training state (bank, optimizer, lr schedule, RNG).
+    same = _run_cell(tmp_path, "same", pretrain_config("IR", init_from=str(source / "snapshot_epoch1.pt"), **FAST))
+    _assert_same_weights(source / "encoder.pt", same / "encoder.pt")
+    assert [json.loads(line)["epoch"] for line in (same / "log.jsonl").read_text().splitlines()] == [1]
+
+    # IRing with a fixed threshold of 10% from the same snapshot: the hard-negatives study's cell.
+    ring = _run_cell(tmp_path, "ring", pretrain_config("IRing", ring_anneal="none", ring_w_l=[90.0, 90.0],
+                                                       init_from=str(source / "snapshot_epoch1.pt"), **FAST))
+    record = json.loads((ring / "log.jsonl").read_text())
+    assert (record["epoch"], record["w_l"]) == (1, 90.0)
+    assert not torch.equal(torch.load(ring / "encoder.pt", weights_only=True)["conv1.weight"],
+                           torch.load(same / "encoder.pt", weights_only=True)["conv1.weight"])
+
+
+@pytest.mark.parametrize(
+    "method, overrides, error, message",
+    [
+        ("MoCo", {"init_from": "snapshot_epoch1.pt"}, CheckpointError, "does not match this cell .*same dataset and objective"),
+        ("IR", {"init_from": "snapshot_epoch1.pt", "epochs": 1}, ValueError, "is at epoch 1, not before epochs=1"),
+        ("IR", {"init_from": "missing.pt"}, CheckpointError, "snapshot .*missing.pt does not exist"),
+        ("IR", {"snapshot_epochs": [3]}, ValueError, r"snapshot_epochs=\[3\] must lie in 0..epochs=2"),
+    ],
+)
+
+
+def test_bad_snapshot_use_fails_before_training(tmp_path, method, overrides, error, message):
+    snapshot = tmp_path / "snapshot_epoch1.pt"
+    source = Pretraining(pretrain_config("IR"), tmp_path / "source")  # a real IR state: bank, optimizer, ...
+    source.epoch = 1
+    atomic_save(source.state(), snapshot)
+    if "init_from" in overrides:
+        overrides = {**overrides, "init_from": str(tmp_path / overrides["init_from"])}
+    with pytest.raises(error, match=message):
+        Pretraining(pretrain_config(method, **overrides), tmp_path / "cell").run()
+    assert not (tmp_path / "cell" / "checkpoint.pt").exists()

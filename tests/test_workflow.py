@@ -177,3 +177,24 @@ def test_transfer_column_end_to_end_on_generated_shapes(workdir, tmp_path):
     assert (tables / "table1.csv").read_text().count("digits") == 7
     assert (tables / "table2.csv").read_text().count("digits") == 4
     assert (tables / "table_la_variants.csv").read_text().count("digits") == 5
+    # The appendix's studies at smoke size: three figures and the k table, every method at both k.
+    tables = workdir / "results" / "smoke" / "tables"
+    for study in ("hard_negatives", "anneal_policies", "negatives_k"):
+        assert all((tables / f"fig_{study}.{ext}").stat().st_size > 0 for ext in ("png", "pdf", "csv")), study
+    k_table = (tables / "table_negatives_k.md").read_text()
+    for method in ("IR", "IRing", "MoCo", "MoCoRing"):
+        assert re.search(rf"\| {method} +\| \d+\.\d +\| \d+\.\d", k_table), method
+
+
+def test_paper_grid_plans_the_appendix_studies(workdir):
+    result = snakemake(workdir, "-n", "fig_hard_negatives", "fig_anneal_policies", "fig_negatives_k",
+                       "--config", "grid=paper", "data_root=/nonexistent")
+    counts = job_counts(result.stdout + result.stderr)
+    # hard negatives 1 + 12, policies 5, k sweep (8 + 8 + 4 + 4) x 3 seeds; all on CIFAR10.
+    assert counts["study_pretrain"] == counts["study_config"] == 13 + 5 + 72
+    assert counts["make_study_figure"] == 3 and counts["make_table_negatives_k"] == 1 and counts["data_check"] == 1
+    # A branch of the hard-negatives study needs its IR source cell (whose snapshot it starts from).
+    branch = "results/paper/study/hard_negatives/cifar10/IRing/t25_e100/seed0/encoder.pt"
+    result = snakemake(workdir, "-n", branch, "--config", "grid=paper", "data_root=/nonexistent")
+    assert job_counts(result.stdout + result.stderr)["study_pretrain"] == 2
+    assert "results/paper/study/hard_negatives/cifar10/IR/source/seed0/encoder.pt" in result.stdout

@@ -16,6 +16,8 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 import ring.grid
 from ring.catalog import DATASETS, TRANSFER
 from ring.metadataset import GENERATED, GENERATORS
+from ring.catalog import DATASETS
+from ring.config import SNAPSHOT_FILE
 from ring.config import save as save_config
 from ring.methods import METHODS
 
@@ -101,11 +103,17 @@ def toy_cnce_tables(grid: str) -> list:
 
 
 def all_tables(grid: str) -> list:
-    return [*table_files(grid, "table1"), *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"]),
-            *toy_cnce_tables(grid),
-            *(table_files(grid, "table3") if GRIDS[grid].transfer else []),
-            *(table_files(grid, "table4") if GRIDS[grid].detection else []),
-            *[f for t in GRIDS[grid].tables for f in table_files(grid, t)]]
+    """Every table and figure the grid covers: Table 1, then each optional block's, then GPU-hours."""
+    g = GRIDS[grid]
+    return [
+        *table_files(grid, "table1"),
+        *[f for table in g.tables for f in table_files(grid, table)],  # Table 2, the LA variants
+        *(table_files(grid, "table3") if g.transfer else []),
+        *(table_files(grid, "table4") if g.detection else []),
+        *toy_cnce_tables(grid),
+        *study_files(grid),
+        *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"]),
+    ]
 
 
 def transfer_metrics(grid: str) -> list:
@@ -225,3 +233,58 @@ onsuccess:
     for target in (Path(f) for f in all_tables(config["grid"]) if f.endswith(".md")):
         if target.exists():
             print(f"\n{target}\n\n{target.read_text()}", file=sys.stderr)
+
+
+# --- Studies of the appendix (ring.grid.Study): hard negatives, annealing policies, negatives k ----
+
+# Every study and variant name over all grids ("none" keeps a constraint valid without studies).
+STUDY_NAMES = {name for g in GRIDS.values() for name in g.studies} or {"none"}
+VARIANT_NAMES = {v for g in GRIDS.values() for s in g.studies.values() for v in s.variants} or {"none"}
+
+
+wildcard_constraints:
+    study=_one_of(STUDY_NAMES),
+    variant=_one_of(VARIANT_NAMES),
+
+
+STUDY_CELL = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}"
+FIGURE = "results/{grid}/tables/fig_{study}.{ext}"
+FIGURE_EXTS = ["png", "pdf", "csv"]
+# Studies that also write a summary table (name -> table): the k sweep's mean +- std over seeds.
+STUDY_TABLES = {"negatives_k": "table_negatives_k"}
+
+
+def study_encoders(grid: str, study: str) -> list:
+    """encoder.pt of every cell of a study (the figure reads log.jsonl and config.yaml beside each)."""
+    if study not in GRIDS[grid].studies:
+        raise ValueError(f"Grid {grid} plans no study {study!r}; add it under studies: in {GRID_DIR}/{grid}.yaml.")
+    s = GRIDS[grid].studies[study]
+    return [STUDY_CELL.format(grid=grid, study=study, dataset=s.dataset, method=m, variant=v, seed=seed) + "/encoder.pt"
+            for m, v, seed in s.cells()]
+
+
+def study_source(wildcards) -> list:
+    """The cell a study cell starts from (its snapshot is read after the source finishes), or nothing."""
+    ref = GRIDS[wildcards.grid].studies[wildcards.study].init_source(wildcards.variant)
+    if ref is None:
+        return []
+    cell = STUDY_CELL.format(grid=wildcards.grid, study=wildcards.study, dataset=wildcards.dataset,
+                             method=ref["method"], variant=ref["variant"], seed=wildcards.seed)
+    return [cell + "/encoder.pt"]
+
+
+def study_config(wildcards):
+    grid, study = GRIDS[wildcards.grid], wildcards.study
+    ref = grid.studies[study].init_source(wildcards.variant)
+    init = "" if ref is None else str(Path(study_source(wildcards)[0]).parent / SNAPSHOT_FILE.format(epoch=ref["epoch"]))
+    return grid.study_config(study, wildcards.method, wildcards.variant, int(wildcards.seed), config["data_root"], init)
+
+
+def study_files(grid: str) -> list:
+    """Figures (and tables) of every study the grid plans."""
+    files = []
+    for study in GRIDS[grid].studies:
+        files += expand(FIGURE, grid=grid, study=study, ext=FIGURE_EXTS)
+        if study in STUDY_TABLES:
+            files += expand(TABLE, grid=grid, table=STUDY_TABLES[study], ext=["csv", "md"])
+    return files

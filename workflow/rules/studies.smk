@@ -1,0 +1,57 @@
+# Studies of the appendix: pretraining cells outside Table 1 (methods x variants x seeds of a grid's
+# `studies` block), each run by the same ring.pretrain entry point, and the figures built from their logs.
+# A variant with `init_from` starts from its source cell's snapshot, so the source cell is its input.
+
+
+rule study_config:
+    output:
+        STUDY_CELL + "/config.yaml",
+    params:
+        cfg=study_config,
+    localrule: True
+    run:
+        save_config(params.cfg, output[0])
+
+
+rule study_pretrain:
+    input:
+        cfg=STUDY_CELL + "/config.yaml",
+        data=DATA_OK,
+        source=study_source,
+    output:
+        STUDY_CELL + "/encoder.pt",
+    log:
+        STUDY_CELL + "/pretrain.log",
+    params:
+        out=lambda wc, output: cell_dir(output[0]),
+        launch=launch_options("pretrain"),
+    threads: stage_threads("study")
+    shell:
+        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.launch pretrain --cell {params.out:q} {params.launch}"
+        " -- --config {input.cfg:q} --out {params.out:q} 2>&1 | tee {log:q}"
+
+
+rule make_study_figure:
+    input:
+        lambda wc: study_encoders(wc.grid, wc.study),
+    output:
+        expand(FIGURE, ext=FIGURE_EXTS, allow_missing=True),
+    params:
+        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
+        cells=lambda wc, input: [cell_dir(f) for f in input],
+    localrule: True
+    shell:
+        "{PYTHON:q} -m ring.figures {wildcards.study} --out {params.prefix:q} --cells {params.cells:q}"
+
+
+rule make_table_negatives_k:
+    input:
+        lambda wc: study_encoders(wc.grid, "negatives_k"),
+    output:
+        expand(TABLE, table=STUDY_TABLES["negatives_k"], ext=["csv", "md"], allow_missing=True),
+    params:
+        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
+        cells=lambda wc, input: [cell_dir(f) for f in input],
+    localrule: True
+    shell:
+        "{PYTHON:q} -m ring.figures table_negatives_k --out {params.prefix:q} --cells {params.cells:q}"
