@@ -67,7 +67,7 @@ def test_paper_grid_plans_every_table1_cell_without_any_dataset(workdir):
     # CMC, CMCRing, CMCCave and CMCRing+C_i cells export two encoders.
     assert counts["pretrain"] + counts["pretrain_two_encoders"] == counts["lincls"] == (28 + 4 + 4) * 3
     assert counts["pretrain_two_encoders"] == (2 * 4 + 2) * 3
-    assert counts["data_check"] == 4 and counts["make_table1"] == 1 and counts["make_grid_table"] == 2
+    assert counts["data_check"] == 4 and counts["make_table1"] == 1 and counts["make_table2"] == counts["make_table_la_variants"] == 1
     assert elapsed < 60, f"planning took {elapsed:.1f}s"  # ~2 s here; the benchmark tracks the real figure
 
 
@@ -119,15 +119,39 @@ def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
     assert "Nothing to be done" in snakemake(workdir, "-n", "all_tables", "--config", "grid=tiny").stdout
 
 
-def test_readme_quick_start_builds_table1_on_the_embedded_default(workdir):
-    """README command (1), minus the install: the smoke grid's all_tables prints Table 1."""
-    result = snakemake(workdir, "--profile", "profiles/local", "all_tables", timeout=1200)
+def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir):
+    """README command (1), minus the install, then the report: every table and figure of the smoke grid."""
+    result = snakemake(workdir, "--profile", "profiles/local", "all_tables", timeout=2400)
     printed = result.stdout + result.stderr
     for method in ("IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA", r"IRing \(No Anneal\)",
                    r"IRing \(w_u = 100\)", "IRCave", "CMCCave", r"IRing \(\+C_i\)", r"CMCRing \(\+C_i\)"):
         assert re.search(rf"\| {method} +\| \d+\.\d", printed), method
-    csv = (workdir / "results" / "smoke" / "tables" / "table1.csv").read_text()
-    assert csv.count("digits") == 4
+    tables = workdir / "results" / "smoke" / "tables"
+    assert (tables / "table1.csv").read_text().count("digits") == 7
+    assert (tables / "table2.csv").read_text().count("digits") == 4
+    assert (tables / "table_la_variants.csv").read_text().count("digits") == 5
+    # Table 3: every Table 1 method's digits encoder transferred to the generated shapes.
+    assert (tables / "table3.csv").read_text().count("shapes") == 7
+    # Table 4 on the embedded default: every method x column evaluated (12 detection cells).
+    table4 = (tables / "table4.csv").read_text().splitlines()
+    assert len(table4) == 1 + 4 * 12 and all(",1," in row for row in table4[1:])  # n = 1 seed per column
+    assert "**table4**" in printed
+    assert "CNCE w_l=95" in (tables / "table_toy_cnce.md").read_text()
+    # The appendix's studies at smoke size: three figures and the k table, every method at both k.
+    for study in ("hard_negatives", "anneal_policies", "negatives_k"):
+        assert all((tables / f"fig_{study}.{ext}").stat().st_size > 0 for ext in ("png", "pdf", "csv")), study
+    k_table = (tables / "table_negatives_k.md").read_text()
+    for method in ("IR", "IRing", "MoCo", "MoCoRing"):
+        assert re.search(rf"\| {method} +\| \d+\.\d +\| \d+\.\d", k_table), method
+    # The report (README): every table and figure, each captioned with the cells that produced it.
+    snakemake(workdir, "--profile", "profiles/local", "--report", "report.html", "all_tables")
+    html = (workdir / "report.html").read_text()
+    for name in ("table1.csv", "table2.csv", "table_la_variants.csv", "table3.csv", "table4.csv", "table_toy_cnce.csv",
+                 "fig_hard_negatives.png", "fig_anneal_policies.png", "fig_negatives_k.png", "table_negatives_k.csv",
+                 "gpu_hours.csv"):
+        assert name in html, name
+    assert "results/smoke/lincls/digits/IRingBall/seed0/metrics.json" in html  # Table 2's caption lists its cells
+    assert "results/smoke/study/hard_negatives/digits/IRing/" in html
 
 
 def test_toy_cnce_target_plans_the_paper_seeds_and_builds_its_table(workdir):
@@ -192,7 +216,7 @@ def test_paper_grid_plans_the_appendix_studies(workdir):
     counts = job_counts(result.stdout + result.stderr)
     # hard negatives 1 + 12, policies 5, k sweep (8 + 8 + 4 + 4) x 3 seeds; all on CIFAR10.
     assert counts["study_pretrain"] == counts["study_config"] == 13 + 5 + 72
-    assert counts["make_study_figure"] == 3 and counts["make_table_negatives_k"] == 1 and counts["data_check"] == 1
+    assert counts["make_fig_hard_negatives"] == counts["make_fig_anneal_policies"] == counts["make_fig_negatives_k"] == 1 and counts["make_table_negatives_k"] == 1 and counts["data_check"] == 1
     # A branch of the hard-negatives study needs its IR source cell (whose snapshot it starts from).
     branch = "results/paper/study/hard_negatives/cifar10/IRing/t25_e100/seed0/encoder.pt"
     result = snakemake(workdir, "-n", branch, "--config", "grid=paper", "data_root=/nonexistent")

@@ -102,6 +102,17 @@ def toy_cnce_tables(grid: str) -> list:
     return table_files(grid, "table_toy_cnce") if GRIDS[grid].toy_cnce_seeds() else []
 
 
+def for_report(paths: list, caption: str, category: str) -> list:
+    """``paths`` with the first PNG or CSV among them shown by ``snakemake --report``, captioned by
+    workflow/report/<caption>.rst (a Jinja template that lists the cells the rule read)."""
+    shown = next(p for p in paths if p.endswith((".png", ".csv")))
+    return [report(p, caption=f"../report/{caption}.rst", category=category) if p == shown else p for p in paths]
+
+
+def table_outputs(table: str, exts=TABLE_EXTS) -> list:
+    return for_report(expand(TABLE, table=table, ext=exts, allow_missing=True), table, "Tables")
+
+
 def all_tables(grid: str) -> list:
     """Every table and figure the grid covers: Table 1, then each optional block's, then GPU-hours."""
     g = GRIDS[grid]
@@ -141,7 +152,7 @@ def generated_data(wildcards) -> list:
     return [GENERATED_DATA.format(dataset=wildcards.dataset)] if wildcards.dataset in GENERATORS else []
 
 
-# Tables with their own cells (the grid's `tables:` block), built by rule make_grid_table.
+# Tables with their own cells (the grid's `tables:` block), built by rules make_<table>.
 GRID_TABLES = ["table2", "table_la_variants"]
 
 

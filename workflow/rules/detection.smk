@@ -56,7 +56,7 @@ rule make_table4:
     input:
         lambda wc: detection_metrics(wc.grid),
     output:
-        expand(TABLE, table="table4", ext=TABLE_EXTS, allow_missing=True),
+        table_outputs("table4"),
     params:
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         methods=lambda wc: GRIDS[wc.grid].detection["methods"],

@@ -31,24 +31,31 @@ rule study_pretrain:
         " -- --config {input.cfg:q} --out {params.out:q} 2>&1 | tee {log:q}"
 
 
-rule make_study_figure:
-    input:
-        lambda wc: study_encoders(wc.grid, wc.study),
-    output:
-        expand(FIGURE, ext=FIGURE_EXTS, allow_missing=True),
-    params:
-        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
-        cells=lambda wc, input: [cell_dir(f) for f in input],
-    localrule: True
-    shell:
-        "{PYTHON:q} -m ring.figures {wildcards.study} --out {params.prefix:q} --cells {params.cells:q}"
+# One rule per study (its figure's own report caption): the curves of the study's cells.
+for figure_study in STUDY_NAMES - {"none"}:
+
+    rule:
+        name:
+            f"make_fig_{figure_study}"
+        input:
+            lambda wc, study=figure_study: study_encoders(wc.grid, study),
+        output:
+            for_report(expand(FIGURE, study=figure_study, ext=FIGURE_EXTS, allow_missing=True),
+                       f"fig_{figure_study}", "Figures"),
+        params:
+            study=figure_study,
+            prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
+            cells=lambda wc, input: [cell_dir(f) for f in input],
+        localrule: True
+        shell:
+            "{PYTHON:q} -m ring.figures {params.study} --out {params.prefix:q} --cells {params.cells:q}"
 
 
 rule make_table_negatives_k:
     input:
         lambda wc: study_encoders(wc.grid, "negatives_k"),
     output:
-        expand(TABLE, table=STUDY_TABLES["negatives_k"], ext=["csv", "md"], allow_missing=True),
+        table_outputs(STUDY_TABLES["negatives_k"], ["csv", "md"]),
     params:
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         cells=lambda wc, input: [cell_dir(f) for f in input],

@@ -5,7 +5,7 @@ rule make_table1:
     input:
         lambda wc: table_metrics(wc.grid, "table1"),
     output:
-        expand(TABLE, table="table1", ext=TABLE_EXTS, allow_missing=True),
+        table_outputs("table1"),
     params:
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         methods=lambda wc: GRIDS[wc.grid].methods,
@@ -20,7 +20,7 @@ rule make_gpu_hours:
     input:
         lambda wc: [*lincls_metrics(wc.grid), *transfer_metrics(wc.grid)],
     output:
-        expand(TABLE, table="gpu_hours", ext=["csv", "md"], allow_missing=True),
+        table_outputs("gpu_hours", ["csv", "md"]),
     params:
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         provenance=lambda wc, input: provenance_files(wc.grid),
@@ -29,19 +29,23 @@ rule make_gpu_hours:
         "{PYTHON:q} -m ring.tables gpu_hours --out {params.prefix:q} --provenance {params.provenance:q}"
 
 
-rule make_grid_table:
-    """Table 2 (lesions) and the LA-variants table: each from the cells of its `tables:` entry."""
-    wildcard_constraints:
-        table=_one_of(GRID_TABLES),
-    input:
-        lambda wc: table_metrics(wc.grid, wc.table),
-    output:
-        expand(TABLE, ext=TABLE_EXTS, allow_missing=True),
-    params:
-        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
-        methods=lambda wc: GRIDS[wc.grid].table_axes(wc.table)[0],
-        datasets=lambda wc: GRIDS[wc.grid].table_axes(wc.table)[1],
-    localrule: True
-    shell:
-        "{PYTHON:q} -m ring.tables {wildcards.table} --out {params.prefix:q} --methods {params.methods} "
-        "--datasets {params.datasets} --metrics {input:q}"
+# Table 2 (lesions) and the LA-variants table: each from the cells of its `tables:` entry; one
+# rule per table, so that each has its own report caption.
+for grid_table in GRID_TABLES:
+
+    rule:
+        name:
+            f"make_{grid_table}"
+        input:
+            lambda wc, table=grid_table: table_metrics(wc.grid, table),
+        output:
+            table_outputs(grid_table),
+        params:
+            table=grid_table,
+            prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
+            methods=lambda wc, table=grid_table: GRIDS[wc.grid].table_axes(table)[0],
+            datasets=lambda wc, table=grid_table: GRIDS[wc.grid].table_axes(table)[1],
+        localrule: True
+        shell:
+            "{PYTHON:q} -m ring.tables {params.table} --out {params.prefix:q} --methods {params.methods} "
+            "--datasets {params.datasets} --metrics {input:q}"

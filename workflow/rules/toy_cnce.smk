@@ -31,7 +31,7 @@ rule make_table_toy_cnce:
     input:
         lambda wc: toy_cnce_metrics(wc.grid),
     output:
-        expand(TABLE, table="table_toy_cnce", ext=TABLE_EXTS, allow_missing=True),
+        table_outputs("table_toy_cnce"),
     params:
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
     localrule: True

@@ -36,7 +36,7 @@ rule make_table3:
     input:
         lambda wc: transfer_metrics(wc.grid),
     output:
-        expand(TABLE, table="table3", ext=TABLE_EXTS, allow_missing=True),
+        table_outputs("table3"),
     params:
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         methods=lambda wc: GRIDS[wc.grid].transfer_methods(),
