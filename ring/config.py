@@ -263,9 +263,14 @@ def to_dict(cfg) -> dict:
     return dataclasses.asdict(cfg)
 
 
+def dump(cfg) -> str:
+    """The YAML text of a config, as ``save`` writes it and ``load`` reads it."""
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
 def save(cfg, path: str | Path) -> None:
     with open(path, "w") as fh:
-        yaml.safe_dump(to_dict(cfg), fh, sort_keys=False)
+        fh.write(dump(cfg))
 
 
 def config_hash(cfg) -> str:

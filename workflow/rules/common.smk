@@ -18,7 +18,7 @@ from ring.catalog import DATASETS, TRANSFER
 from ring.metadataset import GENERATED, GENERATORS
 from ring.catalog import DATASETS
 from ring.config import SNAPSHOT_FILE
-from ring.config import save as save_config
+from ring.config import dump as config_text
 from ring.methods import METHODS
 
 validate(config, "../schemas/config.schema.yaml")
