@@ -223,7 +223,7 @@ def detection_datasets_root(grid: str) -> str:
     return os.environ.get("DETECTRON2_DATASETS") or str(Path(config["data_root"]) / "detectron2")
 
 
-def detection_config(wildcards):
+def detection_cell_config(wildcards):
     grid = GRIDS[wildcards.grid]
     return grid.detection_config(wildcards.method, wildcards.task, int(wildcards.seed), detection_datasets_root(wildcards.grid))
 
@@ -284,7 +284,7 @@ def study_source(wildcards) -> list:
     return [cell + "/encoder.pt"]
 
 
-def study_config(wildcards):
+def study_cell_config(wildcards):
     grid, study = GRIDS[wildcards.grid], wildcards.study
     ref = grid.studies[study].init_source(wildcards.variant)
     init = "" if ref is None else str(Path(study_source(wildcards)[0]).parent / SNAPSHOT_FILE.format(epoch=ref["epoch"]))

@@ -28,7 +28,7 @@ rule detection_config:
     output:
         DETECTION_CELL + "/config.yaml",
     params:
-        text=lambda wc: config_text(detection_config(wc)),
+        text=lambda wc: config_text(detection_cell_config(wc)),
     localrule: True
     # A shell job, not `run:`: Snakemake runs `run:` jobs in a fresh interpreter (~1.5 s each).
     shell:

@@ -7,7 +7,7 @@ rule study_config:
     output:
         STUDY_CELL + "/config.yaml",
     params:
-        text=lambda wc: config_text(study_config(wc)),
+        text=lambda wc: config_text(study_cell_config(wc)),
     localrule: True
     # A shell job, not `run:`: Snakemake runs `run:` jobs in a fresh interpreter (~1.5 s each).
     shell:
