@@ -9,9 +9,8 @@ import torch
 from torchvision.models import resnet18
 
 from ring import config as C
-from ring.checkpoint import CheckpointError, safe_load
-from ring.methods import METHODS
 from ring.checkpoint import CheckpointError, atomic_save, safe_load
+from ring.methods import METHODS
 from ring.pretrain import Pretraining
 
 from .helpers import pretrain_config, run_module
