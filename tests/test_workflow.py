@@ -140,7 +140,7 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     for study in ("hard_negatives", "anneal_policies", "negatives_k"):
         assert all((tables / f"fig_{study}.{ext}").stat().st_size > 0 for ext in ("png", "pdf", "csv")), study
     k_table = (tables / "table_negatives_k.md").read_text()
-    for method in ("IR", "IRing", "MoCo", "MoCoRing"):
+    for method in ("IR", "IRing"):
         assert re.search(rf"\| {method} +\| \d+\.\d +\| \d+\.\d", k_table), method
     # The report (README): every table and figure, each captioned with the cells that produced it.
     snakemake(workdir, "--profile", "profiles/local", "--report", "report.html", "all_tables")
