@@ -10,3 +10,14 @@ sys.path.insert(0, str(ROOT))
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(autouse=True)
+def no_pending_stop():
+    """A stop requested in one test (SLURM's USR2, simulated in-process) must not preempt the next;
+    monkeypatch would restore a flag set mid-test by ring.runtime.request_stop()."""
+    from ring import runtime
+
+    runtime._stop_requested = False
+    yield
+    runtime._stop_requested = False

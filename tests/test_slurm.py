@@ -200,13 +200,15 @@ def test_job_array_is_one_sbatch_and_all_tables_reuses_it(workdir):
 
 
 def test_failing_job_fails_its_rule_with_the_log_tail(workdir):
-    write_grid(workdir, "tiny", {**TINY, "methods": ["CMC"], "seeds": [0]})
-    result = snakemake(workdir, "--profile", "profiles/slurm", "results/tiny/pretrain/digits/CMC/seed0/encoder.pt",
+    # A config the grid accepts but the job refuses once it sees the data.
+    pretrain = {"all": {**TINY["pretrain"]["all"], "batch_size": 4096}}
+    write_grid(workdir, "tiny", {**TINY, "methods": ["IR"], "seeds": [0], "pretrain": pretrain})
+    result = snakemake(workdir, "--profile", "profiles/slurm", "results/tiny/pretrain/digits/IR/seed0/encoder.pt",
                        check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "failed (" in output and "last lines of" in output
-    assert "ring: Method CMC is not implemented yet" in output
+    assert "ring: batch_size=4096 exceeds the 1347 training images; lower it." in output
 
 
 @pytest.mark.parametrize(

@@ -131,9 +131,9 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     assert (tables / "table_la_variants.csv").read_text().count("digits") == 5
     # Table 3: every Table 1 method's digits encoder transferred to the generated shapes.
     assert (tables / "table3.csv").read_text().count("shapes") == 7
-    # Table 4 on the embedded default: every method x column evaluated (12 detection cells).
+    # Table 4 on the embedded default: every method x column evaluated (2 methods x 3 models).
     table4 = (tables / "table4.csv").read_text().splitlines()
-    assert len(table4) == 1 + 4 * 12 and all(",1," in row for row in table4[1:])  # n = 1 seed per column
+    assert len(table4) == 1 + 2 * 12 and all(",1," in row for row in table4[1:])  # n = 1 seed per column
     assert "**table4**" in printed
     assert "CNCE w_l=95" in (tables / "table_toy_cnce.md").read_text()
     # The appendix's studies at smoke size: three figures and the k table, every method at both k.
