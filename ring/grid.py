@@ -31,8 +31,6 @@ from ring import config as C
 from ring.methods import METHODS, apply_fixed
 
 STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
-# Keys of the optional `transfer:` block besides its overrides (all, by_dataset, by_method).
-TRANSFER_KEYS = ("source", "datasets", "methods")
 # The appendix's studies, each with its figure builder in ring.figures (the study's name is its figure's).
 STUDIES = ("hard_negatives", "anneal_policies", "negatives_k")
 INIT_KEYS = ("method", "variant", "epoch")

@@ -21,3 +21,17 @@ def no_pending_stop():
     runtime._stop_requested = False
     yield
     runtime._stop_requested = False
+
+
+@pytest.fixture
+def encoder_file(tmp_path) -> Path:
+    """A randomly initialised trunk in the exported format (torchvision resnet18, no fc), seed 0."""
+    import torch
+
+    from ring.checkpoint import atomic_save
+    from ring.encoder import Encoder, torchvision_state_dict
+
+    torch.manual_seed(0)
+    path = tmp_path / "encoder.pt"
+    atomic_save(torchvision_state_dict(Encoder()), path)
+    return path

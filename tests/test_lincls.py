@@ -11,14 +11,6 @@ from ring.lincls import LinearEval
 from .helpers import lincls_config
 
 
-@pytest.fixture
-def encoder_file(tmp_path):
-    torch.manual_seed(0)
-    path = tmp_path / "encoder.pt"
-    atomic_save(torchvision_state_dict(Encoder()), path)
-    return path
-
-
 def _state_hash(module) -> str:
     h = hashlib.sha256()
     for key, value in module.state_dict().items():

@@ -8,19 +8,10 @@ from PIL import Image
 from ring import config as C
 from ring import metadataset, transfer
 from ring.checkpoint import atomic_save
-from ring.encoder import Encoder, torchvision_state_dict
 from ring.lincls import LinearEval
 
 from .helpers import TINY_LINCLS
 from .test_metadataset import write_cub
-
-
-@pytest.fixture
-def encoder_file(tmp_path):
-    torch.manual_seed(0)
-    path = tmp_path / "encoder.pt"
-    atomic_save(torchvision_state_dict(Encoder()), path)
-    return path
 
 
 @pytest.fixture
