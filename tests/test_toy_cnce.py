@@ -58,12 +58,22 @@ def test_the_critic_is_bounded_by_its_temperature():
     assert T.critic_scores(gx, hy, cfg.temperature).abs().max() <= 1 / cfg.temperature + 1e-5
 
 
+# One seed's numbers computed in stacks of different sizes: batched matmuls of another batch size
+# may take another BLAS kernel (blocking, summation order, thread split), so results agree to float32
+# rounding, not bit for bit.  Each critic value is bounded by 1/temperature = 2, so one rounding is
+# ~2 * 6e-8; a bound term sums ~negatives + 1 such values through logsumexp (~1e-6 at worst), and
+# the mean over eval points does not grow it.  A real bug (another seed's data, generator or critic)
+# moves these means by their spread, ~1e-3 here: STACK_TOL sits two orders of magnitude below that.
+STACK_TOL = 1e-5
+
+
 def test_a_seed_gives_the_same_numbers_alone_and_stacked():
     cfg = C.ToyCNCEConfig(**TINY, own_critics=True)
     alone, stacked = T.run_seeds(cfg, [1])[0], T.run_seeds(cfg, [0, 1])[1]
     for protocol in ("nce_critic", "own_critics"):
-        assert alone[protocol] == pytest.approx(stacked[protocol], abs=1e-6)
-    assert alone["nce_critic"]["NCE"] == alone["own_critics"]["NCE"]
+        assert alone[protocol] == pytest.approx(stacked[protocol], abs=STACK_TOL)
+    # The same NCE critic, scored once alone and once in the stack of every estimator's critic.
+    assert alone["nce_critic"]["NCE"] == pytest.approx(alone["own_critics"]["NCE"], abs=STACK_TOL)
 
 
 @pytest.mark.parametrize("overrides, message", [
