@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ring import checks
 from ring.objectives.ring import validate_window
 
 
@@ -213,6 +214,7 @@ ANNEAL_POLICIES = {
     "adaptive_loss": _adaptive_loss,
     "none": _none,
 }
+assert tuple(ANNEAL_POLICIES) == checks.ANNEAL_POLICIES, "ring.checks lists the policy names the plan accepts"
 
 
 class RingSchedule:

@@ -26,6 +26,10 @@ class DatasetSpec:
     std: tuple[float, float, float]
     required: tuple[str, ...]  # files or folders below <data_root>/<name> that must exist
     how_to_get: str
+    # Labelled training images (linear evaluation) and, where pretraining sees more, the images it
+    # trains on (its memory bank); the publisher's counts, so the plan bounds batch and bank sizes.
+    train_images: int = 0
+    pretrain_images: int = 0  # 0: train_images
 
 
 def _torchvision_hint(cls: str, name: str, extra: str = "") -> str:
@@ -40,24 +44,26 @@ DATASETS: dict[str, DatasetSpec] = {
         # Mean/std of the training split's 0..255 pixels (asserted by tests/test_datasets.py).
         mean=(0.3053,) * 3, std=(0.3758,) * 3,
         required=(), how_to_get="it ships inside scikit-learn; install scikit-learn",
+        train_images=1347,  # the fixed 75% split of ring.datasets
     ),
     "cifar10": DatasetSpec(
         display="CIFAR10", num_classes=10,
         mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616),
         required=("cifar-10-batches-py/data_batch_1", "cifar-10-batches-py/data_batch_5", "cifar-10-batches-py/test_batch"),
-        how_to_get=_torchvision_hint("CIFAR10", "cifar10"),
+        how_to_get=_torchvision_hint("CIFAR10", "cifar10"), train_images=50000,
     ),
     "cifar100": DatasetSpec(
         display="CIFAR100", num_classes=100,
         mean=(0.5071, 0.4865, 0.4409), std=(0.2673, 0.2564, 0.2762),
         required=("cifar-100-python/train", "cifar-100-python/test"),
-        how_to_get=_torchvision_hint("CIFAR100", "cifar100"),
+        how_to_get=_torchvision_hint("CIFAR100", "cifar100"), train_images=50000,
     ),
     "stl10": DatasetSpec(
         display="STL10", num_classes=10,
         mean=(0.4467, 0.4398, 0.4066), std=(0.2603, 0.2566, 0.2713),
         required=("stl10_binary/train_X.bin", "stl10_binary/test_X.bin", "stl10_binary/unlabeled_X.bin"),
         how_to_get=_torchvision_hint("STL10", "stl10", ", split='train+unlabeled'"),
+        train_images=5000, pretrain_images=105000,  # pretraining adds the 100k unlabeled images
     ),
     "imagenet": DatasetSpec(
         display="ImageNet", num_classes=1000,
@@ -65,6 +71,7 @@ DATASETS: dict[str, DatasetSpec] = {
         required=("train", "val"),
         how_to_get="download ILSVRC2012 from image-net.org and lay it out as <data_root>/imagenet/{train,val}/<wnid>/*.JPEG "
                    "(validation images sorted into class folders)",
+        train_images=1281167,  # ILSVRC2012 train
     ),
 }
 

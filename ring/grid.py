@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from ring import catalog
+from ring import catalog, checks
 from ring import config as C
 from ring.methods import METHODS, apply_fixed
 
@@ -90,6 +90,11 @@ class Grid:
     def table_names(self) -> list[str]:
         return ["table1", *self.tables]
     studies: dict[str, Study] = field(default_factory=dict)
+    source: str = ""  # the grid file, named by every error (empty: a grid built in code, named by its name)
+
+    @property
+    def file(self) -> str:
+        return self.source or self.name
 
     def cells(self) -> list[tuple[str, str, int]]:
         return list(dict.fromkeys(c for t in self.table_names() for c in self.table_cells(t)))
@@ -191,9 +196,10 @@ def validate_detection(grid: Grid) -> None:
             raise ValueError(f"Grid {grid.name}: unknown detection task {name!r}; choose from {', '.join(TASKS)}.")
     for _, method, task, seed in grid.detection_cells():
         try:
-            grid.detection_config(method, task, seed, "datasets")
+            cfg = grid.detection_config(method, task, seed, "datasets")
         except ValueError as err:
             raise ValueError(f"Grid {grid.name}, detection cell {method}/{task}/seed{seed}: {err}") from None
+        checks.check(cfg, f"Grid {grid.file}, stage detection, cell {block['source']}/{method}/{task}/seed{seed}")
 
 
 def validate(grid: Grid) -> None:
@@ -224,18 +230,27 @@ def validate(grid: Grid) -> None:
                 C.check_key(STAGES[stage], key, context=f"Grid {grid.name}, stage {stage}: ")
     for seed in (grid.toy_cnce_seeds() or [0]) if grid.toy_cnce is not None else []:
         try:
-            grid.toy_cnce_config(seed)
+            cfg = grid.toy_cnce_config(seed)
         except ValueError as err:
             raise ValueError(f"Grid {grid.name}, toy_cnce: {err}") from None
+        checks.check(cfg, f"Grid {grid.file}, block toy_cnce, seed {seed}")
     if grid.transfer:
         validate_transfer(grid)
     # Building every cell's config checks every override key against the dataclasses.
+    for method, values in grid.stages.get("pretrain", {}).get("by_method", {}).items():
+        ring_keys = [k for k in values if k in checks.RING_KEYS]
+        if ring_keys and not METHODS[method].ring:
+            raise checks.ConfigError(
+                f"Grid {grid.file}, stage pretrain, block by_method {method}: {ring_keys[0]}={values[ring_keys[0]]!r} "
+                f"is a Ring setting but {method} has no Ring window, so it would be ignored; remove it or use "
+                f"{method}Ring-style methods ({', '.join(n for n, m in METHODS.items() if m.ring)}).")
     for dataset, method, seed in grid.cells():
-        for build in (grid.pretrain_config, grid.lincls_config):
+        for stage, build in (("pretrain", grid.pretrain_config), ("lincls", grid.lincls_config)):
             try:
-                build(dataset, method, seed, "data")
+                cfg = build(dataset, method, seed, "data")
             except ValueError as err:
                 raise ValueError(f"Grid {grid.name}, cell {dataset}/{method}/seed{seed}: {err}") from None
+            checks.check(cfg, f"Grid {grid.file}, stage {stage}, cell {dataset}/{method}/seed{seed}")
     if grid.detection:
         validate_detection(grid)
 
@@ -257,9 +272,10 @@ def validate_transfer(grid: Grid) -> None:
                              "whose pretraining cells it reuses.")
     for dataset, method, seed in grid.transfer_cells():
         try:
-            grid.transfer_config(dataset, method, seed, "data")
+            cfg = grid.transfer_config(dataset, method, seed, "data")
         except ValueError as err:
             raise ValueError(f"Grid {grid.name}, transfer cell {dataset}/{method}/seed{seed}: {err}") from None
+        checks.check(cfg, f"Grid {grid.file}, stage transfer, cell {dataset}/{method}/seed{seed}")
 
 
 def validate_study(grid: Grid, study: Study) -> None:
@@ -275,12 +291,15 @@ def validate_study(grid: Grid, study: Study) -> None:
             raise ValueError(f"{where}: variant_methods {variant}: {methods} must name a variant and methods of the study.")
     cells = study.cells()
     for method, variant, seed in cells:
+        ref = study.init_source(variant)
+        # The snapshot path the workflow passes (its folder does not matter to the checks).
+        init = C.SNAPSHOT_FILE.format(epoch=ref.get("epoch")) if ref else ""
         try:
             cfg = grid.study_config(study.name, method, variant, seed, "data")
         except ValueError as err:
             raise ValueError(f"{where}, cell {method}/{variant}/seed{seed}: {err}") from None
-        ref = study.init_source(variant)
         if ref is None:
+            checks.check(cfg, f"Grid {grid.file}, stage studies ({study.name}), cell {study.dataset}/{method}/{variant}/seed{seed}")
             continue
         if sorted(ref) != sorted(INIT_KEYS) or (ref["method"], ref["variant"], seed) not in cells:
             raise ValueError(f"{where}, variant {variant}: init_from {ref} must be {{method, variant, epoch}} "
@@ -289,6 +308,8 @@ def validate_study(grid: Grid, study: Study) -> None:
         if ref["epoch"] not in source.snapshot_epochs or not ref["epoch"] < cfg.epochs:
             raise ValueError(f"{where}, variant {variant}: init_from epoch {ref['epoch']} must be in the snapshot_epochs "
                              f"{source.snapshot_epochs} of {ref['method']}/{ref['variant']} and below epochs={cfg.epochs}.")
+        cfg.init_from = init
+        checks.check(cfg, f"Grid {grid.file}, stage studies ({study.name}), cell {study.dataset}/{method}/{variant}/seed{seed}")
 
 
 def _study(name: str, values: dict) -> Study:
@@ -298,8 +319,9 @@ def _study(name: str, values: dict) -> Study:
                  description=values.get("description", ""))
 
 
-def from_dict(name: str, values: dict) -> Grid:
+def from_dict(name: str, values: dict, source: str = "") -> Grid:
     grid = Grid(
+        source=str(source),
         name=name,
         description=values.get("description", ""),
         datasets=list(values["datasets"]),
@@ -321,4 +343,4 @@ def from_dict(name: str, values: dict) -> Grid:
 def load(path: str | Path) -> Grid:
     path = Path(path)
     with open(path) as fh:
-        return from_dict(path.stem, yaml.safe_load(fh))
+        return from_dict(path.stem, yaml.safe_load(fh), source=str(path))

@@ -31,6 +31,7 @@ from pathlib import Path
 import submitit
 import yaml
 
+from ring import checks
 from ring.jobs import StageJob
 
 RECORD = "job.json"
@@ -229,10 +230,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(own)
     try:
         job = StageJob(args.stage, stage_argv)
+        if "--config" in stage_argv:
+            # The plan's checks (ring.checks) on the cell's config, before any job starts or is queued.
+            checks.load_checked(args.stage, stage_argv[stage_argv.index("--config") + 1])
         if args.launcher == "local":
             return job.run_here()
         return launch_slurm(job, args.cell, Resources.from_dict(json.loads(args.resources)))
-    except (ValueError, RuntimeError) as err:
+    except (ValueError, RuntimeError, FileNotFoundError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
 

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from ring import checks
 from ring import config as C
 from ring import catalog, datasets
 from ring.checkpoint import CheckpointError, atomic_save, file_sha256, rng_state, safe_load, set_rng_state
@@ -45,8 +46,8 @@ class LinearEval:
         self.out = Path(out_dir)
         self.encoder_path = Path(encoder_path)
         self.spec = catalog.spec(cfg.dataset)
-        if cfg.augmentation not in ("crop_flip", "none"):
-            raise ValueError(f"Unknown augmentation {cfg.augmentation!r}; choose crop_flip or none.")
+        # The plan's checks (ring.checks; a TransferConfig gets the transfer ones), before any data.
+        checks.check(cfg, f"{type(cfg).__name__} cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
         catalog.check(cfg.dataset, cfg.data_root)
         setup_threads(cfg.threads)
         self.device = pick_device(cfg.device)
@@ -214,12 +215,14 @@ def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path) -> d
 def main(argv=None, evaluation=LinearEval, config_cls=C.LinclsConfig, description: str | None = None) -> int:
     """The entry point; ``evaluation`` and ``config_cls`` let ring.transfer share it."""
     parser = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help=f"cell config (YAML of {config_cls.__name__} fields)")
+    parser.add_argument("--config", required=True,
+                        help=f"cell config (YAML of {config_cls.__name__} fields; {checks.REFERENCE_HINT})")
     parser.add_argument("--encoder", required=True, help="encoder.pt written by ring.pretrain")
     parser.add_argument("--out", required=True, help="cell folder: checkpoint, log and metrics.json go here")
     args = parser.parse_args(argv)
     try:
-        metrics = evaluation(C.load(config_cls, args.config), args.encoder, args.out).run()
+        stage = {C.LinclsConfig: "lincls", C.TransferConfig: "transfer"}[config_cls]
+        metrics = evaluation(checks.load_checked(stage, args.config), args.encoder, args.out).run()
     except (ValueError, FileNotFoundError, CheckpointError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1

@@ -28,7 +28,7 @@ import torch
 from tqdm import tqdm
 
 from ring import config as C
-from ring import catalog, datasets, distributed
+from ring import catalog, checks, datasets, distributed
 from ring.anneal import build_schedule
 from ring.checkpoint import CheckpointError, atomic_save, rng_state, safe_load, set_rng_state
 from ring.encoder import Encoder, Grouped, LabEncoder, Precision, export_trunks, resolve_precision
@@ -52,10 +52,8 @@ class Pretraining:
         self.spec = method(cfg.method)  # unknown / not-implemented methods fail here, before any data
         check_fixed(cfg.method, C.to_dict(cfg))
         catalog.spec(cfg.dataset)
-        if cfg.epochs < 1 or cfg.batch_size < 1:
-            raise ValueError(f"epochs={cfg.epochs} and batch_size={cfg.batch_size} must be positive.")
-        if any(not 0 <= e <= cfg.epochs for e in cfg.snapshot_epochs):
-            raise ValueError(f"snapshot_epochs={cfg.snapshot_epochs} must lie in 0..epochs={cfg.epochs}.")
+        # The plan's checks (ring.checks), again here for configs written by hand, before any data.
+        checks.check(cfg, f"pretrain cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
         catalog.check(cfg.dataset, cfg.data_root)
         setup_threads(cfg.threads)
         self.device = pick_device(cfg.device)
@@ -298,11 +296,11 @@ def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="cell config (YAML of PretrainConfig fields)")
+    parser.add_argument("--config", required=True, help=f"cell config (YAML of PretrainConfig fields; {checks.REFERENCE_HINT})")
     parser.add_argument("--out", required=True, help="cell folder: checkpoint, log and encoder go here")
     args = parser.parse_args(argv)
     try:
-        cfg = C.load(C.PretrainConfig, args.config)
+        cfg = checks.load_checked("pretrain", args.config)
         run(cfg, args.out)
     except (ValueError, NotImplementedError, FileNotFoundError, CheckpointError) as err:
         print(f"ring: {err}", file=sys.stderr)

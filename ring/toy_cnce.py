@@ -62,6 +62,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ring import checks
 from ring import config as C
 from ring.runtime import epoch_batches, setup_threads
 
@@ -297,16 +298,8 @@ def run_seeds(cfg: C.ToyCNCEConfig, seeds: list[int]) -> list[dict]:
 
 
 def check(cfg: C.ToyCNCEConfig) -> None:
-    """Every bad value fails here, before training, with one sentence."""
-    for p in cfg.percentages:
-        eligible_count(cfg.n_points, p)
-    for name in ("n_points", "epochs", "batch_size", "negatives", "eval_points", "layers", "hidden"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"toy_cnce {name}={getattr(cfg, name)} must be at least 1.")
-    if cfg.batch_size > cfg.n_points:
-        raise ValueError(f"toy_cnce batch_size={cfg.batch_size} exceeds n_points={cfg.n_points}; lower it.")
-    if cfg.temperature <= 0:
-        raise ValueError(f"toy_cnce temperature={cfg.temperature} must be positive.")
+    """Every bad value fails here, before training, with one sentence (the plan's checks, then the matrix's)."""
+    checks.check(cfg, f"toy_cnce seed {cfg.seed}")
     cov = joint_covariance(cfg.cov_z, cfg.cov_eps)
     if cov.shape != (2, 2) or not bool(torch.linalg.eigvalsh(cov).gt(0).all()):
         raise ValueError("toy_cnce cov_z + cov_eps must be a positive-definite 2x2 matrix.")
@@ -324,11 +317,11 @@ def run(cfg: C.ToyCNCEConfig, out_dir: str | Path) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="cell config (YAML of ToyCNCEConfig fields)")
+    parser.add_argument("--config", required=True, help=f"cell config (YAML of ToyCNCEConfig fields; {checks.REFERENCE_HINT})")
     parser.add_argument("--out", required=True, help="cell folder: metrics.json goes here")
     args = parser.parse_args(argv)
     try:
-        metrics = run(C.load(C.ToyCNCEConfig, args.config), args.out)
+        metrics = run(checks.load_checked("toy_cnce", args.config), args.out)
     except (ValueError, FileNotFoundError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1

@@ -25,7 +25,8 @@ def test_display_names_are_the_papers_row_labels():
 
 
 def test_lesions_are_defined_by_the_registry_not_the_grid():
-    grid = G.from_dict("g", {"datasets": ["digits"], "methods": ["IRingNoAnneal", "IRingBall"], "seeds": [0]})
+    grid = G.from_dict("g", {"datasets": ["digits"], "methods": ["IRingNoAnneal", "IRingBall"], "seeds": [0],
+                             "pretrain": {"all": {"bank_negatives": 1024}}})  # digits' bank holds 1347
     no_anneal = grid.pretrain_config("digits", "IRingNoAnneal", 0, "data")
     ball = grid.pretrain_config("digits", "IRingBall", 0, "data")
     assert no_anneal.ring_anneal == "none" and (no_anneal.ring_inner, no_anneal.ring_w_u) == (0.1, None)

@@ -95,7 +95,7 @@ def test_entry_point_writes_metrics_and_rejects_bad_configs(tmp_path, capsys):
     assert metrics["seed"] == 3 and list(metrics["nce_critic"]) == ["NCE", "CNCE50", "CNCE90"]
     assert "own_critics" not in metrics
     assert T.main(["--config", str(bad), "--out", str(tmp_path / "bad")]) == 1
-    assert capsys.readouterr().err == "ring: toy_cnce negatives=0 must be at least 1.\n"
+    assert capsys.readouterr().err == f"ring: Config {bad} (toy_cnce): negatives=0 must be an integer of at least 1; set negatives to 1 or more.\n"
     assert not (tmp_path / "bad").exists()
 
 

@@ -27,6 +27,7 @@ import pickle
 import sys
 from pathlib import Path
 
+from ring import checks
 from ring import config as C
 from ring.checkpoint import CheckpointError
 from ring.detection.convert import ConversionError, check_loaded
@@ -173,12 +174,12 @@ def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict) -> dic
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="cell config (YAML of DetectionConfig fields)")
+    parser.add_argument("--config", required=True, help=f"cell config (YAML of DetectionConfig fields; {checks.REFERENCE_HINT})")
     parser.add_argument("--weights", required=True, help="backbone.pkl written by ring.detection.convert")
     parser.add_argument("--out", required=True, help="cell folder: Detectron2's checkpoints, logs and metrics.json")
     args = parser.parse_args(argv)
     try:
-        metrics = run(C.load(C.DetectionConfig, args.config), args.weights, args.out)
+        metrics = run(checks.load_checked("detection", args.config), args.weights, args.out)
     except (ValueError, FileNotFoundError, CheckpointError) as err:  # ConversionError is a ValueError
         print(f"ring: {err}", file=sys.stderr)
         return 1

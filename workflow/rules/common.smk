@@ -21,28 +21,75 @@ from ring.config import SNAPSHOT_FILE
 from ring.config import dump as config_text
 from ring.methods import METHODS
 
-validate(config, "../schemas/config.schema.yaml")
-
 PYTHON = sys.executable  # the interpreter running Snakemake, so jobs see the same environment
 GRID_DIR = Path(workflow.basedir) / "workflow" / "grids"
 
 
-def _load_grids() -> dict:
-    grids = {}
-    for path in sorted(GRID_DIR.glob("*.yaml")):
+def _fail_plan(message: str):
+    # One sentence on stderr and a non-zero exit, instead of Snakemake's traceback dump.
+    print(f"ring: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def _validated(values, schema: str, what: str):
+    """values checked against a schema; a failure names ``what`` (the file) and the key path."""
+    from snakemake.exceptions import WorkflowError
+    try:
+        validate(values, schema)
+    except WorkflowError as err:
+        cause = err.__context__  # the jsonschema ValidationError validate() wraps
+        if not hasattr(cause, "absolute_path"):
+            raise
+        key = "/".join(map(str, cause.absolute_path)) or "(top level)"
+        _fail_plan(f"{what}: key {key}: {cause.message}; fix it (the schema is workflow/schemas/{Path(schema).name}).")
+
+
+def _read_yaml(path: Path):
+    try:
         with open(path) as fh:
-            values = yaml.safe_load(fh)
-        validate(values, "../schemas/grid.schema.yaml")
-        grids[path.stem] = ring.grid.from_dict(path.stem, values)
-    return grids
+            return yaml.safe_load(fh)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        _fail_plan(f"Grid file {path} is not valid YAML{where}: {problem}; fix the syntax there.")
 
 
-GRIDS = _load_grids()
-if config["grid"] not in GRIDS:
-    raise ValueError(
-        f"config grid={config['grid']!r} has no file {GRID_DIR}/{config['grid']}.yaml; "
-        f"choose one of {', '.join(GRIDS)}."
-    )
+def grid_path(value: str) -> Path:
+    """``grid=NAME`` is workflow/grids/NAME.yaml; ``grid=PATH.yaml`` is that file, anywhere."""
+    if value.endswith((".yaml", ".yml")):
+        path = Path(value).expanduser()
+        if not path.is_file():
+            _fail_plan(f"config grid={value!r} names no file; give an existing grid file or a name of {GRID_DIR}.")
+        named = GRID_DIR / f"{path.stem}.yaml"
+        if named.is_file() and named.resolve() != path.resolve():
+            _fail_plan(f"config grid={value!r} would write results/{path.stem}/, which belongs to {named}; "
+                       f"rename your file (its name names the results folder).")
+        return path
+    path = GRID_DIR / f"{value}.yaml"
+    if not path.is_file():
+        names = sorted(p.stem for p in GRID_DIR.glob("*.yaml"))
+        _fail_plan(f"config grid={value!r} has no file {path}; choose one of {', '.join(names)} "
+                   "or give the path of a grid file (grid=path/to/mine.yaml).")
+    return path
+
+
+def _load_grid(value: str) -> dict:
+    """Only the selected grid is read and validated: a broken neighbour never blocks a run."""
+    path = grid_path(value)
+    values = _read_yaml(path)
+    _validated(values, "../schemas/grid.schema.yaml", f"Grid file {path}")
+    try:
+        # Every cell's full config of every stage is checked here (ring.checks), before any job exists.
+        grid = ring.grid.from_dict(path.stem, values, source=str(path))
+    except ValueError as err:
+        _fail_plan(str(err))
+    config["grid"] = grid.name  # targets and results/ use the name (the file's stem)
+    return {grid.name: grid}
+
+
+_validated(config, "../schemas/config.schema.yaml", "Workflow config (workflow/config.yaml and --config)")
+GRIDS = _load_grid(config["grid"])
 
 
 def _one_of(names) -> str:
@@ -268,7 +315,7 @@ STUDY_TABLES = {"negatives_k": "table_negatives_k"}
 def study_encoders(grid: str, study: str) -> list:
     """encoder.pt of every cell of a study (the figure reads log.jsonl and config.yaml beside each)."""
     if study not in GRIDS[grid].studies:
-        raise ValueError(f"Grid {grid} plans no study {study!r}; add it under studies: in {GRID_DIR}/{grid}.yaml.")
+        raise ValueError(f"Grid {grid} plans no study {study!r}; add it under studies: in {GRIDS[grid].file}.")
     s = GRIDS[grid].studies[study]
     return [STUDY_CELL.format(grid=grid, study=study, dataset=s.dataset, method=m, variant=v, seed=seed) + "/encoder.pt"
             for m, v, seed in s.cells()]
