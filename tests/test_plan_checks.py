@@ -1,0 +1,154 @@
+"""Plan-time checks (ring.checks) through the real interface: a grid file given by path to `snakemake -n`.
+
+Each broken grid must stop the plan with one sentence naming the grid file, stage, cell, key, value
+and fix, a non-zero exit, no job planned or run and no results/ folder created.
+"""
+
+import copy
+
+import pytest
+import yaml
+
+from ring import checks
+from ring import config as C
+from tests.helpers import run_module, pretrain_config
+from tests.test_workflow import snakemake, workdir  # noqa: F401  (fixture)
+
+# A valid grid on the embedded digits (1347 training images), every block present.
+BASE = {
+    "datasets": ["digits"], "methods": ["IR", "IRing", "MoCoRing"], "seeds": [0],
+    "pretrain": {"all": {"epochs": 2, "batch_size": 64, "lr_milestones": [1], "resize": 32, "crop": 32,
+                         "bank_negatives": 256, "queue_size": 256, "ring_anneal_epochs": 1}},
+    "lincls": {"all": {"epochs": 2, "batch_size": 64, "resize": 32, "crop": 32}},
+    "transfer": {"source": "digits", "datasets": ["shapes"], "all": {"resize": 32, "crop": 32, "batch_size": 64}},
+    "toy_cnce": {"seeds": [0], "epochs": 2},
+    "detection": {"source": "digits", "methods": ["IR"], "tasks": ["voc_det"], "datasets": "embedded",
+                  "all": {"num_gpus": 0, "overrides": {"SOLVER.MAX_ITER": 2}}},
+    "studies": {"hard_negatives": {
+        "dataset": "digits", "methods": ["IR", "IRing"], "seeds": [0],
+        "pretrain": {"epochs": 2, "resize": 16, "crop": 16, "ring_inner": None, "ring_w_u": 100.0, "ring_anneal": "none"},
+        "variants": {"source": {"snapshot_epochs": [0, 1]},
+                     "t10": {"ring_w_l": [90.0, 90.0], "init_from": {"method": "IR", "variant": "source", "epoch": 1}}},
+        "variant_methods": {"source": ["IR"], "t10": ["IRing"]}}},
+}
+
+
+def _set(values: dict, path: str, value) -> dict:
+    out = copy.deepcopy(values)
+    *parents, last = path.split("/")
+    node = out
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return out
+
+
+CELL = "stage pretrain, cell digits/IRing/seed0"
+# (grid key path, value, the sentence's expected text after "Grid <file>, ").
+CASES = [
+    ("pretrain/by_method/IRing", {"ring_w_l": [50.0, 40.0]},
+     f"{CELL}: ring_w_l=[50.0, 40.0] must satisfy 0 <= start <= final < 100"),
+    ("pretrain/by_method/IRing", {"ring_w_l": [-5.0, 90.0]}, f"{CELL}: ring_w_l=[-5.0, 90.0] must satisfy"),
+    ("pretrain/by_method/IRing", {"ring_inner": None, "ring_w_u": 120.0},
+     f"{CELL}: ring_w_u=120.0 must lie in (0, 100]; choose a percentile, 100 for a ball."),
+    ("pretrain/by_method/IRing", {"ring_inner": None, "ring_w_u": 80.0},
+     f"{CELL}: ring_w_l=[0.0, 90.0] ends at w_l=90.0 >= w_u=80.0 (ring_w_u), a window that selects nothing"),
+    ("pretrain/by_method/IRing", {"ring_inner": 1.5}, f"{CELL}: ring_inner=1.5 must lie in [0.0, 1.0)"),
+    ("pretrain/by_method/IRing", {"ring_w_u": 95.0}, f"{CELL}: ring_w_u=95.0 and ring_inner=0.1 must have exactly one set"),
+    ("pretrain/by_method/IRing", {"ring_anneal": "cosine"},
+     f"{CELL}: ring_anneal='cosine' is not one of linear, step, exponential, adaptive_val, adaptive_loss, none"),
+    # An unknown policy on a cell without a Ring window is still a typo (it used to pass silently).
+    ("pretrain/all/ring_anneal", "linaer", "stage pretrain, cell digits/IR/seed0: ring_anneal='linaer' is not one of"),
+    ("pretrain/by_method/IR", {"ring_w_l": [0.0, 50.0]},
+     "stage pretrain, block by_method IR: ring_w_l=[0.0, 50.0] is a Ring setting but IR has no Ring window"),
+    ("pretrain/all/bank_negatives", 5000, "stage pretrain, cell digits/IR/seed0: bank_negatives=5000 is larger than the "
+     "memory bank (1347 digits training images); set it to at most 1347."),
+    ("pretrain/all/queue_size", 32, "stage pretrain, cell digits/MoCoRing/seed0: queue_size=32 is smaller than "
+     "batch_size=64 (each step enqueues a whole batch); raise queue_size to at least 64."),
+    ("pretrain/all/epochs", 0, "stage pretrain, cell digits/IR/seed0: epochs=0 must be an integer of at least 1"),
+    ("lincls/all/epochs", 0, "stage lincls, cell digits/IR/seed0: epochs=0 must be an integer of at least 1"),
+    ("transfer/all/epochs", 0, "stage transfer, cell shapes/IR/seed0: epochs=0 must be an integer of at least 1"),
+    ("toy_cnce/negatives", 3000, "block toy_cnce, seed 0: negatives=3000 exceeds the bank of n_points=2000; lower it."),
+    ("pretrain/all/lr", -0.1, "stage pretrain, cell digits/IR/seed0: lr=-0.1 must be a finite number above 0"),
+    ("lincls/all/lr", 0, "stage lincls, cell digits/IR/seed0: lr=0 must be a finite number above 0"),
+    ("pretrain/all/batch_size", 2048, "stage pretrain, cell digits/IR/seed0: batch_size=2048 exceeds the 1347 digits "
+     "training images; set batch_size to at most 1347."),
+    ("lincls/all/batch_size", 2048, "stage lincls, cell digits/IR/seed0: batch_size=2048 exceeds the 1347 labelled"),
+    ("transfer/all/batch_size", 512, "stage transfer, cell shapes/IR/seed0: batch_size=512 exceeds the 288 shapes"),
+    ("pretrain/all/crop", 8, f"stage pretrain, cell digits/IR/seed0: crop=8 is below {checks.MIN_INPUT_PX} px"),
+    ("lincls/all/resize", 1, f"stage lincls, cell digits/IR/seed0: resize=1 is below {checks.MIN_INPUT_PX} px"),
+    ("pretrain/all/crop", 48, "stage pretrain, cell digits/IR/seed0: crop=48 exceeds resize=32"),
+    ("studies/hard_negatives/variants/source/snapshot_epochs", [0, 5],
+     "stage studies (hard_negatives), cell digits/IR/source/seed0: snapshot_epochs=[0, 5] must be epochs in 0..epochs=2"),
+    ("studies/hard_negatives/pretrain/ring_anneal", "cosine",
+     "stage studies (hard_negatives), cell digits/IR/source/seed0: ring_anneal='cosine' is not one of"),
+    ("detection/all/overrides", {"SOLVER.MAX_ITER": 0},
+     "stage detection, cell digits/IR/voc_det/seed0: overrides.SOLVER.MAX_ITER=0 must be an integer of at least 1"),
+    ("detection/all/overrides", {"solver.max_iter": 5},
+     "stage detection, cell digits/IR/voc_det/seed0: overrides.solver.max_iter=5 is not a Detectron2 config key"),
+    ("detection/all/num_gpus", -1, "stage detection, cell digits/IR/voc_det/seed0: num_gpus=-1 must be an integer of "
+     "at least 0"),
+]
+
+
+def _plan(workdir, values, *extra):
+    grid = workdir.parent / "mygrid.yaml"
+    grid.write_text(yaml.safe_dump(values))
+    return grid, snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", *extra, check=False)
+
+
+def test_a_valid_grid_file_anywhere_plans_every_stage(workdir):
+    grid, result = _plan(workdir, BASE)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout + result.stderr
+    for rule in ("pretrain", "lincls", "transfer", "toy_cnce", "detection", "study_pretrain"):
+        assert f"\n{rule} " in out, rule
+    assert not (workdir / "results").exists()
+
+
+@pytest.mark.parametrize("path, value, sentence", CASES, ids=[f"{p}={v}" for p, v, _ in CASES])
+def test_each_bad_value_stops_the_plan_in_one_sentence(workdir, path, value, sentence):
+    grid, result = _plan(workdir, _set(BASE, path, value))
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ring: ")]
+    assert len(lines) == 1 and lines[0].startswith(f"ring: Grid {grid}, {sentence}"), result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "Job stats" not in result.stdout + result.stderr
+    assert not (workdir / "results").exists()
+
+
+def test_a_broken_sibling_grid_does_not_block_another(workdir):
+    (workdir / "workflow" / "grids" / "broken.yaml").write_text("datasets: [digits\nmethods: [IR]\n")
+    (workdir / "workflow" / "grids" / "wrong.yaml").write_text(yaml.safe_dump(_set(BASE, "pretrain/all/epochs", 0)))
+    assert snakemake(workdir, "-n", "all_tables", "--config", "grid=smoke", check=False).returncode == 0
+    result = snakemake(workdir, "-n", "all_tables", "--config", "grid=broken", check=False)
+    assert result.returncode != 0
+    assert (f"ring: Grid file {workdir / 'workflow' / 'grids' / 'broken.yaml'} is not valid YAML at line 2, column 8: "
+            "expected ',' or ']', but got ':'; fix the syntax there.") in result.stderr
+
+
+def test_schema_errors_name_the_grid_file_and_key_path(workdir):
+    grid, result = _plan(workdir, _set(BASE, "pretrain/by_methods", {}))
+    assert result.returncode != 0
+    assert (f"ring: Grid file {grid}: key pretrain: Additional properties are not allowed ('by_methods' was unexpected); "
+            "fix it (the schema is workflow/schemas/grid.schema.yaml).") in result.stderr
+
+
+def test_a_grid_file_named_like_a_shipped_grid_is_refused(workdir):
+    other = workdir.parent / "smoke.yaml"
+    other.write_text(yaml.safe_dump(BASE))
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={other}", check=False)
+    assert result.returncode != 0
+    assert f"ring: config grid='{other}' would write results/smoke/, which belongs to" in result.stderr
+
+
+def test_entry_points_and_launch_run_the_same_checks_on_a_hand_written_config(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    C.save(pretrain_config("MoCoRing", queue_size=32), cfg)
+    expected = (f"ring: Config {cfg} (pretrain): queue_size=32 is smaller than batch_size=64 (each step enqueues a whole "
+                "batch); raise queue_size to at least 64.")
+    cell = tmp_path / "cell"
+    launched = run_module("ring.launch", "pretrain", "--cell", cell, "--", "--config", cfg, "--out", cell, check=False)
+    assert launched.returncode == 1 and launched.stderr.strip() == expected
+    direct = run_module("ring.pretrain", "--config", cfg, "--out", cell, check=False)
+    assert direct.returncode == 1 and direct.stderr.strip() == expected
+    assert not cell.exists()
