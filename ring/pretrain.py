@@ -109,6 +109,7 @@ class Pretraining:
     def state(self) -> dict:
         return {
             "config_hash": C.config_hash(self.cfg),
+            "method": self.cfg.method,  # named by the error when another method's cell finds it
             "epoch": self.epoch,
             "step_in_epoch": self.step_in_epoch,
             "loss_sum": self.loss_sum,
@@ -130,6 +131,12 @@ class Pretraining:
             return False
         state = safe_load(path, "pretraining checkpoint")
         expected = C.config_hash(self.cfg)
+        written_by = state.get("method")  # absent in checkpoints from before it was recorded
+        if written_by is not None and written_by != self.cfg.method:
+            raise CheckpointError(
+                f"The checkpoint {path} was written by method {written_by}, but this cell trains {self.cfg.method}; "
+                f"move the checkpoint away to start this cell again (or back to a {written_by} cell)."
+            )
         if state.get("config_hash") != expected:
             raise CheckpointError(
                 f"The checkpoint {path} was written with a different config (hash {state.get('config_hash')} != {expected}); "

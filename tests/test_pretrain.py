@@ -93,7 +93,7 @@ def test_outputs_contract(tmp_path):
         ("LA", {"kmeans_k": 2000}, ValueError, "kmeans_k=2000 must lie between 1 and the 1347 training images"),
         ("IR", {"dataset": "svhn"}, ValueError, "Unknown dataset 'svhn'"),
         ("IRing", {"bank_negatives": 5000}, ValueError, "bank_negatives=5000 is larger than the memory bank"),
-        ("IRing", {"ring_w_l": [0.0, 100.0]}, ValueError, "outside|>= w_u"),
+        ("IRing", {"ring_w_l": [0.0, 100.0]}, ValueError, "ring_w_l=\[0.0, 100.0\] must satisfy 0 <= start <= final < 100"),
         ("IRing", {"ring_inner": None, "ring_w_u": 30.0, "ring_w_l": [40.0, 40.0]}, ValueError, "w_l=40.0 >= w_u=30.0"),
         ("IR", {"dataset": "cifar10", "data_root": "/nonexistent"}, FileNotFoundError, "Data root /nonexistent does not exist"),
     ],
@@ -115,6 +115,16 @@ def test_corrupt_checkpoint_fails_and_is_kept(tmp_path):
         Pretraining(pretrain_config("IR"), cell).run()
     assert (cell / "checkpoint.pt").read_bytes() == b"PK\x03\x04 truncated"
     assert (cell / "encoder.pt").read_bytes() == b"finished result"
+
+
+def test_checkpoint_of_another_method_names_both_methods(tmp_path):
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    torch.save({"config_hash": "0" * 16, "method": "IR", "epoch": 1}, cell / "checkpoint.pt")
+    with pytest.raises(CheckpointError, match=f"checkpoint {cell / 'checkpoint.pt'} was written by method IR, but this "
+                                              "cell trains IRing; move the checkpoint away"):
+        Pretraining(pretrain_config("IRing"), cell).run()
+    assert torch.load(cell / "checkpoint.pt", weights_only=True)["method"] == "IR"  # never overwritten
 
 
 def test_checkpoint_of_another_config_is_refused(tmp_path):

@@ -85,6 +85,9 @@ def test_missing_dataset_fails_the_dag_before_any_training_job(workdir, tmp_path
                        "--config", "grid=paper", f"data_root={tmp_path / 'data'}", check=False, timeout=120)
     assert result.returncode != 0
     assert f"ring: Data root {tmp_path / 'data'} does not exist" in result.stderr
+    # The run ends with its summary: one line per failed job, its cell and its one sentence.
+    assert (f"ring: 1 job failed:\n  data cifar10 (rule data_check): Data root {tmp_path / 'data'} does not exist"
+            in result.stderr.split("Error in rule")[-1])
     assert not (workdir / "results" / "paper" / "pretrain" / "cifar10" / "IR" / "seed0" / "pretrain.log").exists()
 
 

@@ -286,6 +286,14 @@ def cell_dir(path) -> str:
     return str(Path(path).parent)
 
 
+onerror:
+    # A short summary last: one line per failed job with its cell and its one-sentence reason.
+    import ring.failures
+    logs = [log] if isinstance(log, str) else list(log)  # Snakemake 9 passes a list of log files
+    text = "\n".join(Path(p).read_text(errors="replace") for p in logs if Path(p).is_file())
+    print("\n" + ring.failures.summary(text), file=sys.stderr)
+
+
 onsuccess:
     # Print the tables this run was asked for, so `all_tables` ends with them on screen.
     for target in (Path(f) for f in all_tables(config["grid"]) if f.endswith(".md")):

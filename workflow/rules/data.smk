@@ -6,11 +6,13 @@ rule data_check:
         generated_data,
     output:
         DATA_OK,
+    log:
+        DATA_OK.replace(".ok", ".log"),  # its one sentence, for the failed-run summary
     params:
         root=config["data_root"],
     localrule: True
     shell:
-        "{PYTHON:q} -m ring.catalog check {wildcards.dataset} --data-root {params.root:q} --touch {output:q}"
+        "{PYTHON:q} -m ring.catalog check {wildcards.dataset} --data-root {params.root:q} --touch {output:q} 2>&1 | tee {log:q} >&2"
 
 
 rule generate_dataset:
