@@ -19,19 +19,19 @@ import yaml
 
 @dataclass
 class PretrainConfig:
-    method: str
-    dataset: str
-    seed: int = 0
-    data_root: str = "data"
+    method: str  # the method (ring.methods.METHODS); the workflow sets it from the cell
+    dataset: str  # the pretraining dataset (ring.catalog); the workflow sets it from the cell
+    seed: int = 0  # seeds initialisation, sampling and augmentation; the workflow sets it from the cell
+    data_root: str = "data"  # folder holding <dataset>/ (the workflow's data_root)
 
     # Optimisation (paper, Sec. 5).
-    epochs: int = 300
-    batch_size: int = 256
-    lr: float = 0.03
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    lr_milestones: list[int] = field(default_factory=lambda: [200, 250])
-    lr_gamma: float = 0.1
+    epochs: int = 300  # training epochs
+    batch_size: int = 256  # images per step, over all GPUs
+    lr: float = 0.03  # SGD learning rate
+    momentum: float = 0.9  # SGD momentum
+    weight_decay: float = 1e-4  # SGD weight decay
+    lr_milestones: list[int] = field(default_factory=lambda: [200, 250])  # epochs at which lr is multiplied by lr_gamma
+    lr_gamma: float = 0.1  # lr factor at each milestone
 
     # Views: resize to resize x resize, then a random crop of `crop` pixels.  The crop is a
     # RandomResizedCrop with area scale (crop_scale_min, 1), the crop IR, MoCo and the authors use.
@@ -62,11 +62,11 @@ class PretrainConfig:
 
     # Ring window (see ring.objectives.ring and ring.anneal).  w_l goes 0 -> 90 ("threshold 100% ->
     # 10% in 100 epochs"), the closest 10% of the eligible slice is excluded (authors' code).
-    ring_w_l: list[float] = field(default_factory=lambda: [0.0, 90.0])
-    ring_anneal: str = "linear"
-    ring_anneal_epochs: int = 100
-    ring_inner: float | None = 0.1
-    ring_w_u: float | None = None
+    ring_w_l: list[float] = field(default_factory=lambda: [0.0, 90.0])  # [start, final] lower percentile w_l
+    ring_anneal: str = "linear"  # how w_l moves from start to final (ring.anneal policy)
+    ring_anneal_epochs: int = 100  # epochs over which w_l reaches its final value
+    ring_inner: float | None = 0.1  # upper bound as the excluded fraction of the eligible slice (null: use ring_w_u)
+    ring_w_u: float | None = None  # fixed upper percentile w_u (null: use ring_inner)
     # Annealing policies of the appendix's study (ring.anneal): the step policy's number of equal
     # jumps (4: one every 25 epochs of the paper's 100); the loss-adaptive policy's moving-average
     # momentum (0.99: about 100 steps, a fraction of a CIFAR10 epoch's 195, so a single noisy batch
@@ -127,18 +127,18 @@ SNAPSHOT_FILE = "snapshot_epoch{epoch}.pt"
 
 @dataclass
 class LinclsConfig:
-    dataset: str
+    dataset: str  # the dataset evaluated on (the cell's); a transfer dataset for transfer cells
     method: str = ""  # the pretraining method whose encoder is evaluated (recorded in metrics.json)
-    seed: int = 0
-    data_root: str = "data"
+    seed: int = 0  # seeds the classifier's initialisation and augmentation (the cell's)
+    data_root: str = "data"  # folder holding <dataset>/ (the workflow's data_root)
     # Paper, Sec. 5: SGD lr 0.01, momentum 0.9, no weight decay, 100 epochs, no lr drops.
-    epochs: int = 100
-    batch_size: int = 256
-    lr: float = 0.01
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    resize: int = 256
-    crop: int = 224
+    epochs: int = 100  # training epochs of the linear classifier
+    batch_size: int = 256  # images per step
+    lr: float = 0.01  # SGD learning rate
+    momentum: float = 0.9  # SGD momentum
+    weight_decay: float = 0.0  # SGD weight decay
+    resize: int = 256  # images resized to resize x resize
+    crop: int = 224  # then cropped to crop x crop
     # "crop_flip": a random resized crop and flip per epoch (IR's and MoCo's linear protocol);
     # "none": the centre view only, whose features are then computed once and cached in memory.
     augmentation: str = "crop_flip"
@@ -154,7 +154,7 @@ class LinclsConfig:
 @dataclass
 class ToyCNCEConfig:
     """The appendix's toy experiment (ring.toy_cnce): one seed's NCE and CNCE critics."""
-    seed: int = 0
+    seed: int = 0  # seeds data, critics and negatives (the grid's toy_cnce seeds)
     # Data: (X, Y) = Z + eps with the appendix's covariances; 2000 training points, whose Y
     # embeddings form the memory bank the negatives come from.
     n_points: int = 2000
@@ -280,3 +280,12 @@ def config_hash(cfg) -> str:
     values = {k: v for k, v in to_dict(cfg).items()
               if k not in cfg.RUNTIME_FIELDS and not (k in late and v == defaults.get(k))}
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
+
+
+if __name__ == "__main__":
+    # python -m ring.config describe [STAGE] [KEY]: the generated reference (ring.reference).
+    import sys
+
+    from ring.reference import describe_main
+
+    sys.exit(describe_main(sys.argv[1:]))
