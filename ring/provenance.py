@@ -1,6 +1,7 @@
 """Provenance beside every cell's outputs: what ran, where, for how long.
 
-``<cell>/provenance.json`` holds the code (git commit and dirty flag), the config hash and seed,
+``<cell>/provenance.json`` holds the code (git commit and dirty flag; the grid file and workflow
+config that made the cell, with their sha256, count as dirty when untracked or modified), the config hash and seed,
 the software (torch, CUDA), and one *segment* per process that worked on the cell: a first run,
 a resumed run, or a SLURM job requeued after preemption.  Each segment records its SLURM job id
 and restart count, node, GPU model, wall time and outcome, so GPU-hours add up over requeues.
@@ -8,6 +9,7 @@ and restart count, node, GPU model, wall time and outcome, so GPU-hours add up o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -34,6 +36,34 @@ def git_state(repo: Path = REPO) -> dict:
         return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
+
+
+# The workflow exports the grid file and its config file to every job (workflow/rules/common.smk).
+GRID_ENV, WORKFLOW_CONFIG_ENV = "RING_GRID_FILE", "RING_WORKFLOW_CONFIG"
+
+
+def file_state(path: str | Path) -> dict:
+    """A file's sha256 and whether git tracks it unmodified (a file outside any repository is untracked)."""
+    path = Path(path).resolve()
+    sha = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(path.parent), *args], capture_output=True, text=True, timeout=10)
+
+    try:
+        tracked = git("ls-files", "--error-unmatch", path.name).returncode == 0
+        modified = bool(git("status", "--porcelain", "--", path.name).stdout.strip()) if tracked else None
+    except (OSError, subprocess.SubprocessError):
+        tracked, modified = False, None
+    return {"path": str(path), "sha256": sha, "tracked": tracked, "modified": modified}
+
+
+def run_files_state(env=os.environ) -> dict:
+    """The grid file and workflow config of this run (when the workflow started it), and whether
+    either makes the run dirty: untracked or modified counts as dirty."""
+    files = {key: file_state(env[var]) for key, var in (("grid_file", GRID_ENV), ("workflow_config", WORKFLOW_CONFIG_ENV))
+             if env.get(var)}
+    return {**files, "files_dirty": any(not f["tracked"] or f["modified"] for f in files.values())}
 
 
 def slurm_env() -> dict:
@@ -78,8 +108,15 @@ class Segment:
                   "node": socket.gethostname(), "gpus": gpus, "gpu_model": gpu_model, **slurm_env()}
         previous = json.loads(self.path.read_text()) if self.path.exists() else {}
         segments = [*previous.get("segments", []), record]
+        files = run_files_state()
+        files_dirty = files.pop("files_dirty")
+        code = git_state()
+        # Dirty too when the grid file or workflow config is untracked or modified (their sha256 is kept).
+        dirty = True if files_dirty else code["dirty"]
         doc = {
-            **git_state(),
+            **code,
+            "dirty": dirty,
+            **files,
             "config_hash": self.config_hash,
             "seed": self.seed,
             "torch": torch.__version__,

@@ -85,6 +85,9 @@ def _load_grid(value: str) -> dict:
     except ValueError as err:
         _fail_plan(str(err))
     config["grid"] = grid.name  # targets and results/ use the name (the file's stem)
+    # Every job records this grid file and the workflow config in provenance.json (ring.provenance).
+    os.environ["RING_GRID_FILE"] = str(path.resolve())
+    os.environ["RING_WORKFLOW_CONFIG"] = str(Path(workflow.basedir) / "workflow" / "config.yaml")
     return {grid.name: grid}
 
 

@@ -1,0 +1,43 @@
+"""provenance.json says whether the grid file and workflow config were tracked and unmodified."""
+
+import json
+import subprocess
+
+from ring import provenance
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def test_an_untracked_or_modified_grid_file_makes_the_cell_dirty(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    grid, cfg = repo / "mine.yaml", repo / "config.yaml"
+    grid.write_text("seeds: [0]\n")
+    cfg.write_text("grid: mine\n")
+    _git(repo, "add", "config.yaml")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "config")
+    monkeypatch.setenv(provenance.GRID_ENV, str(grid))
+    monkeypatch.setenv(provenance.WORKFLOW_CONFIG_ENV, str(cfg))
+
+    state = provenance.run_files_state()
+    assert state["grid_file"]["tracked"] is False and state["files_dirty"]
+    assert state["workflow_config"] == {"path": str(cfg.resolve()), "sha256": state["workflow_config"]["sha256"],
+                                        "tracked": True, "modified": False}
+    (tmp_path / "cell0").mkdir()
+    with provenance.Segment(tmp_path / "cell0", "hash", 0):
+        pass  # one completed segment: the record is written on exit
+    doc = json.loads((tmp_path / "cell0" / provenance.FILE).read_text())
+    assert doc["dirty"] is True and doc["grid_file"]["sha256"] == provenance.file_state(grid)["sha256"]
+
+    _git(repo, "add", "mine.yaml")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "grid")
+    assert not provenance.run_files_state()["files_dirty"]
+    grid.write_text("seeds: [1]\n")
+    state = provenance.run_files_state()
+    assert state["grid_file"]["modified"] is True and state["files_dirty"]
+    outside = tmp_path / "elsewhere.yaml"
+    outside.write_text("x: 1\n")
+    assert provenance.file_state(outside)["tracked"] is False
