@@ -61,13 +61,65 @@ def published_value(table_key: str, method: str, column: str) -> float:
     return float(row[columns.index(column)] if isinstance(row, list) else row)
 
 
+# The paper's protocol: its grid's config of the same cell, compared in the keys the paper fixes
+# (Sec. 5 and the appendix); runtime knobs and our own additions (monitoring, k-means sizes) are not.
+PAPER_GRID = Path(__file__).resolve().parents[1] / "workflow" / "grids" / "paper.yaml"
+PAPER_KEYS = {
+    "pretrain": ("epochs", "batch_size", "lr", "momentum", "weight_decay", "lr_milestones", "lr_gamma", "resize", "crop",
+                 "crop_scale_min", "head", "out_dim", "temperature", "bank_negatives", "bank_momentum", "queue_size",
+                 "key_momentum", "ring_w_l", "ring_anneal", "ring_anneal_epochs", "ring_inner", "ring_w_u"),
+    "lincls": ("epochs", "batch_size", "lr", "momentum", "weight_decay", "resize", "crop", "augmentation"),
+}
+
+
+@lru_cache(maxsize=None)
+def _paper_grid():
+    from ring import grid  # torch-free
+
+    return grid.load(PAPER_GRID)
+
+
+def _read_yaml(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    with open(path) as fh:
+        return yaml.safe_load(fh) or {}
+
+
+def protocol_differences(metrics_path: str | Path) -> list[str]:
+    """``stage.key`` of every paper-fixed key in which this evaluation cell (and the pretraining cell
+    whose encoder it evaluates) differs from the paper grid's cell; empty when unknown (no configs)."""
+    path = Path(metrics_path)
+    evaluation = _read_yaml(path.parent / "config.yaml")
+    if evaluation is None or len(path.parts) < 6:
+        return []
+    source = evaluation.get("source", evaluation["dataset"])  # a transfer cell's encoder is the source's
+    seed_dir, method_dir = path.parts[-2], path.parts[-3]
+    pretrain = _read_yaml(Path(*path.parts[:-5], "pretrain", source, method_dir, seed_dir, "config.yaml"))
+    paper = _paper_grid()
+    try:
+        ours_paper = [(pretrain, C_dict(paper.pretrain_config(source, evaluation["method"], 0, "data")), "pretrain"),
+                      (evaluation, C_dict(paper.lincls_config(source, evaluation["method"], 0, "data")), "lincls")]
+    except ValueError:
+        return []
+    return [f"{stage}.{key}" for ours, theirs, stage in ours_paper if ours is not None
+            for key in PAPER_KEYS[stage] if key in ours and ours[key] != theirs[key]]
+
+
+def C_dict(cfg) -> dict:
+    from ring.config import to_dict
+
+    return to_dict(cfg)
+
+
 def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
     rows = []
     for path in metric_files:
         with open(path) as fh:
             m = json.load(fh)
-        rows.append({"dataset": m["dataset"], "method": m["method"], "seed": int(m["seed"]), "value": float(m[metric])})
-    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value"])
+        rows.append({"dataset": m["dataset"], "method": m["method"], "seed": int(m["seed"]), "value": float(m[metric]),
+                     "differs": ", ".join(protocol_differences(path))})
+    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs"])
 
 
 def dataset_display(name: str) -> str:
@@ -81,8 +133,13 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
     ``display`` names a ``dataset`` value's column in the paper (Table 4's values are its columns).
     """
     stats = cells.groupby(["method", "dataset"])["value"].agg(n="count", mean="mean", std="std").reset_index()
+    if "differs" in cells:  # paper-fixed keys in which any seed's cell differs from the paper's protocol
+        keys = cells.groupby(["method", "dataset"])["differs"].agg(
+            lambda v: ", ".join(sorted({k for text in v for k in text.split(", ") if k}))).reset_index()
+        stats = stats.merge(keys, on=["method", "dataset"], how="left")
     grid = pd.MultiIndex.from_product([methods, datasets], names=["method", "dataset"]).to_frame(index=False)
     out = grid.merge(stats, on=["method", "dataset"], how="left")
+    out["differs"] = out["differs"].fillna("") if "differs" in out else ""
     out["n"] = out["n"].fillna(0).astype(int)
     means = out.set_index(["method", "dataset"])["mean"]
 
@@ -114,20 +171,27 @@ def cell_text(row) -> str:
     return text
 
 
-def paper_text(row) -> str:
+def paper_text(row, footnotes: dict | None = None) -> str:
     if math.isnan(row.paper):
         return "—"
+    if row.n and row.differs and footnotes is not None:
+        # Another protocol: no difference to the paper, a footnote naming the keys instead.
+        mark = footnotes.setdefault(row.differs, f"[{len(footnotes) + 1}]")
+        return f"{row.paper:.1f} {mark}"
     return f"{row.paper:.1f} ({_fmt(row.diff_to_paper, signed=True)})" if row.n else f"{row.paper:.1f}"
 
 
 def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str], display=dataset_display) -> pd.DataFrame:
     """The paper's layout: methods as rows; per dataset our cell, then the paper's number and our difference."""
     wide = pd.DataFrame(index=pd.Index([display_name(m) for m in methods], name="Method"))
+    footnotes: dict[str, str] = {}  # differing keys -> their mark, in order of appearance
     for d in datasets:
         col = display(d)
         part = summary[summary.dataset == d].set_index("method")
         wide[col] = [cell_text(part.loc[m]) for m in methods]
-        wide[f"{col} paper (ours − paper)"] = [paper_text(part.loc[m]) for m in methods]
+        wide[f"{col} paper (ours − paper)"] = [paper_text(part.loc[m], footnotes) for m in methods]
+    wide.attrs["footnotes"] = [f"{mark} protocol differs from the paper's in {keys}: no difference to the paper shown."
+                               for keys, mark in footnotes.items()]
     return wide
 
 
@@ -139,6 +203,7 @@ def write(name: str, summary: pd.DataFrame, wide: pd.DataFrame, prefix: str | Pa
     summary.to_csv(paths[0], index=False, float_format="%.4f")
     note = ("mean ± std over seeds; (±x) after a Ring method: difference to its base method; "
             "paper: the published number, in brackets ours minus the paper's.")
+    note = " ".join([note, *wide.attrs.get("footnotes", [])])
     paths[1].write_text(f"**{name}**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n")
     paths[2].write_text(wide.to_latex(caption=f"{caption}. {note}", label=f"tab:{name}", escape=True))
     return paths

@@ -143,3 +143,33 @@ def test_la_variants_table_has_the_papers_single_cifar10_column(tmp_path):
     assert wide.loc["IRing (+C_i)", "CIFAR10"] == "84.0 (+1.0)"  # LA and IRing (+C_i) differ only by w_l
     assert wide.loc["CMCRing (+C_i)", "CIFAR10 paper (ours − paper)"] == "87.8"
     assert wide.loc["LA", "CIFAR10 paper (ours − paper)"] == "83.9 (-0.9)"
+
+
+def test_a_cell_off_the_papers_protocol_gets_a_footnote_instead_of_a_paper_delta(tmp_path):
+    from ring import config as C
+    from ring import grid as G
+
+    paper = G.load(tables.PAPER_GRID)
+    files = []
+    # MoCoRing on CIFAR100 as the README's own grid: final w_l 50, 100 epochs, 30 linear epochs; IR as the paper.
+    for method, pre, lin, top1 in [("MoCoRing", {"epochs": 100, "ring_w_l": [0.0, 50.0]}, {"epochs": 30}, 60.0),
+                                   ("IR", {}, {}, 60.0)]:
+        root = tmp_path / "results" / "mine"
+        pre_cfg = paper.pretrain_config("cifar100", method, 3, "/data")
+        lin_cfg = paper.lincls_config("cifar100", method, 3, "/data")
+        for cfg, values, stage in ((pre_cfg, pre, "pretrain"), (lin_cfg, lin, "lincls")):
+            for key, value in values.items():
+                setattr(cfg, key, value)
+            cell = root / stage / "cifar100" / method / "seed3"
+            cell.mkdir(parents=True)
+            C.save(cfg, cell / "config.yaml")
+        metrics = root / "lincls" / "cifar100" / method / "seed3" / "metrics.json"
+        metrics.write_text(json.dumps({"dataset": "cifar100", "method": method, "seed": 3, "top1": top1}))
+        files.append(metrics)
+    wide = tables.build("table1", files, ["IR", "MoCoRing"], ["cifar100"], tmp_path / "table1")
+    assert wide.loc["MoCoRing", "CIFAR100 paper (ours − paper)"] == "61.5 [1]"
+    assert wide.loc["IR", "CIFAR100 paper (ours − paper)"] == "60.4 (-0.4)"  # same protocol: compared
+    assert ("[1] protocol differs from the paper's in lincls.epochs, pretrain.epochs, pretrain.ring_w_l: no difference "
+            "to the paper shown.") in (tmp_path / "table1.md").read_text()
+    csv = pd.read_csv(tmp_path / "table1.csv", keep_default_na=False)
+    assert csv.set_index("method").loc["MoCoRing", "differs"] == "lincls.epochs, pretrain.epochs, pretrain.ring_w_l"
