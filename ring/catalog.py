@@ -318,6 +318,12 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
         counts, counted = _counts(name, root)
         record["counts"] = counts
         read += counted
+        if name in DATASETS and not skip_checksums:  # ImageNet: one folder per class in each split
+            for split in counts:
+                n = sum(1 for p in (base / split).iterdir() if p.is_dir())
+                if n != s.num_classes:
+                    raise DatasetMissing(f"Dataset {name}'s {base / split} holds {n} class folders, the publisher's "
+                                         f"release has {s.num_classes}; complete it ({hint}), {SKIP_HINT}.")
         if not skip_checksums and tuple(counts.values()) != tuple(publisher):
             found = ", ".join(f"{n} {split}" for split, n in counts.items())
             raise DatasetMissing(

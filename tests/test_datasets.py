@@ -128,11 +128,16 @@ def test_data_check_counts_imagenet_against_the_publisher(tmp_path, monkeypatch,
         for i in range(n):
             (base / split / f"n0{i % 2}").mkdir(parents=True, exist_ok=True)
             (base / split / f"n0{i % 2}" / f"{i}.JPEG").write_bytes(b"jpeg")
-    monkeypatch.setitem(catalog.DATASETS, "imagenet", dataclasses.replace(catalog.DATASETS["imagenet"], publisher_counts=(3, 2)))
+    # A two-class release of 3 train / 2 val images stands in for ILSVRC2012's numbers.
+    release = dataclasses.replace(catalog.DATASETS["imagenet"], num_classes=2, publisher_counts=(3, 2))
+    monkeypatch.setitem(catalog.DATASETS, "imagenet", release)
     assert catalog.verify("imagenet", tmp_path)["counts"] == {"train": 3, "val": 2}
     (base / "train" / "n00" / "0.JPEG").unlink()
     assert catalog.main(["check", "imagenet", "--data-root", str(tmp_path)]) == 1
     assert f"Dataset imagenet under {base} holds 2 train, 2 val images, the publisher's release has 3 and 2" in capsys.readouterr().err
+    (base / "val" / "n02").mkdir()
+    assert catalog.main(["check", "imagenet", "--data-root", str(tmp_path)]) == 1
+    assert f"Dataset imagenet's {base / 'val'} holds 3 class folders, the publisher's release has 2" in capsys.readouterr().err
 
 
 def test_data_check_finds_an_unwritable_results_folder_before_any_job(tmp_path, monkeypatch, capsys):
