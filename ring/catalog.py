@@ -4,11 +4,20 @@ Every dataset lives under ``<data_root>/<name>/`` in the layout its publisher (o
 downloader, given that folder as ``root``) produces.  Nothing is ever downloaded: a missing
 dataset is reported by :func:`check` with one sentence saying where to put it.  Loaders live in
 :mod:`ring.datasets`.
+
+The data check (``python -m ring.catalog check``, the workflow's ``data_check`` rule) also
+verifies the contents against what the publisher publishes (:func:`verify`): torchvision's md5 of
+every file that has one (CIFAR10/100 batches, STL10's binaries), the publisher's image counts for
+the others.  A passing verification is cached in a stamp keyed by the size and modification time
+of every file and folder it read, so it runs once per dataset and again only when one changes.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +39,10 @@ class DatasetSpec:
     # trains on (its memory bank); the publisher's counts, so the plan bounds batch and bank sizes.
     train_images: int = 0
     pretrain_images: int = 0  # 0: train_images
+    # Verification against the publisher (verify): the torchvision class whose md5 lists cover the
+    # files, or the publisher's (train, val) image counts in class folders.
+    torchvision_md5: str | None = None
+    publisher_counts: tuple[int, int] | None = None
 
 
 def _torchvision_hint(cls: str, name: str, extra: str = "") -> str:
@@ -50,19 +63,19 @@ DATASETS: dict[str, DatasetSpec] = {
         display="CIFAR10", num_classes=10,
         mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616),
         required=("cifar-10-batches-py/data_batch_1", "cifar-10-batches-py/data_batch_5", "cifar-10-batches-py/test_batch"),
-        how_to_get=_torchvision_hint("CIFAR10", "cifar10"), train_images=50000,
+        how_to_get=_torchvision_hint("CIFAR10", "cifar10"), train_images=50000, torchvision_md5="CIFAR10",
     ),
     "cifar100": DatasetSpec(
         display="CIFAR100", num_classes=100,
         mean=(0.5071, 0.4865, 0.4409), std=(0.2673, 0.2564, 0.2762),
         required=("cifar-100-python/train", "cifar-100-python/test"),
-        how_to_get=_torchvision_hint("CIFAR100", "cifar100"), train_images=50000,
+        how_to_get=_torchvision_hint("CIFAR100", "cifar100"), train_images=50000, torchvision_md5="CIFAR100",
     ),
     "stl10": DatasetSpec(
         display="STL10", num_classes=10,
         mean=(0.4467, 0.4398, 0.4066), std=(0.2603, 0.2566, 0.2713),
         required=("stl10_binary/train_X.bin", "stl10_binary/test_X.bin", "stl10_binary/unlabeled_X.bin"),
-        how_to_get=_torchvision_hint("STL10", "stl10", ", split='train+unlabeled'"),
+        how_to_get=_torchvision_hint("STL10", "stl10", ", split='train+unlabeled'"), torchvision_md5="STL10",
         train_images=5000, pretrain_images=105000,  # pretraining adds the 100k unlabeled images
     ),
     "imagenet": DatasetSpec(
@@ -72,6 +85,7 @@ DATASETS: dict[str, DatasetSpec] = {
         how_to_get="download ILSVRC2012 from image-net.org and lay it out as <data_root>/imagenet/{train,val}/<wnid>/*.JPEG "
                    "(validation images sorted into class folders)",
         train_images=1281167,  # ILSVRC2012 train
+        publisher_counts=(1281167, 50000),  # ILSVRC2012's train and validation images
     ),
 }
 
@@ -217,24 +231,174 @@ def check(name: str, data_root: str | Path) -> None:
                 raise DatasetMissing(f"{base / split} has no class folders; {hint}.")
 
 
+VERIFIED_SUFFIX = ".verified.json"
+SKIP_HINT = ("or, for your own modified copy, skip the comparison with the publisher with --skip-checksums "
+             "(workflow config: skip_checksums: true)")
+
+
+def published_md5(name: str) -> dict[str, str]:
+    """{path below <data_root>/<name>: md5} of torchvision's lists for ``name`` (empty if it has none)."""
+    cls_name = getattr(spec(name), "torchvision_md5", None)
+    if cls_name is None:
+        return {}
+    from torchvision import datasets as tvd  # only here: the rest of the catalog stays torch-free
+
+    cls = getattr(tvd, cls_name)
+    files = [*cls.train_list, *cls.test_list]
+    if isinstance(getattr(cls, "meta", None), dict):
+        files.append([cls.meta["filename"], cls.meta["md5"]])
+    return {f"{cls.base_folder}/{file}": md5 for file, md5 in files}
+
+
+def md5_of(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _counts(name: str, data_root: Path) -> tuple[dict[str, int], list[Path]]:
+    """Images per split and the folders counted: the transfer listing, or ImageNet's class folders."""
+    base = folder(name, data_root)
+    if name in TRANSFER:
+        from ring import metadataset  # torch-free
+
+        listing = metadataset.listing(name, data_root)
+        return {split: len(items) for split, items in listing.items()}, [base / rel for rel in spec(name).required]
+    counts, read = {}, []
+    for split in ("train", "val"):
+        classes = sorted(p for p in (base / split).iterdir() if p.is_dir())
+        counts[split] = sum(sum(1 for e in os.scandir(c) if e.is_file()) for c in classes)
+        read += [base / split, *classes]
+    return counts, read
+
+
+def _fingerprint(paths: list[Path], base: Path) -> dict[str, list[int]]:
+    """Size and modification time of every file and folder a verification read."""
+    stats = {}
+    for path in paths:
+        st = path.stat()
+        stats[str(path.relative_to(base))] = [st.st_size, st.st_mtime_ns]
+    return stats
+
+
+def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp_dir: str | Path | None = None) -> dict:
+    """:func:`check`, then the contents against the publisher; returns the record (also the stamp).
+
+    Checksums: torchvision's md5 of each file that has one; counts: the publisher's image counts
+    (ImageNet, the transfer sets).  ``skip_checksums``: only the layout and listings are checked (a
+    user's own modified copy, the test fixtures), and the record says so.  ``stamp_dir``: where the
+    record of a passing verification is kept, reused while every file and folder it read keeps its
+    size and modification time.
+    """
+    check(name, data_root)
+    root = Path(data_root)
+    base = folder(name, root)
+    s = spec(name)
+    hint = s.how_to_get.replace("<data_root>", str(root))
+    stamp = Path(stamp_dir) / f"{name}{VERIFIED_SUFFIX}" if stamp_dir is not None else None
+    if stamp is not None and stamp.is_file():
+        try:
+            previous = json.loads(stamp.read_text())
+            if (previous["folder"] == str(base.resolve()) and (skip_checksums or not previous["skip_checksums"])
+                    and previous["fingerprint"] == _fingerprint([base / rel for rel in previous["fingerprint"]], base)):
+                return previous
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a stale, torn or foreign stamp: verify again
+    record = {"dataset": name, "folder": str(base.resolve()), "skip_checksums": skip_checksums, "md5": {}, "counts": {}}
+    read = [base / rel for rel in s.required]
+    if not skip_checksums:
+        for rel, expected in published_md5(name).items():
+            path = base / rel
+            if not path.is_file():
+                raise DatasetMissing(f"Dataset {name} is missing {path}; {hint}.")
+            actual = md5_of(path)
+            if actual != expected:
+                raise DatasetMissing(
+                    f"Dataset {name} file {path} is corrupted or truncated: its md5 is {actual}, the publisher's "
+                    f"(torchvision's) is {expected}; replace the file ({hint}), {SKIP_HINT}.")
+            record["md5"][rel] = actual
+            read.append(path)
+    publisher = getattr(s, "publisher_counts", None)
+    if publisher is not None:
+        counts, counted = _counts(name, root)
+        record["counts"] = counts
+        read += counted
+        if name in DATASETS and not skip_checksums:  # ImageNet: one folder per class in each split
+            for split in counts:
+                n = sum(1 for p in (base / split).iterdir() if p.is_dir())
+                if n != s.num_classes:
+                    raise DatasetMissing(f"Dataset {name}'s {base / split} holds {n} class folders, the publisher's "
+                                         f"release has {s.num_classes}; complete it ({hint}), {SKIP_HINT}.")
+        if not skip_checksums and tuple(counts.values()) != tuple(publisher):
+            found = ", ".join(f"{n} {split}" for split, n in counts.items())
+            raise DatasetMissing(
+                f"Dataset {name} under {base} holds {found} images, the publisher's release has "
+                f"{' and '.join(map(str, publisher))}; complete it ({hint}), {SKIP_HINT}.")
+    record["checksums"] = ("skipped (skip_checksums): layout and listings only" if skip_checksums
+                           else "verified against the publisher")
+    record["fingerprint"] = _fingerprint(list(dict.fromkeys(read)), base)
+    if stamp is not None:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        tmp = stamp.with_name(f".{stamp.name}.tmp")
+        tmp.write_text(json.dumps(record, indent=1) + "\n")
+        tmp.replace(stamp)
+    return record
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise :class:`PermissionError` with one sentence if ``path`` or a folder below it cannot be written.
+
+    The data check runs this on the grid's results folder before any job of the dataset, so a
+    cell folder left read-only (another user's, a restored backup) is found before training, not
+    at the first checkpoint.
+    """
+    path = Path(path)
+    existing = path
+    while not existing.exists():  # a folder still to be created: its nearest existing parent decides
+        existing = existing.parent
+    folders = [existing] + ([Path(d) / sub for d, subs, _ in os.walk(existing) for sub in subs] if path.exists() else [])
+    for f in folders:
+        if f.is_dir() and not os.access(f, os.W_OK | os.X_OK):
+            raise PermissionError(
+                f"Results folder {f} is not writable by this user; fix its permissions (chmod u+w) or move it away "
+                "before training.")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Check that a dataset is present under the data root.")
+    parser = argparse.ArgumentParser(description="Check that a dataset is present and intact under the data root.")
     parser.add_argument("command", choices=["check"])
     parser.add_argument("dataset")
     parser.add_argument("--data-root", required=True)
     parser.add_argument("--touch", help="file to create when the check passes")
+    parser.add_argument("--skip-checksums", action="store_true",
+                        help="check layout and listings only, not md5s and publisher counts (a modified copy)")
+    parser.add_argument("--stamp-dir", help="folder of the verified stamps (<dataset>.verified.json), so it runs once")
+    parser.add_argument("--writable", action="append", default=[],
+                        help="a results folder that the jobs will write (checked before any of them runs)")
     args = parser.parse_args(argv)
     try:
-        check(args.dataset, args.data_root)
-    except (DatasetMissing, ValueError) as err:
+        for path in args.writable:
+            check_writable(path)
+        record = verify(args.dataset, args.data_root, args.skip_checksums, args.stamp_dir)
+    except (DatasetMissing, ValueError, PermissionError) as err:
         print(f"ring: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:  # unreadable file (I/O error, permissions) met while verifying
+        print(f"ring: Dataset {args.dataset} cannot be read under {args.data_root} ({err}); fix the file or its "
+              "permissions.", file=sys.stderr)
         return 1
     if args.touch:
         Path(args.touch).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.touch).write_text(f"{args.dataset} present under {args.data_root}\n")
-    print(f"{args.dataset}: present under {args.data_root}")
+        Path(args.touch).write_text(json.dumps(record, indent=1) + "\n")
+    print(f"{args.dataset}: present under {args.data_root}; checksums {record['checksums']}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as a script, this file is __main__: raise and catch the one DatasetMissing class that
+    # ring.metadataset (importing ring.catalog) uses too.
+    from ring import catalog
+
+    sys.exit(catalog.main())

@@ -1,4 +1,5 @@
-"""Data parallelism: 2 gloo processes on the CPU compute what one process computes on the same global batch."""
+"""Data parallelism: 2 gloo processes on the CPU compute what one process computes on the same global batch
+(IRing and MoCoRing; CMCRing, whose two views draw their negatives view by view)."""
 
 import json
 import os
@@ -36,7 +37,7 @@ def run_ranks(cfg: C.PretrainConfig, cell, world: int) -> None:
     assert all(p.returncode == 0 for p in procs), outputs
 
 
-@pytest.mark.parametrize("method", ["IRing", "MoCoRing"])
+@pytest.mark.parametrize("method", ["IRing", "MoCoRing", "CMCRing"])
 def test_two_processes_match_one_process_with_as_many_bn_groups(tmp_path, method):
     cfg = pretrain_config(method, epochs=1, lr_milestones=[], knn_every=0, bn_groups=2)
     run_ranks(cfg, tmp_path / "single", world=1)

@@ -103,20 +103,22 @@ def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
     assert "Nothing to be done" in again.stdout + again.stderr
 
     # Rerun one cell: remove its folder (every stage resumes, so a kept checkpoint would be reused)
-    # and force its output; only its jobs run, then the table they feed.
+    # and force its output; only its jobs run (after the dataset's data check, cached by its
+    # verified stamp), then the table they feed.
     cell = "results/tiny/lincls/digits/MoCoRing/seed1"
     shutil.rmtree(workdir / cell)
     result = snakemake(workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/metrics.json", "--config", "grid=tiny")
     assert job_counts(result.stdout + result.stderr) == {
-        "all_tables": 1, "lincls": 1, "lincls_config": 1, "make_gpu_hours": 1, "make_table1": 1, "total": 5}
+        "all_tables": 1, "data_check": 1, "lincls": 1, "lincls_config": 1, "make_gpu_hours": 1, "make_table1": 1,
+        "total": 6}
 
     # Retrain one pretraining cell: it, its linear evaluation and the table.
     cell = "results/tiny/pretrain/digits/IR/seed0"
     shutil.rmtree(workdir / cell)
     result = snakemake(workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/encoder.pt", "--config", "grid=tiny")
     assert job_counts(result.stdout + result.stderr) == {
-        "all_tables": 1, "lincls": 1, "make_gpu_hours": 1, "make_table1": 1, "pretrain": 1, "pretrain_config": 1,
-        "total": 6}
+        "all_tables": 1, "data_check": 1, "lincls": 1, "make_gpu_hours": 1, "make_table1": 1, "pretrain": 1,
+        "pretrain_config": 1, "total": 7}
     # Training is deterministic on the CPU: the retrained cell reproduces its metrics exactly.
     assert "Nothing to be done" in snakemake(workdir, "-n", "all_tables", "--config", "grid=tiny").stdout
 

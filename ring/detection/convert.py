@@ -135,6 +135,27 @@ def convert(encoder_path: str | Path, out_path: str | Path) -> float:
     return diff
 
 
+def expected_keys() -> set[str]:
+    """Detectron2's names of every tensor a torchvision resnet18 trunk converts to (its ``fc`` aside)."""
+    from torchvision.models import resnet18
+
+    with torch.device("meta"):  # the names alone: no memory, no draw from the global RNG
+        state = resnet18().state_dict()
+    return {name for name in map(d2_key, (k for k in state if not k.startswith("fc."))) if name is not None}
+
+
+def check_complete(converted: dict, path: str | Path) -> None:
+    """The converted file holds Detectron2's ResNet-18 exactly, before any model is built: a file
+    with a key missing or unknown was altered or written by something else, not a model mismatch."""
+    expected = expected_keys()
+    missing, unknown = sorted(expected - set(converted)), sorted(set(converted) - expected)
+    if missing or unknown:
+        raise ConversionError(
+            f"The converted backbone {path} does not hold a ResNet-18 as ring.detection.convert writes it: "
+            f"{len(missing)} tensors missing (e.g. {missing[:2]}) and {len(unknown)} unknown (e.g. {unknown[:2]}); "
+            f"rerun the conversion (python -m ring.detection.convert --encoder <pretraining cell>/encoder.pt --out {path}).")
+
+
 def backbone_short_key(model_key: str) -> str | None:
     """The converted name a model tensor should hold: its ``stem...`` / ``resN...`` tail, if any."""
     match = re.search(r"(?:^|\.)((?:stem|res[2-5])\..*)$", model_key)
@@ -181,6 +202,13 @@ def main(argv=None) -> int:
         diff = convert(args.encoder, args.out)
     except (ConversionError, CheckpointError, ValueError) as err:
         print(f"ring: {err}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as err:
+        from ring.detection import missing_detectron2
+
+        if missing_detectron2(err) is None:
+            raise
+        print(f"ring: {missing_detectron2(err)}", file=sys.stderr)
         return 1
     print(f"ring: {args.out}: converted; stem and first block match torchvision (max |diff| {diff:.2e})", file=sys.stderr)
     return 0

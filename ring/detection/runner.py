@@ -30,7 +30,8 @@ from pathlib import Path
 from ring import checks
 from ring import config as C
 from ring.checkpoint import CheckpointError
-from ring.detection.convert import ConversionError, check_loaded
+from ring.detection import missing_detectron2
+from ring.detection.convert import ConversionError, check_complete, check_loaded
 from ring.detection.tasks import METRICS
 from ring.detection.tasks import task as get_task
 
@@ -84,6 +85,7 @@ def prepare(cfg: C.DetectionConfig, weights: str | Path, out: str | Path):
     d2cfg = configs.build(cfg, Path(weights).resolve(), out.resolve())
     configs.check_datasets([*d2cfg.DATASETS.TRAIN, *d2cfg.DATASETS.TEST], cfg.datasets_root)
     converted = read_weights(weights)
+    check_complete(converted, weights)  # a key missing names the file and the conversion, not the model
     out.mkdir(parents=True, exist_ok=True)
     check_resumable(out, C.config_hash(cfg))
     (out / D2_CONFIG).write_text(d2cfg.dump())
@@ -93,13 +95,11 @@ def prepare(cfg: C.DetectionConfig, weights: str | Path, out: str | Path):
 def train_and_evaluate(d2cfg, converted: dict, datasets_root: str, where: str) -> dict:
     """One process's part: register datasets, build, prove the backbone loads, train, evaluate."""
     from detectron2.checkpoint import DetectionCheckpointer
-    from detectron2.utils import comm
-    from detectron2.utils.logger import setup_logger
 
     from ring.detection import configs
-    from ring.detection.train_net import Trainer
+    from ring.detection.train_net import Trainer, setup
 
-    setup_logger(output=d2cfg.OUTPUT_DIR, distributed_rank=comm.get_rank(), name="detectron2")
+    setup(d2cfg)  # logger, and every RNG seeded from the cell's SEED before the heads are initialised
     configs.register([*d2cfg.DATASETS.TRAIN, *d2cfg.DATASETS.TEST], datasets_root)
     trainer = Trainer(d2cfg)
     model = getattr(trainer.model, "module", trainer.model)
@@ -182,6 +182,11 @@ def main(argv=None) -> int:
         metrics = run(checks.load_checked("detection", args.config), args.weights, args.out)
     except (ValueError, FileNotFoundError, CheckpointError) as err:  # ConversionError is a ValueError
         print(f"ring: {err}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as err:
+        if missing_detectron2(err) is None:
+            raise
+        print(f"ring: {missing_detectron2(err)}", file=sys.stderr)
         return 1
     if metrics is not None:
         shown = " ".join(f"{k}={v:.1f}" for k, v in metrics["columns"].items())

@@ -39,6 +39,29 @@ class StopOnRequest(HookBase):
             raise Preempted(f"{self.trainer.cfg.OUTPUT_DIR}: checkpointed after iteration {iteration + 1}")
 
 
+def setup(cfg, args=None) -> None:
+    """What both entry points (the workflow's ``ring.detection`` and this command line) do before
+    building a trainer: Detectron2's loggers, and torch, NumPy and Python's RNGs seeded from
+    ``cfg.SEED`` (+ rank), so one seed gives one head initialisation, data order and result.
+
+    This is Detectron2's ``default_setup`` less its copy of the config to ``OUTPUT_DIR/config.yaml``:
+    in a cell folder that name is the cell's own config, and the Detectron2 config is already there
+    as ``detectron2.yaml``.
+    """
+    import torch
+    from detectron2.utils import comm
+    from detectron2.utils.env import seed_all_rng
+    from detectron2.utils.logger import setup_logger
+
+    rank = comm.get_rank()
+    setup_logger(cfg.OUTPUT_DIR, distributed_rank=rank, name="fvcore")
+    logger = setup_logger(cfg.OUTPUT_DIR, distributed_rank=rank, name="detectron2")
+    logger.info(f"Rank {rank} of {comm.get_world_size()}, seed {cfg.SEED}; command line arguments: {args}")
+    seed_all_rng(None if cfg.SEED < 0 else cfg.SEED + rank)
+    if not getattr(args, "eval_only", False):
+        torch.backends.cudnn.benchmark = cfg.CUDNN_BENCHMARK
+
+
 class Trainer(DefaultTrainer):
     @classmethod
     def build_evaluator(cls, cfg, dataset_name, output_folder=None):
@@ -68,7 +91,7 @@ class Trainer(DefaultTrainer):
 def main(argv=None) -> int:
     from detectron2.checkpoint import DetectionCheckpointer
     from detectron2.config import get_cfg
-    from detectron2.engine import default_argument_parser, default_setup, launch
+    from detectron2.engine import default_argument_parser, launch
 
     from ring.detection import configs
 
@@ -79,7 +102,7 @@ def main(argv=None) -> int:
         cfg.merge_from_file(args.config_file)
         cfg.merge_from_list(args.opts)
         cfg.freeze()
-        default_setup(cfg, args)
+        setup(cfg, args)
         configs.register([*cfg.DATASETS.TRAIN, *cfg.DATASETS.TEST], os.environ.get("DETECTRON2_DATASETS", "datasets"))
         if args.eval_only:
             model = Trainer.build_model(cfg)

@@ -34,8 +34,11 @@ class MultiviewContrast(InstanceDiscrimination):
         if z.shape[1] != 2 * self.dim:
             raise ValueError(f"CMC expects [z_L, z_ab] of 2 x {self.dim} features, got {z.shape[1]}.")
         z_l, z_ab = z[:, :self.dim], z[:, self.dim:]
-        u = self.draws(torch.cat([z_l, z_ab]), generator)  # one draw per (view, query)
-        u_l, u_ab = u.chunk(2)
+        # One draw per (view, query) of the global batch, laid out view by view, so that each rank
+        # takes its own queries' rows of each view: N processes draw what one process draws.
+        global_rows = len(z_l) * distributed.world_size()
+        u = torch.rand((2, global_rows, self.negatives), generator=generator, device=z.device)
+        u_l, u_ab = distributed.local_rows(u[0]), distributed.local_rows(u[1])
         loss = (self.contrast(z_l, self.bank_ab.memory, index, window, u_l)
                 + self.contrast(z_ab, self.bank.memory, index, window, u_ab))
         all_index = distributed.all_gather(index)

@@ -1,6 +1,8 @@
 import json
 import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -97,10 +99,66 @@ def test_bad_converted_checkpoints_fail_in_one_sentence(backbone_pkl, datasets_r
     torn.write_bytes(backbone_pkl.read_bytes()[:1000])
     status, lines = run_main(cfg, torn, tmp_path / "a", capsys)
     _fails_before_training(tmp_path / "a", status, lines, "is unreadable")
-    # A file missing res5 (e.g. converted from another network) is caught when the model loads it.
+    # A file missing res5 (altered, or converted from another network) names the file and the conversion.
     doc = pickle.loads(backbone_pkl.read_bytes())
     doc["model"] = {k: v for k, v in doc["model"].items() if not k.startswith("res5.")}
     partial = tmp_path / "partial.pkl"
     partial.write_bytes(pickle.dumps(doc))
     status, lines = run_main(cfg, partial, tmp_path / "b", capsys)
-    _fails_before_training(tmp_path / "b", status, lines, "does not load completely")
+    _fails_before_training(tmp_path / "b", status, lines, f"The converted backbone {partial} does not hold a ResNet-18 "
+                           "as ring.detection.convert writes it: ")
+    assert "tensors missing (e.g. ['res5.0." in lines[0]
+    assert "rerun the conversion (python -m ring.detection.convert --encoder" in lines[0]
+    assert "ResNet depth" not in lines[0]
+
+
+def _final_weights(cell):
+    import torch
+
+    return torch.load(cell / "model_final.pth", map_location="cpu", weights_only=True)["model"]
+
+
+def test_one_seed_gives_one_head_initialisation_data_order_and_result_on_every_path(backbone_pkl, datasets_root,
+                                                                                   tmp_path, capsys):
+    """Two workflow runs of one cell, and the cell rerun by hand with Detectron2's command line, agree
+    bit for bit on the CPU (same thread count): the seed drives every RNG on both entry points."""
+    import torch
+
+    cfg = smoke_config("IR", "voc_det", datasets_root)
+    cells = [tmp_path / "a", tmp_path / "b"]
+    torch.manual_seed(1)  # whatever state the process's RNGs are in, the cell's seed decides
+    for cell in cells:
+        status, lines = run_main(cfg, backbone_pkl, cell, capsys)
+        assert status == 0, lines
+        torch.rand(7)
+    metrics = [json.loads((cell / runner.METRICS_FILE).read_text())["results"] for cell in cells]
+    assert metrics[0] == metrics[1]
+    logs = [(cell / "log.jsonl").read_text().splitlines() for cell in cells]
+    losses = [[{k: v for k, v in json.loads(line).items() if "loss" in k} for line in log] for log in logs]
+    assert losses[0] == losses[1] and losses[0]  # same data order and heads: same losses at every logged step
+    weights = [_final_weights(cell) for cell in cells]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    # Detectron2's command line from the cell's written config, in another folder, one thread as the cell.
+    by_hand = tmp_path / "by_hand"
+    run_module("ring.detection.train_net", "--config-file", cells[0] / runner.D2_CONFIG, "OUTPUT_DIR", by_hand,
+               env={**os.environ, "DETECTRON2_DATASETS": str(datasets_root), "OMP_NUM_THREADS": str(cfg.threads)})
+    again = _final_weights(by_hand)
+    assert all(torch.equal(weights[0][k], again[k]) for k in weights[0])
+    assert not (by_hand / "config.yaml").exists()  # the shared setup never writes over a cell's config.yaml
+
+
+@pytest.mark.parametrize("module", ["ring.detection", "ring.detection.convert"])
+def test_detectron2_missing_says_how_to_install_the_detection_environment(module, backbone_pkl, encoder_file,
+                                                                          datasets_root, tmp_path):
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    C.save(smoke_config("IR", "voc_det", datasets_root), cell / "config.yaml")
+    args = {"ring.detection": ["--config", cell / "config.yaml", "--weights", backbone_pkl, "--out", cell],
+            "ring.detection.convert": ["--encoder", encoder_file, "--out", tmp_path / "backbone.pkl"]}[module]
+    # An environment without Detectron2: None in sys.modules makes every import of it fail.
+    code = (f"import runpy, sys; sys.modules['detectron2'] = None; sys.argv = ['{module}', *sys.argv[1:]]; "
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    result = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("ring: Detectron2 is not installed in this Python environment (")
+    assert f"install the detection environment with `bash envs/install-detectron2-cpu.sh {sys.executable}`" in result.stderr
