@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 
 import ring.grid
 from ring.catalog import DATASETS, TRANSFER
+from ring.catalog import fingerprint as dataset_fingerprint
 from ring.metadataset import GENERATED, GENERATORS
 from ring.catalog import DATASETS
 from ring.config import SNAPSHOT_FILE

@@ -1,19 +1,23 @@
 # Data check: runs before any training job of a dataset, so a missing or corrupted dataset (or a
-# results folder the jobs cannot write) fails in seconds.  Its output is temporary, so it runs again
-# before every later job of the dataset; the verified stamp beside it (<dataset>.verified.json, the
-# record of what was verified, or that checksums were skipped) makes that cheap until a file changes.
+# results folder the jobs cannot write) fails in seconds.  It runs again whenever the dataset's
+# files change (params: the size and modification time of its files, a few stats, torch-free),
+# and its verified stamp (<dataset>.verified.json beside the .ok: what was verified, or that
+# checksums were skipped) keeps reruns for other reasons from hashing again.  Consumers take the
+# .ok as ancient(): a rerun check that passes never retrains a finished cell.
 
 
 rule data_check:
     input:
         generated_data,
     output:
-        temp(DATA_OK),
+        DATA_OK,
     log:
         DATA_OK.replace(".ok", ".log"),  # its one sentence, for the failed-run summary
     params:
         root=config["data_root"],
         skip="--skip-checksums" if config.get("skip_checksums") else "",
+        # A generated dataset is this workflow's output: its changes reach the check as the input's time.
+        files=lambda wildcards: "" if wildcards.dataset in GENERATORS else dataset_fingerprint(wildcards.dataset, config["data_root"]),
     localrule: True
     shell:
         "{PYTHON:q} -m ring.catalog check {wildcards.dataset} --data-root {params.root:q} {params.skip} "

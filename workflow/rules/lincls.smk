@@ -17,7 +17,7 @@ rule lincls:
         cfg=LINCLS_CELL + "/config.yaml",
         encoder=PRETRAIN_CELL + "/encoder.pt",
         companions=encoder_companions,  # CMC's encoder_ab.pt, found beside encoder.pt
-        data=DATA_OK,
+        data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         LINCLS_CELL + "/metrics.json",
     log:

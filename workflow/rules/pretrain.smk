@@ -19,7 +19,7 @@ rule pretrain:
         method=_one_of(set(METHODS) - set(two_encoder_methods())),
     input:
         cfg=PRETRAIN_CELL + "/config.yaml",
-        data=DATA_OK,
+        data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         PRETRAIN_CELL + "/encoder.pt",
     log:

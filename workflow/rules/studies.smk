@@ -17,7 +17,7 @@ rule study_config:
 rule study_pretrain:
     input:
         cfg=STUDY_CELL + "/config.yaml",
-        data=DATA_OK,
+        data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
         source=study_source,
     output:
         STUDY_CELL + "/encoder.pt",
