@@ -126,9 +126,11 @@ def anneal_policies(cells, prefix) -> pd.DataFrame:
     curves["x"] = curves["epoch"] + 1
     fig, (acc, thr) = plt.subplots(1, 2, figsize=(10, 4))
     for variant, curve in curves.groupby("variant", sort=False):
-        line, = acc.plot(curve["x"], curve[metric], marker="o", ms=3, label=variant)
+        # Our parameterisations (variants suffixed _ours) dashed beside the authors' solid ones.
+        ls = "--" if variant.endswith("_ours") else "-"
+        line, = acc.plot(curve["x"], curve[metric], marker="o", ms=3, ls=ls, label=variant)
         acc.plot(curve["x"], curve["knn_top1"], ls=":", color=line.get_color())
-        thr.plot(curve["x"], curve["threshold"], marker="o", ms=3, color=line.get_color(), label=variant)
+        thr.plot(curve["x"], curve["threshold"], marker="o", ms=3, ls=ls, color=line.get_color(), label=variant)
     acc.set(xlabel="epoch", ylabel=f"{label}; dotted: kNN top-1 (%)", title="Annealing policies: accuracy")
     thr.set(xlabel="epoch", ylabel="threshold 100 - $w_\\ell$ (%)", title="Threshold after each epoch", ylim=(0, 105))
     for ax in (acc, thr):

@@ -150,8 +150,11 @@ def test_paper_grid_plans_the_appendix_studies_on_cifar10(root):
     branch = paper.study_config("hard_negatives", "IRing", "t25_e100", 0, "data", init_from="snap.pt")
     assert (branch.ring_w_l, branch.ring_anneal, branch.ring_w_u, branch.init_from) == ([75.0, 75.0], "none", 100.0, "snap.pt")
     assert hard.init_source("t25_e100") == {"method": "IR", "variant": "source", "epoch": 100}
-    assert {v for _, v, _ in policies.cells()} == {"linear", "step", "exponential", "adaptive_val", "adaptive_loss"}
-    assert paper.study_config("anneal_policies", "IRing", "step", 0, "data").epochs == 200
+    assert {v for _, v, _ in policies.cells()} == {"linear", "step", "adaptive_val", "adaptive_loss", "step_ours",
+                                                   "exponential_ours", "adaptive_val_ours", "adaptive_loss_ours"}
+    step = paper.study_config("anneal_policies", "IRing", "step", 0, "data")
+    assert (step.epochs, step.ring_anneal) == (200, "step_authors")  # the appendix's curves: the authors' policies
+    assert paper.study_config("anneal_policies", "IRing", "adaptive_val_ours", 0, "data").ring_anneal == "adaptive_val"
     # k sweep: the appendix's lists, with Table 1's hyperparameters otherwise.
     ks = {(m, paper.study_config("negatives_k", m, v, s, "data").bank_negatives if m.startswith("IR")
            else paper.study_config("negatives_k", m, v, s, "data").queue_size) for m, v, s in k.cells()}
