@@ -90,6 +90,10 @@ class PretrainConfig:
     kmeans_clusterings: int = 10
     kmeans_iters: int = 20
     kmeans_warmup_epochs: int = 10
+    # LA's own-entry rule (ring.objectives.la): "topk" (LA's code) or "positive" (ours).  Each LA
+    # method fixes it (LA: "topk", LAOwnPositive: "positive"); the default is the rule LA cells
+    # trained with before the switch existed, so their configs keep their hash.
+    la_own_entry: str = "positive"
 
     # Monitoring: weighted kNN (k=200, tau=0.07, as IR) and 1-NN on the test split.
     knn_every: int = 1
@@ -118,7 +122,7 @@ class PretrainConfig:
     RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements")
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
-    HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs")
+    HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry")
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).

@@ -54,7 +54,11 @@ METHODS: dict[str, Method] = {
     "CMCRing": Method("cmc", ring=True, base="CMC"),
     "MoCo": Method("moco", ring=False, base="MoCo"),
     "MoCoRing": Method("moco", ring=True, base="MoCo"),
-    "LA": Method("ir", ring=False, base="LA", negatives="background", close_positives=True),
+    # LA's own-entry rule (ring.objectives.la): LA's code's by default, ours as a variant row.
+    "LA": Method("ir", ring=False, base="LA", negatives="background", close_positives=True,
+                 fixed=(("la_own_entry", "topk"),)),
+    "LAOwnPositive": Method("ir", ring=False, base="LA", negatives="background", close_positives=True,
+                            display="LA (own entry always positive)", fixed=(("la_own_entry", "positive"),)),
     # Table 2, the lesions: the window stays at its final value from the first step, and a ball
     # (w_u = 100: no close entry excluded) instead of a ring.
     "IRingNoAnneal": Method("ir", ring=True, base="IR", display="IRing (No Anneal)", fixed=(("ring_anneal", "none"),)),
@@ -67,6 +71,10 @@ METHODS: dict[str, Method] = {
     "IRingCi": Method("ir", ring=True, base="LA", display="IRing (+C_i)", close_positives=True),
     "CMCRingCi": Method("cmc", ring=True, base="CMC", display="CMCRing (+C_i)", close_positives=True),
 }
+
+
+# Methods that are no row of the paper: the other side of a fidelity switch (README, "Fidelity").
+VARIANT_ROWS = ("LAOwnPositive",)
 
 
 def display_name(name: str) -> str:
