@@ -94,6 +94,10 @@ class PretrainConfig:
     # method fixes it (LA: "topk", LAOwnPositive: "positive"); the default is the rule LA cells
     # trained with before the switch existed, so their configs keep their hash.
     la_own_entry: str = "positive"
+    # CMC's negatives (ring.objectives.cmc): "shared" (CMC's code: one index set for both views) or
+    # "per_view".  The CMC methods default to "shared" (ring.methods, applied by grids); the field's
+    # default is the draw CMC cells trained with before the switch, so their configs keep their hash.
+    cmc_negatives: str = "per_view"
 
     # Monitoring: weighted kNN (k=200, tau=0.07, as IR) and 1-NN on the test split.
     knn_every: int = 1
@@ -122,7 +126,8 @@ class PretrainConfig:
     RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements")
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
-    HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry")
+    HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry",
+                       "cmc_negatives")
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).

@@ -7,7 +7,7 @@ from ring import methods as M
 from ring.objectives import build_objective
 from ring.tables import published
 
-from .helpers import pretrain_config
+from .helpers import TINY_PRETRAIN, pretrain_config
 
 
 def test_every_method_is_implemented_and_builds_its_objective():
@@ -45,7 +45,8 @@ def test_a_hand_written_config_contradicting_its_method_is_refused(tmp_path):
     from ring.pretrain import Pretraining
 
     with pytest.raises(ValueError, match="Method IRingBall needs ring_inner=None"):
-        Pretraining(pretrain_config("IRingBall"), tmp_path)
+        # Built by hand, not by pretrain_config (which applies the method's values, as a grid does).
+        Pretraining(C.PretrainConfig(method="IRingBall", **TINY_PRETRAIN), tmp_path)
 
 
 def test_a_method_marked_unimplemented_fails_with_its_note(monkeypatch):

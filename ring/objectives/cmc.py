@@ -17,12 +17,23 @@ from ring import distributed
 from ring.objectives.ir import InstanceDiscrimination, MemoryBank
 
 
+# How the two views' negatives are drawn (cmc_negatives): "shared", CMC's code (HobbitLong/CMC,
+# NCE/NCEAverage.py: one multinomial draw of K indices per query indexes both memory_l and memory_ab,
+# the code behind CMC's published numbers); "per_view", an independent draw for each view (ours
+# before the switch).  With the same uniforms, uniform and Cave draws give the same indices in both
+# banks; Ring windows differ per view, so there the draws share their positions in each window.
+NEGATIVE_DRAWS = ("shared", "per_view")
+
+
 class MultiviewContrast(InstanceDiscrimination):
     """CMC's two swapped banks on top of :class:`InstanceDiscrimination`'s per-bank contrast."""
 
     def __init__(self, n: int, dim: int, negatives: int, temperature: float, bank_momentum: float, ring: bool,
-                 max_chunk_elements: int, **kwargs):
+                 max_chunk_elements: int, negative_draw: str = "per_view", **kwargs):
         super().__init__(n, dim, negatives, temperature, bank_momentum, ring, max_chunk_elements, **kwargs)
+        if negative_draw not in NEGATIVE_DRAWS:
+            raise ValueError(f"cmc_negatives={negative_draw!r} is not a draw; choose one of {', '.join(NEGATIVE_DRAWS)}.")
+        self.negative_draw = negative_draw
         self.dim = dim
         self.bank_ab = MemoryBank(n, dim, bank_momentum)
 
@@ -34,8 +45,11 @@ class MultiviewContrast(InstanceDiscrimination):
         if z.shape[1] != 2 * self.dim:
             raise ValueError(f"CMC expects [z_L, z_ab] of 2 x {self.dim} features, got {z.shape[1]}.")
         z_l, z_ab = z[:, :self.dim], z[:, self.dim:]
-        u = self.draws(torch.cat([z_l, z_ab]), generator)  # one draw per (view, query)
-        u_l, u_ab = u.chunk(2)
+        if self.negative_draw == "shared":  # CMC's code: one index set per query, for both views
+            u_l = u_ab = self.draws(z_l, generator)
+        else:
+            u = self.draws(torch.cat([z_l, z_ab]), generator)  # one draw per (view, query)
+            u_l, u_ab = u.chunk(2)
         loss = (self.contrast(z_l, self.bank_ab.memory, index, window, u_l)
                 + self.contrast(z_ab, self.bank.memory, index, window, u_ab))
         all_index = distributed.all_gather(index)
