@@ -103,6 +103,9 @@ class PretrainConfig:
     knn_every: int = 1
     knn_k: int = 200
     knn_temperature: float = 0.07
+    # Log after every epoch the percent of same-class images among the Ring window's entries
+    # (ring.knn.window_same_class; the full window for base methods): a monitor, results unchanged.
+    log_window_classes: bool = False
 
     # Studies (appendix): save a full training state at the start of these epochs (0: before any
     # step) as SNAPSHOT_FILE in the cell, and start this cell from such a snapshot instead of from
@@ -123,7 +126,8 @@ class PretrainConfig:
     threads: int = 0  # 0: torch's default
     device: str = "auto"
 
-    RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements")
+    RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements",
+                      "log_window_classes")
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
     HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry",
