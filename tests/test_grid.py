@@ -141,7 +141,7 @@ def test_bad_detection_blocks_fail_with_one_sentence(detection, message):
 
 def test_paper_grid_plans_the_appendix_studies_on_cifar10(root):
     paper = G.load(root / "workflow" / "grids" / "paper.yaml")
-    hard, policies, k = (paper.studies[name] for name in G.STUDIES)
+    hard, policies, k = (paper.studies[name] for name in ("hard_negatives", "anneal_policies", "negatives_k"))
     assert {s.dataset for s in (hard, policies, k)} == {"cifar10"}
     # One IR source with snapshots at 0/50/100/150, IRing at 10/25/50% from each: 1 + 12 cells.
     assert len(hard.cells()) == 13
