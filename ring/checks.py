@@ -27,8 +27,11 @@ from ring.methods import METHODS
 # of the smoke grid's study cells.
 MIN_INPUT_PX = 16
 # ring_anneal names (ring.anneal.ANNEAL_POLICIES builds them; it asserts the two lists agree).
-ANNEAL_POLICIES = ("linear", "step", "exponential", "adaptive_val", "adaptive_loss", "none")
+ANNEAL_POLICIES = ("linear", "step", "exponential", "adaptive_val", "adaptive_loss", "none",
+                   "step_authors", "exponential_authors", "adaptive_loss_authors", "adaptive_val_authors")
 HEADS = ("linear", "mlp")  # ring.encoder builds them
+LA_OWN_ENTRY_RULES = ("topk", "positive")  # ring.objectives.la implements them
+CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.objectives.cmc implements them
 PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
 AUGMENTATIONS = ("crop_flip", "none")
@@ -207,6 +210,8 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
         if int(match.group(1)) >= cfg.epochs:
             _fail(where, "init_from", cfg.init_from, f"starts at epoch {match.group(1)}, not before epochs={cfg.epochs}",
                   "raise epochs or start from an earlier snapshot")
+    _one_of(where, cfg, "la_own_entry", LA_OWN_ENTRY_RULES)
+    _one_of(where, cfg, "cmc_negatives", CMC_NEGATIVE_DRAWS)
     _positive(where, cfg, "checkpoint_interval_min")
     _int_at_least(where, cfg, "max_chunk_elements", 1)
     _runtime(where, cfg)

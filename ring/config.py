@@ -90,11 +90,22 @@ class PretrainConfig:
     kmeans_clusterings: int = 10
     kmeans_iters: int = 20
     kmeans_warmup_epochs: int = 10
+    # LA's own-entry rule (ring.objectives.la): "topk" (LA's code) or "positive" (ours).  Each LA
+    # method fixes it (LA: "topk", LAOwnPositive: "positive"); the default is the rule LA cells
+    # trained with before the switch existed, so their configs keep their hash.
+    la_own_entry: str = "positive"
+    # CMC's negatives (ring.objectives.cmc): "shared" (CMC's code: one index set for both views) or
+    # "per_view".  The CMC methods default to "shared" (ring.methods, applied by grids); the field's
+    # default is the draw CMC cells trained with before the switch, so their configs keep their hash.
+    cmc_negatives: str = "per_view"
 
     # Monitoring: weighted kNN (k=200, tau=0.07, as IR) and 1-NN on the test split.
     knn_every: int = 1
     knn_k: int = 200
     knn_temperature: float = 0.07
+    # Log after every epoch the percent of same-class images among the Ring window's entries
+    # (ring.knn.window_same_class; the full window for base methods): a monitor, results unchanged.
+    log_window_classes: bool = False
 
     # Studies (appendix): save a full training state at the start of these epochs (0: before any
     # step) as SNAPSHOT_FILE in the cell, and start this cell from such a snapshot instead of from
@@ -115,10 +126,12 @@ class PretrainConfig:
     threads: int = 0  # 0: torch's default
     device: str = "auto"
 
-    RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements")
+    RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements",
+                      "log_window_classes")
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
-    HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs")
+    HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry",
+                       "cmc_negatives")
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).

@@ -4,6 +4,8 @@
     python -m ring.figures anneal_policies   --out results/<grid>/tables/fig_anneal_policies   --cells CELL ...
     python -m ring.figures negatives_k       --out results/<grid>/tables/fig_negatives_k       --cells CELL ...
     python -m ring.figures table_negatives_k --out results/<grid>/tables/table_negatives_k     --cells CELL ...
+    python -m ring.figures ring_window       --out results/<grid>/tables/fig_ring_window       --cells CELL ...
+    python -m ring.figures table_ring_window --out results/<grid>/tables/table_ring_window     --cells CELL ...
 
 A cell is a study cell's folder (``results/<grid>/study/<study>/<dataset>/<method>/<variant>/seed<seed>``):
 its ``config.yaml`` says what it trained and its ``log.jsonl`` holds one record per epoch (loss, kNN
@@ -45,7 +47,7 @@ def read_cell(path: str | Path) -> pd.DataFrame:
     records = [json.loads(line) for line in (path / "log.jsonl").read_text().splitlines() if line.strip()]
     if not records:
         raise ValueError(f"Study cell {path} has an empty log.jsonl; rerun its pretraining.")
-    rows = pd.DataFrame(records).reindex(columns=["epoch", "loss", "knn_top1", "nn1_top1", "w_l"])
+    rows = pd.DataFrame(records).reindex(columns=["epoch", "loss", "knn_top1", "nn1_top1", "w_l", "window_same_class"])
     rows.insert(0, "seed", int(cfg["seed"]))
     rows.insert(0, "variant", path.parent.name)
     rows.insert(0, "method", cfg["method"])
@@ -126,9 +128,11 @@ def anneal_policies(cells, prefix) -> pd.DataFrame:
     curves["x"] = curves["epoch"] + 1
     fig, (acc, thr) = plt.subplots(1, 2, figsize=(10, 4))
     for variant, curve in curves.groupby("variant", sort=False):
-        line, = acc.plot(curve["x"], curve[metric], marker="o", ms=3, label=variant)
+        # Our parameterisations (variants suffixed _ours) dashed beside the authors' solid ones.
+        ls = "--" if variant.endswith("_ours") else "-"
+        line, = acc.plot(curve["x"], curve[metric], marker="o", ms=3, ls=ls, label=variant)
         acc.plot(curve["x"], curve["knn_top1"], ls=":", color=line.get_color())
-        thr.plot(curve["x"], curve["threshold"], marker="o", ms=3, color=line.get_color(), label=variant)
+        thr.plot(curve["x"], curve["threshold"], marker="o", ms=3, ls=ls, color=line.get_color(), label=variant)
     acc.set(xlabel="epoch", ylabel=f"{label}; dotted: kNN top-1 (%)", title="Annealing policies: accuracy")
     thr.set(xlabel="epoch", ylabel="threshold 100 - $w_\\ell$ (%)", title="Threshold after each epoch", ylim=(0, 105))
     for ax in (acc, thr):
@@ -199,8 +203,62 @@ def table_negatives_k(cells, prefix) -> pd.DataFrame:
     return wide
 
 
-FIGURES = {"hard_negatives": hard_negatives, "anneal_policies": anneal_policies, "negatives_k": negatives_k}
-TABLES = {"table_negatives_k": table_negatives_k}
+def ring_window(cells, prefix) -> pd.DataFrame:
+    """Ring on the embedded default (workflow/grids/ring_digits.yaml): per (method, variant) the 1-NN
+    accuracy per epoch (left) and the percent of same-class images among the window's entries (right;
+    base methods: the whole bank, i.e. chance), means over seeds."""
+    rows = read_cells(cells)
+    keys = ["method", "variant", "epoch"]
+    curves = rows.groupby(keys, sort=False)[["nn1_top1", "knn_top1", "window_same_class", "threshold"]].mean()
+    curves["seeds"] = rows.groupby(keys, sort=False)["seed"].nunique()
+    curves = curves.reset_index()
+    curves["x"] = curves["epoch"] + 1
+    metric, label = ACCURACY
+    fig, (acc, same) = plt.subplots(1, 2, figsize=(11, 4))
+    for (method, variant), curve in curves.groupby(["method", "variant"], sort=False):
+        ls = "--" if METHODS[method].ring else "-"
+        line, = acc.plot(curve["x"], curve[metric], ls=ls, marker="o", ms=2, label=f"{method} {variant}")
+        same.plot(curve["x"], curve["window_same_class"], ls=ls, marker="o", ms=2, color=line.get_color(),
+                  label=f"{method} {variant}")
+    acc.set(xlabel="epoch", ylabel=label, title="Accuracy (dashed: Ring)")
+    same.set(xlabel="epoch", ylabel="same-class entries in the window (%)", title="Window's same-class share")
+    for ax in (acc, same):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    _save(fig, curves, prefix)
+    return curves
+
+
+def table_ring_window(cells, prefix) -> pd.DataFrame:
+    """Final-epoch 1-NN and kNN top-1 and the window's same-class share, mean ± std over seeds per (method, variant)."""
+    rows = read_cells(cells)
+    last = rows[rows["epoch"] == rows["epochs"] - 1]
+    stats = last.groupby(["method", "variant"], sort=False)[["nn1_top1", "knn_top1", "window_same_class"]].agg(["mean", "std"])
+    stats.columns = [f"{metric}_{stat}" for metric, stat in stats.columns]
+    stats.insert(0, "seeds", last.groupby(["method", "variant"], sort=False)["seed"].nunique())
+    summary = stats.reset_index()
+    prefix = Path(prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    summary.to_csv(prefix.with_suffix(".csv"), index=False, float_format="%.4f")
+    wide = pd.DataFrame({
+        "method": summary["method"], "variant": summary["variant"], "seeds": summary["seeds"],
+        "1-NN top-1": [_mean_std(m, s) for m, s in zip(summary["nn1_top1_mean"], summary["nn1_top1_std"])],
+        "kNN top-1": [_mean_std(m, s) for m, s in zip(summary["knn_top1_mean"], summary["knn_top1_std"])],
+        "same-class in window (%)": [_mean_std(m, s) for m, s in zip(summary["window_same_class_mean"],
+                                                                      summary["window_same_class_std"])],
+    })
+    note = ("Final epoch, test split; mean ± sample standard deviation over seeds. Variants: wl<final w_l>_a<percent "
+            "of training the window anneals over>; base: the base method. Same-class share: of the entries in the "
+            "final window of each training image (base methods: the whole bank, i.e. chance).")
+    prefix.with_suffix(".md").write_text(f"**table_ring_window**: Ring on the embedded default\n\n"
+                                         f"{wide.to_markdown(index=False, disable_numparse=True)}\n\n{note}\n")
+    return wide
+
+
+FIGURES = {"hard_negatives": hard_negatives, "anneal_policies": anneal_policies, "negatives_k": negatives_k,
+           "ring_window": ring_window}
+TABLES = {"table_negatives_k": table_negatives_k, "table_ring_window": table_ring_window}
 
 
 def main(argv=None) -> int:

@@ -32,7 +32,7 @@ from ring.methods import METHODS, apply_fixed
 
 STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
 # The appendix's studies, each with its figure builder in ring.figures (the study's name is its figure's).
-STUDIES = ("hard_negatives", "anneal_policies", "negatives_k")
+STUDIES = ("hard_negatives", "anneal_policies", "negatives_k", "ring_window")
 INIT_KEYS = ("method", "variant", "epoch")
 
 

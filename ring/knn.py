@@ -62,3 +62,25 @@ def holdout_accuracy(train_f: torch.Tensor, train_y: torch.Tensor, fraction: flo
     memory, val = (i.to(train_f.device) for i in holdout_split(len(train_f), fraction))
     return knn_accuracy(train_f[memory], train_y[memory], train_f[val], train_y[val], num_classes, k,
                         temperature)["knn_top1"]
+
+
+@torch.no_grad()
+def window_same_class(features: torch.Tensor, labels: torch.Tensor, w_l: float, w_u: float,
+                      max_chunk_elements: int) -> float:
+    """Percent of same-class entries among the Ring window's entries, averaged over queries.
+
+    Every training embedding is a query against all training embeddings (IRing's bank, of which
+    MoCoRing's queue is a recent random subset), its window ``[w_l, w_u]`` selected as the
+    objective selects it (:func:`ring.objectives.ring.window_mask`).  Labels are only read here,
+    never trained on: the share of the window's negatives that are really positives (chance: about
+    100 / classes for the full window).
+    """
+    from ring.objectives.ring import window_mask  # the objective's own selection
+
+    n = len(features)
+    total, step = 0.0, max(1, min(n, max_chunk_elements // max(n, 1)))
+    for start in range(0, n, step):
+        mask = window_mask(features[start:start + step] @ features.T, w_l, w_u)
+        same = labels[start:start + step, None] == labels[None, :]
+        total += ((mask & same).sum(1).float() / mask.sum(1).clamp(min=1).float()).sum().item()
+    return 100.0 * total / n

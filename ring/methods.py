@@ -32,6 +32,8 @@ class Method:
     negatives: str = ""  # one of NEGATIVES; empty: "ring" for Ring methods, else "uniform"
     close_positives: bool = False
     fixed: tuple[tuple[str, object], ...] = ()  # PretrainConfig values that define the method
+    # PretrainConfig values the method takes unless a grid sets them (a reference's rule, with ours a switch).
+    defaults: tuple[tuple[str, object], ...] = ()
 
     @property
     def sampler(self) -> str:
@@ -47,14 +49,21 @@ class Method:
         return ("encoder.pt", "encoder_ab.pt") if self.objective == "cmc" else ("encoder.pt",)
 
 
+# CMC's code draws one negative index set for both views (ring.objectives.cmc); cmc_negatives: per_view is ours.
+CMC_DEFAULTS = (("cmc_negatives", "shared"),)
+
 METHODS: dict[str, Method] = {
     "IR": Method("ir", ring=False, base="IR"),
     "IRing": Method("ir", ring=True, base="IR"),
-    "CMC": Method("cmc", ring=False, base="CMC"),
-    "CMCRing": Method("cmc", ring=True, base="CMC"),
+    "CMC": Method("cmc", ring=False, base="CMC", defaults=CMC_DEFAULTS),
+    "CMCRing": Method("cmc", ring=True, base="CMC", defaults=CMC_DEFAULTS),
     "MoCo": Method("moco", ring=False, base="MoCo"),
     "MoCoRing": Method("moco", ring=True, base="MoCo"),
-    "LA": Method("ir", ring=False, base="LA", negatives="background", close_positives=True),
+    # LA's own-entry rule (ring.objectives.la): LA's code's by default, ours as a variant row.
+    "LA": Method("ir", ring=False, base="LA", negatives="background", close_positives=True,
+                 fixed=(("la_own_entry", "topk"),)),
+    "LAOwnPositive": Method("ir", ring=False, base="LA", negatives="background", close_positives=True,
+                            display="LA (own entry always positive)", fixed=(("la_own_entry", "positive"),)),
     # Table 2, the lesions: the window stays at its final value from the first step, and a ball
     # (w_u = 100: no close entry excluded) instead of a ring.
     "IRingNoAnneal": Method("ir", ring=True, base="IR", display="IRing (No Anneal)", fixed=(("ring_anneal", "none"),)),
@@ -62,11 +71,16 @@ METHODS: dict[str, Method] = {
                         fixed=(("ring_inner", None), ("ring_w_u", 100.0))),
     # The appendix's "Variants of Ring" (LA-variants table).
     "IRCave": Method("ir", ring=False, base="IR", negatives="cave"),
-    "CMCCave": Method("cmc", ring=False, base="CMC", negatives="cave"),
+    "CMCCave": Method("cmc", ring=False, base="CMC", negatives="cave", defaults=CMC_DEFAULTS),
     # LA and IRing (+C_i) "differ only by the lower threshold w_l" (appendix): LA is the base.
     "IRingCi": Method("ir", ring=True, base="LA", display="IRing (+C_i)", close_positives=True),
-    "CMCRingCi": Method("cmc", ring=True, base="CMC", display="CMCRing (+C_i)", close_positives=True),
+    "CMCRingCi": Method("cmc", ring=True, base="CMC", display="CMCRing (+C_i)", close_positives=True,
+                        defaults=CMC_DEFAULTS),
 }
+
+
+# Methods that are no row of the paper: the other side of a fidelity switch (README, "Fidelity").
+VARIANT_ROWS = ("LAOwnPositive",)
 
 
 def display_name(name: str) -> str:
@@ -94,6 +108,8 @@ def apply_fixed(name: str, values: dict) -> dict:
                 f"remove that override (or use another method)."
             )
         out[key] = value
+    for key, value in method(name, require_implemented=False).defaults:
+        out.setdefault(key, value)
     return out
 
 

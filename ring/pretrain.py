@@ -32,7 +32,7 @@ from ring import catalog, checks, datasets, distributed
 from ring.anneal import build_schedule
 from ring.checkpoint import CheckpointError, atomic_save, rng_state, safe_load, set_rng_state
 from ring.encoder import Encoder, Grouped, LabEncoder, Precision, export_trunks, resolve_precision
-from ring.knn import embed, holdout_accuracy, knn_accuracy
+from ring.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
 from ring.methods import check_fixed, method
 from ring.objectives import build_objective
 from ring import provenance
@@ -179,7 +179,7 @@ class Pretraining:
         batches = epoch_batches(len(images), cfg.batch_size, 0, 0, shuffle=False, drop_last=False)
         return embed(self.net, make_loader(images, batches, cfg.num_workers, self.device), self.device)
 
-    def _monitors(self, test: bool, validation: bool) -> dict[str, float]:
+    def _monitors(self, test: bool, validation: bool, window_classes: bool = False) -> dict[str, float]:
         """kNN accuracies on the test split (logged) and on the validation images held out of the training split
         (the signal of the validation-adaptive annealing policy; the test split never steers training)."""
         cfg = self.cfg
@@ -191,6 +191,9 @@ class Pretraining:
                                                    cfg.knn_k, cfg.knn_temperature)
         if test:
             out.update(knn_accuracy(train_f, train_y, *self._embed("test"), classes, cfg.knn_k, cfg.knn_temperature))
+        if window_classes:  # the labels only measure the window, training never sees them
+            w_l, w_u = self.schedule.window() if self.schedule else (0.0, 100.0)
+            out["window_same_class"] = window_same_class(train_f, train_y, w_l, w_u, cfg.max_chunk_elements)
         return out
 
     def _train_epoch(self, progress) -> None:
@@ -239,8 +242,8 @@ class Pretraining:
         last = self.epoch + 1 == cfg.epochs
         knn_due = cfg.knn_every > 0 and ((self.epoch + 1) % cfg.knn_every == 0 or last)
         validation = bool(self.schedule and self.schedule.needs_validation)
-        if knn_due or validation:
-            record.update(self._monitors(test=knn_due, validation=validation))
+        if knn_due or validation or cfg.log_window_classes:
+            record.update(self._monitors(test=knn_due, validation=validation, window_classes=cfg.log_window_classes))
         if self.schedule:
             self.schedule.epoch_end(val_accuracy=record.get("val_knn_top1"))
             record["w_l"], record["w_u"] = self.schedule.window()

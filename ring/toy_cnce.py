@@ -221,17 +221,26 @@ def train(cfg: C.ToyCNCEConfig, seeds: list[int]) -> list[torch.Tensor]:
 
 @torch.no_grad()
 def evaluate(cfg: C.ToyCNCEConfig, seeds: list[int], params: list[torch.Tensor],
-             jobs: list[tuple[int, int]]) -> torch.Tensor:
-    """Held-out bound terms (len(jobs), eval_points): job (model, count) scores that model's critic with
-    negatives from the ``count`` closest entries of a fresh bank, on fresh pairs of the model's seed.
+             jobs: list[tuple[int, int]], split: str = "heldout") -> torch.Tensor:
+    """Bound terms (len(jobs), points): job (model, count) scores that model's critic with negatives
+    from the ``count`` closest entries of a bank, on pairs of the model's seed.
 
+    ``split="heldout"``: eval_points fresh pairs and a fresh, independent bank of n_points Ys.
+    ``split="train"``: the seed's n_points training pairs, and their Ys as the bank (the memory bank
+    the critic trained on, so a pair's own Y may be drawn as a negative, as in training).
     ``jobs`` lists the same number of jobs for every seed, seed by seed."""
     cov = joint_covariance(cfg.cov_z, cfg.cov_eps)
     models = sorted({model for model, _ in jobs})  # each critic is scored once, whatever its jobs
     slot = [models.index(model) for model, _ in jobs]
     seed_of = torch.tensor(models) // len(trained_critics(cfg))
-    pairs = [sample_pairs(cov, cfg.eval_points, generator(s, EVAL_DATA)) for s in seeds]
-    banks = torch.stack([sample_pairs(cov, cfg.n_points, generator(s, EVAL_BANK))[1] for s in seeds])[seed_of]
+    if split == "heldout":
+        pairs = [sample_pairs(cov, cfg.eval_points, generator(s, EVAL_DATA)) for s in seeds]
+        banks = torch.stack([sample_pairs(cov, cfg.n_points, generator(s, EVAL_BANK))[1] for s in seeds])[seed_of]
+    elif split == "train":
+        pairs = [sample_pairs(cov, cfg.n_points, generator(s, TRAIN_DATA)) for s in seeds]
+        banks = torch.stack([p[1] for p in pairs])[seed_of]
+    else:
+        raise ValueError(f"Unknown toy evaluation split {split!r}; use 'heldout' or 'train'.")
     x = torch.stack([p[0] for p in pairs])[seed_of]
     y = torch.stack([p[1] for p in pairs])[seed_of]
     params = [p[models] for p in params]
@@ -239,7 +248,7 @@ def evaluate(cfg: C.ToyCNCEConfig, seeds: list[int], params: list[torch.Tensor],
     bank = mlp(params[half:], banks)
     gens = [generator(s, EVAL_NEGATIVES) for s in seeds]
     out = []
-    for start in range(0, cfg.eval_points, EVAL_CHUNK):
+    for start in range(0, x.shape[1], EVAL_CHUNK):
         gx = mlp(params[:half], x[:, start:start + EVAL_CHUNK])
         hy = mlp(params[half:], y[:, start:start + EVAL_CHUNK])
         scores = critic_scores(gx, bank, cfg.temperature)
@@ -268,14 +277,18 @@ def run_seeds(cfg: C.ToyCNCEConfig, seeds: list[int]) -> list[dict]:
     start = time.perf_counter()
     names = [name for name, _ in estimators(cfg)]
     per_seed = len(trained_critics(cfg))
-    # Protocols: every bound of the seed's NCE-trained critic; with own_critics, each bound of its own critic.
-    jobs = {"nce_critic": [(i * per_seed, count) for i in range(len(seeds)) for _, count in estimators(cfg)]}
+    # Protocols: every bound of the seed's NCE-trained critic; with own_critics, each bound of its own
+    # critic.  Each on held-out data (ours) and, suffixed "_train", on the training pairs and the
+    # training bank at the end of training (what a training log would show, the paper's likely protocol).
+    critics = {"nce_critic": [(i * per_seed, count) for i in range(len(seeds)) for _, count in estimators(cfg)]}
     if cfg.own_critics:
-        jobs["own_critics"] = [(i * per_seed + j, count) for i in range(len(seeds))
-                               for j, (_, count) in enumerate(estimators(cfg))]
+        critics["own_critics"] = [(i * per_seed + j, count) for i in range(len(seeds))
+                                  for j, (_, count) in enumerate(estimators(cfg))]
+    jobs = {f"{name}{suffix}": (job, split) for name, job in critics.items()
+            for suffix, split in (("", "heldout"), ("_train", "train"))}
     with threads(cfg.threads):
         params = train(cfg, seeds)
-        terms = {name: evaluate(cfg, seeds, params, job) for name, job in jobs.items()}
+        terms = {name: evaluate(cfg, seeds, params, job, split) for name, (job, split) in jobs.items()}
     seconds = time.perf_counter() - start
     results = []
     for i, seed in enumerate(seeds):
@@ -290,6 +303,7 @@ def run_seeds(cfg: C.ToyCNCEConfig, seeds: list[int]) -> list[dict]:
             "own_critics": "each estimator's own critic, trained with its own bound" if cfg.own_critics else "not run",
             "percentile": "CNCE p: negatives from the closest (100 - p)% of the bank by critic value",
             "evaluation": f"held out: {cfg.eval_points} fresh pairs, an independent fresh bank of {cfg.n_points}",
+            "evaluation_train": f"suffix _train: the {cfg.n_points} training pairs and their Ys as the bank, after training",
             "negatives": f"{cfg.negatives} i.i.d. per pair",
         }
         metrics["seconds"] = seconds / len(seeds)

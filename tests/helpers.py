@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 from ring import config as C
+from ring.methods import METHODS, apply_fixed
 
 TINY_PRETRAIN = dict(
     dataset="digits", epochs=2, batch_size=64, lr_milestones=[1], resize=32, crop=32,
@@ -15,7 +16,11 @@ TINY_LINCLS = dict(dataset="digits", epochs=3, batch_size=64, resize=32, crop=32
 
 
 def pretrain_config(method: str, **overrides) -> C.PretrainConfig:
-    return C.PretrainConfig(method=method, **{**TINY_PRETRAIN, **overrides})
+    """A tiny config with the method's defining values set, as a grid sets them (ring.methods.apply_fixed)."""
+    values = {**TINY_PRETRAIN, **overrides}
+    if method in METHODS:
+        values = apply_fixed(method, values)
+    return C.PretrainConfig(method=method, **values)
 
 
 def lincls_config(**overrides) -> C.LinclsConfig:

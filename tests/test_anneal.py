@@ -1,3 +1,5 @@
+import math
+
 import pytest
 
 from ring.anneal import ConstantPolicy, LinearPolicy, RingSchedule, build_schedule
@@ -121,7 +123,9 @@ def test_adaptive_loss_follows_the_loss_against_its_moving_average():
         schedule.step()
 
 
-@pytest.mark.parametrize("anneal", ["linear", "step", "exponential", "adaptive_val", "adaptive_loss", "none"])
+@pytest.mark.parametrize("anneal", ["linear", "step", "exponential", "adaptive_val", "adaptive_loss", "none",
+                                    "step_authors", "exponential_authors", "adaptive_val_authors",
+                                    "adaptive_loss_authors"])
 def test_every_policy_resumes_exactly(anneal):
     """A schedule rebuilt from the config and loaded from a state_dict continues exactly like the original."""
     losses = [3.0 + ((7 * i) % 11) / 5 for i in range(400)]
@@ -144,3 +148,65 @@ def test_every_policy_resumes_exactly(anneal):
     resumed.load_state_dict(first.state_dict())
     assert run(resumed, 173, 400) == expected[173:]
     assert (len(set(expected)) > 1) == (anneal != "none")  # the schedule really moves (the lesion must not)
+
+
+# --- the authors' parameterisations (contrastive-ring-public, src/utils/policy.py), hand-computed --------
+
+def test_step_authors_ten_levels_one_per_tenth_of_the_annealing():
+    schedule = _schedule("step_authors")  # 100 epochs x 10 steps: a level every 100 steps (10 epochs)
+    thresholds = [100.0 - schedule.window()[0], *_thresholds(schedule, 1500)]  # thresholds[t]: used at step t
+    # The authors' threshold at step t is level min(t // 100, 9) of 1.0, 0.9, ..., 0.1.
+    assert [thresholds[t] for t in (0, 99, 100, 199, 200, 899, 900, 999, 1000, 1500)] == pytest.approx(
+        [100.0, 100.0, 90.0, 90.0, 80.0, 20.0, 10.0, 10.0, 10.0, 10.0])
+    assert sorted(set(round(t, 6) for t in thresholds)) == [10.0 * i for i in range(1, 11)]  # 10 levels
+    assert schedule.window()[1] == pytest.approx(99.0)
+
+
+def test_exponential_authors_decays_per_step_with_rate_point_one():
+    schedule = _schedule("exponential_authors")  # 1000 annealing steps
+    thresholds = [100.0 - schedule.window()[0], *_thresholds(schedule, 1200)]
+    # threshold(t) = 0.1 + 0.9 exp(-0.1 t) in the authors' units, i.e. 10 + 90 exp(-0.1 t) percent
+    assert thresholds[0] == 100.0
+    assert thresholds[10] == pytest.approx(10.0 + 90.0 / math.e)  # 43.109...
+    assert thresholds[50] == pytest.approx(10.0 + 90.0 * math.exp(-5.0)) and thresholds[50] < 10.7
+    assert thresholds[999] == pytest.approx(10.0) and thresholds[1000:] == [10.0] * 201
+
+
+def test_adaptive_loss_authors_moves_one_point_against_the_mean_of_the_last_ten_losses():
+    schedule = _schedule("adaptive_loss_authors")
+    assert not schedule.needs_validation
+    w_l = []
+    for loss in [5.0, 4.0, 4.0, 6.0, 4.5, 4.7]:
+        schedule.step(loss=loss)
+        w_l.append(schedule.window()[0])
+    # 5: nothing to compare; 4 < 5: harder; 4 < 4.5: harder; 6 > 4.33: easier; 4.5 < 4.75: harder;
+    # 4.7 == mean(5, 4, 4, 6, 4.5): unchanged
+    assert w_l == [0.0, 1.0, 2.0, 1.0, 2.0, 2.0]
+    for _ in range(5):
+        schedule.step(loss=1.0)  # each below the mean: harder; the window is then 4, 4, 6, 4.5, 4.7, 1, 1, 1, 1, 1
+    assert schedule.window()[0] == 7.0
+    schedule.step(loss=2.9)  # above the mean of the last 10 (2.82) but below the mean of all 11 (3.02): easier
+    assert schedule.window()[0] == 6.0
+    for i in range(200):
+        schedule.step(loss=-float(i))
+    assert schedule.window() == pytest.approx((90.0, 99.0))  # clamped at threshold 10%
+    with pytest.raises(ValueError, match="needs the training loss"):
+        schedule.step()
+
+
+def test_adaptive_val_authors_moves_five_points_against_the_mean_of_the_last_five_accuracies():
+    schedule = _schedule("adaptive_val_authors")
+    assert schedule.needs_validation
+    w_l = []
+    for acc in [50.0, 60.0, 55.0, 58.0, 70.0, 40.0, 56.0]:
+        _thresholds(schedule, 10)  # steps alone never move it
+        schedule.epoch_end(val_accuracy=acc)
+        w_l.append(schedule.window()[0])
+    # 50: nothing to compare; 60 > 50: harder; 55 == 55: unchanged; 58 > 55: harder; 70 > 55.75: harder;
+    # 40 < 58.6: easier; 56 < 56.6 (mean of the last five; of all six it would be 55.5): easier
+    assert w_l == [0.0, 5.0, 5.0, 10.0, 15.0, 10.0, 5.0]
+    for acc in range(100):
+        schedule.epoch_end(val_accuracy=float(acc))
+    assert schedule.window()[0] == 90.0
+    with pytest.raises(ValueError, match="needs a validation accuracy"):
+        schedule.epoch_end()

@@ -36,3 +36,18 @@ def test_orchestration_benchmark_plans_the_paper_grid():
 @pytest.mark.parametrize("name", ["ring_selection", "data_pipeline", "orchestration", "quickstart"])
 def test_committed_results_exist(name):
     assert list((ROOT / "benchmarks" / "results").glob(f"{name}-*.json")), f"run benchmarks/{name} and commit its result"
+
+
+def test_toy_protocols_benchmark_summarises_both_protocols_and_readings():
+    subprocess.run([sys.executable, "benchmarks/toy_protocols.py", "--tiny", "--seeds", "0", "1"], cwd=ROOT, check=True,
+                   capture_output=True, text=True, timeout=600)
+    result = json.loads((ROOT / "benchmarks" / "results" / ".tiny-toy_protocols.json").read_text())
+    assert [r["seed"] for r in result["per_seed"]] == [0, 1]
+    summary = result["summary"]
+    for protocol in ("nce_critic", "own_critics", "nce_critic_train", "own_critics_train"):
+        ours, literal = (summary[f"{protocol} | {reading}"] for reading in (
+            "closest (100 - w_l)% (main text, ours)", "closest w_l% (appendix, literal)"))
+        # the literal reading's w_l = p is our percentage 100 - p, the same measured numbers
+        assert ours["CNCE10"]["ours_key"] == "CNCE10" and literal["CNCE10"]["ours_key"] == "CNCE90"
+        assert literal["CNCE10"]["mean"] == ours["CNCE90"]["mean"]
+    assert list((ROOT / "benchmarks" / "results").glob("toy_protocols-*.json"))

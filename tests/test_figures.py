@@ -87,3 +87,25 @@ def test_a_cell_without_a_log_fails_with_one_sentence(tmp_path, capsys):
     cell.mkdir(parents=True)
     assert figures.main(["negatives_k", "--out", str(tmp_path / "f"), "--cells", str(cell)]) == 1
     assert capsys.readouterr().err.strip() == f"ring: Study cell {cell} has no config.yaml or log.jsonl; run its pretraining first."
+
+
+def test_ring_window_figure_and_table_from_cells(tmp_path):
+    cells = []
+    for seed, (acc, same) in enumerate([(60.0, 30.0), (64.0, 34.0)]):
+        records = _records(range(2), [acc - 10, acc], w_l=[0.0, 90.0])
+        for r, s in zip(records, [10.0, same]):
+            r["window_same_class"] = s
+        cells.append(_cell(tmp_path, "ring_window", "IRing", "wl90_a33", seed, records, epochs=2))
+        base = _records(range(2), [acc - 12, acc - 2], w_l=[0.0, 0.0])
+        for r in base:
+            r["window_same_class"] = 10.0
+        cells.append(_cell(tmp_path, "ring_window", "IR", "base", seed, base, epochs=2))
+    curves = figures.ring_window(cells, tmp_path / "fig_ring_window")
+    assert (tmp_path / "fig_ring_window.png").is_file() and (tmp_path / "fig_ring_window.csv").is_file()
+    last = curves[(curves.method == "IRing") & (curves.epoch == 1)].iloc[0]
+    assert (last.nn1_top1, last.window_same_class, last.seeds) == (62.0, 32.0, 2)
+    wide = figures.table_ring_window(cells, tmp_path / "table_ring_window").set_index(["method", "variant"])
+    assert wide.loc[("IRing", "wl90_a33"), "1-NN top-1"] == "62.0 ± 2.8"
+    assert wide.loc[("IRing", "wl90_a33"), "same-class in window (%)"] == "32.0 ± 2.8"
+    assert wide.loc[("IR", "base"), "same-class in window (%)"] == "10.0 ± 0.0"
+    assert "table_ring_window" in (tmp_path / "table_ring_window.md").read_text()

@@ -144,7 +144,7 @@ def test_bad_detection_blocks_fail_with_one_sentence(detection, message):
 
 def test_paper_grid_plans_the_appendix_studies_on_cifar10(root):
     paper = G.load(root / "workflow" / "grids" / "paper.yaml")
-    hard, policies, k = (paper.studies[name] for name in G.STUDIES)
+    hard, policies, k = (paper.studies[name] for name in ("hard_negatives", "anneal_policies", "negatives_k"))
     assert {s.dataset for s in (hard, policies, k)} == {"cifar10"}
     # One IR source with snapshots at 0/50/100/150, IRing at 10/25/50% from each: 1 + 12 cells.
     assert len(hard.cells()) == 13
@@ -153,8 +153,11 @@ def test_paper_grid_plans_the_appendix_studies_on_cifar10(root):
     branch = paper.study_config("hard_negatives", "IRing", "t25_e100", 0, "data", init_from="snap.pt")
     assert (branch.ring_w_l, branch.ring_anneal, branch.ring_w_u, branch.init_from) == ([75.0, 75.0], "none", 100.0, "snap.pt")
     assert hard.init_source("t25_e100") == {"method": "IR", "variant": "source", "epoch": 100}
-    assert {v for _, v, _ in policies.cells()} == {"linear", "step", "exponential", "adaptive_val", "adaptive_loss"}
-    assert paper.study_config("anneal_policies", "IRing", "step", 0, "data").epochs == 200
+    assert {v for _, v, _ in policies.cells()} == {"linear", "step", "adaptive_val", "adaptive_loss", "step_ours",
+                                                   "exponential_ours", "adaptive_val_ours", "adaptive_loss_ours"}
+    step = paper.study_config("anneal_policies", "IRing", "step", 0, "data")
+    assert (step.epochs, step.ring_anneal) == (200, "step_authors")  # the appendix's curves: the authors' policies
+    assert paper.study_config("anneal_policies", "IRing", "adaptive_val_ours", 0, "data").ring_anneal == "adaptive_val"
     # k sweep: the appendix's lists, with Table 1's hyperparameters otherwise.
     ks = {(m, paper.study_config("negatives_k", m, v, s, "data").bank_negatives if m.startswith("IR")
            else paper.study_config("negatives_k", m, v, s, "data").queue_size) for m, v, s in k.cells()}
@@ -184,3 +187,15 @@ def test_bad_studies_fail_with_one_sentence(study, message):
               "studies": {"negatives_k": {"dataset": "digits", "methods": ["IR"], "seeds": [0], "variants": {"a": {}}, **study}}}
     with pytest.raises(ValueError, match=message):
         G.from_dict("bad", values)
+
+
+def test_ring_digits_grid_sweeps_the_final_window_and_the_annealing_length(root):
+    g = G.load(root / "workflow" / "grids" / "ring_digits.yaml")
+    assert (g.methods, g.seeds) == (["IR", "IRing", "MoCo", "MoCoRing"], [0, 1, 2])
+    study = g.studies["ring_window"]
+    cells = study.cells()
+    assert len(cells) == 2 * 3 + 2 * 6 * 3  # IR and MoCo once; IRing and MoCoRing per w_l and annealing length
+    assert {v for m, v, _ in cells if m == "IR"} == {"base"}
+    cfg = g.study_config("ring_window", "MoCoRing", "wl75_a67", 1, "data")
+    assert (cfg.ring_w_l, cfg.ring_anneal_epochs, cfg.epochs, cfg.log_window_classes) == ([0.0, 75.0], 20, 30, True)
+    assert g.pretrain_config("digits", "IRing", 0, "data").ring_w_l == [0.0, 90.0]  # Table 1: the paper's final w_l

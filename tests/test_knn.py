@@ -34,3 +34,18 @@ def test_holdout_accuracy_is_the_knn_of_held_out_training_images_against_the_res
     shuffled[val] = (labels[val] + 1) % 4  # wrong labels on the held-out images only
     expected = knn_accuracy(feats[memory], shuffled[memory], feats[val], shuffled[val], 4, 10)["knn_top1"]
     assert holdout_accuracy(feats, shuffled, 0.25, num_classes=4, k=10) == expected == 0.0
+
+
+def test_window_same_class_by_hand():
+    import math
+
+    from ring.knn import window_same_class
+    a = math.radians(10)
+    feats = torch.tensor([[1.0, 0.0], [math.cos(a), math.sin(a)], [0.0, 1.0], [-1.0, 0.0]])
+    labels = torch.tensor([0, 0, 1, 1])
+    # Full window: every entry, the query's own included: 2 of 4 share its class for every query.
+    assert window_same_class(feats, labels, 0.0, 100.0, max_chunk_elements=100) == pytest.approx(50.0)
+    # w_l = 50, w_u = 75 of 4 entries: ascending ranks [2, 3), each query's second closest (the closest
+    # is itself): 0 -> 1 (same), 1 -> 0 (same), 2 -> 1 (other class), 3 -> 2 (same): 3 of 4.
+    for chunk in (100, 4):  # one query per chunk too
+        assert window_same_class(feats, labels, 50.0, 75.0, max_chunk_elements=chunk) == pytest.approx(75.0)

@@ -227,3 +227,13 @@ def test_bad_snapshot_use_fails_before_training(tmp_path, method, overrides, err
     with pytest.raises(error, match=message):
         Pretraining(pretrain_config(method, **overrides), tmp_path / "cell").run()
     assert not (tmp_path / "cell" / "checkpoint.pt").exists()
+
+
+def test_window_same_class_is_logged_after_every_epoch(tmp_path):
+    """log_window_classes: the share of same-class images in the Ring window, read from labels only."""
+    # 16 px and batches of 128 (11 steps): the smallest run that ends an epoch.
+    cfg = pretrain_config("IRing", epochs=1, lr_milestones=[], knn_every=0, resize=16, crop=16, batch_size=128,
+                          log_window_classes=True)
+    Pretraining(cfg, tmp_path / "iring").run()
+    record = json.loads((tmp_path / "iring" / "log.jsonl").read_text().splitlines()[0])
+    assert 0.0 <= record["window_same_class"] <= 100.0 and record["w_l"] == 90.0

@@ -73,6 +73,7 @@ def test_toy_cnce_table_means_stds_paper_and_true_mi(tmp_path):
         metrics = {"seed": seed, "true_mi": 0.0204110, "nce_critic": {"NCE": nce, "CNCE50": cnce50}}
         if seed == 0:
             metrics["own_critics"] = {"NCE": nce, "CNCE50": 3e-5}
+            metrics["own_critics_train"] = {"NCE": 0.013, "CNCE50": 7e-5}
         files.append(tmp_path / f"toy{seed}.json")
         files[-1].write_text(json.dumps(metrics))
     wide = tables.toy_cnce(files, tmp_path / "t" / "table_toy_cnce")
@@ -80,6 +81,9 @@ def test_toy_cnce_table_means_stds_paper_and_true_mi(tmp_path):
     assert wide.loc["ours, NCE's critic: mean (2 seeds)"].tolist() == ["0.02041", "0.012", "-0.12"]
     assert wide.loc["ours, NCE's critic: std"].tolist() == ["—", "0.002828", "0.02828"]
     assert wide.loc["ours, own critics: mean (1 seed)"].tolist() == ["0.02041", "0.01", "3e-05"]
+    # (0.012 - 0.01345) / 0.001 = -1.45 -> -1.4 (half to even); (-0.12 - 7.29e-5) / 9e-6 = -13341.0
+    assert wide.loc["ours, NCE's critic: (mean - paper) / paper stdev"].tolist() == ["—", "-1.4", "-1.334e+04"]
+    assert wide.loc["training data, own critics: mean (1 seed)"].tolist() == ["0.02041", "0.013", "7e-05"]
     assert wide.loc["paper: mean"].tolist() == ["0.02041", "0.01345", "7.29e-05"]
     assert wide.loc["paper: stdev"].tolist() == ["—", "0.001", "9e-06"]
     summary = pd.read_csv(tmp_path / "t" / "table_toy_cnce.csv")

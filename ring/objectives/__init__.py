@@ -24,7 +24,8 @@ def build_objective(name: str, cfg, encoder: nn.Module, n_train: int) -> nn.Modu
             n=n_train, dim=cfg.out_dim, negatives=cfg.bank_negatives, temperature=cfg.temperature,
             bank_momentum=cfg.bank_momentum, ring=m.ring, max_chunk_elements=cfg.max_chunk_elements,
             sampler=m.sampler, close_positives=m.close_positives, clusterings=clusterings,
-            warmup_epochs=cfg.kmeans_warmup_epochs,
+            warmup_epochs=cfg.kmeans_warmup_epochs, la_own_entry=cfg.la_own_entry,
+            **({"negative_draw": cfg.cmc_negatives} if m.objective == "cmc" else {}),
         )
     if m.objective == "moco":
         if cfg.queue_size < cfg.batch_size:

@@ -13,16 +13,27 @@ from __future__ import annotations
 
 import torch
 
-from ring import distributed
+from ring import checks, distributed
 from ring.objectives.ir import InstanceDiscrimination, MemoryBank
+
+
+# How the two views' negatives are drawn (cmc_negatives): "shared", CMC's code (HobbitLong/CMC,
+# NCE/NCEAverage.py: one multinomial draw of K indices per query indexes both memory_l and memory_ab,
+# the code behind CMC's published numbers); "per_view", an independent draw for each view (ours
+# before the switch).  With the same uniforms, uniform and Cave draws give the same indices in both
+# banks; Ring windows differ per view, so there the draws share their positions in each window.
+NEGATIVE_DRAWS = checks.CMC_NEGATIVE_DRAWS
 
 
 class MultiviewContrast(InstanceDiscrimination):
     """CMC's two swapped banks on top of :class:`InstanceDiscrimination`'s per-bank contrast."""
 
     def __init__(self, n: int, dim: int, negatives: int, temperature: float, bank_momentum: float, ring: bool,
-                 max_chunk_elements: int, **kwargs):
+                 max_chunk_elements: int, negative_draw: str = "per_view", **kwargs):
         super().__init__(n, dim, negatives, temperature, bank_momentum, ring, max_chunk_elements, **kwargs)
+        if negative_draw not in NEGATIVE_DRAWS:
+            raise ValueError(f"cmc_negatives={negative_draw!r} is not a draw; choose one of {', '.join(NEGATIVE_DRAWS)}.")
+        self.negative_draw = negative_draw
         self.dim = dim
         self.bank_ab = MemoryBank(n, dim, bank_momentum)
 
@@ -34,11 +45,14 @@ class MultiviewContrast(InstanceDiscrimination):
         if z.shape[1] != 2 * self.dim:
             raise ValueError(f"CMC expects [z_L, z_ab] of 2 x {self.dim} features, got {z.shape[1]}.")
         z_l, z_ab = z[:, :self.dim], z[:, self.dim:]
-        # One draw per (view, query) of the global batch, laid out view by view, so that each rank
-        # takes its own queries' rows of each view: N processes draw what one process draws.
-        global_rows = len(z_l) * distributed.world_size()
-        u = torch.rand((2, global_rows, self.negatives), generator=generator, device=z.device)
-        u_l, u_ab = distributed.local_rows(u[0]), distributed.local_rows(u[1])
+        if self.negative_draw == "shared":  # CMC's code: one index set per query, for both views
+            u_l = u_ab = self.draws(z_l, generator)  # drawn for the global batch, this rank's rows
+        else:
+            # One draw per (view, query) of the global batch, laid out view by view, so that each rank
+            # takes its own queries' rows of each view: N processes draw what one process draws.
+            global_rows = len(z_l) * distributed.world_size()
+            u = torch.rand((2, global_rows, self.negatives), generator=generator, device=z.device)
+            u_l, u_ab = distributed.local_rows(u[0]), distributed.local_rows(u[1])
         loss = (self.contrast(z_l, self.bank_ab.memory, index, window, u_l)
                 + self.contrast(z_ab, self.bank.memory, index, window, u_ab))
         all_index = distributed.all_gather(index)

@@ -20,7 +20,8 @@ from torch import nn
 from ring import distributed
 from ring.objectives.cave import sample_in_clusters
 from ring.objectives.kmeans import Clusterings
-from ring.objectives.la import background_neighbours, local_aggregation_loss
+from ring.objectives.la import (LA_OWN_ENTRY_RULES, background_neighbours, local_aggregation_loss,
+                                local_aggregation_loss_topk)
 from ring.objectives.ring import sample_in_window, sample_uniform
 
 
@@ -69,8 +70,12 @@ class InstanceDiscrimination(nn.Module):
 
     def __init__(self, n: int, dim: int, negatives: int, temperature: float, bank_momentum: float,
                  ring: bool, max_chunk_elements: int, *, sampler: str | None = None, close_positives: bool = False,
-                 clusterings: Clusterings | None = None, warmup_epochs: int = 0):
+                 clusterings: Clusterings | None = None, warmup_epochs: int = 0, la_own_entry: str = "positive"):
         super().__init__()
+        if la_own_entry not in LA_OWN_ENTRY_RULES:
+            raise ValueError(f"la_own_entry={la_own_entry!r} is not a rule; choose one of {', '.join(LA_OWN_ENTRY_RULES)}.")
+        # LA's own-entry rule (ring.objectives.la); only the background sampler (LA) reads it.
+        self.la_own_entry = la_own_entry
         if negatives > n:
             raise ValueError(
                 f"bank_negatives={negatives} is larger than the memory bank ({n} training images); set it to at most {n}."
@@ -112,7 +117,8 @@ class InstanceDiscrimination(nn.Module):
         if sampler == "cave":
             return sample_in_clusters(self.clusterings, index, u, self.max_chunk_elements)
         if sampler == "background":
-            return background_neighbours(q.detach(), memory, index, self.negatives, self.max_chunk_elements)
+            return background_neighbours(q.detach(), memory, index, self.negatives, self.max_chunk_elements,
+                                         include_own=self.la_own_entry == "topk")
         w_l, w_u = window
         return sample_in_window(q.detach(), memory, w_l, w_u, u, self.max_chunk_elements)
 
@@ -130,6 +136,8 @@ class InstanceDiscrimination(nn.Module):
         l_neg = torch.bmm(memory[neg_idx], q.unsqueeze(2)).squeeze(2)
         if self.active_sampler() == "background":  # LA: close neighbours are part of the background
             close = self.clusterings.same_cluster(index, neg_idx)
+            if self.la_own_entry == "topk":  # LA's code: the own entry counts only as one of the k (a close one)
+                return local_aggregation_loss_topk(l_neg, close, self.temperature)
             return local_aggregation_loss(l_pos, l_neg, close, l_neg, ~close, self.temperature)
         background = background_neighbours(q.detach(), memory, index, self.negatives, self.max_chunk_elements)
         l_background = torch.bmm(memory[background], q.unsqueeze(2)).squeeze(2)

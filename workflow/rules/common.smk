@@ -321,7 +321,7 @@ STUDY_CELL = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{see
 FIGURE = "results/{grid}/tables/fig_{study}.{ext}"
 FIGURE_EXTS = ["png", "pdf", "csv"]
 # Studies that also write a summary table (name -> table): the k sweep's mean +- std over seeds.
-STUDY_TABLES = {"negatives_k": "table_negatives_k"}
+STUDY_TABLES = {"negatives_k": "table_negatives_k", "ring_window": "table_ring_window"}
 
 
 def study_encoders(grid: str, study: str) -> list:

@@ -63,3 +63,16 @@ rule make_table_negatives_k:
     localrule: True
     shell:
         "{PYTHON:q} -m ring.figures table_negatives_k --out {params.prefix:q} --cells {params.cells:q}"
+
+
+rule make_table_ring_window:
+    input:
+        lambda wc: study_encoders(wc.grid, "ring_window"),
+    output:
+        table_outputs(STUDY_TABLES["ring_window"], ["csv", "md"]),
+    params:
+        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
+        cells=lambda wc, input: [cell_dir(f) for f in input],
+    localrule: True
+    shell:
+        "{PYTHON:q} -m ring.figures table_ring_window --out {params.prefix:q} --cells {params.cells:q}"
