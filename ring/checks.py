@@ -352,6 +352,8 @@ ALLOWED = {
     "bn_groups": ">= 1, divides batch_size",
     "ring_w_l": "[start, final] with 0 <= start <= final < 100 (and final < ring_w_u)",
     "ring_anneal": ", ".join(ANNEAL_POLICIES),
+    "la_own_entry": ", ".join(LA_OWN_ENTRY_RULES),
+    "cmc_negatives": ", ".join(CMC_NEGATIVE_DRAWS),
     "ring_anneal_epochs": ">= 1",
     "ring_inner": "[0, 1), or null with ring_w_u set",
     "ring_w_u": "(0, 100], or null with ring_inner set",
