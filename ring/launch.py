@@ -230,7 +230,11 @@ def main(argv=None) -> int:
     try:
         job = StageJob(args.stage, stage_argv)
         if args.launcher == "local":
-            return job.run_here()
+            from ring import progress  # CELL/running.json for `ring.batch status`
+
+            with progress.running(args.cell) as run:
+                run["status"] = job.run_here()
+            return run["status"]
         return launch_slurm(job, args.cell, Resources.from_dict(json.loads(args.resources)))
     except (ValueError, RuntimeError) as err:
         print(f"ring: {err}", file=sys.stderr)
