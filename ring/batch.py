@@ -23,6 +23,7 @@ import yaml
 
 from ring import config as C
 from ring import grid as G
+from ring import progress
 from ring.jobs import StageJob
 from ring.launch import ALIVE, Resources, log_tail, make_executor, preflight, read_record, sacct_state, write_record
 
@@ -68,8 +69,8 @@ def cell_status(cell: Path, stage: str) -> tuple[str, str]:
     if (cell / OUTPUT[stage]).exists():
         return "done", ""
     record = read_record(cell)
-    if record is None:
-        return "missing", ""
+    if record is None:  # not on SLURM: the local launcher's marker, the log, the config
+        return progress.local_state(cell)
     state = sacct_state(record["job_id"]) or "PENDING"
     if state in ALIVE:
         return state.lower(), record["job_id"]
@@ -112,9 +113,24 @@ def status(grid: G.Grid, results: Path) -> list[tuple]:
     rows = []
     for stage in OUTPUT:
         for dataset, method, seed in grid.cells():
-            state, detail = cell_status(cell_dir(results, grid.name, stage, dataset, method, seed), stage)
+            cell = cell_dir(results, grid.name, stage, dataset, method, seed)
+            state, detail = cell_status(cell, stage)
+            if state == "running" and read_record(cell) is not None:  # a SLURM task: add its epoch and kNN
+                detail = ", ".join(filter(None, [progress.progress(cell), detail]))
             rows.append((stage, dataset, method, seed, state, detail))
     return rows
+
+
+STATES = ("done", "running", "pending", "failed", "missing")
+
+
+def total_line(rows: list[tuple]) -> str:
+    """One line over every stage and cell; SLURM's other live states (e.g. requeued) count as they are named."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row[4]] = counts.get(row[4], 0) + 1
+    parts = [f"{counts.pop(s, 0)} {s}" for s in STATES] + [f"{n} {s}" for s, n in sorted(counts.items())]
+    return f"total {len(rows)} stage runs: " + ", ".join(parts)
 
 
 def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
@@ -149,8 +165,10 @@ def main(argv=None) -> int:
                 raise ValueError("submit needs --stage pretrain or --stage lincls.")
             submit(grid, args.stage, config, args.results)
         elif args.command == "status":
-            for stage, dataset, method, seed, state, detail in status(grid, args.results):
+            rows = status(grid, args.results)
+            for stage, dataset, method, seed, state, detail in rows:
                 print(f"{stage:9} {dataset:10} {method:10} seed{seed:<3} {state:10} {detail}")
+            print(total_line(rows))
         else:
             ids = cancel(grid, [args.stage] if args.stage else list(OUTPUT), args.results)
             print(f"ring: cancelled {len(ids)} jobs: {' '.join(ids)}" if ids else "ring: no live job to cancel")

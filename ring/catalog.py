@@ -1,8 +1,9 @@
 """The dataset catalog, free of torch so that the workflow client can read it.
 
 Every dataset lives under ``<data_root>/<name>/`` in the layout its publisher (or torchvision's
-downloader, given that folder as ``root``) produces.  Nothing is ever downloaded: a missing
-dataset is reported by :func:`check` with one sentence saying where to put it.  Loaders live in
+downloader, given that folder as ``root``) produces.  The check downloads nothing: a missing
+dataset is reported by :func:`check` with one sentence saying where to put it
+(``python -m ring.catalog fetch`` downloads, see :mod:`ring.fetch`).  Loaders live in
 :mod:`ring.datasets`.
 
 The data check (``python -m ring.catalog check``, the workflow's ``data_check`` rule) also
@@ -388,6 +389,11 @@ def check_writable(path: str | Path) -> None:
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["fetch"]:  # downloading lives in ring.fetch (README "Datasets")
+        from ring import fetch
+
+        return fetch.main(argv[1:])
     parser = argparse.ArgumentParser(description="Check that a dataset is present and intact under the data root.")
     parser.add_argument("command", choices=["check"])
     parser.add_argument("dataset")

@@ -234,7 +234,11 @@ def main(argv=None) -> int:
             # The plan's checks (ring.checks) on the cell's config, before any job starts or is queued.
             checks.load_checked(args.stage, stage_argv[stage_argv.index("--config") + 1])
         if args.launcher == "local":
-            return job.run_here()
+            from ring import progress  # CELL/running.json for `ring.batch status`
+
+            with progress.running(args.cell) as run:
+                run["status"] = job.run_here()
+            return run["status"]
         return launch_slurm(job, args.cell, Resources.from_dict(json.loads(args.resources)))
     except (ValueError, RuntimeError, FileNotFoundError) as err:
         print(f"ring: {err}", file=sys.stderr)

@@ -21,6 +21,7 @@ The function :func:`run` never knows which launcher called it (this CLI, submiti
 from __future__ import annotations
 
 import argparse
+import time
 import sys
 from pathlib import Path
 
@@ -208,6 +209,7 @@ class Pretraining:
             batches = [b[r * n:(r + 1) * n] for b in batches]
         loader = make_loader(self.train_set, batches, cfg.num_workers, self.device)
         since_checkpoint = Timer()
+        since_step = time.monotonic()
         self.encoder.train()
         for batch in loader:
             *views, _labels, index = batch
@@ -223,6 +225,12 @@ class Pretraining:
             if self.schedule:
                 self.schedule.step(loss=step_loss)
             self.loss_sum += step_loss
+            if distributed.is_main():  # TensorBoard's per-step curves (README "TensorBoard")
+                now = time.monotonic()
+                self.log.tensorboard.step(self.epoch * self.steps_per_epoch + self.step_in_epoch, {
+                    "loss": step_loss, "lr": self.optimizer.param_groups[0]["lr"],
+                    "images_per_s": cfg.batch_size / max(now - since_step, 1e-9)})
+                since_step = now
             progress.update(1)
             progress.set_postfix(loss=f"{step_loss:.4f}")
             if distributed.any_rank(stop_requested()):  # preemption or time limit: the launcher requeues the job
@@ -262,6 +270,7 @@ class Pretraining:
             self.init_from_snapshot()
         if distributed.is_main():
             self.log.truncate_from(self.epoch)
+            self.log.tensorboard.purge_steps_from(self.epoch * self.steps_per_epoch + self.step_in_epoch + 1)
         if resumed and distributed.is_main():
             print(f"ring: resuming {self.out} at epoch {self.epoch} step {self.step_in_epoch}", file=sys.stderr)
         with provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):

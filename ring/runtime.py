@@ -49,12 +49,17 @@ def make_loader(dataset: Dataset, batches: list[list[int]], num_workers: int, de
 
 
 class JsonLog:
-    """One JSON object per line, one line per epoch; a resumed run rewrites the epochs it redoes."""
+    """One JSON object per line, one line per epoch; a resumed run rewrites the epochs it redoes.
+
+    Every record's numbers also go to TensorBoard event files beside the log (:class:`TensorBoardLog`).
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self.tensorboard = TensorBoardLog(self.path.parent)
 
     def truncate_from(self, epoch: int) -> None:
+        self.tensorboard.purge_from(epoch)
         if not self.path.exists():
             return
         kept = [line for line in self.path.read_text().splitlines() if line.strip() and json.loads(line)["epoch"] < epoch]
@@ -63,11 +68,79 @@ class JsonLog:
     def append(self, record: dict) -> None:
         with open(self.path, "a") as fh:
             fh.write(json.dumps(record) + "\n")
+        self.tensorboard.write(record)
 
     def records(self) -> list[dict]:
         if not self.path.exists():
             return []
         return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+
+# A cell folder's stage (results/<grid>/<stage>/<dataset>/<method>/seed<k>, README "TensorBoard") and
+# its tag prefix: a study's cells (results/<grid>/study/...) are pretraining runs.
+TB_STAGES = {"pretrain": "pretrain", "study": "pretrain", "lincls": "lincls", "transfer": "transfer"}
+
+
+class TensorBoardLog:
+    """Scalars ``<stage>/<key>`` at step = epoch, in the cell folder, so that
+    ``tensorboard --logdir results/<grid>`` shows one run per cell (its path names stage, dataset,
+    method and seed) and one chart per tag across methods and seeds.
+
+    A resumed run's writer starts with a purge at the epoch it resumes from: TensorBoard then drops
+    the earlier files' events from that epoch on, so redone epochs appear once and in order.
+    """
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        parts = self.folder.parts
+        self.stage = next((TB_STAGES[p] for p in parts[-7:-1] if p in TB_STAGES), "train")
+        self.purge_step: int | None = None
+        self.step_purge_step: int | None = None
+        self._writer = None
+        self._step_writer = None
+
+    def purge_from(self, epoch: int) -> None:
+        self.purge_step = epoch
+
+    def purge_steps_from(self, step: int) -> None:
+        """The first optimizer step a resumed run writes to the per-step run (:meth:`step`)."""
+        self.step_purge_step = step
+
+    @staticmethod
+    def _open(folder: Path, purge_step: int | None):
+        from torch.utils.tensorboard import SummaryWriter
+
+        # Event files are read in name order, whose first key is the creation second: a writer
+        # opened in the second of an earlier file (a quick resume) waits for the next one.
+        stamps = [int(p.name.split(".")[3]) for p in folder.glob("events.out.tfevents.*") if p.name.split(".")[3].isdigit()]
+        while stamps and int(time.time()) <= max(stamps):
+            time.sleep(0.05)
+        return SummaryWriter(log_dir=str(folder), purge_step=purge_step, flush_secs=30)
+
+    def write(self, record: dict) -> None:
+        if self._writer is None:
+            self._writer = self._open(self.folder, self.purge_step)
+        step = int(record["epoch"])
+        for key, value in record.items():
+            if key != "epoch" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                self._writer.add_scalar(f"{self.stage}/{key}", value, step)
+        self._writer.flush()  # one record per epoch: live curves cost nothing
+        if self._step_writer is not None:
+            self._step_writer.flush()
+
+    def step(self, global_step: int, values: dict) -> None:
+        """Per-step scalars ``<stage>_step/<key>`` in the run ``<cell>/steps`` (steps and epochs are
+        different axes, and a purge applies to every tag of a run)."""
+        if self._step_writer is None:
+            self._step_writer = self._open(self.folder / "steps", self.step_purge_step)
+        for key, value in values.items():
+            self._step_writer.add_scalar(f"{self.stage}_step/{key}", value, global_step)
+
+    def close(self) -> None:
+        for writer in (self._writer, self._step_writer):
+            if writer is not None:
+                writer.close()
+        self._writer = self._step_writer = None
 
 
 class Timer:

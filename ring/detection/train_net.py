@@ -17,7 +17,7 @@ import sys
 from detectron2.data import MetadataCatalog
 from detectron2.engine import DefaultTrainer, HookBase
 from detectron2.evaluation import COCOEvaluator, PascalVOCDetectionEvaluator
-from detectron2.utils.events import CommonMetricPrinter, JSONWriter
+from detectron2.utils.events import CommonMetricPrinter, JSONWriter, TensorboardXWriter
 
 import ring.detection.heads  # noqa: F401  (registers BasicRes5ROIHeads)
 from ring.runtime import Preempted, stop_requested
@@ -75,8 +75,9 @@ class Trainer(DefaultTrainer):
         raise ValueError(f"Dataset {dataset_name} has evaluator type {kind!r}; Table 4 evaluates COCO and Pascal VOC only.")
 
     def build_writers(self):
-        # Detectron2's default adds a TensorBoard writer; the JSON log and the console suffice here.
-        return [CommonMetricPrinter(self.max_iter), JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, TRAIN_LOG))]
+        # Detectron2's defaults: its event storage to the console, the JSON log and TensorBoard (README "TensorBoard").
+        return [CommonMetricPrinter(self.max_iter), JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, TRAIN_LOG)),
+                TensorboardXWriter(self.cfg.OUTPUT_DIR)]
 
     def train(self):
         super().train()

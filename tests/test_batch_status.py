@@ -1,0 +1,96 @@
+"""`python -m ring.batch status` on local runs: done / running (epoch, kNN) / pending / failed / missing."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from ring import batch, launch, progress
+from ring import config as C
+from ring import grid as G
+from tests.helpers import TINY_PRETRAIN
+
+GRID = {"datasets": ["digits"], "methods": ["IR", "MoCoRing"], "seeds": [0, 1],
+        "pretrain": {"all": {**TINY_PRETRAIN, "epochs": 2}}}
+
+
+def _grid(tmp_path: Path, values=GRID) -> Path:
+    grids = tmp_path / "grids"
+    grids.mkdir(exist_ok=True)
+    (grids / "tiny.yaml").write_text(yaml.safe_dump({k: v for k, v in values.items() if k != "dataset"}))
+    return grids
+
+
+def _status(tmp_path, grids, capsys) -> list[str]:
+    assert batch.main(["status", "--grid", "tiny", "--grids-dir", str(grids), "--results", str(tmp_path / "results")]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_status_reads_local_cells_from_their_folders(tmp_path, capsys):
+    grids = _grid(tmp_path)
+    cell = lambda stage, method, seed: tmp_path / "results" / "tiny" / stage / "digits" / method / f"seed{seed}"
+    for c in (cell("pretrain", m, s) for m in ("IR", "MoCoRing") for s in (0, 1)):
+        c.mkdir(parents=True)
+        (c / "config.yaml").write_text("epochs: 10\n")
+    (cell("pretrain", "IR", 0) / "encoder.pt").write_bytes(b"")
+    running = cell("pretrain", "IR", 1)
+    (running / progress.MARKER).write_text(json.dumps({"state": "running", "pid": os.getpid(), "host": os.uname().nodename}))
+    (running / progress.LOG).write_text('{"epoch": 0, "loss": 9.1, "knn_top1": 38.25}\n{"epoch": 1, "loss": 8.7}\n{"epo')
+    (cell("pretrain", "MoCoRing", 0) / progress.MARKER).write_text(json.dumps({"state": "failed", "pid": 1, "host": "x",
+                                                                             "error": "exit status 1"}))
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())  # no process can have a larger id
+    (cell("pretrain", "MoCoRing", 1) / progress.MARKER).write_text(
+        json.dumps({"state": "running", "pid": pid_max + 1, "host": os.uname().nodename}))
+    cell("lincls", "IR", 0).mkdir(parents=True)
+    (cell("lincls", "IR", 0) / "config.yaml").write_text("epochs: 100\n")
+    lines = _status(tmp_path, grids, capsys)
+    states = {tuple(line.split()[1:4]) + (line.split()[0],): line.split()[4] for line in lines[:-1]}
+    assert states[("digits", "IR", "seed0", "pretrain")] == "done"
+    assert states[("digits", "IR", "seed1", "pretrain")] == "running"
+    assert "epoch 2/10, kNN 38.25%" in lines[1]  # the last whole line's epoch, the last kNN measured
+    assert states[("digits", "MoCoRing", "seed0", "pretrain")] == "failed" and "exit status 1" in lines[2]
+    assert states[("digits", "MoCoRing", "seed1", "pretrain")] == "failed" and "is gone" in lines[3]
+    assert states[("digits", "IR", "seed0", "lincls")] == "pending"
+    assert lines[-1] == "total 8 stage runs: 1 done, 1 running, 1 pending, 2 failed, 3 missing"
+
+
+def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
+    # 16x16 views, 10 steps an epoch: the first epoch's log line is the point, not the pixels.
+    grids = _grid(tmp_path, {**GRID, "methods": ["IR"], "seeds": [0],
+                             "pretrain": {"all": {**TINY_PRETRAIN, "epochs": 2, "resize": 16, "crop": 16, "batch_size": 128}}})
+    cell = tmp_path / "results" / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
+    cell.mkdir(parents=True)
+    C.save(G.load(grids / "tiny.yaml").pretrain_config("digits", "IR", 0, "data"), cell / "config.yaml")
+    run = subprocess.Popen([sys.executable, "-m", "ring.launch", "pretrain", "--cell", str(cell), "--",
+                            "--config", str(cell / "config.yaml"), "--out", str(cell)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while not progress.last_records(cell / progress.LOG):
+            assert run.poll() is None and time.monotonic() < deadline, "pretraining ended before its first epoch"
+            time.sleep(0.2)
+        run.send_signal(signal.SIGSTOP)  # held after its first epoch, so the view cannot race the run
+        lines = _status(tmp_path, grids, capsys)
+        assert lines[0].split()[4] == "running" and "epoch 1/2, kNN " in lines[0] and f"pid {run.pid}" in lines[0]
+        assert lines[-1] == "total 2 stage runs: 0 done, 1 running, 0 pending, 0 failed, 1 missing"
+    finally:
+        run.kill()  # no chance to clean up, as when a node is lost
+        run.wait()
+    lines = _status(tmp_path, grids, capsys)
+    assert lines[0].split()[4] == "failed" and f"pid {run.pid} on {os.uname().nodename} is gone (epoch 1/2" in lines[0]
+
+
+def test_local_launcher_marks_a_failed_stage_and_clears_a_finished_one(tmp_path):
+    bad = tmp_path / "bad"
+    assert launch.main(["pretrain", "--cell", str(bad), "--", "--config", str(tmp_path / "none.yaml"), "--out", str(bad)]) == 1
+    assert progress.local_state(bad) == ("failed", f"pid {os.getpid()} on {os.uname().nodename}: exit status 1")
+    good = tmp_path / "good"
+    with progress.running(good) as run:
+        assert progress.local_state(good)[0] == "running"
+        run["status"] = 0
+    assert progress.local_state(good) == ("missing", "") and not (good / progress.MARKER).exists()
