@@ -3,6 +3,7 @@ import os
 import pickle
 
 import pytest
+import torch
 
 from ring import config as C
 from ring import grid as G
@@ -97,10 +98,35 @@ def test_bad_converted_checkpoints_fail_in_one_sentence(backbone_pkl, datasets_r
     torn.write_bytes(backbone_pkl.read_bytes()[:1000])
     status, lines = run_main(cfg, torn, tmp_path / "a", capsys)
     _fails_before_training(tmp_path / "a", status, lines, "is unreadable")
-    # A file missing res5 (e.g. converted from another network) is caught when the model loads it.
+    # A file missing res5 (e.g. converted from another network) is caught when the stage reads it, naming it.
     doc = pickle.loads(backbone_pkl.read_bytes())
     doc["model"] = {k: v for k, v in doc["model"].items() if not k.startswith("res5.")}
     partial = tmp_path / "partial.pkl"
     partial.write_bytes(pickle.dumps(doc))
     status, lines = run_main(cfg, partial, tmp_path / "b", capsys)
-    _fails_before_training(tmp_path / "b", status, lines, "does not load completely")
+    _fails_before_training(tmp_path / "b", status, lines, f"The converted backbone {partial} is not a complete ResNet-18 "
+                           "conversion (25 tensors missing")
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+def test_a_planted_pickle_payload_in_the_converted_weights_never_runs(backbone_pkl, datasets_root, tmp_path, capsys):
+    """Neither the stage nor Detectron2's checkpointer unpickles the file: a restricted unpickler reads it."""
+    from ring.detection.train_net import SafeCheckpointer
+
+    marker = tmp_path / "payload-ran"
+    doc = pickle.loads(backbone_pkl.read_bytes())
+    doc["model"]["stem.conv1.weight"] = _Payload(marker)
+    evil = tmp_path / "evil.pkl"
+    evil.write_bytes(pickle.dumps(doc))
+    status, lines = run_main(smoke_config("IR", "voc_det", datasets_root), evil, tmp_path / "cell", capsys)
+    _fails_before_training(tmp_path / "cell", status, lines, f"The converted backbone {evil} is unreadable (it names posix.mkdir")
+    with pytest.raises(ValueError, match="is unreadable"):  # Detectron2's own path (train_net by hand) too
+        SafeCheckpointer(torch.nn.Linear(1, 1))._load_file(str(evil))
+    assert not marker.exists()
