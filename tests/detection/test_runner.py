@@ -130,3 +130,13 @@ def test_a_planted_pickle_payload_in_the_converted_weights_never_runs(backbone_p
     with pytest.raises(ValueError, match="is unreadable"):  # Detectron2's own path (train_net by hand) too
         SafeCheckpointer(torch.nn.Linear(1, 1))._load_file(str(evil))
     assert not marker.exists()
+
+
+def test_a_diverging_cell_stops_at_the_first_non_finite_loss_in_one_sentence(backbone_pkl, datasets_root, tmp_path, capsys):
+    cfg = smoke_config("IR", "voc_det", datasets_root)
+    cfg.overrides = {**cfg.overrides, "SOLVER.BASE_LR": 1e20}
+    cell = tmp_path / "cell"
+    status, lines = run_main(cfg, backbone_pkl, cell, capsys)
+    assert status == 1 and len(lines) == 1, lines
+    assert f"ring: {cell}: the training loss became non-finite at iteration" in lines[0] and "lr=1e+20" in lines[0]
+    assert not (cell / runner.METRICS_FILE).exists() and not (cell / "model_final.pth").exists()
