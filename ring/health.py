@@ -45,7 +45,7 @@ def check_parameters(tensors, where: str, epoch: int, lr: float | None = None) -
     """Stop when a parameter or buffer is non-finite (cheap: once per epoch, before the checkpoint)."""
     bad = first_non_finite(tensors)
     if bad is not None:
-        raise NonFinite(f"{where}: parameter {bad} became non-finite by the end of epoch {epoch}; {likely_cause(lr)}.")
+        raise NonFinite(f"{where}: tensor {bad} became non-finite by the end of epoch {epoch}; {likely_cause(lr)}.")
 
 
 def check_export(state: Mapping[str, torch.Tensor], path) -> None:

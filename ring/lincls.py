@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from ring import config as C
 from ring import catalog, datasets
-from ring.checkpoint import (CheckpointError, atomic_write, check_writable, file_sha256, load_latest_checkpoint,
+from ring.checkpoint import (CheckpointError, atomic_write, check_writable, file_sha256, load_latest_checkpoint, previous_path,
                              remove_stale_temporaries, rng_state, save_checkpoint, set_rng_state)
 from ring.encoder import Precision, load_feature_extractor, resolve_precision
 from ring import health, provenance
@@ -120,7 +120,9 @@ class LinearEval:
             # unfinished evaluation of something else.  Keep it aside and evaluate from scratch;
             # linear evaluation is cheap next to the pretraining it follows.
             stale = path.with_name(f"checkpoint.stale-{str(state.get('encoder_sha256'))[:12]}.pt")
-            path.replace(stale)
+            if path.exists():
+                path.replace(stale)
+            previous_path(path).unlink(missing_ok=True)  # the same evaluation's older state
             print(f"ring: {path} belongs to another encoder or protocol; kept as {stale.name}, starting over", file=sys.stderr)
             return
         self.classifier.load_state_dict(state["classifier"])

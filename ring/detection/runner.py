@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ring import config as C
 from ring import health
-from ring.checkpoint import CheckpointError
+from ring.checkpoint import CheckpointError, check_writable
 from ring.detection.convert import AUTHOR, ConversionError, check_loaded, read_converted
 from ring.detection.tasks import METRICS
 from ring.detection.tasks import task as get_task
@@ -74,7 +74,7 @@ def prepare(cfg: C.DetectionConfig, weights: str | Path, out: str | Path):
     d2cfg = configs.build(cfg, Path(weights).resolve(), out.resolve())
     configs.check_datasets([*d2cfg.DATASETS.TRAIN, *d2cfg.DATASETS.TEST], cfg.datasets_root)
     converted = read_weights(weights)
-    out.mkdir(parents=True, exist_ok=True)
+    check_writable(out)  # an unwritable cell folder is one sentence, before the model is built
     check_resumable(out, C.config_hash(cfg))
     (out / D2_CONFIG).write_text(d2cfg.dump())
     return d2cfg, converted
