@@ -1,23 +1,31 @@
-"""Atomic checkpoints and safe loading.
+"""Atomic, verified checkpoints and safe loading.
 
-A checkpoint is written to a temporary file in the same folder, flushed to disk and renamed over
-the old one, so a job killed at any instant leaves either the previous or the new checkpoint,
-never a torn file.  Loading always uses ``weights_only=True`` (no pickled code runs) and turns
-every failure into one sentence that names the file and what to do.
+A file is written to a temporary file in the same folder, flushed to disk and renamed over the old
+one, so a job killed at any instant leaves either the previous or the new file, never a torn one.
+A training checkpoint (:func:`save_checkpoint`) also carries the SHA-256 of its payload (every
+tensor's bytes, every key and number), verified when it is loaded, and the checkpoint it replaces is
+kept beside it as ``<name>.prev.pt``: a latest checkpoint that fails verification (a flipped block on
+disk, a copy cut short) is set aside and the run resumes from the previous one
+(:func:`load_latest_checkpoint`).  Loading always uses ``weights_only=True`` (no pickled code runs)
+and turns every failure into one sentence that names the file and what to do.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import struct
 import tempfile
 from pathlib import Path
 
 import torch
 
+CHECKSUM_KEY = "payload_sha256"
+
 
 class CheckpointError(RuntimeError):
-    """A checkpoint or encoder file cannot be used."""
+    """A checkpoint or encoder file cannot be used, or cannot be written."""
 
 
 def atomic_save(obj, path: str | Path) -> None:
@@ -25,19 +33,74 @@ def atomic_save(obj, path: str | Path) -> None:
 
 
 def atomic_write(path: str | Path, write) -> None:
-    """``write(binary file)`` into a temporary file, fsync, rename over ``path``."""
+    """``write(binary file)`` into a temporary file, fsync, rename over ``path``.
+
+    A full disk or a folder that cannot be written is one sentence (:class:`CheckpointError`); the
+    file ``path`` held before is untouched either way.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = _write_temporary(path, write)
     try:
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise CheckpointError(write_failure(path, err)) from None
+
+
+def _write_temporary(path: Path, write) -> Path:
+    """``write`` into ``.<name>.*.tmp`` beside ``path``, flushed to disk; the temporary file's path."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        return Path(tmp)
+    except BaseException as err:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise CheckpointError(write_failure(path, err)) from None
         raise
+
+
+def write_failure(path: Path, err: OSError) -> str:
+    """One sentence for a write that the file system refused."""
+    if err.errno == errno.ENOSPC:
+        return (f"The disk holding {path.parent} is full (no space left while writing {path.name}); the previous file "
+                "is kept: free some space and rerun to continue.")
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"The folder {path.parent} is not writable ({err.strerror}); fix its permissions or choose another results folder."
+    return f"Writing {path} failed ({err.strerror or err}); the previous file is kept: fix the cause and rerun."
+
+
+def check_writable(folder: str | Path) -> None:
+    """Create ``folder`` and prove a file can be written in it: an unwritable cell folder fails before training."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise CheckpointError(
+            f"The cell folder {folder} is not writable ({err.strerror or err}); fix its permissions or choose another "
+            "results folder.") from None
+
+
+def remove_stale_temporaries(folder: str | Path) -> list[str]:
+    """Delete what killed writes left in ``folder`` (``.<name>.*.tmp`` of :func:`atomic_write`); their names.
+
+    Call it at the start of a stage, when no write of this cell can be under way.
+    """
+    removed = []
+    for tmp in sorted(Path(folder).glob(".*.tmp")):
+        if tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp.name)
+    return removed
 
 
 def safe_load(path: str | Path, what: str = "checkpoint", fix: str = "delete it to start this stage again"):
@@ -49,6 +112,110 @@ def safe_load(path: str | Path, what: str = "checkpoint", fix: str = "delete it 
     except Exception as err:  # truncated zip, foreign pickle, wrong file type ...
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise CheckpointError(f"The {what} {path} is unreadable or truncated ({reason}); {fix}.") from None
+
+
+# ---- verified checkpoints -------------------------------------------------------------------------
+
+def payload_digest(obj) -> str:
+    """SHA-256 of a checkpoint payload: its structure, keys, numbers, strings and every tensor's bytes."""
+    h = hashlib.sha256()
+    _digest(obj, h)
+    return h.hexdigest()
+
+
+def _digest(obj, h) -> None:
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        if t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy())
+    elif isinstance(obj, dict):
+        h.update(b"D%d" % len(obj))
+        for key, value in obj.items():
+            _digest(key, h)
+            _digest(value, h)
+    elif isinstance(obj, (list, tuple)):
+        h.update(b"L%d" % len(obj) if isinstance(obj, list) else b"U%d" % len(obj))
+        for value in obj:
+            _digest(value, h)
+    elif isinstance(obj, float):
+        h.update(b"F" + struct.pack("<d", obj))
+    else:  # int, bool, str, None, torch.Size members, dtypes: their repr is exact
+        h.update(f"{type(obj).__name__}:{obj!r}".encode())
+
+
+def previous_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def checksummed(state: dict) -> dict:
+    """``state`` with its payload checksum, as :func:`load_verified` expects it."""
+    return {**state, CHECKSUM_KEY: payload_digest(state)}
+
+
+def save_checkpoint(state: dict, path: str | Path) -> None:
+    """Write ``state`` with its checksum; the checkpoint it replaces becomes ``<name>.prev.pt``.
+
+    The new file is complete on disk before the old one is renamed: a kill between the two renames
+    leaves only the previous checkpoint, which :func:`load_latest_checkpoint` then finds.
+    """
+    path = Path(path)
+    tmp = _write_temporary(path, lambda fh: torch.save(checksummed(state), fh))
+    try:
+        if path.exists():
+            os.replace(path, previous_path(path))
+        os.replace(tmp, path)
+    except OSError as err:
+        raise CheckpointError(write_failure(path, err)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load_verified(path: str | Path, what: str = "checkpoint",
+                  fix: str = "delete it to start this stage again") -> dict:
+    """A checkpoint written by :func:`save_checkpoint`, its checksum verified; one sentence otherwise."""
+    path = Path(path)
+    doc = safe_load(path, what, fix)
+    if not isinstance(doc, dict) or CHECKSUM_KEY not in doc:
+        raise CheckpointError(f"The {what} {path} carries no checksum (not written by this version of ring-bench); {fix}.")
+    stored = doc.pop(CHECKSUM_KEY)
+    actual = payload_digest(doc)
+    if stored != actual:
+        raise CheckpointError(f"The {what} {path} fails its checksum (the file was altered on disk); {fix}.")
+    return doc
+
+
+def load_latest_checkpoint(path: str | Path, what: str = "checkpoint", log=print) -> dict | None:
+    """The newest checkpoint at ``path`` that verifies, else the previous one, else None (start fresh).
+
+    A latest checkpoint that fails verification is moved aside to ``<name>.corrupt.pt`` (so that the
+    next save cannot rotate it over the good previous one) and ``log`` says which file the run
+    continues from.
+    """
+    path = Path(path)
+    previous = previous_path(path)
+    problem = None
+    if path.exists():
+        try:
+            return load_verified(path, what)
+        except CheckpointError as err:
+            problem = str(err).split(";")[0]
+            aside = path.with_name(f"{path.stem}.corrupt{path.suffix}")
+            os.replace(path, aside)
+    if previous.exists():
+        try:
+            state = load_verified(previous, what)
+        except CheckpointError as err:
+            if problem is None:
+                problem = str(err).split(";")[0]
+        else:
+            if problem:
+                log(f"ring: {problem}; kept as {path.stem}.corrupt{path.suffix}, resuming from the previous checkpoint {previous.name}")
+            return state
+    if problem:
+        log(f"ring: {problem}, and there is no good previous checkpoint; starting this cell from scratch")
+    return None
 
 
 def file_sha256(path: str | Path) -> str:

@@ -30,9 +30,10 @@ from tqdm import tqdm
 from ring import checks
 from ring import config as C
 from ring import catalog, datasets
-from ring.checkpoint import CheckpointError, atomic_save, file_sha256, rng_state, safe_load, set_rng_state
+from ring.checkpoint import (CheckpointError, atomic_write, check_writable, file_sha256, load_latest_checkpoint, previous_path,
+                             remove_stale_temporaries, rng_state, save_checkpoint, set_rng_state)
 from ring.encoder import Precision, load_feature_extractor, resolve_precision
-from ring import provenance
+from ring import health, provenance
 from ring.runtime import JsonLog, Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 
 CHECKPOINT = "checkpoint.pt"
@@ -106,21 +107,23 @@ class LinearEval:
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self) -> None:
-        atomic_save({"config_hash": C.config_hash(self.cfg), "encoder_sha256": self.encoder_sha256, "epoch": self.epoch,
+        save_checkpoint({"config_hash": C.config_hash(self.cfg), "encoder_sha256": self.encoder_sha256, "epoch": self.epoch,
                      "classifier": self.classifier.state_dict(), "optimizer": self.optimizer.state_dict(),
                      "rng": rng_state()}, self.out / CHECKPOINT)
 
     def resume(self) -> None:
         path = self.out / CHECKPOINT
-        if not path.exists():
+        state = load_latest_checkpoint(path, "linear-evaluation checkpoint", log=lambda line: print(line, file=sys.stderr))
+        if state is None:
             return
-        state = safe_load(path, "linear-evaluation checkpoint")
         if state.get("config_hash") != C.config_hash(self.cfg) or state.get("encoder_sha256") != self.encoder_sha256:
             # The encoder was retrained (or the protocol changed): this checkpoint is a stale,
             # unfinished evaluation of something else.  Keep it aside and evaluate from scratch;
             # linear evaluation is cheap next to the pretraining it follows.
             stale = path.with_name(f"checkpoint.stale-{str(state.get('encoder_sha256'))[:12]}.pt")
-            path.replace(stale)
+            if path.exists():
+                path.replace(stale)
+            previous_path(path).unlink(missing_ok=True)  # the same evaluation's older state
             print(f"ring: {path} belongs to another encoder or protocol; kept as {stale.name}, starting over", file=sys.stderr)
             return
         self.classifier.load_state_dict(state["classifier"])
@@ -140,13 +143,16 @@ class LinearEval:
             loader = make_loader(self.train_set, batches, cfg.num_workers, self.device)
             pairs = ((self.features(x), y.to(self.device)) for x, y, _ in loader)
         total, count = 0.0, 0
-        for f, y in pairs:
+        for step, (f, y) in enumerate(pairs, 1):
             loss = F.cross_entropy(self.classifier(f), y)
+            # Before the step: a diverged loss never reaches the classifier or a checkpoint.
+            health.check_loss(loss.item(), str(self.out), self.epoch + 1, step, cfg.lr)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
             total += loss.item() * len(y)
             count += len(y)
+        health.check_parameters(self.classifier.state_dict(), str(self.out), self.epoch + 1, cfg.lr)
         return total / count
 
     @torch.no_grad()
@@ -183,7 +189,9 @@ class LinearEval:
         }
 
     def run(self) -> dict:
-        self.out.mkdir(parents=True, exist_ok=True)
+        check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch
+        if stale := remove_stale_temporaries(self.out):
+            print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
         self.resume()
         self.log.truncate_from(self.epoch)
         with provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
@@ -202,9 +210,8 @@ class LinearEval:
                 if stop_requested():  # the epoch's checkpoint is written: stop for the requeue
                     raise Preempted(f"{self.out}: checkpointed after epoch {self.epoch}")
         metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed, **self.evaluate(), "protocol": self.protocol()}
-        tmp = self.out / f".{METRICS}.tmp"
-        tmp.write_text(json.dumps(metrics, indent=2) + "\n")
-        tmp.replace(self.out / METRICS)
+        health.check_metrics(metrics, self.out / METRICS, keys=("top1", "top5"))
+        atomic_write(self.out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
         return metrics
 
 

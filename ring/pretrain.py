@@ -31,12 +31,13 @@ from tqdm import tqdm
 from ring import config as C
 from ring import catalog, checks, datasets, distributed
 from ring.anneal import build_schedule
-from ring.checkpoint import CheckpointError, atomic_save, rng_state, safe_load, set_rng_state
+from ring.checkpoint import (CheckpointError, atomic_save, check_writable, checksummed, load_latest_checkpoint, load_verified,
+                             remove_stale_temporaries, rng_state, save_checkpoint, set_rng_state)
 from ring.encoder import Encoder, Grouped, LabEncoder, Precision, export_trunks, resolve_precision
 from ring.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
 from ring.methods import check_fixed, method
 from ring.objectives import build_objective
-from ring import provenance
+from ring import health, provenance
 from ring.runtime import JsonLog, Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 
 CHECKPOINT = "checkpoint.pt"
@@ -124,13 +125,14 @@ class Pretraining:
 
     def save_checkpoint(self) -> None:
         if distributed.is_main():  # every rank holds the same state
-            atomic_save(self.state(), self.out / CHECKPOINT)
+            save_checkpoint(self.state(), self.out / CHECKPOINT)
 
     def resume(self) -> bool:
         path = self.out / CHECKPOINT
-        if not path.exists():
+        # The latest checkpoint that verifies, else the previous one (saying so), else a fresh start.
+        state = load_latest_checkpoint(path, "pretraining checkpoint", log=lambda line: print(line, file=sys.stderr))
+        if state is None:
             return False
-        state = safe_load(path, "pretraining checkpoint")
         expected = C.config_hash(self.cfg)
         written_by = state.get("method")  # absent in checkpoints from before it was recorded
         if written_by is not None and written_by != self.cfg.method:
@@ -149,7 +151,7 @@ class Pretraining:
     def init_from_snapshot(self) -> None:
         """Start from another cell's snapshot (``init_from``): its whole training state, this cell's Ring schedule."""
         path = Path(self.cfg.init_from)
-        state = safe_load(path, "snapshot", fix="rerun the cell that writes it, with this epoch in its snapshot_epochs")
+        state = load_verified(path, "snapshot", fix="rerun the cell that writes it, with this epoch in its snapshot_epochs")
         if int(state["epoch"]) >= self.cfg.epochs:
             raise ValueError(f"init_from {path} is at epoch {state['epoch']}, not before epochs={self.cfg.epochs}; "
                              "raise epochs or start from an earlier snapshot.")
@@ -222,6 +224,8 @@ class Pretraining:
             self.optimizer.step()
             self.step_in_epoch += 1
             step_loss = distributed.mean(loss.item())  # the global batch's loss
+            # Before anything is saved: a diverged step never reaches a checkpoint (the last good one stays).
+            health.check_loss(step_loss, str(self.out), self.epoch + 1, self.step_in_epoch, cfg.lr)
             if self.schedule:
                 self.schedule.step(loss=step_loss)
             self.loss_sum += step_loss
@@ -255,6 +259,8 @@ class Pretraining:
         if self.schedule:
             self.schedule.epoch_end(val_accuracy=record.get("val_knn_top1"))
             record["w_l"], record["w_u"] = self.schedule.window()
+        health.check_parameters([*self.encoder.state_dict().items(), *self.objective.state_dict().items()],
+                                str(self.out), self.epoch + 1, cfg.lr)
         self.scheduler.step()
         self.epoch += 1
         self.step_in_epoch = 0
@@ -264,7 +270,9 @@ class Pretraining:
             self.log.append(record)
 
     def run(self) -> Path:
-        self.out.mkdir(parents=True, exist_ok=True)
+        check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch of training
+        if distributed.is_main() and (stale := remove_stale_temporaries(self.out)):
+            print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
         resumed = self.resume()
         if not resumed and self.cfg.init_from:
             self.init_from_snapshot()
@@ -278,7 +286,10 @@ class Pretraining:
         encoder_path = self.out / ENCODER
         if distributed.is_main():
             # encoder.pt last: its presence means every exported file is complete.
-            for name, state in sorted(export_trunks(self.encoder).items(), key=lambda kv: kv[0] == ENCODER):
+            trunks = export_trunks(self.encoder)
+            for name, state in trunks.items():  # every file checked before the first is written
+                health.check_export(state, self.out / name)
+            for name, state in sorted(trunks.items(), key=lambda kv: kv[0] == ENCODER):
                 atomic_save(state, self.out / name)
         return encoder_path
 
@@ -286,7 +297,7 @@ class Pretraining:
         """The training state at the start of an epoch of ``snapshot_epochs``, for study cells to start from."""
         path = self.out / C.SNAPSHOT_FILE.format(epoch=self.epoch)
         if self.step_in_epoch == 0 and self.epoch in self.cfg.snapshot_epochs and not path.exists() and distributed.is_main():
-            atomic_save(self.state(), path)
+            atomic_save(checksummed(self.state()), path)
 
     def _train(self) -> None:
         self._snapshot()

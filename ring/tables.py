@@ -21,6 +21,8 @@ import pandas as pd
 import yaml
 
 from ring.catalog import DATASETS, TRANSFER
+from ring.checkpoint import CheckpointError, atomic_write
+from ring.health import NonFinite, check_metrics
 from ring.methods import METHODS, display_name
 
 PUBLISHED = Path(__file__).parent / "data" / "published-results.yaml"
@@ -112,11 +114,30 @@ def C_dict(cfg) -> dict:
     return to_dict(cfg)
 
 
+class MetricsError(ValueError):
+    """A cell's metrics.json that a table cannot use."""
+
+
+def read_metrics(path: str | Path, keys: tuple[str, ...]) -> dict:
+    """A cell's metrics as JSON (never unpickled), holding ``keys`` with finite values; one sentence naming the file."""
+    path = Path(path)
+    try:
+        m = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise MetricsError(f"The metrics file {path} is unreadable or corrupt ({reason}); rerun the cell that writes it "
+                           "(delete the file first).") from None
+    missing = [k for k in keys if not isinstance(m, dict) or k not in m]
+    if missing:
+        raise MetricsError(f"The metrics file {path} lacks {', '.join(missing)}; rerun the cell that writes it.")
+    check_metrics(m, path, keys)
+    return m
+
+
 def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
     rows = []
     for path in metric_files:
-        with open(path) as fh:
-            m = json.load(fh)
+        m = read_metrics(path, ("dataset", "method", "seed", metric))
         rows.append({"dataset": m["dataset"], "method": m["method"], "seed": int(m["seed"]), "value": float(m[metric]),
                      "differs": ", ".join(protocol_differences(path))})
     return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs"])
@@ -200,13 +221,19 @@ def write(name: str, summary: pd.DataFrame, wide: pd.DataFrame, prefix: str | Pa
     prefix.parent.mkdir(parents=True, exist_ok=True)
     caption = TABLES[name][2]
     paths = [prefix.with_suffix(".csv"), prefix.with_suffix(".md"), prefix.with_suffix(".tex")]
-    summary.to_csv(paths[0], index=False, float_format="%.4f")
     note = ("mean ± std over seeds; (±x) after a Ring method: difference to its base method; "
             "paper: the published number, in brackets ours minus the paper's.")
     note = " ".join([note, *wide.attrs.get("footnotes", [])])
-    paths[1].write_text(f"**{name}**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n")
-    paths[2].write_text(wide.to_latex(caption=f"{caption}. {note}", label=f"tab:{name}", escape=True))
+    write_texts({paths[0]: summary.to_csv(index=False, float_format="%.4f"),
+                 paths[1]: f"**{name}**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n",
+                 paths[2]: wide.to_latex(caption=f"{caption}. {note}", label=f"tab:{name}", escape=True)})
     return paths
+
+
+def write_texts(texts: dict[Path, str]) -> None:
+    """Every table file rendered first, then each replaced atomically: a failure leaves the old tables in place."""
+    for path, text in texts.items():
+        atomic_write(path, lambda fh, text=text: fh.write(text.encode()))
 
 
 def build(name: str, metric_files: list[str | Path], methods: list[str], datasets: list[str], prefix: str | Path) -> pd.DataFrame:
@@ -221,8 +248,7 @@ def collect_columns(metric_files: list[str | Path]) -> pd.DataFrame:
     """Cells that report several columns (ring.detection's metrics.json): one row per column."""
     rows = []
     for path in metric_files:
-        with open(path) as fh:
-            m = json.load(fh)
+        m = read_metrics(path, ("method", "seed", "columns"))
         rows.extend({"dataset": column, "method": m["method"], "seed": int(m["seed"]), "value": float(value)}
                     for column, value in m["columns"].items())
     return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value"])
@@ -288,7 +314,8 @@ def toy_summary(metric_files: list[str | Path]) -> pd.DataFrame:
     """One row per (protocol, estimator): seeds, mean and std over seeds, the paper's, the true MI."""
     rows = []
     for path in metric_files:
-        m = json.loads(Path(path).read_text())
+        m = read_metrics(path, ("seed", "true_mi"))
+        check_metrics(m, path, TOY_PROTOCOLS)  # the estimates it shows (a protocol not run is absent)
         for protocol in TOY_PROTOCOLS:
             for estimator, value in m.get(protocol, {}).items():
                 rows.append({"protocol": protocol, "estimator": estimator, "seed": m["seed"],
@@ -340,13 +367,21 @@ def toy_cnce(metric_files: list[str | Path], prefix: str | Path) -> pd.DataFrame
             "negatives from the closest (100 - p)% of the bank; NCE's critic: one critic trained with NCE, every bound "
             "evaluated on it (Theorem 1's fixed f); own critics: each estimator trained its own critic; "
             "(mean - paper) / paper stdev: the distance to the paper's mean in units of the paper's seed spread.")
-    summary.to_csv(prefix.with_suffix(".csv"), index=False, float_format="%.6g")
-    prefix.with_suffix(".md").write_text(f"**table_toy_cnce**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n")
-    prefix.with_suffix(".tex").write_text(wide.to_latex(caption=f"{caption}. {note}", label="tab:toy_cnce", escape=True))
+    write_texts({prefix.with_suffix(".csv"): summary.to_csv(index=False, float_format="%.6g"),
+                 prefix.with_suffix(".md"): f"**table_toy_cnce**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n",
+                 prefix.with_suffix(".tex"): wide.to_latex(caption=f"{caption}. {note}", label="tab:toy_cnce", escape=True)})
     return wide
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except (MetricsError, NonFinite, CheckpointError) as err:  # one sentence naming the file; old tables untouched
+        print(f"ring: {err}", file=sys.stderr)
+        return 1
+
+
+def _main(argv=None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if argv[:1] == ["table_toy_cnce"]:

@@ -64,6 +64,8 @@ import torch
 
 from ring import checks
 from ring import config as C
+from ring import health
+from ring.checkpoint import CheckpointError, atomic_write, check_writable
 from ring.runtime import epoch_batches, setup_threads
 
 METRICS = "metrics.json"
@@ -182,7 +184,7 @@ def trained_critics(cfg: C.ToyCNCEConfig) -> list[tuple[str, int]]:
     return estimators(cfg) if cfg.own_critics else estimators(cfg)[:1]
 
 
-def train(cfg: C.ToyCNCEConfig, seeds: list[int]) -> list[torch.Tensor]:
+def train(cfg: C.ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -> list[torch.Tensor]:
     """Train every (seed, critic) as one stack; returns the stacked x-encoder then y-encoder parameters.
 
     Model m is seed m // C's critic m % C (C = len(trained_critics(cfg))).
@@ -213,8 +215,10 @@ def train(cfg: C.ToyCNCEConfig, seeds: list[int]) -> list[torch.Tensor]:
             positive = scores.gather(-1, index.unsqueeze(-1)).squeeze(-1)
             u = uniforms(gens, per_seed, cfg.batch_size, cfg.negatives)
             negative = scores.gather(-1, sample_negatives(scores, counts, u))
+            loss = -bound_terms(positive, negative).mean(dim=1).sum()
+            health.check_loss(loss.item(), where, epoch + 1, step + 1, cfg.lr)  # summed over the stack: any bad critic
             optimizer.zero_grad(set_to_none=True)
-            (-bound_terms(positive, negative).mean(dim=1).sum()).backward()
+            loss.backward()
             optimizer.step()
     return [p.detach() for p in params]
 
@@ -271,7 +275,7 @@ def threads(n: int):
         torch.set_num_threads(before)
 
 
-def run_seeds(cfg: C.ToyCNCEConfig, seeds: list[int]) -> list[dict]:
+def run_seeds(cfg: C.ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -> list[dict]:
     """Train and evaluate every estimator for each seed; one metrics dict per seed."""
     check(cfg)
     start = time.perf_counter()
@@ -287,7 +291,7 @@ def run_seeds(cfg: C.ToyCNCEConfig, seeds: list[int]) -> list[dict]:
     jobs = {f"{name}{suffix}": (job, split) for name, job in critics.items()
             for suffix, split in (("", "heldout"), ("_train", "train"))}
     with threads(cfg.threads):
-        params = train(cfg, seeds)
+        params = train(cfg, seeds, where)
         terms = {name: evaluate(cfg, seeds, params, job, split) for name, (job, split) in jobs.items()}
     seconds = time.perf_counter() - start
     results = []
@@ -320,12 +324,11 @@ def check(cfg: C.ToyCNCEConfig) -> None:
 
 
 def run(cfg: C.ToyCNCEConfig, out_dir: str | Path) -> dict:
-    metrics = run_seeds(cfg, [cfg.seed])[0]
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{METRICS}.tmp"
-    tmp.write_text(json.dumps(metrics, indent=2) + "\n")
-    tmp.replace(out / METRICS)
+    check_writable(out)  # before the training, not after it
+    metrics = run_seeds(cfg, [cfg.seed], str(out))[0]
+    health.check_metrics(metrics, out / METRICS)
+    atomic_write(out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
     return metrics
 
 
@@ -336,7 +339,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         metrics = run(checks.load_checked("toy_cnce", args.config), args.out)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, CheckpointError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
     text = " ".join(f"{k}={v:.5f}" for k, v in metrics["nce_critic"].items())

@@ -18,7 +18,6 @@ dataset of :mod:`ring.metadataset`, in its documented split, and
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -29,15 +28,16 @@ from torchvision import transforms as T
 from ring import catalog
 from ring import config as C
 from ring import datasets, lincls, metadataset
+from ring.checkpoint import atomic_write, check_writable
 from ring.lincls import LinearEval
 
 MANIFEST = "split-manifest.json"
 
 
 def write_json(doc: dict, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # per process: cells may race
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)
+    # A private temporary file per writer (cells may race on a shared cache); a full disk or an
+    # unwritable folder is one sentence (ring.checkpoint.CheckpointError).
+    atomic_write(path, lambda fh: fh.write((json.dumps(doc, indent=1) + "\n").encode()))
 
 
 @torch.no_grad()
@@ -64,7 +64,10 @@ def normalization(images, split_sha256: str, resize: int, crop: int, cache_dir: 
     if path.is_file():
         try:
             cached = json.loads(path.read_text())
-        except json.JSONDecodeError:  # a torn foreign write: recompute below
+        except (json.JSONDecodeError, UnicodeDecodeError):  # not JSON (never unpickled): recompute below
+            print(f"ring: the normalisation cache {path} is not valid JSON; recomputing it", file=sys.stderr)
+            cached = {}
+        if not isinstance(cached, dict):
             cached = {}
         if cached.get("split_sha256") == split_sha256:
             return cached
@@ -107,7 +110,7 @@ class TransferEval(LinearEval):
         }
 
     def run(self) -> dict:
-        self.out.mkdir(parents=True, exist_ok=True)
+        check_writable(self.out)
         write_json(self.manifest, self.out / MANIFEST)
         return super().run()
 

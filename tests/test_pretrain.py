@@ -106,14 +106,16 @@ def test_bad_input_fails_before_training(tmp_path, method, overrides, error, mes
     assert not (tmp_path / "cell" / "checkpoint.pt").exists()
 
 
-def test_corrupt_checkpoint_fails_and_is_kept(tmp_path):
+def test_corrupt_checkpoint_is_kept_aside_and_the_cell_starts_fresh_saying_so(tmp_path, capsys):
+    # (with a good checkpoint.prev.pt the cell resumes from it instead: tests/test_integrity.py)
     cell = tmp_path / "cell"
     cell.mkdir()
     (cell / "checkpoint.pt").write_bytes(b"PK\x03\x04 truncated")
     (cell / "encoder.pt").write_bytes(b"finished result")
-    with pytest.raises(CheckpointError, match="checkpoint.pt is unreadable or truncated"):
-        Pretraining(pretrain_config("IR"), cell).run()
-    assert (cell / "checkpoint.pt").read_bytes() == b"PK\x03\x04 truncated"
+    assert Pretraining(pretrain_config("IR"), cell).resume() is False
+    err = capsys.readouterr().err
+    assert "checkpoint.pt is unreadable or truncated" in err and "starting this cell from scratch" in err
+    assert (cell / "checkpoint.corrupt.pt").read_bytes() == b"PK\x03\x04 truncated"
     assert (cell / "encoder.pt").read_bytes() == b"finished result"
 
 

@@ -12,6 +12,10 @@ outside the map fails the conversion.  Two checks run before the file is written
 * numerics: Detectron2's stem and first res2 block, holding the converted weights, reproduce
   torchvision's ``maxpool(relu(bn1(conv1(x))))`` and ``layer1[0]`` on the same input.
 
+The ``.pkl`` holds only a dict of strings and numpy arrays (Detectron2's own converted-weights
+format) and is read back by :func:`read_converted` with a restricted unpickler that admits nothing
+else: a planted payload cannot run, whatever the file holds.
+
 Whether a given Detectron2 *model* (R18-FPN, R18-C4 with its res5 in the ROI head) then loads every
 backbone tensor is checked by :func:`check_loaded` when the cell builds its model.
 """
@@ -30,6 +34,25 @@ from ring.checkpoint import CheckpointError, atomic_write, safe_load
 from ring.encoder import load_trunk
 
 AUTHOR = "ring-bench (torchvision resnet18 encoder)"
+PICKLE_PROTOCOL = 4  # numpy arrays as numpy._core.multiarray._reconstruct + ndarray + dtype: all SafeUnpickler admits
+
+# The only globals a converted file may name: how numpy pickles an array (protocols 2-5, numpy 1 and
+# 2 module names) and the latin-1 bytes helper of protocol-2 files.  Nothing here runs code of the file's choosing.
+_SAFE_GLOBALS = {
+    ("numpy", "ndarray"), ("numpy", "dtype"),
+    ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer"),
+    ("_codecs", "encode"),
+}
+
+
+class SafeUnpickler(pickle.Unpickler):
+    """Unpickles dicts, lists, strings, numbers and numpy arrays; any other global is refused."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in _SAFE_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"it names {module}.{name}, which a converted-weights file never holds")
 
 _STEM = {"conv1.weight": "stem.conv1.weight", "bn1.weight": "stem.conv1.norm.weight",
          "bn1.bias": "stem.conv1.norm.bias", "bn1.running_mean": "stem.conv1.norm.running_mean",
@@ -123,7 +146,33 @@ def write_pkl(converted: dict[str, torch.Tensor], path: str | Path) -> None:
     model's ``backbone.bottom_up.`` (FPN), ``backbone.`` or ``roi_heads.`` (C4 res5).
     """
     doc = {"model": {k: v.numpy() for k, v in converted.items()}, "__author__": AUTHOR, "matching_heuristics": True}
-    atomic_write(path, lambda fh: pickle.dump(doc, fh))
+    atomic_write(path, lambda fh: pickle.dump(doc, fh, protocol=PICKLE_PROTOCOL))
+
+
+def read_converted(path: str | Path) -> dict:
+    """The ``model`` dict (name -> numpy array) of a converted ``.pkl``, read without running any code.
+
+    Every failure is one sentence naming the file: missing, unreadable, holding something other
+    than arrays (a planted object is refused before it is built), or not a complete ResNet-18.
+    """
+    import numpy as np
+
+    path = Path(path)
+    redo = "rerun ring.detection.convert on its encoder"
+    if not path.is_file():
+        raise ConversionError(f"The converted backbone {path} does not exist; run the conversion rule (ring.detection.convert) first.")
+    try:
+        with open(path, "rb") as fh:
+            doc = SafeUnpickler(fh, encoding="latin1").load()
+    except Exception as err:  # truncated, not a pickle, or a global outside the allowed list
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConversionError(f"The converted backbone {path} is unreadable ({reason}); {redo}.") from None
+    model = doc.get("model") if isinstance(doc, dict) else None
+    if not isinstance(model, dict) or not doc.get("matching_heuristics") or \
+            not all(isinstance(k, str) and isinstance(v, np.ndarray) for k, v in model.items()):
+        raise ConversionError(f"The converted backbone {path} is not a Detectron2 .pkl written by ring.detection.convert; {redo}.")
+    check_complete(model, path)
+    return model
 
 
 def convert(encoder_path: str | Path, out_path: str | Path) -> float:

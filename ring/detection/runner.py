@@ -23,15 +23,17 @@ import argparse
 import json
 import math
 import os
-import pickle
+import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from ring import checks
 from ring import config as C
-from ring.checkpoint import CheckpointError
+from ring import health
+from ring.checkpoint import CheckpointError, check_writable
 from ring.detection import missing_detectron2
-from ring.detection.convert import ConversionError, check_complete, check_loaded
+from ring.detection.convert import check_loaded, read_converted
 from ring.detection.tasks import METRICS
 from ring.detection.tasks import task as get_task
 
@@ -41,19 +43,8 @@ HASH_FILE = "config_hash"
 
 
 def read_weights(path: str | Path) -> dict:
-    """The ``model`` dict of a converted ``.pkl``; one sentence when it is missing or not one."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConversionError(f"The converted backbone {path} does not exist; run the conversion rule (ring.detection.convert) first.")
-    try:
-        with open(path, "rb") as fh:
-            doc = pickle.load(fh, encoding="latin1")
-    except Exception as err:  # truncated file, not a pickle ...
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ConversionError(f"The converted backbone {path} is unreadable ({reason}); rerun ring.detection.convert.") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict) or not doc.get("matching_heuristics"):
-        raise ConversionError(f"The converted backbone {path} is not a Detectron2 .pkl written by ring.detection.convert; rerun it.")
-    return doc["model"]
+    """The ``model`` dict of a converted ``.pkl``, read by a restricted unpickler (no code runs); one sentence otherwise."""
+    return read_converted(path)
 
 
 def table_columns(cfg: C.DetectionConfig, results: dict) -> dict[str, float]:
@@ -85,7 +76,7 @@ def prepare(cfg: C.DetectionConfig, weights: str | Path, out: str | Path):
     d2cfg = configs.build(cfg, Path(weights).resolve(), out.resolve())
     configs.check_datasets([*d2cfg.DATASETS.TRAIN, *d2cfg.DATASETS.TEST], cfg.datasets_root)
     converted = read_weights(weights)
-    check_complete(converted, weights)  # a key missing names the file and the conversion, not the model
+    check_writable(out)  # an unwritable cell folder is one sentence, before the model is built
     out.mkdir(parents=True, exist_ok=True)
     check_resumable(out, C.config_hash(cfg))
     (out / D2_CONFIG).write_text(d2cfg.dump())
@@ -94,16 +85,16 @@ def prepare(cfg: C.DetectionConfig, weights: str | Path, out: str | Path):
 
 def train_and_evaluate(d2cfg, converted: dict, datasets_root: str, where: str) -> dict:
     """One process's part: register datasets, build, prove the backbone loads, train, evaluate."""
-    from detectron2.checkpoint import DetectionCheckpointer
-
     from ring.detection import configs
-    from ring.detection.train_net import Trainer, setup
+    from ring.detection.train_net import SafeCheckpointer, Trainer, setup
 
     setup(d2cfg)  # logger, and every RNG seeded from the cell's SEED before the heads are initialised
     configs.register([*d2cfg.DATASETS.TRAIN, *d2cfg.DATASETS.TEST], datasets_root)
     trainer = Trainer(d2cfg)
     model = getattr(trainer.model, "module", trainer.model)
-    DetectionCheckpointer(model).load(d2cfg.MODEL.WEIGHTS)
+    # Detectron2 gets the weights this stage already read safely, never the path to unpickle.
+    SafeCheckpointer.preloaded = {str(Path(d2cfg.MODEL.WEIGHTS).resolve()): converted}
+    SafeCheckpointer(model).load(d2cfg.MODEL.WEIGHTS)
     check_loaded(model.state_dict(), converted, where)
     trainer.resume_or_load(resume=True)
     return trainer.train()
@@ -134,7 +125,7 @@ def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | 
     d2cfg, converted = prepare(cfg, weights, out)
     where = f"the {cfg.task} model ({get_task(cfg.task).base_config} at RESNETS.DEPTH 18)"
     args = (d2cfg, converted, cfg.datasets_root, where)
-    with provenance.Segment(out, C.config_hash(cfg), cfg.seed):
+    with provenance.Segment(out, C.config_hash(cfg), cfg.seed), non_finite_loss_is_one_sentence(out, cfg):
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             results = _slurm_worker(*args)
         elif cfg.num_gpus > 1:
@@ -148,6 +139,20 @@ def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | 
     if int(os.environ.get("RANK", "0")) != 0:
         return None
     return write_metrics(cfg, out, results)
+
+
+@contextmanager
+def non_finite_loss_is_one_sentence(out, cfg: C.DetectionConfig):
+    """Detectron2 stops at the first non-finite loss, before that step's optimizer update and before
+    any checkpoint (SimpleTrainer's FloatingPointError); that becomes ring.health's one sentence."""
+    try:
+        yield
+    except FloatingPointError as err:
+        match = re.search(r"iteration=(\d+)", str(err))
+        step = int(match.group(1)) + 1 if match else "?"
+        lr = cfg.overrides.get("SOLVER.BASE_LR") if isinstance(getattr(cfg, "overrides", None), dict) else None
+        raise health.NonFinite(f"{out}: the training loss became non-finite at iteration {step} (Detectron2 counts "
+                               f"iterations, not epochs); {health.likely_cause(lr)}.") from None
 
 
 def _write_metrics_worker(cfg, out, *args) -> None:
@@ -166,6 +171,7 @@ def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict) -> dic
                "protocol": {"base_config": task.base_config, "backbone": "ResNet-18, frozen (FREEZE_AT 5), FrozenBN",
                             "detectron2_config": D2_CONFIG, "datasets": cfg.datasets}}
     path = Path(out) / METRICS_FILE
+    health.check_metrics(metrics, path, keys=("columns",))
     tmp = path.with_name(f".{METRICS_FILE}.tmp")
     tmp.write_text(json.dumps(metrics, indent=2) + "\n")
     tmp.replace(path)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
+import torch
+from detectron2.checkpoint import DetectionCheckpointer
 from detectron2.data import MetadataCatalog
 from detectron2.engine import DefaultTrainer, HookBase
 from detectron2.evaluation import COCOEvaluator, PascalVOCDetectionEvaluator
@@ -62,7 +65,34 @@ def setup(cfg, args=None) -> None:
         torch.backends.cudnn.benchmark = cfg.CUDNN_BENCHMARK
 
 
+class SafeCheckpointer(DetectionCheckpointer):
+    """Detectron2's checkpointer that never unpickles a file.
+
+    Converted ``.pkl`` weights go through :func:`ring.detection.convert.read_converted` (a restricted
+    unpickler admitting only dicts, strings, numbers and numpy arrays) or, when the stage has already
+    read them, are handed over as loaded (``preloaded``: resolved path -> model dict); Detectron2's
+    own ``.pth`` checkpoints are read with ``torch.load(weights_only=True)``.
+    """
+
+    preloaded: dict[str, dict] = {}
+
+    def _load_file(self, filename):
+        from ring.detection.convert import AUTHOR, read_converted
+
+        if filename.endswith(".pkl"):
+            model = self.preloaded.get(str(Path(filename).resolve())) or read_converted(filename)
+            return {"model": dict(model), "__author__": AUTHOR, "matching_heuristics": True}
+        loaded = torch.load(filename, map_location="cpu", weights_only=True)
+        return loaded if "model" in loaded else {"model": loaded}
+
+
 class Trainer(DefaultTrainer):
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        # The one checkpointer every hook and resume_or_load use, made safe in place (the hooks built
+        # in DefaultTrainer.__init__ already hold this very object).
+        self.checkpointer.__class__ = SafeCheckpointer
+
     @classmethod
     def build_evaluator(cls, cfg, dataset_name, output_folder=None):
         kind = MetadataCatalog.get(dataset_name).evaluator_type
@@ -90,7 +120,6 @@ class Trainer(DefaultTrainer):
 
 
 def main(argv=None) -> int:
-    from detectron2.checkpoint import DetectionCheckpointer
     from detectron2.config import get_cfg
     from detectron2.engine import default_argument_parser, launch
 
@@ -107,7 +136,7 @@ def main(argv=None) -> int:
         configs.register([*cfg.DATASETS.TRAIN, *cfg.DATASETS.TEST], os.environ.get("DETECTRON2_DATASETS", "datasets"))
         if args.eval_only:
             model = Trainer.build_model(cfg)
-            DetectionCheckpointer(model, save_dir=cfg.OUTPUT_DIR).resume_or_load(cfg.MODEL.WEIGHTS, resume=args.resume)
+            SafeCheckpointer(model, save_dir=cfg.OUTPUT_DIR).resume_or_load(cfg.MODEL.WEIGHTS, resume=args.resume)
             return Trainer.test(cfg, model)
         trainer = Trainer(cfg)
         trainer.resume_or_load(resume=args.resume)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from ring import config as C
 from ring import grid as G
@@ -162,3 +163,37 @@ def test_detectron2_missing_says_how_to_install_the_detection_environment(module
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("ring: Detectron2 is not installed in this Python environment (")
     assert f"install the detection environment with `bash envs/install-detectron2-cpu.sh {sys.executable}`" in result.stderr
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+def test_a_planted_pickle_payload_in_the_converted_weights_never_runs(backbone_pkl, datasets_root, tmp_path, capsys):
+    """Neither the stage nor Detectron2's checkpointer unpickles the file: a restricted unpickler reads it."""
+    from ring.detection.train_net import SafeCheckpointer
+
+    marker = tmp_path / "payload-ran"
+    doc = pickle.loads(backbone_pkl.read_bytes())
+    doc["model"]["stem.conv1.weight"] = _Payload(marker)
+    evil = tmp_path / "evil.pkl"
+    evil.write_bytes(pickle.dumps(doc))
+    status, lines = run_main(smoke_config("IR", "voc_det", datasets_root), evil, tmp_path / "cell", capsys)
+    _fails_before_training(tmp_path / "cell", status, lines, f"The converted backbone {evil} is unreadable (it names posix.mkdir")
+    with pytest.raises(ValueError, match="is unreadable"):  # Detectron2's own path (train_net by hand) too
+        SafeCheckpointer(torch.nn.Linear(1, 1))._load_file(str(evil))
+    assert not marker.exists()
+
+
+def test_a_diverging_cell_stops_at_the_first_non_finite_loss_in_one_sentence(backbone_pkl, datasets_root, tmp_path, capsys):
+    cfg = smoke_config("IR", "voc_det", datasets_root)
+    cfg.overrides = {**cfg.overrides, "SOLVER.BASE_LR": 1e20}
+    cell = tmp_path / "cell"
+    status, lines = run_main(cfg, backbone_pkl, cell, capsys)
+    assert status == 1 and len(lines) == 1, lines
+    assert f"ring: {cell}: the training loss became non-finite at iteration" in lines[0] and "lr=1e+20" in lines[0]
+    assert not (cell / runner.METRICS_FILE).exists() and not (cell / "model_final.pth").exists()

@@ -161,7 +161,9 @@ def for_report(paths: list, caption: str, category: str) -> list:
 
 
 def table_outputs(table: str, exts=TABLE_EXTS) -> list:
-    return for_report(expand(TABLE, table=table, ext=exts, allow_missing=True), table, "Tables")
+    # update(): Snakemake keeps the old table files while the rule runs and restores them if it fails
+    # (a bad metrics.json is refused by ring.tables), instead of deleting them first.
+    return update(for_report(expand(TABLE, table=table, ext=exts, allow_missing=True), table, "Tables"))
 
 
 def all_tables(grid: str) -> list:
