@@ -15,7 +15,8 @@
 #
 # Knobs: PYTHON (default python3); RING_SUITE_BUDGET_S (default 390: later benchmarks are skipped
 # when the budget is spent); RING_SUITE_TINY=1 runs every benchmark at its --tiny size (the CPU
-# smoke test); RING_SUITE_ONLY="name ..." runs only those benchmarks; RING_BENCH_WARMUP /
+# smoke test); RING_SUITE_ONLY="name ..." runs only those benchmarks; RING_SUITE_TIMEOUT_S replaces
+# every benchmark's own time limit (a loaded CPU); RING_BENCH_WARMUP /
 # RING_BENCH_STEPS override the warm-up and timed steps of every measurement.
 set -u
 : "${OUT:?set OUT to the folder that receives the results}"
@@ -29,7 +30,7 @@ start=$SECONDS
 summary=()
 
 run() {  # run NAME LIMIT_S ARGS...: one benchmark in its own process, capped by its limit and the budget
-  local name=$1 limit=$2 left rc t0
+  local name=$1 limit=${RING_SUITE_TIMEOUT_S:-$2} left rc t0
   shift 2
   if [ -n "${RING_SUITE_ONLY:-}" ] && [[ " $RING_SUITE_ONLY " != *" $name "* ]]; then return; fi
   left=$((budget - (SECONDS - start)))

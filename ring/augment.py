@@ -89,9 +89,14 @@ def device_images(images, device: torch.device) -> torch.Tensor:
 
 def decode_jpegs(data: list[torch.Tensor], device: torch.device, resize: int) -> torch.Tensor:
     """JPEG files' bytes -> one uint8 B x 3 x resize x resize tensor, decoded on ``device`` (batched on CUDA)."""
-    from torchvision.io import ImageReadMode, decode_jpeg
+    from torchvision.io import ImageReadMode, decode_image, decode_jpeg
 
-    images = decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+    try:
+        images = decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+    except RuntimeError:
+        # A file the batched decoder refuses (ImageNet holds a few CMYK JPEGs and a PNG named .JPEG):
+        # each image through torchvision's general CPU decoder instead, this batch only.
+        images = [decode_image(d, mode=ImageReadMode.RGB).to(device) for d in data]
     # Sizes differ per image: each is resized to the common size PIL's Resize((resize, resize)) gives.
     return torch.stack([_resize(img[None].float(), resize)[0] for img in images])
 

@@ -126,6 +126,17 @@ def test_jpeg_views_decode_on_the_cpu_path(tmp_path):
     assert ((expected - views[1]) * torch.tensor(s.std).view(1, 3, 1, 1) * 255).abs().mean() <= MEAN_LEVELS
 
 
+def test_a_png_among_the_jpegs_is_decoded_too(tmp_path):
+    """ImageNet's training set holds a PNG named .JPEG: the batch falls back to the general decoder."""
+    images = _smooth_images(2, 40, seed=2)
+    Image.fromarray(images[0]).save(tmp_path / "a.jpg", quality=95)
+    Image.fromarray(images[1]).save(tmp_path / "b.jpg", format="PNG")
+    from torchvision.io import read_file
+    decoded = augment.decode_jpegs([read_file(str(tmp_path / n)) for n in ("a.jpg", "b.jpg")], torch.device("cpu"), 40)
+    assert decoded.shape == (2, 3, 40, 40)
+    assert torch.equal(decoded[1], torch.from_numpy(images[1]).permute(2, 0, 1).float())  # PNG: lossless, no resize
+
+
 def test_resolve_auto_and_bad_values():
     assert augment.resolve("auto", torch.device("cpu")) == "cpu"
     assert augment.resolve("device", torch.device("cpu")) == "device"
