@@ -78,7 +78,7 @@ def main() -> None:
         print(f"jpeg_decode: {n} JPEGs written in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
         folder = datasets.tvd.ImageFolder(str(root))
         order = epoch_batches(n, batch, 0, 0)
-        rates = {}
+        rates, errors = {}, {}
 
         pil = datasets.Views(folder, datasets.pretrain_view("imagenet", resize, crop, 0.2))
         rates["pil"] = timed(make_loader(pil, order, workers, device),
@@ -93,12 +93,17 @@ def main() -> None:
 
         from torchvision.io import ImageReadMode, decode_jpeg, read_file
         data = [read_file(path) for path, _ in folder.samples[:batch]]
-        rates["decode_only"] = timed((data for _ in range(warmup + steps)),
-                                     lambda d: decode_jpeg(d, mode=ImageReadMode.RGB, device=device), warmup, device)
-        print(f"jpeg_decode: decode_only {rates['decode_only']:.1f} images/s", file=sys.stderr, flush=True)
+        try:
+            rates["decode_only"] = timed((data for _ in range(warmup + steps)),
+                                         lambda d: decode_jpeg(d, mode=ImageReadMode.RGB, device=device), warmup, device)
+            print(f"jpeg_decode: decode_only {rates['decode_only']:.1f} images/s", file=sys.stderr, flush=True)
+        except RuntimeError as err:
+            errors["decode_only"] = str(err).splitlines()[0]
     write("jpeg_decode", {"machine": machine(), "files": n, "jpeg_sizes": "300-500 px a side, quality 90",
                           "batch": batch, "resize": resize, "image_size": crop, "workers": workers,
-                          "warmup_batches": warmup, "timed_batches": steps, "views_per_s": rates}, tiny=args.tiny)
+                          "warmup_batches": warmup, "timed_batches": steps, "views_per_s": rates,
+                          # Batches the device path decoded image by image on the CPU (0: all batched on the device).
+                          "device_fallback_batches": augment.fallback_batches, "errors": errors}, tiny=args.tiny)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,9 @@ def device_images(images, device: torch.device) -> torch.Tensor:
     return x.contiguous().to(device)
 
 
+fallback_batches = 0  # batches decode_jpegs decoded one image at a time on the CPU (benchmarks report it)
+
+
 def decode_jpegs(data: list[torch.Tensor], device: torch.device, resize: int) -> torch.Tensor:
     """JPEG files' bytes -> one uint8 B x 3 x resize x resize tensor, decoded on ``device`` (batched on CUDA)."""
     from torchvision.io import ImageReadMode, decode_image, decode_jpeg
@@ -96,6 +99,8 @@ def decode_jpegs(data: list[torch.Tensor], device: torch.device, resize: int) ->
     except RuntimeError:
         # A file the batched decoder refuses (ImageNet holds a few CMYK JPEGs and a PNG named .JPEG):
         # each image through torchvision's general CPU decoder instead, this batch only.
+        global fallback_batches
+        fallback_batches += 1
         images = [decode_image(d, mode=ImageReadMode.RGB).to(device) for d in data]
     # Sizes differ per image: each is resized to the common size PIL's Resize((resize, resize)) gives.
     return torch.stack([_resize(img[None].float(), resize)[0] for img in images])
