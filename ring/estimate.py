@@ -9,7 +9,8 @@ for a GPU by ``benchmarks/gpu_suite.sh``.  ``--device`` picks the device whose n
 by default the most recent GPU figures, else the CPU's.  The model of a cell's cost:
 
 * pretraining: ``epochs x images / images_per_s`` of the method's family (IR, MoCo, CMC, LA; the
-  pipeline that ``augment: auto`` uses on that device), times Ring's measured step-time ratio for
+  pipeline that ``augment: auto`` uses on that device; on a GPU, ImageNet adds the measured batched
+  JPEG decoding of ``jpeg_decode-<device>.json``), times Ring's measured step-time ratio for
   Ring methods (at the nearest measured bank or queue size); plus the kNN monitors (labelled train
   and test images through the encoder, forward only, every ``knn_every`` epochs) and, for k-means
   methods, one reclustering per epoch after the warm-up, scaled linearly in bank size, clusters,
@@ -59,6 +60,7 @@ class Figures:
     eval_images_per_s: float
     kmeans: dict | None
     ring_ratios: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    jpeg_decode_per_s: float | None = None  # batched decode_jpeg on the device, images/s (ImageNet)
     files: list[str] = field(default_factory=list)
 
     def age_days(self, now: datetime | None = None) -> float:
@@ -125,6 +127,12 @@ def load_figures(device: str | None = None, results: Path | None = None) -> Figu
         for row in _read(ring_file)["steps"]:
             figures.ring_ratios.setdefault(row["ring"], []).append((int(row["n"]), float(row["ratio"])))
         figures.files.append(ring_file.name)
+    jpeg_file = results / f"jpeg_decode-{name.replace(' ', '_')}.json"
+    if jpeg_file.exists() and name != "cpu":  # on a CPU, augment: auto decodes in the PIL workers
+        rate = _read(jpeg_file)["views_per_s"].get("decode_only")
+        if rate and math.isfinite(rate) and rate > 0:
+            figures.jpeg_decode_per_s = float(rate)
+            figures.files.append(jpeg_file.name)
     return figures
 
 
@@ -160,6 +168,9 @@ def pretrain_hours(cfg: C.PretrainConfig, figures: Figures) -> float:
     n_pre, n_train, n_test = _sizes(cfg.dataset)
     rate = figures.images_per_s[_family(cfg.method)] * _scale(figures, cfg.crop)
     seconds = cfg.epochs * n_pre / rate
+    if cfg.dataset == "imagenet" and figures.jpeg_decode_per_s:
+        # JPEG files: each image is decoded once per epoch on the device, in the training stream.
+        seconds += cfg.epochs * n_pre / figures.jpeg_decode_per_s
     if m.ring:
         kind, n = ("MoCoRing", cfg.queue_size) if m.objective == "moco" else ("IRing", n_pre)
         seconds *= _ring_ratio(figures, kind, n)
@@ -208,10 +219,10 @@ def report(grid, figures: Figures) -> str:
     lines = [f"ring: predicted {unit} of grid {grid.name} from {figures.describe()}",
              f"{'stage':10} {'dataset':10} {'cells':>6} {'hours':>12}"]
     for stage, dataset, cells, hours in rows:
-        lines.append(f"{stage:10} {dataset:10} {cells:6d} {hours:12.2f}")
+        lines.append(f"{stage:10} {dataset:10} {cells:6d} {hours:12.4g}")
     for stage in ("pretrain", "lincls"):
         sel = [r for r in rows if r[0] == stage]
-        lines.append(f"{stage:10} {'all':10} {sum(r[2] for r in sel):6d} {sum(r[3] for r in sel):12.2f}")
-    lines.append(f"{'total':10} {'':10} {sum(r[2] for r in rows):6d} {sum(r[3] for r in rows):12.2f}")
+        lines.append(f"{stage:10} {'all':10} {sum(r[2] for r in sel):6d} {sum(r[3] for r in sel):12.4g}")
+    lines.append(f"{'total':10} {'':10} {sum(r[2] for r in rows):6d} {sum(r[3] for r in rows):12.4g}")
     lines.append("(transfer, detection and study cells are not priced)")
     return "\n".join(lines)

@@ -53,6 +53,10 @@ def test_pretrain_and_lincls_hours_follow_the_model(tmp_path):
     assert math.isclose(E.pretrain_hours(ir, figures), expected)
     la = C.PretrainConfig(method="LA", dataset="cifar10", knn_every=0)
     assert math.isclose(E.pretrain_hours(la, figures), (300 * 50_000 / 5000 + 290 * 2.0) / 3600)
+    (tmp_path / "jpeg_decode-GPU_X.json").write_text(json.dumps({"views_per_s": {"decode_only": 10_000.0}}))
+    figures = E.load_figures(results=tmp_path)
+    imagenet = C.PretrainConfig(method="MoCo", dataset="imagenet", epochs=200, knn_every=0)
+    assert math.isclose(E.pretrain_hours(imagenet, figures), 200 * 1_281_167 * (1 / 5000 + 1 / 10_000) / 3600)
     lin = C.LinclsConfig(dataset="cifar10", method="CMC")  # crop_flip: 100 passes over the train split, two trunks
     assert math.isclose(E.lincls_hours(lin, figures), (100 * 50_000 + 10_000) * 2 / 20_000 / 3600)
 
