@@ -20,6 +20,8 @@
 # RING_BENCH_STEPS override the warm-up and timed steps of every measurement.
 set -u
 : "${OUT:?set OUT to the folder that receives the results}"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+cd "$(dirname "$0")/.."  # the repository root, wherever it was started from
 mkdir -p "$OUT/logs"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 RING_BENCH_RESULTS="$OUT"
 PY=${PYTHON:-python3}
@@ -58,7 +60,7 @@ nvidia-smi > "$OUT/logs/nvidia-smi.txt" 2>&1 || true
 
 # (a) device pipeline, (b) synthetic device tensors, (c) PIL loader: images/s per method at 224 px, batch 256.
 for method in IR MoCo CMC LA; do
-  run "throughput_$method" 60 benchmarks/throughput.py --method "$method"
+  run "throughput_$method" 70 benchmarks/throughput.py --method "$method"
 done
 # Ring's step-time ratios at paper scale (queue 65,536; banks 50,000 and 1.28M), selection cost, memory.
 RING_BENCH_STEPS=${RING_BENCH_STEPS:-10} run ring_selection 80 benchmarks/ring_selection.py
