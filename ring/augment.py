@@ -42,9 +42,10 @@ AUGMENT = ("auto", "cpu", "device")
 
 
 def resolve(augment: str, device: torch.device) -> str:
-    """"auto" -> "device" on CUDA, "cpu" elsewhere: on this project's CPUs the PIL workers were measured
-    faster than the batched path (benchmarks/results/throughput_*-cpu.json); on a GPU the device makes
-    the views while the loader's workers would be the bottleneck."""
+    """"auto" -> "device" on CUDA, "cpu" elsewhere.  On this project's CPU (benchmarks/results/throughput_*-cpu.json,
+    32-px views) training images/s were the same with either path within the machine's noise, PIL's a little
+    higher for MoCo and CMC: a CPU step dwarfs its views, so CPUs keep today's path.  On a GPU the loader's
+    workers are the bottleneck the device path removes."""
     if augment not in AUGMENT:
         raise ValueError(f"Unknown augment {augment!r}; choose auto, cpu or device.")
     if augment == "auto":
