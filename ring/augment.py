@@ -43,8 +43,8 @@ AUGMENT = ("auto", "cpu", "device")
 
 def resolve(augment: str, device: torch.device) -> str:
     """"auto" -> "device" on CUDA, "cpu" elsewhere.  On this project's CPU (benchmarks/results/throughput_*-cpu.json,
-    32-px views) training images/s were the same with either path within the machine's noise, PIL's a little
-    higher for MoCo and CMC: a CPU step dwarfs its views, so CPUs keep today's path.  On a GPU the loader's
+    32-px views) training images/s were the same with either path within the machine's noise (device ahead for IR
+    and LA, PIL for MoCo and CMC, by 3-12%): a CPU step dwarfs its views, so CPUs keep today's path.  On a GPU the loader's
     workers are the bottleneck the device path removes."""
     if augment not in AUGMENT:
         raise ValueError(f"Unknown augment {augment!r}; choose auto, cpu or device.")

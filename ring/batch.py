@@ -142,7 +142,8 @@ def main(argv=None) -> int:
     parser.add_argument("--device", help="estimate: figures of the device whose name contains this (default: newest GPU)")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.configfile)
+        # estimate needs the grid and the throughput figures only, not the cluster's config.
+        config = load_config(args.configfile) if args.command != "estimate" else {}
         path = args.grids_dir / f"{args.grid}.yaml"
         if not path.exists():
             raise ValueError(f"Grid {args.grid!r} has no file {path}.")

@@ -48,6 +48,7 @@ def test_orchestration_benchmark_plans_the_paper_grid():
     assert result["jobs_planned"] > 2 * 84
 
 
-@pytest.mark.parametrize("name", ["ring_selection", "data_pipeline", "orchestration", "quickstart"])
+@pytest.mark.parametrize("name", ["ring_selection", "data_pipeline", "orchestration", "quickstart", "throughput_IR",
+                                  "throughput_MoCo", "throughput_CMC", "throughput_LA", "jpeg_decode"])
 def test_committed_results_exist(name):
     assert list((ROOT / "benchmarks" / "results").glob(f"{name}-*.json")), f"run benchmarks/{name} and commit its result"
