@@ -12,7 +12,42 @@ from pathlib import Path
 
 import torch
 
-RESULTS = Path(__file__).parent / "results"
+# RING_BENCH_RESULTS redirects the result files (benchmarks/gpu_suite.sh writes them under $OUT).
+RESULTS = Path(os.environ.get("RING_BENCH_RESULTS") or Path(__file__).parent / "results")
+
+
+def kornia_or_shim() -> str:
+    """Import kornia, or register a plain-torch stand-in for the one function ring.encoder uses.
+
+    The lent GPU machines have torch and torchvision but not kornia; ring.encoder imports it for
+    CMC's Lab conversion.  The stand-in is the same sRGB -> XYZ (D65) -> CIE Lab formula, elementwise,
+    so its cost is the same order as kornia's and negligible next to two ResNet-18s.  The benchmark
+    records which one ran.
+    """
+    try:
+        import kornia
+        return f"kornia {kornia.__version__}"
+    except ImportError:
+        import types
+
+        def rgb_to_lab(rgb: torch.Tensor) -> torch.Tensor:
+            lin = torch.where(rgb > 0.04045, ((rgb + 0.055) / 1.055) ** 2.4, rgb / 12.92)
+            m = torch.tensor([[0.412453, 0.357580, 0.180423], [0.212671, 0.715160, 0.072169],
+                              [0.019334, 0.119193, 0.950227]], device=rgb.device, dtype=rgb.dtype)
+            xyz = torch.einsum("ij,bjhw->bihw", m, lin) / torch.tensor([0.950456, 1.0, 1.088754], device=rgb.device,
+                                                                         dtype=rgb.dtype).view(1, 3, 1, 1)
+            f = torch.where(xyz > 0.008856, xyz.clamp_min(1e-12) ** (1 / 3), 7.787 * xyz + 4.0 / 29.0)
+            L = torch.where(xyz[:, 1:2] > 0.008856, 116.0 * f[:, 1:2] - 16.0, 903.3 * xyz[:, 1:2])
+            return torch.cat([L, 500.0 * (f[:, :1] - f[:, 1:2]), 200.0 * (f[:, 1:2] - f[:, 2:])], 1)
+
+        kornia = types.ModuleType("kornia")
+        kornia.color = types.SimpleNamespace(rgb_to_lab=rgb_to_lab)
+        sys.modules["kornia"] = kornia
+        return "plain-torch rgb_to_lab stand-in (kornia not installed)"
+
+
+# Before any benchmark imports ring.encoder (which imports kornia).
+LAB_CONVERSION = kornia_or_shim()
 
 
 def machine() -> dict:
@@ -24,9 +59,16 @@ def machine() -> dict:
         "threads": torch.get_num_threads(),
     }
     if torch.cuda.is_available():
-        info.update(device=torch.cuda.get_device_name(0), cuda=torch.version.cuda)
+        info.update(device=torch.cuda.get_device_name(0), cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
     else:
         info["device"] = "cpu"
+    try:
+        import torchvision
+        info["torchvision"] = torchvision.__version__
+    except ImportError:
+        pass
+    info["torch_cuda_build"] = torch.version.cuda
+    info["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return info
 
 

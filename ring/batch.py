@@ -3,6 +3,7 @@
     python -m ring.batch submit --grid paper --stage pretrain     # every missing cell: ONE job array
     python -m ring.batch status --grid paper                      # done / running / pending / failed / missing
     python -m ring.batch cancel --grid paper [--stage pretrain]   # scancel the grid's recorded jobs
+    python -m ring.batch estimate --grid paper [--device H100]    # predicted GPU-hours (ring.estimate)
 
 ``submit`` returns at once with the array's id.  Each cell records its array task in
 ``CELL/slurm/job.json``, so ``snakemake --profile profiles/slurm all_tables`` afterwards
@@ -22,6 +23,7 @@ import jsonschema
 import yaml
 
 from ring import config as C
+from ring import estimate as E
 from ring import grid as G
 from ring import progress
 from ring.jobs import StageJob
@@ -147,20 +149,24 @@ def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Batch submission, status and cancellation of a grid on SLURM.")
-    parser.add_argument("command", choices=["submit", "status", "cancel"])
+    parser.add_argument("command", choices=["submit", "status", "cancel", "estimate"])
     parser.add_argument("--grid", required=True)
     parser.add_argument("--stage", choices=list(OUTPUT), help="submit: required; cancel: default all stages")
     parser.add_argument("--configfile", nargs="+", type=Path, default=DEFAULT_CONFIGS)
     parser.add_argument("--results", type=Path, default=Path("results"))
     parser.add_argument("--grids-dir", type=Path, default=ROOT / "workflow" / "grids")
+    parser.add_argument("--device", help="estimate: figures of the device whose name contains this (default: newest GPU)")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.configfile)
+        # estimate needs the grid and the throughput figures only, not the cluster's config.
+        config = load_config(args.configfile) if args.command != "estimate" else {}
         path = args.grids_dir / f"{args.grid}.yaml"
         if not path.exists():
             raise ValueError(f"Grid {args.grid!r} has no file {path}.")
         grid = G.load(path)
-        if args.command == "submit":
+        if args.command == "estimate":
+            print(E.report(grid, E.load_figures(args.device)))
+        elif args.command == "submit":
             if not args.stage:
                 raise ValueError("submit needs --stage pretrain or --stage lincls.")
             submit(grid, args.stage, config, args.results)

@@ -32,6 +32,8 @@ ANNEAL_POLICIES = ("linear", "step", "exponential", "adaptive_val", "adaptive_lo
 HEADS = ("linear", "mlp")  # ring.encoder builds them
 LA_OWN_ENTRY_RULES = ("topk", "positive")  # ring.objectives.la implements them
 CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.objectives.cmc implements them
+AUGMENT_PLACES = ("auto", "cpu", "device")  # ring.augment makes the views there
+ON_OFF = ("on", "off")
 PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
 AUGMENTATIONS = ("crop_flip", "none")
@@ -212,6 +214,8 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
                   "raise epochs or start from an earlier snapshot")
     _one_of(where, cfg, "la_own_entry", LA_OWN_ENTRY_RULES)
     _one_of(where, cfg, "cmc_negatives", CMC_NEGATIVE_DRAWS)
+    _one_of(where, cfg, "augment", AUGMENT_PLACES)
+    _one_of(where, cfg, "compile", ON_OFF)
     _positive(where, cfg, "checkpoint_interval_min")
     _int_at_least(where, cfg, "max_chunk_elements", 1)
     _runtime(where, cfg)
@@ -354,6 +358,8 @@ ALLOWED = {
     "ring_anneal": ", ".join(ANNEAL_POLICIES),
     "la_own_entry": ", ".join(LA_OWN_ENTRY_RULES),
     "cmc_negatives": ", ".join(CMC_NEGATIVE_DRAWS),
+    "augment": ", ".join(AUGMENT_PLACES),
+    "compile": ", ".join(ON_OFF),
     "ring_anneal_epochs": ">= 1",
     "ring_inner": "[0, 1), or null with ring_w_u set",
     "ring_w_u": "(0, 100], or null with ring_inner set",

@@ -120,6 +120,14 @@ class PretrainConfig:
     # stay fp32) and channels-last tensors; "auto" turns both on for CUDA devices, off on CPUs.
     precision: str = "auto"
     channels_last: str = "auto"
+    # Where the views are made (ring.augment): "cpu", PIL per sample in the loader's workers;
+    # "device", in batches on the training device from images held there (in-memory datasets) or
+    # decoded there (image folders' JPEGs), with the same parameters; "auto": device on CUDA, cpu on
+    # CPUs, as measured (benchmarks/results/throughput_*).  Pixels differ by interpolation rounding.
+    augment: str = "auto"
+    # torch.compile of the encoder ("on"/"off"): kept off unless benchmarks/throughput.py --compile
+    # measures that it pays on the device at hand.
+    compile: str = "off"
 
     # Execution (do not change results, so they are left out of the config hash).
     num_workers: int = 4
@@ -131,7 +139,7 @@ class PretrainConfig:
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
     HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry",
-                       "cmc_negatives")
+                       "cmc_negatives", "augment", "compile")
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).

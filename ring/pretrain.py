@@ -29,7 +29,7 @@ import torch
 from tqdm import tqdm
 
 from ring import config as C
-from ring import catalog, checks, datasets, distributed
+from ring import augment, catalog, checks, datasets, distributed
 from ring.anneal import build_schedule
 from ring.checkpoint import (CheckpointError, atomic_save, check_writable, checksummed, load_latest_checkpoint, load_verified,
                              remove_stale_temporaries, rng_state, save_checkpoint, set_rng_state)
@@ -75,12 +75,7 @@ class Pretraining:
             raise ValueError(f"batch_size={cfg.batch_size} does not split into bn_groups={cfg.bn_groups} equal groups.")
         torch.manual_seed(cfg.seed)
 
-        self.train_set = datasets.Views(
-            datasets.load(cfg.dataset, cfg.data_root, "pretrain"),
-            datasets.pretrain_view(cfg.dataset, cfg.resize, cfg.crop, cfg.crop_scale_min),
-            n_views=2 if self.spec.objective == "moco" else 1,
-            seed=cfg.seed,
-        )
+        self.train_set, self.device_views, self.collate = self._train_views(cfg)
         n_train = len(self.train_set)
         self.steps_per_epoch = n_train // cfg.batch_size
         if self.steps_per_epoch == 0:
@@ -92,7 +87,10 @@ class Pretraining:
         # What trains: the encoder behind its precision/memory-format policy and BatchNorm groups
         # (the same parameters), wrapped for data parallelism when there are several processes.
         self.net = Precision(self.encoder, bf16, channels_last)
-        self.model = Grouped(self.net, cfg.bn_groups // world)
+        if cfg.compile not in ("on", "off"):
+            raise ValueError(f"Unknown compile {cfg.compile!r}; choose on or off.")
+        # The compiled module shares the encoder's parameters; checkpoints and exports stay the encoder's.
+        self.model = Grouped(torch.compile(self.net) if cfg.compile == "on" else self.net, cfg.bn_groups // world)
         self.objective = build_objective(cfg.method, cfg, self.model, n_train).to(self.device)
         self.train_model = self.model
         if world > 1:
@@ -106,6 +104,26 @@ class Pretraining:
         self.step_in_epoch = 0
         self.loss_sum = 0.0
         self.log = JsonLog(self.out / LOG)
+
+    def _train_views(self, cfg: C.PretrainConfig):
+        """(dataset, device view maker or None, collate_fn or None) for ``augment`` (see ring.augment)."""
+        base = datasets.load(cfg.dataset, cfg.data_root, "pretrain")
+        n_views = 2 if self.spec.objective == "moco" else 1
+        if augment.resolve(cfg.augment, self.device) == "cpu":
+            view = datasets.pretrain_view(cfg.dataset, cfg.resize, cfg.crop, cfg.crop_scale_min)
+            return datasets.Views(base, view, n_views=n_views, seed=cfg.seed), None, None
+        params = augment.ViewParams(cfg.resize, cfg.crop_scale_min)
+        stats = catalog.spec(cfg.dataset)
+        held = augment.in_memory(base)
+        if held is not None:  # the decoded images go to the device once
+            images, targets = held
+            maker = augment.DeviceViews(augment.device_images(images, self.device), self.device, cfg.resize, cfg.crop,
+                                        stats.mean, stats.std)
+            return datasets.Views(augment.Labels(targets), params, n_views=n_views, seed=cfg.seed), maker, None
+        if not hasattr(base, "samples"):
+            raise ValueError(f"augment=device needs {cfg.dataset} in memory or as an image folder; use augment: cpu.")
+        maker = augment.DeviceViews(None, self.device, cfg.resize, cfg.crop, stats.mean, stats.std)
+        return augment.JpegViews(base.samples, params, n_views, cfg.seed), maker, augment.collate_jpegs
 
     # -- checkpoints -------------------------------------------------------------------------
     def state(self) -> dict:
@@ -209,13 +227,17 @@ class Pretraining:
         if distributed.world_size() > 1:  # this rank's share of every global batch
             r, n = distributed.rank(), self.local_batch
             batches = [b[r * n:(r + 1) * n] for b in batches]
-        loader = make_loader(self.train_set, batches, cfg.num_workers, self.device)
+        loader = make_loader(self.train_set, batches, cfg.num_workers, self.device, collate_fn=self.collate)
         since_checkpoint = Timer()
         since_step = time.monotonic()
         self.encoder.train()
         for batch in loader:
             *views, _labels, index = batch
-            views = [v.to(self.device, non_blocking=True) for v in views]
+            if self.device_views is None:
+                views = [v.to(self.device, non_blocking=True) for v in views]
+            else:  # the loader brought each view's parameters (and, from image folders, the JPEG bytes first)
+                data = views.pop(0) if self.collate is not None else None
+                views = self.device_views(views, index, data)
             index = index.to(self.device, non_blocking=True)
             window = self.schedule.window() if self.schedule else None
             loss = self.objective(self.train_model, views, index, window)

@@ -35,7 +35,9 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, shuffle: bool 
     return [order[i:i + batch_size] for i in range(0, stop, batch_size)]
 
 
-def make_loader(dataset: Dataset, batches: list[list[int]], num_workers: int, device: torch.device) -> DataLoader:
+def make_loader(dataset: Dataset, batches: list[list[int]], num_workers: int, device: torch.device,
+                collate_fn=None) -> DataLoader:
+    """``collate_fn``: the DataLoader's default unless given (``ring.augment.collate_jpegs`` keeps JPEG bytes a list)."""
     return DataLoader(
         dataset,
         batch_sampler=batches,
@@ -45,6 +47,7 @@ def make_loader(dataset: Dataset, batches: list[list[int]], num_workers: int, de
         # use, or a resumed run would drift from an uninterrupted one.
         generator=torch.Generator().manual_seed(0),
         persistent_workers=False,
+        collate_fn=collate_fn,
     )
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from ring import config as C
 from ring.catalog import DATASETS, TRANSFER
 from ring.checkpoint import CheckpointError, atomic_write
 from ring.health import NonFinite, check_metrics
@@ -265,26 +266,55 @@ def build_table4(metric_files: list[str | Path], methods: list[str], prefix: str
     return wide
 
 
+def _predicted_hours(stage: str, cell: Path, figures) -> float | None:
+    """The cell's GPU-hours as ring.estimate predicts them from its config, or None where it cannot."""
+    from ring import estimate  # torch-free
+
+    kinds = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig}
+    if figures is None or stage not in kinds or not (cell / "config.yaml").exists():
+        return None
+    try:
+        return estimate.predict_cell(stage, C.load(kinds[stage], cell / "config.yaml"), figures)
+    except ValueError:  # a dataset the estimate has no sizes for
+        return None
+
+
 def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.DataFrame:
-    """Cost per stage from the cells' provenance: cells, segments, requeues, wall hours and GPU-hours."""
+    """Cost per stage from the cells' provenance: cells, segments, requeues, wall hours and GPU-hours, and the
+    GPU-hours ring.estimate predicts from the committed throughput figures (n/a where it cannot)."""
+    from ring import estimate
+
+    try:
+        figures = estimate.load_figures()
+    except ValueError:
+        figures = None
     rows = []
     for path in map(Path, provenance_files):
         doc = json.loads(path.read_text())
         stage = path.parts[-5]  # results/<grid>/<stage>/<dataset>/<method>/seed<seed>/provenance.json
         rows.append({"stage": stage, "cell": str(path.parent), "segments": len(doc["segments"]),
-                     "requeues": doc["requeues"], "wall_h": doc["wall_s"] / 3600.0, "gpu_hours": doc["gpu_hours"]})
-    cells = pd.DataFrame(rows, columns=["stage", "cell", "segments", "requeues", "wall_h", "gpu_hours"])
+                     "requeues": doc["requeues"], "wall_h": doc["wall_s"] / 3600.0, "gpu_hours": doc["gpu_hours"],
+                     "predicted_gpu_hours": _predicted_hours(stage, path.parent, figures)})
+    cells = pd.DataFrame(rows, columns=["stage", "cell", "segments", "requeues", "wall_h", "gpu_hours", "predicted_gpu_hours"])
     summary = cells.groupby("stage").agg(cells=("cell", "count"), segments=("segments", "sum"),
                                          requeues=("requeues", "sum"), wall_h=("wall_h", "sum"),
                                          gpu_hours=("gpu_hours", "sum"))
     summary.loc["total"] = summary.sum()
     summary[["cells", "segments", "requeues"]] = summary[["cells", "segments", "requeues"]].astype(int)
+    # Predicted hours of the cells the model prices; "n/a" (never NaN) where none of a stage's cells is priced.
+    priced = cells.dropna(subset=["predicted_gpu_hours"])
+    predicted = priced.groupby("stage")["predicted_gpu_hours"].sum()
+    predicted.loc["total"] = predicted.sum() if len(priced) else None
+    summary["predicted_gpu_hours"] = [f"{predicted[s]:.3f}" if s in predicted and predicted[s] is not None else "n/a"
+                                      for s in summary.index]
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     cells.to_csv(prefix.with_suffix(".csv"), index=False, float_format="%.6f")
+    source = (f"; predicted from {figures.describe()} (ring.estimate)" if figures is not None
+              else "; no throughput figures committed, nothing predicted")
     prefix.with_suffix(".md").write_text(
-        "**gpu_hours**: compute spent per stage (from each cell's provenance.json, requeued segments included)\n\n"
-        f"{summary.to_markdown(floatfmt=('', 'g', 'g', 'g', '.3f', '.3f'))}\n")
+        "**gpu_hours**: compute spent per stage (from each cell's provenance.json, requeued segments included)"
+        f"{source}\n\n{summary.to_markdown(floatfmt=('', 'g', 'g', 'g', '.3f', '.3f', ''))}\n")
     return summary
 
 
@@ -404,7 +434,7 @@ def _main(argv=None) -> int:
         parser.add_argument("--out", required=True)
         parser.add_argument("--provenance", nargs="*", default=[])
         args = parser.parse_args(argv[1:])
-        print(gpu_hours(args.provenance, args.out).to_markdown(floatfmt=("", "g", "g", "g", ".3f", ".3f")))
+        print(gpu_hours(args.provenance, args.out).to_markdown(floatfmt=("", "g", "g", "g", ".3f", ".3f", "")))
         return 0
     parser = argparse.ArgumentParser(description="Aggregate finished cells into a paper table.")
     parser.add_argument("table", choices=sorted(set(TABLES) - {"table4"}))

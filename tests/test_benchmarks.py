@@ -1,6 +1,7 @@
 """The benchmark scripts run (at a tiny size); their real figures are committed under benchmarks/results/."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,12 +29,27 @@ def test_data_pipeline_benchmark():
     assert result["augmented_images_per_s"] > 0 and result["device_tensor_images_per_s"] > 0
 
 
+def test_gpu_suite_runs_each_benchmark_in_its_own_process_on_the_cpu(tmp_path):
+    """benchmarks/gpu_suite.sh at --tiny size, two of its benchmarks: results under $OUT, the run recorded."""
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable, "RING_SUITE_TINY": "1",
+           "RING_SUITE_ONLY": "throughput_IR jpeg_decode", "OMP_NUM_THREADS": "1",
+           # The GPU time limits are seconds; a shared CI CPU must not turn slowness into a failure.
+           "RING_SUITE_TIMEOUT_S": "1500", "RING_SUITE_BUDGET_S": "3000"}
+    subprocess.run(["bash", "benchmarks/gpu_suite.sh"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=3000)
+    suite = json.loads((tmp_path / "suite.json").read_text())
+    assert [(r["name"], r["rc"]) for r in suite["runs"]] == [("throughput_IR", 0), ("jpeg_decode", 0)]
+    ir = json.loads((tmp_path / ".tiny-throughput_IR.json").read_text())
+    assert set(ir["images_per_s"]) == {"synthetic", "device", "pil"} and ir["machine"]["torch"]
+    assert all(v > 0 for v in json.loads((tmp_path / ".tiny-jpeg_decode.json").read_text())["views_per_s"].values())
+
+
 def test_orchestration_benchmark_plans_the_paper_grid():
     result = run_tiny("orchestration")
     assert result["jobs_planned"] > 2 * 84
 
 
-@pytest.mark.parametrize("name", ["ring_selection", "data_pipeline", "orchestration", "quickstart"])
+@pytest.mark.parametrize("name", ["ring_selection", "data_pipeline", "orchestration", "quickstart", "throughput_IR",
+                                  "throughput_MoCo", "throughput_CMC", "throughput_LA", "jpeg_decode"])
 def test_committed_results_exist(name):
     assert list((ROOT / "benchmarks" / "results").glob(f"{name}-*.json")), f"run benchmarks/{name} and commit its result"
 

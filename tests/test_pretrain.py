@@ -37,8 +37,9 @@ def _assert_same_weights(a, b):
 
 @pytest.mark.parametrize("method, overrides", [("IRing", {}), ("MoCoRing", {}),
                                                ("IRing", {"ring_anneal": "adaptive_loss", "resize": 16, "crop": 16}),
-                                               ("IRing", {"ring_anneal": "adaptive_val", "resize": 16, "crop": 16})],
-                         ids=["IRing", "MoCoRing", "IRing-adaptive_loss", "IRing-adaptive_val"])
+                                               ("IRing", {"ring_anneal": "adaptive_val", "resize": 16, "crop": 16}),
+                                               ("MoCoRing", {"augment": "device", "resize": 16, "crop": 16})],
+                         ids=["IRing", "MoCoRing", "IRing-adaptive_loss", "IRing-adaptive_val", "MoCoRing-device_augment"])
 
 
 def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, overrides):

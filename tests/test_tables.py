@@ -67,6 +67,33 @@ def test_gpu_hours_add_up_requeued_segments(tmp_path):
     assert "| pretrain |       1 |          2 |          1 |    1.000 |       2.000 |" in (tmp_path / "gpu_hours.md").read_text()
 
 
+def test_gpu_hours_show_predicted_beside_measured(tmp_path, monkeypatch):
+    from ring import config as C
+    from ring import estimate
+    from tests.test_estimate import _write_figures
+
+    figures_dir = tmp_path / "figures"
+    figures_dir.mkdir()
+    _write_figures(figures_dir, "GPU X", "2026-11-26T11:00:00Z", 5000.0)
+    monkeypatch.setattr(estimate, "RESULTS", figures_dir)
+    cells = []
+    for stage, cfg in [("pretrain", C.PretrainConfig(method="MoCo", dataset="cifar10", knn_every=0)),
+                       ("transfer", None)]:
+        cell = tmp_path / "results" / "g" / stage / "cifar10" / "MoCo" / "seed0"
+        cell.mkdir(parents=True)
+        if cfg:
+            C.save(cfg, cell / "config.yaml")
+        doc = {"segments": [{"wall_s": 3600, "gpus": 1, "restart_count": 0}], "wall_s": 3600, "gpu_hours": 1.0, "requeues": 0}
+        (cell / "provenance.json").write_text(json.dumps(doc))
+        cells.append(cell / "provenance.json")
+    summary = tables.gpu_hours(cells, tmp_path / "gpu_hours")
+    expected = 300 * 50_000 / 5000 / 3600  # ring.estimate's model: epochs x images / images per second
+    assert summary.loc["pretrain", "predicted_gpu_hours"] == f"{expected:.3f}"
+    assert summary.loc["transfer", "predicted_gpu_hours"] == "n/a"  # a stage the model does not price
+    assert summary.loc["total", "predicted_gpu_hours"] == f"{expected:.3f}"
+    assert "GPU X figures" in (tmp_path / "gpu_hours.md").read_text()
+
+
 def test_toy_cnce_table_means_stds_paper_and_true_mi(tmp_path):
     files = []
     for seed, (nce, cnce50) in enumerate([(0.010, -0.10), (0.014, -0.14)]):

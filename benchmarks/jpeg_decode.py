@@ -1,0 +1,110 @@
+"""ImageNet's input pipeline: views/s from JPEG files, decoded by PIL in the workers or in batches on the device.
+
+    python benchmarks/jpeg_decode.py [--tiny]
+
+Generates ImageNet-like JPEGs (random sizes 300-500 px a side, quality 90, smooth random content)
+in a temporary image folder, then measures views/s (no training step) of:
+
+* ``pil``: today's path -- ``torchvision.datasets.ImageFolder`` and ``ring.datasets.pretrain_view``
+  in the loader's workers (decode, resize 256, crop 224, jitter, ... per sample);
+* ``device``: ``augment: device`` -- the workers read the files' bytes and draw the views'
+  parameters (``ring.augment.JpegViews``), ``torchvision.io.decode_jpeg`` decodes the batch on the
+  device (on CUDA: nvJPEG, batched) and ``ring.augment`` makes the views there;
+* ``decode_only``: ``decode_jpeg`` of the batch on the device, nothing else.
+
+``RING_BENCH_STEPS`` batches are timed after ``RING_BENCH_WARMUP`` (defaults 10 and 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import machine, sync, write  # noqa: E402
+from ring import augment, datasets  # noqa: E402
+from ring.catalog import spec  # noqa: E402
+from ring.runtime import epoch_batches, make_loader  # noqa: E402
+
+
+def make_jpegs(root: Path, n: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    (root / "class0").mkdir(parents=True)
+    for i in range(n):
+        w, h = rng.integers(300, 501, 2)
+        small = rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)
+        img = Image.fromarray(small).resize((int(w), int(h)), Image.BICUBIC)
+        img.save(root / "class0" / f"{i:05d}.jpg", quality=90)
+
+
+def timed(batches, make, warmup: int, device) -> float:
+    it = iter(batches)
+    for _ in range(warmup):
+        make(next(it))
+    sync(device)
+    start, count = time.perf_counter(), 0
+    for batch in it:
+        count += len(make(batch))
+    sync(device)
+    return count / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=None, help="loader processes (default: 0 on CPU, 8 on GPU)")
+    parser.add_argument("--tiny", action="store_true")
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    gpu = device.type == "cuda"
+    workers = args.workers if args.workers is not None else (min(8, os.cpu_count() or 1) if gpu else 0)
+    warmup = int(os.environ.get("RING_BENCH_WARMUP", 1 if args.tiny else 2))
+    steps = int(os.environ.get("RING_BENCH_STEPS", 2 if args.tiny else 10))
+    batch, resize, crop = (8, 64, 56) if args.tiny else (256, 256, 224)
+    n = batch * (warmup + steps)
+    s = spec("imagenet")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        start = time.perf_counter()
+        make_jpegs(root, n)
+        print(f"jpeg_decode: {n} JPEGs written in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+        folder = datasets.tvd.ImageFolder(str(root))
+        order = epoch_batches(n, batch, 0, 0)
+        rates, errors = {}, {}
+
+        pil = datasets.Views(folder, datasets.pretrain_view("imagenet", resize, crop, 0.2))
+        rates["pil"] = timed(make_loader(pil, order, workers, device),
+                             lambda b: b[0].to(device, non_blocking=True), warmup, device)
+        print(f"jpeg_decode: pil {rates['pil']:.1f} views/s", file=sys.stderr, flush=True)
+
+        jpegs = augment.JpegViews(folder.samples, augment.ViewParams(resize, 0.2))
+        make = augment.DeviceViews(None, device, resize, crop, s.mean, s.std)
+        loader = make_loader(jpegs, order, workers, device, collate_fn=augment.collate_jpegs)
+        rates["device"] = timed(loader, lambda b: make([b[1]], b[-1], data=b[0])[0], warmup, device)
+        print(f"jpeg_decode: device {rates['device']:.1f} views/s", file=sys.stderr, flush=True)
+
+        from torchvision.io import ImageReadMode, decode_jpeg, read_file
+        data = [read_file(path) for path, _ in folder.samples[:batch]]
+        try:
+            rates["decode_only"] = timed((data for _ in range(warmup + steps)),
+                                         lambda d: decode_jpeg(d, mode=ImageReadMode.RGB, device=device), warmup, device)
+            print(f"jpeg_decode: decode_only {rates['decode_only']:.1f} images/s", file=sys.stderr, flush=True)
+        except RuntimeError as err:
+            errors["decode_only"] = str(err).splitlines()[0]
+    write("jpeg_decode", {"machine": machine(), "files": n, "jpeg_sizes": "300-500 px a side, quality 90",
+                          "batch": batch, "resize": resize, "image_size": crop, "workers": workers,
+                          "warmup_batches": warmup, "timed_batches": steps, "views_per_s": rates,
+                          # Batches the device path decoded image by image on the CPU (0: all batched on the device).
+                          "device_fallback_batches": augment.fallback_batches, "errors": errors}, tiny=args.tiny)
+
+
+if __name__ == "__main__":
+    main()

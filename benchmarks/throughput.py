@@ -1,0 +1,205 @@
+"""Pretraining images/s of one method on a ResNet-18: the device pipeline, device tensors, the PIL loader.
+
+    python benchmarks/throughput.py --method MoCo [--compile] [--tiny]
+
+One training step is the real one (``ring.objectives`` through ``ring.encoder.Precision`` and
+``Grouped``, bf16 and channels-last on CUDA), on CIFAR-layout data (50,000 random uint8 images of
+32x32, resized to 256 and cropped to 224 as in the paper's CIFAR cells; batch 256).  Three feeds:
+
+* ``synthetic``: the same random views, already on the device, every step (the ceiling);
+* ``device``: ``augment: device`` -- the images live on the device, the loader's workers draw the
+  views' parameters, ``ring.augment`` makes the views there in batches;
+* ``pil``: ``augment: cpu`` -- today's PIL views made by the loader's workers.
+
+Also: the views alone (views/s), made by the device path in batches and by PIL in one process,
+and for LA one k-means reclustering of the bank.  On a CPU the views are the smoke grid's 32 px.
+Images/s count images, not views (MoCo's two views of an image count once).  Steps:
+``RING_BENCH_WARMUP`` (default 3) then ``RING_BENCH_STEPS`` (default 10) timed ones per feed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import LAB_CONVERSION, machine, sync, write  # noqa: E402
+from ring import augment, datasets  # noqa: E402
+from ring import config as C  # noqa: E402
+from ring.catalog import spec  # noqa: E402
+from ring.encoder import Grouped, Precision, resolve_precision  # noqa: E402
+from ring.methods import method as method_spec  # noqa: E402
+from ring.objectives import build_objective  # noqa: E402
+from ring.pretrain import build_encoder  # noqa: E402
+from ring.runtime import epoch_batches, make_loader  # noqa: E402
+
+METHODS = ("IR", "MoCo", "CMC", "LA")
+
+
+def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile_: bool):
+    overrides = {"bn_groups": 8, "queue_size": 65_536} if name == "MoCo" else {}
+    if name == "LA":
+        overrides["kmeans_warmup_epochs"] = 0  # LA's own step (background neighbours, close positives)
+        overrides["kmeans_k"] = min(C.PretrainConfig.kmeans_k, n // 8)  # the tiny run's 512 images
+    cfg = C.PretrainConfig(method=name, dataset="cifar10", batch_size=batch, resize=resize, crop=crop,
+                           bank_negatives=min(4096, n // 2), **overrides)
+    if name == "MoCo":
+        cfg.queue_size = max(batch, min(cfg.queue_size, n))
+    spec_ = method_spec(name)
+    bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, device)
+    encoder = build_encoder(cfg, spec_.objective).to(device)
+    net = Precision(encoder, bf16, channels_last)
+    model = Grouped(torch.compile(net) if compile_ else net, cfg.bn_groups)
+    objective = build_objective(name, cfg, model, n).to(device)
+    optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9)
+    return cfg, spec_, model, objective, optimizer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--method", choices=METHODS, required=True)
+    parser.add_argument("--compile", action="store_true", help="torch.compile the encoder (default mode)")
+    parser.add_argument("--feeds", default="synthetic,device,pil", help="comma-separated subset")
+    parser.add_argument("--workers", type=int, default=None, help="loader processes (default: 0 on CPU, 8 on GPU)")
+    parser.add_argument("--tiny", action="store_true", help="seconds-long run for the test suite")
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    gpu = device.type == "cuda"
+    workers = args.workers if args.workers is not None else (min(8, os.cpu_count() or 1) if gpu else 0)
+    warmup = int(os.environ.get("RING_BENCH_WARMUP", 1 if args.tiny else 3))
+    steps = int(os.environ.get("RING_BENCH_STEPS", 2 if args.tiny else 10 if gpu else 4))
+    # On a CPU the paper's 224-pixel steps take minutes each: the CPU measures the smoke grid's 32-pixel views.
+    n, batch, resize, crop = (512, 16, 32, 32) if args.tiny else (50_000, 256, 256, 224) if gpu else (50_000, 256, 32, 32)
+    if args.tiny or not gpu:
+        torch.backends.cudnn.benchmark = False
+    else:
+        torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
+    cfg, spec_, model, objective, optimizer = build(args.method, n, batch, resize, crop, device, args.compile)
+    n_views = 2 if spec_.objective == "moco" else 1
+    s = spec("cifar10")
+    extra = {}
+    if spec_.uses_kmeans:
+        sync(device)
+        start = time.perf_counter()
+        objective.start_epoch(0)
+        sync(device)
+        extra["kmeans_recluster_s"] = time.perf_counter() - start
+
+    def step(views, index):
+        loss = objective(model, views, index, None)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    def timed(batches) -> float:
+        it = iter(batches)
+        for _ in range(warmup):
+            step(*next(it))
+        sync(device)
+        start, count = time.perf_counter(), 0
+        for views, index in it:
+            step(views, index)
+            count += len(index)
+        sync(device)
+        return count / (time.perf_counter() - start)
+
+    order = epoch_batches(n, batch, 0, 0)[: warmup + steps]
+    on_device = augment.device_images(images, device)
+    make = augment.DeviceViews(on_device, device, resize, crop, s.mean, s.std)
+
+    def synthetic():
+        views = [torch.randn(batch, 3, crop, crop, device=device) for _ in range(n_views)]
+        index = torch.arange(batch, device=device)
+        return timed((views, index) for _ in range(warmup + steps))
+
+    def device_feed():
+        views = datasets.Views(augment.Labels(np.zeros(n)), augment.ViewParams(resize, cfg.crop_scale_min), n_views)
+        loader = make_loader(views, order, workers, device)
+
+        def batches():
+            for *params, _labels, index in loader:
+                yield make(params, index), index.to(device, non_blocking=True)
+        return timed(batches())
+
+    def pil_feed():
+        views = datasets.Views(datasets.ArrayImages(images, np.zeros(n)),
+                               datasets.pretrain_view("cifar10", resize, crop, cfg.crop_scale_min), n_views)
+        loader = make_loader(views, order, workers, device)
+
+        def batches():
+            for *v, _labels, index in loader:
+                yield [x.to(device, non_blocking=True) for x in v], index.to(device, non_blocking=True)
+        return timed(batches())
+
+    def augment_only() -> float:
+        g = torch.Generator().manual_seed(0)
+        draw = augment.ViewParams(resize, cfg.crop_scale_min)
+        params = torch.stack([draw(None) for _ in range(batch)])
+        index = torch.randint(0, n, (batch,), generator=g)
+        make([params], index)
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(steps):
+            make([params], index)
+        sync(device)
+        return steps * batch / (time.perf_counter() - start)
+
+    def pil_only() -> float:
+        view = datasets.Views(datasets.ArrayImages(images, np.zeros(n)),
+                              datasets.pretrain_view("cifar10", resize, crop, cfg.crop_scale_min))
+        start = time.perf_counter()
+        for i in range(batch):
+            view[i]
+        return batch / (time.perf_counter() - start)
+
+    def eval_only() -> float:
+        """Forward passes without gradients (kNN monitors, linear evaluation's features), images/s."""
+        x = torch.randn(batch, 3, crop, crop, device=device)
+        net = model.module
+        with torch.no_grad():
+            for _ in range(warmup):
+                net(x)
+            sync(device)
+            start = time.perf_counter()
+            for _ in range(steps):
+                net(x)
+            sync(device)
+        return steps * batch / (time.perf_counter() - start)
+
+    feeds = {"synthetic": synthetic, "device": device_feed, "pil": pil_feed}
+    chosen = [f for f in args.feeds.split(",") if f]
+    images_per_s = {}
+    for name in chosen:
+        print(f"throughput {args.method}: feed {name} ...", file=sys.stderr, flush=True)
+        images_per_s[name] = feeds[name]()
+        print(f"throughput {args.method}: {name} {images_per_s[name]:.1f} images/s", file=sys.stderr, flush=True)
+    payload = {"machine": machine(), "method": args.method, "views_per_image": n_views, "image_size": crop,
+               "resize": resize, "batch": batch, "workers": workers, "warmup_steps": warmup, "timed_steps": steps,
+               "compile": args.compile, "bf16": model.module.bf16 if hasattr(model.module, "bf16") else None,
+               "lab_conversion": LAB_CONVERSION if spec_.objective == "cmc" else None,
+               "images_per_s": images_per_s,
+               "ratio_device_to_synthetic": images_per_s["device"] / images_per_s["synthetic"]
+               if {"device", "synthetic"} <= images_per_s.keys() else None,
+               "ratio_pil_to_synthetic": images_per_s["pil"] / images_per_s["synthetic"]
+               if {"pil", "synthetic"} <= images_per_s.keys() else None,
+               "device_augment_views_per_s": augment_only(),
+               "pil_views_per_s_one_process": pil_only(),
+               # Not with --compile: a no-grad forward would compile the encoder a second time.
+               "eval_images_per_s": None if args.compile else eval_only(),
+               "kmeans": {"n": n, "k": cfg.kmeans_k, "clusterings": cfg.kmeans_clusterings, "iters": cfg.kmeans_iters}
+               if spec_.uses_kmeans else None, **extra}
+    write(f"throughput_{args.method}{'_compile' if args.compile else ''}", payload, tiny=args.tiny)
+
+
+if __name__ == "__main__":
+    main()

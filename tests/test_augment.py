@@ -1,0 +1,145 @@
+"""Device-side views (ring.augment) against today's PIL views (ring.datasets.pretrain_view)."""
+
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from ring import augment, datasets
+from ring.catalog import spec
+
+
+def _smooth_images(n: int, size: int, seed: int = 0) -> np.ndarray:
+    """Natural-looking content (smooth colour fields): random uint8 noise would make every
+    interpolation difference a large one, which no photograph has."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (n, 6, 6, 3), dtype=np.uint8)
+    return np.stack([np.asarray(Image.fromarray(s).resize((size, size), Image.BICUBIC)) for s in small])
+
+
+def _both_paths(images: np.ndarray, resize: int, crop: int, seed: int = 3):
+    base = datasets.ArrayImages(images, np.zeros(len(images)))
+    pil = datasets.Views(base, datasets.pretrain_view("cifar10", resize, crop, 0.2), seed=seed)
+    par = datasets.Views(base, augment.ViewParams(resize, 0.2), seed=seed)
+    expected = torch.stack([pil[i][0] for i in range(len(base))])
+    params = torch.stack([par[i][0] for i in range(len(base))])
+    s = spec("cifar10")
+    got = augment.apply(augment.device_images(images, torch.device("cpu")), params, resize, crop, s.mean, s.std)
+    # Back to uint8 levels: the tolerance below is in grey levels of the 0..255 image.
+    levels = ((expected - got) * torch.tensor(s.std).view(1, 3, 1, 1) * 255).abs()
+    return levels, params
+
+
+# Both paths round to uint8 after the same steps with the same formulas (PIL's resampling filter, blends,
+# luma and uint8 HSV hue); they differ only by float versus PIL's fixed-point arithmetic: a value on a
+# rounding boundary can land one level apart (0.003% of pixels per op), and the next op can amplify
+# that level (a contrast blend with a one-level-different mean, a hue sextant boundary).  Measured on
+# these images: mean 0.1-0.4 levels, 99th percentile 2-4, maximum 8-14.  Bounds: mean <= 1 and 99th
+# percentile <= 6 levels.  Another seed's views differ by tens of levels on average (tested below),
+# so the bounds also prove that both paths drew the same views.
+MEAN_LEVELS, P99_LEVELS = 1.0, 6.0
+
+
+@pytest.mark.parametrize("size, resize, crop", [(32, 32, 32), (32, 64, 56), (48, 40, 32)],
+                         ids=["cifar-32", "enlarge", "shrink"])
+def test_fixed_parameters_give_pil_pixels_within_tolerance(size, resize, crop):
+    levels, _ = _both_paths(_smooth_images(24, size), resize, crop)
+    assert levels.mean() <= MEAN_LEVELS
+    assert levels.flatten().quantile(0.99) <= P99_LEVELS
+
+
+def test_other_parameters_give_other_pixels():
+    """The tolerance is meaningful: the same images with another seed's views are far outside it."""
+    images = _smooth_images(24, 32)
+    base = datasets.ArrayImages(images, np.zeros(24))
+    pil = datasets.Views(base, datasets.pretrain_view("cifar10", 32, 32, 0.2), seed=3)
+    other = torch.stack([datasets.Views(base, augment.ViewParams(32, 0.2), seed=4)[i][0] for i in range(24)])
+    s = spec("cifar10")
+    got = augment.apply(augment.device_images(images, torch.device("cpu")), other, 32, 32, s.mean, s.std)
+    expected = torch.stack([pil[i][0] for i in range(24)])
+    assert ((expected - got) * torch.tensor(s.std).view(1, 3, 1, 1) * 255).abs().mean() > 4 * MEAN_LEVELS
+
+
+def test_parameters_follow_the_paper_laws():
+    """Per-sample laws of 4000 draws (binomial / uniform bounds at > 5 sigma: never fails by chance)."""
+    draw = datasets.Views(augment.Labels(np.zeros(4000)), augment.ViewParams(256, 0.2), seed=0)
+    p = torch.stack([draw[i][0] for i in range(4000)])
+    area = p[:, augment.HEIGHT] * p[:, augment.WIDTH] / 256**2
+    ratio = p[:, augment.WIDTH] / p[:, augment.HEIGHT]
+    # RandomResizedCrop: area in [0.2, 1] (integer rounding), aspect in [3/4, 4/3], log-uniform;
+    # the fallback (a centre crop) when 10 tries fail is rare at these bounds.
+    assert area.min() >= 0.2 * 0.98 and area.max() <= 1.0
+    assert ratio.min() >= 0.75 * 0.97 and ratio.max() <= 4 / 3 * 1.03
+    assert abs(ratio.log().mean()) < 0.02  # the log-uniform law is symmetric around 0 (sd of the mean ~0.003)
+    assert (p[:, augment.TOP] + p[:, augment.HEIGHT] <= 256).all() and (p[:, augment.LEFT] + p[:, augment.WIDTH] <= 256).all()
+    # Jitter factors: uniform on [0.6, 1.4] and hue on [-0.4, 0.4], means 1 and 0 (sd of the mean ~0.004).
+    for col, (lo, hi) in ((augment.BRIGHT, (0.6, 1.4)), (augment.CONTRAST, (0.6, 1.4)), (augment.SAT, (0.6, 1.4)),
+                          (augment.HUE, (-0.4, 0.4))):
+        f = p[:, col]
+        assert f.min() >= lo and f.max() <= hi and abs(f.mean() - (lo + hi) / 2) < 0.02
+    # Order: a permutation of the four ops, each first about a quarter of the time (sd ~0.007).
+    assert (p[:, augment.ORDER].sort(1).values == torch.arange(4.0)).all()
+    assert all(abs((p[:, 10] == k).double().mean() - 0.25) < 0.04 for k in range(4))
+    # Flip with p = 0.5 (sd 0.008), grayscale with p = 0.2 (sd 0.006).
+    assert abs(p[:, augment.FLIP].mean() - 0.5) < 0.04 and abs(p[:, augment.GRAY].mean() - 0.2) < 0.03
+
+
+def test_views_are_a_function_of_seed_epoch_index():
+    draw = datasets.Views(augment.Labels(np.zeros(8)), augment.ViewParams(32, 0.2), n_views=2, seed=1)
+    first = [draw[i] for i in range(8)]
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first, [draw[i] for i in range(8)]))
+    assert not torch.equal(first[0][0], first[0][1])  # two views of one image differ
+    draw.set_epoch(1)
+    assert not torch.equal(first[0][0], draw[0][0])
+
+
+def test_grey_and_channel_first_images_go_to_the_device_as_nchw():
+    assert augment.device_images(np.zeros((2, 8, 8), np.uint8), torch.device("cpu")).shape == (2, 1, 8, 8)
+    assert augment.device_images(np.zeros((2, 3, 9, 9), np.uint8), torch.device("cpu")).shape == (2, 3, 9, 9)
+    with pytest.raises(ValueError, match="uint8"):
+        augment.device_images(np.zeros((2, 8, 8), np.float32), torch.device("cpu"))
+
+
+def test_jpeg_views_decode_on_the_cpu_path(tmp_path):
+    """Generated JPEGs through JpegViews, the collate and DeviceViews (decode_jpeg on the CPU) vs PIL's views."""
+    images = _smooth_images(6, 40, seed=1)
+    samples = []
+    for i, img in enumerate(images):
+        path = tmp_path / f"{i}.jpg"
+        Image.fromarray(img).save(path, quality=95)
+        samples.append((str(path), i % 2))
+    jpegs = augment.JpegViews(samples, augment.ViewParams(32, 0.2), n_views=2, seed=5)
+    data, p1, p2, labels, index = augment.collate_jpegs([jpegs[i] for i in range(6)])
+    assert isinstance(data, list) and labels.tolist() == [0, 1, 0, 1, 0, 1]
+    s = spec("cifar10")
+    views = augment.DeviceViews(None, torch.device("cpu"), 32, 32, s.mean, s.std)([p1, p2], index, data)
+    assert len(views) == 2 and views[0].shape == (6, 3, 32, 32)
+
+    decoded = [np.asarray(Image.open(io.BytesIO(d.numpy().tobytes())).convert("RGB")) for d in data]
+    base = datasets.ArrayImages(np.stack(decoded), np.zeros(6))
+    pil = datasets.Views(base, datasets.pretrain_view("cifar10", 32, 32, 0.2), n_views=2, seed=5)
+    expected = torch.stack([pil[i][1] for i in range(6)])
+    # Same decoder family (libjpeg) on both sides; the resize 40 -> 32 and the view as above.
+    assert ((expected - views[1]) * torch.tensor(s.std).view(1, 3, 1, 1) * 255).abs().mean() <= MEAN_LEVELS
+
+
+def test_a_png_among_the_jpegs_is_decoded_too(tmp_path):
+    """ImageNet's training set holds a PNG named .JPEG: the batch falls back to the general decoder."""
+    images = _smooth_images(2, 40, seed=2)
+    Image.fromarray(images[0]).save(tmp_path / "a.jpg", quality=95)
+    Image.fromarray(images[1]).save(tmp_path / "b.jpg", format="PNG")
+    from torchvision.io import read_file
+    decoded = augment.decode_jpegs([read_file(str(tmp_path / n)) for n in ("a.jpg", "b.jpg")], torch.device("cpu"), 40)
+    assert decoded.shape == (2, 3, 40, 40)
+    assert torch.equal(decoded[1], torch.from_numpy(images[1]).permute(2, 0, 1).float())  # PNG: lossless, no resize
+
+
+def test_resolve_auto_and_bad_values():
+    assert augment.resolve("auto", torch.device("cpu")) == "cpu"
+    assert augment.resolve("device", torch.device("cpu")) == "device"
+    with pytest.raises(ValueError, match="choose auto, cpu or device"):
+        augment.resolve("gpu", torch.device("cpu"))
+    assert math.isclose(sum(augment.LUMA), 1.0)
