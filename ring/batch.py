@@ -7,7 +7,8 @@
 ``submit`` returns at once with the array's id.  Each cell records its array task in
 ``CELL/slurm/job.json``, so ``snakemake --profile profiles/slurm all_tables`` afterwards
 re-attaches to running tasks and counts finished cells as done instead of resubmitting them.
-Configs come from ``workflow/config.yaml`` and ``profiles/slurm/cluster.yaml`` (``--configfile``).
+Configs come from the slurm profile's files, layered key by key: ``workflow/config.yaml``,
+``profiles/slurm/cluster.yaml`` and ``profiles/slurm/site.yaml`` (``--configfile``).
 """
 
 from __future__ import annotations
@@ -25,27 +26,35 @@ from ring import config as C
 from ring import grid as G
 from ring.jobs import StageJob
 from ring.launch import ALIVE, Resources, log_tail, make_executor, preflight, read_record, sacct_state, write_record
+from ring.launch import config_schema
+from ring.launch import stage_resources as merged_resources
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CONFIGS = [ROOT / "workflow" / "config.yaml", ROOT / "profiles" / "slurm" / "cluster.yaml"]
+# The slurm profile's config files, in its order (profiles/slurm/config.yaml).
+DEFAULT_CONFIGS = [ROOT / "workflow" / "config.yaml", ROOT / "profiles" / "slurm" / "cluster.yaml",
+                   ROOT / "profiles" / "slurm" / "site.yaml"]
 OUTPUT = {"pretrain": "encoder.pt", "lincls": "metrics.json"}
+
+
+def merge(base: dict, over: dict) -> dict:
+    """``over`` layered onto ``base`` key by key at every depth, as Snakemake layers config files."""
+    merged = dict(base)
+    for key, value in over.items():
+        merged[key] = merge(merged.get(key) or {}, value) if isinstance(value, dict) else value
+    return merged
 
 
 def load_config(files: list[Path]) -> dict:
     config: dict = {}
     for path in files:
         with open(path) as fh:
-            values = yaml.safe_load(fh) or {}
-        for key, value in values.items():
-            config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
-    with open(ROOT / "workflow" / "schemas" / "config.schema.yaml") as fh:
-        jsonschema.validate(config, yaml.safe_load(fh))
+            config = merge(config, yaml.safe_load(fh) or {})
+    jsonschema.validate(config, config_schema())
     return config
 
 
 def stage_resources(config: dict, stage: str) -> Resources:
-    slurm = config.get("slurm", {})
-    return Resources.from_dict({**slurm.get("defaults", {}), **slurm.get(stage, {})})
+    return Resources.from_dict(merged_resources(config.get("slurm", {}), stage))
 
 
 def cell_dir(results: Path, grid: str, stage: str, dataset: str, method: str, seed: int) -> Path:

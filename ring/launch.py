@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
+import jsonschema
 import submitit
 import yaml
 
@@ -39,6 +40,21 @@ ALIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPEND
 LOG_TAIL_LINES = 30
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+# The one definition of a stage's resource keys and types: the workflow's config schema.  Resources
+# validates against it, and tests/test_launch.py checks that its fields are the schema's properties.
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def config_schema() -> dict:
+    with open(SCHEMA) as fh:
+        return yaml.safe_load(fh)
+
+
+def stage_resources(slurm: dict, stage: str) -> dict:
+    """A stage's resources in the config's ``slurm`` block: its own block over ``defaults``."""
+    return {**(slurm.get("defaults") or {}), **(slurm.get(stage) or {})}
 
 
 @dataclass
@@ -66,6 +82,12 @@ class Resources:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"Unknown SLURM resource {unknown[0]!r}; known: {', '.join(sorted(known))}.")
+        schema = config_schema()
+        try:
+            jsonschema.validate(values, {**schema["$defs"]["resources"], "$defs": schema["$defs"]})
+        except jsonschema.ValidationError as err:
+            where = ".".join(map(str, err.absolute_path)) or "resources"
+            raise ValueError(f"SLURM resource {where}: {err.message}; fix it in profiles/slurm/cluster.yaml.") from None
         return cls(**values)
 
 

@@ -1,8 +1,12 @@
 """The SLURM launcher's pure parts (the cluster itself is exercised in test_slurm.py)."""
 
+from dataclasses import fields
+
 import pytest
 
-from ring.launch import THREAD_VARIABLES, Resources, executor_parameters, sbatch_test_args
+from ring.batch import DEFAULT_CONFIGS, load_config
+from ring.jobs import STAGES
+from ring.launch import THREAD_VARIABLES, Resources, config_schema, executor_parameters, sbatch_test_args, stage_resources
 
 
 def test_jobs_take_their_thread_counts_from_the_allocation():
@@ -25,3 +29,32 @@ def test_one_task_per_gpu_and_the_documented_fields():
 def test_unknown_resource_names_the_known_ones():
     with pytest.raises(ValueError, match="Unknown SLURM resource 'gpus'; known: .*gpus_per_node"):
         Resources.from_dict({"gpus": 2})
+
+
+def test_resources_and_the_config_schema_are_one_definition():
+    # A key valid in the schema but not in Resources (or the reverse) would pass one check and fail
+    # the other: the shipped `detection:` block was rejected by the schema that way.
+    schema = config_schema()
+    assert set(schema["$defs"]["resources"]["properties"]) == {f.name for f in fields(Resources)}
+    assert set(schema["properties"]["slurm"]["properties"]) == {"defaults", *STAGES}
+
+
+def test_the_shipped_slurm_profile_resolves_every_stage():
+    config = load_config(DEFAULT_CONFIGS)
+    for stage in STAGES:
+        res = Resources.from_dict(stage_resources(config["slurm"], stage))
+        assert res.partition == "gpu" and res.time_min > res.signal_delay_s / 60
+    assert Resources.from_dict(stage_resources(config["slurm"], "detection")).gpus_per_node == 8
+
+
+def test_a_site_file_overrides_single_keys_of_the_shipped_blocks(tmp_path):
+    site = tmp_path / "site.yaml"
+    site.write_text("slurm: {defaults: {account: lab}, lincls: {mem_gb: 48}}\n")
+    config = load_config([*DEFAULT_CONFIGS, site])
+    lincls = stage_resources(config["slurm"], "lincls")
+    assert (lincls["account"], lincls["mem_gb"], lincls["time_min"], lincls["partition"]) == ("lab", 48, 1440, "gpu")
+
+
+def test_a_badly_typed_resource_is_one_sentence():
+    with pytest.raises(ValueError, match=r"^SLURM resource mem_gb: 'lots' is not of type 'number'; fix it in"):
+        Resources.from_dict({"mem_gb": "lots"})

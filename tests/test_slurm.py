@@ -20,16 +20,31 @@ import torch
 import yaml
 
 from ring import config as C
-from ring.launch import Resources, preflight
+from ring.batch import load_config, merge
+from ring.launch import Resources, preflight, stage_resources
 
 from .helpers import TINY_PRETRAIN
 from .test_workflow import TINY, job_counts, snakemake, write_grid
 
 ROOT = Path(__file__).resolve().parents[1]
-CLUSTER = {  # the test cluster: partition gpu, account ring, 2 CPUs, 2 fake GPUs
-    "partition": "gpu", "account": "ring", "gpus_per_node": 1, "cpus_per_task": 1, "mem_gb": 2,
-    "time_min": 10, "max_requeues": 5, "signal_delay_s": 30, "poll_s": 1, "array_parallelism": 2,
-}
+# The test cluster's site values, written to profiles/slurm/site.yaml as a user would (layered over
+# the SHIPPED cluster.yaml): partition gpu, account ring, and node sizes it can hold (2 CPUs, ~20 GB,
+# 2 fake GPUs); poll_s 1 keeps the tests short.
+SITE = {"slurm": {"defaults": {"partition": "gpu", "account": "ring", "cpus_per_task": 1, "mem_gb": 2, "poll_s": 1},
+                  "lincls": {"mem_gb": 2}, "transfer": {"mem_gb": 2}}}
+SHIPPED = [ROOT / "workflow" / "config.yaml", ROOT / "profiles" / "slurm" / "cluster.yaml"]
+
+
+def shipped_resources(stage: str) -> dict:
+    """A stage's resources as the profile resolves them: shipped cluster.yaml, then the site file."""
+    return stage_resources(merge(load_config(SHIPPED), SITE)["slurm"], stage)
+
+
+CLUSTER = shipped_resources("pretrain")
+# The profile with the test grid (after the target: --config takes every argument after it);
+# cluster values come from the copy's site.yaml.
+SLURM = ("--profile", "profiles/slurm", "--config", "grid=tiny")
+BATCH_CONFIGS = ["--configfile", "workflow/config.yaml", "profiles/slurm/cluster.yaml", "profiles/slurm/site.yaml"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -44,11 +59,7 @@ def workdir(tmp_path) -> Path:
     for name in ("Snakefile", "workflow", "profiles"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
-    cluster_yaml = tmp_path / "profiles" / "slurm" / "cluster.yaml"
-    values = yaml.safe_load(cluster_yaml.read_text())
-    values["slurm"] = {"defaults": CLUSTER}
-    values["grid"] = "tiny"
-    cluster_yaml.write_text(yaml.safe_dump(values))
+    (tmp_path / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(SITE))
     write_grid(tmp_path, "tiny", {**TINY, "seeds": [0]})
     return tmp_path
 
@@ -149,7 +160,7 @@ def test_slurm_tables_equal_local_tables(workdir, tmp_path):
         (shutil.copytree if src.is_dir() else shutil.copy)(src, local / name)
     snakemake(local, "--profile", "profiles/local", "all_tables", "--config", "grid=tiny")
     start = now()
-    result = snakemake(workdir, "--profile", "profiles/slurm", "all_tables")
+    result = snakemake(workdir, "all_tables", *SLURM)
     assert "submitted SLURM job" in result.stdout + result.stderr
     assert len(sacct_jobs("ring-", start)) == 4  # 2 pretraining + 2 linear-evaluation cells
     for table in ("table1.csv", "table1.md"):
@@ -160,7 +171,7 @@ def test_slurm_tables_equal_local_tables(workdir, tmp_path):
 
 def test_killed_client_reattaches_without_a_second_submission(workdir):
     start = now()
-    cmd = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "all_tables"]
+    cmd = [sys.executable, "-m", "snakemake", "all_tables", *SLURM]
     proc = subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     record = workdir / "results/tiny/pretrain/digits/IR/seed0/slurm/job.json"
     wait_for(record.exists, 300, "the first submission")
@@ -172,7 +183,7 @@ def test_killed_client_reattaches_without_a_second_submission(workdir):
                            timeout=30).stdout.strip()
     assert state in ("PENDING", "RUNNING", "COMPLETED"), state
     snakemake(workdir, "--unlock")
-    result = snakemake(workdir, "--profile", "profiles/slurm", "all_tables")
+    result = snakemake(workdir, "all_tables", *SLURM)
     assert f"re-attached to SLURM job {job_id}" in result.stdout + result.stderr
     names = [name for _, name, _ in sacct_jobs("ring-pretrain-", start)]
     assert sorted(names) == ["ring-pretrain-digits-IR-seed0", "ring-pretrain-digits-MoCoRing-seed0"]
@@ -181,8 +192,7 @@ def test_killed_client_reattaches_without_a_second_submission(workdir):
 def test_job_array_is_one_sbatch_and_all_tables_reuses_it(workdir):
     start = now()
     batch = [sys.executable, "-m", "ring.batch"]
-    where = ["--grid", "tiny", "--configfile", "workflow/config.yaml", "profiles/slurm/cluster.yaml",
-             "--grids-dir", "workflow/grids"]
+    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
     out = subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, capture_output=True, text=True,
                          check=True, timeout=120).stdout
     array_id = out.split("job array ")[1].split()[0]
@@ -192,7 +202,7 @@ def test_job_array_is_one_sbatch_and_all_tables_reuses_it(workdir):
     status = subprocess.run([*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True,
                             timeout=120).stdout
     assert status.count("pretrain") == 2 and "missing" in status  # lincls cells not submitted yet
-    result = snakemake(workdir, "--profile", "profiles/slurm", "all_tables")
+    result = snakemake(workdir, "all_tables", *SLURM)
     assert not [j for j in sacct_jobs("ring-pretrain-", start) if not j[0].startswith(array_id)]
     counts = job_counts(result.stdout + result.stderr)
     assert counts.get("lincls") == 2
@@ -203,7 +213,7 @@ def test_failing_job_fails_its_rule_with_the_log_tail(workdir):
     # A config the grid accepts but the job refuses once it sees the data.
     pretrain = {"all": {**TINY["pretrain"]["all"], "batch_size": 4096}}
     write_grid(workdir, "tiny", {**TINY, "methods": ["IR"], "seeds": [0], "pretrain": pretrain})
-    result = snakemake(workdir, "--profile", "profiles/slurm", "results/tiny/pretrain/digits/IR/seed0/encoder.pt",
+    result = snakemake(workdir, "results/tiny/pretrain/digits/IR/seed0/encoder.pt", *SLURM,
                        check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
@@ -244,8 +254,7 @@ def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
 def test_cancel_stops_the_grids_jobs_and_status_reports_them(workdir):
     write_grid(workdir, "tiny", {**TINY, "pretrain": {"all": {**TINY["pretrain"]["all"], "epochs": 50}}})
     batch = [sys.executable, "-m", "ring.batch"]
-    where = ["--grid", "tiny", "--configfile", "workflow/config.yaml", "profiles/slurm/cluster.yaml",
-             "--grids-dir", "workflow/grids"]
+    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
     subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, check=True, timeout=120,
                    capture_output=True)
     status = subprocess.run([*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True,

@@ -207,3 +207,17 @@ def test_paper_grid_plans_the_appendix_studies(workdir):
     result = snakemake(workdir, "-n", branch, "--config", "grid=paper", "data_root=/nonexistent")
     assert job_counts(result.stdout + result.stderr)["study_pretrain"] == 2
     assert "results/paper/study/hard_negatives/cifar10/IR/source/seed0/encoder.pt" in result.stdout
+
+
+def test_the_shipped_slurm_profile_plans_the_paper_grid(workdir):
+    """`snakemake --profile profiles/slurm -n all_tables` on a clean checkout: no cluster is needed
+    to plan, and the shipped cluster.yaml (every stage block, detection's included) must validate."""
+    result = snakemake(workdir, "--profile", "profiles/slurm", "-n", "all_tables", "--config", "grid=paper")
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts["pretrain"] + counts["pretrain_two_encoders"] == 108 and counts["detection"] == 45
+    assert "--launcher slurm" in result.stdout + result.stderr
+    status = subprocess.run([sys.executable, "-m", "ring.batch", "status", "--grid", "paper",
+                             "--results", str(workdir / "results")], cwd=workdir, capture_output=True, text=True,
+                            timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.count("missing") == 2 * 108  # every pretraining and linear-evaluation cell

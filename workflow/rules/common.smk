@@ -193,8 +193,9 @@ def launch_options(stage: str) -> str:
     """ring.launch options of a stage: the launcher and, on SLURM, the stage's resources."""
     if config["launcher"] == "local":
         return "--launcher local"
-    slurm = config.get("slurm", {})
-    resources = {**slurm.get("defaults", {}), **slurm.get(stage, {})}
+    from ring.launch import stage_resources  # the same merge as ring.batch's
+
+    resources = stage_resources(config.get("slurm", {}), stage)
     return f"--launcher slurm --resources {shlex.quote(json.dumps(resources))}"
 
 
