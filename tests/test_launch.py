@@ -6,7 +6,8 @@ import pytest
 
 from ring.batch import DEFAULT_CONFIGS, load_config
 from ring.jobs import STAGES
-from ring.launch import THREAD_VARIABLES, Resources, config_schema, executor_parameters, sbatch_test_args, stage_resources
+from ring.launch import (THREAD_VARIABLES, Resources, _array_members, config_schema, decide, executor_parameters,
+                         resource_problems, sbatch_test_args, stage_resources, unreachable)
 
 
 def test_jobs_take_their_thread_counts_from_the_allocation():
@@ -58,3 +59,30 @@ def test_a_site_file_overrides_single_keys_of_the_shipped_blocks(tmp_path):
 def test_a_badly_typed_resource_is_one_sentence():
     with pytest.raises(ValueError, match=r"^SLURM resource mem_gb: 'lots' is not of type 'number'; fix it in"):
         Resources.from_dict({"mem_gb": "lots"})
+
+
+@pytest.mark.parametrize("state, present, action", [
+    ("COMPLETED", True, "collect"),     # finished while no client watched: collected, never rerun
+    ("COMPLETED", False, "resubmit"),   # Snakemake deleted the outputs of an incomplete rule: resume
+    ("RUNNING", False, "wait"), ("REQUEUED", False, "wait"), ("PENDING", True, "wait"),
+    (None, False, "wait"),              # unknown: waited on for unknown_grace_s, then resubmitted
+    ("CANCELLED", False, "resubmit"), ("TIMEOUT", False, "resubmit"), ("NODE_FAIL", True, "resubmit"),
+])
+def test_a_restarted_client_decides_from_the_recorded_jobs_state(state, present, action):
+    assert decide(state, present) == action
+
+
+def test_pending_array_ranges_are_expanded():
+    assert _array_members("12_[0-2,5%4]") == ["12_0", "12_1", "12_2", "12_5"]
+    assert _array_members("12_7") == ["12_7"] and _array_members("12") == ["12"]
+
+
+def test_signal_delay_must_leave_time_to_run():
+    assert resource_problems(Resources(time_min=60, signal_delay_s=120), 10.0) == []
+    (problem,) = resource_problems(Resources(time_min=2, signal_delay_s=120), 1.0)
+    assert problem.startswith("signal_delay_s=120 is not shorter than time_min=2 min")
+
+
+def test_controller_outages_are_told_apart_from_refusals():
+    assert unreachable("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)")
+    assert not unreachable("sbatch: error: Batch job submission failed: Invalid account or account/partition combination")

@@ -271,3 +271,109 @@ def test_cancel_stops_the_grids_jobs_and_status_reports_them(workdir):
         return out.startswith("CANCELLED")
 
     wait_for(cancelled, 60, "the cancellation")
+
+
+def sacct_states(job_ids: list[str]) -> list[str]:
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", ",".join(job_ids), "-o", "JobID,State"],
+                         capture_output=True, text=True, timeout=30).stdout
+    return [line.split("|")[1].split()[0] for line in out.splitlines() if line.split("|")[0] in job_ids]
+
+
+def all_completed(job_ids: list[str]) -> bool:
+    states = sacct_states(job_ids)
+    return len(states) == len(job_ids) and set(states) == {"COMPLETED"}
+
+
+def test_jobs_that_finish_while_no_client_watches_are_collected(workdir):
+    """Issue #11, item 2 (first repro): kill the client, let the jobs complete, unlock, rerun."""
+    start = now()
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "all_tables", *SLURM], cwd=workdir,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    records = [workdir / f"results/tiny/pretrain/digits/{m}/seed0/slurm/job.json" for m in ("IR", "MoCoRing")]
+    wait_for(lambda: all(r.exists() for r in records), 300, "both submissions")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    ids = [json.loads(r.read_text())["job_id"] for r in records]
+    wait_for(lambda: all_completed(ids), 600, "the orphaned jobs to complete")
+    snakemake(workdir, "--unlock")
+    result = snakemake(workdir, "all_tables", *SLURM)
+    output = result.stdout + result.stderr
+    assert (workdir / "results/tiny/tables/table1.md").exists()
+    for cell in ("IR", "MoCoRing"):
+        assert (workdir / f"results/tiny/pretrain/digits/{cell}/seed0/encoder.pt").exists()
+    # Snakemake deleted the incomplete outputs: each cell resumed from its final checkpoint instead
+    # of re-attaching to the finished job and exiting 0 without the file.
+    assert "MissingOutputException" not in output
+    assert output.count("COMPLETED but") + output.count("collected") == 2, output[-3000:]
+    # A second rerun has nothing to do (the cells are complete now).
+    assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(snakemake(workdir, "all_tables", *SLURM))
+
+
+def test_a_finished_job_array_is_collected_by_all_tables(workdir):
+    """Issue #11, item 2 (second repro): every array task finished before all_tables runs."""
+    start = now()
+    batch = [sys.executable, "-m", "ring.batch"]
+    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
+    out = subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    array_id = out.split("job array ")[1].split()[0]
+    ids = [f"{array_id}_{i}" for i in range(int(out.split("submitted ")[1].split()[0]))]
+    wait_for(lambda: all_completed(ids), 900, "every array task to complete")
+    result = snakemake(workdir, "all_tables", *SLURM)
+    output = result.stdout + result.stderr
+    assert (workdir / "results/tiny/tables/table1.md").exists()
+    assert "MissingOutputException" not in output
+    resubmitted = [j for j in sacct_jobs("ring-pretrain-", start) if not j[0].startswith(array_id)]
+    print(output[-4000:])
+    assert not resubmitted, output[-3000:]
+
+
+def test_every_stages_resources_are_checked_once_before_the_first_submission(workdir):
+    """Issue #11, item 5: a bad lincls partition is found before pretraining is submitted, and a
+    signal_delay_s that is not shorter than time_min too; each problem is printed once."""
+    site = {"slurm": {**SITE["slurm"], "lincls": {**SITE["slurm"]["lincls"], "partition": "nosuch"},
+                      "pretrain": {"time_min": 2, "signal_delay_s": 120}}}
+    (workdir / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(site))
+    start = now()
+    result = snakemake(workdir, "all_tables", *SLURM, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert output.count("invalid partition specified: nosuch") == 1, output[-3000:]
+    assert output.count("signal_delay_s=120 is not shorter than time_min=2 min") == 1, output[-3000:]
+    assert "nothing was submitted" in output and not sacct_jobs("ring-", start)
+
+
+def test_a_cancelled_pending_array_task_is_resubmitted_not_waited_on_forever(workdir):
+    """Issue #11, item 3: a record sacct and squeue no longer know is gone after unknown_grace_s."""
+    site = {"slurm": {**SITE["slurm"], "defaults": {**SITE["slurm"]["defaults"], "array_parallelism": 1,
+                                                    "unknown_grace_s": 5}}}
+    (workdir / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(site))
+    batch = [sys.executable, "-m", "ring.batch"]
+    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
+    out = subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    array_id = out.split("job array ")[1].split()[0]
+    subprocess.run(["scancel", f"{array_id}_1"], check=True, timeout=30)  # pending: parallelism 1
+    time.sleep(6)  # past unknown_grace_s, so status may call it gone
+    status = subprocess.run([*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True,
+                            timeout=120).stdout
+    cancelled = next(line for line in status.splitlines() if line.startswith("pretrain") and "MoCoRing" in line)
+    assert "pending" not in cancelled and ("gone" in cancelled or "failed" in cancelled), status
+    result = snakemake(workdir, "all_tables", *SLURM, timeout=600)
+    assert (workdir / "results/tiny/tables/table1.md").exists(), result.stderr[-3000:]
+
+
+def test_an_unreachable_controller_is_retried_not_reported_as_bad_resources(tmp_path):
+    """Issue #11, item 4: slurmctld down when a cell is launched, back some seconds later."""
+    ctld = ["bash", str(ROOT / ".ci" / "slurm" / "ctld.sh")]
+    cell = tmp_path / "results" / "t" / "pretrain" / "digits" / "IR" / "seed0"
+    subprocess.run([*ctld, "stop"], check=True, timeout=60)
+    try:
+        proc = launch_cell(cell, C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "epochs": 1}), CLUSTER)
+        time.sleep(15)  # the client meets the dead controller and retries
+    finally:
+        subprocess.run([*ctld, "start"], check=True, timeout=120)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    assert "the SLURM controller is unreachable while checking resources" in out and "refuses" not in out
+    assert (cell / "encoder.pt").exists()
