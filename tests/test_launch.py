@@ -86,3 +86,17 @@ def test_signal_delay_must_leave_time_to_run():
 def test_controller_outages_are_told_apart_from_refusals():
     assert unreachable("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)")
     assert not unreachable("sbatch: error: Batch job submission failed: Invalid account or account/partition combination")
+
+
+def test_runs_killed_before_writing_a_segment_come_from_accounting(monkeypatch):
+    from ring import provenance
+
+    runs = [{"state": "REQUEUED", "started": "t0", "ended": "t1", "wall_s": 9.0, "node": "n"},
+            {"state": "REQUEUED", "started": "t2", "ended": "t3", "wall_s": 11.0, "node": "n"},
+            {"state": "RUNNING", "started": "t4", "ended": "Unknown", "wall_s": 1.0, "node": "n"}]
+    monkeypatch.setattr(provenance, "accounted_runs", lambda job_id: runs)
+    written = [{"job_id": "7", "restart_count": 0, "wall_s": 9.0}]  # the first run was USR2-preempted
+    current = {"job_id": "7", "restart_count": 2, "gpus": 1, "gpu_model": None}
+    (added,) = provenance.missing_runs(written, current)  # only the hard-killed second run
+    assert (added["restart_count"], added["wall_s"], added["outcome"]) == (1, 11.0, "killed (REQUEUED)")
+    assert provenance.missing_runs(written, {**current, "restart_count": 0}) == []

@@ -148,7 +148,15 @@ def test_external_requeue_resumes_from_the_periodic_checkpoint(tmp_path, referen
     assert proc.returncode == 0, out
     assert "resuming" in (Path(json.loads((cell / "slurm" / "job.json").read_text())["folder"]) /
                           f"{job_id}_0_log.err").read_text()
-    assert json.loads((cell / "provenance.json").read_text())["requeues"] >= 1
+    provenance = json.loads((cell / "provenance.json").read_text())
+    assert provenance["requeues"] >= 1
+    # The hard-killed first run wrote no segment: accounting's record of it is added (issue #11, item 6).
+    killed = [s for s in provenance["segments"] if s.get("source") == "sacct"]
+    assert [s["restart_count"] for s in killed] == [0] and killed[0]["wall_s"] > 0
+    assert provenance["wall_s"] == round(sum(s["wall_s"] for s in provenance["segments"]), 3)
+    # One line per state change, and the final state is shown (the old client stopped at REQUEUED).
+    states = [line.split()[5] for line in out.splitlines() if f"SLURM job {job_id} " in line and "min)" in line]
+    assert states[-1] == "COMPLETED" and all(a != b for a, b in zip(states, states[1:])), states
     assert same_weights(reference, cell / "encoder.pt")
 
 
