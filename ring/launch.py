@@ -205,11 +205,21 @@ def resource_problems(res: Resources, checkpoint_interval_min: float | None) -> 
     return problems
 
 
+def responding_nodes() -> bool:
+    """Whether any node answers the controller (sinfo's "*" suffix and "unk" mark nodes that do not)."""
+    out = slurm_call(["sinfo", "-h", "-o", "%t"], timeout=30)
+    states = out.stdout.split()
+    return out.returncode == 0 and any(not (s.endswith("*") or s.startswith("unk")) for s in states)
+
+
 def sbatch_refusal(res: Resources) -> str | None:
     """SLURM's reason for refusing these resources (``sbatch --test-only``), or None if it accepts them."""
     out = slurm_call(sbatch_test_args(res))
     if out.returncode == 0:
         return None
+    if "node configuration is not available" in out.stderr and not responding_nodes():
+        # A controller that has just restarted refuses everything until its nodes re-register.
+        raise ControllerUnreachable("the controller answers but none of its nodes has registered yet")
     return " ".join(line.removeprefix("sbatch: error: ") for line in out.stderr.strip().splitlines()) or "no reason"
 
 

@@ -383,5 +383,7 @@ def test_an_unreachable_controller_is_retried_not_reported_as_bad_resources(tmp_
         subprocess.run([*ctld, "start"], check=True, timeout=120)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
-    assert "the SLURM controller is unreachable while checking resources" in out and "refuses" not in out
+    # sbatch itself waits up to 60 s for a controller, so whether the client prints its own retry
+    # line depends on timing; what must hold is that the outage is never reported as bad resources.
+    assert "refuses" not in out, out
     assert (cell / "encoder.pt").exists()
