@@ -93,7 +93,7 @@ class Resources:
     additional: dict = field(default_factory=dict)
     array_parallelism: int = 64
     poll_s: float = 15.0
-    unknown_grace_s: float = 120.0
+    unknown_grace_s: float = 300.0
     controller_wait_s: float = 900.0
 
     @classmethod
