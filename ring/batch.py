@@ -8,7 +8,8 @@
 ``submit`` returns at once with the array's id.  Each cell records its array task in
 ``CELL/slurm/job.json``, so ``snakemake --profile profiles/slurm all_tables`` afterwards
 re-attaches to running tasks and counts finished cells as done instead of resubmitting them.
-Configs come from ``workflow/config.yaml`` and ``profiles/slurm/cluster.yaml`` (``--configfile``).
+Configs come from the slurm profile's files, layered key by key: ``workflow/config.yaml``,
+``profiles/slurm/cluster.yaml`` and ``profiles/slurm/site.yaml`` (``--configfile``).
 """
 
 from __future__ import annotations
@@ -27,28 +28,37 @@ from ring import estimate as E
 from ring import grid as G
 from ring import progress
 from ring.jobs import StageJob
-from ring.launch import ALIVE, Resources, log_tail, make_executor, preflight, read_record, sacct_state, write_record
+from ring.jobs import OUTPUT as STAGE_OUTPUT
+from ring.launch import ALIVE, Resources, log_tail, make_executor, preflight, read_record, write_record
+from ring.launch import config_schema, job_states
+from ring.launch import stage_resources as merged_resources
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CONFIGS = [ROOT / "workflow" / "config.yaml", ROOT / "profiles" / "slurm" / "cluster.yaml"]
-OUTPUT = {"pretrain": "encoder.pt", "lincls": "metrics.json"}
+# The slurm profile's config files, in its order (profiles/slurm/config.yaml).
+DEFAULT_CONFIGS = [ROOT / "workflow" / "config.yaml", ROOT / "profiles" / "slurm" / "cluster.yaml",
+                   ROOT / "profiles" / "slurm" / "site.yaml"]
+OUTPUT = {stage: STAGE_OUTPUT[stage] for stage in ("pretrain", "lincls")}  # the stages batch submits
+
+
+def merge(base: dict, over: dict) -> dict:
+    """``over`` layered onto ``base`` key by key at every depth, as Snakemake layers config files."""
+    merged = dict(base)
+    for key, value in over.items():
+        merged[key] = merge(merged.get(key) or {}, value) if isinstance(value, dict) else value
+    return merged
 
 
 def load_config(files: list[Path]) -> dict:
     config: dict = {}
     for path in files:
         with open(path) as fh:
-            values = yaml.safe_load(fh) or {}
-        for key, value in values.items():
-            config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
-    with open(ROOT / "workflow" / "schemas" / "config.schema.yaml") as fh:
-        jsonschema.validate(config, yaml.safe_load(fh))
+            config = merge(config, yaml.safe_load(fh) or {})
+    jsonschema.validate(config, config_schema())
     return config
 
 
 def stage_resources(config: dict, stage: str) -> Resources:
-    slurm = config.get("slurm", {})
-    return Resources.from_dict({**slurm.get("defaults", {}), **slurm.get(stage, {})})
+    return Resources.from_dict(merged_resources(config.get("slurm", {}), stage))
 
 
 def cell_dir(results: Path, grid: str, stage: str, dataset: str, method: str, seed: int) -> Path:
@@ -67,17 +77,23 @@ def cell_job(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, se
     return StageJob(stage, argv)
 
 
-def cell_status(cell: Path, stage: str) -> tuple[str, str]:
+def cell_status(cell: Path, stage: str, grace_s: float) -> tuple[str, str]:
+    """done / a live SLURM state / gone / failed / missing, and the job id or the failure's last log line."""
     if (cell / OUTPUT[stage]).exists():
         return "done", ""
     record = read_record(cell)
     if record is None:  # not on SLURM: the local launcher's marker, the log, the config
         return progress.local_state(cell)
-    state = sacct_state(record["job_id"]) or "PENDING"
+    state = job_states([record["job_id"]])[record["job_id"]]
+    if state is None:
+        age = (datetime.now(timezone.utc) - datetime.fromisoformat(record["submitted"])).total_seconds()
+        if age < grace_s:
+            return "submitted", record["job_id"]  # accounting has not recorded it yet
+        return "gone", f"{record['job_id']} unknown to sacct and squeue; the next run resubmits it"
     if state in ALIVE:
         return state.lower(), record["job_id"]
-    if state == "COMPLETED":
-        return "done", record["job_id"]
+    if state == "COMPLETED":  # the output is missing (checked above): the next run resubmits, resuming
+        return "gone", f"{record['job_id']} COMPLETED but {OUTPUT[stage]} is missing; the next run resubmits it"
     stderr = Path(record["folder"]) / f"{record['job_id']}_0_log.err"
     return "failed", f"{record['job_id']} {state}: {log_tail(stderr, 1)}"
 
@@ -87,8 +103,8 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     todo = []
     for dataset, method, seed in grid.cells():
         cell = cell_dir(results, grid.name, stage, dataset, method, seed)
-        status, _ = cell_status(cell, stage)
-        if status != "missing" and status != "failed":
+        status, _ = cell_status(cell, stage, res.unknown_grace_s)
+        if status not in ("missing", "failed", "gone"):
             continue
         if stage == "lincls" and not (cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"]).exists():
             print(f"ring: {cell} waits for its pretraining; not submitted", file=sys.stderr)
@@ -97,6 +113,17 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     if not todo:
         print(f"ring: every {stage} cell of grid {grid.name} is done or already submitted", file=sys.stderr)
         return None
+    # The workflow's data check, and its marker: a missing dataset fails here in seconds, and a later
+    # `all_tables` finds the marker older than the array's outputs, so it collects them instead of
+    # rerunning the cells (a newer marker would make Snakemake retrain them).
+    for dataset in sorted({cell.parts[-3] for cell, _ in todo}):
+        marker = results / grid.name / "data" / f"{dataset}.ok"
+        if not marker.exists():
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            check = subprocess.run([sys.executable, "-m", "ring.catalog", "check", dataset, "--data-root",
+                                    str(config["data_root"]), "--touch", str(marker)], capture_output=True, text=True)
+            if check.returncode != 0:
+                raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")
     first_cfg = yaml.safe_load((todo[0][0] / "config.yaml").read_text())
     preflight(res, first_cfg.get("checkpoint_interval_min"))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
@@ -111,12 +138,13 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     return array_id
 
 
-def status(grid: G.Grid, results: Path) -> list[tuple]:
+def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
     rows = []
     for stage in OUTPUT:
+        grace_s = stage_resources(config, stage).unknown_grace_s
         for dataset, method, seed in grid.cells():
             cell = cell_dir(results, grid.name, stage, dataset, method, seed)
-            state, detail = cell_status(cell, stage)
+            state, detail = cell_status(cell, stage, grace_s)
             if state == "running" and read_record(cell) is not None:  # a SLURM task: add its epoch and kNN
                 detail = ", ".join(filter(None, [progress.progress(cell), detail]))
             rows.append((stage, dataset, method, seed, state, detail))
@@ -140,7 +168,7 @@ def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
     for stage in stages:
         for dataset, method, seed in grid.cells():
             record = read_record(cell_dir(results, grid.name, stage, dataset, method, seed))
-            if record and (sacct_state(record["job_id"]) or "PENDING") in ALIVE:
+            if record and job_states([record["job_id"]])[record["job_id"]] in ALIVE:
                 ids.append(record["job_id"])
     if ids:
         subprocess.run(["scancel", *ids], check=True, timeout=60)
@@ -171,7 +199,7 @@ def main(argv=None) -> int:
                 raise ValueError("submit needs --stage pretrain or --stage lincls.")
             submit(grid, args.stage, config, args.results)
         elif args.command == "status":
-            rows = status(grid, args.results)
+            rows = status(grid, args.results, config)
             for stage, dataset, method, seed, state, detail in rows:
                 print(f"{stage:9} {dataset:10} {method:10} seed{seed:<3} {state:10} {detail}")
             print(total_line(rows))

@@ -1,8 +1,13 @@
 """The SLURM launcher's pure parts (the cluster itself is exercised in test_slurm.py)."""
 
+from dataclasses import fields
+
 import pytest
 
-from ring.launch import THREAD_VARIABLES, Resources, executor_parameters, sbatch_test_args
+from ring.batch import DEFAULT_CONFIGS, load_config
+from ring.jobs import STAGES
+from ring.launch import (THREAD_VARIABLES, Resources, _array_members, config_schema, decide, executor_parameters,
+                         resource_problems, sbatch_test_args, stage_resources, unreachable)
 
 
 def test_jobs_take_their_thread_counts_from_the_allocation():
@@ -25,3 +30,73 @@ def test_one_task_per_gpu_and_the_documented_fields():
 def test_unknown_resource_names_the_known_ones():
     with pytest.raises(ValueError, match="Unknown SLURM resource 'gpus'; known: .*gpus_per_node"):
         Resources.from_dict({"gpus": 2})
+
+
+def test_resources_and_the_config_schema_are_one_definition():
+    # A key valid in the schema but not in Resources (or the reverse) would pass one check and fail
+    # the other: the shipped `detection:` block was rejected by the schema that way.
+    schema = config_schema()
+    assert set(schema["$defs"]["resources"]["properties"]) == {f.name for f in fields(Resources)}
+    assert set(schema["properties"]["slurm"]["properties"]) == {"defaults", *STAGES}
+
+
+def test_the_shipped_slurm_profile_resolves_every_stage():
+    config = load_config(DEFAULT_CONFIGS)
+    for stage in STAGES:
+        res = Resources.from_dict(stage_resources(config["slurm"], stage))
+        assert res.partition == "gpu" and res.time_min > res.signal_delay_s / 60
+    assert Resources.from_dict(stage_resources(config["slurm"], "detection")).gpus_per_node == 8
+
+
+def test_a_site_file_overrides_single_keys_of_the_shipped_blocks(tmp_path):
+    site = tmp_path / "site.yaml"
+    site.write_text("slurm: {defaults: {account: lab}, lincls: {mem_gb: 48}}\n")
+    config = load_config([*DEFAULT_CONFIGS, site])
+    lincls = stage_resources(config["slurm"], "lincls")
+    assert (lincls["account"], lincls["mem_gb"], lincls["time_min"], lincls["partition"]) == ("lab", 48, 1440, "gpu")
+
+
+def test_a_badly_typed_resource_is_one_sentence():
+    with pytest.raises(ValueError, match=r"^SLURM resource mem_gb: 'lots' is not of type 'number'; fix it in"):
+        Resources.from_dict({"mem_gb": "lots"})
+
+
+@pytest.mark.parametrize("state, present, action", [
+    ("COMPLETED", True, "collect"),     # finished while no client watched: collected, never rerun
+    ("COMPLETED", False, "resubmit"),   # Snakemake deleted the outputs of an incomplete rule: resume
+    ("RUNNING", False, "wait"), ("REQUEUED", False, "wait"), ("PENDING", True, "wait"),
+    (None, False, "wait"),              # unknown: waited on for unknown_grace_s, then resubmitted
+    ("CANCELLED", False, "resubmit"), ("TIMEOUT", False, "resubmit"), ("NODE_FAIL", True, "resubmit"),
+])
+def test_a_restarted_client_decides_from_the_recorded_jobs_state(state, present, action):
+    assert decide(state, present) == action
+
+
+def test_pending_array_ranges_are_expanded():
+    assert _array_members("12_[0-2,5%4]") == ["12_0", "12_1", "12_2", "12_5"]
+    assert _array_members("12_7") == ["12_7"] and _array_members("12") == ["12"]
+
+
+def test_signal_delay_must_leave_time_to_run():
+    assert resource_problems(Resources(time_min=60, signal_delay_s=120), 10.0) == []
+    (problem,) = resource_problems(Resources(time_min=2, signal_delay_s=120), 1.0)
+    assert problem.startswith("signal_delay_s=120 is not shorter than time_min=2 min")
+
+
+def test_controller_outages_are_told_apart_from_refusals():
+    assert unreachable("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)")
+    assert not unreachable("sbatch: error: Batch job submission failed: Invalid account or account/partition combination")
+
+
+def test_runs_killed_before_writing_a_segment_come_from_accounting(monkeypatch):
+    from ring import provenance
+
+    runs = [{"state": "REQUEUED", "started": "t0", "ended": "t1", "wall_s": 9.0, "node": "n"},
+            {"state": "REQUEUED", "started": "t2", "ended": "t3", "wall_s": 11.0, "node": "n"},
+            {"state": "RUNNING", "started": "t4", "ended": "Unknown", "wall_s": 1.0, "node": "n"}]
+    monkeypatch.setattr(provenance, "accounted_runs", lambda job_id: runs)
+    written = [{"job_id": "7", "restart_count": 0, "wall_s": 9.0}]  # the first run was USR2-preempted
+    current = {"job_id": "7", "restart_count": 2, "gpus": 1, "gpu_model": None}
+    (added,) = provenance.missing_runs(written, current)  # only the hard-killed second run
+    assert (added["restart_count"], added["wall_s"], added["outcome"]) == (1, 11.0, "killed (REQUEUED)")
+    assert provenance.missing_runs(written, {**current, "restart_count": 0}) == []

@@ -228,3 +228,17 @@ def test_data_check_reruns_when_the_dataset_changes_and_stops_a_corrupted_one(wo
     result = snakemake(workdir, "--cores", "1", target, *config, check=False, timeout=300)
     assert result.returncode != 0
     assert "ring: Dataset dtd lists 3 test image files but 1 are missing (first: " in result.stderr
+
+
+def test_the_shipped_slurm_profile_plans_the_paper_grid(workdir):
+    """`snakemake --profile profiles/slurm -n all_tables` on a clean checkout: no cluster is needed
+    to plan, and the shipped cluster.yaml (every stage block, detection's included) must validate."""
+    result = snakemake(workdir, "--profile", "profiles/slurm", "-n", "all_tables", "--config", "grid=paper")
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts["pretrain"] + counts["pretrain_two_encoders"] == 108 and counts["detection"] == 45
+    assert "--launcher slurm" in result.stdout + result.stderr
+    status = subprocess.run([sys.executable, "-m", "ring.batch", "status", "--grid", "paper",
+                             "--results", str(workdir / "results")], cwd=workdir, capture_output=True, text=True,
+                            timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.count("missing") == 2 * 108  # every pretraining and linear-evaluation cell

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir)))
@@ -246,9 +247,44 @@ def launch_options(stage: str) -> str:
     """ring.launch options of a stage: the launcher and, on SLURM, the stage's resources."""
     if config["launcher"] == "local":
         return "--launcher local"
-    slurm = config.get("slurm", {})
-    resources = {**slurm.get("defaults", {}), **slurm.get(stage, {})}
+    from ring.launch import stage_resources  # the same merge as ring.batch's
+
+    resources = stage_resources(config.get("slurm", {}), stage)
     return f"--launcher slurm --resources {shlex.quote(json.dumps(resources))}"
+
+
+# Rules that launch a stage, and the checkpoint interval of their cell (time_min must exceed it).
+LAUNCHED_CHECKPOINT_INTERVAL = {
+    "pretrain": lambda wc: stage_config("pretrain", wc).checkpoint_interval_min,
+    "pretrain_two_encoders": lambda wc: stage_config("pretrain", wc).checkpoint_interval_min,
+    "study_pretrain": lambda wc: study_cell_config(wc).checkpoint_interval_min,
+}
+
+
+def slurm_preflight() -> None:
+    """Before the first submission: the resources of every stage this run will submit, one
+    `sbatch --test-only` per distinct set, every problem printed once; none is submitted if any fails."""
+    from ring.launch import CHECKED_ENV, check_resource_sets
+
+    sets = {}  # rule -> (resources, the largest checkpoint interval of its cells)
+    for job in workflow.dag.needrun_jobs():
+        launch = getattr(job.params, "launch", None)
+        if not launch or "--resources" not in launch:
+            continue
+        words = shlex.split(launch)
+        values = json.loads(words[words.index("--resources") + 1])
+        interval = LAUNCHED_CHECKPOINT_INTERVAL.get(job.rule.name, lambda wc: None)(job.wildcards)
+        known = sets.get(job.rule.name, (values, None))[1]
+        sets[job.rule.name] = (values, interval if known is None else max(known, interval or known))
+    problems, digests = check_resource_sets(sets)
+    if problems:
+        print("\n".join(f"ring: {p}" for p in problems), file=sys.stderr)
+        raise WorkflowError("SLURM refused resources before any submission (above); nothing was submitted.")
+    os.environ[CHECKED_ENV] = ",".join(digests)  # the rules' launchers skip their own sbatch --test-only
+
+onstart:
+    if config["launcher"] == "slurm":
+        slurm_preflight()
 
 
 # -- Table 4 (detection) ----------------------------------------------------------------------
