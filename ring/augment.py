@@ -24,7 +24,6 @@ other way), and the hue rotation (PIL rotates a uint8 HSV image, here a float on
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torchvision import transforms as T
 
 # Layout of one view's parameter vector (float64: crop boxes and factors exactly as torchvision drew them).
