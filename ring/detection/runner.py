@@ -31,7 +31,7 @@ from pathlib import Path
 from ring import config as C
 from ring import health
 from ring.checkpoint import CheckpointError, check_writable
-from ring.detection.convert import AUTHOR, ConversionError, check_loaded, read_converted
+from ring.detection.convert import check_loaded, read_converted
 from ring.detection.tasks import METRICS
 from ring.detection.tasks import task as get_task
 
