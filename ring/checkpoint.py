@@ -111,6 +111,8 @@ def safe_load(path: str | Path, what: str = "checkpoint", fix: str = "delete it 
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated zip, foreign pickle, wrong file type ...
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if "Weights only load failed" in reason:  # torch's advice (weights_only=False) would run the file's code
+            reason = "it holds objects other than tensors and plain data; refused without running them"
         raise CheckpointError(f"The {what} {path} is unreadable or truncated ({reason}); {fix}.") from None
 
 

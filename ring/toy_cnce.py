@@ -325,6 +325,7 @@ def check(cfg: C.ToyCNCEConfig) -> None:
 
 def run(cfg: C.ToyCNCEConfig, out_dir: str | Path) -> dict:
     out = Path(out_dir)
+    check(cfg)  # a bad config creates no cell folder
     check_writable(out)  # before the training, not after it
     metrics = run_seeds(cfg, [cfg.seed], str(out))[0]
     health.check_metrics(metrics, out / METRICS)

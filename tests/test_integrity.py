@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from ring import config as C
-from ring import lincls, pretrain, tables, toy_cnce, transfer
-from ring.checkpoint import CheckpointError, load_verified, safe_load
+from ring import pretrain, tables, toy_cnce, transfer
+from ring.checkpoint import CheckpointError, load_verified
 from ring.encoder import load_feature_extractor
 from ring.pretrain import Pretraining
 
@@ -69,7 +69,7 @@ def test_a_non_finite_parameter_at_epoch_end_keeps_the_last_good_checkpoint(tmp_
     assert not (cell / "encoder.pt").exists()
 
 
-def test_an_encoder_with_a_non_finite_tensor_is_never_written(tmp_path, monkeypatch):
+def test_an_encoder_with_a_non_finite_tensor_is_never_written(tmp_path):
     from ring import health
 
     state = {"conv1.weight": torch.tensor([1.0, float("nan")])}
@@ -257,7 +257,6 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "normalization-32x32.json").write_bytes(pickle.dumps(evil))
-    images = [(torch.zeros(3, 8, 8), 0)]
 
     class Images(torch.utils.data.Dataset):
         def __len__(self):
@@ -268,5 +267,5 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
             return Image.new("RGB", (8, 8), (i * 100, 0, 0)), 0
 
     doc = transfer.normalization(Images(), "sha", 32, 32, cache)
-    assert doc["split_sha256"] == "sha" and not marker.exists() and images
+    assert doc["split_sha256"] == "sha" and not marker.exists()
     json.loads((cache / "normalization-32x32.json").read_text())  # replaced by valid JSON
