@@ -86,9 +86,18 @@ def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
 
 
 def test_local_launcher_marks_a_failed_stage_and_clears_a_finished_one(tmp_path):
+    # A config the plan's checks refuse (here: none at all) never starts a stage: no marker, still missing.
     bad = tmp_path / "bad"
     assert launch.main(["pretrain", "--cell", str(bad), "--", "--config", str(tmp_path / "none.yaml"), "--out", str(bad)]) == 1
-    assert progress.local_state(bad) == ("failed", f"pid {os.getpid()} on {os.uname().nodename}: exit status 1")
+    assert progress.local_state(bad) == ("missing", "")
+    # One the checks pass but the stage refuses (its dataset is not under data_root): marked failed.
+    failing = tmp_path / "failing"
+    failing.mkdir()
+    C.save(C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "dataset": "cifar10", "data_root": str(tmp_path / "no-data")}),
+           failing / "config.yaml")
+    assert launch.main(["pretrain", "--cell", str(failing), "--", "--config", str(failing / "config.yaml"),
+                        "--out", str(failing)]) == 1
+    assert progress.local_state(failing) == ("failed", f"pid {os.getpid()} on {os.uname().nodename}: exit status 1")
     good = tmp_path / "good"
     with progress.running(good) as run:
         assert progress.local_state(good)[0] == "running"
