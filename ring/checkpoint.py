@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import struct
 import tempfile
 from pathlib import Path
@@ -159,14 +160,22 @@ def checksummed(state: dict) -> dict:
 def save_checkpoint(state: dict, path: str | Path) -> None:
     """Write ``state`` with its checksum; the checkpoint it replaces becomes ``<name>.prev.pt``.
 
-    The new file is complete on disk before the old one is renamed: a kill between the two renames
-    leaves only the previous checkpoint, which :func:`load_latest_checkpoint` then finds.
+    The new file is complete on disk before anything is renamed, and ``path`` exists at every
+    instant: a kill anywhere leaves a complete latest checkpoint (old or new) and a previous one.
     """
     path = Path(path)
     tmp = _write_temporary(path, lambda fh: torch.save(checksummed(state), fh))
     try:
         if path.exists():
-            os.replace(path, previous_path(path))
+            # The previous checkpoint as a hard link (a copy where links are not supported), so that
+            # checkpoint.pt never vanishes, not even for an instant between two renames.
+            link = path.with_name(f".{previous_path(path).name}.{os.getpid()}.tmp")
+            link.unlink(missing_ok=True)
+            try:
+                os.link(path, link)
+            except OSError:
+                shutil.copyfile(path, link)
+            os.replace(link, previous_path(path))
         os.replace(tmp, path)
     except OSError as err:
         raise CheckpointError(write_failure(path, err)) from None
