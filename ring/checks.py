@@ -216,7 +216,10 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     _one_of(where, cfg, "cmc_negatives", CMC_NEGATIVE_DRAWS)
     _one_of(where, cfg, "augment", AUGMENT_PLACES)
     _one_of(where, cfg, "compile", ON_OFF)
-    _positive(where, cfg, "checkpoint_interval_min")
+    v = cfg.checkpoint_interval_min  # 0 checkpoints after every step (the kill/resume tests use it)
+    if not _number(v) or v < 0:
+        _fail(where, "checkpoint_interval_min", v, "must be a finite number of at least 0 (0: after every step)",
+              "set checkpoint_interval_min >= 0")
     _int_at_least(where, cfg, "max_chunk_elements", 1)
     _runtime(where, cfg)
 
@@ -376,7 +379,7 @@ ALLOWED = {
     "knn_temperature": "> 0",
     "snapshot_epochs": "epochs in 0 .. epochs",
     "init_from": f"'' or a {C.SNAPSHOT_FILE} path whose epoch is < epochs",
-    "checkpoint_interval_min": "> 0",
+    "checkpoint_interval_min": ">= 0 (0: after every step)",
     "precision": ", ".join(PRECISIONS),
     "channels_last": ", ".join(CHANNELS_LAST),
     "num_workers": ">= 0",

@@ -113,7 +113,7 @@ class PretrainConfig:
     snapshot_epochs: list[int] = field(default_factory=list)
     init_from: str = ""
 
-    # Faults: a checkpoint at the end of each epoch and at least every this many minutes.
+    # Faults: a checkpoint at the end of each epoch and at least every this many minutes (0: after every step).
     checkpoint_interval_min: float = 10.0
 
     # Speed on GPUs: bf16 autocast for the network (embeddings, similarities and Ring's selection
