@@ -9,7 +9,7 @@ import torch
 from torchvision.models import resnet18
 
 from ring import config as C
-from ring.checkpoint import CheckpointError, atomic_save, safe_load
+from ring.checkpoint import CheckpointError, atomic_save, checksummed, safe_load
 from ring.methods import METHODS
 from ring.pretrain import Pretraining
 
@@ -123,7 +123,8 @@ def test_corrupt_checkpoint_is_kept_aside_and_the_cell_starts_fresh_saying_so(tm
 def test_checkpoint_of_another_method_names_both_methods(tmp_path):
     cell = tmp_path / "cell"
     cell.mkdir()
-    torch.save({"config_hash": "0" * 16, "method": "IR", "epoch": 1}, cell / "checkpoint.pt")
+    # A verified checkpoint (its checksum holds) of another method: refused by method, not as corrupt.
+    torch.save(checksummed({"config_hash": "0" * 16, "method": "IR", "epoch": 1}), cell / "checkpoint.pt")
     with pytest.raises(CheckpointError, match=f"checkpoint {cell / 'checkpoint.pt'} was written by method IR, but this "
                                               "cell trains IRing; move the checkpoint away"):
         Pretraining(pretrain_config("IRing"), cell).run()
@@ -213,9 +214,9 @@ def test_snapshots_and_a_cell_started_from_one(tmp_path):
     "method, overrides, error, message",
     [
         ("MoCo", {"init_from": "snapshot_epoch1.pt"}, CheckpointError, "does not match this cell .*same dataset and objective"),
-        ("IR", {"init_from": "snapshot_epoch1.pt", "epochs": 1}, ValueError, "is at epoch 1, not before epochs=1"),
-        ("IR", {"init_from": "missing.pt"}, CheckpointError, "snapshot .*missing.pt does not exist"),
-        ("IR", {"snapshot_epochs": [3]}, ValueError, r"snapshot_epochs=\[3\] must lie in 0..epochs=2"),
+        ("IR", {"init_from": "snapshot_epoch1.pt", "epochs": 1}, ValueError, "starts at epoch 1, not before epochs=1"),
+        ("IR", {"init_from": "nowhere/snapshot_epoch1.pt"}, CheckpointError, "snapshot .*nowhere/snapshot_epoch1.pt does not exist"),
+        ("IR", {"snapshot_epochs": [3]}, ValueError, r"snapshot_epochs=\[3\] must be epochs in 0..epochs=2"),
     ],
 )
 
@@ -224,7 +225,7 @@ def test_bad_snapshot_use_fails_before_training(tmp_path, method, overrides, err
     snapshot = tmp_path / "snapshot_epoch1.pt"
     source = Pretraining(pretrain_config("IR"), tmp_path / "source")  # a real IR state: bank, optimizer, ...
     source.epoch = 1
-    atomic_save(source.state(), snapshot)
+    atomic_save(checksummed(source.state()), snapshot)  # as the cell writes snapshots: verified on load
     if "init_from" in overrides:
         overrides = {**overrides, "init_from": str(tmp_path / overrides["init_from"])}
     with pytest.raises(error, match=message):
