@@ -218,15 +218,16 @@ def test_job_array_is_one_sbatch_and_all_tables_reuses_it(workdir):
 
 
 def test_failing_job_fails_its_rule_with_the_log_tail(workdir):
-    # A config the grid accepts but the job refuses once it sees the data.
-    pretrain = {"all": {**TINY["pretrain"]["all"], "batch_size": 4096}}
+    # A config the plan accepts but the job refuses once it trains: lr near float32's maximum makes the
+    # loss non-finite at the second step, whatever the data (ring.health's sentence, exit 1).
+    pretrain = {"all": {**TINY["pretrain"]["all"], "lr": 1e38}}
     write_grid(workdir, "tiny", {**TINY, "methods": ["IR"], "seeds": [0], "pretrain": pretrain})
     result = snakemake(workdir, "results/tiny/pretrain/digits/IR/seed0/encoder.pt", *SLURM,
                        check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "failed (" in output and "last lines of" in output
-    assert "ring: batch_size=4096 exceeds the 1347 training images; lower it." in output
+    assert "the training loss became nan at epoch 1 step 2; the learning rate (lr=1e+38) is likely too high" in output
 
 
 @pytest.mark.parametrize(

@@ -74,7 +74,7 @@ def test_bad_config_fails_on_load_with_one_sentence(workdir):
     result = snakemake(workdir, "-n", "all_tables", "--config", "grid=papr", check=False)
     assert result.returncode != 0
     output = result.stdout + result.stderr
-    assert "config grid='papr' has no file" in output and "choose one of paper, smoke" in output
+    assert "config grid='papr' has no file" in output and "choose one of paper, ring_digits, smoke" in output
     result = snakemake(workdir, "-n", "all_tables", "--config", "data_dir=x", check=False)
     assert result.returncode != 0
     assert "Additional properties are not allowed ('data_dir' was unexpected)" in result.stdout + result.stderr
