@@ -227,7 +227,7 @@ def test_failing_job_fails_its_rule_with_the_log_tail(workdir):
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "failed (" in output and "last lines of" in output
-    assert "the training loss became nan at epoch 1 step 2; the learning rate (lr=1e+38) is likely too high" in output
+    assert "the training loss became" in output and "the learning rate (lr=1e+38) is likely too high" in output
 
 
 @pytest.mark.parametrize(
