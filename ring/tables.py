@@ -96,6 +96,8 @@ def protocol_differences(metrics_path: str | Path) -> list[str]:
     evaluation = _read_yaml(path.parent / "config.yaml")
     if evaluation is None or len(path.parts) < 6:
         return []
+    if "task" in evaluation:  # a Table 4 cell: .../detection/<source>/<method>/<task>/seed<k>/metrics.json
+        return detection_differences(path, evaluation)
     source = evaluation.get("source", evaluation["dataset"])  # a transfer cell's encoder is the source's
     seed_dir, method_dir = path.parts[-2], path.parts[-3]
     pretrain = _read_yaml(Path(*path.parts[:-5], "pretrain", source, method_dir, seed_dir, "config.yaml"))
@@ -107,6 +109,30 @@ def protocol_differences(metrics_path: str | Path) -> list[str]:
         return []
     return [f"{stage}.{key}" for ours, theirs, stage in ours_paper if ours is not None
             for key in PAPER_KEYS[stage] if key in ours and ours[key] != theirs[key]]
+
+
+def detection_differences(path: Path, cell: dict) -> list[str]:
+    """A detection cell against the paper grid's: its datasets, every Detectron2 override either sets
+    (the appendix's schedule and solver live there), and the ImageNet pretraining cell it starts from."""
+    paper = _paper_grid()
+    if len(path.parts) < 7 or not paper.detection or cell.get("method") not in paper.detection["methods"]:
+        return []
+    try:
+        theirs = C_dict(paper.detection_config(cell["method"], cell["task"], int(cell.get("seed", 0)), "datasets"))
+        paper_pretrain = C_dict(paper.pretrain_config(paper.detection["source"], cell["method"], 0, "data"))
+    except ValueError:
+        return []
+    ours_overrides, paper_overrides = cell.get("overrides") or {}, theirs["overrides"]
+    keys = ["detection.datasets"] if cell.get("datasets", theirs["datasets"]) != theirs["datasets"] else []
+    keys += [f"detection.{key}" for key in sorted({*ours_overrides, *paper_overrides})
+             if ours_overrides.get(key) != paper_overrides.get(key)]
+    if cell.get("source", theirs["source"]) != theirs["source"]:
+        keys.append("detection.source")
+    seed_dir, task_dir, method_dir, source_dir = path.parts[-2], path.parts[-3], path.parts[-4], path.parts[-5]
+    pretrain = _read_yaml(Path(*path.parts[:-6], "pretrain", source_dir, method_dir, seed_dir, "config.yaml"))
+    keys += [f"pretrain.{key}" for key in PAPER_KEYS["pretrain"]
+             if pretrain is not None and key in pretrain and pretrain[key] != paper_pretrain[key]]
+    return keys
 
 
 def C_dict(cfg) -> dict:
@@ -250,9 +276,10 @@ def collect_columns(metric_files: list[str | Path]) -> pd.DataFrame:
     rows = []
     for path in metric_files:
         m = read_metrics(path, ("method", "seed", "columns"))
-        rows.extend({"dataset": column, "method": m["method"], "seed": int(m["seed"]), "value": float(value)}
-                    for column, value in m["columns"].items())
-    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value"])
+        differs = ", ".join(protocol_differences(path))
+        rows.extend({"dataset": column, "method": m["method"], "seed": int(m["seed"]), "value": float(value),
+                     "differs": differs} for column, value in m["columns"].items())
+    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs"])
 
 
 def build_table4(metric_files: list[str | Path], methods: list[str], prefix: str | Path) -> pd.DataFrame:

@@ -204,3 +204,33 @@ def test_a_cell_off_the_papers_protocol_gets_a_footnote_instead_of_a_paper_delta
             "to the paper shown.") in (tmp_path / "table1.md").read_text()
     csv = pd.read_csv(tmp_path / "table1.csv", keep_default_na=False)
     assert csv.set_index("method").loc["MoCoRing", "differs"] == "lincls.epochs, pretrain.epochs, pretrain.ring_w_l"
+
+
+def test_a_detection_cell_off_the_papers_schedule_gets_a_footnote_in_table4(tmp_path):
+    from ring import config as C
+    from ring import grid as G
+
+    paper = G.load(tables.PAPER_GRID)
+    root = tmp_path / "results" / "mine"
+    files = []
+    # IR exactly as the paper's cell; IRing trained 2k instead of 24k iterations on an encoder of 100 epochs.
+    for method, overrides, pre in [("IR", {}, {}), ("IRing", {"SOLVER.MAX_ITER": 2000}, {"epochs": 100})]:
+        pre_cfg = paper.pretrain_config("imagenet", method, 0, "/data")
+        for key, value in pre.items():
+            setattr(pre_cfg, key, value)
+        (root / "pretrain" / "imagenet" / method / "seed0").mkdir(parents=True)
+        C.save(pre_cfg, root / "pretrain" / "imagenet" / method / "seed0" / "config.yaml")
+        det_cfg = paper.detection_config(method, "voc_det", 0, "/datasets")
+        det_cfg.overrides = {**det_cfg.overrides, **overrides}
+        cell = root / "detection" / "imagenet" / method / "voc_det" / "seed0"
+        cell.mkdir(parents=True)
+        C.save(det_cfg, cell / "config.yaml")
+        (cell / "metrics.json").write_text(json.dumps({"task": "voc_det", "method": method, "seed": 0, "columns": {
+            "voc_det_AP": 6.0, "voc_det_AP50": 15.0, "voc_det_AP75": 3.5}}))
+        files.append(cell / "metrics.json")
+    wide = tables.build_table4(files, ["IR", "IRing"], tmp_path / "table4")
+    assert wide.loc["IR", "voc_det_AP paper (ours − paper)"] == "5.5 (+0.5)"  # the paper's protocol: compared
+    assert wide.loc["IRing", "voc_det_AP paper (ours − paper)"] == "7.6 [1]"
+    assert wide.loc["IRing", "coco_kp_AP paper (ours − paper)"] == "37.2"  # no cell: nothing to mark
+    assert ("[1] protocol differs from the paper's in detection.SOLVER.MAX_ITER, pretrain.epochs: no difference to the "
+            "paper shown.") in (tmp_path / "table4.md").read_text()

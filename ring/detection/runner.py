@@ -93,9 +93,10 @@ def train_and_evaluate(d2cfg, converted: dict, datasets_root: str, where: str) -
     trainer = Trainer(d2cfg)
     model = getattr(trainer.model, "module", trainer.model)
     # Detectron2 gets the weights this stage already read safely, never the path to unpickle.
-    SafeCheckpointer.preloaded = {str(Path(d2cfg.MODEL.WEIGHTS).resolve()): converted}
-    SafeCheckpointer(model).load(d2cfg.MODEL.WEIGHTS)
+    preloaded = {str(Path(d2cfg.MODEL.WEIGHTS).resolve()): converted}
+    SafeCheckpointer(model, preloaded=preloaded).load(d2cfg.MODEL.WEIGHTS)
     check_loaded(model.state_dict(), converted, where)
+    trainer.checkpointer.preloaded = preloaded  # a fresh start loads MODEL.WEIGHTS again, through it
     trainer.resume_or_load(resume=True)
     return trainer.train()
 

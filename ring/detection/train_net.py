@@ -23,6 +23,8 @@ from detectron2.evaluation import COCOEvaluator, PascalVOCDetectionEvaluator
 from detectron2.utils.events import CommonMetricPrinter, JSONWriter, TensorboardXWriter
 
 import ring.detection.heads  # noqa: F401  (registers BasicRes5ROIHeads)
+from ring import health
+from ring.checkpoint import atomic_write, remove_stale_temporaries
 from ring.runtime import Preempted, stop_requested
 
 TRAIN_LOG = "log.jsonl"
@@ -60,13 +62,17 @@ def setup(cfg, args=None) -> None:
     setup_logger(cfg.OUTPUT_DIR, distributed_rank=rank, name="fvcore")
     logger = setup_logger(cfg.OUTPUT_DIR, distributed_rank=rank, name="detectron2")
     logger.info(f"Rank {rank} of {comm.get_world_size()}, seed {cfg.SEED}; command line arguments: {args}")
+    if rank == 0 and os.path.isdir(cfg.OUTPUT_DIR) and (stale := remove_stale_temporaries(cfg.OUTPUT_DIR)):
+        # No write of this cell is under way yet: these are what SIGKILLs during checkpoint writes left.
+        logger.info(f"Removed {len(stale)} temporary file(s) left by killed checkpoint writes: {', '.join(stale)}")
     seed_all_rng(None if cfg.SEED < 0 else cfg.SEED + rank)
     if not getattr(args, "eval_only", False):
         torch.backends.cudnn.benchmark = cfg.CUDNN_BENCHMARK
 
 
 class SafeCheckpointer(DetectionCheckpointer):
-    """Detectron2's checkpointer that never unpickles a file.
+    """Detectron2's checkpointer that never unpickles a file, never writes a non-finite model, and
+    never leaves a half-written checkpoint under a real name.
 
     Converted ``.pkl`` weights go through :func:`ring.detection.convert.read_converted` (a restricted
     unpickler admitting only dicts, strings, numbers and numpy arrays) or, when the stage has already
@@ -74,7 +80,9 @@ class SafeCheckpointer(DetectionCheckpointer):
     own ``.pth`` checkpoints are read with ``torch.load(weights_only=True)``.
     """
 
-    preloaded: dict[str, dict] = {}
+    def __init__(self, model, save_dir: str = "", *, preloaded: dict[str, dict] | None = None, **checkpointables):
+        super().__init__(model, save_dir, **checkpointables)
+        self.preloaded = preloaded or {}
 
     def _load_file(self, filename):
         from ring.detection.convert import AUTHOR, read_converted
@@ -85,6 +93,37 @@ class SafeCheckpointer(DetectionCheckpointer):
         loaded = torch.load(filename, map_location="cpu", weights_only=True)
         return loaded if "model" in loaded else {"model": loaded}
 
+    def save(self, name: str, **kwargs) -> None:
+        """fvcore's ``save`` with ring's contracts: the model is checked finite on every rank (Detectron2
+        stops at a non-finite loss, but one finite loss can still step the weights to inf, and the
+        last iteration's step is never followed by a loss), and the checkpoint and ``last_checkpoint``
+        are written to temporaries and renamed, so a kill mid-write leaves the previous pair intact."""
+        if not self.save_dir:
+            return
+        state = self.model.state_dict()
+        bad = health.first_non_finite(state)
+        if bad is not None:
+            iteration = kwargs.get("iteration")
+            when = f"after iteration {iteration + 1}" if isinstance(iteration, int) else f"at checkpoint {name}"
+            raise health.NonFinite(f"{self.save_dir}: tensor {bad} became non-finite {when} (Detectron2 counts "
+                                   f"iterations, not epochs); {health.likely_cause(self._base_lr())}.")
+        if not self.save_to_disk:  # ranks other than 0 checked, rank 0 writes
+            return
+        data = {"model": state, **{key: obj.state_dict() for key, obj in self.checkpointables.items()}, **kwargs}
+        basename = f"{name}.pth"
+        self.logger.info(f"Saving checkpoint to {os.path.join(self.save_dir, basename)}")
+        atomic_write(Path(self.save_dir) / basename, lambda fh: torch.save(data, fh))
+        self.tag_last_checkpoint(basename)
+
+    def tag_last_checkpoint(self, last_filename_basename: str) -> None:
+        atomic_write(Path(self.save_dir) / "last_checkpoint", lambda fh: fh.write(last_filename_basename.encode()))
+
+    def _base_lr(self) -> float | None:
+        # DefaultTrainer registers itself (a weak proxy) as the checkpointable "trainer"; its config's
+        # BASE_LR is what the user set, not this step's warmed-up or decayed value.
+        trainer = self.checkpointables.get("trainer")
+        return float(trainer.cfg.SOLVER.BASE_LR) if trainer is not None else None
+
 
 class Trainer(DefaultTrainer):
     def __init__(self, cfg):
@@ -92,6 +131,7 @@ class Trainer(DefaultTrainer):
         # The one checkpointer every hook and resume_or_load use, made safe in place (the hooks built
         # in DefaultTrainer.__init__ already hold this very object).
         self.checkpointer.__class__ = SafeCheckpointer
+        self.checkpointer.preloaded = {}
 
     @classmethod
     def build_evaluator(cls, cfg, dataset_name, output_folder=None):

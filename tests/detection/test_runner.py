@@ -61,11 +61,16 @@ def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(backbone_pkl, d
     assert (cell / "last_checkpoint").read_text().strip() == "model_0000000.pth"
     assert not (cell / runner.METRICS_FILE).exists()
     monkeypatch.setattr(runtime, "_stop_requested", False)
+    # What a SIGKILL during a checkpoint write leaves: removed at start, never mistaken for a checkpoint.
+    stale = cell / ".model_0000001.pth.k1ll3d.tmp"
+    stale.write_bytes(b"half a checkpoint")
     status, lines = run_main(cfg, backbone_pkl, cell, capsys)
     assert status == 0, lines
+    assert not stale.exists() and "left by killed checkpoint writes: .model_0000001.pth.k1ll3d.tmp" in (cell / "log.txt").read_text()
     assert "Starting training from iteration 1" in (cell / "log.txt").read_text()
     provenance = json.loads((cell / "provenance.json").read_text())
     assert [s["outcome"] for s in provenance["segments"]] == ["preempted", "completed"]
+    assert not list(cell.glob(".*.tmp"))  # checkpoints are written to temporaries and renamed
     # A changed config never continues these checkpoints.
     changed = smoke_config("MoCo", "coco_det_seg", datasets_root, overrides={**cfg.overrides, "SOLVER.BASE_LR": 0.002})
     status, lines = run_main(changed, backbone_pkl, cell, capsys)
@@ -197,3 +202,19 @@ def test_a_diverging_cell_stops_at_the_first_non_finite_loss_in_one_sentence(bac
     assert status == 1 and len(lines) == 1, lines
     assert f"ring: {cell}: the training loss became non-finite at iteration" in lines[0] and "lr=1e+20" in lines[0]
     assert not (cell / runner.METRICS_FILE).exists() and not (cell / "model_final.pth").exists()
+
+
+def test_weights_that_step_to_inf_after_a_finite_loss_are_never_checkpointed(backbone_pkl, datasets_root, tmp_path, capsys):
+    # One iteration: its loss is finite (Detectron2's own check passes), its update (gradients up to
+    # ~3.4 here, times 3e38) overflows the weights, and no later loss would notice; the final
+    # checkpoint must refuse them.
+    cfg = smoke_config("IR", "voc_det", datasets_root)
+    cfg.overrides = {**cfg.overrides, "SOLVER.MAX_ITER": 1, "SOLVER.BASE_LR": 3e38,
+                     "SOLVER.WARMUP_FACTOR": 1.0}
+    cell = tmp_path / "cell"
+    status, lines = run_main(cfg, backbone_pkl, cell, capsys)
+    assert status == 1 and len(lines) == 1, lines
+    assert f"ring: {cell}: tensor " in lines[0] and "became non-finite after iteration 1" in lines[0], lines
+    assert "lr=3e+38" in lines[0]
+    assert not (cell / runner.METRICS_FILE).exists() and not (cell / "model_final.pth").exists()
+    assert not (cell / "last_checkpoint").exists() and not list(cell.glob(".*.tmp"))
