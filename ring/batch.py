@@ -178,7 +178,7 @@ def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Batch submission, status and cancellation of a grid on SLURM.")
     parser.add_argument("command", choices=["submit", "status", "cancel", "estimate"])
-    parser.add_argument("--grid", required=True)
+    parser.add_argument("--grid", required=True, help="a grid's name (workflow/grids/NAME.yaml) or the path of a grid file")
     parser.add_argument("--stage", choices=list(OUTPUT), help="submit: required; cancel: default all stages")
     parser.add_argument("--configfile", nargs="+", type=Path, default=DEFAULT_CONFIGS)
     parser.add_argument("--results", type=Path, default=Path("results"))
@@ -188,10 +188,7 @@ def main(argv=None) -> int:
     try:
         # estimate needs the grid and the throughput figures only, not the cluster's config.
         config = load_config(args.configfile) if args.command != "estimate" else {}
-        path = args.grids_dir / f"{args.grid}.yaml"
-        if not path.exists():
-            raise ValueError(f"Grid {args.grid!r} has no file {path}.")
-        grid = G.load(path)
+        grid = G.load(G.resolve(args.grid, args.grids_dir))
         if args.command == "estimate":
             print(E.report(grid, E.load_figures(args.device)))
         elif args.command == "submit":

@@ -340,6 +340,27 @@ def from_dict(name: str, values: dict, source: str = "") -> Grid:
     return grid
 
 
+def resolve(value: str, grid_dir: str | Path) -> Path:
+    """A grid's file: ``NAME`` is ``grid_dir/NAME.yaml``; ``PATH.yaml`` is that file, anywhere, unless
+    its stem (which names the results folder) is another grid's of ``grid_dir``.  One sentence otherwise."""
+    grid_dir = Path(grid_dir)
+    if value.endswith((".yaml", ".yml")):
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ValueError(f"grid={value!r} names no file; give an existing grid file or a name of {grid_dir}.")
+        named = grid_dir / f"{path.stem}.yaml"
+        if named.is_file() and named.resolve() != path.resolve():
+            raise ValueError(f"grid={value!r} would write results/{path.stem}/, which belongs to {named}; "
+                             "rename your file (its name names the results folder).")
+        return path
+    path = grid_dir / f"{value}.yaml"
+    if not path.is_file():
+        names = sorted(p.stem for p in grid_dir.glob("*.yaml"))
+        raise ValueError(f"grid={value!r} has no file {path}; choose one of {', '.join(names)} "
+                         "or give the path of a grid file (grid=path/to/mine.yaml).")
+    return path
+
+
 def load(path: str | Path) -> Grid:
     path = Path(path)
     with open(path) as fh:

@@ -103,3 +103,25 @@ def test_local_launcher_marks_a_failed_stage_and_clears_a_finished_one(tmp_path)
         assert progress.local_state(good)[0] == "running"
         run["status"] = 0
     assert progress.local_state(good) == ("missing", "") and not (good / progress.MARKER).exists()
+
+
+def test_a_grid_file_anywhere_is_a_grid_and_its_stem_names_the_results_folder(tmp_path, capsys):
+    grids = _grid(tmp_path)  # workflow/grids stand-in holding tiny.yaml
+    mine = tmp_path / "elsewhere" / "mine.yaml"
+    mine.parent.mkdir()
+    mine.write_text(yaml.safe_dump(GRID))
+    (tmp_path / "results" / "mine" / "pretrain" / "digits" / "IR" / "seed0").mkdir(parents=True)
+    (tmp_path / "results" / "mine" / "pretrain" / "digits" / "IR" / "seed0" / "encoder.pt").write_bytes(b"")
+    args = ["--grids-dir", str(grids), "--results", str(tmp_path / "results")]
+    assert batch.main(["status", "--grid", str(mine), *args]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["pretrain", "digits", "IR", "seed0", "done"] and lines[-1].startswith("total 8 ")
+    # A file whose stem is a named grid's would share that grid's results folder: refused in one sentence.
+    clash = tmp_path / "elsewhere" / "tiny.yaml"
+    clash.write_text(yaml.safe_dump(GRID))
+    assert batch.main(["status", "--grid", str(clash), *args]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "would write results/tiny/, which belongs to" in err
+    assert batch.main(["status", "--grid", "tinny", *args]) == 1
+    err = capsys.readouterr().err
+    assert "grid='tinny' has no file" in err and "choose one of tiny or give the path of a grid file" in err

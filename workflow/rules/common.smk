@@ -59,21 +59,10 @@ def _read_yaml(path: Path):
 
 def grid_path(value: str) -> Path:
     """``grid=NAME`` is workflow/grids/NAME.yaml; ``grid=PATH.yaml`` is that file, anywhere."""
-    if value.endswith((".yaml", ".yml")):
-        path = Path(value).expanduser()
-        if not path.is_file():
-            _fail_plan(f"config grid={value!r} names no file; give an existing grid file or a name of {GRID_DIR}.")
-        named = GRID_DIR / f"{path.stem}.yaml"
-        if named.is_file() and named.resolve() != path.resolve():
-            _fail_plan(f"config grid={value!r} would write results/{path.stem}/, which belongs to {named}; "
-                       f"rename your file (its name names the results folder).")
-        return path
-    path = GRID_DIR / f"{value}.yaml"
-    if not path.is_file():
-        names = sorted(p.stem for p in GRID_DIR.glob("*.yaml"))
-        _fail_plan(f"config grid={value!r} has no file {path}; choose one of {', '.join(names)} "
-                   "or give the path of a grid file (grid=path/to/mine.yaml).")
-    return path
+    try:
+        return ring.grid.resolve(value, GRID_DIR)
+    except ValueError as err:
+        _fail_plan(f"config {err}")
 
 
 def _load_grid(value: str) -> dict:
