@@ -2,15 +2,17 @@
 
 Every dataset lives under ``<data_root>/<name>/`` in the layout its publisher (or torchvision's
 downloader, given that folder as ``root``) produces.  The check downloads nothing: a missing
-dataset is reported by :func:`check` with one sentence saying where to put it
-(``python -m ring.catalog fetch`` downloads, see :mod:`ring.fetch`).  Loaders live in
-:mod:`ring.datasets`.
+dataset is reported by :func:`check` with one sentence saying how to get it (:func:`hint`: the
+``python -m ring.catalog fetch`` command of :mod:`ring.fetch` where it can fetch the dataset, the
+steps by hand where it cannot).  Loaders live in :mod:`ring.datasets`.
 
 The data check (``python -m ring.catalog check``, the workflow's ``data_check`` rule) also
 verifies the contents against what the publisher publishes (:func:`verify`): torchvision's md5 of
 every file that has one (CIFAR10/100 batches, STL10's binaries), the publisher's image counts for
 the others.  A passing verification is cached in a stamp keyed by the size and modification time
 of every file and folder it read, so it runs once per dataset and again only when one changes.
+A folder that ``ring.fetch`` filled and stamped (``.ring-fetch.json``) is not hashed again while
+the stamp still describes it (:func:`fetched_from_publisher`).
 """
 
 from __future__ import annotations
@@ -83,8 +85,12 @@ DATASETS: dict[str, DatasetSpec] = {
         display="ImageNet", num_classes=1000,
         mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
         required=("train", "val"),
-        how_to_get="download ILSVRC2012 from image-net.org and lay it out as <data_root>/imagenet/{train,val}/<wnid>/*.JPEG "
-                   "(validation images sorted into class folders)",
+        # ImageNet needs an account: ring.fetch cannot get it, so these are the steps by hand.
+        how_to_get="log in at image-net.org, accept the ILSVRC2012 terms, download ILSVRC2012_img_train.tar, "
+                   "ILSVRC2012_img_val.tar and ILSVRC2012_devkit_t12.tar.gz into <data_root>/imagenet, then run "
+                   "`python -c \"import torchvision as tv; [tv.datasets.ImageNet('<data_root>/imagenet', split=s) for s in "
+                   "('train', 'val')]\"`, which checks their md5s and unpacks them into <data_root>/imagenet/{train,val}/"
+                   "<wnid>/*.JPEG (validation images sorted into class folders)",
         train_images=1281167,  # ILSVRC2012 train
         publisher_counts=(1281167, 50000),  # ILSVRC2012's train and validation images
     ),
@@ -207,29 +213,86 @@ def folder(name: str, data_root: str | Path) -> Path:
     return Path(data_root) / name
 
 
+# The catalog datasets that ring.fetch downloads (its recipes need torchvision, so they are named here
+# for the torch-free check; tests/test_fetch.py asserts that the two agree).
+FETCHED = frozenset({"cifar10", "cifar100", "stl10", "mnist", "fashion_mnist", "aircraft", "cub", "dtd", "fungi",
+                     "traffic_sign", "vgg_flower", "mscoco"})
+FETCH_STAMP = ".ring-fetch.json"  # written by ring.fetch into a dataset folder it filled
+
+
+def hint(name: str, data_root: str | Path) -> str:
+    """How to get a missing or damaged dataset: the fetch command where ring.fetch gets it (then the
+    steps by hand too, for a machine that cannot reach the publisher), else the steps by hand."""
+    root = Path(data_root)
+    by_hand = spec(name).how_to_get.replace("<data_root>", str(root))
+    if name not in FETCHED:
+        return by_hand
+    return (f"fetch it with `python -m ring.catalog fetch {name} --data-root {root}` (or every dataset of the grid with "
+            f"`snakemake fetch_data`) on a machine with internet, or by hand: {by_hand}")
+
+
 def check(name: str, data_root: str | Path) -> None:
     """Raise :class:`DatasetMissing` with one sentence if ``name`` is not usable under ``data_root``."""
     s = spec(name)
     if not s.required:
         return
     root = Path(data_root)
-    hint = s.how_to_get.replace("<data_root>", str(root))
+    how = hint(name, root)
     if not root.is_dir():
         raise DatasetMissing(
-            f"Data root {root} does not exist; create it and put the datasets below it, or set data_root in the config."
+            f"Data root {root} does not exist; create it and put the datasets below it ({name}: {how}), "
+            "or set data_root in the config."
         )
     base = folder(name, root)
     for rel in s.required:
         if not (base / rel).exists():
-            raise DatasetMissing(f"Dataset {name} is missing {base / rel}; {hint}.")
+            raise DatasetMissing(f"Dataset {name} is missing {base / rel}; {how}.")
     if name in TRANSFER:
         from ring import metadataset  # torch-free; parses the annotation files
 
-        metadataset.check_listing(name, root, hint)
+        metadataset.check_listing(name, root, how)
     if name == "imagenet":
         for split in ("train", "val"):
             if not any(p.is_dir() for p in (base / split).iterdir()):
-                raise DatasetMissing(f"{base / split} has no class folders; {hint}.")
+                raise DatasetMissing(f"{base / split} has no class folders; {how}.")
+
+
+def fetched_from_publisher(name: str, data_root: str | Path) -> dict | None:
+    """ring.fetch's stamp of ``name``'s folder when it vouches for what the comparison with the
+    publisher checks, so that the data check need not hash the files again; else None.
+
+    The stamp is only JSON (never unpickled), read by these rules, each for a reason:
+
+    * it names this dataset and this very folder (resolved): a folder copied or moved elsewhere,
+      stamp included, was not checked where it is now;
+    * every archive in it has the publisher's md5 and the md5 that ring.fetch measured, equal: the
+      fetch refuses a mismatch, so this says the archives were verified against the publisher.  A
+      publisher that publishes no checksum (FGVC-Aircraft) leaves nothing verified, so its folder
+      is compared with the publisher's counts as any other;
+    * the folder still has the sizes and modification times it had when the fetch, having unpacked
+      the verified archives, passed the layout check (its ``fingerprint``, the one of
+      :func:`fingerprint`): replacing or truncating a file that the comparison reads (the md5-listed
+      files and the annotation files that give the counts sit beside the required files), or adding
+      or removing entries of the image folders, changes it, and the full comparison runs.  A change
+      that keeps sizes and times is not seen, the same trust as the verified stamp of :func:`verify`
+      (delete ``.ring-fetch.json`` to force hashing).
+
+    What :func:`check` checks (layout, listings, every listed file present) runs in any case.
+    """
+    base = folder(name, data_root)
+    try:
+        stamp = json.loads((base / FETCH_STAMP).read_text())
+        archives = stamp["files"]
+        trusted = (stamp["dataset"] == name and Path(stamp["folder"]).resolve() == base.resolve()
+                   and isinstance(archives, list) and archives
+                   and all(a["publisher_md5"] is not None and a["md5"] == a["publisher_md5"] for a in archives)
+                   and stamp.get("fingerprint") == fingerprint(name, data_root) != "")
+    except (OSError, ValueError, KeyError, TypeError):  # no stamp, or a torn or foreign one
+        return None
+    if not trusted:
+        return None
+    return {"stamp": str(base / FETCH_STAMP), "fetched_at": stamp.get("fetched_at"),
+            "archives": {a["file"]: a["md5"] for a in archives}}
 
 
 VERIFIED_SUFFIX = ".verified.json"
@@ -287,16 +350,17 @@ def _fingerprint(paths: list[Path], base: Path) -> dict[str, list[int]]:
 def fingerprint(name: str, data_root: str | Path) -> str:
     """A digest of the size and modification time of the dataset's files, in a few stats, torch-free.
 
-    Each required file with its sibling files, each required folder with its subfolders (a folder's
-    time changes when an entry is added or removed).  The workflow reruns the data check when it
-    changes; "" for a dataset with no files here (embedded, or not there yet: the check says so).
+    Each required file with its sibling files (but the fetch stamp), each required folder with its
+    subfolders (a folder's time changes when an entry is added or removed).  The workflow reruns the
+    data check when it changes; "" for a dataset with no files here (embedded, or not there yet: the
+    check says so).
     """
     base = folder(name, data_root)
     paths = set()
     for rel in spec(name).required:
         path = base / rel
-        if path.is_file():
-            paths.update(p for p in path.parent.iterdir() if p.is_file())
+        if path.is_file():  # not the fetch stamp, written after the fetch took this fingerprint
+            paths.update(p for p in path.parent.iterdir() if p.is_file() and p.name != FETCH_STAMP)
         elif path.is_dir():
             paths.update([path, *(p for p in path.iterdir() if p.is_dir())])
     if not paths:
@@ -318,7 +382,7 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
     root = Path(data_root)
     base = folder(name, root)
     s = spec(name)
-    hint = s.how_to_get.replace("<data_root>", str(root))
+    how = hint(name, root)
     stamp = Path(stamp_dir) / f"{name}{VERIFIED_SUFFIX}" if stamp_dir is not None else None
     if stamp is not None and stamp.is_file():
         try:
@@ -330,20 +394,23 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
             pass  # a stale, torn or foreign stamp: verify again
     record = {"dataset": name, "folder": str(base.resolve()), "skip_checksums": skip_checksums, "md5": {}, "counts": {}}
     read = [base / rel for rel in s.required]
-    if not skip_checksums:
+    fetched = None if skip_checksums else fetched_from_publisher(name, root)
+    if fetched is not None:
+        record["fetched"] = fetched
+    elif not skip_checksums:
         for rel, expected in published_md5(name).items():
             path = base / rel
             if not path.is_file():
-                raise DatasetMissing(f"Dataset {name} is missing {path}; {hint}.")
+                raise DatasetMissing(f"Dataset {name} is missing {path}; {how}.")
             actual = md5_of(path)
             if actual != expected:
                 raise DatasetMissing(
                     f"Dataset {name} file {path} is corrupted or truncated: its md5 is {actual}, the publisher's "
-                    f"(torchvision's) is {expected}; replace the file ({hint}), {SKIP_HINT}.")
+                    f"(torchvision's) is {expected}; replace the file ({how}), {SKIP_HINT}.")
             record["md5"][rel] = actual
             read.append(path)
     publisher = getattr(s, "publisher_counts", None)
-    if publisher is not None:
+    if publisher is not None and fetched is None:
         counts, counted = _counts(name, root)
         record["counts"] = counts
         read += counted
@@ -352,14 +419,15 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
                 n = sum(1 for p in (base / split).iterdir() if p.is_dir())
                 if n != s.num_classes:
                     raise DatasetMissing(f"Dataset {name}'s {base / split} holds {n} class folders, the publisher's "
-                                         f"release has {s.num_classes}; complete it ({hint}), {SKIP_HINT}.")
+                                         f"release has {s.num_classes}; complete it ({how}), {SKIP_HINT}.")
         if not skip_checksums and tuple(counts.values()) != tuple(publisher):
             found = ", ".join(f"{n} {split}" for split, n in counts.items())
             raise DatasetMissing(
                 f"Dataset {name} under {base} holds {found} images, the publisher's release has "
-                f"{' and '.join(map(str, publisher))}; complete it ({hint}), {SKIP_HINT}.")
+                f"{' and '.join(map(str, publisher))}; complete it ({how}), {SKIP_HINT}.")
     record["checksums"] = ("skipped (skip_checksums): layout and listings only" if skip_checksums
-                           else "verified against the publisher")
+                           else f"verified by ring.fetch on {fetched['fetched_at']} (the publisher's md5 of its archives)"
+                           if fetched is not None else "verified against the publisher")
     record["fingerprint"] = _fingerprint(list(dict.fromkeys(read)), base)
     if stamp is not None:
         stamp.parent.mkdir(parents=True, exist_ok=True)

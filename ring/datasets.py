@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
-from ring.catalog import DATASETS, DatasetMissing, check, folder, spec
+from ring.catalog import DATASETS, DatasetMissing, check, folder, hint, spec
 
 
 @functools.lru_cache(maxsize=1)
@@ -96,7 +96,7 @@ def load(name: str, data_root: str | Path, split: str) -> Dataset:
     except (RuntimeError, OSError) as err:  # torchvision's checksum and integrity errors
         raise DatasetMissing(
             f"Dataset {name} under {folder(name, data_root)} is incomplete or corrupted ({str(err).splitlines()[0]}); "
-            f"{spec(name).how_to_get.replace('<data_root>', str(data_root))}."
+            f"{hint(name, data_root)}."
         ) from None
 
 

@@ -15,10 +15,12 @@ Stamp: a fetched dataset's folder gets ``.ring-fetch.json`` (written last, atomi
 
     {"format": 1, "dataset": NAME, "folder": PATH, "fetched_at": ISO-8601 UTC,
      "files": [{"url": URL fetched, "file": path below .downloads, "bytes": N,
-                "publisher_md5": MD5 or null (the publisher publishes none), "md5": MD5, "sha256": SHA256}]}
+                "publisher_md5": MD5 or null (the publisher publishes none), "md5": MD5, "sha256": SHA256}],
+     "fingerprint": the catalog's fingerprint of the unpacked files (sizes and times; not for detection)}
 
 It means: these archives, with these checksums, were unpacked here and the data check passed.
-A dataset with a stamp whose folder still passes the check is not fetched again.
+A dataset with a stamp whose folder still passes the check, unchanged since, is not fetched again;
+the data check trusts it instead of hashing the files (:func:`ring.catalog.fetched_from_publisher`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from urllib.request import Request, urlopen
 
 from ring import catalog
 
-STAMP = ".ring-fetch.json"
+STAMP = catalog.FETCH_STAMP
 STAMP_FORMAT = 1
 DOWNLOADS = ".downloads"
 CHUNK = 1 << 20
@@ -159,11 +161,8 @@ def by_hand(name: str, data_root: Path) -> str | None:
     """One sentence for a dataset that cannot be fetched automatically (None: it can, or needs nothing)."""
     if name == "imagenet":
         _, _, imagenet = _torchvision()
-        files = " and ".join(f"{f} (md5 {m})" for f, m in imagenet.ARCHIVE_META.values())
-        base = data_root / "imagenet"
-        return (f"ImageNet needs an account: log in at image-net.org, accept the ILSVRC2012 terms, download {files} "
-                f"into {base}, then run `python -c \"import torchvision as tv; [tv.datasets.ImageNet('{base}', split=s) "
-                f"for s in ('train', 'val')]\"`, which checks the md5s and unpacks them into {base}/{{train,val}}/<wnid>/*.JPEG.")
+        md5s = ", ".join(f"{f} {m}" for f, m in imagenet.ARCHIVE_META.values())
+        return f"ImageNet needs an account, so it is fetched by hand: {catalog.hint(name, data_root)} (md5s: {md5s})."
     return None
 
 
@@ -326,12 +325,15 @@ def check_layout(name: str, recipe: Recipe, base: Path, data_root: Path) -> None
 
 
 def stamp_ok(name: str, recipe: Recipe, base: Path, data_root: Path) -> bool:
+    """The folder still holds what this stamp's fetch unpacked: a catalog dataset's files unchanged since
+    (so a dataset the data check finds damaged is unpacked again, not called fetched), and the layout."""
     try:
         stamp = json.loads((base / STAMP).read_text())
         check_layout(name, recipe, base, data_root)
     except (OSError, ValueError, catalog.DatasetMissing):
         return False
-    return stamp.get("format") == STAMP_FORMAT and stamp.get("dataset") == name
+    unchanged = recipe.detection or stamp.get("fingerprint") == catalog.fingerprint(name, data_root)
+    return stamp.get("format") == STAMP_FORMAT and stamp.get("dataset") == name and unchanged
 
 
 def _writable(path: Path) -> None:
@@ -355,7 +357,7 @@ def fetch(name: str, data_root: str | Path, mirror: str | None = None, detectron
         if hand:
             raise FetchError(hand)
         if name in catalog.DATASETS or name in catalog.TRANSFER:  # embedded: nothing to download
-            return f"{name}: nothing to fetch ({catalog.spec(name).how_to_get.replace('<data_root>', str(data_root))})"
+            return f"{name}: nothing to fetch ({catalog.hint(name, data_root)})"
         raise FetchError(f"Unknown dataset {name!r}; choose from {', '.join(sorted({*table, 'imagenet'}))}.")
     recipe = table[name]
     base = folder(name, data_root, det_root)
@@ -379,6 +381,8 @@ def fetch(name: str, data_root: str | Path, mirror: str | None = None, detectron
                              "them, so check the mirror or report it.") from None
         stamp = {"format": STAMP_FORMAT, "dataset": name, "folder": str(base),
                  "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "files": files}
+        if not recipe.detection:  # what the data check compares before it trusts the stamp
+            stamp["fingerprint"] = catalog.fingerprint(name, data_root)
         with tempfile.NamedTemporaryFile("w", dir=base, delete=False, suffix=".tmp") as tmp:
             json.dump(stamp, tmp, indent=1)
         os.replace(tmp.name, base / STAMP)

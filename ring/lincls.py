@@ -6,7 +6,10 @@ Logistic regression (one linear layer, softmax cross-entropy) on the flattened p
 map of the frozen ResNet-18 (512 x 7 x 7 at 224 input), SGD lr 0.01, momentum 0.9, no weight
 decay, 100 epochs, no lr drops (paper, Sec. 5).  The encoder runs in eval mode under
 ``no_grad``: its weights and BatchNorm statistics are never touched.  The reported accuracy is
-the test top-1 after the last epoch (no model selection on the test split).  A CMC cell's
+the test top-1 after the last epoch.  The test top-1 and top-5 of every epoch are logged
+(``log.jsonl``, TensorBoard ``lincls/top1``, ``lincls/top5``) to watch the curve; they select
+nothing: no epoch is chosen by its test accuracy (that would be model selection on the test
+split), the last one is reported whatever the curve does.  A CMC cell's
 features are its L and ab encoders' maps concatenated (2 x 512 x 7 x 7), as CMC evaluates; the
 protocol stamp says so (:func:`ring.encoder.load_feature_extractor` builds either).
 
@@ -194,22 +197,31 @@ class LinearEval:
             print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
         self.resume()
         self.log.truncate_from(self.epoch)
-        with provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
+        with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
             return self._run()
 
     def _run(self) -> dict:
         with tqdm(total=self.cfg.epochs, initial=self.epoch, desc="linear eval", file=sys.stderr,
                   disable=None, dynamic_ncols=True) as progress:
+            scores = None
             while self.epoch < self.cfg.epochs:
                 loss = self._train_epoch()
+                # The test features are cached on the first call, so this costs one linear layer per
+                # epoch; it draws no random numbers, so a resumed run trains bit-identically.
+                scores = self.evaluate()
+                # The log before the checkpoint: a kill between the two redoes (and rewrites) this
+                # epoch on resume, never leaves a checkpointed epoch without its line.
+                self.log.append({"epoch": self.epoch, "loss": loss, **scores})
                 self.epoch += 1
                 self.save_checkpoint()
-                self.log.append({"epoch": self.epoch - 1, "loss": loss})
                 progress.update(1)
-                progress.set_postfix(loss=f"{loss:.4f}")
+                progress.set_postfix(loss=f"{loss:.4f}", top1=f"{scores['top1']:.2f}")
                 if stop_requested():  # the epoch's checkpoint is written: stop for the requeue
                     raise Preempted(f"{self.out}: checkpointed after epoch {self.epoch}")
-        metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed, **self.evaluate(), "protocol": self.protocol()}
+        # The last epoch's accuracy, the very numbers of its log line (a finished checkpoint, found
+        # again, is evaluated anew on the same features).
+        scores = scores or self.evaluate()
+        metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed, **scores, "protocol": self.protocol()}
         health.check_metrics(metrics, self.out / METRICS, keys=("top1", "top5"))
         atomic_write(self.out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
         return metrics

@@ -397,7 +397,7 @@ def _listing(name: str, base: str) -> Listing:
 def listing(name: str, data_root: str | Path) -> Listing:
     """The dataset's train/test split; one sentence naming the problem if an annotation file is bad."""
     base = catalog.folder(name, data_root)
-    hint = catalog.spec(name).how_to_get.replace("<data_root>", str(data_root))
+    hint = catalog.hint(name, data_root)
     try:
         return _listing(name, str(base))
     except FileNotFoundError as err:
@@ -451,7 +451,7 @@ def load(name: str, data_root: str | Path, split: str):
     except DatasetMissing:
         raise
     except (RuntimeError, OSError) as err:  # torchvision's "Dataset not found or corrupted"
-        hint = catalog.spec(name).how_to_get.replace("<data_root>", str(data_root))
+        hint = catalog.hint(name, data_root)
         raise DatasetMissing(f"Dataset {name} under {base} is incomplete or corrupted "
                              f"({str(err).splitlines()[0]}); {hint}.") from None
 

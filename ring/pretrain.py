@@ -251,9 +251,9 @@ class Pretraining:
             if self.schedule:
                 self.schedule.step(loss=step_loss)
             self.loss_sum += step_loss
-            if distributed.is_main():  # TensorBoard's per-step curves (README "TensorBoard")
+            if distributed.is_main():  # per-step curves: TensorBoard, W&B (README "TensorBoard and W&B")
                 now = time.monotonic()
-                self.log.tensorboard.step(self.epoch * self.steps_per_epoch + self.step_in_epoch, {
+                self.log.step(self.epoch * self.steps_per_epoch + self.step_in_epoch, {
                     "loss": step_loss, "lr": self.optimizer.param_groups[0]["lr"],
                     "images_per_s": cfg.batch_size / max(now - since_step, 1e-9)})
                 since_step = now
@@ -300,10 +300,10 @@ class Pretraining:
             self.init_from_snapshot()
         if distributed.is_main():
             self.log.truncate_from(self.epoch)
-            self.log.tensorboard.purge_steps_from(self.epoch * self.steps_per_epoch + self.step_in_epoch + 1)
+            self.log.purge_steps_from(self.epoch * self.steps_per_epoch + self.step_in_epoch + 1)
         if resumed and distributed.is_main():
             print(f"ring: resuming {self.out} at epoch {self.epoch} step {self.step_in_epoch}", file=sys.stderr)
-        with provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
+        with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
             self._train()
         encoder_path = self.out / ENCODER
         if distributed.is_main():

@@ -23,6 +23,12 @@ def no_pending_stop():
     runtime._stop_requested = False
 
 
+@pytest.fixture(autouse=True)
+def no_wandb_from_the_shell(monkeypatch):
+    """A developer's own RING_WANDB_PROJECT must not send every test's cells to W&B (tests/test_wandb.py sets it)."""
+    monkeypatch.delenv("RING_WANDB_PROJECT", raising=False)
+
+
 @pytest.fixture
 def encoder_file(tmp_path) -> Path:
     """A randomly initialised trunk in the exported format (torchvision resnet18, no fc), seed 0."""

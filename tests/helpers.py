@@ -30,3 +30,37 @@ def lincls_config(**overrides) -> C.LinclsConfig:
 def run_module(module: str, *args, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True,
                           check=check, **kwargs)
+
+
+def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
+    """Pretrain ``cfg`` in ``cell`` as a preempted, requeued cell is: preempted 4 steps into epoch 1,
+    resumed to the end, then requeued once more from that mid-epoch checkpoint (older than the log),
+    which redoes the end of epoch 1.  Returns the steps per epoch."""
+    import shutil
+
+    from ring import runtime
+    from ring.pretrain import Pretraining
+
+    first = Pretraining(cfg, cell)
+    step, steps = first.optimizer.step, []
+
+    def stop_in_epoch_1(*args, **kwargs):
+        steps.append(1)
+        if len(steps) == first.steps_per_epoch + 4:  # a preemption 4 steps into epoch 1
+            runtime.request_stop()
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(first.optimizer, "step", stop_in_epoch_1)
+    try:
+        first.run()
+        raise AssertionError("the preemption did not stop the run")
+    except runtime.Preempted:
+        pass
+    monkeypatch.setattr(runtime, "_stop_requested", False)
+    mid_epoch_1 = cell.parent / "mid_epoch_1.pt"
+    shutil.copy(cell / "checkpoint.pt", mid_epoch_1)
+    Pretraining(cfg, cell).run()
+    shutil.copy(mid_epoch_1, cell / "checkpoint.pt")
+    (cell / "encoder.pt").unlink()
+    Pretraining(cfg, cell).run()
+    return first.steps_per_epoch

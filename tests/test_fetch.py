@@ -257,7 +257,10 @@ def test_data_root_that_is_not_writable(tmp_path, monkeypatch):
 def test_imagenet_and_unknown_names_get_one_sentence(tmp_path, capsys):
     assert catalog.main(["fetch", "imagenet", "--data-root", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert "image-net.org" in err and "ILSVRC2012_img_train.tar (md5 " in err and "train,val}/<wnid>/*.JPEG" in err
+    from torchvision.datasets.imagenet import ARCHIVE_META
+
+    assert "image-net.org" in err and "train,val}/<wnid>/*.JPEG" in err
+    assert all(f"{f} {md5}" in err for f, md5 in ARCHIVE_META.values())
     assert catalog.main(["fetch", "nope", "--data-root", str(tmp_path)]) == 1
     assert "Unknown dataset 'nope'" in capsys.readouterr().err
     assert "nothing to fetch" in fetch.fetch("digits", tmp_path)
@@ -267,6 +270,8 @@ def test_every_catalog_dataset_is_fetched_or_explained(tmp_path):
     from ring.metadataset import GENERATORS
 
     table = fetch.recipes()
+    # The torch-free check names what fetch gets (its missing-dataset sentences point at the fetch command).
+    assert catalog.FETCHED == table.keys() & {*catalog.DATASETS, *catalog.TRANSFER}
     for name in [*catalog.DATASETS, *catalog.TRANSFER]:
         embedded = not catalog.spec(name).required or name in GENERATORS
         assert name in table or fetch.by_hand(name, tmp_path) or embedded, name
@@ -283,3 +288,61 @@ def test_fetch_data_target_runs_the_fetch_for_the_configured_grid(tmp_path):
                        "fetch_mirror=http://127.0.0.1:9")
     assert "digits: nothing to fetch" in result.stdout and "shapes: nothing to fetch" in result.stdout
     assert "--mirror http://127.0.0.1:9" in result.stdout + result.stderr
+
+
+# -- the data check (python -m ring.catalog check) and fetch's stamp ----------------------------
+
+def _check(name: str, data: Path):
+    from tests.helpers import run_module
+
+    return run_module("ring.catalog", "check", name, "--data-root", data, check=False)
+
+
+def test_missing_dataset_sentences_name_the_fetch_command_or_the_steps_by_hand(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    result = _check("cifar10", data)
+    assert result.returncode == 1
+    assert f"fetch it with `python -m ring.catalog fetch cifar10 --data-root {data}` (or every dataset of the grid with " \
+           "`snakemake fetch_data`) on a machine with internet, or by hand:" in result.stderr
+    result = _check("imagenet", data)  # behind a login: the steps by hand, no fetch command
+    assert result.returncode == 1 and "ring.catalog fetch" not in result.stderr
+    assert (f"log in at image-net.org, accept the ILSVRC2012 terms, download ILSVRC2012_img_train.tar, ILSVRC2012_img_val.tar "
+            f"and ILSVRC2012_devkit_t12.tar.gz into {data / 'imagenet'}, then run") in result.stderr
+
+
+def test_data_check_trusts_a_fetch_stamp_only_while_it_describes_the_folder(server, tmp_path, monkeypatch):
+    # The served CIFAR10 batches are text, not the publisher's files: only a trusted stamp lets the check pass.
+    publish(server, tmp_path, "cifar10", monkeypatch)
+    data = tmp_path / "data"
+    fetch.fetch("cifar10", data, server.url)
+    base = data / "cifar10"
+    result = _check("cifar10", data)
+    assert result.returncode == 0, result.stderr
+    assert "checksums verified by ring.fetch on " in result.stdout
+    corrupted = "is corrupted or truncated: its md5 is"
+
+    # A stamp for another dataset, or for the same folder somewhere else, vouches for nothing here.
+    stamp = json.loads((base / fetch.STAMP).read_text())
+    (base / fetch.STAMP).write_text(json.dumps({**stamp, "dataset": "cifar100"}))
+    assert corrupted in _check("cifar10", data).stderr
+    (base / fetch.STAMP).write_text(json.dumps(stamp))
+    shutil.copytree(data / "cifar10", tmp_path / "copy" / "cifar10")  # copy2: sizes and times kept
+    assert corrupted in _check("cifar10", tmp_path / "copy").stderr
+
+    # A file changed since the fetch: hashed again, and named; fetching again unpacks the verified archive anew.
+    batch = base / "cifar-10-batches-py" / "data_batch_1"
+    with open(batch, "a") as fh:
+        fh.write("appended after the fetch")
+    result = _check("cifar10", data)
+    assert result.returncode == 1 and f"Dataset cifar10 file {batch} {corrupted}" in result.stderr
+    assert "fetched, verified and unpacked" in fetch.fetch("cifar10", data, server.url)
+    assert _check("cifar10", data).returncode == 0
+
+
+def test_a_fetch_without_the_publishers_checksum_is_still_counted(server, tmp_path, monkeypatch):
+    # FGVC-Aircraft publishes no checksum: the stamp verified nothing, so the publisher's counts are compared.
+    publish(server, tmp_path, "aircraft", monkeypatch)
+    fetch.fetch("aircraft", tmp_path / "data", server.url)
+    result = _check("aircraft", tmp_path / "data")
+    assert result.returncode == 1 and "the publisher's release has 6667 and 3333" in result.stderr

@@ -81,7 +81,7 @@ def test_bad_transfer_cells_fail_with_one_sentence(tmp_path, encoder_file, data_
     C.save(transfer_config(tmp_path / "nodata", dataset="dtd"), cfg)
     status = transfer.main(["--config", str(cfg), "--encoder", str(encoder_file), "--out", str(tmp_path / "cell")])
     assert status == 1
-    assert f"ring: Dataset dtd is missing {tmp_path / 'nodata' / 'dtd' / 'dtd' / 'dtd' / 'labels' / 'train1.txt'}; run" \
+    assert f"ring: Dataset dtd is missing {tmp_path / 'nodata' / 'dtd' / 'dtd' / 'dtd' / 'labels' / 'train1.txt'}; fetch it with" \
         in capsys.readouterr().err
 
 

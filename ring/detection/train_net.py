@@ -145,7 +145,7 @@ class Trainer(DefaultTrainer):
         raise ValueError(f"Dataset {dataset_name} has evaluator type {kind!r}; Table 4 evaluates COCO and Pascal VOC only.")
 
     def build_writers(self):
-        # Detectron2's defaults: its event storage to the console, the JSON log and TensorBoard (README "TensorBoard").
+        # Detectron2's defaults: its event storage to the console, the JSON log and TensorBoard (README "TensorBoard and W&B").
         return [CommonMetricPrinter(self.max_iter), JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, TRAIN_LOG)),
                 TensorboardXWriter(self.cfg.OUTPUT_DIR)]
 
