@@ -23,13 +23,14 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from ring import accounting
 from ring import config as C
 from ring import estimate as E
 from ring import grid as G
 from ring import progress
 from ring.jobs import StageJob
 from ring.jobs import OUTPUT as STAGE_OUTPUT
-from ring.launch import ALIVE, Resources, log_tail, make_executor, preflight, read_record, write_record
+from ring.launch import ALIVE, ENDED, Resources, log_tail, make_executor, preflight, read_record, write_record
 from ring.launch import config_schema, job_states
 from ring.launch import stage_resources as merged_resources
 
@@ -121,6 +122,9 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
         status, _ = cell_status(cell, stage, res.unknown_grace_s, states)
         if status not in ("missing", "failed", "gone"):
             continue
+        record = read_record(cell)
+        if record is not None and states.get(record["job_id"]) in ENDED:
+            accounting.add_ended_job(cell, record["job_id"])  # its hard-killed runs, before the record is replaced
         if stage == "lincls" and not (cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"]).exists():
             print(f"ring: {cell} waits for its pretraining; not submitted", file=sys.stderr)
             continue
