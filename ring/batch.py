@@ -23,13 +23,14 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from ring import accounting
 from ring import config as C
 from ring import estimate as E
 from ring import grid as G
 from ring import progress
 from ring.jobs import StageJob
 from ring.jobs import OUTPUT as STAGE_OUTPUT
-from ring.launch import ALIVE, Resources, log_tail, make_executor, preflight, read_record, write_record
+from ring.launch import ALIVE, ENDED, Resources, log_tail, make_executor, preflight, read_record, write_record
 from ring.launch import config_schema, job_states
 from ring.launch import stage_resources as merged_resources
 
@@ -77,14 +78,23 @@ def cell_job(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, se
     return StageJob(stage, argv)
 
 
-def cell_status(cell: Path, stage: str, grace_s: float) -> tuple[str, str]:
-    """done / a live SLURM state / gone / failed / missing, and the job id or the failure's last log line."""
+def recorded_states(cells: list[tuple[Path, str]]) -> dict[str, str | None]:
+    """The SLURM state of the recorded job of every (cell, stage) whose output is missing: ONE sacct
+    call (and at most one squeue call) for all of them, not one per cell."""
+    ids = [record["job_id"] for cell, stage in cells
+           if not (cell / OUTPUT[stage]).exists() and (record := read_record(cell)) is not None]
+    return job_states(list(dict.fromkeys(ids))) if ids else {}
+
+
+def cell_status(cell: Path, stage: str, grace_s: float, states: dict[str, str | None]) -> tuple[str, str]:
+    """done / a live SLURM state / gone / failed / missing, and the job id or the failure's last log line;
+    ``states`` holds the recorded jobs' states (:func:`recorded_states`)."""
     if (cell / OUTPUT[stage]).exists():
         return "done", ""
     record = read_record(cell)
     if record is None:  # not on SLURM: the local launcher's marker, the log, the config
         return progress.local_state(cell)
-    state = job_states([record["job_id"]])[record["job_id"]]
+    state = states.get(record["job_id"])
     if state is None:
         age = (datetime.now(timezone.utc) - datetime.fromisoformat(record["submitted"])).total_seconds()
         if age < grace_s:
@@ -98,14 +108,23 @@ def cell_status(cell: Path, stage: str, grace_s: float) -> tuple[str, str]:
     return "failed", f"{record['job_id']} {state}: {log_tail(stderr, 1)}"
 
 
+def grid_cells(grid: G.Grid, stage: str, results: Path) -> list[tuple[Path, str, str, int]]:
+    """(cell folder, dataset, method, seed) of every cell of the grid's stage."""
+    return [(cell_dir(results, grid.name, stage, d, m, s), d, m, s) for d, m, s in grid.cells()]
+
+
 def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     res = stage_resources(config, stage)
     todo = []
-    for dataset, method, seed in grid.cells():
-        cell = cell_dir(results, grid.name, stage, dataset, method, seed)
-        status, _ = cell_status(cell, stage, res.unknown_grace_s)
+    cells = grid_cells(grid, stage, results)
+    states = recorded_states([(cell, stage) for cell, *_ in cells])
+    for cell, dataset, method, seed in cells:
+        status, _ = cell_status(cell, stage, res.unknown_grace_s, states)
         if status not in ("missing", "failed", "gone"):
             continue
+        record = read_record(cell)
+        if record is not None and states.get(record["job_id"]) in ENDED:
+            accounting.add_ended_job(cell, record["job_id"])  # its hard-killed runs, before the record is replaced
         if stage == "lincls" and not (cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"]).exists():
             print(f"ring: {cell} waits for its pretraining; not submitted", file=sys.stderr)
             continue
@@ -140,11 +159,12 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
 
 def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
     rows = []
+    cells = {stage: grid_cells(grid, stage, results) for stage in OUTPUT}
+    states = recorded_states([(cell, stage) for stage in OUTPUT for cell, *_ in cells[stage]])
     for stage in OUTPUT:
         grace_s = stage_resources(config, stage).unknown_grace_s
-        for dataset, method, seed in grid.cells():
-            cell = cell_dir(results, grid.name, stage, dataset, method, seed)
-            state, detail = cell_status(cell, stage, grace_s)
+        for cell, dataset, method, seed in cells[stage]:
+            state, detail = cell_status(cell, stage, grace_s, states)
             if state == "running" and read_record(cell) is not None:  # a SLURM task: add its epoch and kNN
                 detail = ", ".join(filter(None, [progress.progress(cell), detail]))
             rows.append((stage, dataset, method, seed, state, detail))
@@ -164,12 +184,10 @@ def total_line(rows: list[tuple]) -> str:
 
 
 def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
-    ids = []
-    for stage in stages:
-        for dataset, method, seed in grid.cells():
-            record = read_record(cell_dir(results, grid.name, stage, dataset, method, seed))
-            if record and job_states([record["job_id"]])[record["job_id"]] in ALIVE:
-                ids.append(record["job_id"])
+    cells = [(cell, stage) for stage in stages for cell, *_ in grid_cells(grid, stage, results)]
+    states = recorded_states(cells)  # one sacct call for the grid
+    ids = list(dict.fromkeys(record["job_id"] for cell, _ in cells
+                             if (record := read_record(cell)) and states.get(record["job_id"]) in ALIVE))
     if ids:
         subprocess.run(["scancel", *ids], check=True, timeout=60)
     return ids

@@ -12,7 +12,8 @@ The workflow's rules call this for every GPU stage.  ``local`` runs the stage in
   collected when the stage's output (``ring.jobs.OUTPUT``) is present, and resubmitted when it is
   not (Snakemake deletes the outputs of a rule it reruns as incomplete): the stage then resumes
   from its checkpoint, which is never a declared output.  Jobs that ended badly are resubmitted
-  and resume too;
+  and resume too.  Runs of an ended job that wrote no segment (hard-killed) are added to the
+  cell's provenance from sacct first (ring.accounting);
 * it asks SLURM itself every ``poll_s`` seconds (sacct, then squeue for jobs accounting has not
   recorded yet) and prints one status line per state change;
 * a job that neither sacct nor squeue knows for ``unknown_grace_s`` seconds is gone (e.g. a
@@ -43,7 +44,7 @@ import jsonschema
 import submitit
 import yaml
 
-from ring import checks
+from ring import accounting, checks
 from ring.jobs import OUTPUT, StageJob
 
 RECORD = "job.json"
@@ -410,6 +411,14 @@ def submit(job: StageJob, cell: Path, res: Resources) -> submitit.SlurmJob:
     return submitted
 
 
+def account_ended(cell: Path, job_id: str) -> None:
+    """Provenance of a job that ended: its runs that wrote no segment (hard-killed), from sacct."""
+    added = accounting.add_ended_job(cell, job_id)
+    if added:
+        print(f"ring: {cell}: added {added} run(s) of SLURM job {job_id} that wrote no segment to "
+              f"{accounting.FILE} (from sacct)", file=sys.stderr, flush=True)
+
+
 def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     output = cell / OUTPUT[job.stage]
     record, checked = read_record(cell), False
@@ -417,6 +426,8 @@ def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     if record is not None:
         state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job")
         action = decide(state, output.exists())
+        if state in ENDED:  # nothing of this cell runs now: the file has one writer
+            account_ended(cell, record["job_id"])
         if action == "collect":
             print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; collected {output}",
                   file=sys.stderr, flush=True)
@@ -446,6 +457,7 @@ def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
                   f"{attached.paths.stderr}", file=sys.stderr, flush=True)
             return 1
         if outcome == "failed":
+            account_ended(cell, attached.job_id)
             return 1
         attached = None
     print(f"ring: {cell}: {res.max_requeues + 1} jobs were lost by SLURM; giving up", file=sys.stderr, flush=True)

@@ -5,8 +5,9 @@ config that made the cell, with their sha256, count as dirty when untracked or m
 the software (torch, CUDA), and one *segment* per process that worked on the cell: a first run,
 a resumed run, or a SLURM job requeued after preemption.  Each segment records its SLURM job id
 and restart count, node, GPU model, wall time and outcome, so GPU-hours add up over requeues.
-Runs that were killed before they could write theirs (an external requeue's SIGKILL) are added
-from SLURM's accounting (``sacct -D``) by the next segment of the same job.
+Runs that were killed before they could write theirs (an external requeue's SIGKILL, a job killed
+for good) are added from SLURM's accounting (``sacct -D``, ring.accounting): by the next segment of
+the same job, or by the launcher before it resubmits or collects the cell.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 import torch
 
 from ring import distributed
+from ring.accounting import missing_runs, totals
 from ring.runtime import Preempted
 
 FILE = "provenance.json"
@@ -76,39 +78,6 @@ def slurm_env() -> dict:
     return {"job_id": job, "restart_count": int(env.get("SLURM_RESTART_COUNT", 0)) if job else None}
 
 
-def accounted_runs(job_id: str) -> list[dict]:
-    """Every run of a SLURM job, requeued ones included, from SLURM's accounting (``sacct -D``), oldest
-    first; [] where sacct cannot be asked.  A hard-killed run (an external ``scontrol requeue``, a
-    node failure) never reaches Segment.__exit__, so only accounting knows how long it ran."""
-    try:
-        out = subprocess.run(["sacct", "-j", job_id, "-D", "-X", "-n", "-P", "-o", "JobID,State,Start,End,ElapsedRaw,NodeList"],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    runs = []
-    for line in out.stdout.splitlines():
-        jid, state, start, end, elapsed, node = (line.split("|") + [""] * 6)[:6]
-        if jid == job_id and elapsed.isdigit():
-            runs.append({"state": state.split()[0] if state else "", "started": start, "ended": end,
-                         "wall_s": float(elapsed), "node": node})
-    return sorted(runs, key=lambda run: run["started"])
-
-
-def missing_runs(segments: list[dict], record: dict) -> list[dict]:
-    """Segments for the earlier runs of this record's job that wrote none (killed before they could)."""
-    job_id, current = record.get("job_id"), record.get("restart_count") or 0
-    if not job_id or not current:
-        return []
-    seen = {s.get("restart_count") for s in segments if s.get("job_id") == job_id}
-    added = []
-    for restart, run in enumerate(accounted_runs(job_id)[:current]):
-        if restart not in seen:
-            added.append({**run, "outcome": f"killed ({run['state']})", "gpus": record["gpus"],
-                          "gpu_model": record["gpu_model"], "job_id": job_id, "restart_count": restart,
-                          "source": "sacct"})
-    return added
-
-
 def gpus_in_use() -> tuple[int, str | None]:
     if not torch.cuda.is_available():
         return 0, None
@@ -158,9 +127,7 @@ class Segment:
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
             "segments": segments,
-            "wall_s": round(sum(s["wall_s"] for s in segments), 3),
-            "gpu_hours": round(sum(s["wall_s"] * s["gpus"] for s in segments) / 3600.0, 6),
-            "requeues": max((s.get("restart_count") or 0) for s in segments),
+            **totals(segments),
         }
         tmp = self.path.with_name(f".{FILE}.tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")

@@ -125,3 +125,43 @@ def test_a_grid_file_anywhere_is_a_grid_and_its_stem_names_the_results_folder(tm
     assert batch.main(["status", "--grid", "tinny", *args]) == 1
     err = capsys.readouterr().err
     assert "grid='tinny' has no file" in err and "choose one of tiny or give the path of a grid file" in err
+
+
+def _fake_slurm(bin_dir: Path, calls: Path, sacct_lines: list[str], squeue_lines: list[str]) -> None:
+    """sacct and squeue that log their arguments (one line per call) and print fixed records."""
+    bin_dir.mkdir()
+    for name, lines in (("sacct", sacct_lines), ("squeue", squeue_lines)):
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\nprintf "%s\\n" {" ".join(map(repr, lines))}\n')
+        script.chmod(0o755)
+
+
+def test_status_asks_sacct_once_for_every_recorded_job_of_the_grid(tmp_path, capsys, monkeypatch):
+    grids = _grid(tmp_path)
+    results = tmp_path / "results" / "tiny"
+    cell = lambda stage, method, seed: results / stage / "digits" / method / f"seed{seed}"
+    long_ago = "2020-01-01T00:00:00+00:00"
+    for (stage, method, seed), job_id in {("pretrain", "IR", 0): "201", ("pretrain", "IR", 1): "202_0",
+                                          ("pretrain", "MoCoRing", 0): "202_1", ("pretrain", "MoCoRing", 1): "203",
+                                          ("lincls", "IR", 0): "204", ("lincls", "IR", 1): "205",
+                                          ("lincls", "MoCoRing", 0): "206"}.items():
+        launch.write_record(cell(stage, method, seed), job_id, tmp_path / "logs", stage)
+    for stage, method, seed in (("lincls", "IR", 1), ("lincls", "MoCoRing", 0)):  # submitted long ago
+        record = cell(stage, method, seed) / "slurm" / "job.json"
+        record.write_text(json.dumps({**json.loads(record.read_text()), "submitted": long_ago}))
+    (cell("lincls", "MoCoRing", 0) / "metrics.json").write_text("{}")  # done: SLURM is not asked about 206
+    calls = tmp_path / "calls.txt"
+    # 202_1 still pending shows as the array's range; 204 and 205 are unknown to sacct, 204 queued per squeue.
+    _fake_slurm(tmp_path / "bin", calls, ["201|RUNNING", "202_0|COMPLETED", "202_[1]|PENDING", "203|FAILED"],
+                ["204|PENDING"])
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    lines = _status(tmp_path, grids, capsys)
+    states = {(line.split()[0], line.split()[2], line.split()[3]): line.split()[4] for line in lines[:-1]}
+    assert states == {("pretrain", "IR", "seed0"): "running", ("pretrain", "IR", "seed1"): "gone",
+                      ("pretrain", "MoCoRing", "seed0"): "pending", ("pretrain", "MoCoRing", "seed1"): "failed",
+                      ("lincls", "IR", "seed0"): "pending", ("lincls", "IR", "seed1"): "gone",
+                      ("lincls", "MoCoRing", "seed0"): "done", ("lincls", "MoCoRing", "seed1"): "missing"}
+    sacct, squeue = [line for line in calls.read_text().splitlines() if line.startswith("sacct")], \
+        [line for line in calls.read_text().splitlines() if line.startswith("squeue")]
+    assert len(sacct) == 1 and len(squeue) == 1, calls.read_text()
+    assert sacct[0].split("-j ")[1].split()[0].split(",") == ["201", "202_0", "202_1", "203", "204", "205"]

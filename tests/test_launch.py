@@ -89,14 +89,59 @@ def test_controller_outages_are_told_apart_from_refusals():
 
 
 def test_runs_killed_before_writing_a_segment_come_from_accounting(monkeypatch):
-    from ring import provenance
+    from ring import accounting
 
     runs = [{"state": "REQUEUED", "started": "t0", "ended": "t1", "wall_s": 9.0, "node": "n"},
             {"state": "REQUEUED", "started": "t2", "ended": "t3", "wall_s": 11.0, "node": "n"},
             {"state": "RUNNING", "started": "t4", "ended": "Unknown", "wall_s": 1.0, "node": "n"}]
-    monkeypatch.setattr(provenance, "accounted_runs", lambda job_id: runs)
+    monkeypatch.setattr(accounting, "accounted_runs", lambda job_id: runs)
     written = [{"job_id": "7", "restart_count": 0, "wall_s": 9.0}]  # the first run was USR2-preempted
     current = {"job_id": "7", "restart_count": 2, "gpus": 1, "gpu_model": None}
-    (added,) = provenance.missing_runs(written, current)  # only the hard-killed second run
+    (added,) = accounting.missing_runs(written, current)  # only the hard-killed second run
     assert (added["restart_count"], added["wall_s"], added["outcome"]) == (1, 11.0, "killed (REQUEUED)")
-    assert provenance.missing_runs(written, {**current, "restart_count": 0}) == []
+    assert accounting.missing_runs(written, {**current, "restart_count": 0}) == []
+
+
+# sacct -D of job 41: a first run hard-killed by an external requeue, a second run killed for good
+# (scancel --signal=KILL), and a third record that never started; job 42 is another job's line.
+SACCT_41 = """41|REQUEUED|2026-01-01T10:00:00|2026-01-01T10:00:09|9|n1|billing=1,cpu=1,gres/gpu=2,mem=2G,node=1
+41|PENDING|Unknown|Unknown|0||billing=1,cpu=1,gres/gpu=2,mem=2G,node=1
+41|FAILED|2026-01-01T10:01:00|2026-01-01T10:01:21|21|n2|billing=1,cpu=1,gres/gpu:a100=2,mem=2G,node=1
+42|COMPLETED|2026-01-01T09:00:00|2026-01-01T09:10:00|600|n1|billing=1,gres/gpu=1
+"""
+
+
+def test_accounting_orders_a_jobs_runs_as_its_restarts():
+    from ring import accounting
+
+    runs = accounting.parse_runs(SACCT_41, "41")
+    assert [(r["state"], r["wall_s"], r["node"]) for r in runs] == [("REQUEUED", 9.0, "n1"), ("FAILED", 21.0, "n2"),
+                                                                   ("PENDING", 0.0, "")]
+    assert [r["gpus"] for r in runs] == [2, 2, 2]
+    assert accounting.allocated_gpus("cpu=1,gres/gpu=4,gres/gpu:a100=4,node=1") == 4
+    assert accounting.allocated_gpus("cpu=1") == 0
+
+
+def test_a_job_killed_for_good_is_added_to_the_cells_provenance_once(tmp_path, monkeypatch):
+    """Issue #11, item 6: the launcher adds an ended job's unrecorded runs before it resubmits the cell;
+    the next job's segment keeps them, and a second call adds nothing."""
+    import json
+
+    from ring import accounting
+
+    monkeypatch.setattr(accounting, "accounted_runs", lambda job_id: accounting.parse_runs(SACCT_41, job_id))
+    earlier = {"job_id": "40", "restart_count": 0, "wall_s": 30.0, "gpus": 1, "outcome": "completed"}
+    (tmp_path / "provenance.json").write_text(json.dumps({"seed": 3, "segments": [earlier]}))
+    assert accounting.add_ended_job(tmp_path, "41") == 2  # both runs that started; none wrote a segment
+    doc = json.loads((tmp_path / "provenance.json").read_text())
+    assert doc["seed"] == 3 and [s.get("source") for s in doc["segments"]] == [None, "sacct", "sacct"]
+    assert [(s["restart_count"], s["outcome"], s["gpus"]) for s in doc["segments"][1:]] == [
+        (0, "killed (REQUEUED)", 2), (1, "killed (FAILED)", 2)]
+    assert (doc["wall_s"], doc["requeues"]) == (60.0, 1)
+    assert doc["gpu_hours"] == round((30.0 * 1 + 9.0 * 2 + 21.0 * 2) / 3600, 6)
+    assert accounting.add_ended_job(tmp_path, "41") == 0
+    # No provenance yet (the job was killed before its first segment): the file is started with them.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    assert accounting.add_ended_job(fresh, "41") == 2
+    assert json.loads((fresh / "provenance.json").read_text())["wall_s"] == 30.0
