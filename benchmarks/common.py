@@ -91,6 +91,21 @@ def timeit(fn, device: torch.device, repeats: int, warmup: int = 1) -> float:
     return statistics.median(times)
 
 
+def items_per_second(batches, step, device: torch.device, warmup: int, count=len) -> float:
+    """Items per second of ``step(batch)`` over ``batches`` after ``warmup`` of them (untimed: first-call
+    allocations, cuDNN autotuning); ``count(batch)`` says how many items a batch holds."""
+    it = iter(batches)
+    for _ in range(warmup):
+        step(next(it))
+    sync(device)
+    start, items = time.perf_counter(), 0
+    for batch in it:
+        step(batch)
+        items += count(batch)
+    sync(device)
+    return items / (time.perf_counter() - start)
+
+
 def write(name: str, payload: dict, tiny: bool) -> Path:
     """Results go to results/<name>-<device>.json; tiny runs (the tests') go to a scratch name."""
     device = payload["machine"]["device"].replace(" ", "_")

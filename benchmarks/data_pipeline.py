@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,24 +19,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine, sync, write  # noqa: E402
+from benchmarks.common import items_per_second, machine, write  # noqa: E402
 from ring import datasets  # noqa: E402
 from ring.encoder import Encoder  # noqa: E402
 from ring.objectives.ir import InstanceDiscrimination  # noqa: E402
 from ring.runtime import epoch_batches, make_loader  # noqa: E402
-
-
-def throughput(batches, step, device, warmup: int) -> float:
-    it = iter(batches)
-    for _ in range(warmup):
-        step(*next(it))
-    sync(device)
-    start, images = time.perf_counter(), 0
-    for x, index in it:
-        step(x, index)
-        images += len(index)
-    sync(device)
-    return images / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -68,11 +54,12 @@ def main() -> None:
     index = torch.arange(batch, device=device)
 
     def synthetic_run() -> float:
-        return throughput(((x, index) for _ in range(steps + 2)), step, device, warmup=2)
+        return items_per_second(((x, index) for _ in range(steps + 2)), lambda b: step(*b), device, 2, count=lambda b: len(b[1]))
 
     def real_run() -> float:
         loader = make_loader(views, epoch_batches(n, batch, 0, 0)[: steps + 2], workers, device)
-        return throughput(((x.to(device, non_blocking=True), i.to(device)) for x, _, i in loader), step, device, warmup=2)
+        return items_per_second(((x.to(device, non_blocking=True), i.to(device)) for x, _, i in loader), lambda b: step(*b),
+                                device, 2, count=lambda b: len(b[1]))
 
     # Interleaved (synthetic, real, synthetic) so that drift of the machine does not favour either.
     first = synthetic_run()

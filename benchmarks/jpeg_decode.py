@@ -30,7 +30,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine, sync, write  # noqa: E402
+from benchmarks.common import items_per_second, machine, write  # noqa: E402
 from ring import augment, datasets  # noqa: E402
 from ring.catalog import spec  # noqa: E402
 from ring.runtime import epoch_batches, make_loader  # noqa: E402
@@ -47,15 +47,9 @@ def make_jpegs(root: Path, n: int, seed: int = 0) -> None:
 
 
 def timed(batches, make, warmup: int, device) -> float:
-    it = iter(batches)
-    for _ in range(warmup):
-        make(next(it))
-    sync(device)
-    start, count = time.perf_counter(), 0
-    for batch in it:
-        count += len(make(batch))
-    sync(device)
-    return count / (time.perf_counter() - start)
+    """Views per second of ``make(batch)`` (which returns the batch's views)."""
+    made = []
+    return items_per_second(batches, lambda b: made.append(len(make(b))), device, warmup, count=lambda b: made[-1])
 
 
 def main() -> None:

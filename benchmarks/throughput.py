@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import LAB_CONVERSION, machine, sync, write  # noqa: E402
+from benchmarks.common import LAB_CONVERSION, items_per_second, machine, sync, write  # noqa: E402
 from ring import augment, datasets  # noqa: E402
 from ring import config as C  # noqa: E402
 from ring.catalog import spec  # noqa: E402
@@ -102,16 +102,7 @@ def main() -> None:
         optimizer.step()
 
     def timed(batches) -> float:
-        it = iter(batches)
-        for _ in range(warmup):
-            step(*next(it))
-        sync(device)
-        start, count = time.perf_counter(), 0
-        for views, index in it:
-            step(views, index)
-            count += len(index)
-        sync(device)
-        return count / (time.perf_counter() - start)
+        return items_per_second(batches, lambda b: step(*b), device, warmup, count=lambda b: len(b[1]))
 
     order = epoch_batches(n, batch, 0, 0)[: warmup + steps]
     on_device = augment.device_images(images, device)

@@ -79,7 +79,7 @@ def _in_range(where: str, cfg, key: str, low: float, high: float, high_open: boo
 def _one_of(where: str, cfg, key: str, names) -> None:
     v = getattr(cfg, key)
     if v not in names:
-        _fail(where, key, v, f"is not one of {', '.join(names)}", f"choose one of them")
+        _fail(where, key, v, f"is not one of {', '.join(names)}", "choose one of them")
 
 
 def _dataset(where: str, name: str, registry: dict, kind: str) -> None:

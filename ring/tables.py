@@ -128,7 +128,7 @@ def detection_differences(path: Path, cell: dict) -> list[str]:
              if ours_overrides.get(key) != paper_overrides.get(key)]
     if cell.get("source", theirs["source"]) != theirs["source"]:
         keys.append("detection.source")
-    seed_dir, task_dir, method_dir, source_dir = path.parts[-2], path.parts[-3], path.parts[-4], path.parts[-5]
+    seed_dir, method_dir, source_dir = path.parts[-2], path.parts[-4], path.parts[-5]  # [-3] is the task
     pretrain = _read_yaml(Path(*path.parts[:-6], "pretrain", source_dir, method_dir, seed_dir, "config.yaml"))
     keys += [f"pretrain.{key}" for key in PAPER_KEYS["pretrain"]
              if pretrain is not None and key in pretrain and pretrain[key] != paper_pretrain[key]]

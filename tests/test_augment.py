@@ -143,3 +143,11 @@ def test_resolve_auto_and_bad_values():
     with pytest.raises(ValueError, match="choose auto, cpu or device"):
         augment.resolve("gpu", torch.device("cpu"))
     assert math.isclose(sum(augment.LUMA), 1.0)
+
+
+def test_the_places_views_are_made_are_the_plan_checks_own_list():
+    # ring.augment keeps its own tuple so the benchmarks import it without the checks' dependencies;
+    # a place added to one and not the other would pass the plan and fail in the job, or the reverse.
+    from ring import checks
+
+    assert augment.AUGMENT == checks.AUGMENT_PLACES
