@@ -238,9 +238,11 @@ class DeviceViews:
         self.images, self.device = images, torch.device(device)
         self.resize, self.crop, self.mean, self.std = resize, crop, tuple(mean), tuple(std)
 
-    def __call__(self, params: list[torch.Tensor], index: torch.Tensor, data: list[torch.Tensor] | None = None):
+    def __call__(self, params: list[torch.Tensor], index: torch.Tensor,
+                 data: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """``data``: a batch's JPEG files as :func:`collate_jpegs` packs them, or None for in-memory images."""
         if data is not None:
-            images = decode_jpegs(data, self.device, self.resize)
+            images = decode_jpegs(unpack_jpegs(data), self.device, self.resize)
         else:
             images = self.images[index.to(self.images.device, non_blocking=True)]
         return [apply(images, p, self.resize, self.crop, self.mean, self.std) for p in params]
@@ -285,9 +287,23 @@ class JpegViews(torch.utils.data.Dataset):
 
 
 def collate_jpegs(items):
-    """Bytes stay a list (every file has its own length); the rest is stacked as usual."""
+    """A batch's files packed as ``(bytes, lengths)``: one flat uint8 tensor and each file's length
+    (:func:`unpack_jpegs` splits it); the rest is stacked as usual.
+
+    Packed because a loader worker hands every tensor of a batch to the main process through its own
+    shared-memory file descriptor: a list of 256 files is 256 descriptors per batch, times the
+    batches in flight (8 workers x prefetch 2), which exceeds the usual limit of 1,024 open files and
+    kills the workers with EBADF (as it did on the H100 benchmark).  Packed, a batch is two.
+    """
     data = [item[0] for item in items]
-    return (data, *torch.utils.data.default_collate([item[1:] for item in items]))
+    packed = (torch.cat(data), torch.tensor([len(d) for d in data], dtype=torch.int64))
+    return (packed, *torch.utils.data.default_collate([item[1:] for item in items]))
+
+
+def unpack_jpegs(packed: tuple[torch.Tensor, torch.Tensor]) -> list[torch.Tensor]:
+    """The files of :func:`collate_jpegs`' ``(bytes, lengths)``: views into the flat tensor, no copy."""
+    flat, lengths = packed
+    return list(torch.split(flat, lengths.tolist()))
 
 
 def in_memory(dataset) -> tuple[object, list[int]] | None:

@@ -2,6 +2,7 @@
 
 import io
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,10 +113,12 @@ def test_jpeg_views_decode_on_the_cpu_path(tmp_path):
         Image.fromarray(img).save(path, quality=95)
         samples.append((str(path), i % 2))
     jpegs = augment.JpegViews(samples, augment.ViewParams(32, 0.2), n_views=2, seed=5)
-    data, p1, p2, labels, index = augment.collate_jpegs([jpegs[i] for i in range(6)])
-    assert isinstance(data, list) and labels.tolist() == [0, 1, 0, 1, 0, 1]
+    packed, p1, p2, labels, index = augment.collate_jpegs([jpegs[i] for i in range(6)])
+    data = augment.unpack_jpegs(packed)
+    assert [d.numpy().tobytes() for d in data] == [Path(path).read_bytes() for path, _ in samples]
+    assert labels.tolist() == [0, 1, 0, 1, 0, 1]
     s = spec("cifar10")
-    views = augment.DeviceViews(None, torch.device("cpu"), 32, 32, s.mean, s.std)([p1, p2], index, data)
+    views = augment.DeviceViews(None, torch.device("cpu"), 32, 32, s.mean, s.std)([p1, p2], index, packed)
     assert len(views) == 2 and views[0].shape == (6, 3, 32, 32)
 
     decoded = [np.asarray(Image.open(io.BytesIO(d.numpy().tobytes())).convert("RGB")) for d in data]
@@ -124,6 +127,38 @@ def test_jpeg_views_decode_on_the_cpu_path(tmp_path):
     expected = torch.stack([pil[i][1] for i in range(6)])
     # Same decoder family (libjpeg) on both sides; the resize 40 -> 32 and the view as above.
     assert ((expected - views[1]) * torch.tensor(s.std).view(1, 3, 1, 1) * 255).abs().mean() <= MEAN_LEVELS
+
+
+FD_LIMIT_SCRIPT = """
+import resource, sys
+import torch
+from ring import augment
+from ring.runtime import epoch_batches, make_loader
+samples = [(line, 0) for line in sys.argv[1:]]
+# 128 open files: a batch of 64 files sent as 64 tensors, 2 workers x prefetch 2 in flight, needs
+# 256 descriptors at once and fails (EBADF / "received 0 items of ancdata"); packed, each needs 2.
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+jpegs = augment.JpegViews(samples, augment.ViewParams(32, 0.2))
+loader = make_loader(jpegs, epoch_batches(len(samples), 64, 0, 0) * 4, 2, torch.device("cpu"),
+                     collate_fn=augment.collate_jpegs)
+sizes = [len(augment.unpack_jpegs(batch[0])) for batch in loader]
+print("batches", sizes)
+"""
+
+
+def test_jpeg_batches_cross_from_loader_workers_under_a_small_open_file_limit(tmp_path):
+    """The H100 benchmark's loader workers died with EBADF: one shared-memory descriptor per file tensor."""
+    import subprocess
+    import sys
+
+    img = _smooth_images(1, 40, seed=3)[0]
+    paths = []
+    for i in range(128):
+        paths.append(str(tmp_path / f"{i}.jpg"))
+        Image.fromarray(img).save(paths[-1], quality=90)
+    run = subprocess.run([sys.executable, "-c", FD_LIMIT_SCRIPT, *paths], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "batches " + str([64] * 8)
 
 
 def test_a_png_among_the_jpegs_is_decoded_too(tmp_path):
