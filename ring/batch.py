@@ -157,14 +157,24 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     return array_id
 
 
+def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]:
+    """(cell folder, dataset, method/variant, seed) of every study cell: the workflow's STUDY_CELL folders."""
+    return [(results / grid.name / "study" / name / study.dataset / method / variant / f"seed{seed}", study.dataset,
+             f"{method}/{variant}", seed) for name, study in grid.studies.items() for method, variant, seed in study.cells()]
+
+
 def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
+    """One row per stage run: Table 1's pretraining and linear evaluation, then every study cell
+    (its stage column ``study``: a study cell is a pretraining run whose output is its encoder)."""
     rows = []
     cells = {stage: grid_cells(grid, stage, results) for stage in OUTPUT}
-    states = recorded_states([(cell, stage) for stage in OUTPUT for cell, *_ in cells[stage]])
-    for stage in OUTPUT:
+    cells["study"] = study_cells(grid, results)
+    states = recorded_states([(cell, "pretrain" if stage == "study" else stage)
+                              for stage in cells for cell, *_ in cells[stage]])
+    for stage, stage_cells in cells.items():
         grace_s = stage_resources(config, stage).unknown_grace_s
-        for cell, dataset, method, seed in cells[stage]:
-            state, detail = cell_status(cell, stage, grace_s, states)
+        for cell, dataset, method, seed in stage_cells:
+            state, detail = cell_status(cell, "pretrain" if stage == "study" else stage, grace_s, states)
             if state == "running" and read_record(cell) is not None:  # a SLURM task: add its epoch and kNN
                 detail = ", ".join(filter(None, [progress.progress(cell), detail]))
             rows.append((stage, dataset, method, seed, state, detail))
@@ -215,8 +225,9 @@ def main(argv=None) -> int:
             submit(grid, args.stage, config, args.results)
         elif args.command == "status":
             rows = status(grid, args.results, config)
+            width = max([10, *(len(row[2]) for row in rows)])  # study cells name method/variant
             for stage, dataset, method, seed, state, detail in rows:
-                print(f"{stage:9} {dataset:10} {method:10} seed{seed:<3} {state:10} {detail}")
+                print(f"{stage:9} {dataset:10} {method:{width}} seed{seed:<3} {state:10} {detail}")
             print(total_line(rows))
         else:
             ids = cancel(grid, [args.stage] if args.stage else list(OUTPUT), args.results)

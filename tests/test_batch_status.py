@@ -165,3 +165,20 @@ def test_status_asks_sacct_once_for_every_recorded_job_of_the_grid(tmp_path, cap
         [line for line in calls.read_text().splitlines() if line.startswith("squeue")]
     assert len(sacct) == 1 and len(squeue) == 1, calls.read_text()
     assert sacct[0].split("-j ")[1].split()[0].split(",") == ["201", "202_0", "202_1", "203", "204", "205"]
+
+
+def test_status_lists_every_study_cell_by_method_and_variant(tmp_path, capsys):
+    study = {"dataset": "digits", "methods": ["IR", "IRing"], "seeds": [0, 1],
+             "variants": {"base": {}, "wl50": {"ring_w_l": [0.0, 50.0]}},
+             "variant_methods": {"base": ["IR"], "wl50": ["IRing"]}}
+    grids = _grid(tmp_path, {**GRID, "studies": {"ring_window": study}})
+    folder = tmp_path / "results" / "tiny" / "study" / "ring_window" / "digits"
+    (folder / "IR" / "base" / "seed0").mkdir(parents=True)
+    (folder / "IR" / "base" / "seed0" / "encoder.pt").write_bytes(b"")
+    (folder / "IRing" / "wl50" / "seed1").mkdir(parents=True)
+    (folder / "IRing" / "wl50" / "seed1" / "config.yaml").write_text("epochs: 15\n")
+    lines = _status(tmp_path, grids, capsys)
+    study_rows = {(line.split()[2], line.split()[3]): line.split()[4] for line in lines if line.startswith("study")}
+    assert study_rows == {("IR/base", "seed0"): "done", ("IR/base", "seed1"): "missing",
+                          ("IRing/wl50", "seed0"): "missing", ("IRing/wl50", "seed1"): "pending"}
+    assert lines[-1] == "total 12 stage runs: 1 done, 0 running, 1 pending, 0 failed, 10 missing"

@@ -154,6 +154,13 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
         assert name in html, name
     assert "results/smoke/lincls/digits/IRingBall/seed0/metrics.json" in html  # Table 2's caption lists its cells
     assert "results/smoke/study/hard_negatives/digits/IRing/" in html
+    # The grid's progress view after the run: every Table 1 and study cell done, nothing else.
+    status = subprocess.run([sys.executable, "-m", "ring.batch", "status", "--grid", "smoke"], cwd=workdir,
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert re.fullmatch(r"total (\d+) stage runs: \1 done, 0 running, 0 pending, 0 failed, 0 missing",
+                        status.stdout.splitlines()[-1]), status.stdout.splitlines()[-1]
+    assert any(line.startswith("study ") for line in status.stdout.splitlines())
 
 
 def test_toy_cnce_target_plans_the_paper_seeds_and_builds_its_table(workdir):
