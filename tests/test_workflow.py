@@ -249,5 +249,7 @@ def test_the_shipped_slurm_profile_plans_the_paper_grid(workdir):
                             timeout=120)
     assert status.returncode == 0, status.stderr
     rows = [line.split() for line in status.stdout.splitlines() if not line.startswith("total")]
-    assert [row[4] for row in rows] == ["missing"] * (2 * 108)  # every pretraining and linear-evaluation cell
-    assert status.stdout.splitlines()[-1].endswith("0 failed, 216 missing")
+    # Every pretraining and linear-evaluation cell, then the appendix studies' 93 cells (13 + 8 + 72).
+    assert [row[0] for row in rows] == ["pretrain"] * 108 + ["lincls"] * 108 + ["study"] * 93
+    assert [row[4] for row in rows] == ["missing"] * (2 * 108 + 93)
+    assert status.stdout.splitlines()[-1].endswith("0 failed, 309 missing")
