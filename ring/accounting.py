@@ -20,6 +20,13 @@ from pathlib import Path
 FILE = "provenance.json"
 # sacct's Start of a run that never started (e.g. a requeued job cancelled while pending again).
 NOT_STARTED = {"", "None", "Unknown"}
+# sacct's NodeList of a run that never got a node.  Its Start alone does not tell: a pending job
+# cancelled pending has no node, whatever Start accounting shows for it.
+NO_NODE = {"", "None assigned"}
+
+
+def started(run: dict) -> bool:
+    return run["started"] not in NOT_STARTED and run["node"] not in NO_NODE
 
 
 def allocated_gpus(tres: str) -> int:
@@ -45,7 +52,7 @@ def parse_runs(sacct_output: str, job_id: str) -> list[dict]:
         if jid == job_id and elapsed.isdigit():
             runs.append({"state": state.split()[0] if state else "", "started": start, "ended": end,
                          "wall_s": float(elapsed), "node": node, "gpus": allocated_gpus(tres)})
-    return sorted(runs, key=lambda run: (run["started"] in NOT_STARTED, run["started"]))
+    return sorted(runs, key=lambda run: (not started(run), run["started"]))
 
 
 def accounted_runs(job_id: str) -> list[dict]:
@@ -69,7 +76,7 @@ def unrecorded(segments: list[dict], job_id: str, runs: list[dict]) -> list[tupl
     """(restart count, run) of the job's runs that started and that no segment records."""
     seen = {s.get("restart_count") or 0 for s in segments if s.get("job_id") == job_id}
     return [(restart, run) for restart, run in enumerate(runs)
-            if restart not in seen and run["started"] not in NOT_STARTED]
+            if restart not in seen and started(run)]
 
 
 def missing_runs(segments: list[dict], record: dict) -> list[dict]:

@@ -343,10 +343,12 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def wait(job: submitit.SlurmJob, cell: Path, res: Resources) -> str:
+def wait(job: submitit.SlurmJob, cell: Path, res: Resources, adopted: bool = False) -> str:
     """Poll SLURM every ``poll_s`` until the job ends: "completed", "failed" (log tail printed) or
-    "gone" (unknown to sacct and squeue for ``unknown_grace_s``)."""
-    start, last, unknown_since = time.monotonic(), None, None
+    "gone" (unknown to sacct and squeue for ``unknown_grace_s``, or, for a job ``adopted`` from the
+    cell's record, cancelled before this client saw it run: accounting can lag a cancel, so that is the
+    cancelled pending job that ``decide`` resubmits, seen late)."""
+    start, last, unknown_since, ran = time.monotonic(), None, None, False
     while True:
         state = retrying(lambda: job_states([job.job_id])[job.job_id], res, f"asking about job {job.job_id}")
         if state is None:
@@ -362,15 +364,23 @@ def wait(job: submitit.SlurmJob, cell: Path, res: Resources) -> str:
             minutes = (time.monotonic() - start) / 60
             print(f"ring: {cell}: SLURM job {job.job_id} {shown} ({minutes:.1f} min)", file=sys.stderr, flush=True)
             last = shown
+        ran = ran or (state in ALIVE and state != "PENDING")
         if state in ENDED:
             break
         time.sleep(res.poll_s)
+    if state != "COMPLETED":
+        account_ended(cell, job.job_id)  # first, so that the failure below stays the log's last sentence
+    if state == "CANCELLED" and adopted and not ran:
+        print(f"ring: {cell}: SLURM job {job.job_id} was cancelled before it ran; submitting again (it resumes)",
+              file=sys.stderr, flush=True)
+        return "gone"
     if state == "COMPLETED":
         try:
             job.done(force_check=True)
             job.results()  # every task's (one per GPU); raises if any failed
             return "completed"
         except Exception as err:  # noqa: BLE001 -- the job failed: its log says why
+            account_ended(cell, job.job_id)
             reason = type(err).__name__
     else:
         reason = state
@@ -422,7 +432,7 @@ def account_ended(cell: Path, job_id: str) -> None:
 def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     output = cell / OUTPUT[job.stage]
     record, checked = read_record(cell), False
-    attached = None
+    attached, adopted = None, False
     if record is not None:
         state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job")
         action = decide(state, output.exists())
@@ -433,7 +443,7 @@ def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
                   file=sys.stderr, flush=True)
             return 0
         if action == "wait":
-            attached = recorded_job(record)
+            attached, adopted = recorded_job(record), True
             print(f"ring: {cell}: re-attached to SLURM job {attached.job_id}", file=sys.stderr, flush=True)
         elif state == "COMPLETED":
             print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED but {output} is missing (Snakemake deletes "
@@ -449,7 +459,8 @@ def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
                 preflight(res, checkpoint_interval(job.argv))
                 checked = True
             attached = submit(job, cell, res)
-        outcome = wait(attached, cell, res)
+        outcome = wait(attached, cell, res, adopted=adopted)
+        adopted = False
         if outcome == "completed":
             if output.exists():
                 return 0
@@ -457,7 +468,6 @@ def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
                   f"{attached.paths.stderr}", file=sys.stderr, flush=True)
             return 1
         if outcome == "failed":
-            account_ended(cell, attached.job_id)
             return 1
         attached = None
     print(f"ring: {cell}: {res.max_requeues + 1} jobs were lost by SLURM; giving up", file=sys.stderr, flush=True)

@@ -145,3 +145,49 @@ def test_a_job_killed_for_good_is_added_to_the_cells_provenance_once(tmp_path, m
     fresh.mkdir()
     assert accounting.add_ended_job(fresh, "41") == 2
     assert json.loads((fresh / "provenance.json").read_text())["wall_s"] == 30.0
+
+
+def _fake_job(tmp_path, job_id="9_1"):
+    from types import SimpleNamespace
+
+    (tmp_path / "job.err").write_text("ring: the stage's own reason\n")
+    return SimpleNamespace(job_id=job_id, paths=SimpleNamespace(stderr=tmp_path / "job.err"),
+                           done=lambda force_check=False: True, results=lambda: [0])
+
+
+@pytest.mark.parametrize("states, adopted, outcome", [
+    # Accounting lagged the cancel of a pending array task: a stale PENDING, then CANCELLED.  Adopted
+    # from the cell's record, that is the cancelled pending job decide() resubmits, seen late.
+    (["PENDING", "CANCELLED"], True, "gone"),
+    ([None, "CANCELLED"], True, "gone"),
+    # A job seen running, or one this client submitted itself, was cancelled on purpose: the rule fails.
+    (["PENDING", "RUNNING", "CANCELLED"], True, "failed"),
+    (["PENDING", "CANCELLED"], False, "failed"),
+    (["RUNNING", "FAILED"], True, "failed"),
+    (["PENDING", "RUNNING", "COMPLETED"], True, "completed"),
+])
+def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(states, adopted, outcome, tmp_path, monkeypatch,
+                                                                   capsys):
+    from ring import accounting, launch
+
+    job = _fake_job(tmp_path)
+    replies = iter(states)
+    monkeypatch.setattr(launch, "job_states", lambda ids: {ids[0]: next(replies)})
+    monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 1)  # a run to report, as in CI
+    res = Resources(poll_s=0, unknown_grace_s=60)
+    assert launch.wait(job, tmp_path, res, adopted=adopted) == outcome
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ring: ")]
+    if outcome == "failed":
+        # The last sentence (the one ring.failures shows) is the stage's reason, not the accounting line.
+        assert said[-1] == "ring: the stage's own reason" and any("failed (" in line for line in said)
+
+
+def test_a_run_that_never_got_a_node_never_ran():
+    """sacct can give a pending job cancelled while accounting lags its cancel time as Start; without a
+    node it never ran, and no GPU time is added for it."""
+    from ring import accounting
+
+    line = "9_1|CANCELLED by 0|2026-11-26T17:52:10|2026-11-26T17:52:10|0|None assigned|\n"
+    (run,) = accounting.parse_runs(line, "9_1")
+    assert not accounting.started(run)
+    assert accounting.unrecorded([], "9_1", [run]) == []

@@ -430,7 +430,7 @@ def test_a_job_killed_for_good_is_in_the_provenance_of_the_cells_next_job(tmp_pa
 CHAOS_SEED = int(os.environ.get("RING_CHAOS_SEED", "11"))  # another seed: other moments, same assertions
 # What a launcher prints when it submits a cell again for a reason the issue allows: its output was
 # deleted by Snakemake's rerun of an incomplete rule, or its job is gone (the cancelled pending task).
-JUSTIFIED = ("COMPLETED but", "treating it as gone", "ended CANCELLED")
+JUSTIFIED = ("COMPLETED but", "treating it as gone", "ended CANCELLED", "cancelled before it ran")
 
 
 class Chaos:
