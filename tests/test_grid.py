@@ -200,3 +200,21 @@ def test_ring_digits_grid_sweeps_the_final_window_and_the_annealing_length(root)
     assert (cfg.ring_w_l, cfg.ring_anneal_epochs, cfg.epochs, cfg.log_window_classes) == ([0.0, 90.0], 10, 15, True)
     assert g.study_config("ring_window", "IRing", "wl50_a33", 2, "data").ring_anneal_epochs == 5
     assert g.pretrain_config("digits", "IRing", 0, "data").ring_w_l == [0.0, 90.0]  # Table 1: the paper's final w_l
+
+
+@pytest.mark.parametrize("name", ["paper", "smoke", "ring_digits"])
+def test_cell_configs_dump_to_the_same_text_with_libyaml(root, name):
+    """ring.config.dump uses libyaml's emitter for speed (the workflow dumps every cell's config when it
+    plans); a different text would change every cell's params and rerun the finished config rules."""
+    import yaml
+
+    from ring.config import dump, to_dict
+
+    grid = G.load(root / "workflow" / "grids" / f"{name}.yaml")
+    configs = [build(d, m, s, "data") for d, m, s in grid.cells() for build in (grid.pretrain_config, grid.lincls_config)]
+    configs += [grid.transfer_config(d, m, s, "data") for d, m, s in grid.transfer_cells()]
+    configs += [grid.detection_config(m, t, s, "detectron2") for _, m, t, s in grid.detection_cells()]
+    configs += [grid.toy_cnce_config(s) for s in grid.toy_cnce_seeds()]
+    assert configs and yaml.__with_libyaml__
+    for cfg in configs:
+        assert dump(cfg) == yaml.safe_dump(to_dict(cfg), sort_keys=False), cfg
