@@ -17,6 +17,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from ring.files import write_json
+
 FILE = "provenance.json"
 # sacct's Start of a run that never started (e.g. a requeued job cancelled while pending again).
 NOT_STARTED = {"", "None", "Unknown"}
@@ -106,7 +108,5 @@ def add_ended_job(cell: Path, job_id: str) -> int:
              for restart, run in unrecorded(segments, job_id, accounted_runs(job_id))]
     if added:
         segments = [*segments, *added]
-        tmp = path.with_name(f".{FILE}.tmp")
-        tmp.write_text(json.dumps({**doc, "segments": segments, **totals(segments)}, indent=2) + "\n")
-        tmp.replace(path)
+        write_json(path, {**doc, "segments": segments, **totals(segments)})
     return len(added)

@@ -25,6 +25,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ring.files import FileError, write_json
+
 
 class DatasetMissing(FileNotFoundError):
     """A dataset is absent or incomplete under the data root."""
@@ -430,10 +432,7 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
                            if fetched is not None else "verified against the publisher")
     record["fingerprint"] = _fingerprint(list(dict.fromkeys(read)), base)
     if stamp is not None:
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        tmp = stamp.with_name(f".{stamp.name}.tmp")
-        tmp.write_text(json.dumps(record, indent=1) + "\n")
-        tmp.replace(stamp)
+        write_json(stamp, record, indent=1)
     return record
 
 
@@ -477,7 +476,7 @@ def main(argv=None) -> int:
         for path in args.writable:
             check_writable(path)
         record = verify(args.dataset, args.data_root, args.skip_checksums, args.stamp_dir)
-    except (DatasetMissing, ValueError, PermissionError) as err:
+    except (DatasetMissing, ValueError, PermissionError, FileError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
     except OSError as err:  # unreadable file (I/O error, permissions) met while verifying

@@ -1,7 +1,6 @@
 """Atomic, verified checkpoints and safe loading.
 
-A file is written to a temporary file in the same folder, flushed to disk and renamed over the old
-one, so a job killed at any instant leaves either the previous or the new file, never a torn one.
+Every file is written through :mod:`ring.files` (a temporary file renamed over the old one).
 A training checkpoint (:func:`save_checkpoint`) also carries the SHA-256 of its payload (every
 tensor's bytes, every key and number), verified when it is loaded, and the checkpoint it replaces is
 kept beside it as ``<name>.prev.pt``: a latest checkpoint that fails verification (a flipped block on
@@ -12,96 +11,25 @@ and turns every failure into one sentence that names the file and what to do.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import shutil
 import struct
-import tempfile
 from pathlib import Path
 
 import torch
 
+from ring.files import FileError, atomic_write, write_failure, write_temporary
+
 CHECKSUM_KEY = "payload_sha256"
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint or encoder file cannot be used, or cannot be written."""
+class CheckpointError(FileError):
+    """A checkpoint or encoder file cannot be used (a write the file system refuses is a FileError)."""
 
 
 def atomic_save(obj, path: str | Path) -> None:
     atomic_write(path, lambda fh: torch.save(obj, fh))
-
-
-def atomic_write(path: str | Path, write) -> None:
-    """``write(binary file)`` into a temporary file, fsync, rename over ``path``.
-
-    A full disk or a folder that cannot be written is one sentence (:class:`CheckpointError`); the
-    file ``path`` held before is untouched either way.
-    """
-    path = Path(path)
-    tmp = _write_temporary(path, write)
-    try:
-        os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise CheckpointError(write_failure(path, err)) from None
-
-
-def _write_temporary(path: Path, write) -> Path:
-    """``write`` into ``.<name>.*.tmp`` beside ``path``, flushed to disk; the temporary file's path."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        return Path(tmp)
-    except BaseException as err:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError):
-            raise CheckpointError(write_failure(path, err)) from None
-        raise
-
-
-def write_failure(path: Path, err: OSError) -> str:
-    """One sentence for a write that the file system refused."""
-    if err.errno == errno.ENOSPC:
-        return (f"The disk holding {path.parent} is full (no space left while writing {path.name}); the previous file "
-                "is kept: free some space and rerun to continue.")
-    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"The folder {path.parent} is not writable ({err.strerror}); fix its permissions or choose another results folder."
-    return f"Writing {path} failed ({err.strerror or err}); the previous file is kept: fix the cause and rerun."
-
-
-def check_writable(folder: str | Path) -> None:
-    """Create ``folder`` and prove a file can be written in it: an unwritable cell folder fails before training."""
-    folder = Path(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe.", suffix=".tmp")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        raise CheckpointError(
-            f"The cell folder {folder} is not writable ({err.strerror or err}); fix its permissions or choose another "
-            "results folder.") from None
-
-
-def remove_stale_temporaries(folder: str | Path) -> list[str]:
-    """Delete what killed writes left in ``folder`` (``.<name>.*.tmp`` of :func:`atomic_write`); their names.
-
-    Call it at the start of a stage, when no write of this cell can be under way.
-    """
-    removed = []
-    for tmp in sorted(Path(folder).glob(".*.tmp")):
-        if tmp.is_file():
-            tmp.unlink(missing_ok=True)
-            removed.append(tmp.name)
-    return removed
 
 
 def safe_load(path: str | Path, what: str = "checkpoint", fix: str = "delete it to start this stage again"):
@@ -164,7 +92,7 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
     instant: a kill anywhere leaves a complete latest checkpoint (old or new) and a previous one.
     """
     path = Path(path)
-    tmp = _write_temporary(path, lambda fh: torch.save(checksummed(state), fh))
+    tmp = write_temporary(path, lambda fh: torch.save(checksummed(state), fh))
     try:
         if path.exists():
             # The previous checkpoint as a hard link (a copy where links are not supported), so that
@@ -178,7 +106,7 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
             os.replace(link, previous_path(path))
         os.replace(tmp, path)
     except OSError as err:
-        raise CheckpointError(write_failure(path, err)) from None
+        raise FileError(write_failure(path, err)) from None
     finally:
         tmp.unlink(missing_ok=True)
 

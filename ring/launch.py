@@ -45,6 +45,7 @@ import submitit
 import yaml
 
 from ring import accounting, checks
+from ring.files import write_json
 from ring.jobs import OUTPUT, StageJob
 
 RECORD = "job.json"
@@ -318,13 +319,9 @@ def read_record(cell: Path) -> dict | None:
 
 
 def write_record(cell: Path, job_id: str, folder: Path, stage: str, tasks: int = 1) -> None:
-    path = cell / "slurm" / RECORD
-    path.parent.mkdir(parents=True, exist_ok=True)
     record = {"job_id": job_id, "folder": str(folder), "stage": stage, "tasks": tasks,
               "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    tmp = path.with_name(f".{RECORD}.tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    tmp.replace(path)
+    write_json(cell / "slurm" / RECORD, record)
 
 
 def decide(state: str | None, output_present: bool) -> str:

@@ -33,8 +33,8 @@ from tqdm import tqdm
 from ring import checks
 from ring import config as C
 from ring import catalog, datasets
-from ring.checkpoint import (CheckpointError, atomic_write, check_writable, file_sha256, load_latest_checkpoint, previous_path,
-                             remove_stale_temporaries, rng_state, save_checkpoint, set_rng_state)
+from ring.checkpoint import file_sha256, load_latest_checkpoint, previous_path, rng_state, save_checkpoint, set_rng_state
+from ring.files import FileError, atomic_write, check_writable, remove_stale_temporaries
 from ring.encoder import Precision, load_feature_extractor, resolve_precision
 from ring import health, provenance
 from ring.runtime import JsonLog, Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
@@ -242,7 +242,7 @@ def main(argv=None, evaluation=LinearEval, config_cls=C.LinclsConfig, descriptio
     try:
         stage = {C.LinclsConfig: "lincls", C.TransferConfig: "transfer"}[config_cls]
         metrics = evaluation(checks.load_checked(stage, args.config), args.encoder, args.out).run()
-    except (ValueError, FileNotFoundError, CheckpointError) as err:
+    except (ValueError, FileNotFoundError, FileError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
     print(f"ring: {args.out}: top1={metrics['top1']:.2f} top5={metrics['top5']:.2f}", file=sys.stderr)

@@ -39,6 +39,7 @@ import numpy as np
 
 from ring import catalog
 from ring.catalog import DatasetMissing
+from ring.files import write_json
 
 Item = tuple[str, int]
 Listing = dict[str, list[Item]]
@@ -266,9 +267,7 @@ def generate_shapes(base: Path, seed: int = 0) -> None:
             image.save(base / shape / f"{shape}_{i:03d}.png")
     marker = {"generator": "ring.metadataset.generate_shapes", "seed": seed, "classes": list(SHAPES),
               "images_per_class": SHAPES_PER_CLASS, "size": SHAPES_SIZE}
-    tmp = base / f".{GENERATED}.tmp"
-    tmp.write_text(json.dumps(marker, indent=2) + "\n")
-    tmp.replace(base / GENERATED)
+    write_json(base / GENERATED, marker)
 
 
 GENERATORS: dict[str, Callable[[Path], None]] = {"shapes": generate_shapes}

@@ -31,8 +31,9 @@ from tqdm import tqdm
 from ring import config as C
 from ring import augment, catalog, checks, datasets, distributed
 from ring.anneal import build_schedule
-from ring.checkpoint import (CheckpointError, atomic_save, check_writable, checksummed, load_latest_checkpoint, load_verified,
-                             remove_stale_temporaries, rng_state, save_checkpoint, set_rng_state)
+from ring.checkpoint import (CheckpointError, atomic_save, checksummed, load_latest_checkpoint, load_verified, rng_state,
+                             save_checkpoint, set_rng_state)
+from ring.files import FileError, check_writable, remove_stale_temporaries
 from ring.encoder import Encoder, Grouped, LabEncoder, Precision, export_trunks, resolve_precision
 from ring.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
 from ring.methods import check_fixed, method
@@ -354,7 +355,7 @@ def main(argv=None) -> int:
     try:
         cfg = checks.load_checked("pretrain", args.config)
         run(cfg, args.out)
-    except (ValueError, NotImplementedError, FileNotFoundError, CheckpointError) as err:
+    except (ValueError, NotImplementedError, FileNotFoundError, FileError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
     finally:

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ring.files import write_json
+
 MARKER = "running.json"
 LOG = "log.jsonl"
 TAIL_BYTES = 1 << 16  # the log's last lines; a 300-epoch log is read in one small read
@@ -46,9 +48,7 @@ def running(cell: Path):
 
 
 def _write(path: Path, record: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record) + "\n")
-    os.replace(tmp, path)
+    write_json(path, record, indent=None)
 
 
 def alive(record: dict) -> bool | None:

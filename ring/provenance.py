@@ -25,6 +25,7 @@ import torch
 
 from ring import distributed
 from ring.accounting import missing_runs, totals
+from ring.files import FileError, write_json
 from ring.runtime import Preempted
 
 FILE = "provenance.json"
@@ -129,6 +130,10 @@ class Segment:
             "segments": segments,
             **totals(segments),
         }
-        tmp = self.path.with_name(f".{FILE}.tmp")
-        tmp.write_text(json.dumps(doc, indent=2) + "\n")
-        tmp.replace(self.path)
+        try:
+            write_json(self.path, doc)
+        except FileError:
+            if exc_type is None:
+                raise
+            # The stage is failing already, most often for the same reason (a full disk): its own
+            # sentence is the one to show, and this segment cannot be written until that is fixed.

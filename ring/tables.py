@@ -22,7 +22,7 @@ import yaml
 
 from ring import config as C
 from ring.catalog import DATASETS, TRANSFER
-from ring.checkpoint import CheckpointError, atomic_write
+from ring.files import FileError, atomic_write
 from ring.health import NonFinite, check_metrics
 from ring.methods import METHODS, display_name
 
@@ -433,7 +433,7 @@ def toy_cnce(metric_files: list[str | Path], prefix: str | Path) -> pd.DataFrame
 def main(argv=None) -> int:
     try:
         return _main(argv)
-    except (MetricsError, NonFinite, CheckpointError) as err:  # one sentence naming the file; old tables untouched
+    except (MetricsError, NonFinite, FileError) as err:  # one sentence naming the file; old tables untouched
         print(f"ring: {err}", file=sys.stderr)
         return 1
 

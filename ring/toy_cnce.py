@@ -65,7 +65,7 @@ import torch
 from ring import checks
 from ring import config as C
 from ring import health
-from ring.checkpoint import CheckpointError, atomic_write, check_writable
+from ring.files import FileError, atomic_write, check_writable
 from ring.runtime import epoch_batches, setup_threads
 
 METRICS = "metrics.json"
@@ -340,7 +340,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         metrics = run(checks.load_checked("toy_cnce", args.config), args.out)
-    except (ValueError, FileNotFoundError, CheckpointError) as err:
+    except (ValueError, FileNotFoundError, FileError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
     text = " ".join(f"{k}={v:.5f}" for k, v in metrics["nce_critic"].items())

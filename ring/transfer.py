@@ -28,7 +28,7 @@ from torchvision import transforms as T
 from ring import catalog
 from ring import config as C
 from ring import datasets, lincls, metadataset
-from ring.checkpoint import atomic_write, check_writable
+from ring.files import atomic_write, check_writable
 from ring.lincls import LinearEval
 
 MANIFEST = "split-manifest.json"
@@ -36,7 +36,7 @@ MANIFEST = "split-manifest.json"
 
 def write_json(doc: dict, path: Path) -> None:
     # A private temporary file per writer (cells may race on a shared cache); a full disk or an
-    # unwritable folder is one sentence (ring.checkpoint.CheckpointError).
+    # unwritable folder is one sentence (ring.files.FileError).
     atomic_write(path, lambda fh: fh.write((json.dumps(doc, indent=1) + "\n").encode()))
 
 

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import torch
 
-from ring.checkpoint import CheckpointError, atomic_write, safe_load
+from ring.checkpoint import safe_load
+from ring.files import FileError, atomic_write
 from ring.encoder import load_trunk
 
 AUTHOR = "ring-bench (torchvision resnet18 encoder)"
@@ -249,7 +250,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         diff = convert(args.encoder, args.out)
-    except (ConversionError, CheckpointError, ValueError) as err:
+    except (ConversionError, FileError, ValueError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as err:

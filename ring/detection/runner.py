@@ -31,7 +31,7 @@ from pathlib import Path
 from ring import checks
 from ring import config as C
 from ring import health
-from ring.checkpoint import CheckpointError, check_writable
+from ring.files import FileError, check_writable, write_json
 from ring.detection import missing_detectron2
 from ring.detection.convert import check_loaded, read_converted
 from ring.detection.tasks import METRICS
@@ -173,9 +173,7 @@ def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict) -> dic
                             "detectron2_config": D2_CONFIG, "datasets": cfg.datasets}}
     path = Path(out) / METRICS_FILE
     health.check_metrics(metrics, path, keys=("columns",))
-    tmp = path.with_name(f".{METRICS_FILE}.tmp")
-    tmp.write_text(json.dumps(metrics, indent=2) + "\n")
-    tmp.replace(path)
+    write_json(path, metrics)
     return metrics
 
 
@@ -187,7 +185,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         metrics = run(checks.load_checked("detection", args.config), args.weights, args.out)
-    except (ValueError, FileNotFoundError, CheckpointError) as err:  # ConversionError is a ValueError
+    except (ValueError, FileNotFoundError, FileError) as err:  # ConversionError is a ValueError
         print(f"ring: {err}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as err:

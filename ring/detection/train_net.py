@@ -24,7 +24,7 @@ from detectron2.utils.events import CommonMetricPrinter, JSONWriter, Tensorboard
 
 import ring.detection.heads  # noqa: F401  (registers BasicRes5ROIHeads)
 from ring import health
-from ring.checkpoint import atomic_write, remove_stale_temporaries
+from ring.files import atomic_write, remove_stale_temporaries
 from ring.runtime import Preempted, stop_requested
 
 TRAIN_LOG = "log.jsonl"

@@ -1,0 +1,49 @@
+"""ring.files: whole-or-nothing writes, their one-sentence failures, and what killed writes leave."""
+
+import errno
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ring import files
+
+
+def test_json_is_written_whole_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "cell" / "provenance.json"  # the folder is created
+    files.write_json(path, {"segments": [1, 2]})
+    files.write_json(path, {"segments": [1, 2, 3]}, indent=None)
+    assert path.read_text() == '{"segments": [1, 2, 3]}\n'
+    assert sorted(p.name for p in path.parent.iterdir()) == ["provenance.json"]
+
+
+def test_a_refused_write_keeps_the_old_file_and_says_why(tmp_path, monkeypatch):
+    path = tmp_path / "metrics.json"
+    files.write_json(path, {"top1": 50.0})
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(files.FileError, match=rf"^The disk holding {tmp_path} is full \(no space left while writing "
+                                              r"metrics.json\); the previous file is kept"):
+        files.write_json(path, {"top1": 99.0})
+    assert json.loads(path.read_text()) == {"top1": 50.0}
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # the temporary went with the failure
+
+
+def test_stale_temporaries_of_killed_writes_are_removed_by_name(tmp_path):
+    (tmp_path / ".checkpoint.pt.abc123.tmp").write_bytes(b"torn")
+    (tmp_path / ".running.json.x.tmp").write_text("{")
+    (tmp_path / "checkpoint.pt").write_bytes(b"whole")
+    assert files.remove_stale_temporaries(tmp_path) == [".checkpoint.pt.abc123.tmp", ".running.json.x.tmp"]
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
+
+
+def test_the_login_node_client_writes_without_torch():
+    """ring.launch and ring.accounting write job records and provenance through ring.files on a login
+    node, where importing torch costs seconds (or torch is not installed)."""
+    code = "import sys, ring.files, ring.launch, ring.accounting; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
