@@ -52,11 +52,24 @@ def write_temporary(path: Path, write) -> Path:
             os.fsync(fh.fileno())
         return Path(tmp)
     except BaseException as err:
+        # A writer that swallows the OSError (torch.save reports ENOSPC as "unexpected pos ..."): a disk
+        # with no room left, seen before our own temporary frees its blocks, is the reason.
+        full = not isinstance(err, OSError) and isinstance(err, Exception) and tmp is not None and _no_room(path.parent)
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
+        if full:
+            raise FileError(write_failure(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))) from None
         if isinstance(err, OSError):
             raise FileError(write_failure(path, err)) from None
         raise
+
+
+def _no_room(folder: Path, margin: int = 1 << 20) -> bool:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < margin
 
 
 def write_failure(path: Path, err: OSError) -> str:

@@ -47,3 +47,19 @@ def test_the_login_node_client_writes_without_torch():
     node, where importing torch costs seconds (or torch is not installed)."""
     code = "import sys, ring.files, ring.launch, ring.accounting; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_writer_that_hides_a_full_disk_still_gets_the_full_disk_sentence(tmp_path, monkeypatch):
+    """torch.save turns ENOSPC into "[enforce fail at inline_container.cc:672] unexpected pos ..." (seen
+    when this machine's disk filled during CI); with no room left on the disk the sentence says so."""
+    def torch_like(fh):
+        fh.write(b"x" * 10)
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    monkeypatch.setattr(files, "_no_room", lambda folder: True)
+    with pytest.raises(files.FileError, match=r"is full \(no space left while writing checkpoint.pt\)"):
+        files.atomic_write(tmp_path / "checkpoint.pt", torch_like)
+    monkeypatch.setattr(files, "_no_room", lambda folder: False)  # room left: the writer's own error stands
+    with pytest.raises(RuntimeError, match="unexpected pos"):
+        files.atomic_write(tmp_path / "checkpoint.pt", torch_like)
+    assert list(tmp_path.iterdir()) == []
