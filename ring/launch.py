@@ -365,22 +365,20 @@ def wait(job: submitit.SlurmJob, cell: Path, res: Resources, adopted: bool = Fal
         if state in ENDED:
             break
         time.sleep(res.poll_s)
-    if state != "COMPLETED":
-        account_ended(cell, job.job_id)  # first, so that the failure below stays the log's last sentence
-    if state == "CANCELLED" and adopted and not ran:
-        print(f"ring: {cell}: SLURM job {job.job_id} was cancelled before it ran; submitting again (it resumes)",
-              file=sys.stderr, flush=True)
-        return "gone"
     if state == "COMPLETED":
         try:
             job.done(force_check=True)
             job.results()  # every task's (one per GPU); raises if any failed
             return "completed"
         except Exception as err:  # noqa: BLE001 -- the job failed: its log says why
-            account_ended(cell, job.job_id)
             reason = type(err).__name__
     else:
         reason = state
+    account_ended(cell, job.job_id)  # first, so that the failure below stays the log's last sentence
+    if state == "CANCELLED" and adopted and not ran:
+        print(f"ring: {cell}: SLURM job {job.job_id} was cancelled before it ran; submitting again (it resumes)",
+              file=sys.stderr, flush=True)
+        return "gone"
     stderr = Path(job.paths.stderr)
     print(f"ring: {cell}: SLURM job {job.job_id} failed ({reason}); last lines of {stderr}:\n"
           f"{log_tail(stderr)}", file=sys.stderr, flush=True)
