@@ -94,7 +94,7 @@ def test_outputs_contract(tmp_path):
         ("LA", {"kmeans_k": 2000}, ValueError, "kmeans_k=2000 must lie between 1 and the 1347 training images"),
         ("IR", {"dataset": "svhn"}, ValueError, "Unknown dataset 'svhn'"),
         ("IRing", {"bank_negatives": 5000}, ValueError, "bank_negatives=5000 is larger than the memory bank"),
-        ("IRing", {"ring_w_l": [0.0, 100.0]}, ValueError, "ring_w_l=\[0.0, 100.0\] must satisfy 0 <= start <= final < 100"),
+        ("IRing", {"ring_w_l": [0.0, 100.0]}, ValueError, r"ring_w_l=\[0.0, 100.0\] must satisfy 0 <= start <= final < 100"),
         ("IRing", {"ring_inner": None, "ring_w_u": 30.0, "ring_w_l": [40.0, 40.0]}, ValueError, "w_l=40.0 >= w_u=30.0"),
         ("IR", {"dataset": "cifar10", "data_root": "/nonexistent"}, FileNotFoundError, "Data root /nonexistent does not exist"),
     ],
@@ -156,12 +156,18 @@ def test_cmc_cell_exports_an_l_and_an_ab_torchvision_trunk(tmp_path):
     assert objective["bank.memory"].shape == objective["bank_ab.memory"].shape == (1347, 128)
 
 
+# Small images and no kNN pass: these tests are about the training state, not accuracy.
+FAST = dict(resize=16, crop=16, knn_every=0)
+
+
 def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupted(tmp_path, monkeypatch):
     """CMCRingCi: two encoders and banks, Ring, and k-means clusters computed at the start of the
     preempted epoch (after a one-epoch warm start), which the resumed run must reuse."""
     from ring import runtime
 
-    cfg = dict(kmeans_k=20, kmeans_clusterings=2, kmeans_warmup_epochs=1, knn_every=0)
+    # 16x16 views: the clusters and the training state are the point, not the pixels (at 32 px this test
+    # ran past pytest's 900 s timeout on 2 cores shared with a CPU-heavy neighbour).
+    cfg = dict(kmeans_k=20, kmeans_clusterings=2, kmeans_warmup_epochs=1, **FAST)
     reference = _run_cell(tmp_path, "reference", pretrain_config("CMCRingCi", **cfg))
     cell = tmp_path / "preempted"
     first = Pretraining(pretrain_config("CMCRingCi", **cfg), cell)
@@ -185,8 +191,6 @@ def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupte
         _assert_same_weights(reference / name, cell / name)
     assert torch.equal(safe_load(cell / "checkpoint.pt")["objective"]["clusterings.labels"],
                        safe_load(reference / "checkpoint.pt")["objective"]["clusterings.labels"])
-# Small images and no kNN pass: this test is about the training state, not accuracy.
-FAST = dict(resize=16, crop=16, knn_every=0)
 
 
 def test_snapshots_and_a_cell_started_from_one(tmp_path):
