@@ -166,7 +166,7 @@ def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupte
     from ring import runtime
 
     # 16x16 views: the clusters and the training state are the point, not the pixels (at 32 px this test
-    # ran past pytest's then 900 s timeout on 2 cores shared with a CPU-heavy neighbour).
+    # took over 900 s on 2 cores shared with a CPU-heavy neighbour, 56 s alone).
     cfg = dict(kmeans_k=20, kmeans_clusterings=2, kmeans_warmup_epochs=1, **FAST)
     reference = _run_cell(tmp_path, "reference", pretrain_config("CMCRingCi", **cfg))
     cell = tmp_path / "preempted"
