@@ -11,8 +11,10 @@ requeues the job, which resumes from that checkpoint.
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
+import zlib
 
 from submitit.helpers import Checkpointable
 
@@ -20,6 +22,26 @@ STAGES = {"pretrain": "ring.pretrain", "lincls": "ring.lincls", "transfer": "rin
           "detection": "ring.detection.runner"}
 # The file each stage writes last in its --out folder: present means the stage's outputs are complete.
 OUTPUT = {"pretrain": "encoder.pt", "lincls": "metrics.json", "transfer": "metrics.json", "detection": "metrics.json"}
+
+
+def rendezvous_port(job_id: str) -> int:
+    """The job's DDP rendezvous port, the same in every task: 20000-31999, below Linux's ephemeral
+    ports (32768 and up). submitit's own choice (20000-60000) can land on a port that one of the
+    node's open connections holds, and rank 0 then fails with EADDRINUSE (seen in CI)."""
+    return 20000 + zlib.crc32(str(job_id).encode()) % 12000
+
+
+def export_distributed_env() -> None:
+    """RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT for this task, from submitit's job
+    environment. Values inherited from the submitting shell (sbatch exports its environment, e.g. a
+    torchrun session's RANK or MASTER_PORT) are replaced: a shared port would collide between two
+    jobs on one node."""
+    import submitit
+
+    dist_env = submitit.helpers.TorchDistributedEnvironment()
+    dist_env.master_port = rendezvous_port(submitit.JobEnvironment().job_id)
+    # --gpus-per-node shows every task all the node's GPUs; each picks cuda:LOCAL_RANK itself.
+    dist_env.export(set_cuda_visible_devices=False, overwrite=True)
 
 
 class StageFailed(RuntimeError):
@@ -39,8 +61,7 @@ class StageJob(Checkpointable):
         import submitit
 
         if submitit.JobEnvironment().num_tasks > 1:
-            # One task per GPU: export RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT for the stage.
-            submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+            export_distributed_env()  # one task per GPU
         submitit_handler = signal.getsignal(signal.SIGUSR2)
         signal.signal(signal.SIGUSR2, lambda *_: runtime.request_stop())
         module = importlib.import_module(STAGES[self.stage])

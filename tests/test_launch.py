@@ -1,6 +1,8 @@
 """The SLURM launcher's pure parts (the cluster itself is exercised in test_slurm.py)."""
 
+import os
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -191,3 +193,35 @@ def test_a_run_that_never_got_a_node_never_ran():
     (run,) = accounting.parse_runs(line, "9_1")
     assert not accounting.started(run)
     assert accounting.unrecorded([], "9_1", [run]) == []
+
+
+def test_the_rendezvous_port_is_below_the_ephemeral_ports_and_the_same_for_every_task():
+    from ring.jobs import rendezvous_port
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {job: rendezvous_port(job) for job in [str(n) for n in range(1, 5000)] + ["1074_1", "1074_2"]}
+    assert all(20000 <= p < min(low, 32000) for p in ports.values())
+    assert rendezvous_port("1074_1") == rendezvous_port("1074_1")
+    assert len(set(ports.values())) > 3000  # spread: two jobs on one node rarely share a port
+
+
+TASK_1_OF_2 = {"SLURM_JOB_ID": "1075", "SLURM_ARRAY_JOB_ID": "1074", "SLURM_ARRAY_TASK_ID": "1",
+               "SLURM_NTASKS": "2", "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0", "SLURM_PROCID": "1",
+               "SLURM_LOCALID": "1", "SLURM_JOB_NODELIST": "gpu07"}
+DDP_VARS = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"]
+
+
+@pytest.mark.parametrize("inherited", [{}, {"MASTER_PORT": "29500", "RANK": "0", "WORLD_SIZE": "8"}])
+def test_a_task_exports_submitits_ranks_and_the_jobs_rendezvous_port(monkeypatch, inherited):
+    """Through submitit's own SLURM job environment, as in a job's task, whatever the submitting
+    shell left in the environment (sbatch exports it)."""
+    from ring.jobs import export_distributed_env, rendezvous_port
+
+    for name in DDP_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {**TASK_1_OF_2, "_TEST_CLUSTER_": "slurm", **inherited}.items():
+        monkeypatch.setenv(name, value)
+    export_distributed_env()
+    assert {name: os.environ[name] for name in DDP_VARS} == {
+        "MASTER_ADDR": "gpu07", "MASTER_PORT": str(rendezvous_port("1074_1")), "RANK": "1",
+        "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
