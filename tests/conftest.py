@@ -29,6 +29,19 @@ def no_wandb_from_the_shell(monkeypatch):
     monkeypatch.delenv("RING_WANDB_PROJECT", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def no_distributed_environment_left_behind():
+    """A test must not leave WORLD_SIZE & co. in this process: every later stage subprocess would wait
+    for ranks that never come (a hang until the 30-minute rendezvous timeout), far from the cause."""
+    import os
+
+    names = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    before = {name: os.environ.get(name) for name in names}
+    yield
+    after = {name: os.environ.get(name) for name in names}
+    assert after == before, f"the test left distributed variables behind: {after}"
+
+
 @pytest.fixture
 def encoder_file(tmp_path) -> Path:
     """A randomly initialised trunk in the exported format (torchvision resnet18, no fc), seed 0."""

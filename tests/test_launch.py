@@ -217,10 +217,10 @@ def test_a_task_exports_submitits_ranks_and_the_jobs_rendezvous_port(monkeypatch
     shell left in the environment (sbatch exports it)."""
     from ring.jobs import export_distributed_env, rendezvous_port
 
-    for name in DDP_VARS:
-        monkeypatch.delenv(name, raising=False)
-    for name, value in {**TASK_1_OF_2, "_TEST_CLUSTER_": "slurm", **inherited}.items():
-        monkeypatch.setenv(name, value)
+    # A copy of the environment, so the exported variables cannot outlive the test: a WORLD_SIZE left
+    # in this process would make every later ring.pretrain subprocess wait for a peer that never comes.
+    env = {k: v for k, v in os.environ.items() if k not in DDP_VARS}
+    monkeypatch.setattr(os, "environ", {**env, **TASK_1_OF_2, "_TEST_CLUSTER_": "slurm", **inherited})
     export_distributed_env()
     assert {name: os.environ[name] for name in DDP_VARS} == {
         "MASTER_ADDR": "gpu07", "MASTER_PORT": str(rendezvous_port("1074_1")), "RANK": "1",
