@@ -157,14 +157,6 @@ def load_latest_checkpoint(path: str | Path, what: str = "checkpoint", log=print
     return None
 
 
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def rng_state() -> dict:
     state = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available():

@@ -85,6 +85,12 @@ def any_rank(flag: bool) -> bool:
     return bool(t.item())
 
 
+def barrier() -> None:
+    """Every rank waits here until all arrive (rank 0's file moves are done before others read)."""
+    if world_size() > 1:
+        dist.barrier()
+
+
 def shutdown() -> None:
     if is_initialized():
         dist.destroy_process_group()

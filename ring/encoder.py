@@ -4,6 +4,8 @@ CMC's encoder (:class:`LabEncoder`) is two of them, one on the L and one on the 
 colour.  A CMC pretraining cell exports ``encoder.pt`` (the L trunk, conv1 with 1 input channel)
 and ``encoder_ab.pt`` (the ab trunk, conv1 with 2), both torchvision resnet18 ``state_dict``s
 without ``fc``; :func:`load_feature_extractor` builds the frozen features of any cell from them.
+Exported files are written by :func:`save_trunks` with a checksum record (``export.json``) that
+every reader verifies first (:func:`ring.files.verify_checksum`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.models import resnet18
 
-from ring.checkpoint import safe_load
+from ring.checkpoint import atomic_save, safe_load
+from ring.files import record_checksums, verify_checksum
 from ring.methods import method as method_spec
 
 from ring.checks import HEADS  # the one list, which plan-time checks read too
@@ -182,6 +185,15 @@ def export_trunks(encoder: nn.Module) -> dict[str, dict[str, torch.Tensor]]:
     return {"encoder.pt": torchvision_state_dict(encoder)}
 
 
+def save_trunks(trunks: dict[str, dict[str, torch.Tensor]], folder: str | Path, **record) -> dict:
+    """Write each trunk (file name -> state dict) atomically, ``encoder.pt`` last, then the checksum
+    record naming their SHA-256 and ``record`` (the config hash): a reader trusts nothing until it is there."""
+    folder = Path(folder)
+    for name, state in sorted(trunks.items(), key=lambda kv: kv[0] == "encoder.pt"):
+        atomic_save(state, folder / name)
+    return record_checksums(folder, sorted(trunks), **record)
+
+
 class TrunkFeatures(nn.Module):
     """Frozen pre-pool feature map of one exported trunk (RGB input)."""
 
@@ -224,12 +236,13 @@ def load_feature_extractor(encoder_path: str | Path, method: str, mean, std) -> 
     dataset's RGB normalisation, undone before CMC's Lab conversion.  Output: B x C x h x w.
     """
     files = encoder_files(encoder_path, method)
+    sha256 = {f.name: verify_checksum(f) for f in files}  # every trunk verified before any is used
     states = [safe_load(f, "encoder", "rerun the pretraining cell that writes it") for f in files]
     if len(states) == 1:
         extractor = TrunkFeatures(load_trunk(states[0]))
     else:
         extractor = LabFeatures(load_trunk(states[0], in_channels=1), load_trunk(states[1], in_channels=2), mean, std)
-    extractor.files = files
+    extractor.files, extractor.sha256 = files, sha256
     for p in extractor.parameters():
         p.requires_grad_(False)
     return extractor.eval()

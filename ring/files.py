@@ -9,10 +9,15 @@ Torch-free: the SLURM client on a login node (ring.launch, ring.accounting) writ
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import tempfile
 from pathlib import Path
+
+# The checksum record of a folder's exported files (a pretraining cell's encoders): their SHA-256,
+# written last, checked by every stage that reads one of them.
+CHECKSUMS = "export.json"
 
 
 class FileError(RuntimeError):
@@ -46,6 +51,8 @@ def write_temporary(path: Path, write) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        # mkstemp makes the file 0600; a result on a shared cluster follows the user's umask like any other file.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
@@ -62,6 +69,60 @@ def write_temporary(path: Path, write) -> Path:
         if isinstance(err, OSError):
             raise FileError(write_failure(path, err)) from None
         raise
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (os.umask can only set it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def record_checksums(folder: str | Path, names, **fields) -> dict:
+    """Write ``folder/export.json``: the SHA-256 of each of ``names`` in ``folder`` and ``fields``; the record."""
+    folder = Path(folder)
+    doc = {**fields, "files": {name: sha256_file(folder / name) for name in names}}
+    write_json(folder / CHECKSUMS, doc)
+    return doc
+
+
+def verify_checksum(path: str | Path, what: str = "encoder", fix: str = "rerun the pretraining cell that writes it") -> str:
+    """The SHA-256 of ``path``, after checking it against the checksum record beside it; one sentence otherwise.
+
+    A file altered on disk (a block overwritten, a copy cut short) or a record that is missing,
+    unreadable or silent about the file all stop the reader before it uses the file.
+    """
+    path = Path(path)
+    record = path.with_name(CHECKSUMS)
+    if not path.is_file():
+        raise FileError(f"The {what} {path} does not exist; run the stage that produces it first.")
+    try:
+        doc = json.loads(record.read_text())
+        expected = doc["files"][path.name]
+    except FileNotFoundError:
+        raise FileError(f"The {what} {path} has no checksum record ({record.name} beside it, written with it), so it "
+                        f"cannot be verified; {fix}.") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+        raise FileError(f"The checksum record {record} is unreadable or does not list {path.name}; {fix}.") from None
+    actual = sha256_file(path)
+    if actual != expected:
+        raise FileError(f"The {what} {path} fails its checksum (sha256 {actual[:12]}..., recorded {str(expected)[:12]}...: "
+                        f"the file was altered on disk); {fix}.")
+    return actual
 
 
 def _no_room(folder: Path, margin: int = 1 << 20) -> bool:

@@ -20,6 +20,7 @@ This module is torch-free: the workflow client imports it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
@@ -31,6 +32,22 @@ from ring import config as C
 from ring.methods import METHODS, apply_fixed
 
 STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
+# Keys that name a cell (its folder) or where its data is: the grid sets them from the cell and the
+# workflow config, so a stage block that sets one would train a cell other than the one its folder
+# and its table row name.  Each maps to where it belongs.
+IDENTITY_KEYS = {
+    "method": "the grid's top-level methods: list",
+    "dataset": "the grid's top-level datasets: list (transfer datasets under transfer: datasets:)",
+    "seed": "the grid's top-level seeds: list",
+    "data_root": "the workflow config (--config data_root=PATH)",
+    "source": "transfer: source: (or detection: source:)",
+    "stats_cache": "nowhere: the workflow sets it for each transfer dataset",
+    "init_from": "a study variant's init_from: {method, variant, epoch}",
+    "task": "detection: tasks:",
+    "datasets_root": "the DETECTRON2_DATASETS environment variable (or detection: datasets: embedded)",
+}
+# A grid file's stem names its results folder (results/<name>/): a plain name, nothing that is a path.
+GRID_NAME = re.compile(r"[A-Za-z0-9_-]+")
 # The appendix's studies, each with its figure builder in ring.figures (the study's name is its figure's).
 STUDIES = ("hard_negatives", "anneal_policies", "negatives_k", "ring_window")
 INIT_KEYS = ("method", "variant", "epoch")
@@ -180,10 +197,22 @@ class Grid:
                                               "data_root": data_root, **values, "init_from": init_from})
 
 
+def check_no_identity_keys(values: dict, where: str) -> None:
+    """A block of stage overrides sets no key that names the cell (see IDENTITY_KEYS); one sentence otherwise."""
+    for key in values:
+        if key in IDENTITY_KEYS:
+            raise checks.ConfigError(f"{where}: {key!r} names the cell, so it cannot be set in a stage block (every "
+                                     f"cell would train the same {key} under its own name); set it in "
+                                     f"{IDENTITY_KEYS[key]} and remove it here.")
+
+
 def validate_detection(grid: Grid) -> None:
     from ring.detection.tasks import TASKS
 
     block = grid.detection
+    for part, values in [("all", block.get("all", {})), *((f"by_task {k}", v) for k, v in block.get("by_task", {}).items()),
+                         *((f"by_method {k}", v) for k, v in block.get("by_method", {}).items())]:
+        check_no_identity_keys(values, f"Grid {grid.file}, block detection {part}")
     if block["source"] not in grid.datasets:
         raise ValueError(f"Grid {grid.name}: detection source {block['source']!r} is not one of the grid's datasets "
                          f"({', '.join(grid.datasets)}), so no encoder is pretrained on it.")
@@ -224,8 +253,11 @@ def validate(grid: Grid) -> None:
         for name in block.get("by_method", {}):
             if name not in METHODS:
                 raise ValueError(f"Grid {grid.name}: by_method names unknown method {name!r}.")
-        overrides = [block.get("all", {}), *block.get("by_dataset", {}).values(), *block.get("by_method", {}).values()]
-        for values in overrides:
+        overrides = [("all", block.get("all", {})),
+                     *((f"by_dataset {k}", v) for k, v in block.get("by_dataset", {}).items()),
+                     *((f"by_method {k}", v) for k, v in block.get("by_method", {}).items())]
+        for where, values in overrides:
+            check_no_identity_keys(values, f"Grid {grid.file}, stage {stage}, block {where}")
             for key in values:
                 C.check_key(STAGES[stage], key, context=f"Grid {grid.name}, stage {stage}: ")
     for seed in (grid.toy_cnce_seeds() or [0]) if grid.toy_cnce is not None else []:
@@ -282,6 +314,10 @@ def validate_study(grid: Grid, study: Study) -> None:
     where = f"Grid {grid.name}, study {study.name}"
     if study.name not in STUDIES:
         raise ValueError(f"{where}: unknown study; studies are {', '.join(STUDIES)}.")
+    check_no_identity_keys(study.pretrain, f"Grid {grid.file}, study {study.name}, block pretrain")
+    for variant, values in study.variants.items():
+        check_no_identity_keys({k: v for k, v in values.items() if k != "init_from"},
+                               f"Grid {grid.file}, study {study.name}, variant {variant}")
     catalog.spec(study.dataset)
     for name in study.methods:
         if name not in METHODS:
@@ -344,15 +380,24 @@ def resolve(value: str, grid_dir: str | Path) -> Path:
     """A grid's file: ``NAME`` is ``grid_dir/NAME.yaml``; ``PATH.yaml`` is that file, anywhere, unless
     its stem (which names the results folder) is another grid's of ``grid_dir``.  One sentence otherwise."""
     grid_dir = Path(grid_dir)
+    if Path(value).expanduser().is_dir():
+        raise ValueError(f"grid={value!r} is a folder; give a grid file in it (grid=path/to/mine.yaml) or a name of "
+                         f"{grid_dir}.")
     if value.endswith((".yaml", ".yml")):
         path = Path(value).expanduser()
         if not path.is_file():
             raise ValueError(f"grid={value!r} names no file; give an existing grid file or a name of {grid_dir}.")
+        if not GRID_NAME.fullmatch(path.stem):
+            raise ValueError(f"grid={value!r}: the file's name {path.stem!r} names the results folder results/{path.stem}/, "
+                             "so it must be a plain name (letters, digits, - and _); rename the file.")
         named = grid_dir / f"{path.stem}.yaml"
         if named.is_file() and named.resolve() != path.resolve():
             raise ValueError(f"grid={value!r} would write results/{path.stem}/, which belongs to {named}; "
                              "rename your file (its name names the results folder).")
         return path
+    if not GRID_NAME.fullmatch(value):
+        raise ValueError(f"grid={value!r} is neither a grid name (letters, digits, - and _) of {grid_dir} nor a "
+                         "path ending in .yaml; give one of those.")
     path = grid_dir / f"{value}.yaml"
     if not path.is_file():
         names = sorted(p.stem for p in grid_dir.glob("*.yaml"))

@@ -30,11 +30,11 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from ring import checks
+from ring import checks, rerun
 from ring import config as C
 from ring import catalog, datasets
-from ring.checkpoint import file_sha256, load_latest_checkpoint, previous_path, rng_state, save_checkpoint, set_rng_state
-from ring.files import FileError, atomic_write, check_writable, remove_stale_temporaries
+from ring.checkpoint import load_latest_checkpoint, previous_path, rng_state, save_checkpoint, set_rng_state
+from ring.files import CHECKSUMS, FileError, atomic_write, check_writable, remove_stale_temporaries
 from ring.encoder import Precision, load_feature_extractor, resolve_precision
 from ring import health, provenance
 from ring.runtime import JsonLog, Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
@@ -45,6 +45,8 @@ LOG = "log.jsonl"
 
 
 class LinearEval:
+    STAGE = "lincls"  # what ring.rerun keeps aside when this cell's config changes
+
     def __init__(self, cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path):
         self.cfg = cfg
         self.out = Path(out_dir)
@@ -63,7 +65,9 @@ class LinearEval:
         self.trunk = load_feature_extractor(self.encoder_path, cfg.method, norm.mean, norm.std)
         self.bf16, self.channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device)
         self.extractor = Precision(self.trunk.to(self.device), self.bf16, self.channels_last).eval()
-        self.encoder_hashes = {p.name: file_sha256(p) for p in self.trunk.files}
+        self.encoder_hashes = self.trunk.sha256  # each file verified against its cell's checksum record
+        # The pretraining config the encoder was made with (its checksum record's), for the tables' chain check.
+        self.encoder_config_hash = encoder_record(self.encoder_path).get("config_hash")
         # One fingerprint of every encoder file: a retrained cell invalidates the checkpoint.
         self.encoder_sha256 = (self.encoder_hashes[self.encoder_path.name] if len(self.encoder_hashes) == 1
                                else hashlib.sha256(" ".join(self.encoder_hashes.values()).encode()).hexdigest())
@@ -195,7 +199,9 @@ class LinearEval:
         check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch
         if stale := remove_stale_temporaries(self.out):
             print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
+        rerun.prepare(self.out, self.STAGE, self.cfg, log=lambda line: print(line, file=sys.stderr))
         self.resume()
+        rerun.write_record(self.out, self.cfg)
         self.log.truncate_from(self.epoch)
         with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
             return self._run()
@@ -221,10 +227,20 @@ class LinearEval:
         # The last epoch's accuracy, the very numbers of its log line (a finished checkpoint, found
         # again, is evaluated anew on the same features).
         scores = scores or self.evaluate()
-        metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed, **scores, "protocol": self.protocol()}
+        # What the number was made from: this cell's config and the encoder (its files and its own config),
+        # which ring.tables checks against the cells as they are now before the number reaches a table.
+        metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed, **scores,
+                   "config_hash": C.config_hash(self.cfg), "encoder_config_hash": self.encoder_config_hash,
+                   "protocol": self.protocol()}
         health.check_metrics(metrics, self.out / METRICS, keys=("top1", "top5"))
         atomic_write(self.out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
         return metrics
+
+
+def encoder_record(encoder_path: str | Path) -> dict:
+    """The checksum record beside an encoder (already verified to list it), as a dict."""
+    doc = json.loads(Path(encoder_path).with_name(CHECKSUMS).read_text())
+    return doc if isinstance(doc, dict) else {}
 
 
 def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:

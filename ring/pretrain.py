@@ -11,9 +11,14 @@ epoch and step; it is written atomically at the end of every epoch and every
 * ``encoder.pt``: the trunk in torchvision's resnet18 ``state_dict`` format (no ``fc``); CMC
   cells also write ``encoder_ab.pt`` (``encoder.pt`` is then the L trunk, see :mod:`ring.encoder`);
 * ``log.jsonl``: one line per epoch with loss, kNN top-1 (k=200) and 1-NN top-1, Ring window;
+* ``export.json``: the SHA-256 of every exported trunk and the config hash, checked by every reader;
 * ``checkpoint.pt``: kept after the run so that a longer schedule can continue it;
+* ``run.json``: the config the checkpoint and outputs are made with (:mod:`ring.rerun`);
 * ``snapshot_epoch<e>.pt``: the training state at the start of each epoch of ``snapshot_epochs``,
   from which a study cell (``init_from``) continues with other settings (appendix, hard negatives).
+
+An edited config is :mod:`ring.rerun`'s to decide: a longer ``epochs`` continues the checkpoint,
+any other change keeps the previous run's files under ``runs/<old config hash>/`` and starts over.
 
 The function :func:`run` never knows which launcher called it (this CLI, submitit, a test).
 """
@@ -29,12 +34,12 @@ import torch
 from tqdm import tqdm
 
 from ring import config as C
-from ring import augment, catalog, checks, datasets, distributed
+from ring import augment, catalog, checks, datasets, distributed, rerun
 from ring.anneal import build_schedule
 from ring.checkpoint import (CheckpointError, atomic_save, checksummed, load_latest_checkpoint, load_verified, rng_state,
                              save_checkpoint, set_rng_state)
 from ring.files import FileError, check_writable, remove_stale_temporaries
-from ring.encoder import Encoder, Grouped, LabEncoder, Precision, export_trunks, resolve_precision
+from ring.encoder import Encoder, Grouped, LabEncoder, Precision, export_trunks, resolve_precision, save_trunks
 from ring.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
 from ring.methods import check_fixed, method
 from ring.objectives import build_objective
@@ -130,6 +135,7 @@ class Pretraining:
     def state(self) -> dict:
         return {
             "config_hash": C.config_hash(self.cfg),
+            "config": rerun.hashed_values(self.cfg),  # what a longer schedule compares against (ring.rerun.continues)
             "method": self.cfg.method,  # named by the error when another method's cell finds it
             "epoch": self.epoch,
             "step_in_epoch": self.step_in_epoch,
@@ -159,11 +165,15 @@ class Pretraining:
                 f"The checkpoint {path} was written by method {written_by}, but this cell trains {self.cfg.method}; "
                 f"move the checkpoint away to start this cell again (or back to a {written_by} cell)."
             )
-        if state.get("config_hash") != expected:
-            raise CheckpointError(
-                f"The checkpoint {path} was written with a different config (hash {state.get('config_hash')} != {expected}); "
-                "restore that config, or move the checkpoint away to start this cell again."
-            )
+        found = state.get("config_hash")
+        if found != expected:
+            if not rerun.continues("pretrain", state.get("config"), rerun.hashed_values(self.cfg)):
+                # Another config's run (a cell without run.json, or a config written by hand): kept, not resumed.
+                if distributed.is_main():
+                    aside = rerun.set_aside(self.out, str(found), rerun.RUN_FILES["pretrain"])
+                    print(f"ring: {self.out}: its checkpoint was written with another config (hash {found}); the previous "
+                          f"run is kept in {aside} and this cell starts over", file=sys.stderr)
+                return False
         self._load(state, path, "move it away to start again")
         return True
 
@@ -296,10 +306,14 @@ class Pretraining:
         check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch of training
         if distributed.is_main() and (stale := remove_stale_temporaries(self.out)):
             print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
+        if distributed.is_main():  # the workflow decided this already; a config written by hand is decided here
+            rerun.prepare(self.out, "pretrain", self.cfg, log=lambda line: print(line, file=sys.stderr))
+        distributed.barrier()
         resumed = self.resume()
         if not resumed and self.cfg.init_from:
             self.init_from_snapshot()
         if distributed.is_main():
+            rerun.write_record(self.out, self.cfg)  # from now on, every file here is this config's
             self.log.truncate_from(self.epoch)
             self.log.purge_steps_from(self.epoch * self.steps_per_epoch + self.step_in_epoch + 1)
         if resumed and distributed.is_main():
@@ -308,12 +322,10 @@ class Pretraining:
             self._train()
         encoder_path = self.out / ENCODER
         if distributed.is_main():
-            # encoder.pt last: its presence means every exported file is complete.
             trunks = export_trunks(self.encoder)
             for name, state in trunks.items():  # every file checked before the first is written
                 health.check_export(state, self.out / name)
-            for name, state in sorted(trunks.items(), key=lambda kv: kv[0] == ENCODER):
-                atomic_save(state, self.out / name)
+            save_trunks(trunks, self.out, config_hash=C.config_hash(self.cfg), epochs=self.cfg.epochs)
         return encoder_path
 
     def _snapshot(self) -> None:

@@ -79,6 +79,7 @@ def normalization(images, split_sha256: str, resize: int, crop: int, cache_dir: 
 
 
 class TransferEval(LinearEval):
+    STAGE = "transfer"
     def __init__(self, cfg: C.TransferConfig, encoder_path: str | Path, out_dir: str | Path):
         if cfg.dataset not in catalog.TRANSFER:
             raise ValueError(f"{cfg.dataset!r} is not a transfer dataset; choose one of {', '.join(catalog.TRANSFER)}.")

@@ -47,10 +47,9 @@ def encoder_file(tmp_path) -> Path:
     """A randomly initialised trunk in the exported format (torchvision resnet18, no fc), seed 0."""
     import torch
 
-    from ring.checkpoint import atomic_save
-    from ring.encoder import Encoder, torchvision_state_dict
+    from ring.encoder import Encoder, save_trunks, torchvision_state_dict
 
     torch.manual_seed(0)
     path = tmp_path / "encoder.pt"
-    atomic_save(torchvision_state_dict(Encoder()), path)
+    save_trunks({"encoder.pt": torchvision_state_dict(Encoder())}, tmp_path)
     return path

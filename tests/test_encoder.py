@@ -2,8 +2,7 @@ import pytest
 import torch
 from torchvision.models import resnet18
 
-from ring.checkpoint import atomic_save
-from ring.encoder import (LAB_HIGH, LAB_LOW, Encoder, LabEncoder, export_trunks, lab_views, load_feature_extractor,
+from ring.encoder import (LAB_HIGH, LAB_LOW, Encoder, LabEncoder, export_trunks, lab_views, load_feature_extractor, save_trunks,
                           load_trunk, torchvision_state_dict)
 
 
@@ -98,8 +97,7 @@ def test_cmc_features_concatenate_the_l_and_ab_trunks(tmp_path):
     cmc = LabEncoder("linear", 128, mean=(0.5,) * 3, std=(0.25,) * 3).eval()
     files = export_trunks(cmc)
     assert sorted(files) == ["encoder.pt", "encoder_ab.pt"]
-    for name, state in files.items():
-        atomic_save(state, tmp_path / name)
+    save_trunks(files, tmp_path)
     extractor = load_feature_extractor(tmp_path / "encoder.pt", "CMC", (0.5,) * 3, (0.25,) * 3)
     x = torch.randn(2, 3, 64, 64)
     l, ab = lab_views(x, (0.5,) * 3, (0.25,) * 3)

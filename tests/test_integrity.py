@@ -18,7 +18,8 @@ import torch
 from ring import config as C
 from ring import pretrain, tables, toy_cnce, transfer
 from ring.checkpoint import CheckpointError, load_verified
-from ring.encoder import load_feature_extractor
+from ring.encoder import LabEncoder, export_trunks, load_feature_extractor, save_trunks
+from ring.files import record_checksums
 from ring.pretrain import Pretraining
 
 from .helpers import lincls_config, pretrain_config, run_module
@@ -179,8 +180,12 @@ def test_no_good_checkpoint_starts_fresh_and_says_so(finished_cell, tmp_path, ca
 def test_a_full_disk_during_a_checkpoint_write_is_one_sentence(tmp_path, monkeypatch, capsys):
     cell = _cell(tmp_path, "cell", pretrain_config("IR", **FAST))
 
-    def full(_fd):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    real = os.fsync
+
+    def full(fd):  # the small run.json record before training fits; the checkpoint does not
+        if ".checkpoint.pt." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd)
 
     monkeypatch.setattr(os, "fsync", full)  # ENOSPC as a full (network) file system reports it on flush
     assert pretrain.main(["--config", str(cell / "config.yaml"), "--out", str(cell)]) == 1
@@ -240,6 +245,7 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
                                                    tmp_path / "study").init_from_snapshot()))
     # encoder: what ring.lincls, ring.transfer and ring.detection.convert read
     path = planted("encoder.pt", True)
+    record_checksums(tmp_path, ["encoder.pt"])  # a payload recorded as the cell's own: the loader still refuses it
     cases.append((path, lambda p=path: load_feature_extractor(p, "IR", [0.5] * 3, [0.2] * 3)))
     # converted Detectron2 weights, through the stage's reader and Detectron2's (safe) checkpointer
     path = planted("backbone.pkl", False)
@@ -269,3 +275,31 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
     doc = transfer.normalization(Images(), "sha", 32, 32, cache)
     assert doc["split_sha256"] == "sha" and not marker.exists()
     json.loads((cache / "normalization-32x32.json").read_text())  # replaced by valid JSON
+
+
+# ---- every encoder a later stage reads is verified ------------------------------------------------
+
+@pytest.mark.parametrize("name", ["encoder.pt", "encoder_ab.pt"])
+def test_an_encoder_overwritten_mid_file_stops_every_reader_with_one_sentence(tmp_path, name):
+    """A few KiB overwritten in the middle of a trunk (still a loadable zip of tensors, a plausible wrong
+    number) stops linear evaluation, transfer and conversion before they use it, naming the file."""
+    from ring.catalog import spec
+    from ring.detection.convert import convert
+    from ring.files import FileError
+
+    torch.manual_seed(0)
+    s = spec("digits")
+    save_trunks(export_trunks(LabEncoder("linear", 128, s.mean, s.std)), tmp_path)
+    path = tmp_path / name
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4096] = bytes(4096)
+    path.write_bytes(bytes(data))
+    sentence = re.escape(f"The encoder {path} fails its checksum (sha256 ") + r"[0-9a-f]{12}\.\.\., recorded [0-9a-f]{12}" + \
+        re.escape("...: the file was altered on disk); rerun the pretraining cell that writes it.")
+    with pytest.raises(FileError, match=sentence):
+        load_feature_extractor(tmp_path / "encoder.pt", "CMC", s.mean, s.std)  # ring.lincls and ring.transfer
+    if name == "encoder.pt":
+        with pytest.raises(FileError, match=sentence):
+            convert(path, tmp_path / "backbone.pkl")
+        assert not (tmp_path / "backbone.pkl").exists()

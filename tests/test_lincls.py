@@ -4,8 +4,9 @@ import json
 import pytest
 import torch
 
-from ring.checkpoint import CheckpointError, atomic_save
-from ring.encoder import Encoder, torchvision_state_dict
+from ring.checkpoint import CheckpointError
+from ring.encoder import Encoder, save_trunks, torchvision_state_dict
+from ring.files import FileError, record_checksums
 from ring.lincls import LinearEval
 
 from .helpers import lincls_config
@@ -67,7 +68,7 @@ def test_checkpoint_of_a_retrained_encoder_is_set_aside(tmp_path, encoder_file):
     cell = tmp_path / "cell"
     LinearEval(lincls_config(epochs=1), encoder_file, cell).run()
     torch.manual_seed(1)
-    atomic_save(torchvision_state_dict(Encoder()), encoder_file)  # pretraining was rerun
+    save_trunks({"encoder.pt": torchvision_state_dict(Encoder())}, encoder_file.parent)  # pretraining was rerun
     evaluation = LinearEval(lincls_config(epochs=1), encoder_file, cell)
     evaluation.resume()
     assert evaluation.epoch == 0
@@ -76,18 +77,19 @@ def test_checkpoint_of_a_retrained_encoder_is_set_aside(tmp_path, encoder_file):
 
 def test_wrong_encoder_files_fail_with_one_sentence(tmp_path):
     bad = tmp_path / "bad.pt"
-    atomic_save({"conv1.weight": torch.zeros(1)}, bad)
+    save_trunks({"bad.pt": {"conv1.weight": torch.zeros(1)}}, tmp_path)
     with pytest.raises(ValueError, match="not a torchvision resnet18 trunk: .*missing=.*'bn1.bias'"):
         LinearEval(lincls_config(), bad, tmp_path / "cell")
     state = torchvision_state_dict(Encoder())
     state["conv1.weight"] = torch.zeros(1)
-    atomic_save(state, bad)
+    save_trunks({"bad.pt": state}, tmp_path)
     with pytest.raises(ValueError, match="does not fit resnet18 .*conv1.weight"):
         LinearEval(lincls_config(), bad, tmp_path / "cell")
-    with pytest.raises(CheckpointError, match="does not exist; run the stage"):
+    with pytest.raises(FileError, match="does not exist; run the stage"):
         LinearEval(lincls_config(), tmp_path / "missing.pt", tmp_path / "cell")
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(b"PK\x03\x04")
+    record_checksums(tmp_path, ["truncated.pt"])  # cut short before it was recorded: the checksum holds
     with pytest.raises(CheckpointError, match="unreadable or truncated"):
         LinearEval(lincls_config(), truncated, tmp_path / "cell")
 
@@ -98,8 +100,7 @@ def test_cmc_cell_is_evaluated_on_both_encoders_and_says_so(tmp_path):
     from ring.encoder import LabEncoder, export_trunks
 
     s = spec("digits")
-    for name, state in export_trunks(LabEncoder("linear", 128, s.mean, s.std)).items():
-        atomic_save(state, tmp_path / name)
+    save_trunks(export_trunks(LabEncoder("linear", 128, s.mean, s.std)), tmp_path)
     metrics = LinearEval(lincls_config(method="CMC", epochs=1), tmp_path / "encoder.pt", tmp_path / "out").run()
     protocol = metrics["protocol"]
     assert protocol["feature_shape"] == [1024, 1, 1]

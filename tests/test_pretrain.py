@@ -131,10 +131,55 @@ def test_checkpoint_of_another_method_names_both_methods(tmp_path):
     assert torch.load(cell / "checkpoint.pt", weights_only=True)["method"] == "IR"  # never overwritten
 
 
-def test_checkpoint_of_another_config_is_refused(tmp_path):
-    cell = _run_cell(tmp_path, "cell", pretrain_config("IR", epochs=1, lr_milestones=[]))
-    with pytest.raises(CheckpointError, match="different config"):
-        Pretraining(pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1), cell).run()
+def test_an_edited_config_keeps_the_previous_run_aside_and_starts_over(tmp_path):
+    first = pretrain_config("IR", epochs=1, lr_milestones=[])
+    cell = _run_cell(tmp_path, "cell", first)
+    before = {p.name: p.read_bytes() for p in cell.iterdir() if p.is_file() and p.name != "config.yaml"}
+    C.save(pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1), cell / "config.yaml")
+    result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
+    aside = cell / "runs" / C.config_hash(first)
+    assert f"ring: {cell}: its config changed (lr): the previous run is kept in {aside} and this cell starts over" \
+        in result.stderr.splitlines()
+    # Every file of the first run, byte for byte, under its config's hash; the cell's own are the new run's.
+    assert {name: (aside / name).read_bytes() for name in before} == before
+    assert json.loads((cell / "run.json").read_text())["config"]["lr"] == 0.1
+    assert json.loads((cell / "export.json").read_text())["config_hash"] == C.config_hash(
+        pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1))
+    assert (cell / "encoder.pt").read_bytes() != before["encoder.pt"]
+
+
+def test_a_checkpoint_of_another_config_without_a_record_is_kept_aside(tmp_path, capsys):
+    # A cell trained before run.json existed: its checkpoint's own config hash decides.
+    first = pretrain_config("IR", epochs=1, lr_milestones=[])
+    cell = _run_cell(tmp_path, "cell", first)
+    (cell / "run.json").unlink()
+    assert Pretraining(pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1), cell).resume() is False
+    aside = cell / "runs" / C.config_hash(first)
+    assert f"ring: {cell}: its checkpoint was written with another config (hash {C.config_hash(first)}); the previous " \
+        f"run is kept in {aside} and this cell starts over" in capsys.readouterr().err
+    assert (aside / "checkpoint.pt").is_file() and (aside / "encoder.pt").is_file() and not (cell / "checkpoint.pt").exists()
+
+
+@pytest.mark.parametrize("method", ["IRing", "MoCoRing"])
+def test_a_longer_schedule_continues_the_checkpoint_and_equals_training_that_long_from_the_start(tmp_path, method):
+    # The same computation through the same shapes and threads, resumed at an epoch boundary: bit for bit.
+    reference = _run_cell(tmp_path, "reference", pretrain_config(method, epochs=2, lr_milestones=[1]))
+    cell = _run_cell(tmp_path, "cell", pretrain_config(method, epochs=1, lr_milestones=[1]))
+    short = (cell / "encoder.pt").read_bytes()
+    C.save(pretrain_config(method, epochs=2, lr_milestones=[1]), cell / "config.yaml")
+    result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
+    aside = cell / "runs" / C.config_hash(pretrain_config(method, epochs=1, lr_milestones=[1]))
+    assert (f"ring: {cell}: its config changed (epochs): continuing from its checkpoint to epochs=2; the 1-epoch encoder "
+            f"is kept in {aside}") in result.stderr.splitlines()
+    assert "resuming" in result.stderr and (aside / "encoder.pt").read_bytes() == short
+    _assert_same_weights(cell / "encoder.pt", reference / "encoder.pt")
+    assert (cell / "log.jsonl").read_text() == (reference / "log.jsonl").read_text()
+
+    # A shorter schedule cannot be continued (a checkpoint cannot be made younger): it starts over.
+    C.save(pretrain_config(method, epochs=1, lr_milestones=[1]), cell / "config.yaml")
+    result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
+    assert "this cell starts over" in result.stderr
+    assert (cell / "encoder.pt").read_bytes() == short
 
 
 def test_cli_reports_one_sentence(tmp_path):

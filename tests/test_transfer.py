@@ -7,7 +7,6 @@ from PIL import Image
 
 from ring import config as C
 from ring import metadataset, transfer
-from ring.checkpoint import atomic_save
 from ring.lincls import LinearEval
 
 from .helpers import TINY_LINCLS
@@ -88,12 +87,11 @@ def test_bad_transfer_cells_fail_with_one_sentence(tmp_path, encoder_file, data_
 def test_cmc_transfer_uses_both_trunks_and_undoes_the_transfer_normalisation(tmp_path, data_root):
     """CMC's Lab split must invert the transfer dataset's own statistics, not the source's."""
     from ring.catalog import spec
-    from ring.encoder import LabEncoder, export_trunks
+    from ring.encoder import LabEncoder, export_trunks, save_trunks
 
     torch.manual_seed(0)
     source = spec("digits")
-    for name, state in export_trunks(LabEncoder("linear", 128, source.mean, source.std)).items():
-        atomic_save(state, tmp_path / name)
+    save_trunks(export_trunks(LabEncoder("linear", 128, source.mean, source.std)), tmp_path)
     cfg = transfer_config(data_root, method="CMC", epochs=1, stats_cache=str(tmp_path / "stats"))
     evaluation = transfer.TransferEval(cfg, tmp_path / "encoder.pt", tmp_path / "cell")
     assert list(evaluation.trunk.mean) == pytest.approx(evaluation.stats["mean"])

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from ring.checkpoint import safe_load
-from ring.files import FileError, atomic_write
+from ring.files import FileError, atomic_write, verify_checksum
 from ring.encoder import load_trunk
 
 AUTHOR = "ring-bench (torchvision resnet18 encoder)"
@@ -178,6 +178,7 @@ def read_converted(path: str | Path) -> dict:
 
 def convert(encoder_path: str | Path, out_path: str | Path) -> float:
     """Convert, check, write; returns the stem/first-block difference to torchvision."""
+    verify_checksum(encoder_path)  # a trunk altered on disk never becomes a backbone
     trunk = load_trunk(safe_load(encoder_path, "encoder", "rerun the pretraining cell that writes it"))
     converted = convert_state(trunk.state_dict())
     diff = check_against_detectron2(trunk, converted)

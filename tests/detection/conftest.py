@@ -3,9 +3,8 @@
 import pytest
 import torch
 
-from ring.checkpoint import atomic_save
 from ring.detection import convert, embedded
-from ring.encoder import Encoder, torchvision_state_dict
+from ring.encoder import Encoder, save_trunks, torchvision_state_dict
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +19,7 @@ def encoder_file(tmp_path_factory):
             module.weight.data.uniform_(0.5, 1.5)
             module.bias.data.normal_(0, 0.1)
     path = tmp_path_factory.mktemp("encoder") / "encoder.pt"
-    atomic_save(torchvision_state_dict(encoder), path)
+    save_trunks({"encoder.pt": torchvision_state_dict(encoder)}, path.parent)
     return path
 
 

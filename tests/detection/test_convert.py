@@ -9,6 +9,7 @@ from torchvision.models import resnet18
 from ring import config as C
 from ring.detection import configs, convert
 from ring.detection.convert import ConversionError, check_loaded, d2_key
+from ring.encoder import save_trunks
 
 from tests.helpers import run_module
 
@@ -73,7 +74,7 @@ def test_detectron2s_bottleneck_res5_head_is_caught_with_an_r18(backbone_pkl, tm
 
 def test_an_encoder_that_is_not_a_resnet18_trunk_fails_in_one_sentence(tmp_path):
     bad = tmp_path / "encoder.pt"
-    torch.save({"conv1.weight": torch.zeros(1)}, bad)
+    save_trunks({"encoder.pt": {"conv1.weight": torch.zeros(1)}}, tmp_path)  # recorded: the checksum holds
     result = run_module("ring.detection.convert", "--encoder", bad, "--out", tmp_path / "b.pkl", check=False)
     assert result.returncode == 1
     lines = [l for l in result.stderr.splitlines() if l.startswith("ring:")]

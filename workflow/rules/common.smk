@@ -21,6 +21,7 @@ from ring.metadataset import GENERATED, GENERATORS
 from ring.catalog import DATASETS
 from ring.config import SNAPSHOT_FILE
 from ring.config import dump as config_text
+from ring.rerun import RUN_RECORD
 from ring.methods import METHODS
 
 PYTHON = sys.executable  # the interpreter running Snakemake, so jobs see the same environment
@@ -315,6 +316,16 @@ def detection_data(wildcards) -> list:
 
 def cell_dir(path) -> str:
     return str(Path(path).parent)
+
+
+def write_cell_config(stage: str) -> str:
+    """The shell command of a cell's config rule (params: text, cell).  It writes config.yaml; a cell
+    that already ran (it has a run.json) is then brought in line by ring.rerun, here, before any job
+    is submitted: a longer schedule continues, any other edit keeps the previous run under runs/<hash>/
+    and starts over.  A cell that never ran costs no interpreter.  A shell job, not `run:`: Snakemake
+    runs `run:` jobs in a fresh interpreter (~1.5 s each)."""
+    return ("printf '%s' {params.text:q} > {output:q}"
+            f" && if [ -e {{params.cell:q}}/{RUN_RECORD} ]; then {{PYTHON:q}} -m ring.rerun {{params.cell:q}} --stage {stage}; fi")
 
 
 onerror:

@@ -7,10 +7,10 @@ rule transfer_config:
         TRANSFER_CELL + "/config.yaml",
     params:
         text=lambda wc: config_text(transfer_stage_config(wc)),
+        cell=lambda wc, output: cell_dir(output[0]),
     localrule: True
-    # A shell job, not `run:`: Snakemake runs `run:` jobs in a fresh interpreter (~1.5 s each).
     shell:
-        "printf '%s' {params.text:q} > {output:q}"
+        write_cell_config("transfer")
 
 
 rule transfer:

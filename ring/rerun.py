@@ -1,0 +1,163 @@
+"""What an edited cell config does to the cell's finished files: continue, start over, or nothing.
+
+    python -m ring.rerun CELL --stage pretrain      # after the workflow wrote CELL/config.yaml anew
+
+A cell folder records in ``run.json`` the config (hash and values) its checkpoint and outputs were
+made with; each stage writes it when it starts.  When the cell's config changes, :func:`prepare`
+decides, torch-free (the workflow runs it on the login node, before any job is submitted, and every
+stage runs it again when it starts, for configs written by hand):
+
+* **nothing**: the config hash is unchanged (only runtime knobs such as ``num_workers`` moved);
+* **continue**: a pretraining cell whose only change is a longer ``epochs``.  Training before the
+  last epoch does not depend on ``epochs`` (the lr milestones, the Ring annealing and the k-means
+  warm-up are counted in epochs of their own), so the cell continues from its checkpoint and ends
+  exactly where a cell trained with the new ``epochs`` from the start ends.  The shorter run's
+  exported encoders move to ``runs/<old hash>/``;
+* **start over**: every other change (a shorter ``epochs`` included: a checkpoint cannot be made
+  younger).  The previous run's checkpoints, log, snapshots, outputs and records move together to
+  ``runs/<old hash>/`` in the cell's folder, and the cell trains from scratch.
+
+Nothing is ever deleted: a finished encoder or metrics file of another config is kept under
+``runs/``, named by that config's hash, and the cell's own files always belong to its
+``config.yaml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from ring import config as C
+from ring.files import FileError, write_json
+
+RUN_RECORD = "run.json"
+RUNS = "runs"
+
+# What one run of a stage leaves in its cell folder (glob patterns): they move together.  The
+# launcher's records (slurm/) and Snakemake's log stay: they describe jobs, not results.
+RUN_FILES = {
+    "pretrain": ("checkpoint*.pt", "encoder*.pt", "export.json", "log.jsonl", "events.out.tfevents.*", "steps",
+                 "snapshot_epoch*.pt", "provenance.json", "wandb-run.json", RUN_RECORD),
+    "lincls": ("checkpoint*.pt", "metrics.json", "log.jsonl", "events.out.tfevents.*", "steps", "provenance.json",
+               "wandb-run.json", RUN_RECORD),
+}
+RUN_FILES["transfer"] = (*RUN_FILES["lincls"], "split-manifest.json")
+# A continued pretraining cell keeps its checkpoint, log and records; only the shorter run's outputs move.
+OUTPUT_FILES = ("encoder*.pt", "export.json")
+STAGE_CONFIGS = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
+
+
+def hashed_values(cfg) -> dict:
+    """The values of a config that its hash covers (runtime knobs left out), as plain data."""
+    runtime = set(cfg.RUNTIME_FIELDS)
+    return {k: v for k, v in C.to_dict(cfg).items() if k not in runtime}
+
+
+def changed_keys(old: dict, new: dict) -> list[str]:
+    return sorted(k for k in {*old, *new} if old.get(k) != new.get(k))
+
+
+def continues(stage: str, old: dict | None, new: dict) -> bool:
+    """Whether a cell trained with config values ``old`` continues, rather than restarts, under ``new``:
+    a pretraining cell whose only change is a longer ``epochs`` (see the module docstring)."""
+    if stage != "pretrain" or not old:
+        return False
+    return changed_keys(old, new) == ["epochs"] and int(new["epochs"]) > int(old["epochs"])
+
+
+def read_record(cell: Path) -> dict | None:
+    """``run.json`` of a cell, or None when there is none (a cell from before it was kept) or it is unreadable."""
+    path = Path(cell) / RUN_RECORD
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("config_hash"), str) else None
+
+
+def write_record(cell: Path, cfg) -> None:
+    """Record that the cell's checkpoint and outputs are (being) made with ``cfg``."""
+    write_json(Path(cell) / RUN_RECORD, {"config_hash": C.config_hash(cfg), "config": hashed_values(cfg)})
+
+
+def _present(cell: Path, patterns) -> list[Path]:
+    return sorted({p for pattern in patterns for p in cell.glob(pattern)})
+
+
+def set_aside(cell: Path, old_hash: str, patterns) -> Path | None:
+    """Move the files of ``patterns`` to ``cell/runs/<old_hash>/`` (renames: same file system, nothing copied).
+
+    Returns the folder, or None when there was nothing to move.  A file already kept there under the
+    same name (the same run set aside twice) is replaced: both are that run's.
+    """
+    cell = Path(cell)
+    files = _present(cell, patterns)
+    if not files:
+        return None
+    aside = cell / RUNS / old_hash
+    try:
+        aside.mkdir(parents=True, exist_ok=True)
+        for path in files:
+            target = aside / path.name
+            if target.is_dir() and path.is_dir():
+                import shutil  # a kept folder of the same run (its step curves) gives way to the newer one
+
+                shutil.rmtree(target)
+            os.replace(path, target)
+    except OSError as err:
+        raise FileError(f"Cannot keep the previous run of {cell} aside in {aside} ({err.strerror or err}); "
+                        "free the folder or fix its permissions and rerun.") from None
+    return aside
+
+
+def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
+    """Bring ``cell`` in line with ``cfg`` before its stage runs; returns "nothing", "continue" or "start over".
+
+    The previous config is the one the cell's ``run.json`` records (a cell without one is left to its
+    stage, which reads the config hash of its checkpoint).  ``log`` gets the one line saying what
+    happened and where the previous run's files are.  The record itself is rewritten by the stage
+    when it starts training (a continued checkpoint still holds the old config until its next save).
+    """
+    cell = Path(cell)
+    record = read_record(cell)
+    if record is None:
+        return "nothing"
+    old_hash, old_values = record["config_hash"], record.get("config")
+    if old_hash == C.config_hash(cfg):
+        return "nothing"
+    new_values = hashed_values(cfg)
+    keys = changed_keys(old_values, new_values) if old_values else []
+    what = f"its config changed ({', '.join(keys)})" if keys else "its config changed"
+    if continues(stage, old_values, new_values):
+        aside = set_aside(cell, old_hash, OUTPUT_FILES)
+        kept = f"; the {old_values['epochs']}-epoch encoder is kept in {aside}" if aside else ""
+        log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={new_values['epochs']}{kept}")
+        return "continue"
+    aside = set_aside(cell, old_hash, RUN_FILES[stage])
+    if aside is not None:
+        log(f"ring: {cell}: {what}: the previous run is kept in {aside} and this cell starts over")
+    return "start over"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cell", type=Path, help="the cell folder, whose config.yaml holds the config it is to run")
+    parser.add_argument("--stage", required=True, choices=sorted(STAGE_CONFIGS))
+    args = parser.parse_args(argv)
+    try:
+        values = yaml.safe_load((args.cell / "config.yaml").read_text()) or {}
+        cfg = C.from_dict(STAGE_CONFIGS[args.stage], values)
+        prepare(args.cell, args.stage, cfg, log=lambda line: print(line, file=sys.stderr))
+    except (OSError, ValueError, yaml.YAMLError, FileError) as err:
+        print(f"ring: {args.cell}: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
