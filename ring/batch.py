@@ -1,7 +1,7 @@
 """Batch submission, status and cancellation of a grid's cells on SLURM.
 
     python -m ring.batch submit --grid paper --stage pretrain     # every missing cell: ONE job array
-    python -m ring.batch status --grid paper                      # done / running / pending / failed / missing
+    python -m ring.batch status --grid paper                      # done / stale / running / pending / failed / missing
     python -m ring.batch cancel --grid paper [--stage pretrain]   # scancel the grid's recorded jobs
     python -m ring.batch estimate --grid paper [--device H100]    # predicted GPU-hours (ring.estimate)
 
@@ -23,7 +23,9 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from ring import accounting
+import json
+
+from ring import accounting, lineage, rerun
 from ring import config as C
 from ring import estimate as E
 from ring import grid as G
@@ -71,7 +73,9 @@ def cell_job(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, se
     """Write the cell's config as the workflow would, and the job that runs the cell."""
     build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
     cell.mkdir(parents=True, exist_ok=True)
-    C.save(build(dataset, method, seed, data_root), cell / "config.yaml")
+    cfg = build(dataset, method, seed, data_root)
+    C.save(cfg, cell / "config.yaml")
+    rerun.prepare(cell, stage, cfg, log=lambda line: print(line, file=sys.stderr))  # as the workflow's config rule does
     argv = ["--config", str(cell / "config.yaml"), "--out", str(cell)]
     if stage == "lincls":
         argv += ["--encoder", str(cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"])]
@@ -163,6 +167,38 @@ def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]
              f"{method}/{variant}", seed) for name, study in grid.studies.items() for method, variant, seed in study.cells()]
 
 
+def _recorded(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str) -> str:
+    """Why a finished Table 1 cell no longer is what the grid asks for (empty when it is): its output was
+    made with another config than the grid's, or evaluated an encoder that is not its cell's now."""
+    build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
+    wanted = C.config_hash(build(dataset, method, seed, data_root))
+    output = cell / OUTPUT[stage]
+    made = _recorded(cell / "export.json" if stage == "pretrain" else output).get("config_hash")
+    if made != wanted:
+        return f"made with another config than the grid's; the next all_tables reruns it ({lineage.rerun_command(output)})"
+    if stage == "lincls":
+        return lineage.stale_reason(output, _recorded(output)) or ""
+    return ""
+
+
+def data_check_failure(results: Path, grid: G.Grid, dataset: str) -> str:
+    """The data check's sentence when it ran and failed for ``dataset`` (its .ok marker missing), else ''."""
+    folder = results / grid.name / "data"
+    log = folder / f"{dataset}.log"
+    if (folder / f"{dataset}.ok").exists() or not log.is_file():
+        return ""
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("ring: ")]
+    return lines[-1].removeprefix("ring: ") if lines else ""
+
+
 def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
     """One row per stage run: Table 1's pretraining and linear evaluation, then every study cell
     (its stage column ``study``: a study cell is a pretraining run whose output is its encoder)."""
@@ -177,11 +213,16 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
             state, detail = cell_status(cell, "pretrain" if stage == "study" else stage, grace_s, states)
             if state == "running" and read_record(cell) is not None:  # a SLURM task: add its epoch and kNN
                 detail = ", ".join(filter(None, [progress.progress(cell), detail]))
+            if state == "done" and stage != "study":
+                reason = stale_detail(grid, stage, cell, dataset, method, seed, config.get("data_root", "data"))
+                state, detail = ("stale", reason) if reason else (state, detail)
+            if state in ("pending", "missing") and (failure := data_check_failure(results, grid, dataset)):
+                state, detail = "failed", f"data check: {failure}"
             rows.append((stage, dataset, method, seed, state, detail))
     return rows
 
 
-STATES = ("done", "running", "pending", "failed", "missing")
+STATES = ("done", "stale", "running", "pending", "failed", "missing")
 
 
 def total_line(rows: list[tuple]) -> str:

@@ -15,7 +15,9 @@ stage runs it again when it starts, for configs written by hand):
   exported encoders move to ``runs/<old hash>/``;
 * **start over**: every other change (a shorter ``epochs`` included: a checkpoint cannot be made
   younger).  The previous run's checkpoints, log, snapshots, outputs and records move together to
-  ``runs/<old hash>/`` in the cell's folder, and the cell trains from scratch.
+  ``runs/<old hash>/`` in the cell's folder, and the cell trains from scratch;
+* **restore**: a start over to a config whose run is kept under ``runs/<its hash>/`` (an edit
+  undone) moves that run back instead, and the stage resumes it (a finished one only re-exports).
 
 Nothing is ever deleted: a finished encoder or metrics file of another config is kept under
 ``runs/``, named by that config's hash, and the cell's own files always belong to its
@@ -116,7 +118,7 @@ def set_aside(cell: Path, old_hash: str, patterns) -> Path | None:
 
 
 def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
-    """Bring ``cell`` in line with ``cfg`` before its stage runs; returns "nothing", "continue" or "start over".
+    """Bring ``cell`` in line with ``cfg`` before its stage runs: "nothing", "continue", "start over" or "restore".
 
     The previous config is the one the cell's ``run.json`` records (a cell without one is left to its
     stage, which reads the config hash of its checkpoint).  ``log`` gets the one line saying what
@@ -139,9 +141,28 @@ def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
         log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={new_values['epochs']}{kept}")
         return "continue"
     aside = set_aside(cell, old_hash, RUN_FILES[stage])
-    if aside is not None:
-        log(f"ring: {cell}: {what}: the previous run is kept in {aside} and this cell starts over")
+    kept = f"the previous run is kept in {aside}" if aside is not None else "nothing of the previous run was left"
+    if restore(cell, C.config_hash(cfg)):
+        log(f"ring: {cell}: {what}: {kept}, and the run of this config kept in {cell / RUNS / C.config_hash(cfg)} is "
+            "back in place (it resumes there)")
+        return "restore"
+    log(f"ring: {cell}: {what}: {kept} and this cell starts over")
     return "start over"
+
+
+def restore(cell: Path, config_hash: str) -> bool:
+    """Move a run kept under ``runs/<config_hash>/`` back into the cell (an edit undone); False if there is none."""
+    kept = cell / RUNS / config_hash
+    if not kept.is_dir():
+        return False
+    try:
+        for path in sorted(kept.iterdir()):
+            os.replace(path, cell / path.name)
+        kept.rmdir()
+    except OSError as err:
+        raise FileError(f"Cannot bring the run kept in {kept} back into {cell} ({err.strerror or err}); "
+                        "free the folder or fix its permissions and rerun.") from None
+    return True
 
 
 def main(argv=None) -> int:

@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 
 from ring import config as C
+from ring import lineage
 from ring.catalog import DATASETS, TRANSFER
 from ring.files import FileError, atomic_write
 from ring.health import NonFinite, check_metrics
@@ -158,16 +159,43 @@ def read_metrics(path: str | Path, keys: tuple[str, ...]) -> dict:
     if missing:
         raise MetricsError(f"The metrics file {path} lacks {', '.join(missing)}; rerun the cell that writes it.")
     check_metrics(m, path, keys)
+    check_contents(m, path)
     return m
 
 
+# Metrics that are percentages of test images: a value outside [0, 100] was not computed by a stage.
+PERCENT_KEYS = ("top1", "top5")
+
+
+def check_contents(m: dict, path: Path) -> None:
+    """Numbers in range, and the keys that name the cell equal to the folder it lies in
+    (.../<dataset>/<method>/seed<k>/metrics.json): a mislabelled file never fills another row."""
+    for key in PERCENT_KEYS:
+        if key in m and not (isinstance(m[key], (int, float)) and not isinstance(m[key], bool) and 0 <= m[key] <= 100):
+            raise MetricsError(f"The metrics file {path} holds {key}={m[key]!r}, not a percentage in [0, 100]; "
+                               "rerun the cell that writes it.")
+    parts = path.parts
+    if len(parts) >= 5 and parts[-2].startswith("seed") and parts[-2][4:].isdigit() and "task" not in m:
+        folder = {"dataset": parts[-4], "method": parts[-3], "seed": int(parts[-2][4:])}
+        wrong = [f"{k}={m[k]!r} (its folder says {v!r})" for k, v in folder.items() if k in m and m[k] != v]
+        if wrong:
+            raise MetricsError(f"The metrics file {path} is labelled {', '.join(wrong)}; it belongs to another cell: "
+                               "rerun the cell that writes it.")
+
+
 def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
+    """One row per cell; a cell whose chain (metrics <- encoder <- config) no longer holds is kept as
+    stale, with the sentence saying why and how to rerun it (ring.lineage), and never as a number."""
     rows = []
     for path in metric_files:
         m = read_metrics(path, ("dataset", "method", "seed", metric))
-        rows.append({"dataset": m["dataset"], "method": m["method"], "seed": int(m["seed"]), "value": float(m[metric]),
-                     "differs": ", ".join(protocol_differences(path))})
-    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs"])
+        stale = lineage.stale_reason(path, m) or ""
+        if stale:
+            print(f"ring: stale: {stale}", file=sys.stderr)
+        rows.append({"dataset": m["dataset"], "method": m["method"], "seed": int(m["seed"]),
+                     "value": math.nan if stale else float(m[metric]), "differs": ", ".join(protocol_differences(path)),
+                     "stale": stale})
+    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs", "stale"])
 
 
 def dataset_display(name: str) -> str:
@@ -181,6 +209,9 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
     ``display`` names a ``dataset`` value's column in the paper (Table 4's values are its columns).
     """
     stats = cells.groupby(["method", "dataset"])["value"].agg(n="count", mean="mean", std="std").reset_index()
+    if "stale" in cells:  # the stale cells' sentences (their values are NaN, so n counts only current cells)
+        reasons = cells.groupby(["method", "dataset"])["stale"].agg(lambda v: " ".join(t for t in v if t)).reset_index()
+        stats = stats.merge(reasons, on=["method", "dataset"], how="left")
     if "differs" in cells:  # paper-fixed keys in which any seed's cell differs from the paper's protocol
         keys = cells.groupby(["method", "dataset"])["differs"].agg(
             lambda v: ", ".join(sorted({k for text in v for k in text.split(", ") if k}))).reset_index()
@@ -188,6 +219,8 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
     grid = pd.MultiIndex.from_product([methods, datasets], names=["method", "dataset"]).to_frame(index=False)
     out = grid.merge(stats, on=["method", "dataset"], how="left")
     out["differs"] = out["differs"].fillna("") if "differs" in out else ""
+    out["stale"] = out["stale"].fillna("") if "stale" in out else ""
+    out.loc[out.stale != "", ["mean", "std"]] = math.nan  # no number from a partly stale entry, nor a delta to it
     out["n"] = out["n"].fillna(0).astype(int)
     means = out.set_index(["method", "dataset"])["mean"]
 
@@ -210,7 +243,10 @@ def _fmt(x: float, signed: bool = False) -> str:
     return f"{x:+.1f}" if signed else f"{x:.1f}"
 
 
-def cell_text(row) -> str:
+def cell_text(row, stale_notes: dict | None = None) -> str:
+    if row.stale:  # one stale seed makes the whole entry stale: a mean over the rest would be another number
+        mark = (stale_notes if stale_notes is not None else {}).setdefault(row.stale, f"[s{len(stale_notes or {}) + 1}]")
+        return f"stale {mark}"
     if row.n == 0:
         return "—"
     text = _fmt(row["mean"]) + (f" ± {row['std']:.1f}" if row.n > 1 else "")
@@ -233,13 +269,15 @@ def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str], displ
     """The paper's layout: methods as rows; per dataset our cell, then the paper's number and our difference."""
     wide = pd.DataFrame(index=pd.Index([display_name(m) for m in methods], name="Method"))
     footnotes: dict[str, str] = {}  # differing keys -> their mark, in order of appearance
+    stale_notes: dict[str, str] = {}  # why a cell is stale -> its mark
     for d in datasets:
         col = display(d)
         part = summary[summary.dataset == d].set_index("method")
-        wide[col] = [cell_text(part.loc[m]) for m in methods]
+        wide[col] = [cell_text(part.loc[m], stale_notes) for m in methods]
         wide[f"{col} paper (ours − paper)"] = [paper_text(part.loc[m], footnotes) for m in methods]
-    wide.attrs["footnotes"] = [f"{mark} protocol differs from the paper's in {keys}: no difference to the paper shown."
-                               for keys, mark in footnotes.items()]
+    wide.attrs["footnotes"] = [*(f"{mark} protocol differs from the paper's in {keys}: no difference to the paper shown."
+                                 for keys, mark in footnotes.items()),
+                               *(f"{mark} stale: {reason}" for reason, mark in stale_notes.items())]
     return wide
 
 

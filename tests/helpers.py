@@ -12,6 +12,9 @@ TINY_PRETRAIN = dict(
     knn_every=1, num_workers=0,
 )
 
+# The same as a grid's `pretrain: all:` block holds it: the dataset is the cell's, named by the grid's datasets.
+TINY_PRETRAIN_BLOCK = {k: v for k, v in TINY_PRETRAIN.items() if k != "dataset"}
+
 TINY_LINCLS = dict(dataset="digits", epochs=3, batch_size=64, resize=32, crop=32, augmentation="none", num_workers=0)
 
 

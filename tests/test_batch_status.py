@@ -13,10 +13,10 @@ import yaml
 from ring import batch, launch, progress
 from ring import config as C
 from ring import grid as G
-from tests.helpers import TINY_PRETRAIN
+from tests.helpers import TINY_PRETRAIN, TINY_PRETRAIN_BLOCK
 
 GRID = {"datasets": ["digits"], "methods": ["IR", "MoCoRing"], "seeds": [0, 1],
-        "pretrain": {"all": {**TINY_PRETRAIN, "epochs": 2}}}
+        "pretrain": {"all": {**TINY_PRETRAIN_BLOCK, "epochs": 2}}}
 
 
 def _grid(tmp_path: Path, values=GRID) -> Path:
@@ -24,6 +24,15 @@ def _grid(tmp_path: Path, values=GRID) -> Path:
     grids.mkdir(exist_ok=True)
     (grids / "tiny.yaml").write_text(yaml.safe_dump({k: v for k, v in values.items() if k != "dataset"}))
     return grids
+
+
+def _finished_pretraining(cell: Path, values=GRID, name="tiny", method="IR", seed=0, config_hash=None) -> None:
+    """encoder.pt with the checksum record ring.pretrain writes, made with the grid's config of the cell."""
+    from ring.files import record_checksums
+
+    cfg = G.from_dict(name, values).pretrain_config("digits", method, seed, "data")
+    (cell / "encoder.pt").write_bytes(b"trunk")
+    record_checksums(cell, ["encoder.pt"], config_hash=config_hash or C.config_hash(cfg))
 
 
 def _status(tmp_path, grids, capsys) -> list[str]:
@@ -37,7 +46,7 @@ def test_status_reads_local_cells_from_their_folders(tmp_path, capsys):
     for c in (cell("pretrain", m, s) for m in ("IR", "MoCoRing") for s in (0, 1)):
         c.mkdir(parents=True)
         (c / "config.yaml").write_text("epochs: 10\n")
-    (cell("pretrain", "IR", 0) / "encoder.pt").write_bytes(b"")
+    _finished_pretraining(cell("pretrain", "IR", 0))
     running = cell("pretrain", "IR", 1)
     (running / progress.MARKER).write_text(json.dumps({"state": "running", "pid": os.getpid(), "host": os.uname().nodename}))
     (running / progress.LOG).write_text('{"epoch": 0, "loss": 9.1, "knn_top1": 38.25}\n{"epoch": 1, "loss": 8.7}\n{"epo')
@@ -56,13 +65,13 @@ def test_status_reads_local_cells_from_their_folders(tmp_path, capsys):
     assert states[("digits", "MoCoRing", "seed0", "pretrain")] == "failed" and "exit status 1" in lines[2]
     assert states[("digits", "MoCoRing", "seed1", "pretrain")] == "failed" and "is gone" in lines[3]
     assert states[("digits", "IR", "seed0", "lincls")] == "pending"
-    assert lines[-1] == "total 8 stage runs: 1 done, 1 running, 1 pending, 2 failed, 3 missing"
+    assert lines[-1] == "total 8 stage runs: 1 done, 0 stale, 1 running, 1 pending, 2 failed, 3 missing"
 
 
 def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
     # 16x16 views, 10 steps an epoch: the first epoch's log line is the point, not the pixels.
     grids = _grid(tmp_path, {**GRID, "methods": ["IR"], "seeds": [0],
-                             "pretrain": {"all": {**TINY_PRETRAIN, "epochs": 2, "resize": 16, "crop": 16, "batch_size": 128}}})
+                             "pretrain": {"all": {**TINY_PRETRAIN_BLOCK, "epochs": 2, "resize": 16, "crop": 16, "batch_size": 128}}})
     cell = tmp_path / "results" / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
     cell.mkdir(parents=True)
     C.save(G.load(grids / "tiny.yaml").pretrain_config("digits", "IR", 0, "data"), cell / "config.yaml")
@@ -77,7 +86,7 @@ def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
         run.send_signal(signal.SIGSTOP)  # held after its first epoch, so the view cannot race the run
         lines = _status(tmp_path, grids, capsys)
         assert lines[0].split()[4] == "running" and "epoch 1/2, kNN " in lines[0] and f"pid {run.pid}" in lines[0]
-        assert lines[-1] == "total 2 stage runs: 0 done, 1 running, 0 pending, 0 failed, 1 missing"
+        assert lines[-1] == "total 2 stage runs: 0 done, 0 stale, 1 running, 0 pending, 0 failed, 1 missing"
     finally:
         run.kill()  # no chance to clean up, as when a node is lost
         run.wait()
@@ -111,7 +120,7 @@ def test_a_grid_file_anywhere_is_a_grid_and_its_stem_names_the_results_folder(tm
     mine.parent.mkdir()
     mine.write_text(yaml.safe_dump(GRID))
     (tmp_path / "results" / "mine" / "pretrain" / "digits" / "IR" / "seed0").mkdir(parents=True)
-    (tmp_path / "results" / "mine" / "pretrain" / "digits" / "IR" / "seed0" / "encoder.pt").write_bytes(b"")
+    _finished_pretraining(tmp_path / "results" / "mine" / "pretrain" / "digits" / "IR" / "seed0", name="mine")
     args = ["--grids-dir", str(grids), "--results", str(tmp_path / "results")]
     assert batch.main(["status", "--grid", str(mine), *args]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -149,7 +158,8 @@ def test_status_asks_sacct_once_for_every_recorded_job_of_the_grid(tmp_path, cap
     for stage, method, seed in (("lincls", "IR", 1), ("lincls", "MoCoRing", 0)):  # submitted long ago
         record = cell(stage, method, seed) / "slurm" / "job.json"
         record.write_text(json.dumps({**json.loads(record.read_text()), "submitted": long_ago}))
-    (cell("lincls", "MoCoRing", 0) / "metrics.json").write_text("{}")  # done: SLURM is not asked about 206
+    # An output: SLURM is not asked about 206 (it records nothing it was made from, so it is stale, not done).
+    (cell("lincls", "MoCoRing", 0) / "metrics.json").write_text("{}")
     calls = tmp_path / "calls.txt"
     # 202_1 still pending shows as the array's range; 204 and 205 are unknown to sacct, 204 queued per squeue.
     _fake_slurm(tmp_path / "bin", calls, ["201|RUNNING", "202_0|COMPLETED", "202_[1]|PENDING", "203|FAILED"],
@@ -160,7 +170,7 @@ def test_status_asks_sacct_once_for_every_recorded_job_of_the_grid(tmp_path, cap
     assert states == {("pretrain", "IR", "seed0"): "running", ("pretrain", "IR", "seed1"): "gone",
                       ("pretrain", "MoCoRing", "seed0"): "pending", ("pretrain", "MoCoRing", "seed1"): "failed",
                       ("lincls", "IR", "seed0"): "pending", ("lincls", "IR", "seed1"): "gone",
-                      ("lincls", "MoCoRing", "seed0"): "done", ("lincls", "MoCoRing", "seed1"): "missing"}
+                      ("lincls", "MoCoRing", "seed0"): "stale", ("lincls", "MoCoRing", "seed1"): "missing"}
     sacct, squeue = [line for line in calls.read_text().splitlines() if line.startswith("sacct")], \
         [line for line in calls.read_text().splitlines() if line.startswith("squeue")]
     assert len(sacct) == 1 and len(squeue) == 1, calls.read_text()
@@ -181,4 +191,30 @@ def test_status_lists_every_study_cell_by_method_and_variant(tmp_path, capsys):
     study_rows = {(line.split()[2], line.split()[3]): line.split()[4] for line in lines if line.startswith("study")}
     assert study_rows == {("IR/base", "seed0"): "done", ("IR/base", "seed1"): "missing",
                           ("IRing/wl50", "seed0"): "missing", ("IRing/wl50", "seed1"): "pending"}
-    assert lines[-1] == "total 12 stage runs: 1 done, 0 running, 1 pending, 0 failed, 10 missing"
+    assert lines[-1] == "total 12 stage runs: 1 done, 0 stale, 0 running, 1 pending, 0 failed, 10 missing"
+
+
+def test_status_shows_cells_the_grid_no_longer_describes_as_stale_and_a_failed_data_check_as_failed(tmp_path, capsys):
+    grids = _grid(tmp_path)
+    results = tmp_path / "results" / "tiny"
+    cell = lambda stage, method, seed: results / stage / "digits" / method / f"seed{seed}"
+    for method, seed in (("IR", 0), ("IR", 1)):
+        cell("pretrain", method, seed).mkdir(parents=True)
+    _finished_pretraining(cell("pretrain", "IR", 0))
+    _finished_pretraining(cell("pretrain", "IR", 1), seed=1, config_hash="0" * 16)  # made before the grid was edited
+    # IR seed 0's evaluation: of this encoder, but with another linear-evaluation config than the grid's.
+    lin = cell("lincls", "IR", 0)
+    lin.mkdir(parents=True)
+    (lin / "metrics.json").write_text(json.dumps({"dataset": "digits", "method": "IR", "seed": 0, "top1": 50.0,
+                                                  "config_hash": "1" * 16}))
+    (results / "data").mkdir()
+    (results / "data" / "digits.log").write_text("ring: Dataset digits is corrupted: replace it.\n")
+    lines = _status(tmp_path, grids, capsys)
+    rows = {(line.split()[0], line.split()[2], line.split()[3]): line for line in lines[:-1]}
+    assert rows[("pretrain", "IR", "seed0")].split()[4] == "done"
+    stale = rows[("pretrain", "IR", "seed1")]
+    assert stale.split()[4] == "stale" and "made with another config than the grid's; the next all_tables reruns it" in stale
+    assert rows[("lincls", "IR", "seed0")].split()[4] == "stale"
+    failed = rows[("pretrain", "MoCoRing", "seed0")]
+    assert failed.split()[4] == "failed" and failed.endswith("data check: Dataset digits is corrupted: replace it.")
+    assert lines[-1] == "total 8 stage runs: 1 done, 2 stale, 0 running, 0 pending, 5 failed, 0 missing"

@@ -7,6 +7,25 @@ import yaml
 from ring import tables
 
 
+def _evaluated_cell(root, dataset, method, seed, pre_cfg, lin_cfg, top1, encoder=b"trunk bytes"):
+    """A pretraining and a linear-evaluation cell as the stages leave them: configs, an encoder with its
+    checksum record, and metrics that record what they were made from.  Returns the metrics path."""
+    from ring import config as C
+    from ring.files import record_checksums
+
+    pre, lin = (root / stage / dataset / method / f"seed{seed}" for stage in ("pretrain", "lincls"))
+    for cell, cfg in ((pre, pre_cfg), (lin, lin_cfg)):
+        cell.mkdir(parents=True, exist_ok=True)
+        C.save(cfg, cell / "config.yaml")
+    (pre / "encoder.pt").write_bytes(encoder)
+    record = record_checksums(pre, ["encoder.pt"], config_hash=C.config_hash(pre_cfg))
+    metrics = lin / "metrics.json"
+    metrics.write_text(json.dumps({"dataset": dataset, "method": method, "seed": seed, "top1": top1,
+                                   "config_hash": C.config_hash(lin_cfg), "encoder_config_hash": C.config_hash(pre_cfg),
+                                   "protocol": {"encoder_files": record["files"]}}))
+    return metrics
+
+
 def _metrics(tmp_path, rows):
     paths = []
     for i, (dataset, method, seed, top1) in enumerate(rows):
@@ -188,15 +207,10 @@ def test_a_cell_off_the_papers_protocol_gets_a_footnote_instead_of_a_paper_delta
         root = tmp_path / "results" / "mine"
         pre_cfg = paper.pretrain_config("cifar100", method, 3, "/data")
         lin_cfg = paper.lincls_config("cifar100", method, 3, "/data")
-        for cfg, values, stage in ((pre_cfg, pre, "pretrain"), (lin_cfg, lin, "lincls")):
+        for cfg, values in ((pre_cfg, pre), (lin_cfg, lin)):
             for key, value in values.items():
                 setattr(cfg, key, value)
-            cell = root / stage / "cifar100" / method / "seed3"
-            cell.mkdir(parents=True)
-            C.save(cfg, cell / "config.yaml")
-        metrics = root / "lincls" / "cifar100" / method / "seed3" / "metrics.json"
-        metrics.write_text(json.dumps({"dataset": "cifar100", "method": method, "seed": 3, "top1": top1}))
-        files.append(metrics)
+        files.append(_evaluated_cell(root, "cifar100", method, 3, pre_cfg, lin_cfg, top1))
     wide = tables.build("table1", files, ["IR", "MoCoRing"], ["cifar100"], tmp_path / "table1")
     assert wide.loc["MoCoRing", "CIFAR100 paper (ours − paper)"] == "61.5 [1]"
     assert wide.loc["IR", "CIFAR100 paper (ours − paper)"] == "60.4 (-0.4)"  # same protocol: compared

@@ -253,3 +253,75 @@ def test_the_shipped_slurm_profile_plans_the_paper_grid(workdir):
     assert [row[0] for row in rows] == ["pretrain"] * 108 + ["lincls"] * 108 + ["study"] * 93
     assert [row[4] for row in rows] == ["missing"] * (2 * 108 + 93)
     assert status.stdout.splitlines()[-1].endswith("0 failed, 309 missing")
+
+
+def _table_entry(workdir: Path, grid: str, method: str) -> str:
+    """The Digits entry of a method's row in Table 1's Markdown."""
+    for line in (workdir / "results" / grid / "tables" / "table1.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == method:
+            return cells[1]
+    raise AssertionError(f"no row {method}")
+
+
+def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the_new_number(workdir, tmp_path):
+    """Issue #22: a grid file kept outside the repository, edited after its cells finished."""
+    from ring import config as C
+    from ring import grid as G
+
+    grid_file = tmp_path / "elsewhere" / "mine.yaml"
+    grid_file.parent.mkdir()
+    values = {**TINY, "methods": ["IR", "IRing"], "seeds": [0]}
+    grid_file.write_text(yaml.safe_dump(values))
+    run = lambda *args, **kw: snakemake(workdir, "--profile", "profiles/local", "all_tables", *args,
+                                        "--config", f"grid={grid_file}", **kw)
+    run()
+    pre = lambda m: workdir / "results" / "mine" / "pretrain" / "digits" / m / "seed0"
+    metrics = lambda m: json.loads((workdir / "results" / "mine" / "lincls" / "digits" / m / "seed0" / "metrics.json").read_text())
+    first_iring = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IRing", 0, "data"))
+    old_encoder = (pre("IRing") / "encoder.pt").read_bytes()
+    old_ir = metrics("IR")
+
+    # 1. The final w_l of IRing: that cell starts over, its previous run kept; then its evaluation and the tables.
+    values["pretrain"] = {**values["pretrain"], "by_method": {"IRing": {"ring_w_l": [0.0, 50.0]}}}
+    grid_file.write_text(yaml.safe_dump(values))
+    result = run()
+    output = result.stdout + result.stderr
+    assert job_counts(output) == {"all_tables": 1, "lincls": 1, "make_gpu_hours": 1, "make_table1": 1, "pretrain": 1,
+                                  "pretrain_config": 1, "total": 6}
+    kept = pre("IRing") / "runs" / first_iring
+    assert (f"ring: results/mine/pretrain/digits/IRing/seed0: its config changed (ring_w_l): the previous run is kept in "
+            f"{kept.relative_to(workdir)} and this cell starts over") in output
+    assert (kept / "encoder.pt").read_bytes() == old_encoder  # nothing finished is deleted
+    new = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IRing", 0, "data"))
+    assert json.loads((pre("IRing") / "export.json").read_text())["config_hash"] == new == metrics("IRing")["encoder_config_hash"]
+    assert yaml.safe_load((pre("IRing") / "config.yaml").read_text())["ring_w_l"] == [0.0, 50.0]
+    assert _table_entry(workdir, "mine", "IRing").startswith(f"{metrics('IRing')['top1']:.1f} (")
+    assert metrics("IR") == old_ir  # the other cell is untouched
+
+    # 2. A longer schedule for IR continues its checkpoint.
+    values["pretrain"]["all"] = {**values["pretrain"]["all"], "epochs": 2}
+    values["pretrain"]["by_method"]["IRing"]["epochs"] = 1  # IRing keeps its schedule: only IR changes
+    grid_file.write_text(yaml.safe_dump(values))
+    result = run()
+    output = result.stdout + result.stderr
+    assert "ring: results/mine/pretrain/digits/IR/seed0: its config changed (epochs): continuing from its checkpoint " \
+           "to epochs=2" in output and "resuming results/mine/pretrain/digits/IR/seed0 at epoch 1 step 0" in output
+    assert job_counts(output)["pretrain"] == 1 and len((pre("IR") / "log.jsonl").read_text().splitlines()) == 2
+    assert _table_entry(workdir, "mine", "IR") == f"{metrics('IR')['top1']:.1f}"
+
+    # 3. An edit whose training fails: the run says so, and the next plan retrains (never "Nothing to be done").
+    values["pretrain"]["by_method"]["IR"] = {"lr": 1e6}
+    grid_file.write_text(yaml.safe_dump(values))
+    failed = run(check=False)
+    assert failed.returncode != 0 and "the training loss became nan" in failed.stderr
+    plan = run("-n")
+    assert "Nothing to be done" not in plan.stdout + plan.stderr
+    assert {"pretrain", "lincls"} <= set(job_counts(plan.stdout + plan.stderr))
+    # ... and undoing the edit brings the finished 2-epoch run back: its number, not a retrained one.
+    del values["pretrain"]["by_method"]["IR"]
+    grid_file.write_text(yaml.safe_dump(values))
+    result = run()
+    output = result.stdout + result.stderr
+    assert "is back in place (it resumes there)" in output
+    assert _table_entry(workdir, "mine", "IR") == f"{metrics('IR')['top1']:.1f}"

@@ -98,6 +98,12 @@ wildcard_constraints:
     seed=r"\d+",
 
 
+# UPSTREAM_CONFIG: every rule that reads an encoder also takes its pretraining cell's config.yaml as
+# input.  Snakemake reruns a job whose output exists only when an input is newer or an upstream job
+# must rerun for it; a missing intermediate (an encoder a failed retraining removed) counts for
+# neither, so without this an edited pretraining config whose job failed would leave the old
+# evaluation in place and the next run would report "Nothing to be done".
+
 # Every cell's folder names its grid, stage, dataset, method and seed.
 PRETRAIN_CELL = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}"
 LINCLS_CELL = "results/{grid}/lincls/{dataset}/{method}/seed{seed}"

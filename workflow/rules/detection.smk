@@ -14,14 +14,15 @@ rule detection_embedded:
 rule detection_convert:
     """torchvision encoder -> Detectron2 .pkl, proven complete and numerically equal (ring.detection.convert)."""
     input:
-        PRETRAIN_CELL + "/encoder.pt",
+        encoder=PRETRAIN_CELL + "/encoder.pt",
+        pretrain_cfg=PRETRAIN_CELL + "/config.yaml",  # UPSTREAM_CONFIG in common.smk
     output:
         DETECTION_WEIGHTS,
     log:
         DETECTION_WEIGHTS + ".log",
     threads: 1
     shell:
-        "OMP_NUM_THREADS=1 {PYTHON:q} -m ring.detection.convert --encoder {input:q} --out {output:q} 2>&1 | tee {log:q}"
+        "OMP_NUM_THREADS=1 {PYTHON:q} -m ring.detection.convert --encoder {input.encoder:q} --out {output:q} 2>&1 | tee {log:q}"
 
 
 rule detection_config:

@@ -17,6 +17,8 @@ rule lincls:
         cfg=LINCLS_CELL + "/config.yaml",
         encoder=PRETRAIN_CELL + "/encoder.pt",
         companions=encoder_companions,  # CMC's encoder_ab.pt, found beside encoder.pt
+        # See UPSTREAM_CONFIG in common.smk: an edited pretraining config reruns this cell until both are done.
+        pretrain_cfg=PRETRAIN_CELL + "/config.yaml",
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         LINCLS_CELL + "/metrics.json",

@@ -18,6 +18,7 @@ rule transfer:
         cfg=TRANSFER_CELL + "/config.yaml",
         encoder=lambda wc: transfer_encoders(wc)[0],
         companions=lambda wc: transfer_encoders(wc)[1:],
+        pretrain_cfg=lambda wc: str(Path(transfer_encoders(wc)[0]).with_name("config.yaml")),  # UPSTREAM_CONFIG
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         metrics=TRANSFER_CELL + "/metrics.json",

@@ -1,0 +1,98 @@
+"""ring.rerun: what an edited cell config does to the cell's files (torch-free, decided before any job)."""
+
+import json
+
+import pytest
+
+from ring import config as C
+from ring import rerun
+
+from .helpers import lincls_config, pretrain_config, run_module
+
+
+def _ran(cell, cfg, files=("checkpoint.pt", "encoder.pt", "export.json", "log.jsonl", "provenance.json")):
+    """A cell as a stage leaves it: its record and a file per name holding the config's hash."""
+    cell.mkdir(parents=True, exist_ok=True)
+    rerun.write_record(cell, cfg)
+    for name in files:
+        (cell / name).write_text(C.config_hash(cfg))
+    (cell / "slurm").mkdir(exist_ok=True)
+    (cell / "slurm" / "job.json").write_text("{}")  # the launcher's, never moved
+
+
+def test_an_unchanged_hash_does_nothing(tmp_path):
+    cfg = pretrain_config("IR", epochs=1)
+    _ran(tmp_path, cfg)
+    lines = []
+    assert rerun.prepare(tmp_path, "pretrain", pretrain_config("IR", epochs=1, num_workers=3), log=lines.append) == "nothing"
+    assert lines == [] and not (tmp_path / "runs").exists()
+
+
+def test_a_cell_that_never_ran_does_nothing(tmp_path):
+    assert rerun.prepare(tmp_path, "pretrain", pretrain_config("IR")) == "nothing"
+
+
+def test_a_longer_schedule_continues_and_keeps_only_the_shorter_runs_outputs_aside(tmp_path):
+    old, new = pretrain_config("IR", epochs=1), pretrain_config("IR", epochs=3)
+    _ran(tmp_path, old)
+    lines = []
+    assert rerun.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue"
+    aside = tmp_path / "runs" / C.config_hash(old)
+    assert lines == [f"ring: {tmp_path}: its config changed (epochs): continuing from its checkpoint to epochs=3; "
+                     f"the 1-epoch encoder is kept in {aside}"]
+    assert sorted(p.name for p in aside.iterdir()) == ["encoder.pt", "export.json"]
+    assert (tmp_path / "checkpoint.pt").read_text() == C.config_hash(old)  # the stage continues it
+
+
+@pytest.mark.parametrize("new, keys", [
+    (pretrain_config("IR", epochs=1, lr=0.1), "lr"),
+    (pretrain_config("IR", epochs=1, ring_w_l=[0.0, 50.0]), "ring_w_l"),
+    (pretrain_config("IR", epochs=2, lr=0.1), "epochs, lr"),  # a longer schedule and more: starts over
+])
+def test_any_other_edit_keeps_the_whole_previous_run_aside_and_starts_over(tmp_path, new, keys):
+    old = pretrain_config("IR", epochs=1)
+    _ran(tmp_path, old)
+    lines = []
+    assert rerun.prepare(tmp_path, "pretrain", new, log=lines.append) == "start over"
+    aside = tmp_path / "runs" / C.config_hash(old)
+    assert lines == [f"ring: {tmp_path}: its config changed ({keys}): the previous run is kept in {aside} and this cell "
+                     "starts over"]
+    assert sorted(p.name for p in aside.iterdir()) == ["checkpoint.pt", "encoder.pt", "export.json", "log.jsonl",
+                                                       "provenance.json", "run.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs", "slurm"]
+
+
+def test_a_shorter_schedule_starts_over(tmp_path):
+    _ran(tmp_path, pretrain_config("IR", epochs=3))
+    assert rerun.prepare(tmp_path, "pretrain", pretrain_config("IR", epochs=2)) == "start over"
+
+
+def test_an_undone_edit_brings_the_kept_run_back(tmp_path):
+    first, second = pretrain_config("IR", epochs=1), pretrain_config("IR", epochs=1, lr=0.1)
+    _ran(tmp_path, first)
+    rerun.prepare(tmp_path, "pretrain", second, log=lambda line: None)
+    _ran(tmp_path, second)
+    lines = []
+    assert rerun.prepare(tmp_path, "pretrain", first, log=lines.append) == "restore"
+    assert lines == [f"ring: {tmp_path}: its config changed (lr): the previous run is kept in "
+                     f"{tmp_path / 'runs' / C.config_hash(second)}, and the run of this config kept in "
+                     f"{tmp_path / 'runs' / C.config_hash(first)} is back in place (it resumes there)"]
+    assert (tmp_path / "encoder.pt").read_text() == C.config_hash(first)
+    assert json.loads((tmp_path / "run.json").read_text())["config_hash"] == C.config_hash(first)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [C.config_hash(second)]
+
+
+def test_an_evaluation_cell_keeps_its_metrics_aside_when_its_config_changes(tmp_path):
+    old = lincls_config(method="IR")
+    _ran(tmp_path, old, files=("checkpoint.pt", "metrics.json", "log.jsonl"))
+    assert rerun.prepare(tmp_path, "lincls", lincls_config(method="IR", lr=0.1), log=lambda line: None) == "start over"
+    assert (tmp_path / "runs" / C.config_hash(old) / "metrics.json").read_text() == C.config_hash(old)
+    # An evaluation never continues: its only schedule key, epochs, changes its number.
+    assert not rerun.continues("lincls", rerun.hashed_values(old), rerun.hashed_values(lincls_config(method="IR", epochs=200)))
+
+
+def test_the_cli_reads_the_cells_config_yaml(tmp_path):
+    _ran(tmp_path, pretrain_config("IR", epochs=1))
+    C.save(pretrain_config("IR", epochs=1, lr=0.1), tmp_path / "config.yaml")
+    result = run_module("ring.rerun", tmp_path, "--stage", "pretrain")
+    assert "this cell starts over" in result.stderr and (tmp_path / "runs").is_dir()
