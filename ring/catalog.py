@@ -298,6 +298,20 @@ def fetched_from_publisher(name: str, data_root: str | Path) -> dict | None:
 
 
 VERIFIED_SUFFIX = ".verified.json"
+
+
+def loader_verifies(name: str) -> bool:
+    """Whether the dataset's loader (torchvision's) reads its files only when their md5 is the publisher's:
+    skip_checksums cannot be honoured there (CIFAR's files are Python pickles, never read unverified)."""
+    return getattr(spec(name), "torchvision_md5", None) is not None
+
+
+def skip_refusal(name: str) -> str:
+    """The sentence refusing skip_checksums for a dataset whose loader verifies md5s itself."""
+    return (f"skip_checksums cannot be honoured for {name}: its loader reads the files only when their md5 is the "
+            f"publisher's (torchvision's; {'CIFAR' if name.startswith('cifar') else 'its'} files are never read "
+            "unverified), so a modified copy would pass the data check and fail in the job; restore the publisher's "
+            "files and set skip_checksums: false.")
 SKIP_HINT = ("or, for your own modified copy, skip the comparison with the publisher with --skip-checksums "
              "(workflow config: skip_checksums: true)")
 
@@ -381,6 +395,8 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
     size and modification time.
     """
     check(name, data_root)
+    if skip_checksums and loader_verifies(name):
+        raise DatasetMissing(skip_refusal(name))
     root = Path(data_root)
     base = folder(name, root)
     s = spec(name)
@@ -408,7 +424,7 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
             if actual != expected:
                 raise DatasetMissing(
                     f"Dataset {name} file {path} is corrupted or truncated: its md5 is {actual}, the publisher's "
-                    f"(torchvision's) is {expected}; replace the file ({how}), {SKIP_HINT}.")
+                    f"(torchvision's) is {expected}; replace the file ({how}).")  # no skip_checksums: see loader_verifies
             record["md5"][rel] = actual
             read.append(path)
     publisher = getattr(s, "publisher_counts", None)

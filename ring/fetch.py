@@ -408,7 +408,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ring.catalog fetch",
                                      description="Download datasets from their publishers, verify and unpack them.")
     parser.add_argument("names", nargs="*", metavar="NAME")
-    parser.add_argument("--grid", help="every dataset of workflow/grids/GRID.yaml")
+    parser.add_argument("--grid", help="every dataset of a grid: a name (workflow/grids/GRID.yaml) or a grid file's path")
     parser.add_argument("--grids-dir", type=Path, default=Path(__file__).resolve().parents[1] / "workflow" / "grids")
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--mirror", help="fetch URL/<host>/<path> instead of each publisher's URL")
@@ -420,10 +420,7 @@ def main(argv=None) -> int:
         if args.grid:
             from ring import grid as G
 
-            path = args.grids_dir / f"{args.grid}.yaml"
-            if not path.exists():
-                raise FetchError(f"Grid {args.grid!r} has no file {path}.")
-            names += grid_targets(G.load(path))
+            names += grid_targets(G.load(G.resolve(args.grid, args.grids_dir)))
         if not names:
             raise FetchError("Name datasets to fetch, or --grid GRID.")
     except (FetchError, ValueError) as err:

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from ring import grid as G
@@ -218,3 +220,71 @@ def test_cell_configs_dump_to_the_same_text_with_libyaml(root, name):
     assert configs and yaml.__with_libyaml__
     for cfg in configs:
         assert dump(cfg) == yaml.safe_dump(to_dict(cfg), sort_keys=False), cfg
+
+
+# ---- a grid cannot name a cell wrongly (issue #22) -------------------------------------------------
+
+@pytest.mark.parametrize("block, key, value, home", [
+    ({"pretrain": {"all": {}}}, "seed", 1, "the grid's top-level seeds: list"),
+    ({"pretrain": {"by_method": {"IRing": {}}}}, "method", "MoCo", "the grid's top-level methods: list"),
+    ({"lincls": {"by_dataset": {"digits": {}}}}, "dataset", "cifar10", "the grid's top-level datasets: list"),
+    ({"pretrain": {"all": {}}}, "data_root", "/elsewhere", "the workflow config (--config data_root=PATH)"),
+    ({"transfer": {"source": "digits", "datasets": ["shapes"], "all": {}}}, "source", "cifar10", "transfer: source:"),
+])
+def test_a_key_that_names_the_cell_is_refused_inside_a_stage_block_saying_where_it_belongs(block, key, value, home):
+    values = {"datasets": ["digits"], "methods": ["IR", "IRing"], "seeds": [0, 1], **DIGITS_PRETRAIN}
+    stage = next(iter(block))
+    inner = block[stage]
+    part = next(k for k in ("all", "by_method", "by_dataset") if k in inner)
+    target = inner[part] if part == "all" else next(iter(inner[part].values()))
+    target[key] = value
+    where = part if part == "all" else f"{part} {next(iter(inner[part]))}"
+    values[stage] = {**values.get(stage, {}), **inner}
+    if stage == "pretrain":
+        values["pretrain"]["all"] = {**DIGITS_PRETRAIN["pretrain"]["all"], **inner.get("all", {})}
+    with pytest.raises(ValueError) as err:
+        G.from_dict("mine", values, source="grids/mine.yaml")
+    assert str(err.value) == (f"Grid grids/mine.yaml, stage {stage}, block {where}: {key!r} names the cell, so it cannot "
+                              f"be set in a stage block (every cell would train the same {key} under its own name); set "
+                              f"it in {G.IDENTITY_KEYS[key]} and remove it here.")
+    assert home in str(err.value)
+
+
+def test_study_variants_cannot_set_a_key_that_names_the_cell():
+    study = {"dataset": "digits", "methods": ["IR"], "seeds": [0], "variants": {"a": {"seed": 3}}}
+    values = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], **DIGITS_PRETRAIN, "studies": {"negatives_k": study}}
+    with pytest.raises(ValueError, match="Grid g, study negatives_k, variant a: 'seed' names the cell"):
+        G.from_dict("g", values)
+
+
+@pytest.mark.parametrize("name, sentence", [
+    (".hidden.yaml", "the file's name '.hidden' names the results folder results/.hidden/"),
+    ("my grid.yaml", "the file's name 'my grid' names the results folder results/my grid/, so it must be a plain name"),
+    ("a.b.yaml", "the file's name 'a.b' names the results folder results/a.b/, so it must be a plain name"),
+])
+def test_a_grid_file_whose_name_is_not_a_plain_name_is_refused(tmp_path, name, sentence):
+    path = tmp_path / name
+    path.write_text("datasets: [digits]\nmethods: [IR]\nseeds: [0]\n")
+    with pytest.raises(ValueError, match=re.escape(sentence)):
+        G.resolve(str(path), tmp_path / "grids")
+
+
+def test_grid_naming_a_folder_or_a_path_without_yaml_gets_a_sentence(tmp_path):
+    (tmp_path / "grids").mkdir()
+    with pytest.raises(ValueError, match=re.escape(f"grid={str(tmp_path / 'grids')!r} is a folder; give a grid file in it")):
+        G.resolve(str(tmp_path / "grids"), tmp_path / "grids")
+    with pytest.raises(ValueError, match="is neither a grid name .* nor a path ending in .yaml"):
+        G.resolve("../results/x", tmp_path / "grids")
+
+
+def test_the_papers_per_method_values_come_with_the_methods_unless_the_grid_sets_them():
+    base = {"datasets": ["digits"], "methods": ["IR", "CMC", "CMCRing", "MoCo", "MoCoRing"], "seeds": [0],
+            "pretrain": {"all": {"bank_negatives": 1024, "queue_size": 1024}}}
+    own = G.from_dict("own", base)
+    assert [own.pretrain_config("digits", m, 0, "data").batch_size for m in base["methods"]] == [256, 128, 128, 256, 256]
+    assert [own.pretrain_config("digits", m, 0, "data").bn_groups for m in base["methods"]] == [1, 1, 1, 8, 8]
+    assert own.pretrain_config("digits", "CMC", 0, "data").cmc_negatives == "shared"
+    base["pretrain"]["all"].update(batch_size=64, bn_groups=2)  # the grid's own values win
+    set_ = G.from_dict("own", base)
+    assert {(c.batch_size, c.bn_groups) for c in (set_.pretrain_config("digits", m, 0, "data") for m in base["methods"])} \
+        == {(64, 2)}

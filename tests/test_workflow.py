@@ -42,6 +42,14 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
+def readme_commands(section: str) -> list[str]:
+    """The shell commands of README's ``## <section>`` code blocks, continuation lines joined, comments left out."""
+    text = (ROOT / "README.md").read_text()
+    body = text.split(f"\n## {section}\n")[1].split("\n## ")[0]
+    lines = "\n".join(re.findall(r"```bash\n(.*?)```", body, re.S)).replace("\\\n", " ").splitlines()
+    return [line.split("  #")[0].strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
 def write_grid(workdir: Path, name: str, values: dict) -> None:
     (workdir / "workflow" / "grids" / f"{name}.yaml").write_text(yaml.safe_dump(values))
 
@@ -161,6 +169,22 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     assert re.fullmatch(r"total (\d+) stage runs: \1 done, 0 running, 0 pending, 0 failed, 0 missing",
                         status.stdout.splitlines()[-1]), status.stdout.splitlines()[-1]
     assert any(line.startswith("study ") for line in status.stdout.splitlines())
+
+    # README's "Rerunning one cell", its commands run literally (.venv is this interpreter's).
+    (workdir / ".venv").symlink_to(Path(sys.executable).parents[1])
+    table1 = tables / "table1.md"
+    before = table1.stat().st_mtime_ns
+    build_one, remove, recompute = readme_commands("Rerunning one cell")
+    result = subprocess.run(build_one, shell=True, cwd=workdir, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and "Nothing to be done" in result.stdout + result.stderr  # it is built already
+    subprocess.run(remove, shell=True, cwd=workdir, check=True)
+    result = subprocess.run(recompute, shell=True, cwd=workdir, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts["pretrain"] == 1 and counts["lincls"] == 1 and counts["make_table1"] == 1  # the cell, then downstream
+    assert table1.stat().st_mtime_ns > before
+    iring = json.loads((workdir / "results/smoke/lincls/digits/IRing/seed0/metrics.json").read_text())
+    assert re.search(rf"\| IRing +\| {iring['top1']:.1f} \(", table1.read_text())
 
 
 def test_toy_cnce_target_plans_the_paper_seeds_and_builds_its_table(workdir):
@@ -325,3 +349,15 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     output = result.stdout + result.stderr
     assert "is back in place (it resumes there)" in output
     assert _table_entry(workdir, "mine", "IR") == f"{metrics('IR')['top1']:.1f}"
+
+    # 4. README "Your own grid": rerun just one linear evaluation, its two commands with this grid's names.
+    *_, remove, rerun_eval = readme_commands("Your own grid")
+    here = lambda command: (command.replace("$HOME/grids/c100_ring50.yaml", str(grid_file)).replace("c100_ring50", "mine")
+                            .replace("cifar100/MoCoRing/seed3", "digits/IRing/seed0").replace(" data_root=/datasets", "")
+                            .replace(".venv/bin/snakemake", f"{sys.executable} -m snakemake"))
+    subprocess.run(here(remove), shell=True, cwd=workdir, check=True)
+    result = subprocess.run(here(rerun_eval), shell=True, cwd=workdir, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert job_counts(result.stdout + result.stderr) == {"lincls": 1, "lincls_config": 1, "make_table1": 1, "table1": 1,
+                                                         "total": 4}
+    assert _table_entry(workdir, "mine", "IRing").startswith(f"{metrics('IRing')['top1']:.1f} (")

@@ -15,10 +15,10 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir)))
 
 import ring.grid
-from ring.catalog import DATASETS, TRANSFER
+from ring.catalog import DATASETS, TRANSFER, loader_verifies, skip_refusal
 from ring.catalog import fingerprint as dataset_fingerprint
+from ring.fetch import grid_targets
 from ring.metadataset import GENERATED, GENERATORS
-from ring.catalog import DATASETS
 from ring.config import SNAPSHOT_FILE
 from ring.config import dump as config_text
 from ring.rerun import RUN_RECORD
@@ -77,6 +77,10 @@ def _load_grid(value: str) -> dict:
     except ValueError as err:
         _fail_plan(str(err))
     config["grid"] = grid.name  # targets and results/ use the name (the file's stem)
+    if config.get("skip_checksums"):  # refused here, not after the data check passed and the job failed
+        refused = [d for d in dict.fromkeys(grid_targets(grid)) if d in DATASETS and loader_verifies(d)]
+        if refused:
+            _fail_plan(skip_refusal(refused[0]))
     # Every job records this grid file and the workflow config in provenance.json (ring.provenance).
     os.environ["RING_GRID_FILE"] = str(path.resolve())
     os.environ["RING_WORKFLOW_CONFIG"] = str(Path(workflow.basedir) / "workflow" / "config.yaml")

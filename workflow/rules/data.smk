@@ -42,9 +42,10 @@ rule fetch_data:
     on a login node with internet, `snakemake fetch_data [--config fetch_mirror=URL]`."""
     params:
         root=config["data_root"],
+        grid=os.environ["RING_GRID_FILE"],  # the grid's file, whether it was given by name or by path
         mirror=f"--mirror {shlex.quote(config['fetch_mirror'])}" if config.get("fetch_mirror") else "",
         detectron2=shlex.quote(detection_datasets_root(config["grid"])),
     localrule: True
     shell:
-        "{PYTHON:q} -m ring.catalog fetch --grid {config[grid]} --grids-dir {GRID_DIR:q} --data-root {params.root:q} "
+        "{PYTHON:q} -m ring.catalog fetch --grid {params.grid:q} --data-root {params.root:q} "
         "--detectron2-root {params.detectron2} {params.mirror}"
