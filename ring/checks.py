@@ -12,8 +12,10 @@ filters) are bounded here by the catalog's counts; the jobs check them again aft
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
+from pathlib import Path
 
 from ring import catalog
 from ring import config as C
@@ -186,6 +188,10 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
         if not isinstance(cfg.queue_size, int) or cfg.queue_size < cfg.batch_size:
             _fail(where, "queue_size", cfg.queue_size, f"is smaller than batch_size={cfg.batch_size} (each step enqueues a "
                   "whole batch)", f"raise queue_size to at least {cfg.batch_size}")
+        if cfg.queue_size > n:
+            _fail(where, "queue_size", cfg.queue_size, f"is larger than the {n} {cfg.dataset} training images (the "
+                  "queue would hold several keys of one image, a query's own among its negatives)",
+                  f"set it to at most {n}")
         _in_range(where, cfg, "key_momentum", 0.0, 1.0)
     _ring(where, cfg)
     if m.uses_kmeans:
@@ -354,7 +360,7 @@ ALLOWED = {
     "temperature": "> 0",
     "bank_negatives": "1 .. the bank (training images; LA: one fewer)",
     "bank_momentum": "[0, 1)",
-    "queue_size": ">= batch_size",
+    "queue_size": ">= batch_size, <= the training images",
     "key_momentum": "[0, 1)",
     "bn_groups": ">= 1, divides batch_size",
     "ring_w_l": "[start, final] with 0 <= start <= final < 100 (and final < ring_w_u)",
@@ -397,3 +403,15 @@ ALLOWED = {
     "percentages": "each in [0, 100)",
     "cov_z": "cov_z + cov_eps positive definite (2 x 2)",
 }
+
+
+def environment(grid, results: str | Path = "results") -> str | None:
+    """What stops a grid's jobs on this machine before any of them runs (one sentence), or None: Table 4
+    without Detectron2 in this interpreter (the jobs run it too), or a results folder that cannot be written."""
+    if grid.detection and importlib.util.find_spec("detectron2") is None:
+        from ring.detection import missing_detectron2  # torch-free
+
+        return missing_detectron2(ModuleNotFoundError(name="detectron2"))
+    from ring.files import unwritable
+
+    return unwritable(Path(results) / grid.name)

@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -271,12 +272,39 @@ def from_dict(cls, values: dict):
     return cls(**values)
 
 
+class Loader(yaml.SafeLoader):
+    """PyYAML's safe loader that also reads YAML 1.2 floats: ``3e-2`` and ``1e-4`` are numbers, as
+    every user means them (YAML 1.1, PyYAML's default, reads them as strings and needs ``3.0e-2``)."""
+
+
+Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*\.?[0-9_]*|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def read_yaml(path: str | Path, what: str = "YAML file"):
+    """A user-written YAML file (a grid, a stage config), its floats as YAML 1.2 reads them; a syntax error is
+    one sentence naming the file, line and column."""
+    path = Path(path)
+    try:
+        with open(path) as fh:
+            return yaml.load(fh, Loader=Loader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(f"{what} {path} is not valid YAML{where}: {problem}; fix the syntax there.") from None
+
+
 def load(cls, path: str | Path):
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Config file {path} does not exist; the workflow writes it, or pass an existing file.")
-    with open(path) as fh:
-        values = yaml.safe_load(fh) or {}
+    values = read_yaml(path, "Config file") or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"Config file {path} holds no mapping of {cls.__name__} keys; write one key: value per line.")
     return from_dict(cls, values)
 
 

@@ -157,6 +157,26 @@ def check_writable(folder: str | Path) -> None:
             "results folder.") from None
 
 
+def unwritable(folder: str | Path) -> str | None:
+    """Why files cannot be written in ``folder`` (one sentence), checked without creating anything; None when they can.
+
+    The nearest existing folder on its path decides: a file in the way, or a folder this user may not
+    write, is found before any job (Snakemake's dry runs included) instead of by the first job that writes.
+    """
+    folder = Path(folder)
+    for existing in (folder, *folder.parents):
+        if existing.exists() or existing == Path(existing.anchor or "."):
+            break
+    if not existing.is_dir():
+        where = "is a file, not a folder" if existing == folder else f"cannot be created: {existing} is a file"
+        return f"The results folder {folder} {where}; move it away or choose another grid name."
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is" if existing == folder else f"cannot be created: {existing} is"
+        return (f"The results folder {folder} {what} not writable by this user; fix its permissions or run from a "
+                "folder you can write.")
+    return None
+
+
 def remove_stale_temporaries(folder: str | Path) -> list[str]:
     """Delete what killed writes left in ``folder`` (``.<name>.*.tmp`` of :func:`atomic_write`); their names.
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 
-import yaml
 
 from ring import catalog, checks
 from ring import config as C
@@ -408,5 +407,7 @@ def resolve(value: str, grid_dir: str | Path) -> Path:
 
 def load(path: str | Path) -> Grid:
     path = Path(path)
-    with open(path) as fh:
-        return from_dict(path.stem, yaml.safe_load(fh), source=str(path))
+    values = C.read_yaml(path, "Grid file")
+    if not isinstance(values, dict):
+        raise ValueError(f"Grid file {path} holds no mapping (datasets, methods, seeds, ...); see workflow/grids/smoke.yaml.")
+    return from_dict(path.stem, values, source=str(path))

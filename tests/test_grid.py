@@ -288,3 +288,22 @@ def test_the_papers_per_method_values_come_with_the_methods_unless_the_grid_sets
     set_ = G.from_dict("own", base)
     assert {(c.batch_size, c.bn_groups) for c in (set_.pretrain_config("digits", m, 0, "data") for m in base["methods"])} \
         == {(64, 2)}
+
+
+def test_yaml_1_2_floats_are_numbers_and_a_syntax_error_names_file_and_line(tmp_path):
+    from ring import config as C
+
+    grid = tmp_path / "mine.yaml"
+    grid.write_text("datasets: [digits]\nmethods: [IR]\nseeds: [0]\npretrain:\n  all: {lr: 3e-2, weight_decay: 1e-4, "
+                    "bank_negatives: 1024}\n")
+    cfg = G.load(grid).pretrain_config("digits", "IR", 0, "data")
+    assert (cfg.lr, cfg.weight_decay) == (0.03, 0.0001)
+    hand = tmp_path / "config.yaml"
+    hand.write_text("method: IR\ndataset: digits\nlr: 3e-2\n")
+    assert C.load(C.PretrainConfig, hand).lr == 0.03
+    hand.write_text("method: IR\ndataset: digits\nlr: [0.1\n")
+    with pytest.raises(ValueError, match=re.escape(f"Config file {hand} is not valid YAML at line 4, column 1: ")):
+        C.load(C.PretrainConfig, hand)
+    grid.write_text("datasets: [digits\nmethods: [IR]\n")
+    with pytest.raises(ValueError, match=re.escape(f"Grid file {grid} is not valid YAML at line 2")):
+        G.load(grid)

@@ -65,6 +65,11 @@ CASES = [
      "memory bank (1347 digits training images); set it to at most 1347."),
     ("pretrain/all/queue_size", 32, "stage pretrain, cell digits/MoCoRing/seed0: queue_size=32 is smaller than "
      "batch_size=64 (each step enqueues a whole batch); raise queue_size to at least 64."),
+    ("pretrain/all/queue_size", 4096, "stage pretrain, cell digits/MoCoRing/seed0: queue_size=4096 is larger than the "
+     "1347 digits training images (the queue would hold several keys of one image, a query's own among its negatives); "
+     "set it to at most 1347."),
+    ("pretrain/all/seed", 3, "stage pretrain, block all: 'seed' names the cell, so it cannot be set in a stage block"),
+    ("pretrain/all/lr", "3e-2x", "stage pretrain, cell digits/IR/seed0: lr='3e-2x' must be a finite number above 0"),
     ("pretrain/all/epochs", 0, "stage pretrain, cell digits/IR/seed0: epochs=0 must be an integer of at least 1"),
     ("lincls/all/epochs", 0, "stage lincls, cell digits/IR/seed0: epochs=0 must be an integer of at least 1"),
     ("transfer/all/epochs", 0, "stage transfer, cell shapes/IR/seed0: epochs=0 must be an integer of at least 1"),
@@ -170,3 +175,31 @@ def test_failed_run_summary_names_each_cell_and_its_sentence(tmp_path):
         "  pretrain cifar10/IRing/seed0 (rule pretrain): The checkpoint x was written by method IR, but this cell trains IRing; "
         "move it.\n"
         "  lincls cifar10/IR/seed0 (rule lincls): see the job's output above")
+
+
+def test_a_results_folder_that_cannot_be_written_stops_the_plan(workdir):
+    (workdir / "results").mkdir()
+    (workdir / "results" / "mygrid").write_text("not a folder")
+    grid, result = _plan(workdir, BASE)
+    assert result.returncode != 0
+    assert [line for line in result.stderr.splitlines() if line.startswith("ring: ")] == [
+        "ring: The results folder results/mygrid is a file, not a folder; move it away or choose another grid name."]
+
+
+def test_environment_names_a_missing_detectron2_and_an_unwritable_folder(tmp_path, monkeypatch):
+    import importlib.util
+    import os
+
+    from ring import grid as G
+
+    grid = G.from_dict("mygrid", BASE)
+    assert grid.detection and checks.environment(grid, tmp_path / "results") is None
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "detectron2" else real(name, *a))
+    assert checks.environment(grid, tmp_path / "results").startswith(
+        "Detectron2 is not installed in this Python environment")
+    monkeypatch.undo()
+    monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(tmp_path))  # what a non-root user meets
+    assert checks.environment(grid, tmp_path / "results") == (
+        f"The results folder {tmp_path / 'results' / 'mygrid'} cannot be created: {tmp_path} is not writable by this user; "
+        "fix its permissions or run from a folder you can write.")

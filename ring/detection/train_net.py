@@ -24,6 +24,7 @@ from detectron2.utils.events import CommonMetricPrinter, JSONWriter, Tensorboard
 
 import ring.detection.heads  # noqa: F401  (registers BasicRes5ROIHeads)
 from ring import health
+from ring.checkpoint import safe_load
 from ring.files import atomic_write, remove_stale_temporaries
 from ring.runtime import Preempted, stop_requested
 
@@ -90,7 +91,8 @@ class SafeCheckpointer(DetectionCheckpointer):
         if filename.endswith(".pkl"):
             model = self.preloaded.get(str(Path(filename).resolve())) or read_converted(filename)
             return {"model": dict(model), "__author__": AUTHOR, "matching_heuristics": True}
-        loaded = torch.load(filename, map_location="cpu", weights_only=True)
+        # weights_only, and any refusal as the project's sentence (torch's own would advise weights_only=False).
+        loaded = safe_load(filename, "Detectron2 checkpoint", "delete it (and last_checkpoint beside it) to start this cell again")
         return loaded if "model" in loaded else {"model": loaded}
 
     def save(self, name: str, **kwargs) -> None:

@@ -14,6 +14,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir)))
 
+import ring.checks
 import ring.grid
 from ring.catalog import DATASETS, TRANSFER, loader_verifies, skip_refusal
 from ring.catalog import fingerprint as dataset_fingerprint
@@ -48,14 +49,12 @@ def _validated(values, schema: str, what: str):
 
 
 def _read_yaml(path: Path):
+    from ring.config import read_yaml  # YAML 1.2 floats (3e-2), and a syntax error's file and line
+
     try:
-        with open(path) as fh:
-            return yaml.safe_load(fh)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        _fail_plan(f"Grid file {path} is not valid YAML{where}: {problem}; fix the syntax there.")
+        return read_yaml(path, "Grid file")
+    except ValueError as err:
+        _fail_plan(str(err))
 
 
 def grid_path(value: str) -> Path:
@@ -77,6 +76,8 @@ def _load_grid(value: str) -> dict:
     except ValueError as err:
         _fail_plan(str(err))
     config["grid"] = grid.name  # targets and results/ use the name (the file's stem)
+    if problem := ring.checks.environment(grid):  # no Detectron2 for Table 4, an unwritable results folder
+        _fail_plan(problem)
     if config.get("skip_checksums"):  # refused here, not after the data check passed and the job failed
         refused = [d for d in dict.fromkeys(grid_targets(grid)) if d in DATASETS and loader_verifies(d)]
         if refused:
