@@ -19,7 +19,7 @@ from torch import nn
 from torchvision.models import resnet18
 
 from ring.checkpoint import atomic_save, safe_load
-from ring.files import record_checksums, verify_checksum
+from ring.files import keep_exports, record_checksums, verify_checksum
 from ring.methods import method as method_spec
 
 from ring.checks import HEADS  # the one list, which plan-time checks read too
@@ -191,6 +191,7 @@ def save_trunks(trunks: dict[str, dict[str, torch.Tensor]], folder: str | Path, 
     folder = Path(folder)
     for name, state in sorted(trunks.items(), key=lambda kv: kv[0] == "encoder.pt"):
         atomic_save(state, folder / name)
+    keep_exports(folder, sorted(trunks))
     return record_checksums(folder, sorted(trunks), **record)
 
 

@@ -100,6 +100,30 @@ def record_checksums(folder: str | Path, names, **fields) -> dict:
     return doc
 
 
+# Exported files are also kept here (hard links: no second copy on disk), where Snakemake, which deletes
+# a rerun job's declared outputs, does not look: a client can restore them torch-free (ring.rerun).
+KEPT = "exported"
+
+
+def keep_exports(folder: str | Path, names) -> None:
+    folder = Path(folder)
+    kept = folder / KEPT
+    try:
+        kept.mkdir(exist_ok=True)
+        for name in names:
+            link = kept / f".{name}.{os.getpid()}.tmp"
+            link.unlink(missing_ok=True)
+            try:
+                os.link(folder / name, link)
+            except OSError:  # a file system without hard links: a copy
+                import shutil
+
+                shutil.copyfile(folder / name, link)
+            os.replace(link, kept / name)
+    except OSError as err:
+        raise FileError(write_failure(kept / "encoder.pt", err)) from None
+
+
 def verify_checksum(path: str | Path, what: str = "encoder", fix: str = "rerun the pretraining cell that writes it") -> str:
     """The SHA-256 of ``path``, after checking it against the checksum record beside it; one sentence otherwise.
 

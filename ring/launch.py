@@ -29,6 +29,7 @@ Stopping the client never cancels the cluster job; ``python -m ring.batch cancel
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ import math
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,10 +47,12 @@ import submitit
 import yaml
 
 from ring import accounting, checks
+from ring import config as C
 from ring.files import write_json
 from ring.jobs import OUTPUT, StageJob
 
 RECORD = "job.json"
+LOCK = "launch.lock"  # held by the one client attached to a cell (cell_lock)
 ALIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD",
          "REQUEUE_FED", "SIGNALING", "STAGE_OUT"}
 # States after which a job never runs again (sacct's; REQUEUED and the like are alive).
@@ -424,7 +428,40 @@ def account_ended(cell: Path, job_id: str) -> None:
               f"{accounting.FILE} (from sacct)", file=sys.stderr, flush=True)
 
 
+@contextmanager
+def cell_lock(cell: Path):
+    """One client per cell at a time: a second ``ring.launch`` of the same cell (two Snakemake runs, or one
+    and a by-hand launch) waits here, then finds the first one's record and re-attaches instead of submitting."""
+    path = cell / "slurm" / LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"ring: {cell}: another client is attached to this cell; waiting for it, then re-attaching",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def collect_exports(job: StageJob, cell: Path) -> bool:
+    """A pretraining job that COMPLETED while no client watched, whose encoders Snakemake deleted since: put back
+    the copies the stage kept (verified against its checksum record, torch-free) instead of submitting again."""
+    if job.stage != "pretrain" or "--config" not in job.argv:
+        return False
+    from ring import rerun
+
+    cfg = C.load(C.PretrainConfig, job.argv[job.argv.index("--config") + 1])
+    restored = rerun.restore_exports(cell, cfg)
+    return bool(restored) and (cell / OUTPUT[job.stage]).exists()
+
+
 def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
+    with cell_lock(cell):
+        return _launch_slurm(job, cell, res)
+
+
+def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     output = cell / OUTPUT[job.stage]
     record, checked = read_record(cell), False
     attached, adopted = None, False
@@ -440,6 +477,11 @@ def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
         if action == "wait":
             attached, adopted = recorded_job(record), True
             print(f"ring: {cell}: re-attached to SLURM job {attached.job_id}", file=sys.stderr, flush=True)
+        elif state == "COMPLETED" and collect_exports(job, cell):
+            print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; restored {output} (deleted by "
+                  "Snakemake's rerun) from the copy the job kept, its checksum verified; nothing submitted",
+                  file=sys.stderr, flush=True)
+            return 0
         elif state == "COMPLETED":
             print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED but {output} is missing (Snakemake deletes "
                   "the outputs of a rerun); submitting again, the stage resumes from its checkpoint",

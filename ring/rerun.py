@@ -29,13 +29,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
 import yaml
 
 from ring import config as C
-from ring.files import FileError, write_json
+from ring.files import CHECKSUMS, KEPT, FileError, sha256_file, write_json
 
 RUN_RECORD = "run.json"
 RUNS = "runs"
@@ -43,14 +44,14 @@ RUNS = "runs"
 # What one run of a stage leaves in its cell folder (glob patterns): they move together.  The
 # launcher's records (slurm/) and Snakemake's log stay: they describe jobs, not results.
 RUN_FILES = {
-    "pretrain": ("checkpoint*.pt", "encoder*.pt", "export.json", "log.jsonl", "events.out.tfevents.*", "steps",
+    "pretrain": ("checkpoint*.pt", "encoder*.pt", "export.json", KEPT, "log.jsonl", "events.out.tfevents.*", "steps",
                  "snapshot_epoch*.pt", "provenance.json", "wandb-run.json", RUN_RECORD),
     "lincls": ("checkpoint*.pt", "metrics.json", "log.jsonl", "events.out.tfevents.*", "steps", "provenance.json",
                "wandb-run.json", RUN_RECORD),
 }
 RUN_FILES["transfer"] = (*RUN_FILES["lincls"], "split-manifest.json")
 # A continued pretraining cell keeps its checkpoint, log and records; only the shorter run's outputs move.
-OUTPUT_FILES = ("encoder*.pt", "export.json")
+OUTPUT_FILES = ("encoder*.pt", "export.json", KEPT)
 STAGE_CONFIGS = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
 
 
@@ -107,9 +108,7 @@ def set_aside(cell: Path, old_hash: str, patterns) -> Path | None:
         for path in files:
             target = aside / path.name
             if target.is_dir() and path.is_dir():
-                import shutil  # a kept folder of the same run (its step curves) gives way to the newer one
-
-                shutil.rmtree(target)
+                shutil.rmtree(target)  # a kept folder of the same run (its step curves) gives way to the newer one
             os.replace(path, target)
     except OSError as err:
         raise FileError(f"Cannot keep the previous run of {cell} aside in {aside} ({err.strerror or err}); "
@@ -163,6 +162,33 @@ def restore(cell: Path, config_hash: str) -> bool:
         raise FileError(f"Cannot bring the run kept in {kept} back into {cell} ({err.strerror or err}); "
                         "free the folder or fix its permissions and rerun.") from None
     return True
+
+
+def restore_exports(cell: str | Path, cfg) -> list[str]:
+    """Put back the exported files Snakemake deleted (a finished job collected after its client was gone), from
+    the copies kept under ``exported/``, when the checksum record is this config's and every copy verifies;
+    the names restored, or an empty list (then the stage must run to export them again)."""
+    cell = Path(cell)
+    try:
+        record = json.loads((cell / CHECKSUMS).read_text())
+        files = dict(record["files"])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError):
+        return []
+    if record.get("config_hash") != C.config_hash(cfg):
+        return []
+    kept = cell / KEPT
+    if not all((kept / name).is_file() and sha256_file(kept / name) == sha for name, sha in files.items()):
+        return []
+    missing = [name for name in files if not (cell / name).exists()]
+    for name in sorted(missing, key=lambda n: n == "encoder.pt"):  # encoder.pt last, as the stage writes it
+        link = cell / f".{name}.{os.getpid()}.tmp"
+        link.unlink(missing_ok=True)
+        try:
+            os.link(kept / name, link)
+        except OSError:  # a file system without hard links: a copy
+            shutil.copyfile(kept / name, link)
+        os.replace(link, cell / name)
+    return missing
 
 
 def main(argv=None) -> int:

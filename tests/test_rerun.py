@@ -96,3 +96,40 @@ def test_the_cli_reads_the_cells_config_yaml(tmp_path):
     C.save(pretrain_config("IR", epochs=1, lr=0.1), tmp_path / "config.yaml")
     result = run_module("ring.rerun", tmp_path, "--stage", "pretrain")
     assert "this cell starts over" in result.stderr and (tmp_path / "runs").is_dir()
+
+
+def test_exports_deleted_by_snakemake_are_restored_from_the_kept_copies_only_when_they_verify(tmp_path):
+    from ring.files import KEPT, keep_exports, record_checksums
+
+    cfg = pretrain_config("CMC", epochs=1)
+    for name in ("encoder.pt", "encoder_ab.pt"):
+        (tmp_path / name).write_bytes(name.encode() * 100)
+    keep_exports(tmp_path, ["encoder.pt", "encoder_ab.pt"])
+    record_checksums(tmp_path, ["encoder.pt", "encoder_ab.pt"], config_hash=C.config_hash(cfg))
+    originals = {n: (tmp_path / n).read_bytes() for n in ("encoder.pt", "encoder_ab.pt")}
+    for name in originals:
+        (tmp_path / name).unlink()  # what Snakemake does to a rerun job's declared outputs
+    assert rerun.restore_exports(tmp_path, pretrain_config("CMC", epochs=2)) == []  # another config's: not restored
+    assert sorted(rerun.restore_exports(tmp_path, cfg)) == ["encoder.pt", "encoder_ab.pt"]
+    assert {n: (tmp_path / n).read_bytes() for n in originals} == originals
+    (tmp_path / "encoder.pt").unlink()
+    (tmp_path / KEPT / "encoder_ab.pt").write_bytes(b"altered")  # (a hard link: the restored file changes too)
+    assert rerun.restore_exports(tmp_path, cfg) == [] and not (tmp_path / "encoder.pt").exists()
+
+
+def test_a_second_client_of_a_cell_waits_for_the_first(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from ring.launch import cell_lock
+
+    code = ("import sys; from pathlib import Path; from ring.launch import cell_lock\n"
+            "with cell_lock(Path(sys.argv[1])): print('inside', flush=True)")
+    with cell_lock(tmp_path):
+        second = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        time.sleep(2)  # enough to start and block; it must not get in while this one holds the cell
+        assert second.poll() is None
+    out, err = second.communicate(timeout=60)
+    assert out == "inside\n" and f"ring: {tmp_path}: another client is attached to this cell; waiting for it" in err

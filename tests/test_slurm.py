@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -321,10 +322,11 @@ def test_jobs_that_finish_while_no_client_watches_are_collected(workdir):
     assert (workdir / "results/tiny/tables/table1.md").exists()
     for cell in ("IR", "MoCoRing"):
         assert (workdir / f"results/tiny/pretrain/digits/{cell}/seed0/encoder.pt").exists()
-    # Snakemake deleted the incomplete outputs: each cell resumed from its final checkpoint instead
-    # of re-attaching to the finished job and exiting 0 without the file.
+    # Snakemake deleted the incomplete outputs: each cell's encoder is restored from the copy its job kept
+    # (checksum verified, torch-free), and no pretraining job is submitted again (issue #22, item 8).
     assert "MissingOutputException" not in output
-    assert output.count("COMPLETED but") + output.count("collected") == 2, output[-3000:]
+    assert output.count("COMPLETED meanwhile; restored") == 2, output[-3000:]
+    assert len(sacct_jobs("ring-pretrain-", start)) == 2
     # A second rerun has nothing to do (the cells are complete now).
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(snakemake(workdir, "all_tables", *SLURM))
 
@@ -591,3 +593,34 @@ def test_chaos_on_the_cluster_loses_nothing_and_submits_nothing_twice(workdir, l
             assert 1 <= counts.get(f"{stage}/{method}", 0) <= 1 + allowed, (stage, method, counts, lines)
     # The disruptions happened: both jobs ran again after their requeue.
     assert all(accounted_runs_of(job_id) >= 2 for job_id in hit.values())
+
+
+def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_number(workdir):
+    """Issue #22, items 1, 8 and 9: the same edit as locally, with the shipped profile on the cluster."""
+    snakemake(workdir, "all_tables", *SLURM)
+    values = {**TINY_SEED0, "pretrain": {**TINY_SEED0["pretrain"], "by_method": {"IR": {"lr": 0.01}}}}
+    write_grid(workdir, "tiny", values)
+    start = now()
+    result = snakemake(workdir, "all_tables", *SLURM)
+    output = result.stdout + result.stderr
+    cell = "results/tiny/pretrain/digits/IR/seed0"
+    decided = output.index(f"ring: {cell}: its config changed (lr): the previous run is kept in {cell}/runs/")
+    assert decided < output.index(f"ring: {cell}: submitted SLURM job")  # on the login node, before the submission
+    assert "COMPLETED but" not in output and "different config" not in output
+    assert [name for _, name, _ in sacct_jobs("ring-", start)] == ["ring-pretrain-digits-IR-seed0",
+                                                                    "ring-lincls-digits-IR-seed0"]
+    metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
+    assert re.search(rf"\| IR +\| {metrics['top1']:.1f} ", (workdir / "results/tiny/tables/table1.md").read_text())
+
+
+def test_two_clients_of_one_cell_submit_one_job(tmp_path):
+    cell = tmp_path / "results" / "g" / "pretrain" / "digits" / "IRing" / "seed0"
+    cfg = C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 1})
+    start = now()
+    first = launch_cell(cell, cfg, CLUSTER)
+    second = launch_cell(cell, cfg, CLUSTER)
+    outputs = [p.communicate(timeout=600)[0] for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], outputs
+    assert sum(o.count("submitted SLURM job") for o in outputs) == 1
+    assert any("another client is attached to this cell; waiting for it" in o for o in outputs)
+    assert len(sacct_jobs("ring-pretrain-digits-IRing-seed0", start)) == 1
