@@ -150,9 +150,10 @@ def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
 
 
 def restore(cell: Path, config_hash: str) -> bool:
-    """Move a run kept under ``runs/<config_hash>/`` back into the cell (an edit undone); False if there is none."""
+    """Move a run kept under ``runs/<config_hash>/`` back into the cell (an edit undone); False if there is none
+    with a checkpoint to resume (the encoder a longer schedule left behind is not a run: the cell starts over)."""
     kept = cell / RUNS / config_hash
-    if not kept.is_dir():
+    if not (kept / "checkpoint.pt").is_file():
         return False
     try:
         for path in sorted(kept.iterdir()):

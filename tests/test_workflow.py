@@ -166,7 +166,7 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     status = subprocess.run([sys.executable, "-m", "ring.batch", "status", "--grid", "smoke"], cwd=workdir,
                             capture_output=True, text=True, timeout=120)
     assert status.returncode == 0, status.stderr
-    assert re.fullmatch(r"total (\d+) stage runs: \1 done, 0 running, 0 pending, 0 failed, 0 missing",
+    assert re.fullmatch(r"total (\d+) stage runs: \1 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing",
                         status.stdout.splitlines()[-1]), status.stdout.splitlines()[-1]
     assert any(line.startswith("study ") for line in status.stdout.splitlines())
 

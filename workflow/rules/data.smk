@@ -47,5 +47,5 @@ rule fetch_data:
         detectron2=shlex.quote(detection_datasets_root(config["grid"])),
     localrule: True
     shell:
-        "{PYTHON:q} -m ring.catalog fetch --grid {params.grid:q} --data-root {params.root:q} "
+        "{PYTHON:q} -m ring.catalog fetch --grid {params.grid:q} --grids-dir {GRID_DIR:q} --data-root {params.root:q} "
         "--detectron2-root {params.detectron2} {params.mirror}"
