@@ -63,3 +63,16 @@ def test_a_writer_that_hides_a_full_disk_still_gets_the_full_disk_sentence(tmp_p
     with pytest.raises(RuntimeError, match="unexpected pos"):
         files.atomic_write(tmp_path / "checkpoint.pt", torch_like)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_written_files_follow_the_users_umask(tmp_path, umask, mode):
+    """On a shared cluster the group reads results where the umask allows it (mkstemp alone makes 0600)."""
+    from ring.files import atomic_write
+
+    old = os.umask(umask)
+    try:
+        atomic_write(tmp_path / "metrics.json", lambda fh: fh.write(b"{}"))
+    finally:
+        os.umask(old)
+    assert (tmp_path / "metrics.json").stat().st_mode & 0o777 == mode
