@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import struct
 from pathlib import Path
 
 import torch
 
-from ring.files import FileError, atomic_write, write_failure, write_temporary
+from ring.files import FileError, atomic_write, link_into_place, write_failure, write_temporary
 
 CHECKSUM_KEY = "payload_sha256"
 
@@ -97,13 +96,7 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
         if path.exists():
             # The previous checkpoint as a hard link (a copy where links are not supported), so that
             # checkpoint.pt never vanishes, not even for an instant between two renames.
-            link = path.with_name(f".{previous_path(path).name}.{os.getpid()}.tmp")
-            link.unlink(missing_ok=True)
-            try:
-                os.link(path, link)
-            except OSError:
-                shutil.copyfile(path, link)
-            os.replace(link, previous_path(path))
+            link_into_place(path, previous_path(path))
         os.replace(tmp, path)
     except OSError as err:
         raise FileError(write_failure(path, err)) from None

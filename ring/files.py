@@ -12,6 +12,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -105,21 +106,25 @@ def record_checksums(folder: str | Path, names, **fields) -> dict:
 KEPT = "exported"
 
 
+def link_into_place(source: Path, target: Path) -> None:
+    """``target`` becomes ``source``'s content at once (a hard link, a copy where links are not supported,
+    renamed over it): it never vanishes or shows half a file.  Raises OSError."""
+    link = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    link.unlink(missing_ok=True)
+    try:
+        os.link(source, link)
+    except OSError:
+        shutil.copyfile(source, link)
+    os.replace(link, target)
+
+
 def keep_exports(folder: str | Path, names) -> None:
     folder = Path(folder)
     kept = folder / KEPT
     try:
         kept.mkdir(exist_ok=True)
         for name in names:
-            link = kept / f".{name}.{os.getpid()}.tmp"
-            link.unlink(missing_ok=True)
-            try:
-                os.link(folder / name, link)
-            except OSError:  # a file system without hard links: a copy
-                import shutil
-
-                shutil.copyfile(folder / name, link)
-            os.replace(link, kept / name)
+            link_into_place(folder / name, kept / name)
     except OSError as err:
         raise FileError(write_failure(kept / "encoder.pt", err)) from None
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 from ring import config as C
-from ring.files import CHECKSUMS, KEPT, FileError, sha256_file, write_json
+from ring.files import CHECKSUMS, KEPT, FileError, link_into_place, sha256_file, write_failure, write_json
 
 RUN_RECORD = "run.json"
 RUNS = "runs"
@@ -181,14 +181,11 @@ def restore_exports(cell: str | Path, cfg) -> list[str]:
     if not all((kept / name).is_file() and sha256_file(kept / name) == sha for name, sha in files.items()):
         return []
     missing = [name for name in files if not (cell / name).exists()]
-    for name in sorted(missing, key=lambda n: n == "encoder.pt"):  # encoder.pt last, as the stage writes it
-        link = cell / f".{name}.{os.getpid()}.tmp"
-        link.unlink(missing_ok=True)
-        try:
-            os.link(kept / name, link)
-        except OSError:  # a file system without hard links: a copy
-            shutil.copyfile(kept / name, link)
-        os.replace(link, cell / name)
+    try:
+        for name in sorted(missing, key=lambda n: n == "encoder.pt"):  # encoder.pt last, as the stage writes it
+            link_into_place(kept / name, cell / name)
+    except OSError as err:
+        raise FileError(write_failure(cell / "encoder.pt", err)) from None
     return missing
 
 
