@@ -9,6 +9,9 @@ A number may reach a table only if the chain that made it still holds in the res
    verifies against the files);
 3. that encoder was made with the pretraining cell's current ``config.yaml``.
 
+A Table 4 cell adds one link: the converted backbone it trained on is the one beside it now, and that
+backbone's checksum record names the encoder it was converted from (links 2 and 3 follow).
+
 Each broken link is one sentence (:func:`stale_reason`) that names the cell and the command that
 reruns it; :mod:`ring.tables` shows such a cell as stale, never as a number, and ``ring.batch
 status`` lists it as stale.  Torch-free: the login-node client and the table rules read it.
@@ -49,6 +52,48 @@ def rerun_command(target: Path) -> str:
     return f"snakemake --profile profiles/local all_tables -R {target} (profiles/slurm on a cluster)"
 
 
+def _encoder_reason(cell: Path, pretrain: Path, evaluated: dict | None, target: Path) -> str | None:
+    """Links 2 and 3: ``evaluated`` (file -> SHA-256) is the pretraining cell's current encoder, made with its config."""
+    try:
+        export = json.loads((pretrain / CHECKSUMS).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        export = None
+    encoder = pretrain / "encoder.pt"
+    if not isinstance(export, dict) or not encoder.is_file():
+        return (f"{cell} evaluated an encoder that {pretrain} no longer holds (retraining or failed); "
+                f"rerun it: {rerun_command(encoder)}.")
+    if export.get("files") != evaluated:
+        return (f"{cell} evaluated another encoder than the one {pretrain} holds now (it was retrained); "
+                f"rerun it: {rerun_command(target)}.")
+    if export.get("config_hash") != _config_hash(pretrain / "config.yaml", C.PretrainConfig):
+        return (f"{pretrain} holds an encoder made with another config than its config.yaml, and {cell} evaluated it; "
+                f"rerun them: {rerun_command(encoder)}.")
+    return None
+
+
+def detection_stale_reason(metrics_path: Path, metrics: dict) -> str | None:
+    """The chain of a Table 4 cell (results/<grid>/detection/<source>/<method>/<task>/seed<k>/): its config,
+    the converted backbone it trained on (beside: .../<source>/<method>/seed<k>/backbone.pkl), the encoder
+    that backbone was converted from, that encoder's config."""
+    path = Path(metrics_path)
+    cell = path.parent
+    results, source, method, seed = Path(*path.parts[:-6]), path.parts[-5], path.parts[-4], path.parts[-2]
+    if metrics.get("config_hash") is None:
+        return (f"{cell} was evaluated before ring-bench recorded what each number was made from; "
+                f"rerun it: {rerun_command(path)}.")
+    if metrics["config_hash"] != _config_hash(cell / "config.yaml", C.DetectionConfig):
+        return f"{cell} was trained with another config than its config.yaml; rerun it: {rerun_command(path)}."
+    backbone = results / "detection" / source / method / seed / "backbone.pkl"
+    try:
+        record = json.loads((backbone.parent / CHECKSUMS).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        record = {}
+    if not backbone.is_file() or record.get("files", {}).get("backbone.pkl") != metrics.get("backbone_sha256"):
+        return (f"{cell} trained on another backbone than {backbone} (it was converted again, or is gone); "
+                f"rerun it: {rerun_command(path)}.")
+    return _encoder_reason(cell, results / "pretrain" / source / method / seed, record.get("encoder_files"), backbone)
+
+
 def stale_reason(metrics_path: str | Path, metrics: dict) -> str | None:
     """Why this evaluation no longer describes its cell (one sentence), or None when its chain holds.
 
@@ -57,7 +102,11 @@ def stale_reason(metrics_path: str | Path, metrics: dict) -> str | None:
     """
     path = Path(metrics_path)
     cell = path.parent
-    if len(path.parts) < 6 or path.parts[-5] not in EVALUATIONS or not (cell / "config.yaml").is_file():
+    if not (cell / "config.yaml").is_file():
+        return None
+    if len(path.parts) >= 7 and path.parts[-6] == "detection":
+        return detection_stale_reason(path, metrics)
+    if len(path.parts) < 6 or path.parts[-5] not in EVALUATIONS:
         return None
     cls = EVALUATIONS[path.parts[-5]]
     try:
@@ -71,18 +120,4 @@ def stale_reason(metrics_path: str | Path, metrics: dict) -> str | None:
                 f"rerun it: {rerun_command(path)}.")
     if metrics["config_hash"] != current:
         return f"{cell} was evaluated with another config than its config.yaml; rerun it: {rerun_command(path)}."
-    try:
-        export = json.loads((pretrain / CHECKSUMS).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        export = None
-    encoder = pretrain / "encoder.pt"
-    if not isinstance(export, dict) or not (pretrain / "encoder.pt").is_file():
-        return (f"{cell} evaluated an encoder that {pretrain} no longer holds (retraining or failed); "
-                f"rerun it: {rerun_command(encoder)}.")
-    if export.get("files") != metrics.get("protocol", {}).get("encoder_files"):
-        return (f"{cell} evaluated another encoder than the one {pretrain} holds now (it was retrained); "
-                f"rerun it: {rerun_command(path)}.")
-    if export.get("config_hash") != _config_hash(pretrain / "config.yaml", C.PretrainConfig):
-        return (f"{pretrain} holds an encoder made with another config than its config.yaml, and {cell} evaluated it; "
-                f"rerun them: {rerun_command(encoder)}.")
-    return None
+    return _encoder_reason(cell, pretrain, metrics.get("protocol", {}).get("encoder_files"), path)

@@ -315,9 +315,13 @@ def collect_columns(metric_files: list[str | Path]) -> pd.DataFrame:
     for path in metric_files:
         m = read_metrics(path, ("method", "seed", "columns"))
         differs = ", ".join(protocol_differences(path))
-        rows.extend({"dataset": column, "method": m["method"], "seed": int(m["seed"]), "value": float(value),
-                     "differs": differs} for column, value in m["columns"].items())
-    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs"])
+        stale = lineage.stale_reason(path, m) or ""
+        if stale:
+            print(f"ring: stale: {stale}", file=sys.stderr)
+        rows.extend({"dataset": column, "method": m["method"], "seed": int(m["seed"]),
+                     "value": math.nan if stale else float(value), "differs": differs, "stale": stale}
+                    for column, value in m["columns"].items())
+    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs", "stale"])
 
 
 def build_table4(metric_files: list[str | Path], methods: list[str], prefix: str | Path) -> pd.DataFrame:

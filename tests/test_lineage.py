@@ -93,3 +93,29 @@ def test_a_mislabelled_or_out_of_range_metrics_file_is_refused_naming_it(tmp_pat
     files["IRing"].write_text(json.dumps(doc))
     with pytest.raises(tables.MetricsError, match=re.escape(f"The metrics file {files['IRing']} {sentence}")):
         _table(tmp_path, files)
+
+
+def test_a_detection_cell_whose_backbone_or_encoder_changed_is_stale_in_table4(tmp_path):
+    from ring import grid as G
+
+    from .test_tables import _detection_cell
+
+    paper = G.load(tables.PAPER_GRID)
+    root = tmp_path / "results" / "mine"
+    files = [_detection_cell(root, m, paper.pretrain_config("imagenet", m, 0, "/data"),
+                             paper.detection_config(m, "voc_det", 0, "/datasets")) for m in ("IR", "IRing")]
+    wide = tables.build_table4(files, ["IR", "IRing"], tmp_path / "table4")
+    assert wide.loc["IR", "voc_det_AP"] == "6.0" and wide.loc["IRing", "voc_det_AP"] == "6.0 (+0.0)"
+    # IR's backbone converted again (from a retrained encoder): its detection cell no longer describes it.
+    conv = root / "detection" / "imagenet" / "IR" / "seed0"
+    (conv / "backbone.pkl").write_bytes(b"another backbone")
+    record_checksums(conv, ["backbone.pkl"])
+    # IRing's encoder retrained: the backbone it trained on was converted from the old one.
+    pre = root / "pretrain" / "imagenet" / "IRing" / "seed0"
+    (pre / "encoder.pt").write_bytes(b"retrained")
+    record_checksums(pre, ["encoder.pt"], config_hash=C.config_hash(paper.pretrain_config("imagenet", "IRing", 0, "/d")))
+    wide = tables.build_table4(files, ["IR", "IRing"], tmp_path / "table4")
+    assert wide.loc["IR", "voc_det_AP"] == "stale [s1]" and wide.loc["IRing", "voc_det_AP"] == "stale [s2]"
+    md = (tmp_path / "table4.md").read_text()
+    assert f"trained on another backbone than {conv / 'backbone.pkl'} (it was converted again, or is gone)" in md
+    assert f"evaluated another encoder than the one {pre} holds now (it was retrained)" in md

@@ -26,6 +26,33 @@ def _evaluated_cell(root, dataset, method, seed, pre_cfg, lin_cfg, top1, encoder
     return metrics
 
 
+def _detection_cell(root, method, pre_cfg, det_cfg, columns=None):
+    """A Table 4 cell as the stages leave it: the pretraining cell's config and encoder record, the converted
+    backbone and its record, the detection config and metrics that record what they were made from."""
+    from ring import config as C
+    from ring.files import record_checksums
+
+    pre = root / "pretrain" / "imagenet" / method / "seed0"
+    pre.mkdir(parents=True)
+    C.save(pre_cfg, pre / "config.yaml")
+    (pre / "encoder.pt").write_bytes(b"trunk")
+    encoder = record_checksums(pre, ["encoder.pt"], config_hash=C.config_hash(pre_cfg))
+    conv = root / "detection" / "imagenet" / method / "seed0"
+    conv.mkdir(parents=True)
+    (conv / "backbone.pkl").write_bytes(b"backbone")
+    backbone = record_checksums(conv, ["backbone.pkl"], encoder_files=encoder["files"],
+                                encoder_config_hash=encoder["config_hash"])
+    cell = conv.parent / "voc_det" / "seed0"
+    cell.mkdir(parents=True)
+    C.save(det_cfg, cell / "config.yaml")
+    (cell / "metrics.json").write_text(json.dumps({
+        "task": "voc_det", "method": method, "seed": 0, "config_hash": C.config_hash(det_cfg),
+        "backbone_sha256": backbone["files"]["backbone.pkl"], "encoder_files": encoder["files"],
+        "encoder_config_hash": encoder["config_hash"],
+        "columns": columns or {"voc_det_AP": 6.0, "voc_det_AP50": 15.0, "voc_det_AP75": 3.5}}))
+    return cell / "metrics.json"
+
+
 def _metrics(tmp_path, rows):
     paths = []
     for i, (dataset, method, seed, top1) in enumerate(rows):
@@ -232,16 +259,9 @@ def test_a_detection_cell_off_the_papers_schedule_gets_a_footnote_in_table4(tmp_
         pre_cfg = paper.pretrain_config("imagenet", method, 0, "/data")
         for key, value in pre.items():
             setattr(pre_cfg, key, value)
-        (root / "pretrain" / "imagenet" / method / "seed0").mkdir(parents=True)
-        C.save(pre_cfg, root / "pretrain" / "imagenet" / method / "seed0" / "config.yaml")
         det_cfg = paper.detection_config(method, "voc_det", 0, "/datasets")
         det_cfg.overrides = {**det_cfg.overrides, **overrides}
-        cell = root / "detection" / "imagenet" / method / "voc_det" / "seed0"
-        cell.mkdir(parents=True)
-        C.save(det_cfg, cell / "config.yaml")
-        (cell / "metrics.json").write_text(json.dumps({"task": "voc_det", "method": method, "seed": 0, "columns": {
-            "voc_det_AP": 6.0, "voc_det_AP50": 15.0, "voc_det_AP75": 3.5}}))
-        files.append(cell / "metrics.json")
+        files.append(_detection_cell(root, method, pre_cfg, det_cfg))
     wide = tables.build_table4(files, ["IR", "IRing"], tmp_path / "table4")
     assert wide.loc["IR", "voc_det_AP paper (ours − paper)"] == "5.5 (+0.5)"  # the paper's protocol: compared
     assert wide.loc["IRing", "voc_det_AP paper (ours − paper)"] == "7.6 [1]"

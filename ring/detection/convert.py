@@ -23,6 +23,7 @@ backbone tensor is checked by :func:`check_loaded` when the cell builds its mode
 from __future__ import annotations
 
 import argparse
+import json
 import pickle
 import re
 import sys
@@ -31,7 +32,7 @@ from pathlib import Path
 import torch
 
 from ring.checkpoint import safe_load
-from ring.files import FileError, atomic_write, verify_checksum
+from ring.files import CHECKSUMS, FileError, atomic_write, record_checksums, verify_checksum
 from ring.encoder import load_trunk
 
 AUTHOR = "ring-bench (torchvision resnet18 encoder)"
@@ -177,12 +178,20 @@ def read_converted(path: str | Path) -> dict:
 
 
 def convert(encoder_path: str | Path, out_path: str | Path) -> float:
-    """Convert, check, write; returns the stem/first-block difference to torchvision."""
+    """Convert, check, write; returns the stem/first-block difference to torchvision.
+
+    The backbone's checksum record (``export.json`` beside it) names its SHA-256 and the encoder it was
+    converted from (the encoder's own record: files and pretraining config hash), which the detection
+    stage verifies before reading it and the tables follow back to the pretraining cell (ring.lineage).
+    """
     verify_checksum(encoder_path)  # a trunk altered on disk never becomes a backbone
+    encoder = json.loads(Path(encoder_path).with_name(CHECKSUMS).read_text())
     trunk = load_trunk(safe_load(encoder_path, "encoder", "rerun the pretraining cell that writes it"))
     converted = convert_state(trunk.state_dict())
     diff = check_against_detectron2(trunk, converted)
     write_pkl(converted, out_path)
+    record_checksums(Path(out_path).parent, [Path(out_path).name], encoder_files=encoder.get("files"),
+                     encoder_config_hash=encoder.get("config_hash"))
     return diff
 
 

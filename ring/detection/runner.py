@@ -31,7 +31,7 @@ from pathlib import Path
 from ring import checks
 from ring import config as C
 from ring import health
-from ring.files import FileError, check_writable, write_json
+from ring.files import CHECKSUMS, FileError, check_writable, verify_checksum, write_json
 from ring.detection import missing_detectron2
 from ring.detection.convert import check_loaded, read_converted
 from ring.detection.tasks import METRICS
@@ -43,8 +43,17 @@ HASH_FILE = "config_hash"
 
 
 def read_weights(path: str | Path) -> dict:
-    """The ``model`` dict of a converted ``.pkl``, read by a restricted unpickler (no code runs); one sentence otherwise."""
+    """The ``model`` dict of a converted ``.pkl``, its checksum verified, read by a restricted unpickler (no code
+    runs); one sentence otherwise."""
+    verify_checksum(path, "converted backbone", "rerun its conversion (rule detection_convert)")
     return read_converted(path)
+
+
+def weights_lineage(path: str | Path) -> dict:
+    """What a detection cell's number is made from: the backbone's SHA-256 and the encoder it was converted from."""
+    record = json.loads(Path(path).with_name(CHECKSUMS).read_text())
+    return {"backbone_sha256": record["files"][Path(path).name], "encoder_files": record.get("encoder_files"),
+            "encoder_config_hash": record.get("encoder_config_hash")}
 
 
 def table_columns(cfg: C.DetectionConfig, results: dict) -> dict[str, float]:
@@ -124,6 +133,7 @@ def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | 
 
     setup_threads(cfg.threads)
     d2cfg, converted = prepare(cfg, weights, out)
+    lineage = {"config_hash": C.config_hash(cfg), **weights_lineage(weights)}
     where = f"the {cfg.task} model ({get_task(cfg.task).base_config} at RESNETS.DEPTH 18)"
     args = (d2cfg, converted, cfg.datasets_root, where)
     with provenance.Segment(out, C.config_hash(cfg), cfg.seed), non_finite_loss_is_one_sentence(out, cfg):
@@ -133,13 +143,13 @@ def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | 
             from detectron2.engine import launch
 
             # Detectron2 spawns one process per GPU; rank 0 writes the metrics from its evaluation.
-            launch(_write_metrics_worker, cfg.num_gpus, dist_url="auto", args=(cfg, out, *args))
+            launch(_write_metrics_worker, cfg.num_gpus, dist_url="auto", args=(cfg, out, lineage, *args))
             return json.loads((Path(out) / METRICS_FILE).read_text())
         else:
             results = train_and_evaluate(*args)
     if int(os.environ.get("RANK", "0")) != 0:
         return None
-    return write_metrics(cfg, out, results)
+    return write_metrics(cfg, out, results, lineage)
 
 
 @contextmanager
@@ -156,17 +166,19 @@ def non_finite_loss_is_one_sentence(out, cfg: C.DetectionConfig):
                                f"iterations, not epochs); {health.likely_cause(lr)}.") from None
 
 
-def _write_metrics_worker(cfg, out, *args) -> None:
+def _write_metrics_worker(cfg, out, lineage, *args) -> None:
     from detectron2.utils import comm
 
     results = train_and_evaluate(*args)
     if comm.is_main_process():
-        write_metrics(cfg, out, results)
+        write_metrics(cfg, out, results, lineage)
 
 
-def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict) -> dict:
+def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict, lineage: dict) -> dict:
+    """metrics.json: the columns, Detectron2's results, the protocol, and ``lineage`` (the config hash, the
+    backbone's SHA-256 and its encoder's identity) that ring.lineage checks before a table shows the cell."""
     task = get_task(cfg.task)
-    metrics = {"task": cfg.task, "method": cfg.method, "source": cfg.source, "seed": cfg.seed,
+    metrics = {"task": cfg.task, "method": cfg.method, "source": cfg.source, "seed": cfg.seed, **lineage,
                "columns": table_columns(cfg, results),
                "results": {k: {m: float(v) for m, v in d.items()} for k, d in results.items()},
                "protocol": {"base_config": task.base_config, "backbone": "ResNet-18, frozen (FREEZE_AT 5), FrozenBN",

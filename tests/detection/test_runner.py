@@ -11,6 +11,7 @@ from ring import config as C
 from ring import grid as G
 from ring import runtime
 from ring.detection import runner
+from ring.files import record_checksums
 from ring.runtime import Preempted
 
 from tests.conftest import ROOT
@@ -103,6 +104,7 @@ def test_bad_converted_checkpoints_fail_in_one_sentence(backbone_pkl, datasets_r
     cfg = smoke_config("IR", "voc_det", datasets_root)
     torn = tmp_path / "torn.pkl"
     torn.write_bytes(backbone_pkl.read_bytes()[:1000])
+    record_checksums(tmp_path, ["torn.pkl"])  # cut short before it was recorded: the reader's own sentence
     status, lines = run_main(cfg, torn, tmp_path / "a", capsys)
     _fails_before_training(tmp_path / "a", status, lines, "is unreadable")
     # A file missing res5 (altered, or converted from another network) names the file and the conversion.
@@ -110,12 +112,24 @@ def test_bad_converted_checkpoints_fail_in_one_sentence(backbone_pkl, datasets_r
     doc["model"] = {k: v for k, v in doc["model"].items() if not k.startswith("res5.")}
     partial = tmp_path / "partial.pkl"
     partial.write_bytes(pickle.dumps(doc))
+    record_checksums(tmp_path, ["partial.pkl"])
     status, lines = run_main(cfg, partial, tmp_path / "b", capsys)
     _fails_before_training(tmp_path / "b", status, lines, f"The converted backbone {partial} does not hold a ResNet-18 "
                            "as ring.detection.convert writes it: ")
     assert "tensors missing (e.g. ['res5.0." in lines[0]
     assert "rerun the conversion (python -m ring.detection.convert --encoder" in lines[0]
     assert "ResNet depth" not in lines[0]
+
+
+def test_a_backbone_altered_after_its_conversion_fails_its_checksum(backbone_pkl, datasets_root, tmp_path, capsys):
+    altered = tmp_path / "backbone.pkl"
+    data = bytearray(backbone_pkl.read_bytes())
+    (tmp_path / "export.json").write_text((backbone_pkl.parent / "export.json").read_text())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte: still a loadable pickle of arrays, a wrong backbone
+    altered.write_bytes(bytes(data))
+    status, lines = run_main(smoke_config("IR", "voc_det", datasets_root), altered, tmp_path / "cell", capsys)
+    _fails_before_training(tmp_path / "cell", status, lines, f"The converted backbone {altered} fails its checksum")
+    assert "rerun its conversion (rule detection_convert)" in lines[0]
 
 
 def _final_weights(cell):
@@ -187,6 +201,7 @@ def test_a_planted_pickle_payload_in_the_converted_weights_never_runs(backbone_p
     doc["model"]["stem.conv1.weight"] = _Payload(marker)
     evil = tmp_path / "evil.pkl"
     evil.write_bytes(pickle.dumps(doc))
+    record_checksums(tmp_path, ["evil.pkl"])  # recorded as the cell's own: the restricted unpickler still refuses it
     status, lines = run_main(smoke_config("IR", "voc_det", datasets_root), evil, tmp_path / "cell", capsys)
     _fails_before_training(tmp_path / "cell", status, lines, f"The converted backbone {evil} is unreadable (it names posix.mkdir")
     with pytest.raises(ValueError, match="is unreadable"):  # Detectron2's own path (train_net by hand) too
