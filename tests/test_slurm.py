@@ -604,8 +604,11 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     result = snakemake(workdir, "all_tables", *SLURM)
     output = result.stdout + result.stderr
     cell = "results/tiny/pretrain/digits/IR/seed0"
-    decided = output.index(f"ring: {cell}: its config changed (lr): the previous run is kept in {cell}/runs/")
-    assert decided < output.index(f"ring: {cell}: submitted SLURM job")  # on the login node, before the submission
+    assert f"ring: {cell}: its config changed (lr): the previous run is kept in {cell}/runs/" in output
+    # Decided on the login node by the config rule: the submitted job found a cell with nothing to decide.
+    record = json.loads((workdir / cell / "slurm" / "job.json").read_text())
+    job_log = (Path(record["folder"]) / f"{record['job_id']}_0_log.err").read_text()
+    assert "its config changed" not in job_log and "resuming" not in job_log and "epoch=0" in job_log
     assert "COMPLETED but" not in output and "different config" not in output
     assert [name for _, name, _ in sacct_jobs("ring-", start)] == ["ring-pretrain-digits-IR-seed0",
                                                                     "ring-lincls-digits-IR-seed0"]
