@@ -94,9 +94,17 @@ def sha256_file(path: str | Path) -> str:
 
 
 def record_checksums(folder: str | Path, names, **fields) -> dict:
-    """Write ``folder/export.json``: the SHA-256 of each of ``names`` in ``folder`` and ``fields``; the record."""
+    """Write ``folder/export.json``: the SHA-256 of each of ``names`` in ``folder`` and ``fields``; the record.
+
+    Entries of other files already recorded there are kept (a backbone converted into its encoder's folder
+    by hand must not make the encoder unverifiable); the names given, and the fields, are replaced."""
     folder = Path(folder)
-    doc = {**fields, "files": {name: sha256_file(folder / name) for name in names}}
+    try:
+        old = json.loads((folder / CHECKSUMS).read_text())
+        kept = {k: v for k, v in old["files"].items() if k not in names} if isinstance(old, dict) else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        kept = {}
+    doc = {**fields, "files": {**kept, **{name: sha256_file(folder / name) for name in names}}}
     write_json(folder / CHECKSUMS, doc)
     return doc
 

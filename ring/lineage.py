@@ -62,7 +62,8 @@ def _encoder_reason(cell: Path, pretrain: Path, evaluated: dict | None, target: 
     if not isinstance(export, dict) or not encoder.is_file():
         return (f"{cell} evaluated an encoder that {pretrain} no longer holds (retraining or failed); "
                 f"rerun it: {rerun_command(encoder)}.")
-    if export.get("files") != evaluated:
+    files = export.get("files") if isinstance(export.get("files"), dict) else {}
+    if not evaluated or any(files.get(name) != sha for name, sha in evaluated.items()):
         return (f"{cell} evaluated another encoder than the one {pretrain} holds now (it was retrained); "
                 f"rerun it: {rerun_command(target)}.")
     if export.get("config_hash") != _config_hash(pretrain / "config.yaml", C.PretrainConfig):
