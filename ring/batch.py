@@ -33,7 +33,7 @@ from ring import progress
 from ring.jobs import StageJob
 from ring.jobs import OUTPUT as STAGE_OUTPUT
 from ring.launch import ALIVE, ENDED, Resources, log_tail, make_executor, preflight, read_record, write_record
-from ring.launch import config_schema, job_states
+from ring.launch import config_schema, job_config_hash, job_states
 from ring.launch import stage_resources as merged_resources
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,8 +154,8 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     executor = make_executor(folder, res, f"ring-{stage}-{grid.name}")
     with executor.batch():
         jobs = [executor.submit(job) for _, job in todo]
-    for (cell, _), job in zip(todo, jobs):
-        write_record(cell, job.job_id, folder, stage, tasks=max(res.gpus_per_node, 1))
+    for (cell, stage_job), job in zip(todo, jobs):
+        write_record(cell, job.job_id, folder, stage, tasks=max(res.gpus_per_node, 1), config_hash=job_config_hash(stage_job))
     array_id = jobs[0].job_id.split("_")[0]
     print(f"ring: submitted {len(jobs)} {stage} cells of grid {grid.name} as job array {array_id} (logs in {folder})")
     return array_id

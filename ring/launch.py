@@ -322,8 +322,20 @@ def read_record(cell: Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def write_record(cell: Path, job_id: str, folder: Path, stage: str, tasks: int = 1) -> None:
-    record = {"job_id": job_id, "folder": str(folder), "stage": stage, "tasks": tasks,
+STAGE_CONFIGS = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig,
+                 "detection": C.DetectionConfig}
+
+
+def job_config_hash(job: StageJob) -> str | None:
+    """The hash of the cell config a job runs (None when its argv names none)."""
+    if "--config" not in job.argv or job.stage not in STAGE_CONFIGS:
+        return None
+    return C.config_hash(C.load(STAGE_CONFIGS[job.stage], job.argv[job.argv.index("--config") + 1]))
+
+
+def write_record(cell: Path, job_id: str, folder: Path, stage: str, tasks: int = 1, config_hash: str | None = None) -> None:
+    # config_hash: what the job ran, so that a later client tells a finished job of an edited cell from its own.
+    record = {"job_id": job_id, "folder": str(folder), "stage": stage, "tasks": tasks, "config_hash": config_hash,
               "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     write_json(cell / "slurm" / RECORD, record)
 
@@ -414,7 +426,8 @@ def submit(job: StageJob, cell: Path, res: Resources) -> submitit.SlurmJob:
             raise ValueError(f"sbatch refused the job ({' '.join(str(err).split())}).") from None
 
     submitted = retrying(once, res, "submitting")
-    write_record(cell, submitted.job_id, folder, job.stage, tasks=max(res.gpus_per_node, 1))
+    write_record(cell, submitted.job_id, folder, job.stage, tasks=max(res.gpus_per_node, 1),
+                 config_hash=job_config_hash(job))
     print(f"ring: {cell}: submitted SLURM job {submitted.job_id} (log {submitted.paths.stderr})", file=sys.stderr,
           flush=True)
     return submitted
@@ -482,9 +495,13 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
                   "Snakemake's rerun) from the copy the job kept, its checksum verified; nothing submitted",
                   file=sys.stderr, flush=True)
             return 0
+        elif state == "COMPLETED" and record.get("config_hash") not in (None, job_config_hash(job)):
+            print(f"ring: {cell}: SLURM job {record['job_id']} ran an earlier config of this cell (it was edited since); "
+                  "submitting the edited cell", file=sys.stderr, flush=True)
         elif state == "COMPLETED":
             print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED but {output} is missing (Snakemake deletes "
-                  "the outputs of a rerun); submitting again, the stage resumes from its checkpoint",
+                  "the outputs of a job it reruns); submitting again: the stage resumes from its checkpoint where that "
+                  "is still this cell's", 
                   file=sys.stderr, flush=True)
         else:
             print(f"ring: {cell}: previous job {record['job_id']} ended {state}; submitting again (it resumes)",

@@ -607,13 +607,15 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     assert f"ring: {cell}: its config changed (lr): the previous run is kept in {cell}/runs/" in output
     # Decided on the login node by the config rule: the submitted job found a cell with nothing to decide.
     record = json.loads((workdir / cell / "slurm" / "job.json").read_text())
-    job_log = (Path(record["folder"]) / f"{record['job_id']}_0_log.err").read_text()
+    job_log = (workdir / record["folder"] / f"{record['job_id']}_0_log.err").read_text()  # folder: relative to the run
     assert "its config changed" not in job_log and "resuming" not in job_log and "epoch=0" in job_log
-    assert "COMPLETED but" not in output and "different config" not in output
+    assert "ran an earlier config of this cell (it was edited since); submitting the edited cell" in output
+    assert f"ring: {cell}: SLURM job" in output and f"{cell}/encoder.pt is missing" not in output
+    assert "different config" not in output
     assert [name for _, name, _ in sacct_jobs("ring-", start)] == ["ring-pretrain-digits-IR-seed0",
                                                                     "ring-lincls-digits-IR-seed0"]
     metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
-    assert re.search(rf"\| IR +\| {metrics['top1']:.1f} ", (workdir / "results/tiny/tables/table1.md").read_text())
+    assert re.search(rf"\| IR +\| +{metrics['top1']:.1f} ", (workdir / "results/tiny/tables/table1.md").read_text())
 
 
 def test_two_clients_of_one_cell_submit_one_job(tmp_path):
