@@ -23,13 +23,12 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-import json
-
 from ring import accounting, lineage, rerun
 from ring import config as C
 from ring import estimate as E
 from ring import grid as G
 from ring import progress
+from ring.files import read_record as read_json_record
 from ring.jobs import StageJob
 from ring.jobs import OUTPUT as STAGE_OUTPUT
 from ring.launch import ALIVE, ENDED, Resources, log_tail, make_executor, preflight, read_record, write_record
@@ -167,25 +166,17 @@ def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]
              f"{method}/{variant}", seed) for name, study in grid.studies.items() for method, variant, seed in study.cells()]
 
 
-def _recorded(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
 def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str) -> str:
     """Why a finished Table 1 cell no longer is what the grid asks for (empty when it is): its output was
     made with another config than the grid's, or evaluated an encoder that is not its cell's now."""
     build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
     wanted = C.config_hash(build(dataset, method, seed, data_root))
     output = cell / OUTPUT[stage]
-    made = _recorded(cell / "export.json" if stage == "pretrain" else output).get("config_hash")
+    made = read_json_record(cell / "export.json" if stage == "pretrain" else output).get("config_hash")
     if made != wanted:
         return f"made with another config than the grid's; the next all_tables reruns it ({lineage.rerun_command(output)})"
     if stage == "lincls":
-        return lineage.stale_reason(output, _recorded(output)) or ""
+        return lineage.stale_reason(output, read_json_record(output)) or ""
     return ""
 
 

@@ -327,12 +327,16 @@ def save(cfg, path: str | Path) -> None:
         fh.write(dump(cfg))
 
 
+def hashed_values(cfg) -> dict:
+    """The values that change results (runtime knobs left out), as plain data: what config_hash covers."""
+    return {k: v for k, v in to_dict(cfg).items() if k not in cfg.RUNTIME_FIELDS}
+
+
 def config_hash(cfg) -> str:
     """Hash of everything that changes results (runtime knobs excluded)."""
     defaults = {f.name: f.default for f in dataclasses.fields(cfg) if f.default is not dataclasses.MISSING}
     late = getattr(cfg, "HASHED_WHEN_SET", ())
-    values = {k: v for k, v in to_dict(cfg).items()
-              if k not in cfg.RUNTIME_FIELDS and not (k in late and v == defaults.get(k))}
+    values = {k: v for k, v in hashed_values(cfg).items() if not (k in late and v == defaults.get(k))}
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -85,6 +85,16 @@ def _umask() -> int:
     return mask
 
 
+def read_record(path: str | Path) -> dict:
+    """A JSON record written by this module (a checksum record, run.json, metrics), or {} when it is missing,
+    unreadable or not an object: its readers treat all of those as "no record"."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

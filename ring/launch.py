@@ -322,15 +322,11 @@ def read_record(cell: Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-STAGE_CONFIGS = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig,
-                 "detection": C.DetectionConfig}
-
-
 def job_config_hash(job: StageJob) -> str | None:
     """The hash of the cell config a job runs (None when its argv names none)."""
-    if "--config" not in job.argv or job.stage not in STAGE_CONFIGS:
+    if "--config" not in job.argv or job.stage not in checks.STAGE_CONFIGS:
         return None
-    return C.config_hash(C.load(STAGE_CONFIGS[job.stage], job.argv[job.argv.index("--config") + 1]))
+    return C.config_hash(C.load(checks.STAGE_CONFIGS[job.stage], job.argv[job.argv.index("--config") + 1]))
 
 
 def write_record(cell: Path, job_id: str, folder: Path, stage: str, tasks: int = 1, config_hash: str | None = None) -> None:

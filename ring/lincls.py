@@ -34,7 +34,7 @@ from ring import checks, rerun
 from ring import config as C
 from ring import catalog, datasets
 from ring.checkpoint import load_latest_checkpoint, previous_path, rng_state, save_checkpoint, set_rng_state
-from ring.files import CHECKSUMS, FileError, atomic_write, check_writable, remove_stale_temporaries
+from ring.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
 from ring.encoder import Precision, load_feature_extractor, resolve_precision
 from ring import health, provenance
 from ring.runtime import JsonLog, Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
@@ -67,7 +67,7 @@ class LinearEval:
         self.extractor = Precision(self.trunk.to(self.device), self.bf16, self.channels_last).eval()
         self.encoder_hashes = self.trunk.sha256  # each file verified against its cell's checksum record
         # The pretraining config the encoder was made with (its checksum record's), for the tables' chain check.
-        self.encoder_config_hash = encoder_record(self.encoder_path).get("config_hash")
+        self.encoder_config_hash = read_record(self.encoder_path.with_name(CHECKSUMS)).get("config_hash")
         # One fingerprint of every encoder file: a retrained cell invalidates the checkpoint.
         self.encoder_sha256 = (self.encoder_hashes[self.encoder_path.name] if len(self.encoder_hashes) == 1
                                else hashlib.sha256(" ".join(self.encoder_hashes.values()).encode()).hexdigest())
@@ -235,12 +235,6 @@ class LinearEval:
         health.check_metrics(metrics, self.out / METRICS, keys=("top1", "top5"))
         atomic_write(self.out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
         return metrics
-
-
-def encoder_record(encoder_path: str | Path) -> dict:
-    """The checksum record beside an encoder (already verified to list it), as a dict."""
-    doc = json.loads(Path(encoder_path).with_name(CHECKSUMS).read_text())
-    return doc if isinstance(doc, dict) else {}
 
 
 def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:

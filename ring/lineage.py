@@ -19,32 +19,34 @@ status`` lists it as stale.  Torch-free: the login-node client and the table rul
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import yaml
-
 from ring import config as C
-from ring.files import CHECKSUMS
+from ring.files import CHECKSUMS, read_record
 
 # Stage folder -> its config class, for the cells whose lineage is checked (results/<grid>/<stage>/...).
 EVALUATIONS = {"lincls": C.LinclsConfig, "transfer": C.TransferConfig}
 
 
-def _config_hash(path: Path, cls) -> str | None:
-    """The config hash of a cell's config.yaml, or None when it is missing or unreadable."""
+def _config(path: Path, cls):
+    """A cell's config.yaml, read as its stage reads it, or None when it is missing or unreadable."""
     try:
-        values = yaml.safe_load(path.read_text()) or {}
-        return C.config_hash(C.from_dict(cls, values))
-    except (OSError, ValueError, TypeError, yaml.YAMLError):
+        return C.load(cls, path)
+    except (OSError, ValueError, TypeError):
         return None
 
 
-def pretrain_cell(metrics_path: str | Path, evaluation: dict) -> Path:
-    """The pretraining cell whose encoder an evaluation cell evaluates (a transfer cell's is its source's)."""
+def _config_hash(path: Path, cls) -> str | None:
+    cfg = _config(path, cls)
+    return None if cfg is None else C.config_hash(cfg)
+
+
+def pretrain_cell(metrics_path: str | Path, evaluation) -> Path:
+    """The pretraining cell whose encoder an evaluation cell (its config, or None) evaluates: a transfer
+    cell's is its source's."""
     path = Path(metrics_path)
     results, seed_dir, method_dir = Path(*path.parts[:-5]), path.parts[-2], path.parts[-3]
-    source = evaluation.get("source") or evaluation.get("dataset") or path.parts[-4]
+    source = getattr(evaluation, "source", None) or getattr(evaluation, "dataset", None) or path.parts[-4]
     return results / "pretrain" / source / method_dir / seed_dir
 
 
@@ -54,12 +56,9 @@ def rerun_command(target: Path) -> str:
 
 def _encoder_reason(cell: Path, pretrain: Path, evaluated: dict | None, target: Path) -> str | None:
     """Links 2 and 3: ``evaluated`` (file -> SHA-256) is the pretraining cell's current encoder, made with its config."""
-    try:
-        export = json.loads((pretrain / CHECKSUMS).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        export = None
+    export = read_record(pretrain / CHECKSUMS)
     encoder = pretrain / "encoder.pt"
-    if not isinstance(export, dict) or not encoder.is_file():
+    if not export or not encoder.is_file():
         return (f"{cell} evaluated an encoder that {pretrain} no longer holds (retraining or failed); "
                 f"rerun it: {rerun_command(encoder)}.")
     files = export.get("files") if isinstance(export.get("files"), dict) else {}
@@ -85,10 +84,7 @@ def detection_stale_reason(metrics_path: Path, metrics: dict) -> str | None:
     if metrics["config_hash"] != _config_hash(cell / "config.yaml", C.DetectionConfig):
         return f"{cell} was trained with another config than its config.yaml; rerun it: {rerun_command(path)}."
     backbone = results / "detection" / source / method / seed / "backbone.pkl"
-    try:
-        record = json.loads((backbone.parent / CHECKSUMS).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        record = {}
+    record = read_record(backbone.parent / CHECKSUMS)
     if not backbone.is_file() or record.get("files", {}).get("backbone.pkl") != metrics.get("backbone_sha256"):
         return (f"{cell} trained on another backbone than {backbone} (it was converted again, or is gone); "
                 f"rerun it: {rerun_command(path)}.")
@@ -109,16 +105,11 @@ def stale_reason(metrics_path: str | Path, metrics: dict) -> str | None:
         return detection_stale_reason(path, metrics)
     if len(path.parts) < 6 or path.parts[-5] not in EVALUATIONS:
         return None
-    cls = EVALUATIONS[path.parts[-5]]
-    try:
-        evaluation = yaml.safe_load((cell / "config.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        evaluation = {}
-    pretrain = pretrain_cell(path, evaluation if isinstance(evaluation, dict) else {})
-    current = _config_hash(cell / "config.yaml", cls)
+    evaluation = _config(cell / "config.yaml", EVALUATIONS[path.parts[-5]])
+    pretrain = pretrain_cell(path, evaluation)
     if metrics.get("config_hash") is None:
         return (f"{cell} was evaluated before ring-bench recorded what each number was made from; "
                 f"rerun it: {rerun_command(path)}.")
-    if metrics["config_hash"] != current:
+    if evaluation is None or metrics["config_hash"] != C.config_hash(evaluation):
         return f"{cell} was evaluated with another config than its config.yaml; rerun it: {rerun_command(path)}."
     return _encoder_reason(cell, pretrain, metrics.get("protocol", {}).get("encoder_files"), path)

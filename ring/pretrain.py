@@ -135,7 +135,7 @@ class Pretraining:
     def state(self) -> dict:
         return {
             "config_hash": C.config_hash(self.cfg),
-            "config": rerun.hashed_values(self.cfg),  # what a longer schedule compares against (ring.rerun.continues)
+            "config": C.hashed_values(self.cfg),  # what a longer schedule compares against (ring.rerun.continues)
             "method": self.cfg.method,  # named by the error when another method's cell finds it
             "epoch": self.epoch,
             "step_in_epoch": self.step_in_epoch,
@@ -167,7 +167,7 @@ class Pretraining:
             )
         found = state.get("config_hash")
         if found != expected:
-            if not rerun.continues("pretrain", state.get("config"), rerun.hashed_values(self.cfg)):
+            if not rerun.continues("pretrain", state.get("config"), C.hashed_values(self.cfg)):
                 # Another config's run (a cell without run.json, or a config written by hand): kept, not resumed.
                 if distributed.is_main():
                     aside = rerun.set_aside(self.out, str(found), rerun.RUN_FILES["pretrain"])

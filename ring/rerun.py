@@ -27,16 +27,15 @@ Nothing is ever deleted: a finished encoder or metrics file of another config is
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
 from pathlib import Path
 
-import yaml
-
 from ring import config as C
-from ring.files import CHECKSUMS, KEPT, FileError, link_into_place, sha256_file, write_failure, write_json
+from ring.checks import STAGE_CONFIGS
+from ring.files import (CHECKSUMS, KEPT, FileError, link_into_place, read_record, sha256_file, write_failure,
+                        write_json)
 
 RUN_RECORD = "run.json"
 RUNS = "runs"
@@ -52,13 +51,6 @@ RUN_FILES = {
 RUN_FILES["transfer"] = (*RUN_FILES["lincls"], "split-manifest.json")
 # A continued pretraining cell keeps its checkpoint, log and records; only the shorter run's outputs move.
 OUTPUT_FILES = ("encoder*.pt", "export.json", KEPT)
-STAGE_CONFIGS = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
-
-
-def hashed_values(cfg) -> dict:
-    """The values of a config that its hash covers (runtime knobs left out), as plain data."""
-    runtime = set(cfg.RUNTIME_FIELDS)
-    return {k: v for k, v in C.to_dict(cfg).items() if k not in runtime}
 
 
 def changed_keys(old: dict, new: dict) -> list[str]:
@@ -73,19 +65,15 @@ def continues(stage: str, old: dict | None, new: dict) -> bool:
     return changed_keys(old, new) == ["epochs"] and int(new["epochs"]) > int(old["epochs"])
 
 
-def read_record(cell: Path) -> dict | None:
+def read_run_record(cell: Path) -> dict | None:
     """``run.json`` of a cell, or None when there is none (a cell from before it was kept) or it is unreadable."""
-    path = Path(cell) / RUN_RECORD
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return doc if isinstance(doc, dict) and isinstance(doc.get("config_hash"), str) else None
+    doc = read_record(Path(cell) / RUN_RECORD)
+    return doc if isinstance(doc.get("config_hash"), str) else None
 
 
 def write_record(cell: Path, cfg) -> None:
     """Record that the cell's checkpoint and outputs are (being) made with ``cfg``."""
-    write_json(Path(cell) / RUN_RECORD, {"config_hash": C.config_hash(cfg), "config": hashed_values(cfg)})
+    write_json(Path(cell) / RUN_RECORD, {"config_hash": C.config_hash(cfg), "config": C.hashed_values(cfg)})
 
 
 def _present(cell: Path, patterns) -> list[Path]:
@@ -125,13 +113,13 @@ def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
     when it starts training (a continued checkpoint still holds the old config until its next save).
     """
     cell = Path(cell)
-    record = read_record(cell)
+    record = read_run_record(cell)
     if record is None:
         return "nothing"
     old_hash, old_values = record["config_hash"], record.get("config")
     if old_hash == C.config_hash(cfg):
         return "nothing"
-    new_values = hashed_values(cfg)
+    new_values = C.hashed_values(cfg)
     keys = changed_keys(old_values, new_values) if old_values else []
     what = f"its config changed ({', '.join(keys)})" if keys else "its config changed"
     if continues(stage, old_values, new_values):
@@ -170,12 +158,9 @@ def restore_exports(cell: str | Path, cfg) -> list[str]:
     the copies kept under ``exported/``, when the checksum record is this config's and every copy verifies;
     the names restored, or an empty list (then the stage must run to export them again)."""
     cell = Path(cell)
-    try:
-        record = json.loads((cell / CHECKSUMS).read_text())
-        files = dict(record["files"])
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError):
-        return []
-    if record.get("config_hash") != C.config_hash(cfg):
+    record = read_record(cell / CHECKSUMS)
+    files = record.get("files")
+    if not isinstance(files, dict) or record.get("config_hash") != C.config_hash(cfg):
         return []
     kept = cell / KEPT
     if not all((kept / name).is_file() and sha256_file(kept / name) == sha for name, sha in files.items()):
@@ -192,13 +177,12 @@ def restore_exports(cell: str | Path, cfg) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cell", type=Path, help="the cell folder, whose config.yaml holds the config it is to run")
-    parser.add_argument("--stage", required=True, choices=sorted(STAGE_CONFIGS))
+    parser.add_argument("--stage", required=True, choices=sorted(RUN_FILES))
     args = parser.parse_args(argv)
     try:
-        values = yaml.safe_load((args.cell / "config.yaml").read_text()) or {}
-        cfg = C.from_dict(STAGE_CONFIGS[args.stage], values)
+        cfg = C.load(STAGE_CONFIGS[args.stage], args.cell / "config.yaml")
         prepare(args.cell, args.stage, cfg, log=lambda line: print(line, file=sys.stderr))
-    except (OSError, ValueError, yaml.YAMLError, FileError) as err:
+    except (OSError, ValueError, FileError) as err:
         print(f"ring: {args.cell}: {err}", file=sys.stderr)
         return 1
     return 0

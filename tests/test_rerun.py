@@ -88,7 +88,7 @@ def test_an_evaluation_cell_keeps_its_metrics_aside_when_its_config_changes(tmp_
     assert rerun.prepare(tmp_path, "lincls", lincls_config(method="IR", lr=0.1), log=lambda line: None) == "start over"
     assert (tmp_path / "runs" / C.config_hash(old) / "metrics.json").read_text() == C.config_hash(old)
     # An evaluation never continues: its only schedule key, epochs, changes its number.
-    assert not rerun.continues("lincls", rerun.hashed_values(old), rerun.hashed_values(lincls_config(method="IR", epochs=200)))
+    assert not rerun.continues("lincls", C.hashed_values(old), C.hashed_values(lincls_config(method="IR", epochs=200)))
 
 
 def test_the_cli_reads_the_cells_config_yaml(tmp_path):
