@@ -109,11 +109,8 @@ def record_checksums(folder: str | Path, names, **fields) -> dict:
     Entries of other files already recorded there are kept (a backbone converted into its encoder's folder
     by hand must not make the encoder unverifiable); the names given, and the fields, are replaced."""
     folder = Path(folder)
-    try:
-        old = json.loads((folder / CHECKSUMS).read_text())
-        kept = {k: v for k, v in old["files"].items() if k not in names} if isinstance(old, dict) else {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
-        kept = {}
+    old = read_record(folder / CHECKSUMS).get("files")
+    kept = {k: v for k, v in old.items() if k not in names} if isinstance(old, dict) else {}
     doc = {**fields, "files": {**kept, **{name: sha256_file(folder / name) for name in names}}}
     write_json(folder / CHECKSUMS, doc)
     return doc

@@ -183,15 +183,21 @@ def check_contents(m: dict, path: Path) -> None:
                                "rerun the cell that writes it.")
 
 
+def stale_reason(path: str | Path, m: dict) -> str:
+    """Why a cell's chain (metrics <- encoder <- config, ring.lineage) no longer holds, said on stderr too; ''
+    when it holds.  A stale cell is kept in the table with that sentence, never as a number."""
+    stale = lineage.stale_reason(path, m) or ""
+    if stale:
+        print(f"ring: stale: {stale}", file=sys.stderr)
+    return stale
+
+
 def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
-    """One row per cell; a cell whose chain (metrics <- encoder <- config) no longer holds is kept as
-    stale, with the sentence saying why and how to rerun it (ring.lineage), and never as a number."""
+    """One row per cell, a stale one (:func:`stale_reason`) without its value."""
     rows = []
     for path in metric_files:
         m = read_metrics(path, ("dataset", "method", "seed", metric))
-        stale = lineage.stale_reason(path, m) or ""
-        if stale:
-            print(f"ring: stale: {stale}", file=sys.stderr)
+        stale = stale_reason(path, m)
         rows.append({"dataset": m["dataset"], "method": m["method"], "seed": int(m["seed"]),
                      "value": math.nan if stale else float(m[metric]), "differs": ", ".join(protocol_differences(path)),
                      "stale": stale})
@@ -315,9 +321,7 @@ def collect_columns(metric_files: list[str | Path]) -> pd.DataFrame:
     for path in metric_files:
         m = read_metrics(path, ("method", "seed", "columns"))
         differs = ", ".join(protocol_differences(path))
-        stale = lineage.stale_reason(path, m) or ""
-        if stale:
-            print(f"ring: stale: {stale}", file=sys.stderr)
+        stale = stale_reason(path, m)
         rows.extend({"dataset": column, "method": m["method"], "seed": int(m["seed"]),
                      "value": math.nan if stale else float(value), "differs": differs, "stale": stale}
                     for column, value in m["columns"].items())
