@@ -10,6 +10,11 @@ in a temporary image folder, then measures views/s (no training step) of:
 * ``device``: ``augment: device`` -- the workers read the files' bytes and draw the views'
   parameters (``ring.augment.JpegViews``), ``torchvision.io.decode_jpeg`` decodes the batch on the
   device (on CUDA: nvJPEG, batched) and ``ring.augment`` makes the views there;
+* ``dali``: ``ring.dali.DaliViews`` -- NVIDIA DALI reads the files, decodes each view fused with its
+  random resized crop (nvJPEG on the "mixed" device, the hardware decoder where there is one; DALI's
+  CPU decoder on a CPU) and makes the view on the device; skipped, with the reason recorded, when
+  ``nvidia.dali`` is not installed (the ``dali`` extra).  ``dali_deterministic``: step 0's views made
+  again after the timed batches are the same tensors (the resume contract, on this machine's decoder);
 * ``decode_only``: ``decode_jpeg`` of the batch on the device, nothing else.
 
 ``RING_BENCH_STEPS`` batches are timed after ``RING_BENCH_WARMUP`` (defaults 10 and 2).
@@ -31,7 +36,7 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import items_per_second, machine, write  # noqa: E402
-from ring import augment, datasets  # noqa: E402
+from ring import augment, dali, datasets  # noqa: E402
 from ring.catalog import spec  # noqa: E402
 from ring.runtime import epoch_batches, make_loader  # noqa: E402
 
@@ -85,6 +90,20 @@ def main() -> None:
         rates["device"] = timed(loader, lambda b: make([b[1]], b[-1], data=b[0])[0], warmup, device)
         print(f"jpeg_decode: device {rates['device']:.1f} views/s", file=sys.stderr, flush=True)
 
+        skipped, dali_deterministic = {}, None
+        if not dali.available():
+            skipped["dali"] = dali.MISSING
+        else:
+            try:
+                make_dali = dali.DaliViews([path for path, _ in folder.samples], device, crop, 0.2, s.mean, s.std,
+                                           seed=0, batch_size=batch)
+                first = make_dali(order[0], 0, 0)[0]
+                rates["dali"] = timed(enumerate(order), lambda sb: make_dali(sb[1], 0, sb[0])[0], warmup, device)
+                dali_deterministic = torch.equal(first, make_dali(order[0], 0, 0)[0])
+                print(f"jpeg_decode: dali {rates['dali']:.1f} views/s", file=sys.stderr, flush=True)
+            except RuntimeError as err:  # a DALI failure on this machine must not cost the suite the other numbers
+                errors["dali"] = str(err).splitlines()[0]
+
         from torchvision.io import ImageReadMode, decode_jpeg, read_file
         data = [read_file(path) for path, _ in folder.samples[:batch]]
         try:
@@ -97,7 +116,9 @@ def main() -> None:
                           "batch": batch, "resize": resize, "image_size": crop, "workers": workers,
                           "warmup_batches": warmup, "timed_batches": steps, "views_per_s": rates,
                           # Batches the device path decoded image by image on the CPU (0: all batched on the device).
-                          "device_fallback_batches": augment.fallback_batches, "errors": errors}, tiny=args.tiny)
+                          "device_fallback_batches": augment.fallback_batches,
+                          # The dali mode crops the original images: resize is not applied there (ring/dali.py).
+                          "dali_deterministic": dali_deterministic, "skipped": skipped, "errors": errors}, tiny=args.tiny)
 
 
 if __name__ == "__main__":
