@@ -186,3 +186,59 @@ def test_the_places_views_are_made_are_the_plan_checks_own_list():
     from ring import checks
 
     assert augment.AUGMENT == checks.AUGMENT_PLACES
+
+
+# Top-level aten calls of one view batch (benchmarks/profile_counts.py).  Before issue 23, 753 at batch 16
+# and 752 at 64 (16 jitter groups, each a nonzero, a gather and an index_put); 97 now, at any batch size.
+AUGMENT_CALL_BUDGET = 100
+
+
+def test_a_view_batch_costs_a_fixed_budget_of_host_calls_and_never_waits_for_the_device():
+    """On a GPU the views of a batch are bound by the host when it launches an op per jitter group and waits
+    for the device to size the groups: the calls must not grow with the batch, nor read device values."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from benchmarks.profile_counts import SYNC_OPS, top_level_aten_calls
+
+    s = spec("cifar10")
+    totals = {}
+    for batch in (16, 64):
+        images = augment.device_images(_smooth_images(batch, 32), torch.device("cpu"))
+        draw = datasets.Views(augment.Labels(np.zeros(batch)), augment.ViewParams(32, 0.2), seed=batch)
+        params = torch.stack([draw[i][0] for i in range(batch)])
+        augment.apply(images, params, 32, 32, s.mean, s.std)  # constants and hue tables: made once per device
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            augment.apply(images, params, 32, 32, s.mean, s.std)
+        totals[batch] = sum(top_level_aten_calls(prof).values())
+        # At any depth: boolean-mask indexing calls nonzero inside aten::index.
+        assert not [e.name for e in prof.events() if e.name in SYNC_OPS], f"batch {batch} waits for the device"
+    assert totals[16] == totals[64] <= AUGMENT_CALL_BUDGET, totals
+
+
+def test_the_six_jitter_slots_run_every_order_as_colorjitter_does():
+    """apply runs the jitter of the whole batch as six slots (augment._SCHEDULE): each of the 24 orders must give
+    the pixels of its four ops run one after another in that order.  The crop is the whole image (an exact
+    identity), without flip or gray, and the normalisation leaves levels: the jitter is all that changes pixels."""
+    import itertools
+
+    orders = list(itertools.permutations(range(4)))
+    n, cpu = len(orders), torch.device("cpu")
+    images = augment.device_images(_smooth_images(n, 16, seed=4), cpu)
+    draw = torch.Generator().manual_seed(0)
+    params = torch.zeros(n, augment.N_PARAMS, dtype=torch.float64)
+    params[:, augment.HEIGHT] = params[:, augment.WIDTH] = 16
+    params[:, augment.BRIGHT:augment.HUE] = 0.6 + 0.8 * torch.rand(n, 3, generator=draw, dtype=torch.float64)
+    params[:, augment.HUE] = 0.8 * torch.rand(n, generator=draw, dtype=torch.float64) - 0.4
+    params[:, augment.ORDER] = torch.tensor(orders, dtype=torch.float64)
+    got = augment.apply(images, params, 16, 16, (0.0,) * 3, (1 / 255,) * 3).round()
+
+    c, black = augment._constants(cpu), torch.zeros(1, 3, 1, 1)
+    ops = (lambda x, f: augment._blend(x, black, 0.0, f),  # ColorJitter's numbering: brightness, contrast,
+           lambda x, f: augment._blend(x, c.luma, 1.0, f),  # saturation, hue
+           lambda x, f: augment._blend(x, c.luma, 0.0, f),
+           lambda x, f: augment._rotate_hue(x, c, 3 * (f * 255).long() + c.channels, 1.0))
+    for k, order in enumerate(orders):
+        x, factors = images[k:k + 1].float(), params[k, augment.BRIGHT:augment.HUE + 1].float().view(4, 1, 1, 1, 1)
+        for op in order:
+            x = ops[op](x, factors[op])
+        assert torch.equal(got[k:k + 1], x), f"order {order}"
