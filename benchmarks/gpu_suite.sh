@@ -66,9 +66,11 @@ done
 RING_BENCH_STEPS=${RING_BENCH_STEPS:-10} run ring_selection 80 benchmarks/ring_selection.py
 # ImageNet: PIL decoding in the workers vs batched decode_jpeg on the device.
 run jpeg_decode 60 benchmarks/jpeg_decode.py
+# MoCo's 8 BatchNorm groups view each layer's input as N/8 x 8C: free in NCHW, a copy in channels-last.
+run throughput_MoCo_nchw 45 benchmarks/throughput.py --method MoCo --channels-last off --feeds synthetic
 # torch.compile of the encoder, where it could pay: the device-tensor ceiling of IR and MoCo.
-run throughput_IR_compile 90 benchmarks/throughput.py --method IR --compile --feeds synthetic
 run throughput_MoCo_compile 90 benchmarks/throughput.py --method MoCo --compile --feeds synthetic
+run throughput_IR_compile 90 benchmarks/throughput.py --method IR --compile --feeds synthetic
 
 (IFS=,; echo "{\"seconds\": $((SECONDS - start)), \"budget_s\": $budget, \"runs\": [${summary[*]}]}") > "$OUT/suite.json"
 echo "suite: done in $((SECONDS - start))s; results:"

@@ -25,10 +25,11 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine, timeit, write  # noqa: E402
-from ring.encoder import Encoder, Grouped  # noqa: E402
+from ring.encoder import Encoder, Grouped, Precision, resolve_precision  # noqa: E402
 from ring.objectives.ir import InstanceDiscrimination  # noqa: E402
 from ring.objectives.moco import MomentumContrast  # noqa: E402
-from ring.objectives.ring import DEFAULT_MAX_CHUNK_ELEMENTS, sample_in_window, window_mask, window_ranks  # noqa: E402
+from ring.objectives.ring import (DEFAULT_MAX_CHUNK_ELEMENTS, chunk_elements, sample_in_window, window_mask,  # noqa: E402
+                                  window_ranks)
 
 WINDOW = (90.0, 99.0)  # the window after annealing: the largest selection cost does not depend on it
 
@@ -75,10 +76,13 @@ def bench_steps(batch: int, image: int, bank_sizes: list[int], queue: int, devic
             times = {}
             for ring in (False, True):
                 encoder = Encoder().to(device)
-                model = Grouped(encoder, groups if kind == "MoCo" else 1)  # MoCo's shuffled BN over 8 groups
-                optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9)
+                # The training precision (bf16 and channels-last on a GPU, as ring.pretrain runs it): the
+                # selection stays fp32 either way, so an fp32 step would understate Ring's share of it.
+                bn_groups = groups if kind == "MoCo" else 1  # MoCo's shuffled BN over 8 groups
+                model = Grouped(Precision(encoder, *resolve_precision("auto", "auto", device, bn_groups)), bn_groups)
+                optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9, foreach=True)
                 if kind == "IR":
-                    objective = InstanceDiscrimination(n, 128, min(4096, n), 0.07, 0.5, ring, DEFAULT_MAX_CHUNK_ELEMENTS)
+                    objective = InstanceDiscrimination(n, 128, min(4096, n), 0.07, 0.5, ring, chunk_elements(0, device))
                 else:
                     objective = MomentumContrast(model, 128, n, 0.999, 0.07, ring=ring)
                 objective.to(device)
@@ -86,6 +90,8 @@ def bench_steps(batch: int, image: int, bank_sizes: list[int], queue: int, devic
                 times[ring] = timeit(lambda: _step(objective, model, optimizer, x, index, WINDOW), device, repeats)
             name = f"{kind}ing" if kind == "IR" else "MoCoRing"
             rows.append({"base": kind, "ring": name, "n": n, "batch": batch, "image": image,
+                         "precision": "bf16, channels-last" if device.type == "cuda" else "fp32",
+                         "chunk_elements": chunk_elements(0, device),
                          "base_step_s": times[False], "ring_step_s": times[True], "ratio": times[True] / times[False]})
     return rows
 
@@ -146,7 +152,7 @@ def main() -> None:
         repeats = int(os.environ.get("RING_BENCH_STEPS", 20))
         sel = bench_selection(256, [65_536, 1_281_167], device, repeats)
         steps = bench_steps(256, 224, [50_000, 1_281_167], 65_536, device, repeats)
-        mem = bench_memory(1_281_167, 256)
+        mem = bench_memory(1_281_167, 256, budget=chunk_elements(0, device))
     else:  # CPU scale: the smoke grid's sizes, then the paper's batch, bank and queue sizes on 32x32 images
         sel = bench_selection(64, [65_536, 1_281_167], device, 3)
         steps = bench_steps(64, 32, [1347], 1024, device, 15) + bench_steps(256, 32, [50_000, 1_281_167], 65_536, device, 5)

@@ -36,29 +36,29 @@ from ring import config as C  # noqa: E402
 from ring.catalog import spec  # noqa: E402
 from ring.encoder import Grouped, Precision, resolve_precision  # noqa: E402
 from ring.methods import method as method_spec  # noqa: E402
-from ring.objectives import build_objective  # noqa: E402
+from ring.objectives import build_objective, views_per_image  # noqa: E402
 from ring.pretrain import build_encoder  # noqa: E402
 from ring.runtime import epoch_batches, make_loader  # noqa: E402
 
 METHODS = ("IR", "MoCo", "CMC", "LA")
 
 
-def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile_: bool):
+def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile_: bool, channels_last: str = "auto"):
     overrides = {"bn_groups": 8, "queue_size": 65_536} if name == "MoCo" else {}
     if name == "LA":
         overrides["kmeans_warmup_epochs"] = 0  # LA's own step (background neighbours, close positives)
         overrides["kmeans_k"] = min(C.PretrainConfig.kmeans_k, n // 8)  # the tiny run's 512 images
     cfg = C.PretrainConfig(method=name, dataset="cifar10", batch_size=batch, resize=resize, crop=crop,
-                           bank_negatives=min(4096, n // 2), **overrides)
+                           bank_negatives=min(4096, n // 2), channels_last=channels_last, **overrides)
     if name == "MoCo":
         cfg.queue_size = max(batch, min(cfg.queue_size, n))
     spec_ = method_spec(name)
-    bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, device)
+    bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, device, cfg.bn_groups)
     encoder = build_encoder(cfg, spec_.objective).to(device)
     net = Precision(encoder, bf16, channels_last)
     model = Grouped(torch.compile(net) if compile_ else net, cfg.bn_groups)
-    objective = build_objective(name, cfg, model, n).to(device)
-    optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9)
+    objective = build_objective(name, cfg, model, n, device).to(device)
+    optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9, foreach=True)  # as ring.pretrain
     return cfg, spec_, model, objective, optimizer
 
 
@@ -67,6 +67,8 @@ def main() -> None:
     parser.add_argument("--method", choices=METHODS, required=True)
     parser.add_argument("--compile", action="store_true", help="torch.compile the encoder (default mode)")
     parser.add_argument("--feeds", default="synthetic,device,pil", help="comma-separated subset")
+    parser.add_argument("--channels-last", default="auto", choices=("auto", "on", "off"),
+                        help="the encoder's memory format (auto: on for CUDA); 'off' is written as a _nchw result")
     parser.add_argument("--workers", type=int, default=None, help="loader processes (default: 0 on CPU, 8 on GPU)")
     parser.add_argument("--tiny", action="store_true", help="seconds-long run for the test suite")
     args = parser.parse_args()
@@ -84,8 +86,9 @@ def main() -> None:
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
-    cfg, spec_, model, objective, optimizer = build(args.method, n, batch, resize, crop, device, args.compile)
-    n_views = 2 if spec_.objective == "moco" else 1
+    cfg, spec_, model, objective, optimizer = build(args.method, n, batch, resize, crop, device, args.compile,
+                                                    args.channels_last)
+    n_views = views_per_image(args.method)
     s = spec("cifar10")
     extra = {}
     if spec_.uses_kmeans:
@@ -177,6 +180,7 @@ def main() -> None:
     payload = {"machine": machine(), "method": args.method, "views_per_image": n_views, "image_size": crop,
                "resize": resize, "batch": batch, "workers": workers, "warmup_steps": warmup, "timed_steps": steps,
                "compile": args.compile, "bf16": model.module.bf16 if hasattr(model.module, "bf16") else None,
+               "channels_last": resolve_precision(cfg.precision, cfg.channels_last, device, cfg.bn_groups)[1], "bn_groups": cfg.bn_groups,
                "lab_conversion": LAB_CONVERSION if spec_.objective == "cmc" else None,
                "images_per_s": images_per_s,
                "ratio_device_to_synthetic": images_per_s["device"] / images_per_s["synthetic"]
@@ -189,7 +193,8 @@ def main() -> None:
                "eval_images_per_s": None if args.compile else eval_only(),
                "kmeans": {"n": n, "k": cfg.kmeans_k, "clusterings": cfg.kmeans_clusterings, "iters": cfg.kmeans_iters}
                if spec_.uses_kmeans else None, **extra}
-    write(f"throughput_{args.method}{'_compile' if args.compile else ''}", payload, tiny=args.tiny)
+    suffix = ("_compile" if args.compile else "") + ("_nchw" if args.channels_last == "off" else "")
+    write(f"throughput_{args.method}{suffix}", payload, tiny=args.tiny)
 
 
 if __name__ == "__main__":

@@ -177,6 +177,8 @@ class ValidationAdaptivePolicy(_Adaptive):
 class LossAdaptivePolicy(_Adaptive):
     """Every step: harder if the loss is below its moving average (``ema`` momentum), easier otherwise."""
 
+    needs_loss = True
+
     ema: float = 0.99
 
     def step(self, loss: float | None = None, **_signals) -> None:
@@ -264,6 +266,8 @@ class _AuthorsAdaptive(_StepCounted):
 @dataclass
 class AuthorsLossAdaptivePolicy(_AuthorsAdaptive):
     """Every step, on the training loss (lower is better)."""
+
+    needs_loss = True
 
     def step(self, loss: float | None = None, **_signals) -> None:
         super().step()
@@ -383,6 +387,11 @@ class RingSchedule:
 
     def epoch_end(self, **signals) -> None:
         self.policy.epoch_end(**signals)
+
+    @property
+    def needs_loss(self) -> bool:
+        """Whether the policy reads every step's training loss (pretraining then reads it every step)."""
+        return getattr(self.policy, "needs_loss", False)
 
     @property
     def needs_validation(self) -> bool:

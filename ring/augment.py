@@ -48,7 +48,7 @@ LUMA = (0.299, 0.587, 0.114)  # PIL's convert("L") weights (ITU-R 601-2)
 JITTER_OPS = ("brightness", "contrast", "saturation", "hue")  # ColorJitter's fn_idx numbering of its ops
 
 
-AUGMENT = ("auto", "cpu", "device")  # ring.checks.AUGMENT_PLACES (torch-free) lists the same; tests keep them equal
+AUGMENT = ("auto", "cpu", "device", "dali")  # ring.checks.AUGMENT_PLACES (torch-free) lists the same; tests keep them equal
 
 
 def resolve(augment: str, device: torch.device) -> str:
@@ -57,7 +57,7 @@ def resolve(augment: str, device: torch.device) -> str:
     and LA, PIL for MoCo and CMC, by 3-12%): a CPU step dwarfs its views, so CPUs keep today's path.  On a GPU the loader's
     workers are the bottleneck the device path removes."""
     if augment not in AUGMENT:
-        raise ValueError(f"Unknown augment {augment!r}; choose auto, cpu or device.")
+        raise ValueError(f"Unknown augment {augment!r}; choose auto, cpu, device or dali.")
     if augment == "auto":
         return "device" if device.type == "cuda" else "cpu"
     return augment

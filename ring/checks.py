@@ -34,7 +34,7 @@ ANNEAL_POLICIES = ("linear", "step", "exponential", "adaptive_val", "adaptive_lo
 HEADS = ("linear", "mlp")  # ring.encoder builds them
 LA_OWN_ENTRY_RULES = ("topk", "positive")  # ring.objectives.la implements them
 CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.objectives.cmc implements them
-AUGMENT_PLACES = ("auto", "cpu", "device")  # ring.augment makes the views there
+AUGMENT_PLACES = ("auto", "cpu", "device", "dali")  # ring.augment makes the views there
 ON_OFF = ("on", "off")
 PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
@@ -226,7 +226,8 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     if not _number(v) or v < 0:
         _fail(where, "checkpoint_interval_min", v, "must be a finite number of at least 0 (0: after every step)",
               "set checkpoint_interval_min >= 0")
-    _int_at_least(where, cfg, "max_chunk_elements", 1)
+    _int_at_least(where, cfg, "max_chunk_elements", 0)
+    _int_at_least(where, cfg, "loss_read_every", 1)
     _runtime(where, cfg)
 
 
@@ -375,7 +376,7 @@ ALLOWED = {
     "ring_anneal_stages": ">= 1",
     "ring_loss_ema": "[0, 1)",
     "ring_val_fraction": "(0, 1)",
-    "max_chunk_elements": ">= 1",
+    "max_chunk_elements": ">= 0 (0: sized by the GPU's memory)",
     "kmeans_k": "1 .. the training images",
     "kmeans_clusterings": ">= 1",
     "kmeans_iters": ">= 1",
@@ -386,6 +387,7 @@ ALLOWED = {
     "snapshot_epochs": "epochs in 0 .. epochs",
     "init_from": f"'' or a {C.SNAPSHOT_FILE} path whose epoch is < epochs",
     "checkpoint_interval_min": ">= 0 (0: after every step)",
+    "loss_read_every": ">= 1",
     "precision": ", ".join(PRECISIONS),
     "channels_last": ", ".join(CHANNELS_LAST),
     "num_workers": ">= 0",

@@ -76,8 +76,9 @@ class PretrainConfig:
     ring_anneal_stages: int = 4
     ring_loss_ema: float = 0.99
     ring_val_fraction: float = 0.1
-    # Largest similarity block materialised at once while selecting (elements; 2**25 = 128 MiB).
-    max_chunk_elements: int = 2**25
+    # Largest similarity block materialised at once while selecting (elements; 2**25 = 128 MiB in fp32);
+    # 0: sized by the GPU's memory (ring.objectives.ring.chunk_elements), 2**25 on CPUs.
+    max_chunk_elements: int = 0
 
     # k-means methods (LA, IRCave, CMCCave, IRing/CMCRing +C_i), LA's settings (Zhuang et al. 2019 and
     # their code): 10 clusterings with different seeds, recomputed on the memory bank at the start
@@ -116,6 +117,9 @@ class PretrainConfig:
 
     # Faults: a checkpoint at the end of each epoch and at least every this many minutes (0: after every step).
     checkpoint_interval_min: float = 10.0
+    # Read the training loss (health check, logs, progress) every this many steps: reading waits for
+    # the device, so a read per step would stall the GPU's queue of work.  Loss-adaptive annealing reads every step.
+    loss_read_every: int = 50
 
     # Speed on GPUs: bf16 autocast for the network (embeddings, similarities and Ring's selection
     # stay fp32) and channels-last tensors; "auto" turns both on for CUDA devices, off on CPUs.
@@ -136,7 +140,7 @@ class PretrainConfig:
     device: str = "auto"
 
     RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements",
-                      "log_window_classes")
+                      "log_window_classes", "loss_read_every")
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
     HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry",

@@ -76,6 +76,15 @@ def mean(value: float) -> float:
     return t.item() / world_size()
 
 
+def mean_values(t: torch.Tensor) -> list[float]:
+    """The mean over ranks of each entry of ``t`` (one all-reduce), read to the host once."""
+    if world_size() == 1:
+        return t.tolist()
+    t = t.to(device=_scalar_device(), dtype=torch.float64)
+    dist.all_reduce(t)
+    return (t / world_size()).tolist()
+
+
 def any_rank(flag: bool) -> bool:
     """True on every rank if it is true on one: all ranks stop at the same step."""
     if world_size() == 1:

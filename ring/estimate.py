@@ -85,7 +85,7 @@ def load_figures(device: str | None = None, results: Path | None = None) -> Figu
     by_device: dict[str, dict[str, tuple[Path, dict]]] = {}
     for path in sorted(results.glob("throughput_*-*.json")):
         doc = _read(path)
-        if doc.get("compile") or doc.get("method") not in FAMILIES:
+        if doc.get("compile") or doc.get("variant") or doc.get("method") not in FAMILIES:  # not what a cell runs
             continue
         by_device.setdefault(doc["machine"]["device"], {})[doc["method"]] = (path, doc)
     complete = {d: docs for d, docs in by_device.items() if set(docs) == set(FAMILIES)}

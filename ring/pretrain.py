@@ -34,7 +34,7 @@ import torch
 from tqdm import tqdm
 
 from ring import config as C
-from ring import augment, catalog, checks, datasets, distributed, rerun
+from ring import augment, catalog, checks, dali, datasets, distributed, rerun
 from ring.anneal import build_schedule
 from ring.checkpoint import (CheckpointError, atomic_save, checksummed, load_latest_checkpoint, load_verified, rng_state,
                              save_checkpoint, set_rng_state)
@@ -42,13 +42,56 @@ from ring.files import FileError, check_writable, remove_stale_temporaries
 from ring.encoder import Encoder, Grouped, LabEncoder, Precision, export_trunks, resolve_precision, save_trunks
 from ring.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
 from ring.methods import check_fixed, method
-from ring.objectives import build_objective
+from ring.objectives import build_objective, views_per_image
+from ring.objectives.ring import chunk_elements
 from ring import health, provenance
 from ring.runtime import JsonLog, Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 
 CHECKPOINT = "checkpoint.pt"
 ENCODER = "encoder.pt"
 LOG = "log.jsonl"
+
+
+class Losses:
+    """The training losses of the steps since the last read, kept on the device until :meth:`read`.
+
+    Reading a loss waits for its step to finish, so the loop reads every ``loss_read_every`` steps,
+    before every checkpoint and at the end of an epoch (one wait per read, not per step).  A read
+    checks every loss in order (the first non-finite one stops the run, naming its step), adds them to
+    the epoch's sum, logs each step's curve and moves the progress bar.  The loss-adaptive annealing
+    policies need each step's loss before the next step's window, so their cells read every step.
+    """
+
+    def __init__(self, run: "Pretraining", progress):
+        self.run, self.progress = run, progress
+        self.pending: list[torch.Tensor] = []
+        self.since = time.monotonic()
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def append(self, loss: torch.Tensor) -> None:
+        self.pending.append(loss)
+
+    def read(self) -> None:
+        if not self.pending:
+            return
+        run, cfg = self.run, self.run.cfg
+        values = distributed.mean_values(torch.stack(self.pending))  # the global batch's losses
+        first = run.step_in_epoch - len(values) + 1  # the 1-based step in the epoch of values[0]
+        now = time.monotonic()
+        rate = cfg.batch_size * len(values) / max(now - self.since, 1e-9)
+        self.pending, self.since = [], now
+        for i, value in enumerate(values):
+            health.check_loss(value, str(run.out), run.epoch + 1, first + i, cfg.lr)
+            if run.schedule and run.schedule.needs_loss:
+                run.schedule.step(loss=value)
+            run.loss_sum += value
+            if distributed.is_main():  # per-step curves: TensorBoard, W&B (README "TensorBoard and W&B")
+                run.log.step(run.epoch * run.steps_per_epoch + first + i, {
+                    "loss": value, "lr": run.optimizer.param_groups[0]["lr"], "images_per_s": rate})
+        self.progress.update(len(values))
+        self.progress.set_postfix(loss=f"{values[-1]:.4f}")
 
 
 class Pretraining:
@@ -81,6 +124,7 @@ class Pretraining:
             raise ValueError(f"batch_size={cfg.batch_size} does not split into bn_groups={cfg.bn_groups} equal groups.")
         torch.manual_seed(cfg.seed)
 
+        self.n_views = views_per_image(cfg.method)
         self.train_set, self.device_views, self.collate = self._train_views(cfg)
         n_train = len(self.train_set)
         self.steps_per_epoch = n_train // cfg.batch_size
@@ -88,7 +132,9 @@ class Pretraining:
             raise ValueError(f"batch_size={cfg.batch_size} exceeds the {n_train} training images; lower it.")
         self.schedule = build_schedule(cfg, self.steps_per_epoch) if self.spec.ring else None
 
-        bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device)
+        if self.device.type == "cuda":  # fixed input sizes: let cuDNN pick its fastest kernels once
+            torch.backends.cudnn.benchmark = True
+        bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device, cfg.bn_groups // world)
         self.encoder = build_encoder(cfg, self.spec.objective).to(self.device)
         # What trains: the encoder behind its precision/memory-format policy and BatchNorm groups
         # (the same parameters), wrapped for data parallelism when there are several processes.
@@ -97,13 +143,14 @@ class Pretraining:
             raise ValueError(f"Unknown compile {cfg.compile!r}; choose on or off.")
         # The compiled module shares the encoder's parameters; checkpoints and exports stay the encoder's.
         self.model = Grouped(torch.compile(self.net) if cfg.compile == "on" else self.net, cfg.bn_groups // world)
-        self.objective = build_objective(cfg.method, cfg, self.model, n_train).to(self.device)
+        self.objective = build_objective(cfg.method, cfg, self.model, n_train, self.device).to(self.device)
         self.train_model = self.model
         if world > 1:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
             self.train_model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=device_ids)
+        # foreach: a few multi-tensor calls per step instead of three per parameter (the same arithmetic).
         self.optimizer = torch.optim.SGD(
-            self.encoder.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+            self.encoder.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, foreach=True
         )
         self.scheduler = torch.optim.lr_scheduler.MultiStepLR(self.optimizer, cfg.lr_milestones, cfg.lr_gamma)
         self.epoch = 0
@@ -114,8 +161,16 @@ class Pretraining:
     def _train_views(self, cfg: C.PretrainConfig):
         """(dataset, device view maker or None, collate_fn or None) for ``augment`` (see ring.augment)."""
         base = datasets.load(cfg.dataset, cfg.data_root, "pretrain")
-        n_views = 2 if self.spec.objective == "moco" else 1
-        if augment.resolve(cfg.augment, self.device) == "cpu":
+        n_views = self.n_views
+        place = augment.resolve(cfg.augment, self.device)
+        if place == "dali":  # image folders' JPEGs decoded and cropped by DALI (ring.dali); the loader brings indices
+            if not hasattr(base, "samples"):
+                raise ValueError(f"augment: dali reads image folders; {cfg.dataset} is held in memory: use augment: device.")
+            stats = catalog.spec(cfg.dataset)
+            maker = dali.for_folder(base.samples, self.device, cfg.crop, cfg.crop_scale_min, stats.mean, stats.std,
+                                    n_views, cfg.seed, batch_size=self.local_batch, rank=distributed.rank())
+            return datasets.Views(augment.Labels([t for _, t in base.samples]), None, n_views=0, seed=cfg.seed), maker, None
+        if place == "cpu":
             view = datasets.pretrain_view(cfg.dataset, cfg.resize, cfg.crop, cfg.crop_scale_min)
             return datasets.Views(base, view, n_views=n_views, seed=cfg.seed), None, None
         params = augment.ViewParams(cfg.resize, cfg.crop_scale_min)
@@ -225,7 +280,8 @@ class Pretraining:
             out.update(knn_accuracy(train_f, train_y, *self._embed("test"), classes, cfg.knn_k, cfg.knn_temperature))
         if window_classes:  # the labels only measure the window, training never sees them
             w_l, w_u = self.schedule.window() if self.schedule else (0.0, 100.0)
-            out["window_same_class"] = window_same_class(train_f, train_y, w_l, w_u, cfg.max_chunk_elements)
+            out["window_same_class"] = window_same_class(train_f, train_y, w_l, w_u,
+                                                        chunk_elements(cfg.max_chunk_elements, train_f.device))
         return out
 
     def _train_epoch(self, progress) -> None:
@@ -240,42 +296,46 @@ class Pretraining:
             batches = [b[r * n:(r + 1) * n] for b in batches]
         loader = make_loader(self.train_set, batches, cfg.num_workers, self.device, collate_fn=self.collate)
         since_checkpoint = Timer()
-        since_step = time.monotonic()
+        losses = Losses(self, progress)
         self.encoder.train()
         for batch in loader:
-            *views, _labels, index = batch
-            if self.device_views is None:
-                views = [v.to(self.device, non_blocking=True) for v in views]
-            else:  # the loader brought each view's parameters (and, from image folders, the JPEG bytes first)
-                data = views.pop(0) if self.collate is not None else None
-                views = self.device_views(views, index, data)
-            index = index.to(self.device, non_blocking=True)
-            window = self.schedule.window() if self.schedule else None
-            loss = self.objective(self.train_model, views, index, window)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
+            losses.append(self.train_step(*self._device_batch(batch)))
             self.step_in_epoch += 1
-            step_loss = distributed.mean(loss.item())  # the global batch's loss
-            # Before anything is saved: a diverged step never reaches a checkpoint (the last good one stays).
-            health.check_loss(step_loss, str(self.out), self.epoch + 1, self.step_in_epoch, cfg.lr)
-            if self.schedule:
-                self.schedule.step(loss=step_loss)
-            self.loss_sum += step_loss
-            if distributed.is_main():  # per-step curves: TensorBoard, W&B (README "TensorBoard and W&B")
-                now = time.monotonic()
-                self.log.step(self.epoch * self.steps_per_epoch + self.step_in_epoch, {
-                    "loss": step_loss, "lr": self.optimizer.param_groups[0]["lr"],
-                    "images_per_s": cfg.batch_size / max(now - since_step, 1e-9)})
-                since_step = now
-            progress.update(1)
-            progress.set_postfix(loss=f"{step_loss:.4f}")
+            if self.schedule and not self.schedule.needs_loss:
+                self.schedule.step()  # counts steps; the loss-adaptive policies step as Losses reads each loss
+            if self.schedule and self.schedule.needs_loss or len(losses) >= cfg.loss_read_every:
+                losses.read()
             if distributed.any_rank(stop_requested()):  # preemption or time limit: the launcher requeues the job
+                losses.read()  # before anything is saved: a diverged step never reaches a checkpoint
                 self.save_checkpoint()
                 raise Preempted(f"{self.out}: checkpointed at epoch {self.epoch} step {self.step_in_epoch}")
             if since_checkpoint.minutes() >= cfg.checkpoint_interval_min and self.step_in_epoch < self.steps_per_epoch:
+                losses.read()
                 self.save_checkpoint()
                 since_checkpoint.reset()
+        losses.read()
+
+    def _device_batch(self, batch) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """A loader batch as the objective takes it: the views and the images' indices, on the device."""
+        *views, _labels, index = batch
+        if isinstance(self.device_views, dali.DaliViews):  # this step's views: a function of (seed, epoch, step)
+            views = self.device_views(index, self.epoch, self.step_in_epoch)
+        elif self.device_views is None:
+            views = [v.to(self.device, non_blocking=True) for v in views]
+        else:  # the loader brought each view's parameters (and, from image folders, the JPEG bytes first)
+            data = views.pop(0) if self.collate is not None else None
+            views = self.device_views(views, index, data)
+        return views, index.to(self.device, non_blocking=True)
+
+    def train_step(self, views: list[torch.Tensor], index: torch.Tensor) -> torch.Tensor:
+        """One optimisation step.  Returns the loss on the device: nothing here waits for the device
+        (no host synchronisation; ``tests/test_step_budget.py`` counts), :class:`Losses` reads it later."""
+        window = self.schedule.window() if self.schedule else None
+        loss = self.objective(self.train_model, views, index, window)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
 
     def _end_epoch(self) -> None:
         cfg = self.cfg
@@ -367,7 +427,7 @@ def main(argv=None) -> int:
     try:
         cfg = checks.load_checked("pretrain", args.config)
         run(cfg, args.out)
-    except (ValueError, NotImplementedError, FileNotFoundError, FileError) as err:
+    except (ValueError, NotImplementedError, FileNotFoundError, FileError, dali.DaliMissing) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
     finally:

@@ -175,7 +175,8 @@ def test_a_png_among_the_jpegs_is_decoded_too(tmp_path):
 def test_resolve_auto_and_bad_values():
     assert augment.resolve("auto", torch.device("cpu")) == "cpu"
     assert augment.resolve("device", torch.device("cpu")) == "device"
-    with pytest.raises(ValueError, match="choose auto, cpu or device"):
+    assert augment.resolve("dali", torch.device("cpu")) == "dali"
+    with pytest.raises(ValueError, match="choose auto, cpu, device or dali"):
         augment.resolve("gpu", torch.device("cpu"))
     assert math.isclose(sum(augment.LUMA), 1.0)
 

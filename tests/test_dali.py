@@ -200,3 +200,12 @@ def test_jitter_factors_reach_the_colour_twist_in_its_units(jpegs, monkeypatch):
     assert abs((dark.sum() / y.sum()).item() - 0.5) < 0.01
     _, pale = views(SAT=0.5)
     assert abs((pale.abs().sum() / iq.abs().sum()).item() - 0.5) < 0.03
+
+
+def test_pretraining_refuses_dali_for_an_in_memory_dataset(tmp_path):
+    from ring.pretrain import Pretraining
+
+    from .helpers import pretrain_config
+
+    with pytest.raises(ValueError, match="augment: dali reads image folders; digits is held in memory: use augment: device"):
+        Pretraining(pretrain_config("IR", augment="dali"), tmp_path / "cell")

@@ -1,8 +1,10 @@
+import copy
+
 import pytest
 import torch
 from torchvision.models import resnet18
 
-from ring.encoder import (LAB_HIGH, LAB_LOW, Encoder, LabEncoder, export_trunks, lab_views, load_feature_extractor, save_trunks,
+from ring.encoder import (LAB_HIGH, LAB_LOW, Encoder, Grouped, LabEncoder, export_trunks, lab_views, load_feature_extractor, save_trunks,
                           load_trunk, torchvision_state_dict)
 
 
@@ -50,6 +52,7 @@ def test_precision_options_leave_the_cpu_path_unchanged():
 
     assert resolve_precision("auto", "auto", torch.device("cpu")) == (False, False)
     assert resolve_precision("auto", "auto", torch.device("cuda")) == (True, True)
+    assert resolve_precision("auto", "auto", torch.device("cuda"), bn_groups=8) == (True, False)  # NCHW: no copies
     torch.manual_seed(0)
     plain = Encoder()
     wrapped = Precision(Encoder(), *resolve_precision("auto", "auto", torch.device("cpu")))
@@ -110,3 +113,71 @@ def test_cmc_features_concatenate_the_l_and_ab_trunks(tmp_path):
         load_feature_extractor(tmp_path / "encoder.pt", "CMC", (0.5,) * 3, (0.25,) * 3)
     with pytest.raises(ValueError, match="does not fit resnet18"):  # an L trunk is not an RGB trunk
         load_feature_extractor(tmp_path / "encoder.pt", "IR", (0.5,) * 3, (0.25,) * 3)
+
+
+# -- BatchNorm groups in one pass (ring.encoder.Grouped) -------------------------------------------
+
+def _chunked(module, x, groups):
+    """What Grouped computed before the one-pass layers: the network once per consecutive chunk."""
+    return torch.cat([module(chunk) for chunk in x.chunk(groups)], dim=0)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_one_pass_groups_equal_the_network_run_per_chunk(channels_last):
+    torch.manual_seed(0)
+    exact = Encoder().double()  # the chunked computation in fp64: what both fp32 orders approximate
+    reference, grouped = copy.deepcopy(exact).float(), Grouped(copy.deepcopy(exact).float(), 4)
+    x = torch.randn(16, 3, 32, 32)
+    x32 = x.contiguous(memory_format=torch.channels_last) if channels_last else x
+    if channels_last:
+        reference, grouped = reference.to(memory_format=torch.channels_last), grouped.to(memory_format=torch.channels_last)
+    outputs = {"exact": _chunked(exact, x.double(), 4), "chunked": _chunked(reference, x32, 4), "grouped": grouped(x32)}
+    for out in outputs.values():
+        (out * torch.arange(128.0, dtype=out.dtype)).sum().backward()
+    # The same statistics of the same values, summed in other orders (one call over 4 x C channels instead of
+    # 4 calls over C; a batch of 16 instead of 4 in the convolutions' weight gradients): fp32 rounding.  The
+    # one-pass result must be as close to the fp64 computation as the chunked fp32 one is (measured: both about
+    # 2e-4 of the gradient's norm with channels-last, 1e-7 apart in NCHW), with a floor for exact agreement.
+    def error(a, b):
+        return (a.double() - b).norm() / b.norm()
+
+    assert error(outputs["grouped"], outputs["exact"]) <= 2 * error(outputs["chunked"], outputs["exact"]) + 1e-6
+    nets = {"exact": exact, "chunked": reference, "grouped": grouped.module}
+    params = {name: dict(net.named_parameters()) for name, net in nets.items()}
+    for key, want in params["exact"].items():
+        budget = 2 * error(params["chunked"][key].grad, want.grad) + 1e-6
+        assert error(params["grouped"][key].grad, want.grad) <= budget, key
+
+
+def test_running_statistics_are_group_zeros():
+    """GPU 0 of a 4-GPU run normalises the first quarter of the batch and keeps its statistics."""
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm2d(3)
+    grouped = Grouped(torch.nn.Sequential(bn), 4)
+    x = torch.randn(8, 3, 5, 5) * 2 + 1
+    grouped(x)
+    first = x[:2]
+    torch.testing.assert_close(bn.running_mean, 0.9 * torch.zeros(3) + 0.1 * first.mean(dim=(0, 2, 3)))
+    torch.testing.assert_close(bn.running_var, 0.9 * torch.ones(3) + 0.1 * first.var(dim=(0, 2, 3), unbiased=True))
+    assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
+    assert bn.running_mean.shape == (3,) and int(bn.num_batches_tracked) == 1
+    bn.eval()  # evaluation normalises with the kept statistics, as nn.BatchNorm2d does
+    torch.testing.assert_close(bn(x), torch.nn.functional.batch_norm(x, bn.running_mean, bn.running_var, bn.weight, bn.bias))
+
+
+def test_group_statistics_survive_copies_and_moves():
+    """MoCo's key encoder is a deep copy; .to() and load_state_dict replace buffers: each keeps its own statistics."""
+    torch.manual_seed(0)
+    grouped = Grouped(Encoder(), 2)
+    x = torch.randn(4, 3, 32, 32)
+    grouped(x)
+    key = copy.deepcopy(grouped)
+    before = grouped.module.trunk.bn1.running_mean.clone()
+    key(x * 3)
+    assert torch.equal(grouped.module.trunk.bn1.running_mean, before), "the copy shares the original's statistics"
+    assert not torch.equal(key.module.trunk.bn1.running_mean, before)
+    moved = grouped.to(torch.float64)
+    moved(x.double())
+    assert moved.module.trunk.bn1.running_mean.dtype == torch.float64
+    grouped.module.load_state_dict(key.module.state_dict())
+    assert torch.equal(grouped.module.trunk.bn1.running_mean, key.module.trunk.bn1.running_mean)

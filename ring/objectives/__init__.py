@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from ring.methods import method
@@ -9,20 +10,30 @@ from ring.objectives.cmc import MultiviewContrast
 from ring.objectives.ir import InstanceDiscrimination
 from ring.objectives.kmeans import Clusterings
 from ring.objectives.moco import MomentumContrast
+from ring.objectives.ring import chunk_elements
 
 BANK_OBJECTIVES = {"ir": InstanceDiscrimination, "cmc": MultiviewContrast}
 
 
-def build_objective(name: str, cfg, encoder: nn.Module, n_train: int) -> nn.Module:
-    """The objective module for method ``name`` with a pretraining config ``cfg``."""
+OBJECTIVES = {**BANK_OBJECTIVES, "moco": MomentumContrast}
+
+
+def views_per_image(name: str) -> int:
+    """How many views of each image method ``name``'s objective takes (its class says)."""
+    return OBJECTIVES[method(name).objective].n_views
+
+
+def build_objective(name: str, cfg, encoder: nn.Module, n_train: int, device: torch.device | None = None) -> nn.Module:
+    """The objective module for method ``name`` with a pretraining config ``cfg``, to train on ``device``."""
     m = method(name)
+    max_chunk_elements = chunk_elements(cfg.max_chunk_elements, device or torch.device("cpu"))
     if m.objective in BANK_OBJECTIVES:
         clusterings = None
         if m.uses_kmeans:
             clusterings = Clusterings(n_train, cfg.kmeans_clusterings, cfg.kmeans_k, cfg.kmeans_iters, cfg.seed)
         return BANK_OBJECTIVES[m.objective](
             n=n_train, dim=cfg.out_dim, negatives=cfg.bank_negatives, temperature=cfg.temperature,
-            bank_momentum=cfg.bank_momentum, ring=m.ring, max_chunk_elements=cfg.max_chunk_elements,
+            bank_momentum=cfg.bank_momentum, ring=m.ring, max_chunk_elements=max_chunk_elements,
             sampler=m.sampler, close_positives=m.close_positives, clusterings=clusterings,
             warmup_epochs=cfg.kmeans_warmup_epochs, la_own_entry=cfg.la_own_entry,
             **({"negative_draw": cfg.cmc_negatives} if m.objective == "cmc" else {}),

@@ -42,9 +42,9 @@ Cost
 The selection never sorts.  Per query it needs the values at two ranks, found by selection
 (an unsorted ``torch.topk`` of the eligible slice and a ``torch.kthvalue`` inside it, O(N)), and
 only for the bounds that are not trivial (``w_l = 0`` and ``w_u = 100`` need none).  Queries are processed in chunks so that at most
-``max_chunk_elements`` similarities (default 2**25, i.e. 128 MiB in fp32) exist at once: a
-1.28M-entry ImageNet bank with a batch of 256 is handled in chunks of 26 queries instead of one
-1.3 GB B x N matrix.  Selection runs without autograd; only the chosen negatives enter the loss.
+``max_chunk_elements`` similarities exist at once (:func:`chunk_elements`: sized by the GPU's
+memory, 2**25 on CPUs): on an 80 GB GPU a 1.28M-entry ImageNet bank with a batch of 256 is one
+chunk; with 2**25 (128 MiB in fp32) it is ten chunks of 26 queries.  Selection runs without autograd; only the chosen negatives enter the loss.
 """
 
 from __future__ import annotations
@@ -54,6 +54,26 @@ import math
 import torch
 
 DEFAULT_MAX_CHUNK_ELEMENTS = 2**25
+# Device bytes per similarity a selection holds at once: the fp32 similarity, the window's boolean mask,
+# its int32 running count, and the eligible slice's values and indices (at most half a row, 6 bytes).
+SELECTION_BYTES = 16
+
+
+def chunk_elements(setting: int, device: torch.device) -> int:
+    """The similarities a selection may hold at once: ``setting``, or for 0, sized by the device's memory.
+
+    On a GPU, 0 allows a quarter of the memory free when training starts (at most an eighth of the
+    device): a batch of 256 against ImageNet's 1.28M-entry bank is then one chunk on an 80 GB card,
+    where the fixed 2**25 cut it into ten chunks of 26 rows, each re-reading the whole bank and each
+    selection then running on 26 rows, a tenth of the GPU's parallelism.  Results do not depend on it:
+    every row is selected on its own.  CPUs keep the fixed 128 MiB.
+    """
+    if setting > 0:
+        return setting
+    if device.type != "cuda":
+        return DEFAULT_MAX_CHUNK_ELEMENTS
+    free, total = torch.cuda.mem_get_info(device)
+    return max(DEFAULT_MAX_CHUNK_ELEMENTS, int(min(free / 4, total / 8)) // SELECTION_BYTES)
 
 
 def validate_window(w_l: float, w_u: float) -> None:
