@@ -17,6 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from ring.methods import METHODS, apply_fixed
+
 
 @dataclass
 class PretrainConfig:
@@ -97,8 +99,8 @@ class PretrainConfig:
     # trained with before the switch existed, so their configs keep their hash.
     la_own_entry: str = "positive"
     # CMC's negatives (ring.objectives.cmc): "shared" (CMC's code: one index set for both views) or
-    # "per_view".  The CMC methods default to "shared" (ring.methods, applied by grids); the field's
-    # default is the draw CMC cells trained with before the switch, so their configs keep their hash.
+    # "per_view".  The CMC methods default to "shared" (ring.methods, applied by grids and config files);
+    # the field's default is the draw CMC cells trained with before the switch, so their configs keep their hash.
     cmc_negatives: str = "per_view"
 
     # Monitoring: weighted kNN (k=200, tau=0.07, as IR) and 1-NN on the test split.
@@ -303,12 +305,17 @@ def read_yaml(path: str | Path, what: str = "YAML file"):
 
 
 def load(cls, path: str | Path):
+    """A stage config file.  A pretraining config takes its method's values (ring.methods.apply_fixed, as a
+    grid's cells do) for the keys the file leaves unset; a key the file sets keeps its value.  The workflow
+    writes every key, so its cells' configs (and hashes) are the grid's."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Config file {path} does not exist; the workflow writes it, or pass an existing file.")
     values = read_yaml(path, "Config file") or {}
     if not isinstance(values, dict):
         raise ValueError(f"Config file {path} holds no mapping of {cls.__name__} keys; write one key: value per line.")
+    if cls is PretrainConfig and isinstance(values.get("method"), str) and values["method"] in METHODS:
+        values = apply_fixed(values["method"], values, source=f"the config file {path}")  # unknown: the checks say so
     return from_dict(cls, values)
 
 

@@ -12,6 +12,11 @@ queue) plus how it draws negatives and which positives it adds:
 Names are wildcard- and path-safe; ``display`` is the row label the paper prints (and the key of
 ``ring/data/published-results.yaml``).  A lesion is a method whose definition fixes config values
 (``fixed``): grids and configs apply them, so a method's identity never depends on a grid file.
+
+:func:`apply_fixed` is the one place a config's values are completed from its method (``fixed``, then
+``defaults`` for the keys left unset): every grid cell (:mod:`ring.grid`) and every config file an entry
+point reads (:func:`ring.config.load`) goes through it, so a hand-written CMC config trains CMC's shared
+negatives at batch 128 as a grid's CMC cell does, and a key the file sets keeps its value.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ class Method:
     negatives: str = ""  # one of NEGATIVES; empty: "ring" for Ring methods, else "uniform"
     close_positives: bool = False
     fixed: tuple[tuple[str, object], ...] = ()  # PretrainConfig values that define the method
-    # PretrainConfig values the method takes unless a grid sets them (a reference's rule, with ours a switch).
+    # PretrainConfig values the method takes unless a grid or config file sets them (a reference's rule, with ours a switch).
     defaults: tuple[tuple[str, object], ...] = ()
 
     @property
@@ -49,8 +54,8 @@ class Method:
         return ("encoder.pt", "encoder_ab.pt") if self.objective == "cmc" else ("encoder.pt",)
 
 
-# The values the paper (or the method's own paper) fixes per method, which a grid gets without
-# copying them and can still override:
+# The values the paper (or the method's own paper) fixes per method, which a grid or a hand-written config
+# gets without copying them and can still override:
 # * CMC's code draws one negative index set for both views (ring.objectives.cmc; per_view is ours), and
 #   the paper trains CMC at "batch size 256 (128 for CMC)" (Sec. 5);
 # * MoCo's shuffled BatchNorm needs several groups: MoCo's 8 GPUs' worth (ring.config bn_groups).
@@ -103,13 +108,15 @@ def method(name: str, *, require_implemented: bool = True) -> Method:
     return m
 
 
-def apply_fixed(name: str, values: dict) -> dict:
-    """``values`` with the method's defining config values set; a conflicting override is an error."""
+def apply_fixed(name: str, values: dict, source: str = "the grid") -> dict:
+    """``values`` (the keys a grid or a config file sets) with the method's defining config values set and
+    its defaults filled in where ``values`` leaves a key unset; a conflicting override is an error naming
+    ``source``.  Grids and config files both go through here: the one source of method defaults."""
     out = dict(values)
     for key, value in method(name, require_implemented=False).fixed:
         if key in out and out[key] != value:
             raise ValueError(
-                f"Method {name} is defined by {key}={value!r} but the grid sets {key}={out[key]!r}; "
+                f"Method {name} is defined by {key}={value!r} but {source} sets {key}={out[key]!r}; "
                 f"remove that override (or use another method)."
             )
         out[key] = value

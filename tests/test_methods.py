@@ -61,3 +61,85 @@ def test_new_kmeans_fields_leave_existing_cells_hashes_alone():
     before = C.config_hash(ir)
     assert C.config_hash(pretrain_config("IR", kmeans_k=1000)) == before  # the default: not hashed
     assert C.config_hash(pretrain_config("IR", kmeans_k=7)) != before
+
+
+def _hand_written(tmp_path, **values):
+    import yaml
+
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({**TINY_PRETRAIN, **values}))
+    return path
+
+
+def test_a_hand_written_config_takes_its_methods_defaults_for_the_keys_it_leaves_unset(tmp_path):
+    from ring import checks
+
+    tiny = {k: v for k, v in TINY_PRETRAIN.items() if k not in ("batch_size", "bn_groups")}
+    cmc = checks.load_checked("pretrain", _write(tmp_path, method="CMC", **tiny))
+    assert (cmc.cmc_negatives, cmc.batch_size) == ("shared", 128)  # CMC's code and the paper's "128 for CMC"
+    grid = G.from_dict("g", {"datasets": ["digits"], "methods": ["CMC"], "seeds": [0],
+                             "pretrain": {"all": {k: v for k, v in tiny.items() if k != "dataset"}}})
+    assert cmc == grid.pretrain_config("digits", "CMC", 0, "data")  # the grid's cell, from the same source
+    moco = checks.load_checked("pretrain", _write(tmp_path, method="MoCo", **tiny))
+    assert moco.bn_groups == 8
+    la = checks.load_checked("pretrain", _write(tmp_path, method="LA", **tiny, kmeans_k=5, kmeans_warmup_epochs=1))
+    assert la.la_own_entry == "topk"  # a lesion's defining value, no longer a refusal when the file leaves it out
+    ir = checks.load_checked("pretrain", _write(tmp_path, method="IR", **tiny))
+    assert (ir.cmc_negatives, ir.batch_size, ir.bn_groups) == ("per_view", 256, 1)  # IR has no defaults of its own
+
+
+def test_a_key_the_hand_written_config_sets_keeps_its_value(tmp_path):
+    from ring import checks
+
+    cmc = checks.load_checked("pretrain", _hand_written(tmp_path, method="CMC", cmc_negatives="per_view"))
+    assert (cmc.cmc_negatives, cmc.batch_size) == ("per_view", 64)  # both set by the file (batch_size by TINY_PRETRAIN)
+    moco = checks.load_checked("pretrain", _hand_written(tmp_path, method="MoCo"))
+    assert moco.bn_groups == 2
+    path = _hand_written(tmp_path, method="LA", la_own_entry="positive", kmeans_k=5)
+    with pytest.raises(ValueError, match=f"Method LA is defined by la_own_entry='topk' but the config file {path} sets"):
+        C.load(C.PretrainConfig, path)
+
+
+def test_a_workflow_written_config_loads_to_the_grids_config_and_hash(tmp_path):
+    grid = G.load("workflow/grids/paper.yaml")
+    for dataset, method, seed in grid.cells()[::7]:
+        cfg = grid.pretrain_config(dataset, method, seed, "data")
+        C.save(cfg, tmp_path / "config.yaml")
+        loaded = C.load(C.PretrainConfig, tmp_path / "config.yaml")
+        assert loaded == cfg and C.config_hash(loaded) == C.config_hash(cfg), (dataset, method, seed)
+
+
+def _write(tmp_path, **values):
+    import yaml
+
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def grid_hashes(name: str) -> dict[str, str]:
+    """The config hash of every pretraining cell of a committed grid (Table cells and study cells)."""
+    grid = G.load(f"workflow/grids/{name}.yaml")
+    out = {f"{d}/{m}/seed{s}": C.config_hash(grid.pretrain_config(d, m, s, "data")) for d, m, s in grid.cells()}
+    for study in grid.studies.values():
+        out.update({f"{study.name}/{m}/{v}/seed{s}": C.config_hash(grid.study_config(study.name, m, v, s, "data"))
+                    for m, v, s in study.cells()})
+    return out
+
+
+def digest(hashes: dict[str, str]) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# Every committed grid's pretraining cells keep their config hash (so their checkpoints resume and their results
+# stay theirs) across a new key or a new default: a change here must be a deliberate change of what a cell trains.
+GRID_HASHES = {"paper": (201, "74cc37a188a70dfd"), "ring_digits": (34, "88a71e6ea1fa3c4d"), "smoke": (25, "79167ccf9c72f798")}
+
+
+@pytest.mark.parametrize("name", GRID_HASHES)
+def test_committed_grids_cells_keep_their_config_hashes(name):
+    hashes = grid_hashes(name)
+    assert (len(hashes), digest(hashes)) == GRID_HASHES[name]
