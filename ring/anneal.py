@@ -47,6 +47,19 @@ here ``w_l = 100 - 100 * threshold``, so a threshold move of 0.01 is one point o
 
 The authors' adaptive policies do not scale with ``ring_anneal_epochs``; all of them stay within
 ``ring_w_l`` and start at its first value, as the authors' start at threshold 100%.
+
+The authors trained with PyTorch Lightning 1.1.8, whose default sanity check (``num_sanity_val_steps=2``)
+runs two validation batches before the first step and calls ``validation_epoch_end``, so the untrained
+network's accuracy is the first entry of ``AdaptiveThresholdPolicy``'s history: epoch 1's accuracy is
+compared with it (a move at epoch 1) and it stays in the 5-accuracy mean for epochs 1 to 4.  With
+``ring_val_before_training`` a validation-adaptive policy gets that first signal
+(:meth:`RingSchedule.before_training`, called by pretraining before a cell's first step, never again on
+resume: the policy's state is in the checkpoint).  ``adaptive_val_authors`` has it on unless a config
+says otherwise (:data:`ring.methods.POLICY_DEFAULTS`); ``adaptive_val`` (ours) has it off.  Our analogue
+of the two batches is the whole held-out split, the measurement every epoch makes (two batches are 512 of
+the authors' 10,000 validation images: the same quantity, noisier); the authors' sanity accuracy is a
+1-NN against a memory bank still holding random vectors (about chance), ours a kNN on the untrained
+network's own embeddings (above chance).
 """
 
 from __future__ import annotations
@@ -172,6 +185,10 @@ class ValidationAdaptivePolicy(_Adaptive):
             self._move(harder=val_accuracy > self.reference)
         self.reference = float(val_accuracy)
 
+    def before_training(self, val_accuracy: float) -> None:
+        """The untrained network's accuracy: the reference epoch 1's is compared with."""
+        self.epoch_end(val_accuracy=val_accuracy)
+
 
 @dataclass
 class LossAdaptivePolicy(_Adaptive):
@@ -287,6 +304,10 @@ class AuthorsValidationAdaptivePolicy(_AuthorsAdaptive):
             raise ValueError("The adaptive_val_authors annealing policy needs a validation accuracy after every epoch.")
         self.record(val_accuracy)
 
+    def before_training(self, val_accuracy: float) -> None:
+        """Lightning's sanity check: the untrained network's accuracy enters the history (no move: it is the first)."""
+        self.record(val_accuracy)
+
 
 def _step_authors(cfg, steps_per_epoch: int):
     start, end = cfg.ring_w_l
@@ -364,7 +385,11 @@ assert tuple(ANNEAL_POLICIES) == checks.ANNEAL_POLICIES, "ring.checks lists the 
 class RingSchedule:
     """The current Ring window ``(w_l, w_u)`` and how it moves."""
 
-    def __init__(self, policy, inner: float | None = None, w_u: float | None = None):
+    def __init__(self, policy, inner: float | None = None, w_u: float | None = None, validate_before_training: bool = False):
+        if validate_before_training and not getattr(policy, "needs_validation", False):
+            raise ValueError("ring_val_before_training is read only by the validation-adaptive annealing policies "
+                             "(adaptive_val, adaptive_val_authors); set it to false or use one of them.")
+        self.validates_before_training = validate_before_training
         if (inner is None) == (w_u is None):
             raise ValueError("Give exactly one of ring_inner (relative upper bound) or ring_w_u (fixed upper bound).")
         if inner is not None and not (0.0 <= inner < 1.0):
@@ -387,6 +412,10 @@ class RingSchedule:
 
     def epoch_end(self, **signals) -> None:
         self.policy.epoch_end(**signals)
+
+    def before_training(self, val_accuracy: float) -> None:
+        """The validation accuracy before the cell's first step (``validates_before_training``): the policy's first signal."""
+        self.policy.before_training(val_accuracy=float(val_accuracy))
 
     @property
     def needs_loss(self) -> bool:
@@ -418,6 +447,7 @@ def build_schedule(cfg, steps_per_epoch: int) -> RingSchedule:
     if cfg.ring_anneal not in ANNEAL_POLICIES:
         raise ValueError(f"Unknown ring_anneal {cfg.ring_anneal!r}; choose one of {sorted(ANNEAL_POLICIES)}.")
     policy = ANNEAL_POLICIES[cfg.ring_anneal](cfg, steps_per_epoch)
-    schedule = RingSchedule(policy, inner=cfg.ring_inner, w_u=cfg.ring_w_u)
+    schedule = RingSchedule(policy, inner=cfg.ring_inner, w_u=cfg.ring_w_u,
+                            validate_before_training=cfg.ring_val_before_training)
     schedule.validate()
     return schedule

@@ -41,7 +41,8 @@ CHANNELS_LAST = ("auto", "on", "off")
 AUGMENTATIONS = ("crop_flip", "none")
 DETECTION_DATASETS = ("detectron2", "embedded")
 RING_KEYS = ("ring_w_l", "ring_anneal", "ring_anneal_epochs", "ring_inner", "ring_w_u", "ring_anneal_stages",
-             "ring_loss_ema", "ring_val_fraction")
+             "ring_loss_ema", "ring_val_fraction", "ring_val_before_training")
+VALIDATION_POLICIES = ("adaptive_val", "adaptive_val_authors")  # the policies that read a validation accuracy
 # Detectron2 keys: dotted upper-case paths (the job checks each against Detectron2's config).
 D2_KEY = re.compile(r"^[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)+$")
 SNAPSHOT = re.compile(re.escape(C.SNAPSHOT_FILE).replace(r"\{epoch\}", r"(\d+)") + "$")
@@ -148,6 +149,12 @@ def _ring(where: str, cfg) -> None:
     v = cfg.ring_val_fraction
     if not _number(v) or not 0 < v < 1:
         _fail(where, "ring_val_fraction", v, "must lie strictly between 0 and 1", "choose e.g. 0.1")
+    v = cfg.ring_val_before_training
+    if not isinstance(v, bool):
+        _fail(where, "ring_val_before_training", v, "must be true or false", "write true or false")
+    if v and cfg.ring_anneal not in VALIDATION_POLICIES:
+        _fail(where, "ring_val_before_training", v, f"is read only by the validation-adaptive annealing policies "
+              f"({', '.join(VALIDATION_POLICIES)}), not ring_anneal={cfg.ring_anneal!r}", "set it to false or use one of them")
 
 
 def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
@@ -376,6 +383,7 @@ ALLOWED = {
     "ring_anneal_stages": ">= 1",
     "ring_loss_ema": "[0, 1)",
     "ring_val_fraction": "(0, 1)",
+    "ring_val_before_training": "true, false (true only with ring_anneal " + " or ".join(VALIDATION_POLICIES) + ")",
     "max_chunk_elements": ">= 0 (0: sized by the GPU's memory)",
     "kmeans_k": "1 .. the training images",
     "kmeans_clusterings": ">= 1",

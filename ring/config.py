@@ -78,6 +78,13 @@ class PretrainConfig:
     ring_anneal_stages: int = 4
     ring_loss_ema: float = 0.99
     ring_val_fraction: float = 0.1
+    # The validation-adaptive policies' first signal: the validation accuracy of the network before the cell's
+    # first step, as the authors' trainer measured it (PyTorch Lightning 1.1.8's sanity check: 2 validation
+    # batches before training, then validation_epoch_end, so one untrained accuracy enters the policy's history).
+    # The adaptive_val_authors policy turns it on unless a grid or config file sets it (ring.methods); the field's
+    # default is what cells trained with before the switch, so their configs keep their hash.  Ours measures the
+    # whole held-out split (ring_val_fraction), as after every epoch, not 2 batches of it (see ring.anneal).
+    ring_val_before_training: bool = False
     # Largest similarity block materialised at once while selecting (elements; 2**25 = 128 MiB in fp32);
     # 0: sized by the GPU's memory (ring.objectives.ring.chunk_elements), 2**25 on CPUs.
     max_chunk_elements: int = 0
@@ -146,7 +153,7 @@ class PretrainConfig:
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
     HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry",
-                       "cmc_negatives", "augment", "compile")
+                       "cmc_negatives", "augment", "compile", "ring_val_before_training")
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).

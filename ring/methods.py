@@ -61,6 +61,9 @@ class Method:
 # * MoCo's shuffled BatchNorm needs several groups: MoCo's 8 GPUs' worth (ring.config bn_groups).
 CMC_DEFAULTS = (("cmc_negatives", "shared"), ("batch_size", 128))
 MOCO_DEFAULTS = (("bn_groups", 8),)
+# The values a Ring method's config takes from its annealing policy (ring_anneal) unless it sets them: the
+# authors' trainer gave its validation-adaptive policy the untrained network's accuracy first (ring.anneal).
+POLICY_DEFAULTS = {"adaptive_val_authors": (("ring_val_before_training", True),)}
 
 METHODS: dict[str, Method] = {
     "IR": Method("ir", ring=False, base="IR"),
@@ -110,8 +113,9 @@ def method(name: str, *, require_implemented: bool = True) -> Method:
 
 def apply_fixed(name: str, values: dict, source: str = "the grid") -> dict:
     """``values`` (the keys a grid or a config file sets) with the method's defining config values set and
-    its defaults filled in where ``values`` leaves a key unset; a conflicting override is an error naming
-    ``source``.  Grids and config files both go through here: the one source of method defaults."""
+    its defaults filled in where ``values`` leaves a key unset (then, for a Ring method, its annealing
+    policy's, :data:`POLICY_DEFAULTS`); a conflicting override is an error naming ``source``.  Grids and
+    config files both go through here: the one source of method defaults."""
     out = dict(values)
     for key, value in method(name, require_implemented=False).fixed:
         if key in out and out[key] != value:
@@ -120,7 +124,10 @@ def apply_fixed(name: str, values: dict, source: str = "the grid") -> dict:
                 f"remove that override (or use another method)."
             )
         out[key] = value
-    for key, value in method(name, require_implemented=False).defaults:
+    m = method(name, require_implemented=False)
+    for key, value in m.defaults:
+        out.setdefault(key, value)
+    for key, value in POLICY_DEFAULTS.get(out.get("ring_anneal"), ()) if m.ring else ():
         out.setdefault(key, value)
     return out
 

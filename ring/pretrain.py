@@ -284,6 +284,15 @@ class Pretraining:
                                                         chunk_elements(cfg.max_chunk_elements, train_f.device))
         return out
 
+    def _validate_before_training(self) -> None:
+        """The validation accuracy before the cell's first step, the annealing policy's first signal
+        (``ring_val_before_training``: the authors' trainer's sanity check, see ring.anneal)."""
+        accuracy = self._monitors(test=False, validation=True)["val_knn_top1"]
+        self.schedule.before_training(val_accuracy=accuracy)
+        if distributed.is_main():
+            print(f"ring: {self.out}: validation kNN top-1 before training {accuracy:.2f}% (the annealing policy's "
+                  "first signal)", file=sys.stderr)
+
     def _train_epoch(self, progress) -> None:
         cfg = self.cfg
         self.train_set.set_epoch(self.epoch)
@@ -378,6 +387,8 @@ class Pretraining:
             self.log.purge_steps_from(self.epoch * self.steps_per_epoch + self.step_in_epoch + 1)
         if resumed and distributed.is_main():
             print(f"ring: resuming {self.out} at epoch {self.epoch} step {self.step_in_epoch}", file=sys.stderr)
+        if not resumed and self.schedule and self.schedule.validates_before_training:
+            self._validate_before_training()  # once per cell: on resume the policy's state holds it
         with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
             self._train()
         encoder_path = self.out / ENCODER

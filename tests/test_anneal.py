@@ -210,3 +210,70 @@ def test_adaptive_val_authors_moves_five_points_against_the_mean_of_the_last_fiv
     assert schedule.window()[0] == 90.0
     with pytest.raises(ValueError, match="needs a validation accuracy"):
         schedule.epoch_end()
+
+
+# --- the untrained network's accuracy, measured before training (ring_val_before_training) --------------
+
+def test_adaptive_val_authors_with_the_sanity_accuracy_moves_at_epoch_one_and_keeps_it_in_its_mean():
+    """Lightning's sanity check put the untrained accuracy first in the authors' history: epoch 1 is compared
+    with it, and it stays in the 5-accuracy mean until epoch 5 pushes it out."""
+    with_it, without = _schedule("adaptive_val_authors", ring_val_before_training=True), _schedule("adaptive_val_authors")
+    assert with_it.validates_before_training and not without.validates_before_training
+    with_it.before_training(val_accuracy=10.0)
+    assert with_it.window()[0] == 0.0 and with_it.policy.history == [10.0]  # the first entry: nothing to compare
+    w_l = {id(s): [] for s in (with_it, without)}
+    for acc in [30.0, 25.0, 28.0, 27.0, 29.0, 28.0]:
+        for s in (with_it, without):
+            s.epoch_end(val_accuracy=acc)
+            w_l[id(s)].append(s.window()[0])
+    # with it: 30 > 10 harder; 25 > 20, 28 > 21.67, 27 > 23.25, 29 > 24 harder (10 still in the mean);
+    # 28 > 27.8 harder (10 pushed out: the mean of 30, 25, 28, 27, 29)
+    assert w_l[id(with_it)] == [5.0, 10.0, 15.0, 20.0, 25.0, 30.0]
+    # without: 30 nothing to compare; 25 < 30 easier (clamped at 0); 28 > 27.5 harder; 27 < 27.67 easier;
+    # 29 > 27.5 harder; 28 > 27.8 harder
+    assert w_l[id(without)] == [0.0, 0.0, 5.0, 0.0, 5.0, 10.0]
+
+
+def test_adaptive_val_ours_takes_the_sanity_accuracy_as_its_first_reference():
+    schedule = _schedule("adaptive_val", ring_anneal_epochs=10, ring_val_before_training=True)
+    schedule.before_training(val_accuracy=10.0)
+    schedule.epoch_end(val_accuracy=20.0)
+    assert schedule.window()[0] == pytest.approx(9.0)  # a move at epoch 1: 20 > 10
+
+
+def test_the_sanity_accuracy_is_refused_for_a_policy_that_reads_no_validation():
+    from ring import checks
+
+    with pytest.raises(ValueError, match="ring_val_before_training is read only by the validation-adaptive"):
+        _schedule("linear", ring_val_before_training=True)
+    cfg = PretrainConfig(method="IRing", dataset="cifar10", ring_anneal="adaptive_loss_authors",
+                         ring_val_before_training=True)
+    with pytest.raises(checks.ConfigError, match=r"ring_val_before_training=True is read only by the validation-adaptive "
+                                                 r"annealing policies \(adaptive_val, adaptive_val_authors\), not "
+                                                 r"ring_anneal='adaptive_loss_authors'; set it to false"):
+        checks.check(cfg, "here")
+
+
+def test_adaptive_val_authors_measures_before_training_unless_the_config_says_otherwise(tmp_path):
+    """The authors' behaviour is the policy's default for grids and config files; a config that sets the key keeps it,
+    our adaptive_val and methods without a Ring window keep the field's default (and their hash)."""
+    import yaml
+
+    from ring import config as C
+    from ring import grid as G
+
+    def load(**values):
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump({"dataset": "cifar10", **values}))
+        return C.load(PretrainConfig, path)
+
+    assert load(method="IRing", ring_anneal="adaptive_val_authors").ring_val_before_training is True
+    assert load(method="MoCoRing", ring_anneal="adaptive_val_authors",
+                ring_val_before_training=False).ring_val_before_training is False
+    assert load(method="IRing", ring_anneal="adaptive_val").ring_val_before_training is False
+    assert load(method="IR", ring_anneal="adaptive_val_authors").ring_val_before_training is False
+    paper = G.load("workflow/grids/paper.yaml")
+    cell = paper.study_config("anneal_policies", "IRing", "adaptive_val", 0, "data")
+    assert cell.ring_anneal == "adaptive_val_authors" and cell.ring_val_before_training is True
+    ours = paper.study_config("anneal_policies", "IRing", "adaptive_val_ours", 0, "data")
+    assert ours.ring_val_before_training is False  # and its hash is what it was (tests/test_methods.py, GRID_HASHES)

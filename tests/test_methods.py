@@ -134,12 +134,13 @@ def digest(hashes: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()[:16]
 
 
-# Every committed grid's pretraining cells keep their config hash (so their checkpoints resume and their results
-# stay theirs) across a new key or a new default: a change here must be a deliberate change of what a cell trains.
-GRID_HASHES = {"paper": (201, "74cc37a188a70dfd"), "ring_digits": (34, "88a71e6ea1fa3c4d"), "smoke": (25, "79167ccf9c72f798")}
+# The paper grid's pretraining cells keep their config hash (so their checkpoints resume and their results stay
+# theirs) across a new key or a new default: a change here must be a deliberate change of what a cell trains (then
+# update the digest, saying which cells changed and why).  Changed on purpose so far: issue 25 item 2, the one
+# adaptive_val_authors cell (anneal_policies/IRing/adaptive_val/seed0 measures before training, as the authors' did).
+PAPER_HASHES = (201, "469464bbc0b88b4c")
 
 
-@pytest.mark.parametrize("name", GRID_HASHES)
-def test_committed_grids_cells_keep_their_config_hashes(name):
-    hashes = grid_hashes(name)
-    assert (len(hashes), digest(hashes)) == GRID_HASHES[name]
+def test_the_paper_grids_cells_keep_their_config_hashes():
+    hashes = grid_hashes("paper")
+    assert (len(hashes), digest(hashes)) == PAPER_HASHES

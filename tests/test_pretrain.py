@@ -290,3 +290,34 @@ def test_window_same_class_is_logged_after_every_epoch(tmp_path):
     Pretraining(cfg, tmp_path / "iring").run()
     record = json.loads((tmp_path / "iring" / "log.jsonl").read_text().splitlines()[0])
     assert 0.0 <= record["window_same_class"] <= 100.0 and record["w_l"] == 90.0
+
+
+def test_the_sanity_accuracy_is_measured_once_before_a_cells_first_step_and_not_on_resume(tmp_path, monkeypatch):
+    """ring_val_before_training (adaptive_val_authors' default): one validation accuracy before training enters the
+    policy's history; a resumed cell finds it in the checkpoint's policy state and measures nothing more."""
+    measured = []
+    monitors = Pretraining._monitors
+
+    def counting(self, test, validation, window_classes=False):
+        out = monitors(self, test, validation, window_classes)
+        measured.append(out["val_knn_top1"])
+        return out
+
+    def no_training(self):  # the measurement is the point: one checkpoint in place of the epochs
+        self.save_checkpoint()
+
+    monkeypatch.setattr(Pretraining, "_monitors", counting)
+    monkeypatch.setattr(Pretraining, "_train", no_training)
+    cfg = pretrain_config("IRing", ring_anneal="adaptive_val_authors", resize=16, crop=16)
+    assert cfg.ring_val_before_training  # the policy's default, as a grid or a config file gets it
+    first = Pretraining(cfg, tmp_path / "cell")
+    first.run()
+    assert len(measured) == 1 and first.schedule.policy.history == measured and first.schedule.window()[0] == 0.0
+    assert 0.0 <= measured[0] <= 100.0
+    again = Pretraining(cfg, tmp_path / "cell")
+    again.run()  # resumed from the checkpoint
+    assert len(measured) == 1 and again.schedule.policy.history == measured
+    off = Pretraining(pretrain_config("IRing", ring_anneal="adaptive_val_authors", ring_val_before_training=False,
+                                      resize=16, crop=16), tmp_path / "off")
+    off.run()
+    assert len(measured) == 1 and off.schedule.policy.history == []
