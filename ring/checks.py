@@ -34,6 +34,7 @@ ANNEAL_POLICIES = ("linear", "step", "exponential", "adaptive_val", "adaptive_lo
 HEADS = ("linear", "mlp")  # ring.encoder builds them
 LA_OWN_ENTRY_RULES = ("topk", "positive")  # ring.objectives.la implements them
 CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.objectives.cmc implements them
+NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # ring.objectives.ir implements them
 AUGMENT_PLACES = ("auto", "cpu", "device", "dali")  # ring.augment makes the views there
 ON_OFF = ("on", "off")
 PRECISIONS = ("auto", "bf16", "fp32")
@@ -191,6 +192,9 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
             _fail(where, "bank_negatives", cfg.bank_negatives, f"is larger than the memory bank ({n} {cfg.dataset} "
                   f"training images{', its own entry excluded' if limit < n else ''})", f"set it to at most {limit}")
         _in_range(where, cfg, "bank_momentum", 0.0, 1.0)
+        if cfg.negatives_count == "including_positive" and cfg.bank_negatives < 2:
+            _fail(where, "bank_negatives", cfg.bank_negatives, "counts the positive (negatives_count: including_positive), "
+                  "so no negative is left", "set it to at least 2")
     if m.objective == "moco":
         if not isinstance(cfg.queue_size, int) or cfg.queue_size < cfg.batch_size:
             _fail(where, "queue_size", cfg.queue_size, f"is smaller than batch_size={cfg.batch_size} (each step enqueues a "
@@ -227,6 +231,7 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
                   "raise epochs or start from an earlier snapshot")
     _one_of(where, cfg, "la_own_entry", LA_OWN_ENTRY_RULES)
     _one_of(where, cfg, "cmc_negatives", CMC_NEGATIVE_DRAWS)
+    _one_of(where, cfg, "negatives_count", NEGATIVES_COUNTS)
     _one_of(where, cfg, "augment", AUGMENT_PLACES)
     _one_of(where, cfg, "compile", ON_OFF)
     v = cfg.checkpoint_interval_min  # 0 checkpoints after every step (the kill/resume tests use it)
@@ -375,6 +380,7 @@ ALLOWED = {
     "ring_anneal": ", ".join(ANNEAL_POLICIES),
     "la_own_entry": ", ".join(LA_OWN_ENTRY_RULES),
     "cmc_negatives": ", ".join(CMC_NEGATIVE_DRAWS),
+    "negatives_count": ", ".join(NEGATIVES_COUNTS) + " (including_positive: bank_negatives >= 2)",
     "augment": ", ".join(AUGMENT_PLACES),
     "compile": ", ".join(ON_OFF),
     "ring_anneal_epochs": ">= 1",

@@ -52,6 +52,10 @@ class PretrainConfig:
     # Memory bank (IR, IRing): k negatives per query; bank entries move with momentum 0.5 (IR).
     bank_negatives: int = 4096
     bank_momentum: float = 0.5
+    # What bank_negatives counts (ring.objectives.ir): "excluding_positive", k drawn negatives and the positive
+    # (IR's and CMC's code: a softmax over 4,097 entries), or "including_positive", the positive and k - 1 drawn
+    # negatives (the authors' NCE/NCERing: 4,096 entries).  LA's k background neighbours keep their count.
+    negatives_count: str = "excluding_positive"
 
     # MoCo queue.  4096 matches IR's k, so both objectives see as many negatives, and is the top of
     # the appendix's MoCo sweep; ImageNet cells use MoCo's 65536 (set in the paper grid).
@@ -153,7 +157,7 @@ class PretrainConfig:
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
     HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry",
-                       "cmc_negatives", "augment", "compile", "ring_val_before_training")
+                       "cmc_negatives", "augment", "compile", "ring_val_before_training", "negatives_count")
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).

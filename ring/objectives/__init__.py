@@ -35,7 +35,7 @@ def build_objective(name: str, cfg, encoder: nn.Module, n_train: int, device: to
             n=n_train, dim=cfg.out_dim, negatives=cfg.bank_negatives, temperature=cfg.temperature,
             bank_momentum=cfg.bank_momentum, ring=m.ring, max_chunk_elements=max_chunk_elements,
             sampler=m.sampler, close_positives=m.close_positives, clusterings=clusterings,
-            warmup_epochs=cfg.kmeans_warmup_epochs, la_own_entry=cfg.la_own_entry,
+            warmup_epochs=cfg.kmeans_warmup_epochs, la_own_entry=cfg.la_own_entry, negatives_count=cfg.negatives_count,
             **({"negative_draw": cfg.cmc_negatives} if m.objective == "cmc" else {}),
         )
     if m.objective == "moco":

@@ -9,6 +9,12 @@ The same bank objective carries the k-means methods (:mod:`ring.objectives.kmean
 background negatives and close-neighbour positives (:mod:`ring.objectives.la`), Cave's
 cluster-restricted negatives (:mod:`ring.objectives.cave`) and Ring's +C_i; CMC
 (:mod:`ring.objectives.cmc`) is two of its contrasts with swapped banks.
+
+How many negatives ``bank_negatives = k`` means (``negatives_count``): ``"excluding_positive"`` (ours, IR's and
+CMC's code): k drawn negatives, a softmax over k + 1 entries with the positive; ``"including_positive"`` (the
+authors' ``NCE``/``NCERing`` in contrastive-ring-public ``src/objectives/instdisc.py``, k = 4096): k counts the
+positive, k - 1 negatives are drawn, a softmax over k entries.  LA's background neighbours (the k closest entries)
+are no draw and keep their count either way (LA's code: k = 4096 neighbours).
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from ring.objectives.kmeans import Clusterings
 from ring.objectives.la import (LA_OWN_ENTRY_RULES, background_neighbours, local_aggregation_loss,
                                 local_aggregation_loss_topk)
 from ring.objectives.ring import sample_in_window, sample_uniform
+
+
+NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # negatives_count: see the module docstring
 
 
 def nce_softmax_loss(q: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -70,8 +79,14 @@ class InstanceDiscrimination(nn.Module):
 
     def __init__(self, n: int, dim: int, negatives: int, temperature: float, bank_momentum: float,
                  ring: bool, max_chunk_elements: int, *, sampler: str | None = None, close_positives: bool = False,
-                 clusterings: Clusterings | None = None, warmup_epochs: int = 0, la_own_entry: str = "positive"):
+                 clusterings: Clusterings | None = None, warmup_epochs: int = 0, la_own_entry: str = "positive",
+                 negatives_count: str = "excluding_positive"):
         super().__init__()
+        if negatives_count not in NEGATIVES_COUNTS:
+            raise ValueError(f"negatives_count={negatives_count!r} is not a count; choose one of {', '.join(NEGATIVES_COUNTS)}.")
+        if negatives_count == "including_positive" and negatives < 2:
+            raise ValueError(f"bank_negatives={negatives} counts the positive (negatives_count: including_positive), "
+                             "so no negative is left; set it to at least 2.")
         if la_own_entry not in LA_OWN_ENTRY_RULES:
             raise ValueError(f"la_own_entry={la_own_entry!r} is not a rule; choose one of {', '.join(LA_OWN_ENTRY_RULES)}.")
         # LA's own-entry rule (ring.objectives.la); only the background sampler (LA) reads it.
@@ -88,7 +103,10 @@ class InstanceDiscrimination(nn.Module):
         self.clusterings = clusterings
         self.warmup_epochs = warmup_epochs
         self.kmeans_on = False
-        self.negatives = negatives
+        # Negatives drawn per query (uniform, Ring and Cave samplers, CMC's per-view draws): the authors' k - 1 when
+        # bank_negatives counts the positive; LA's background neighbours are bank_negatives either way.
+        self.negatives = negatives - 1 if negatives_count == "including_positive" else negatives
+        self.background_size = negatives
         self.temperature = temperature
         self.ring = ring
         self.max_chunk_elements = max_chunk_elements
@@ -117,7 +135,7 @@ class InstanceDiscrimination(nn.Module):
         if sampler == "cave":
             return sample_in_clusters(self.clusterings, index, u, self.max_chunk_elements)
         if sampler == "background":
-            return background_neighbours(q.detach(), memory, index, self.negatives, self.max_chunk_elements,
+            return background_neighbours(q.detach(), memory, index, self.background_size, self.max_chunk_elements,
                                          include_own=self.la_own_entry == "topk")
         w_l, w_u = window
         return sample_in_window(q.detach(), memory, w_l, w_u, u, self.max_chunk_elements)
@@ -139,7 +157,7 @@ class InstanceDiscrimination(nn.Module):
             if self.la_own_entry == "topk":  # LA's code: the own entry counts only as one of the k (a close one)
                 return local_aggregation_loss_topk(l_neg, close, self.temperature)
             return local_aggregation_loss(l_pos, l_neg, close, l_neg, ~close, self.temperature)
-        background = background_neighbours(q.detach(), memory, index, self.negatives, self.max_chunk_elements)
+        background = background_neighbours(q.detach(), memory, index, self.background_size, self.max_chunk_elements)
         l_background = torch.bmm(memory[background], q.unsqueeze(2)).squeeze(2)
         close = self.clusterings.same_cluster(index, background)
         return local_aggregation_loss(l_pos, l_background, close, l_neg, None, self.temperature)
