@@ -48,6 +48,9 @@ class DatasetSpec:
     # files, or the publisher's (train, val) image counts in class folders.
     torchvision_md5: str | None = None
     publisher_counts: tuple[int, int] | None = None
+    # Grey images (one channel, replicated to three): their Lab ab channels are constant, so CMC's ab view
+    # carries nothing (ring.checks warns at plan time).
+    grey: bool = False
 
 
 def _torchvision_hint(cls: str, name: str, extra: str = "") -> str:
@@ -63,6 +66,7 @@ DATASETS: dict[str, DatasetSpec] = {
         mean=(0.3053,) * 3, std=(0.3758,) * 3,
         required=(), how_to_get="it ships inside scikit-learn; install scikit-learn",
         train_images=1347,  # the fixed 75% split of ring.datasets
+        grey=True,
     ),
     "cifar10": DatasetSpec(
         display="CIFAR10", num_classes=10,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
+import sys
 from pathlib import Path
 
 from ring import catalog
@@ -241,6 +242,34 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     _int_at_least(where, cfg, "max_chunk_elements", 0)
     _int_at_least(where, cfg, "loss_read_every", 1)
     _runtime(where, cfg)
+    warn_grey_cmc(cfg, where)
+
+
+# Datasets already warned about by warn_grey_cmc in this process: the plan checks every cell, one line says it.
+_GREY_CMC_WARNED: set[str] = set()
+
+
+def grey_cmc_warning(cfg, where: str) -> str | None:
+    """One sentence when ``cfg`` pretrains a CMC-based method on a grey dataset (``catalog.DatasetSpec.grey``), else None.
+
+    A warning, not a refusal: the smoke grid (README command (1)) runs CMC, CMCRing, CMCCave and CMCRing (+C_i) on the
+    grey digits to exercise their code path.  There the ab view is a constant image, the ab trunk learns nothing and
+    its large constant features make the linear evaluation diverge, which ring.lincls reports instead of a number."""
+    spec = catalog.DATASETS.get(cfg.dataset)
+    method = METHODS.get(cfg.method)
+    if spec is None or not spec.grey or method is None or method.objective != "cmc":
+        return None
+    return (f"{where}: warning: {cfg.dataset} holds grey images, so CMC's ab view is a constant image and the ab trunk of "
+            f"{cfg.method} (and of every CMC-based cell on {cfg.dataset}) learns nothing; its linear evaluation is expected "
+            "to diverge and show 'diverged' in the tables, so pretrain CMC on a colour dataset for a result.")
+
+
+def warn_grey_cmc(cfg, where: str) -> None:
+    """Print :func:`grey_cmc_warning` on stderr, once per dataset and process."""
+    text = grey_cmc_warning(cfg, where)
+    if text and cfg.dataset not in _GREY_CMC_WARNED:
+        _GREY_CMC_WARNED.add(cfg.dataset)
+        print(f"ring: {text}", file=sys.stderr)
 
 
 def _runtime(where: str, cfg) -> None:

@@ -32,6 +32,30 @@ def check_loss(value: float, where: str, epoch: int, step: int, lr: float | None
         raise NonFinite(f"{where}: the training loss became {value} at epoch {epoch} step {step}; {likely_cause(lr)}.")
 
 
+# A linear evaluation has diverged when the mean training loss of its last epoch (the epoch whose classifier is
+# reported) exceeds DIVERGENCE_FACTOR x ln(K), K the classes.  ln(K) is the loss of the zero classifier, which
+# predicts every class equally; cross-entropy is convex in a linear classifier's weights, so an optimisation that
+# works ends below it or near it, and a noisy one (a high lr, unnormalised features, loss spikes) within a few times it.
+# An epoch mean of 100 ln(K) (230 nats for 10 classes) means the true class's logit trails by about that much on
+# the average image: the steps overshoot (lr x squared feature norm too large), not noise.  The CMC-on-grey-digits
+# cells that prompted it ended at 6e4 to 3e6 (1e8 to 2e9 in transfer); the smoke grid's healthy cells at 0.07 to
+# 0.1 ln(K) (digits) and, the noisiest, 1.0 to 1.3 ln(K) (IR transferred to the shapes, loss jumping epoch to
+# epoch).  Only the last epoch counts: a run that spikes and recovers is never refused.
+DIVERGENCE_FACTOR = 100.0
+
+
+def divergence(last_epoch_loss: float, num_classes: int, where: str, epochs: int, lr: float | None = None) -> str | None:
+    """The one sentence saying a linear evaluation diverged (:data:`DIVERGENCE_FACTOR`), or None when it did not."""
+    chance = math.log(num_classes)
+    if math.isfinite(last_epoch_loss) and last_epoch_loss <= DIVERGENCE_FACTOR * chance:
+        return None
+    lr_text = f"lr={lr:g}" if lr is not None else "the learning rate"
+    return (f"{where}: the linear evaluation diverged: its last epoch's mean training loss {last_epoch_loss:.3g} (epoch "
+            f"{epochs}) exceeds {DIVERGENCE_FACTOR:g} x ln({num_classes}) = {DIVERGENCE_FACTOR * chance:.3g}, where "
+            f"predicting every class equally scores ln(K), so no accuracy is reported; the features are too large for "
+            f"{lr_text} (as CMC's ab trunk gives on grey images, whose ab view is constant), lower lr or fix the encoder.")
+
+
 def first_non_finite(tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]) -> str | None:
     """The name of the first floating-point tensor holding a NaN or an infinity, or None."""
     items = tensors.items() if isinstance(tensors, Mapping) else tensors

@@ -15,6 +15,11 @@ protocol stamp says so (:func:`ring.encoder.load_feature_extractor` builds eithe
 
 Resume is the default: ``CELL/checkpoint.pt`` (classifier, optimizer, epoch, RNG) is written
 atomically after every epoch.  ``CELL/metrics.json`` stamps the protocol next to the numbers.
+
+A non-finite loss stops the stage at once (:mod:`ring.health`, exit 1, nothing written).  A finite loss that
+ends far above the zero classifier's (:func:`ring.health.divergence`: the last epoch's mean above 100 ln K)
+is a diverged evaluation: one sentence on stderr and in ``metrics.json`` under ``diverged``, no ``top1`` or
+``top5`` (the tables print "diverged" with that sentence), exit 0 so that the grid's other tables still build.
 """
 
 from __future__ import annotations
@@ -209,7 +214,7 @@ class LinearEval:
     def _run(self) -> dict:
         with tqdm(total=self.cfg.epochs, initial=self.epoch, desc="linear eval", file=sys.stderr,
                   disable=None, dynamic_ncols=True) as progress:
-            scores = None
+            scores, loss = None, None
             while self.epoch < self.cfg.epochs:
                 loss = self._train_epoch()
                 # The test features are cached on the first call, so this costs one linear layer per
@@ -224,17 +229,33 @@ class LinearEval:
                 progress.set_postfix(loss=f"{loss:.4f}", top1=f"{scores['top1']:.2f}")
                 if stop_requested():  # the epoch's checkpoint is written: stop for the requeue
                     raise Preempted(f"{self.out}: checkpointed after epoch {self.epoch}")
-        # The last epoch's accuracy, the very numbers of its log line (a finished checkpoint, found
-        # again, is evaluated anew on the same features).
-        scores = scores or self.evaluate()
         # What the number was made from: this cell's config and the encoder (its files and its own config),
         # which ring.tables checks against the cells as they are now before the number reaches a table.
-        metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed, **scores,
+        metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed,
                    "config_hash": C.config_hash(self.cfg), "encoder_config_hash": self.encoder_config_hash,
                    "protocol": self.protocol()}
-        health.check_metrics(metrics, self.out / METRICS, keys=("top1", "top5"))
+        # A finite loss far above the zero classifier's (health.divergence): the sentence instead of an accuracy,
+        # which the tables print as "diverged" (the workflow goes on; the cell is finished, with that verdict).
+        last_loss = loss if loss is not None else self._logged_loss(self.epoch - 1)
+        diverged = last_loss is not None and health.divergence(last_loss, self.spec.num_classes, str(self.out),
+                                                               self.epoch, self.cfg.lr)
+        if diverged:
+            print(f"ring: {diverged}", file=sys.stderr)
+            metrics["diverged"] = diverged
+        else:
+            # The last epoch's accuracy, the very numbers of its log line (a finished checkpoint, found
+            # again, is evaluated anew on the same features).
+            metrics.update(scores or self.evaluate())
+            health.check_metrics(metrics, self.out / METRICS, keys=("top1", "top5"))
         atomic_write(self.out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
         return metrics
+
+
+    def _logged_loss(self, epoch: int) -> float | None:
+        """The training loss ``log.jsonl`` holds for ``epoch`` (a finished checkpoint found again), None if absent."""
+        path = self.out / LOG
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+        return next((float(r["loss"]) for r in reversed(records) if r.get("epoch") == epoch and "loss" in r), None)
 
 
 def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:
@@ -255,7 +276,8 @@ def main(argv=None, evaluation=LinearEval, config_cls=C.LinclsConfig, descriptio
     except (ValueError, FileNotFoundError, FileError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
-    print(f"ring: {args.out}: top1={metrics['top1']:.2f} top5={metrics['top5']:.2f}", file=sys.stderr)
+    if "diverged" not in metrics:  # a diverged evaluation said so already, and wrote no accuracy
+        print(f"ring: {args.out}: top1={metrics['top1']:.2f} top5={metrics['top5']:.2f}", file=sys.stderr)
     return 0
 
 

@@ -1,5 +1,6 @@
 import hashlib
 import json
+import math
 
 import pytest
 import torch
@@ -106,3 +107,49 @@ def test_cmc_cell_is_evaluated_on_both_encoders_and_says_so(tmp_path):
     assert protocol["feature_shape"] == [1024, 1, 1]
     assert "L and ab encoders, concatenated" in protocol["feature_layer"]
     assert sorted(protocol["encoder_files"]) == ["encoder.pt", "encoder_ab.pt"]
+
+
+def _constant_feature_encoder(tmp_path):
+    """A trunk whose last BatchNorm adds 1000 to every channel: large, near-constant features, as CMC's ab trunk
+    gives on grey images (its input there is a constant image)."""
+    torch.manual_seed(0)
+    state = torchvision_state_dict(Encoder())
+    state["layer4.1.bn2.bias"] = state["layer4.1.bn2.bias"] + 1000.0
+    save_trunks({"encoder.pt": state}, tmp_path / "pre")
+    return tmp_path / "pre" / "encoder.pt"
+
+
+def test_a_diverged_linear_evaluation_says_so_in_one_sentence_and_writes_no_accuracy(tmp_path, capsys):
+    from ring import health
+    from ring.lincls import main
+
+    cfg = lincls_config(epochs=2)
+    C_path = tmp_path / "config.yaml"
+    from ring import config as C
+
+    C.save(cfg, C_path)
+    cell = tmp_path / "cell"
+    assert main(["--config", str(C_path), "--encoder", str(_constant_feature_encoder(tmp_path)), "--out", str(cell)]) == 0
+    err = capsys.readouterr().err
+    sentence = [line for line in err.splitlines() if "diverged" in line]
+    assert len(sentence) == 1 and sentence[0].startswith(f"ring: {cell}: the linear evaluation diverged: ")
+    assert "exceeds 100 x ln(10) = 230" in sentence[0] and "top1=" not in err
+    metrics = json.loads((cell / "metrics.json").read_text())
+    assert "top1" not in metrics and "top5" not in metrics  # no number a table could show
+    assert metrics["diverged"] == sentence[0][len("ring: "):]
+    last = json.loads((cell / "log.jsonl").read_text().splitlines()[-1])
+    assert last["loss"] > health.DIVERGENCE_FACTOR * math.log(10)
+    # Found again finished, it reads the last epoch's loss from its log and says the same.
+    again = LinearEval(cfg, tmp_path / "pre" / "encoder.pt", cell).run()
+    assert again["diverged"] == metrics["diverged"] and "top1" not in again
+
+
+def test_the_divergence_rule_spares_a_noisy_run_and_flags_a_diverged_one():
+    from ring.health import divergence
+
+    # ln(10) = 2.30: a loss of a few times it (a noisy, high-lr run) is no divergence; 100 times it is.
+    for loss in (0.05, 2.3, 20.0, 229.0):
+        assert divergence(loss, 10, "cell", 30) is None
+    assert "diverged" in divergence(231.0, 10, "cell", 30)
+    assert "ln(1000) = 691" in divergence(1e6, 1000, "cell", 30, lr=0.01)
+    assert divergence(float("inf"), 10, "cell", 30) is not None
