@@ -3,9 +3,12 @@
     python -m ring.tables table1 --out results/<grid>/tables/table1 --methods ... --datasets ... --metrics M1 M2 ...
 
 Each cell of a table is the mean +- std over seeds of the cells' metric; a Ring row also shows its
-difference to its base method (IRing vs IR, ...), recomputed from our numbers; and each cell
+difference to its base method (IRing vs IR, ...), recomputed from our numbers, marked ``*`` where it
+exceeds the seed noise by Welch's t-test (:data:`SIGNIFICANCE`, :func:`welch_p`); and each cell
 stands beside the paper's published number (``ring/data/published-results.yaml``) and our
-difference to it.  The CSV is long-format (one row per method x dataset) for further analysis.
+difference to it.  A cell whose linear evaluation diverged (``metrics.json`` holds ``diverged``, no
+accuracy: :func:`ring.health.divergence`) shows "diverged" and its sentence, never a number.  The CSV is
+long-format (one row per method x dataset) for further analysis.
 """
 
 from __future__ import annotations
@@ -146,8 +149,19 @@ class MetricsError(ValueError):
     """A cell's metrics.json that a table cannot use."""
 
 
-def read_metrics(path: str | Path, keys: tuple[str, ...]) -> dict:
-    """A cell's metrics as JSON (never unpickled), holding ``keys`` with finite values; one sentence naming the file."""
+# The keys that name an evaluation cell; a diverged cell's metrics.json holds them and no accuracy.
+IDENTITY_KEYS = ("dataset", "method", "seed")
+
+
+def diverged_reason(m: dict) -> str:
+    """The sentence of a linear evaluation that diverged (ring.lincls writes it instead of an accuracy), or ''."""
+    reason = m.get("diverged") if isinstance(m, dict) else None
+    return reason if isinstance(reason, str) and reason else ""
+
+
+def read_metrics(path: str | Path, keys: tuple[str, ...], diverged_ok: bool = False) -> dict:
+    """A cell's metrics as JSON (never unpickled), holding ``keys`` with finite values; one sentence naming the file.
+    With ``diverged_ok``, a diverged cell's file (:func:`diverged_reason`) needs only the keys that name the cell."""
     path = Path(path)
     try:
         m = json.loads(path.read_text())
@@ -155,6 +169,8 @@ def read_metrics(path: str | Path, keys: tuple[str, ...]) -> dict:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise MetricsError(f"The metrics file {path} is unreadable or corrupt ({reason}); rerun the cell that writes it "
                            "(delete the file first).") from None
+    if diverged_ok and diverged_reason(m):
+        keys = tuple(k for k in keys if k in IDENTITY_KEYS)
     missing = [k for k in keys if not isinstance(m, dict) or k not in m]
     if missing:
         raise MetricsError(f"The metrics file {path} lacks {', '.join(missing)}; rerun the cell that writes it.")
@@ -193,15 +209,16 @@ def stale_reason(path: str | Path, m: dict) -> str:
 
 
 def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
-    """One row per cell, a stale one (:func:`stale_reason`) without its value."""
+    """One row per cell, a stale one (:func:`stale_reason`) or a diverged one (:func:`diverged_reason`) without a value."""
     rows = []
     for path in metric_files:
-        m = read_metrics(path, ("dataset", "method", "seed", metric))
+        m = read_metrics(path, (*IDENTITY_KEYS, metric), diverged_ok=True)
         stale = stale_reason(path, m)
+        diverged = "" if stale else diverged_reason(m)
         rows.append({"dataset": m["dataset"], "method": m["method"], "seed": int(m["seed"]),
-                     "value": math.nan if stale else float(m[metric]), "differs": ", ".join(protocol_differences(path)),
-                     "stale": stale})
-    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs", "stale"])
+                     "value": math.nan if stale or diverged else float(m[metric]),
+                     "differs": ", ".join(protocol_differences(path)), "stale": stale, "diverged": diverged})
+    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs", "stale", "diverged"])
 
 
 def dataset_display(name: str) -> str:
@@ -215,9 +232,10 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
     ``display`` names a ``dataset`` value's column in the paper (Table 4's values are its columns).
     """
     stats = cells.groupby(["method", "dataset"])["value"].agg(n="count", mean="mean", std="std").reset_index()
-    if "stale" in cells:  # the stale cells' sentences (their values are NaN, so n counts only current cells)
-        reasons = cells.groupby(["method", "dataset"])["stale"].agg(lambda v: " ".join(t for t in v if t)).reset_index()
-        stats = stats.merge(reasons, on=["method", "dataset"], how="left")
+    for why in ("stale", "diverged"):  # their sentences (their values are NaN, so n counts only the others)
+        if why in cells:
+            reasons = cells.groupby(["method", "dataset"])[why].agg(lambda v: " ".join(t for t in v if t)).reset_index()
+            stats = stats.merge(reasons, on=["method", "dataset"], how="left")
     if "differs" in cells:  # paper-fixed keys in which any seed's cell differs from the paper's protocol
         keys = cells.groupby(["method", "dataset"])["differs"].agg(
             lambda v: ", ".join(sorted({k for text in v for k in text.split(", ") if k}))).reset_index()
@@ -226,21 +244,49 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
     out = grid.merge(stats, on=["method", "dataset"], how="left")
     out["differs"] = out["differs"].fillna("") if "differs" in out else ""
     out["stale"] = out["stale"].fillna("") if "stale" in out else ""
-    out.loc[out.stale != "", ["mean", "std"]] = math.nan  # no number from a partly stale entry, nor a delta to it
+    out["diverged"] = out["diverged"].fillna("") if "diverged" in out else ""
+    # No number from a partly stale or diverged entry, nor a delta to it.
+    out.loc[(out.stale != "") | (out.diverged != ""), ["mean", "std"]] = math.nan
     out["n"] = out["n"].fillna(0).astype(int)
-    means = out.set_index(["method", "dataset"])["mean"]
+    by_cell = out.set_index(["method", "dataset"])
 
-    def base_delta(row) -> float:
+    def base_row(row):
         spec = METHODS[row.method]
-        if not spec.ring or (spec.base, row.dataset) not in means.index:
-            return math.nan
-        return row["mean"] - means[(spec.base, row.dataset)]
+        return by_cell.loc[(spec.base, row.dataset)] if spec.ring and (spec.base, row.dataset) in by_cell.index else None
 
-    out["delta_to_base"] = out.apply(base_delta, axis=1)
+    out["delta_to_base"] = [row["mean"] - base["mean"] if (base := base_row(row)) is not None else math.nan
+                            for _, row in out.iterrows()]
+    # Welch's p of each Ring - base difference (NaN with fewer than 2 seeds on a side: no spread to test against).
+    out["delta_p"] = [welch_p(row["mean"], row["std"], row.n, base["mean"], base["std"], base.n)
+                      if (base := base_row(row)) is not None else math.nan for _, row in out.iterrows()]
+    out["delta_significant"] = out["delta_p"] < SIGNIFICANCE
     out["paper"] = [published_value(table_key, m, display(d)) for m, d in zip(out.method, out.dataset)]
     out["diff_to_paper"] = out["mean"] - out["paper"]
     out.insert(2, "column", [display(d) for d in out.dataset])
     return out
+
+
+# A Ring - base difference is marked (*) where Welch's two-sided t-test over the two methods' seeds gives p below
+# this: the difference exceeds what the seeds' spread explains.  Welch, not Student: the two methods' seed spreads
+# differ (ring_digits: 1.6 vs 3.9 points).  With 3 seeds a side it needs the difference beyond roughly 2.8 to 4.3
+# standard errors (the t quantile at Welch's 2 to 4 degrees of freedom), so a gain within the seed noise is unmarked.
+SIGNIFICANCE = 0.05
+SIGNIFICANCE_NOTE = (f"* after a difference: it exceeds the seed noise, Welch's two-sided t-test over the seeds of the "
+                     f"Ring method and of its base at p < {SIGNIFICANCE:g}; no mark: within the noise, or a side with "
+                     "one seed, which has no spread to test against.")
+
+
+def welch_p(mean_a: float, std_a: float, n_a: int, mean_b: float, std_b: float, n_b: int) -> float:
+    """Two-sided p of Welch's t-test from two samples' mean, std (ddof 1) and size; NaN unless both have 2+ values.
+    Two samples without spread: 0 where the means differ, 1 where they agree (no noise for a difference to exceed)."""
+    values = (mean_a, std_a, mean_b, std_b)
+    if n_a < 2 or n_b < 2 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+        return math.nan
+    if std_a == 0 and std_b == 0:
+        return 0.0 if mean_a != mean_b else 1.0
+    from scipy import stats  # scikit-learn's dependency; imported here to keep ring.tables light
+
+    return float(stats.ttest_ind_from_stats(mean_a, std_a, n_a, mean_b, std_b, n_b, equal_var=False).pvalue)
 
 
 def _fmt(x: float, signed: bool = False) -> str:
@@ -249,15 +295,19 @@ def _fmt(x: float, signed: bool = False) -> str:
     return f"{x:+.1f}" if signed else f"{x:.1f}"
 
 
-def cell_text(row, stale_notes: dict | None = None) -> str:
+def cell_text(row, stale_notes: dict | None = None, diverged_notes: dict | None = None) -> str:
     if row.stale:  # one stale seed makes the whole entry stale: a mean over the rest would be another number
         mark = (stale_notes if stale_notes is not None else {}).setdefault(row.stale, f"[s{len(stale_notes or {}) + 1}]")
         return f"stale {mark}"
+    if getattr(row, "diverged", ""):  # likewise one diverged seed: its evaluation has no accuracy to average
+        notes = diverged_notes if diverged_notes is not None else {}
+        return f"diverged {notes.setdefault(row.diverged, f'[d{len(notes) + 1}]')}"
     if row.n == 0:
         return "—"
     text = _fmt(row["mean"]) + (f" ± {row['std']:.1f}" if row.n > 1 else "")
     if not math.isnan(row.delta_to_base):
-        text += f" ({_fmt(row.delta_to_base, signed=True)})"
+        mark = "*" if row.get("delta_significant", False) else ""
+        text += f" ({_fmt(row.delta_to_base, signed=True)}{mark})"
     return text
 
 
@@ -276,14 +326,16 @@ def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str], displ
     wide = pd.DataFrame(index=pd.Index([display_name(m) for m in methods], name="Method"))
     footnotes: dict[str, str] = {}  # differing keys -> their mark, in order of appearance
     stale_notes: dict[str, str] = {}  # why a cell is stale -> its mark
+    diverged_notes: dict[str, str] = {}  # a diverged evaluation's sentence -> its mark
     for d in datasets:
         col = display(d)
         part = summary[summary.dataset == d].set_index("method")
-        wide[col] = [cell_text(part.loc[m], stale_notes) for m in methods]
+        wide[col] = [cell_text(part.loc[m], stale_notes, diverged_notes) for m in methods]
         wide[f"{col} paper (ours − paper)"] = [paper_text(part.loc[m], footnotes) for m in methods]
     wide.attrs["footnotes"] = [*(f"{mark} protocol differs from the paper's in {keys}: no difference to the paper shown."
                                  for keys, mark in footnotes.items()),
-                               *(f"{mark} stale: {reason}" for reason, mark in stale_notes.items())]
+                               *(f"{mark} stale: {reason}" for reason, mark in stale_notes.items()),
+                               *(f"{mark} diverged, no accuracy: {reason}" for reason, mark in diverged_notes.items())]
     return wide
 
 
@@ -293,7 +345,7 @@ def write(name: str, summary: pd.DataFrame, wide: pd.DataFrame, prefix: str | Pa
     caption = TABLES[name][2]
     paths = [prefix.with_suffix(".csv"), prefix.with_suffix(".md"), prefix.with_suffix(".tex")]
     note = ("mean ± std over seeds; (±x) after a Ring method: difference to its base method; "
-            "paper: the published number, in brackets ours minus the paper's.")
+            f"{SIGNIFICANCE_NOTE} paper: the published number, in brackets ours minus the paper's.")
     note = " ".join([note, *wide.attrs.get("footnotes", [])])
     write_texts({paths[0]: summary.to_csv(index=False, float_format="%.4f"),
                  paths[1]: f"**{name}**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n",

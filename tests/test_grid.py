@@ -193,7 +193,7 @@ def test_bad_studies_fail_with_one_sentence(study, message):
 
 def test_ring_digits_grid_sweeps_the_final_window_and_the_annealing_length(root):
     g = G.load(root / "workflow" / "grids" / "ring_digits.yaml")
-    assert (g.methods, g.seeds) == (["IR", "IRing", "MoCo", "MoCoRing"], [0])
+    assert (g.methods, g.seeds) == (["IR", "IRing", "MoCo", "MoCoRing"], [0, 1, 2])  # Table 1 at the study's 3 seeds
     study = g.studies["ring_window"]
     cells = study.cells()
     assert len(cells) == 2 * 3 + 2 * 4 * 3  # IR and MoCo once; IRing and MoCoRing per w_l and annealing length

@@ -268,3 +268,74 @@ def test_a_detection_cell_off_the_papers_schedule_gets_a_footnote_in_table4(tmp_
     assert wide.loc["IRing", "coco_kp_AP paper (ours − paper)"] == "37.2"  # no cell: nothing to mark
     assert ("[1] protocol differs from the paper's in detection.SOLVER.MAX_ITER, pretrain.epochs: no difference to the "
             "paper shown.") in (tmp_path / "table4.md").read_text()
+
+
+def test_ring_base_differences_beyond_the_seed_noise_are_marked_by_welchs_test(tmp_path):
+    files = _metrics(tmp_path, [
+        # CIFAR10: IRing 5 points above IR, seed spread 1 on both sides: t = 6.1 at 4 degrees of freedom, p = 0.004.
+        *(("cifar10", "IR", s, v) for s, v in enumerate((80.0, 81.0, 82.0))),
+        *(("cifar10", "IRing", s, v) for s, v in enumerate((85.0, 86.0, 87.0))),
+        # CIFAR100: 1 point above with a spread of 2 a side: t = 0.6, p = 0.57, within the noise.
+        *(("cifar100", "IR", s, v) for s, v in enumerate((50.0, 52.0, 54.0))),
+        *(("cifar100", "IRing", s, v) for s, v in enumerate((51.0, 53.0, 55.0))),
+        # STL10: one seed a side, 10 points apart: no spread to test against, no mark.
+        ("stl10", "IR", 0, 70.0), ("stl10", "IRing", 0, 80.0),
+    ])
+    wide = tables.build("table1", files, ["IR", "IRing"], ["cifar10", "cifar100", "stl10"], tmp_path / "t1")
+    assert wide.loc["IR", "CIFAR10"] == "81.0 ± 1.0"
+    assert wide.loc["IRing", "CIFAR10"] == "86.0 ± 1.0 (+5.0*)"
+    assert wide.loc["IRing", "CIFAR100"] == "53.0 ± 2.0 (+1.0)"
+    assert wide.loc["IRing", "STL10"] == "80.0 (+10.0)"
+    csv = pd.read_csv(tmp_path / "t1.csv").set_index(["method", "dataset"])
+    assert csv.loc[("IRing", "cifar10"), "delta_p"] == pytest.approx(0.00367, abs=1e-4)
+    assert csv.loc[("IRing", "cifar100"), "delta_p"] == pytest.approx(0.5734, abs=1e-3)
+    assert pd.isna(csv.loc[("IRing", "stl10"), "delta_p"]) and not csv.loc[("IRing", "stl10"), "delta_significant"]
+    md = (tmp_path / "t1.md").read_text()
+    assert "Welch's two-sided t-test" in md and "p < 0.05" in md and "one seed, which has no spread" in md
+    assert "Welch's two-sided t-test" in (tmp_path / "t1.tex").read_text()  # the LaTeX caption states it too
+
+
+def test_welch_p_agrees_with_the_formula_and_needs_two_seeds_a_side():
+    import math
+
+    # Welch: t = 3 / sqrt(1/3 + 4/3) = 2.32, df = (5/3)^2 / ((1/3)^2/2 + (4/3)^2/2) = 2.94; t(2.94) two-sided p = 0.105.
+    assert tables.welch_p(13.0, 2.0, 3, 10.0, 1.0, 3) == pytest.approx(0.105, abs=2e-3)
+    assert math.isnan(tables.welch_p(13.0, math.nan, 1, 10.0, 1.0, 3))
+    assert tables.welch_p(13.0, 0.0, 2, 10.0, 0.0, 2) == 0.0 and tables.welch_p(10.0, 0.0, 2, 10.0, 0.0, 2) == 1.0
+
+
+def test_table2_and_la_variants_mark_a_significant_difference_too(tmp_path):
+    files = _metrics(tmp_path, [
+        *(("cifar10", "IR", s, v) for s, v in enumerate((80.0, 80.5, 81.0))),
+        *(("cifar10", "IRingNoAnneal", s, v) for s, v in enumerate((83.0, 83.5, 84.0))),
+        *(("cifar10", "LA", s, v) for s, v in enumerate((83.0, 84.0, 85.0))),
+        *(("cifar10", "IRingCi", s, v) for s, v in enumerate((83.5, 84.5, 85.5))),
+    ])
+    table2 = tables.build("table2", files, ["IR", "IRingNoAnneal"], ["cifar10"], tmp_path / "t2")
+    assert table2.loc["IRing (No Anneal)", "CIFAR10"] == "83.5 ± 0.5 (+3.0*)"
+    la = tables.build("table_la_variants", files, ["LA", "IRingCi"], ["cifar10"], tmp_path / "la")
+    assert la.loc["IRing (+C_i)", "CIFAR10"] == "84.5 ± 1.0 (+0.5)"  # t = 0.6: within the seed noise
+
+
+def test_a_diverged_evaluation_shows_its_sentence_and_no_non_finite_value_reaches_a_table(tmp_path):
+    files = _metrics(tmp_path, [("digits", "IR", 0, 90.0), ("digits", "IRing", 0, 91.0), ("digits", "CMCRing", 0, 80.0)])
+    sentence = "cells/CMC: the linear evaluation diverged: its last epoch's mean training loss 1.2e+06 exceeds 230."
+    diverged = tmp_path / "diverged.json"
+    diverged.write_text(json.dumps({"dataset": "digits", "method": "CMC", "seed": 0, "diverged": sentence}))
+    methods = ["IR", "IRing", "CMC", "CMCRing", "MoCo"]
+    wide = tables.build("table1", [*files, diverged], methods, ["digits"], tmp_path / "t")
+    assert wide.loc["CMC", "Digits"] == "diverged [d1]"
+    assert wide.loc["CMCRing", "Digits"] == "80.0"  # its base diverged: no difference to it
+    assert wide.loc["MoCo", "Digits"] == "—"
+    md = (tmp_path / "t.md").read_text()
+    assert f"[d1] diverged, no accuracy: {sentence}" in md
+    for suffix in (".md", ".tex"):
+        text = (tmp_path / "t").with_suffix(suffix).read_text().lower()
+        assert "nan" not in text and "inf" not in text.replace("infer", ""), suffix
+    csv = pd.read_csv(tmp_path / "t.csv")
+    assert csv[csv.method == "CMC"].iloc[0].n == 0 and pd.isna(csv[csv.method == "CMC"].iloc[0]["mean"])
+    # A metrics file that is neither an accuracy nor a diverged verdict is still refused.
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"dataset": "digits", "method": "CMC", "seed": 0, "diverged": ""}))
+    with pytest.raises(tables.MetricsError, match="lacks top1"):
+        tables.build("table1", [bad], methods, ["digits"], tmp_path / "t")
