@@ -483,6 +483,8 @@ def toy_summary(metric_files: list[str | Path]) -> pd.DataFrame:
     out["paper_mean"], out["paper_std"] = zip(*map(toy_paper, out.estimator)) if len(out) else ([], [])
     # How far our mean lies from the paper's, in units of the paper's stdev (its own seed spread).
     out["paper_stds_away"] = (out["mean"] - out["paper_mean"]) / out["paper_std"] if len(out) else []
+    out["ceiling_k"], out["ceiling_inf"] = zip(*map(toy_ceiling, out.estimator)) if len(out) else ([], [])
+    out["paper_above_ceiling"] = out["paper_mean"] > out["ceiling_inf"] if len(out) else []
     return out
 
 
@@ -505,9 +507,26 @@ def toy_layout(summary: pd.DataFrame) -> pd.DataFrame:
             rows[f"{label}: (mean - paper) / paper stdev"] = ["—"] + [
                 _g(round(part.loc[e, "paper_stds_away"], 1)) for e in estimators]
     paper = summary.drop_duplicates("estimator").set_index("estimator")
-    rows["paper: mean"] = [_g(published()["table_toy_cnce"]["true_mi"])] + [_g(paper.loc[e, "paper_mean"]) for e in estimators]
+    # A published mean above the k -> inf ceiling (the larger one) is marked: no critic reaches it.
+    rows["paper: mean († above the ceiling)"] = [_g(published()["table_toy_cnce"]["true_mi"])] + [
+        _g(paper.loc[e, "paper_mean"]) + (" †" if paper.loc[e, "paper_above_ceiling"] else "") for e in estimators]
     rows["paper: stdev"] = ["—"] + [_g(paper.loc[e, "paper_std"]) for e in estimators]
+    k = C.ToyCNCEConfig().negatives + 1
+    rows[f"ceiling, k = {k} (any critic)"] = ["—"] + [_g(paper.loc[e, "ceiling_k"]) for e in estimators]
+    rows["ceiling, k → ∞ (any critic)"] = ["—"] + [_g(paper.loc[e, "ceiling_inf"]) for e in estimators]
     return pd.DataFrame.from_dict(rows, orient="index", columns=columns).rename_axis("")
+
+
+def toy_ceiling(estimator: str) -> tuple[float, float]:
+    """(at the paper's k, as k -> inf) the largest value the estimator's bound takes for any critic on the
+    paper's Gaussian (ring.toy_cnce.cnce_ceiling); NCE's at k -> inf is the true MI, at finite k not computed."""
+    from ring import toy_cnce
+    cfg = C.ToyCNCEConfig()  # the paper's Gaussian and its 100 negatives, whatever a grid overrides
+    rho = toy_cnce.correlation(toy_cnce.joint_covariance(cfg.cov_z, cfg.cov_eps))
+    if estimator == "NCE":
+        return math.nan, toy_cnce.true_mi(toy_cnce.joint_covariance(cfg.cov_z, cfg.cov_eps))
+    percentile = float(estimator[len("CNCE"):])
+    return toy_cnce.cnce_ceiling(rho, percentile, cfg.negatives + 1), toy_cnce.cnce_ceiling(rho, percentile)
 
 
 def toy_cnce(metric_files: list[str | Path], prefix: str | Path) -> pd.DataFrame:
@@ -521,7 +540,10 @@ def toy_cnce(metric_files: list[str | Path], prefix: str | Path) -> pd.DataFrame
             "critics on the training pairs and training bank at the end of training; CNCE w_l = p draws the 100 "
             "negatives from the closest (100 - p)% of the bank; NCE's critic: one critic trained with NCE, every bound "
             "evaluated on it (Theorem 1's fixed f); own critics: each estimator trained its own critic; "
-            "(mean - paper) / paper stdev: the distance to the paper's mean in units of the paper's seed spread.")
+            "(mean - paper) / paper stdev: the distance to the paper's mean in units of the paper's seed spread; "
+            "ceiling: the largest value the bound takes for any critic on the paper's Gaussian, at the paper's k "
+            "(100 negatives + the positive) and as k → ∞ (ring.toy_cnce.cnce_ceiling; NCE's is the true MI); "
+            "† a published mean above the k → ∞ ceiling, which no critic reaches.")
     write_texts({prefix.with_suffix(".csv"): summary.to_csv(index=False, float_format="%.6g"),
                  prefix.with_suffix(".md"): f"**table_toy_cnce**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n",
                  prefix.with_suffix(".tex"): wide.to_latex(caption=f"{caption}. {note}", label="tab:toy_cnce", escape=True)})
