@@ -133,12 +133,12 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     """README command (1), minus the install, then the report: every table and figure of the smoke grid."""
     result = snakemake(workdir, "--profile", "profiles/local", "all_tables", timeout=2400)
     printed = result.stdout + result.stderr
-    for method in ("IR", "IRing", "MoCo", "MoCoRing", "LA", r"IRing \(No Anneal\)",
-                   r"IRing \(w_u = 100\)", "IRCave", r"IRing \(\+C_i\)"):
+    for method in ("IR", "IRing", "MoCo", "MoCoRing", "LA", "IRCave", r"IRing \(\+C_i\)"):
         assert re.search(rf"\| {method} +\| \d+\.\d", printed), method
     # Digits are grey: the plan warns once, and CMC's linear evaluations diverge (constant ab trunk) and say so.
+    # So do the one-epoch lesions' (IRingNoAnneal, IRingBall: last-epoch losses near 2e3, 900 ln K, on this CPU).
     assert "stage pretrain, cell digits/CMC/seed0: warning: digits holds grey images" in printed
-    for method in ("CMC", "CMCRing", "CMCCave", r"CMCRing \(\+C_i\)"):
+    for method in ("CMC", "CMCRing", "CMCCave", r"CMCRing \(\+C_i\)", r"IRing \(No Anneal\)", r"IRing \(w_u = 100\)"):
         assert re.search(rf"\| {method} +\| (\d+\.\d|diverged \[d\d\])", printed), method
     tables = workdir / "results" / "smoke" / "tables"
     assert (tables / "table1.csv").read_text().count("digits") == 7
