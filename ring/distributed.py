@@ -68,14 +68,6 @@ def _scalar_device() -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
 
 
-def mean(value: float) -> float:
-    if world_size() == 1:
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=_scalar_device())
-    dist.all_reduce(t)
-    return t.item() / world_size()
-
-
 def mean_values(t: torch.Tensor) -> list[float]:
     """The mean over ranks of each entry of ``t`` (one all-reduce), read to the host once."""
     if world_size() == 1:
@@ -85,13 +77,14 @@ def mean_values(t: torch.Tensor) -> list[float]:
     return (t / world_size()).tolist()
 
 
-def any_rank(flag: bool) -> bool:
-    """True on every rank if it is true on one: all ranks stop at the same step."""
-    if world_size() == 1:
-        return flag
-    t = torch.tensor([int(flag)], device=_scalar_device())
-    dist.all_reduce(t)
-    return bool(t.item())
+def any_rank(*flags: bool) -> bool | tuple[bool, ...]:
+    """Each flag true on every rank if it is true on one (one all-reduce for all of them): all ranks stop,
+    or read their losses, at the same step.  One flag gives a bool, several a tuple."""
+    if world_size() > 1:
+        t = torch.tensor([int(f) for f in flags], device=_scalar_device())
+        dist.all_reduce(t)
+        flags = tuple(bool(v) for v in t.tolist())
+    return flags[0] if len(flags) == 1 else tuple(flags)
 
 
 def barrier() -> None:

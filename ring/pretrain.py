@@ -314,11 +314,13 @@ class Pretraining:
                 self.schedule.step()  # counts steps; the loss-adaptive policies step as Losses reads each loss
             if self.schedule and self.schedule.needs_loss or len(losses) >= cfg.loss_read_every:
                 losses.read()
-            if distributed.any_rank(stop_requested()):  # preemption or time limit: the launcher requeues the job
+            # Both decided by every rank together: a read is a collective of all ranks (and they must all stop).
+            stop, due = distributed.any_rank(stop_requested(), since_checkpoint.minutes() >= cfg.checkpoint_interval_min)
+            if stop:  # preemption or time limit: the launcher requeues the job
                 losses.read()  # before anything is saved: a diverged step never reaches a checkpoint
                 self.save_checkpoint()
                 raise Preempted(f"{self.out}: checkpointed at epoch {self.epoch} step {self.step_in_epoch}")
-            if since_checkpoint.minutes() >= cfg.checkpoint_interval_min and self.step_in_epoch < self.steps_per_epoch:
+            if due and self.step_in_epoch < self.steps_per_epoch:
                 losses.read()
                 self.save_checkpoint()
                 since_checkpoint.reset()
