@@ -56,7 +56,8 @@ class Losses:
     """The training losses of the steps since the last read, kept on the device until :meth:`read`.
 
     Reading a loss waits for its step to finish, so the loop reads every ``loss_read_every`` steps,
-    before every checkpoint and at the end of an epoch (one wait per read, not per step).  A read
+    before every checkpoint and at the end of an epoch (one wait per read, not per step); also right after an
+    epoch's first step, so that a run shows its first loss (and starts its per-step curves) at once.  A read
     checks every loss in order (the first non-finite one stops the run, naming its step), adds them to
     the epoch's sum, logs each step's curve and moves the progress bar.  The loss-adaptive annealing
     policies need each step's loss before the next step's window, so their cells read every step.
@@ -66,6 +67,7 @@ class Losses:
         self.run, self.progress = run, progress
         self.pending: list[torch.Tensor] = []
         self.since = time.monotonic()
+        self.read_once = False
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -76,6 +78,7 @@ class Losses:
     def read(self) -> None:
         if not self.pending:
             return
+        self.read_once = True
         run, cfg = self.run, self.run.cfg
         values = distributed.mean_values(torch.stack(self.pending))  # the global batch's losses
         first = run.step_in_epoch - len(values) + 1  # the 1-based step in the epoch of values[0]
@@ -312,7 +315,7 @@ class Pretraining:
             self.step_in_epoch += 1
             if self.schedule and not self.schedule.needs_loss:
                 self.schedule.step()  # counts steps; the loss-adaptive policies step as Losses reads each loss
-            if self.schedule and self.schedule.needs_loss or len(losses) >= cfg.loss_read_every:
+            if self.schedule and self.schedule.needs_loss or len(losses) >= cfg.loss_read_every or not losses.read_once:
                 losses.read()
             # Both decided by every rank together: a read is a collective of all ranks (and they must all stop).
             stop, due = distributed.any_rank(stop_requested(), since_checkpoint.minutes() >= cfg.checkpoint_interval_min)

@@ -22,6 +22,7 @@ import torch
 import yaml
 
 from ring import config as C
+from ring.checkpoint import safe_load
 from ring.batch import load_config, merge
 from ring.launch import Resources, preflight, stage_resources
 
@@ -254,7 +255,9 @@ def test_bad_resources_fail_before_submission(override, message):
 
 def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
     """gpus_per_node=2: two tasks, one per (fake) GPU, ranks from submitit; gloo on this CPU machine."""
-    cfg = C.PretrainConfig(method="MoCoRing", **{**TINY_PRETRAIN, "epochs": 1, "knn_every": 0, "bn_groups": 2})
+    # Two steps, from the same start (the epoch-0 snapshot): as tests/test_distributed.py, the updates are compared.
+    cfg = C.PretrainConfig(method="MoCoRing", **{**TINY_PRETRAIN, "epochs": 1, "knn_every": 0, "bn_groups": 2,
+                                                 "batch_size": 640, "queue_size": 1280, "snapshot_epochs": [0]})
     single = tmp_path / "results" / "t" / "pretrain" / "digits" / "MoCoRing" / "seed0"
     proc = launch_cell(single, cfg, CLUSTER)
     out, _ = proc.communicate(timeout=600)
@@ -264,9 +267,12 @@ def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
     a, b = (torch.load(c / "encoder.pt", weights_only=True) for c in (single, double))
-    for name in a:
-        if "running_" not in name and "num_batches_tracked" not in name:
-            assert torch.allclose(a[name], b[name], atol=1e-5), name
+    start = {k.removeprefix("trunk."): v for k, v in safe_load(single / "snapshot_epoch0.pt")["encoder"].items()}
+    keys = [k for k in a if "running_" not in k and "num_batches_tracked" not in k]
+    step = [torch.cat([(state[k] - start[k]).flatten() for k in keys]) for state in (a, b)]
+    # One process sums each BatchNorm group's statistics in one call, each rank its own group: rounding, which
+    # digits' flat backgrounds amplify to about 0.5% of two steps' update (tests/test_distributed.py measures it).
+    assert (step[0] - step[1]).norm() <= 0.03 * step[0].norm()
     assert json.loads((double / "provenance.json").read_text())["segments"][0]["outcome"] == "completed"
 
 

@@ -1,5 +1,6 @@
 """The Snakemake DAG, run for real in a copy of the workflow (results never touch the checkout)."""
 
+import csv
 import json
 import re
 import shutil
@@ -109,8 +110,9 @@ def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
     write_grid(workdir, "tiny", TINY)
     snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", "grid=tiny")
     table = (workdir / "results" / "tiny" / "tables" / "table1.md").read_text()
-    assert re.search(r"\| IR +\| \d+\.\d ± \d+\.\d ", table)
-    assert re.search(r"\| MoCoRing +\| \d+\.\d ± \d+\.\d ", table)
+    # Two seeds: mean ± std, or the verdict of a diverged evaluation (this grid's one-epoch encoders may give one).
+    assert re.search(r"\| IR +\| (\d+\.\d ± \d+\.\d|diverged \[d\d\]) ", table)
+    assert re.search(r"\| MoCoRing +\| (\d+\.\d ± \d+\.\d|diverged \[d\d\]) ", table)
 
     # Nothing left to do.
     again = snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", "grid=tiny")
@@ -147,11 +149,14 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     for method in ("CMC", "CMCRing", "CMCCave", r"CMCRing \(\+C_i\)", r"IRing \(No Anneal\)", r"IRing \(w_u = 100\)"):
         assert re.search(rf"\| {method} +\| (\d+\.\d|diverged \[d\d\])", printed), method
     tables = workdir / "results" / "smoke" / "tables"
-    assert (tables / "table1.csv").read_text().count("digits") == 7
-    assert (tables / "table2.csv").read_text().count("digits") == 4
-    assert (tables / "table_la_variants.csv").read_text().count("digits") == 5
+    def rows(name: str, dataset: str) -> int:  # rows, not mentions: a diverged row's sentence names its cell's path
+        with open(tables / name, newline="") as fh:
+            return sum(dataset in (row.get("dataset"), row.get("column")) for row in csv.DictReader(fh))
+    assert rows("table1.csv", "digits") == 7
+    assert rows("table2.csv", "digits") == 4
+    assert rows("table_la_variants.csv", "digits") == 5
     # Table 3: every Table 1 method's digits encoder transferred to the generated shapes.
-    assert (tables / "table3.csv").read_text().count("shapes") == 7
+    assert rows("table3.csv", "shapes") == 7
     # Table 4 on the embedded default: every method x column evaluated (2 methods x 3 models).
     table4 = (tables / "table4.csv").read_text().splitlines()
     assert len(table4) == 1 + 2 * 12 and all(",1," in row for row in table4[1:])  # n = 1 seed per column
@@ -234,7 +239,8 @@ def test_transfer_column_end_to_end_on_generated_shapes(workdir, tmp_path):
     assert manifest["counts"] == {"train": 288, "test": 72}
     assert json.loads((cell / "metrics.json").read_text())["protocol"]["split_sha256"] == manifest["sha256"]
     assert (cell.parent.parent / "normalization-32x32.json").is_file()  # shared by the dataset's cells
-    assert re.search(r"\| IR +\| +\d+\.\d \| —", (workdir / "results" / "tiny" / "tables" / "table3.md").read_text())
+    assert re.search(r"\| IR +\| +(\d+\.\d|diverged \[d\d\]) +\| —",
+                     (workdir / "results" / "tiny" / "tables" / "table3.md").read_text())
     again = snakemake(workdir, "-n", "table3", "--config", "grid=tiny", f"data_root={data}")
     assert "Nothing to be done" in again.stdout + again.stderr
 
