@@ -26,10 +26,9 @@ from ring.rerun import RUN_RECORD
 from ring.methods import METHODS
 
 GRID_DIR = Path(workflow.basedir, "workflow", "grids")
-# The conda environment of every rule: the one README's cluster section creates from
-# envs/ring-bench.yaml (with `pip install -e .` and, for Table 4, envs/detection-cluster.sh).  It is
-# used only with `--sdm conda`; otherwise every job runs in the environment running Snakemake.
-RING_ENV = "ring-bench"
+# The conda environment of every rule (relative to the rule files), used only with `--sdm conda`;
+# otherwise every job runs in the environment running Snakemake.  Detectron2 (Table 4) is not in it.
+RING_ENV = "../envs/ring.yaml"
 
 
 def _interpreter():
