@@ -430,21 +430,27 @@ def logged(command: str) -> str:
 # again by `snakemake --report` once the cells exist; before then they describe what is there.
 
 
+def cell_metrics(metrics_files) -> list[dict]:
+    """The cells' metrics.json that are there and readable (a corrupt one: ring.tables says so in one sentence)."""
+    found = []
+    for path in map(Path, metrics_files):
+        try:
+            metrics = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(metrics, dict):
+            found.append(metrics)
+    return found
+
+
 def feature_maps(metrics_files) -> list[dict]:
     """The frozen features the linear evaluations used, from their metrics.json protocol stamps
     (ring.lincls): one entry per feature layer and shape, with the methods that used it."""
     maps = {}
-    for path in map(Path, metrics_files):
-        try:
-            metrics = json.loads(path.read_text())
-        except (OSError, ValueError):  # not there yet, or corrupt: ring.tables says so in one sentence
-            continue
-        if not isinstance(metrics, dict):
-            continue
+    for metrics in cell_metrics(metrics_files):
         protocol = metrics.get("protocol") if isinstance(metrics.get("protocol"), dict) else {}
         shape = " x ".join(map(str, protocol.get("feature_shape", []))) or "unrecorded"
-        key = (protocol.get("feature_layer", "unrecorded"), shape)
-        methods = maps.setdefault(key, [])
+        methods = maps.setdefault((protocol.get("feature_layer", "unrecorded"), shape), [])
         if metrics.get("method") not in methods:
             methods.append(metrics.get("method"))
     return [{"layer": layer, "shape": shape, "methods": methods} for (layer, shape), methods in maps.items()]
@@ -452,12 +458,14 @@ def feature_maps(metrics_files) -> list[dict]:
 
 def cell_axes(files, names: tuple[str, ...]) -> dict:
     """The values each folder level of ``files`` takes, in order of appearance, named from the last
-    folder up: cell_axes(encoders, ("seed", "variant", "method")) of .../<method>/<variant>/seed<s>/encoder.pt."""
+    folder up (a seed folder seed<s> as <s>): cell_axes(encoders, ("seed", "variant", "method")) of
+    .../<method>/<variant>/seed<s>/encoder.pt."""
     axes = {name: [] for name in names}
     for path in map(Path, files):
         for name, part in zip(names, reversed(path.parent.parts)):
-            if part not in axes[name]:
-                axes[name].append(part)
+            value = part.removeprefix("seed") if name == "seed" else part
+            if value not in axes[name]:
+                axes[name].append(value)
     return axes
 
 

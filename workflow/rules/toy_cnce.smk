@@ -48,6 +48,8 @@ rule make_table_toy_cnce:
     params:
         python=PYTHON,
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
-        toy=lambda wc, input: cell_config(input),  # for the report caption
+        # For the report caption: the cells' protocol and the mutual information they estimate.
+        toy=lambda wc, input: cell_config(input),
+        true_mi=lambda wc, input: next((m["true_mi"] for m in cell_metrics(input) if "true_mi" in m), None),
     shell:
         logged("{params.python:q} -m ring.tables table_toy_cnce --out {params.prefix:q} --metrics {input:q}")
