@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ring import batch, launch, progress
@@ -68,6 +69,7 @@ def test_status_reads_local_cells_from_their_folders(tmp_path, capsys):
     assert lines[-1] == "total 8 stage runs: 1 done, 0 stale, 1 running, 1 pending, 2 failed, 3 missing"
 
 
+@pytest.mark.slow
 def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
     # 16x16 views, 10 steps an epoch: the first epoch's log line is the point, not the pixels.
     grids = _grid(tmp_path, {**GRID, "methods": ["IR"], "seeds": [0],

@@ -15,6 +15,8 @@ from ring.checkpoint import safe_load
 
 from .helpers import pretrain_config
 
+pytestmark = pytest.mark.slow  # process groups of real training steps: outside the developer loop (pytest -m 'not slow')
+
 
 def free_port() -> int:
     with socket.socket() as s:

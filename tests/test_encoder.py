@@ -123,6 +123,7 @@ def _chunked(module, x, groups):
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.slow
 def test_one_pass_groups_equal_the_network_run_per_chunk(channels_last):
     torch.manual_seed(0)
     exact = Encoder().double()  # the chunked computation in fp64: what both fp32 orders approximate

@@ -311,6 +311,7 @@ def test_missing_dataset_sentences_name_the_fetch_command_or_the_steps_by_hand(t
             f"and ILSVRC2012_devkit_t12.tar.gz into {data / 'imagenet'}, then run") in result.stderr
 
 
+@pytest.mark.slow
 def test_data_check_trusts_a_fetch_stamp_only_while_it_describes_the_folder(server, tmp_path, monkeypatch):
     # The served CIFAR10 batches are text, not the publisher's files: only a trusted stamp lets the check pass.
     publish(server, tmp_path, "cifar10", monkeypatch)

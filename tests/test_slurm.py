@@ -30,6 +30,8 @@ from .documented import current_test, section, shell_commands
 from .helpers import TINY_PRETRAIN
 from .test_workflow import ROOT, TINY, entry, job_counts, snakemake, write_grid
 
+pytestmark = pytest.mark.slow  # a real SLURM cluster, minutes of jobs: outside the developer loop (pytest -m 'not slow')
+
 ROOT = Path(__file__).resolve().parents[1]
 # The test cluster's site values, written to profiles/slurm/site.yaml as a user would (layered over
 # the SHIPPED cluster.yaml): partition gpu, account ring, and node sizes it can hold (2 CPUs, ~20 GB,

@@ -15,6 +15,8 @@ import yaml
 
 from tests.documented import documented_commands
 
+pytestmark = pytest.mark.slow  # whole Snakemake runs: outside the developer loop (pytest -m 'not slow')
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -34,6 +34,7 @@ def run_main(cfg, weights, out, capsys) -> tuple[int, list[str]]:
 
 
 @pytest.mark.parametrize("task", ["coco_det_seg", "coco_kp", "voc_det"])
+@pytest.mark.slow
 def test_each_model_trains_and_evaluates_on_the_embedded_default(task, backbone_pkl, datasets_root, tmp_path, capsys):
     cell = tmp_path / "cell"
     status, lines = run_main(smoke_config("IRing", task, datasets_root), backbone_pkl, cell, capsys)
@@ -138,6 +139,7 @@ def _final_weights(cell):
     return torch.load(cell / "model_final.pth", map_location="cpu", weights_only=True)["model"]
 
 
+@pytest.mark.slow
 def test_one_seed_gives_one_head_initialisation_data_order_and_result_on_every_path(backbone_pkl, datasets_root,
                                                                                    tmp_path, capsys):
     """Two workflow runs of one cell, and the cell rerun by hand with Detectron2's command line, agree
