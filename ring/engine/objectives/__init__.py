@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ring.methods import method
-from ring.objectives.cmc import MultiviewContrast
-from ring.objectives.ir import InstanceDiscrimination
-from ring.objectives.kmeans import Clusterings
-from ring.objectives.moco import MomentumContrast
-from ring.objectives.ring import chunk_elements
+from ring.core.methods import method
+from ring.engine.objectives.cmc import MultiviewContrast
+from ring.engine.objectives.ir import InstanceDiscrimination
+from ring.engine.objectives.kmeans import Clusterings
+from ring.engine.objectives.moco import MomentumContrast
+from ring.engine.objectives.ring import chunk_elements
 
 BANK_OBJECTIVES = {"ir": InstanceDiscrimination, "cmc": MultiviewContrast}
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from ring import checks, distributed
-from ring.objectives.ir import InstanceDiscrimination, MemoryBank
+from ring.plan import checks
+from ring.engine import distributed
+from ring.engine.objectives.ir import InstanceDiscrimination, MemoryBank
 
 
 # How the two views' negatives are drawn (cmc_negatives): "shared", CMC's code (HobbitLong/CMC,
