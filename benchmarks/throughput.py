@@ -36,8 +36,7 @@ from ring.core import config as C  # noqa: E402
 from ring.plan.catalog import spec  # noqa: E402
 from ring.engine.encoder import Grouped, Precision, resolve_precision  # noqa: E402
 from ring.core.methods import method as method_spec  # noqa: E402
-from ring.engine.objectives import build_objective, views_per_image  # noqa: E402
-from ring.pretrain import build_encoder  # noqa: E402
+from ring.engine.objectives import build_encoder, build_objective, views_per_image  # noqa: E402
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
 
 METHODS = ("IR", "MoCo", "CMC", "LA")
@@ -54,7 +53,7 @@ def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile
         cfg.queue_size = max(batch, min(cfg.queue_size, n))
     spec_ = method_spec(name)
     bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, device, cfg.bn_groups)
-    encoder = build_encoder(cfg, spec_.objective).to(device)
+    encoder = build_encoder(cfg).to(device)
     net = Precision(encoder, bf16, channels_last)
     model = Grouped(torch.compile(net) if compile_ else net, cfg.bn_groups)
     objective = build_objective(name, cfg, model, n, device).to(device)
@@ -181,7 +180,7 @@ def main() -> None:
                "resize": resize, "batch": batch, "workers": workers, "warmup_steps": warmup, "timed_steps": steps,
                "compile": args.compile, "bf16": model.module.bf16 if hasattr(model.module, "bf16") else None,
                "channels_last": resolve_precision(cfg.precision, cfg.channels_last, device, cfg.bn_groups)[1], "bn_groups": cfg.bn_groups,
-               "lab_conversion": LAB_CONVERSION if spec_.objective == "cmc" else None,
+               "lab_conversion": LAB_CONVERSION if args.method == "CMC" else None,
                "images_per_s": images_per_s,
                "ratio_device_to_synthetic": images_per_s["device"] / images_per_s["synthetic"]
                if {"device", "synthetic"} <= images_per_s.keys() else None,

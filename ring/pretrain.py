@@ -41,10 +41,10 @@ from ring.engine.anneal import build_schedule
 from ring.engine.checkpoint import (CheckpointError, atomic_save, checksummed, load_latest_checkpoint, load_verified, rng_state,
                              save_checkpoint, set_rng_state)
 from ring.core.files import FileError, check_writable, remove_stale_temporaries
-from ring.engine.encoder import Encoder, Grouped, LabEncoder, Precision, export_trunks, resolve_precision, save_trunks
+from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_precision, save_trunks
 from ring.engine.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
 from ring.core.methods import check_fixed, method
-from ring.engine.objectives import build_objective, views_per_image
+from ring.engine.objectives import build_encoder, build_objective, views_per_image
 from ring.engine.objectives.ring import chunk_elements
 from ring.engine import health, provenance
 from ring.engine.runtime import JsonLog, Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
@@ -140,7 +140,7 @@ class Pretraining:
         if self.device.type == "cuda":  # fixed input sizes: let cuDNN pick its fastest kernels once
             torch.backends.cudnn.benchmark = True
         bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device, cfg.bn_groups // world)
-        self.encoder = build_encoder(cfg, self.spec.objective).to(self.device)
+        self.encoder = build_encoder(cfg).to(self.device)
         # What trains: the encoder behind its precision/memory-format policy and BatchNorm groups
         # (the same parameters), wrapped for data parallelism when there are several processes.
         self.net = Precision(self.encoder, bf16, channels_last)
@@ -148,7 +148,11 @@ class Pretraining:
             raise ValueError(f"Unknown compile {cfg.compile!r}; choose on or off.")
         # The compiled module shares the encoder's parameters; checkpoints and exports stay the encoder's.
         self.model = Grouped(torch.compile(self.net) if cfg.compile == "on" else self.net, cfg.bn_groups // world)
-        self.objective = build_objective(cfg.method, cfg, self.model, n_train, self.device).to(self.device)
+        # Rows of a selection chunk (Ring's window, the kNN monitor's window measure): sized once, by the free memory
+        # at the start, not re-measured each epoch while the training's own tensors hold memory.
+        self.chunk_elements = chunk_elements(cfg.max_chunk_elements, self.device)
+        self.objective = build_objective(cfg.method, cfg, self.model, n_train, self.device,
+                                         self.chunk_elements).to(self.device)
         self.train_model = self.model
         if world > 1:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
@@ -285,8 +289,7 @@ class Pretraining:
             out.update(knn_accuracy(train_f, train_y, *self._embed("test"), classes, cfg.knn_k, cfg.knn_temperature))
         if window_classes:  # the labels only measure the window, training never sees them
             w_l, w_u = self.schedule.window() if self.schedule else (0.0, 100.0)
-            out["window_same_class"] = window_same_class(train_f, train_y, w_l, w_u,
-                                                        chunk_elements(cfg.max_chunk_elements, train_f.device))
+            out["window_same_class"] = window_same_class(train_f, train_y, w_l, w_u, self.chunk_elements)
         return out
 
     def _validate_before_training(self) -> None:
@@ -423,14 +426,6 @@ class Pretraining:
             if distributed.is_main():
                     print(f"ring: {self.out.name} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                                            for k, v in self.log.records()[-1].items()), file=sys.stderr)
-
-
-def build_encoder(cfg: C.PretrainConfig, objective: str) -> torch.nn.Module:
-    """One ResNet-18 with its head, or CMC's L and ab pair."""
-    if objective == "cmc":
-        spec = catalog.spec(cfg.dataset)
-        return LabEncoder(cfg.head, cfg.out_dim, spec.mean, spec.std)
-    return Encoder(cfg.head, cfg.out_dim)
 
 
 def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:

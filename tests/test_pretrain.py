@@ -90,7 +90,7 @@ def test_outputs_contract(tmp_path):
 @pytest.mark.parametrize(
     "method, overrides, error, message",
     [
-        ("SimCLR", {}, ValueError, "Unknown method 'SimCLR'"),
+        ("NoSuchMethod", {}, ValueError, "Unknown method 'NoSuchMethod'"),
         ("LA", {"kmeans_k": 2000}, ValueError, "kmeans_k=2000 must lie between 1 and the 1347 training images"),
         ("IR", {"dataset": "svhn"}, ValueError, "Unknown dataset 'svhn'"),
         ("IRing", {"bank_negatives": 5000}, ValueError, "bank_negatives=5000 is larger than the memory bank"),

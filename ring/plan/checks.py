@@ -58,6 +58,29 @@ def _fail(where: str, key: str, value, allowed: str, fix: str) -> None:
     raise ConfigError(f"{where}: {key}={value!r} {allowed}; {fix}.")
 
 
+class Checker:
+    """One config's checks at ``where``, handed to an objective's own checks (:meth:`ring.methods.Objective.check`)
+    so that every failure reads the same."""
+
+    def __init__(self, where: str, cfg):
+        self.where, self.cfg = where, cfg
+
+    def fail(self, key: str, allowed: str, fix: str) -> None:
+        _fail(self.where, key, getattr(self.cfg, key), allowed, fix)
+
+    def int_at_least(self, key: str, low: int, fix: str = "") -> None:
+        _int_at_least(self.where, self.cfg, key, low, fix)
+
+    def positive(self, key: str, fix: str = "") -> None:
+        _positive(self.where, self.cfg, key, fix)
+
+    def in_range(self, key: str, low: float, high: float, high_open: bool = True) -> None:
+        _in_range(self.where, self.cfg, key, low, high, high_open)
+
+    def one_of(self, key: str, names) -> None:
+        _one_of(self.where, self.cfg, key, names)
+
+
 def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -185,26 +208,7 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     if cfg.batch_size % cfg.bn_groups:
         _fail(where, "bn_groups", cfg.bn_groups, f"does not split batch_size={cfg.batch_size} into equal groups",
               "choose a divisor of batch_size")
-    if m.objective in ("ir", "cmc"):
-        _int_at_least(where, cfg, "bank_negatives", 1)
-        # LA's background neighbours exclude the instance's own entry: strictly fewer than the bank.
-        limit = n - 1 if m.sampler == "background" else n
-        if cfg.bank_negatives > limit:
-            _fail(where, "bank_negatives", cfg.bank_negatives, f"is larger than the memory bank ({n} {cfg.dataset} "
-                  f"training images{', its own entry excluded' if limit < n else ''})", f"set it to at most {limit}")
-        _in_range(where, cfg, "bank_momentum", 0.0, 1.0)
-        if cfg.negatives_count == "including_positive" and cfg.bank_negatives < 2:
-            _fail(where, "bank_negatives", cfg.bank_negatives, "counts the positive (negatives_count: including_positive), "
-                  "so no negative is left", "set it to at least 2")
-    if m.objective == "moco":
-        if not isinstance(cfg.queue_size, int) or cfg.queue_size < cfg.batch_size:
-            _fail(where, "queue_size", cfg.queue_size, f"is smaller than batch_size={cfg.batch_size} (each step enqueues a "
-                  "whole batch)", f"raise queue_size to at least {cfg.batch_size}")
-        if cfg.queue_size > n:
-            _fail(where, "queue_size", cfg.queue_size, f"is larger than the {n} {cfg.dataset} training images (the "
-                  "queue would hold several keys of one image, a query's own among its negatives)",
-                  f"set it to at most {n}")
-        _in_range(where, cfg, "key_momentum", 0.0, 1.0)
+    m.objective.check(Checker(where, cfg), n, m)
     _ring(where, cfg)
     if m.uses_kmeans:
         if not isinstance(cfg.kmeans_k, int) or not 1 <= cfg.kmeans_k <= n:
@@ -257,7 +261,7 @@ def grey_cmc_warning(cfg, where: str) -> str | None:
     its large constant features make the linear evaluation diverge, which ring.lincls reports instead of a number."""
     spec = catalog.DATASETS.get(cfg.dataset)
     method = METHODS.get(cfg.method)
-    if spec is None or not spec.grey or method is None or method.objective != "cmc":
+    if spec is None or not spec.grey or method is None or not method.objective.grey_blind:
         return None
     return (f"{where}: warning: {cfg.dataset} holds grey images, so CMC's ab view is a constant image and the ab trunk of "
             f"{cfg.method} (and of every CMC-based cell on {cfg.dataset}) learns nothing; its linear evaluation is expected "

@@ -36,6 +36,8 @@ from ring.core import config as C
 from ring.core.methods import method as method_spec
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+# The paper's methods' families: a device's figures are complete with these four (a plug-in method may bring its own
+# family's file beside them; ring.methods.Objective.family names the one that prices a method).
 FAMILIES = ("IR", "MoCo", "CMC", "LA")
 
 # Images per split of each dataset (the public datasets' sizes; digits: ring.datasets' fixed split):
@@ -85,10 +87,10 @@ def load_figures(device: str | None = None, results: Path | None = None) -> Figu
     by_device: dict[str, dict[str, tuple[Path, dict]]] = {}
     for path in sorted(results.glob("throughput_*-*.json")):
         doc = _read(path)
-        if doc.get("compile") or doc.get("variant") or doc.get("method") not in FAMILIES:  # not what a cell runs
+        if doc.get("compile") or doc.get("variant") or not doc.get("method"):  # not what a cell runs
             continue
         by_device.setdefault(doc["machine"]["device"], {})[doc["method"]] = (path, doc)
-    complete = {d: docs for d, docs in by_device.items() if set(docs) == set(FAMILIES)}
+    complete = {d: docs for d, docs in by_device.items() if set(FAMILIES) <= set(docs)}
     if device:
         complete = {d: docs for d, docs in complete.items() if device.lower() in d.lower()}
     if not complete:
@@ -144,13 +146,15 @@ def _ring_ratio(figures: Figures, kind: str, n: int) -> float:
     return min(rows, key=lambda row: abs(math.log(row[0] / n)))[1]
 
 
-def _family(name: str) -> str:
+def _rate(figures: Figures, name: str) -> float:
+    """Images/s of method ``name``'s throughput family; one sentence when the figures have none for it."""
     m = method_spec(name)
-    if m.objective == "moco":
-        return "MoCo"
-    if m.objective == "cmc":
-        return "CMC"
-    return "LA" if m.uses_kmeans else "IR"
+    family = m.objective.family(m)
+    if family not in figures.images_per_s:
+        raise ValueError(f"Method {name} is priced by the throughput of {family}, which the {figures.device} figures do "
+                         f"not have (they have {', '.join(sorted(figures.images_per_s))}); run benchmarks/throughput.py "
+                         f"--method {family} on that device and commit its JSON under benchmarks/results.")
+    return figures.images_per_s[family]
 
 
 def _scale(figures: Figures, crop: int) -> float:
@@ -166,14 +170,13 @@ def _sizes(dataset: str) -> tuple[int, int, int]:
 def pretrain_hours(cfg: C.PretrainConfig, figures: Figures) -> float:
     m = method_spec(cfg.method)
     n_pre, n_train, n_test = _sizes(cfg.dataset)
-    rate = figures.images_per_s[_family(cfg.method)] * _scale(figures, cfg.crop)
+    rate = _rate(figures, cfg.method) * _scale(figures, cfg.crop)
     seconds = cfg.epochs * n_pre / rate
     if cfg.dataset == "imagenet" and figures.jpeg_decode_per_s:
         # JPEG files: each image is decoded once per epoch on the device, in the training stream.
         seconds += cfg.epochs * n_pre / figures.jpeg_decode_per_s
     if m.ring:
-        kind, n = ("MoCoRing", cfg.queue_size) if m.objective == "moco" else ("IRing", n_pre)
-        seconds *= _ring_ratio(figures, kind, n)
+        seconds *= _ring_ratio(figures, *m.objective.ring_selection(cfg, n_pre))
     if cfg.knn_every > 0:
         passes = cfg.epochs // cfg.knn_every + (cfg.epochs % cfg.knn_every != 0)
         seconds += passes * (n_train + n_test) / (figures.eval_images_per_s * _scale(figures, cfg.crop))
@@ -188,7 +191,7 @@ def pretrain_hours(cfg: C.PretrainConfig, figures: Figures) -> float:
 def lincls_hours(cfg: C.LinclsConfig, figures: Figures) -> float:
     _, n_train, n_test = _sizes(cfg.dataset)
     passes = cfg.epochs if cfg.augmentation == "crop_flip" else 1
-    trunks = 2 if cfg.method and method_spec(cfg.method, require_implemented=False).objective == "cmc" else 1
+    trunks = len(method_spec(cfg.method, require_implemented=False).encoder_files) if cfg.method else 1
     images = (passes * n_train + n_test) * trunks
     return images / (figures.eval_images_per_s * _scale(figures, cfg.crop)) / 3600.0
 

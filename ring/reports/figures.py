@@ -53,7 +53,7 @@ def read_cell(path: str | Path) -> pd.DataFrame:
     rows.insert(0, "method", cfg["method"])
     rows["threshold"] = 100.0 - rows["w_l"]
     rows["start"] = int(records[0]["epoch"])  # the snapshot epoch a cell started from (0 from scratch)
-    rows["k"] = cfg["queue_size"] if METHODS[cfg["method"]].objective == "moco" else cfg["bank_negatives"]
+    rows["k"] = cfg[METHODS[cfg["method"]].objective.k_key]
     rows["anneal"] = cfg["ring_anneal"] if METHODS[cfg["method"]].ring else "none"
     rows["epochs"] = int(cfg["epochs"])
     return rows

@@ -108,6 +108,8 @@ def protocol_differences(metrics_path: str | Path) -> list[str]:
     seed_dir, method_dir = path.parts[-2], path.parts[-3]
     pretrain = _read_yaml(Path(*path.parts[:-5], "pretrain", source, method_dir, seed_dir, "config.yaml"))
     paper = _paper_grid()
+    if evaluation.get("method") not in paper.methods:  # a method the paper never ran has no protocol to differ from
+        return []
     try:
         ours_paper = [(pretrain, C_dict(paper.pretrain_config(source, evaluation["method"], 0, "data")), "pretrain"),
                       (evaluation, C_dict(paper.lincls_config(source, evaluation["method"], 0, "data")), "lincls")]

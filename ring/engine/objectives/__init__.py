@@ -1,4 +1,8 @@
-"""Objectives: builds the loss module of each method of :data:`ring.methods.METHODS`."""
+"""Objectives: the loss modules of the methods of :data:`ring.methods.METHODS`.
+
+Each method's :class:`ring.methods.Objective` names its torch class (``implementation``); the class builds the
+encoder it trains and itself from a pretraining config.  This module only resolves and calls them.
+"""
 
 from __future__ import annotations
 
@@ -6,43 +10,25 @@ import torch
 from torch import nn
 
 from ring.core.methods import method
-from ring.engine.objectives.cmc import MultiviewContrast
-from ring.engine.objectives.ir import InstanceDiscrimination
-from ring.engine.objectives.kmeans import Clusterings
-from ring.engine.objectives.moco import MomentumContrast
 from ring.engine.objectives.ring import chunk_elements
-
-BANK_OBJECTIVES = {"ir": InstanceDiscrimination, "cmc": MultiviewContrast}
-
-
-OBJECTIVES = {**BANK_OBJECTIVES, "moco": MomentumContrast}
 
 
 def views_per_image(name: str) -> int:
-    """How many views of each image method ``name``'s objective takes (its class says)."""
-    return OBJECTIVES[method(name).objective].n_views
+    """How many views of each image method ``name``'s objective takes."""
+    return method(name).objective.n_views
 
 
-def build_objective(name: str, cfg, encoder: nn.Module, n_train: int, device: torch.device | None = None) -> nn.Module:
-    """The objective module for method ``name`` with a pretraining config ``cfg``, to train on ``device``."""
+def build_encoder(cfg) -> nn.Module:
+    """The network method ``cfg.method`` trains (one ResNet-18 with its head, or CMC's L and ab pair)."""
+    return method(cfg.method).objective.load().build_encoder(cfg)
+
+
+def build_objective(name: str, cfg, encoder: nn.Module, n_train: int, device: torch.device | None = None,
+                    max_chunk_elements: int | None = None) -> nn.Module:
+    """The objective module for method ``name`` with a pretraining config ``cfg``, to train on ``device``.
+    ``max_chunk_elements``: the selection's chunk size when the caller already sized it (see
+    :func:`ring.objectives.ring.chunk_elements`), else sized here from the config and device."""
     m = method(name)
-    max_chunk_elements = chunk_elements(cfg.max_chunk_elements, device or torch.device("cpu"))
-    if m.objective in BANK_OBJECTIVES:
-        clusterings = None
-        if m.uses_kmeans:
-            clusterings = Clusterings(n_train, cfg.kmeans_clusterings, cfg.kmeans_k, cfg.kmeans_iters, cfg.seed)
-        return BANK_OBJECTIVES[m.objective](
-            n=n_train, dim=cfg.out_dim, negatives=cfg.bank_negatives, temperature=cfg.temperature,
-            bank_momentum=cfg.bank_momentum, ring=m.ring, max_chunk_elements=max_chunk_elements,
-            sampler=m.sampler, close_positives=m.close_positives, clusterings=clusterings,
-            warmup_epochs=cfg.kmeans_warmup_epochs, la_own_entry=cfg.la_own_entry, negatives_count=cfg.negatives_count,
-            **({"negative_draw": cfg.cmc_negatives} if m.objective == "cmc" else {}),
-        )
-    if m.objective == "moco":
-        if cfg.queue_size < cfg.batch_size:
-            raise ValueError(f"queue_size={cfg.queue_size} is smaller than batch_size={cfg.batch_size}; raise queue_size.")
-        return MomentumContrast(
-            encoder, dim=cfg.out_dim, queue_size=cfg.queue_size, key_momentum=cfg.key_momentum,
-            temperature=cfg.temperature, ring=m.ring,
-        )
-    raise AssertionError(f"objective {m.objective!r} has no builder")
+    if max_chunk_elements is None:
+        max_chunk_elements = chunk_elements(cfg.max_chunk_elements, device or torch.device("cpu"))
+    return m.objective.load().from_config(m, cfg, encoder, n_train, max_chunk_elements)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from ring.plan import checks
+from ring.plan import catalog, checks
 from ring.engine import distributed
+from ring.engine.encoder import LabEncoder
 from ring.engine.objectives.ir import InstanceDiscrimination, MemoryBank
 
 
@@ -28,6 +29,16 @@ NEGATIVE_DRAWS = checks.CMC_NEGATIVE_DRAWS
 
 class MultiviewContrast(InstanceDiscrimination):
     """CMC's two swapped banks on top of :class:`InstanceDiscrimination`'s per-bank contrast."""
+
+    @staticmethod
+    def build_encoder(cfg) -> torch.nn.Module:
+        """An L and an ab ResNet-18, normalised with the dataset's statistics."""
+        spec = catalog.spec(cfg.dataset)
+        return LabEncoder(cfg.head, cfg.out_dim, spec.mean, spec.std)
+
+    @staticmethod
+    def config_options(cfg) -> dict:
+        return {"negative_draw": cfg.cmc_negatives}
 
     def __init__(self, n: int, dim: int, negatives: int, temperature: float, bank_momentum: float, ring: bool,
                  max_chunk_elements: int, negative_draw: str = "per_view", **kwargs):

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ring.engine import distributed
+from ring.engine.encoder import Encoder
 from ring.engine.objectives.cave import sample_in_clusters
 from ring.engine.objectives.kmeans import Clusterings
 from ring.engine.objectives.la import (LA_OWN_ENTRY_RULES, background_neighbours, local_aggregation_loss,
@@ -75,7 +76,28 @@ class InstanceDiscrimination(nn.Module):
     first ``warmup_epochs`` epochs (the method then is IR, or IRing for +C_i).
     """
 
-    n_views = 1
+    @staticmethod
+    def build_encoder(cfg) -> nn.Module:
+        """The network it trains: one ResNet-18 with its head."""
+        return Encoder(cfg.head, cfg.out_dim)
+
+    @classmethod
+    def from_config(cls, m, cfg, model: nn.Module, n_train: int, max_chunk_elements: int) -> "InstanceDiscrimination":
+        """Method ``m``'s (:class:`ring.methods.Method`) loss module from a pretraining config; ``model`` is unused
+        (the bank holds the keys)."""
+        clusterings = None
+        if m.uses_kmeans:
+            clusterings = Clusterings(n_train, cfg.kmeans_clusterings, cfg.kmeans_k, cfg.kmeans_iters, cfg.seed)
+        return cls(n=n_train, dim=cfg.out_dim, negatives=cfg.bank_negatives, temperature=cfg.temperature,
+                   bank_momentum=cfg.bank_momentum, ring=m.ring, max_chunk_elements=max_chunk_elements,
+                   sampler=m.sampler, close_positives=m.close_positives, clusterings=clusterings,
+                   warmup_epochs=cfg.kmeans_warmup_epochs, la_own_entry=cfg.la_own_entry,
+                   negatives_count=cfg.negatives_count, **cls.config_options(cfg))
+
+    @staticmethod
+    def config_options(cfg) -> dict:
+        """Keyword arguments a subclass takes from the config beyond the bank's."""
+        return {}
 
     def __init__(self, n: int, dim: int, negatives: int, temperature: float, bank_momentum: float,
                  ring: bool, max_chunk_elements: int, *, sampler: str | None = None, close_positives: bool = False,

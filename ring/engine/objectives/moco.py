@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ring.engine import distributed
+from ring.engine.encoder import Encoder
 from ring.engine.objectives.ir import random_unit_rows
 from ring.engine.objectives.ring import window_mask
 
@@ -39,7 +40,18 @@ def moco_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, temperature
 class MomentumContrast(nn.Module):
     """MoCo, or MoCoRing when ``ring`` is set.  Two views per image."""
 
-    n_views = 2
+    @staticmethod
+    def build_encoder(cfg) -> nn.Module:
+        """The query network: one ResNet-18 with its head (the key encoder is its copy)."""
+        return Encoder(cfg.head, cfg.out_dim)
+
+    @classmethod
+    def from_config(cls, m, cfg, model: nn.Module, n_train: int, max_chunk_elements: int) -> "MomentumContrast":
+        """Method ``m``'s loss module; the key encoder starts as a copy of ``model`` (BatchNorm groups included)."""
+        if cfg.queue_size < cfg.batch_size:
+            raise ValueError(f"queue_size={cfg.queue_size} is smaller than batch_size={cfg.batch_size}; raise queue_size.")
+        return cls(model, dim=cfg.out_dim, queue_size=cfg.queue_size, key_momentum=cfg.key_momentum,
+                   temperature=cfg.temperature, ring=m.ring)
 
     def __init__(self, encoder: nn.Module, dim: int, queue_size: int, key_momentum: float,
                  temperature: float, ring: bool):
