@@ -4,10 +4,12 @@ Every dataset lives under ``<data_root>/<name>/`` in the layout its publisher (o
 downloader, given that folder as ``root``) produces.  The check downloads nothing: a missing
 dataset is reported by :func:`check` with one sentence saying how to get it (:func:`hint`: the
 ``python -m ring.catalog fetch`` command of :mod:`ring.fetch` where it can fetch the dataset, the
-steps by hand where it cannot).  Loaders live in :mod:`ring.datasets`.
+steps by hand where it cannot).  Loaders live in :mod:`ring.data.datasets`; the transfer
+datasets' listings are parsed by :mod:`ring.plan.listings`.
 
 The data check (``python -m ring.catalog check``, the workflow's ``data_check`` rule) also
-verifies the contents against what the publisher publishes (:func:`verify`): torchvision's md5 of
+verifies the contents against what the publisher publishes (:func:`ring.data.verify.verify`, beside
+torchvision, whose lists it reads; the rest of it is here, torch-free): torchvision's md5 of
 every file that has one (CIFAR10/100 batches, STL10's binaries), the publisher's image counts for
 the others.  A passing verification is cached in a stamp keyed by the size and modification time
 of every file and folder it read, so it runs once per dataset and again only when one changes.
