@@ -26,6 +26,7 @@ from ring.engine.checkpoint import safe_load
 from ring.cluster.batch import load_config, merge
 from ring.cluster.launch import Resources, preflight, stage_resources
 
+from .documented import current_test, section, shell_commands
 from .helpers import TINY_PRETRAIN
 from .test_workflow import ROOT, TINY, entry, job_counts, snakemake, write_grid
 
@@ -639,10 +640,9 @@ def test_two_clients_of_one_cell_submit_one_job(tmp_path):
 
 def readme_cluster_rerun() -> list[str]:
     """The commands of README's "Running on a cluster", item 5 ("Rerun one cell"), as written."""
-    text = (ROOT / "README.md").read_text()
-    item = text.split("\n5. **Rerun one cell**")[1].split("\n6. **")[0]
-    block = re.search(r"```bash\n(.*?)```", item, re.S).group(1)
-    return [line.strip() for line in block.splitlines() if line.strip()]
+    item = section("README.md", "Running on a cluster").split("\n5. **Rerun one cell**")[1].split("\n6. **")[0]
+    assert current_test() in item, "README's cluster item 5 must name the test that runs its commands"
+    return shell_commands(item)
 
 
 def test_readmes_cluster_rerun_of_one_cell_runs_as_written(workdir):

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.documented import documented_commands
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -41,14 +43,6 @@ def job_counts(output: str) -> dict[str, int]:
             break
         counts[parts[0]] = int(parts[1])
     return counts
-
-
-def readme_commands(section: str) -> list[str]:
-    """The shell commands of README's ``## <section>`` code blocks, continuation lines joined, comments left out."""
-    text = (ROOT / "README.md").read_text()
-    body = text.split(f"\n## {section}\n")[1].split("\n## ")[0]
-    lines = "\n".join(re.findall(r"```bash\n(.*?)```", body, re.S)).replace("\\\n", " ").splitlines()
-    return [line.split("  #")[0].strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 def entry(metrics: dict) -> str:
@@ -189,7 +183,7 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     (workdir / ".venv").symlink_to(Path(sys.executable).parents[1])
     table1 = tables / "table1.md"
     before = table1.stat().st_mtime_ns
-    build_one, remove, recompute = readme_commands("Rerunning one cell")
+    build_one, remove, recompute = documented_commands("README.md", "Rerunning one cell")
     result = subprocess.run(build_one, shell=True, cwd=workdir, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and "Nothing to be done" in result.stdout + result.stderr  # it is built already
     subprocess.run(remove, shell=True, cwd=workdir, check=True)
@@ -366,8 +360,8 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     assert "is back in place (it resumes there)" in output
     assert _table_entry(workdir, "mine", "IR").startswith(entry(metrics('IR')))
 
-    # 4. README "Your own grid": rerun just one linear evaluation, its two commands with this grid's names.
-    *_, remove, rerun_eval = readme_commands("Your own grid")
+    # 4. docs/grids.md "Your own grid": rerun just one linear evaluation, its two commands with this grid's names.
+    *_, remove, rerun_eval = documented_commands("docs/grids.md", "Your own grid")
     here = lambda command: (command.replace("$HOME/grids/c100_ring50.yaml", str(grid_file)).replace("c100_ring50", "mine")
                             .replace("cifar100/MoCoRing/seed3", "digits/IRing/seed0").replace(" data_root=/datasets", "")
                             .replace(".venv/bin/snakemake", f"{sys.executable} -m snakemake"))

@@ -1,0 +1,81 @@
+"""The documentation: README.md as a front page, the MkDocs site in docs/, and the tests they name."""
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
+# A test as the documentation names it: tests/<file>.py::<function>.
+NAMED_TEST = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
+
+
+def nav_pages(nav) -> list[str]:
+    """The pages of mkdocs.yml's nav, sections flattened."""
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, list):
+        return [page for item in nav for page in nav_pages(item)]
+    return [page for value in nav.values() for page in nav_pages(value)]
+
+
+def test_the_site_builds_in_strict_mode(tmp_path):
+    # mkdocs.yml raises broken links, missing anchors and pages left out of the nav to warnings,
+    # which --strict turns into a failed build.
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for page in PAGES:
+        built = "index.html" if page == "index.md" else page.removesuffix(".md") + "/index.html"
+        assert (tmp_path / "site" / built).is_file(), page
+
+
+def test_every_page_is_in_the_nav_once():
+    nav = nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    assert sorted(nav) == PAGES, f"nav lacks {sorted(set(PAGES) - set(nav))}, lists {sorted(set(nav) - set(PAGES))}"
+    assert len(nav) == len(set(nav)), "a page is listed twice in the nav"
+
+
+def test_the_readme_is_a_front_page_that_links_every_page():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300, "README.md is the front page: at most 300 lines; move a section to docs/"
+    links = re.findall(r"\]\(docs/([\w./-]+?\.md)(?:#([\w-]*))?\)", readme)
+    linked = {page for page, _ in links}
+    assert linked >= set(PAGES), f"README's 'Where to read more' lacks {sorted(set(PAGES) - linked)}"
+    # GitHub shows the README, not the site, so MkDocs never checks its links into docs/: they are checked here.
+    assert linked <= set(PAGES), f"README links missing pages {sorted(linked - set(PAGES))}"
+    for page, anchor in links:
+        assert not anchor or anchor in anchors(ROOT / "docs" / page), f"README links {page}#{anchor}, which has no such heading"
+
+
+def anchors(page: Path) -> set[str]:
+    """The ids MkDocs gives the headings of a page (Markdown's toc slugs), fenced code left out."""
+    from markdown.extensions.toc import slugify
+
+    ids, fenced = set(), False
+    for line in page.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and (match := re.fullmatch(r"#{1,6} (.+)", line)):
+            ids.add(slugify(match.group(1), "-"))
+    return ids
+
+
+def test_every_test_the_documentation_names_exists():
+    named: dict[tuple[str, str], list[str]] = {}
+    for doc in ["README.md", *(f"docs/{page}" for page in PAGES)]:
+        for path, name in NAMED_TEST.findall((ROOT / doc).read_text()):
+            named.setdefault((path, name), []).append(doc)
+    assert len(named) > 20  # the README and the pages name the tests beside their commands
+    missing = []
+    for (path, name), docs in sorted(named.items()):
+        file = ROOT / path
+        functions = ({node.name for node in ast.walk(ast.parse(file.read_text()))
+                      if isinstance(node, ast.FunctionDef)} if file.is_file() else set())
+        if name not in functions or not name.startswith("test_"):
+            missing.append(f"{path}::{name} (named in {', '.join(sorted(set(docs)))})")
+    assert not missing, "the documentation names tests that do not exist:\n" + "\n".join(missing)
