@@ -20,10 +20,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import items_per_second, machine, write  # noqa: E402
-from ring import datasets  # noqa: E402
-from ring.encoder import Encoder  # noqa: E402
-from ring.objectives.ir import InstanceDiscrimination  # noqa: E402
-from ring.runtime import epoch_batches, make_loader  # noqa: E402
+from ring.data import datasets  # noqa: E402
+from ring.engine.encoder import Encoder  # noqa: E402
+from ring.engine.objectives.ir import InstanceDiscrimination  # noqa: E402
+from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
 
 
 def main() -> None:

@@ -36,9 +36,9 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import items_per_second, machine, write  # noqa: E402
-from ring import augment, dali, datasets  # noqa: E402
-from ring.catalog import spec  # noqa: E402
-from ring.runtime import epoch_batches, make_loader  # noqa: E402
+from ring.data import augment, dali, datasets  # noqa: E402
+from ring.plan.catalog import spec  # noqa: E402
+from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
 
 
 def make_jpegs(root: Path, n: int, seed: int = 0) -> None:

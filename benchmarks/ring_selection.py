@@ -25,10 +25,10 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine, timeit, write  # noqa: E402
-from ring.encoder import Encoder, Grouped, Precision, resolve_precision  # noqa: E402
-from ring.objectives.ir import InstanceDiscrimination  # noqa: E402
-from ring.objectives.moco import MomentumContrast  # noqa: E402
-from ring.objectives.ring import (DEFAULT_MAX_CHUNK_ELEMENTS, chunk_elements, sample_in_window, window_mask,  # noqa: E402
+from ring.engine.encoder import Encoder, Grouped, Precision, resolve_precision  # noqa: E402
+from ring.engine.objectives.ir import InstanceDiscrimination  # noqa: E402
+from ring.engine.objectives.moco import MomentumContrast  # noqa: E402
+from ring.engine.objectives.ring import (DEFAULT_MAX_CHUNK_ELEMENTS, chunk_elements, sample_in_window, window_mask,  # noqa: E402
                                   window_ranks)
 
 WINDOW = (90.0, 99.0)  # the window after annealing: the largest selection cost does not depend on it

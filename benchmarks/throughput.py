@@ -31,13 +31,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import LAB_CONVERSION, items_per_second, machine, sync, write  # noqa: E402
-from ring import augment, datasets  # noqa: E402
-from ring import config as C  # noqa: E402
-from ring.catalog import spec  # noqa: E402
-from ring.encoder import Grouped, Precision, resolve_precision  # noqa: E402
-from ring.methods import method as method_spec  # noqa: E402
-from ring.objectives import build_encoder, build_objective, views_per_image  # noqa: E402
-from ring.runtime import epoch_batches, make_loader  # noqa: E402
+from ring.data import augment, datasets  # noqa: E402
+from ring.core import config as C  # noqa: E402
+from ring.plan.catalog import spec  # noqa: E402
+from ring.engine.encoder import Grouped, Precision, resolve_precision  # noqa: E402
+from ring.core.methods import method as method_spec  # noqa: E402
+from ring.engine.objectives import build_encoder, build_objective, views_per_image  # noqa: E402
+from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
 
 # The paper's four throughput families, each measured by its base method; any registered method (a plug-in's
 # included) can be measured, and its file is named by its objective's family, what ring.estimate looks up.

@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine, write  # noqa: E402
-from ring import config as C  # noqa: E402
-from ring import tables  # noqa: E402
+from ring.core import config as C  # noqa: E402
+from ring.reports import tables  # noqa: E402
 from ring import toy_cnce as T  # noqa: E402
 
 PAPER_COLUMNS = [10.0, 25.0, 50.0, 75.0, 90.0, 95.0]

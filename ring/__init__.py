@@ -1,0 +1,17 @@
+"""ring-bench, in layers (each imports only from its own layer or below; .importlinter, checked by
+`lint-imports` in tests/test_layers.py):
+
+- stages, on a GPU node: :mod:`ring.pretrain`, :mod:`ring.lincls`, :mod:`ring.transfer` (over lincls),
+  :mod:`ring.toy_cnce`, :mod:`ring.detection`; each is ``python -m ring.<stage>``.
+- compute (torch): :mod:`ring.engine` (encoder, objectives, anneal, runtime, distributed, checkpoint,
+  health, knn, provenance) and :mod:`ring.data` (datasets, the transfer loaders, fetch, augment,
+  DALI, the data check against the publisher).
+- the login-node side, never importing torch: :mod:`ring.cluster` (launch, jobs, batch, accounting,
+  progress) and :mod:`ring.reports` (tables, figures), over :mod:`ring.plan` (plan checks, dataset
+  catalog and listings, grid, estimate, rerun, lineage, the configuration reference), over
+  :mod:`ring.core` (config, the method registry, files, failures, the stop request, metrics checks,
+  the toy's Gaussian closed forms).
+
+The flat names of before (``ring.batch``, ``ring.catalog``, ``python -m ring.tables`` ...) are kept one
+release as aliases of the new modules.
+"""

@@ -1,61 +1,7 @@
-"""The short summary a failed run ends with: one line per failed job, its cell and its one-sentence reason.
+"""Old name, kept one release; use ring.core.failures."""
 
-Snakemake's ``onerror`` handler (workflow/rules/common.smk) passes the run's log; each
-"Error in rule" block there names the job's outputs and log file, and every stage's last line
-starting with ``ring:`` is its reason (the stages print exactly one such sentence when they fail).
-Torch-free.
-"""
+import sys
 
-from __future__ import annotations
+from ring.core import failures as _new
 
-import re
-from pathlib import Path
-
-_FIELD = re.compile(r"^\s+(output|log): (.*?)(?: \(check log file\(s\) for error details\))?$")
-
-
-def failed_jobs(log_text: str) -> list[dict]:
-    """``{rule, output: [...], log: [...]}`` of every "Error in rule" block of a Snakemake log."""
-    jobs, job = [], None
-    for line in log_text.splitlines():
-        start = re.match(r"^Error in rule (\S+):$", line)
-        if start:
-            job = {"rule": start.group(1), "output": [], "log": []}
-            jobs.append(job)
-        elif job is not None:
-            field = _FIELD.match(line)
-            if field:
-                job[field.group(1)] = [p.strip() for p in field.group(2).split(",") if p.strip()]
-            elif line and not line.startswith(" "):
-                job = None
-    return jobs
-
-
-def cell_of(path: str) -> str:
-    """``results/<grid>/<stage>/<...>/file`` -> ``<stage> <...>`` (the cell's own words)."""
-    parts = Path(path).parts
-    if len(parts) >= 4 and parts[0] == "results":
-        return f"{parts[2]} {'/'.join(parts[3:-1]) or Path(parts[-1]).stem}"
-    return path
-
-
-def reason(logs: list[str]) -> str:
-    """The last ``ring:`` sentence of the job's log files, else where to look."""
-    for name in logs:
-        path = Path(name)
-        if path.is_file():
-            lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.startswith("ring: ")]
-            if lines:
-                return lines[-1][len("ring: "):]
-    return f"no one-sentence reason recorded; see {', '.join(logs)}" if logs else "see the job's output above"
-
-
-def summary(log_text: str) -> str:
-    jobs = failed_jobs(log_text)
-    if not jobs:
-        return ""
-    lines = [f"ring: {len(jobs)} job{'s' if len(jobs) > 1 else ''} failed:"]
-    for job in jobs:
-        where = cell_of(job["output"][0]) if job["output"] else job["rule"]
-        lines.append(f"  {where} (rule {job['rule']}): {reason(job['log'])}")
-    return "\n".join(lines)
+sys.modules[__name__] = _new  # the same module object, private names and monkeypatching included

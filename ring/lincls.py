@@ -35,14 +35,15 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from ring import checks, rerun
-from ring import config as C
-from ring import catalog, datasets
-from ring.checkpoint import load_latest_checkpoint, previous_path, rng_state, save_checkpoint, set_rng_state
-from ring.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
-from ring.encoder import Precision, load_feature_extractor, resolve_precision
-from ring import health, provenance
-from ring.runtime import JsonLog, Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
+from ring.plan import checks, rerun
+from ring.core import config as C
+from ring.plan import catalog
+from ring.data import datasets
+from ring.engine.checkpoint import load_latest_checkpoint, previous_path, rng_state, save_checkpoint, set_rng_state
+from ring.core.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
+from ring.engine.encoder import Precision, load_feature_extractor, resolve_precision
+from ring.engine import health, provenance
+from ring.engine.runtime import JsonLog, Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.json"

@@ -33,19 +33,21 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ring import config as C
-from ring import augment, catalog, checks, dali, datasets, distributed, rerun
-from ring.anneal import build_schedule
-from ring.checkpoint import (CheckpointError, atomic_save, checksummed, load_latest_checkpoint, load_verified, rng_state,
+from ring.core import config as C
+from ring.data import augment, dali, datasets
+from ring.plan import catalog, checks, rerun
+from ring.engine import distributed
+from ring.engine.anneal import build_schedule
+from ring.engine.checkpoint import (CheckpointError, atomic_save, checksummed, load_latest_checkpoint, load_verified, rng_state,
                              save_checkpoint, set_rng_state)
-from ring.files import FileError, check_writable, remove_stale_temporaries
-from ring.encoder import Grouped, Precision, export_trunks, resolve_precision, save_trunks
-from ring.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
-from ring.methods import check_fixed, method
-from ring.objectives import build_encoder, build_objective, views_per_image
-from ring.objectives.ring import chunk_elements
-from ring import health, provenance
-from ring.runtime import JsonLog, Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
+from ring.core.files import FileError, check_writable, remove_stale_temporaries
+from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_precision, save_trunks
+from ring.engine.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
+from ring.core.methods import check_fixed, method
+from ring.engine.objectives import build_encoder, build_objective, views_per_image
+from ring.engine.objectives.ring import chunk_elements
+from ring.engine import health, provenance
+from ring.engine.runtime import JsonLog, Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 
 CHECKPOINT = "checkpoint.pt"
 ENCODER = "encoder.pt"

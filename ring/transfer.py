@@ -25,10 +25,11 @@ import torch
 from torch.utils.data import DataLoader
 from torchvision import transforms as T
 
-from ring import catalog
-from ring import config as C
-from ring import datasets, lincls, metadataset
-from ring.files import atomic_write, check_writable
+from ring.plan import catalog
+from ring.core import config as C
+from ring.data import datasets, metadataset
+from ring import lincls
+from ring.core.files import atomic_write, check_writable
 from ring.lincls import LinearEval
 
 MANIFEST = "split-manifest.json"

@@ -15,12 +15,12 @@ def root() -> Path:
 @pytest.fixture(autouse=True)
 def no_pending_stop():
     """A stop requested in one test (SLURM's USR2, simulated in-process) must not preempt the next;
-    monkeypatch would restore a flag set mid-test by ring.runtime.request_stop()."""
-    from ring import runtime
+    monkeypatch would restore a flag set mid-test by ring.core.stop.request_stop()."""
+    from ring.core import stop
 
-    runtime._stop_requested = False
+    stop._stop_requested = False
     yield
-    runtime._stop_requested = False
+    stop._stop_requested = False
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +47,7 @@ def encoder_file(tmp_path) -> Path:
     """A randomly initialised trunk in the exported format (torchvision resnet18, no fc), seed 0."""
     import torch
 
-    from ring.encoder import Encoder, save_trunks, torchvision_state_dict
+    from ring.engine.encoder import Encoder, save_trunks, torchvision_state_dict
 
     torch.manual_seed(0)
     path = tmp_path / "encoder.pt"

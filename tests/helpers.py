@@ -3,8 +3,8 @@
 import subprocess
 import sys
 
-from ring import config as C
-from ring.methods import METHODS, apply_fixed
+from ring.core import config as C
+from ring.core.methods import METHODS, apply_fixed
 
 TINY_PRETRAIN = dict(
     dataset="digits", epochs=2, batch_size=64, lr_milestones=[1], resize=32, crop=32,
@@ -41,7 +41,7 @@ def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
     which redoes the end of epoch 1.  Returns the steps per epoch."""
     import shutil
 
-    from ring import runtime
+    from ring.engine import runtime
     from ring.pretrain import Pretraining
 
     first = Pretraining(cfg, cell)

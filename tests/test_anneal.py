@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from ring.anneal import ConstantPolicy, LinearPolicy, RingSchedule, build_schedule
-from ring.config import PretrainConfig
+from ring.engine.anneal import ConstantPolicy, LinearPolicy, RingSchedule, build_schedule
+from ring.core.config import PretrainConfig
 
 
 def test_paper_default_anneals_threshold_100_to_10_percent_over_100_epochs():
@@ -242,7 +242,7 @@ def test_adaptive_val_ours_takes_the_sanity_accuracy_as_its_first_reference():
 
 
 def test_the_sanity_accuracy_is_refused_for_a_policy_that_reads_no_validation():
-    from ring import checks
+    from ring.plan import checks
 
     with pytest.raises(ValueError, match="ring_val_before_training is read only by the validation-adaptive"):
         _schedule("linear", ring_val_before_training=True)
@@ -259,8 +259,8 @@ def test_adaptive_val_authors_measures_before_training_unless_the_config_says_ot
     our adaptive_val and methods without a Ring window keep the field's default (and their hash)."""
     import yaml
 
-    from ring import config as C
-    from ring import grid as G
+    from ring.core import config as C
+    from ring.plan import grid as G
 
     def load(**values):
         path = tmp_path / "config.yaml"

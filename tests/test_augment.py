@@ -9,8 +9,8 @@ import pytest
 import torch
 from PIL import Image
 
-from ring import augment, datasets
-from ring.catalog import spec
+from ring.data import augment, datasets
+from ring.plan.catalog import spec
 
 
 def _smooth_images(n: int, size: int, seed: int = 0) -> np.ndarray:
@@ -132,8 +132,8 @@ def test_jpeg_views_decode_on_the_cpu_path(tmp_path):
 FD_LIMIT_SCRIPT = """
 import resource, sys
 import torch
-from ring import augment
-from ring.runtime import epoch_batches, make_loader
+from ring.data import augment
+from ring.engine.runtime import epoch_batches, make_loader
 samples = [(line, 0) for line in sys.argv[1:]]
 # 128 open files: a batch of 64 files sent as 64 tensors, 2 workers x prefetch 2 in flight, needs
 # 256 descriptors at once and fails (EBADF / "received 0 items of ancdata"); packed, each needs 2.
@@ -184,7 +184,7 @@ def test_resolve_auto_and_bad_values():
 def test_the_places_views_are_made_are_the_plan_checks_own_list():
     # ring.augment keeps its own tuple so the benchmarks import it without the checks' dependencies;
     # a place added to one and not the other would pass the plan and fail in the job, or the reverse.
-    from ring import checks
+    from ring.plan import checks
 
     assert augment.AUGMENT == checks.AUGMENT_PLACES
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ring import batch, launch, progress
-from ring import config as C
-from ring import grid as G
+from ring.cluster import batch, launch, progress
+from ring.core import config as C
+from ring.plan import grid as G
 from tests.helpers import TINY_PRETRAIN, TINY_PRETRAIN_BLOCK
 
 GRID = {"datasets": ["digits"], "methods": ["IR", "MoCoRing"], "seeds": [0, 1],
@@ -29,7 +29,7 @@ def _grid(tmp_path: Path, values=GRID) -> Path:
 
 def _finished_pretraining(cell: Path, values=GRID, name="tiny", method="IR", seed=0, config_hash=None) -> None:
     """encoder.pt with the checksum record ring.pretrain writes, made with the grid's config of the cell."""
-    from ring.files import record_checksums
+    from ring.core.files import record_checksums
 
     cfg = G.from_dict(name, values).pretrain_config("digits", method, seed, "data")
     (cell / "encoder.pt").write_bytes(b"trunk")

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from ring.checkpoint import CheckpointError, atomic_save, safe_load
+from ring.engine.checkpoint import CheckpointError, atomic_save, safe_load
 
 
 def test_atomic_save_round_trip_and_leaves_no_temp_files(tmp_path):
@@ -53,7 +53,7 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
 
 
 def test_a_checkpoint_altered_on_disk_fails_its_checksum_and_the_previous_one_is_used(tmp_path):
-    from ring.checkpoint import load_latest_checkpoint, load_verified, previous_path, save_checkpoint
+    from ring.engine.checkpoint import load_latest_checkpoint, load_verified, previous_path, save_checkpoint
 
     path = tmp_path / "checkpoint.pt"
     save_checkpoint({"w": torch.arange(20000.0), "epoch": 1}, path)

@@ -13,9 +13,9 @@ import pytest
 import torch
 from PIL import Image
 
-from ring import dali
-from ring.catalog import spec
-from ring.runtime import epoch_batches
+from ring.data import dali
+from ring.plan.catalog import spec
+from ring.engine.runtime import epoch_batches
 
 N_IMAGES, BATCH, CROP, SCALE_MIN, SEED = 96, 32, 24, 0.2, 7
 STATS = spec("imagenet")

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from ring import catalog, datasets
+from ring.plan import catalog
+from ring.data import datasets, verify
 
 
 def test_digits_split_is_fixed_and_stratified():
@@ -92,7 +93,7 @@ def _publish_fake(name, root, monkeypatch) -> dict:
         meta = catalog.folder(name, root) / cls.base_folder / cls.meta["filename"]
         meta.write_bytes(pickle.dumps({cls.meta["key"]: [f"class{c}" for c in range(100)]}))
         monkeypatch.setattr(cls, "meta", {**cls.meta, "md5": catalog.md5_of(meta)})
-    return catalog.published_md5(name)
+    return verify.published_md5(name)
 
 
 @pytest.mark.parametrize("name", ["cifar10", "cifar100", "stl10"])
@@ -100,15 +101,15 @@ def test_data_check_verifies_torchvisions_md5_once_and_names_a_truncated_file(tm
     files = _publish_fake(name, tmp_path / "data", monkeypatch)
     stamps, ok = tmp_path / "results" / "data", tmp_path / "results" / "data" / f"{name}.ok"
     args = ["check", name, "--data-root", str(tmp_path / "data"), "--stamp-dir", str(stamps), "--touch", str(ok)]
-    assert catalog.main(args) == 0
+    assert verify.main(args) == 0
     record = json.loads((stamps / f"{name}{catalog.VERIFIED_SUFFIX}").read_text())
     assert record["checksums"] == "verified against the publisher" and record["md5"] == files
     if name != "stl10":
         assert len(datasets.load(name, tmp_path / "data", "train")) == 4 * len(datasets.BUILDERS[name](
             catalog.folder(name, tmp_path / "data"), "train").train_list)  # torchvision reads the files
     # The stamp stands in for the md5s while no file changes.
-    monkeypatch.setattr(catalog, "md5_of", lambda path: pytest.fail(f"{path} hashed again"))
-    assert catalog.main(args) == 0
+    monkeypatch.setattr(verify, "md5_of", lambda path: pytest.fail(f"{path} hashed again"))
+    assert verify.main(args) == 0
     monkeypatch.undo()
     files = _publish_fake(name, tmp_path / "data", monkeypatch)
     # A truncated file: the stamp no longer matches, the check fails naming the file, writes no .ok.
@@ -116,13 +117,13 @@ def test_data_check_verifies_torchvisions_md5_once_and_names_a_truncated_file(tm
     bad = catalog.folder(name, tmp_path / "data") / sorted(files)[-1]
     bad.write_bytes(bad.read_bytes()[:-100])
     capsys.readouterr()
-    assert catalog.main(args) == 1
+    assert verify.main(args) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"ring: Dataset {name} file {bad} is corrupted or truncated: its md5 is ") and "\n" not in err
     assert "--skip-checksums" not in err and not ok.exists()
     # A modified copy cannot skip the md5s here: torchvision's loader would refuse it in the job (and CIFAR's files
     # are pickles, never read unverified), so the check refuses in one sentence instead of passing.
-    assert catalog.main([*args, "--skip-checksums"]) == 1
+    assert verify.main([*args, "--skip-checksums"]) == 1
     assert capsys.readouterr().err.strip() == f"ring: {catalog.skip_refusal(name)}" and not ok.exists()
 
 
@@ -135,12 +136,12 @@ def test_data_check_counts_imagenet_against_the_publisher(tmp_path, monkeypatch,
     # A two-class release of 3 train / 2 val images stands in for ILSVRC2012's numbers.
     release = dataclasses.replace(catalog.DATASETS["imagenet"], num_classes=2, publisher_counts=(3, 2))
     monkeypatch.setitem(catalog.DATASETS, "imagenet", release)
-    assert catalog.verify("imagenet", tmp_path)["counts"] == {"train": 3, "val": 2}
+    assert verify.verify("imagenet", tmp_path)["counts"] == {"train": 3, "val": 2}
     (base / "train" / "n00" / "0.JPEG").unlink()
-    assert catalog.main(["check", "imagenet", "--data-root", str(tmp_path)]) == 1
+    assert verify.main(["check", "imagenet", "--data-root", str(tmp_path)]) == 1
     assert f"Dataset imagenet under {base} holds 2 train, 2 val images, the publisher's release has 3 and 2" in capsys.readouterr().err
     (base / "val" / "n02").mkdir()
-    assert catalog.main(["check", "imagenet", "--data-root", str(tmp_path)]) == 1
+    assert verify.main(["check", "imagenet", "--data-root", str(tmp_path)]) == 1
     assert f"Dataset imagenet's {base / 'val'} holds 3 class folders, the publisher's release has 2" in capsys.readouterr().err
 
 
@@ -151,7 +152,7 @@ def test_data_check_finds_an_unwritable_results_folder_before_any_job(tmp_path, 
     if os.geteuid() == 0:  # root writes whatever the mode bits say: judge by them, as for any other user
         monkeypatch.setattr(catalog.os, "access", lambda path, mode: bool(os.stat(path).st_mode & 0o200))
     try:
-        status = catalog.main(["check", "digits", "--data-root", str(tmp_path), "--writable", str(tmp_path / "results" / "smoke")])
+        status = verify.main(["check", "digits", "--data-root", str(tmp_path), "--writable", str(tmp_path / "results" / "smoke")])
     finally:
         cell.chmod(0o755)
     assert status == 1

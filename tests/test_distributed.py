@@ -10,8 +10,8 @@ import sys
 import pytest
 import torch
 
-from ring import config as C
-from ring.checkpoint import safe_load
+from ring.core import config as C
+from ring.engine.checkpoint import safe_load
 
 from .helpers import pretrain_config
 

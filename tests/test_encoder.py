@@ -4,7 +4,7 @@ import pytest
 import torch
 from torchvision.models import resnet18
 
-from ring.encoder import (LAB_HIGH, LAB_LOW, Encoder, Grouped, LabEncoder, export_trunks, lab_views, load_feature_extractor, save_trunks,
+from ring.engine.encoder import (LAB_HIGH, LAB_LOW, Encoder, Grouped, LabEncoder, export_trunks, lab_views, load_feature_extractor, save_trunks,
                           load_trunk, torchvision_state_dict)
 
 
@@ -41,14 +41,14 @@ def test_loading_a_foreign_state_dict_names_the_keys():
 def test_load_trunk_reproduces_encoder_features():
     encoder = Encoder().eval()
     trunk = load_trunk(torchvision_state_dict(encoder)).eval()
-    from ring.encoder import trunk_feature_map
+    from ring.engine.encoder import trunk_feature_map
 
     x = torch.randn(1, 3, 64, 64)
     assert torch.equal(trunk_feature_map(trunk, x), encoder.feature_map(x))
 
 
 def test_precision_options_leave_the_cpu_path_unchanged():
-    from ring.encoder import Precision, resolve_precision
+    from ring.engine.encoder import Precision, resolve_precision
 
     assert resolve_precision("auto", "auto", torch.device("cpu")) == (False, False)
     assert resolve_precision("auto", "auto", torch.device("cuda")) == (True, True)
@@ -67,7 +67,7 @@ def test_precision_options_leave_the_cpu_path_unchanged():
 
 
 def test_bf16_and_channels_last_keep_fp32_embeddings():
-    from ring.encoder import Precision
+    from ring.engine.encoder import Precision
 
     torch.manual_seed(0)
     plain = Encoder().eval()
@@ -78,7 +78,7 @@ def test_bf16_and_channels_last_keep_fp32_embeddings():
     assert out.dtype == torch.float32
     assert torch.allclose(out, plain(x), atol=0.05)  # bf16 network, same function
     with pytest.raises(ValueError, match="Unknown precision 'fp16'"):
-        from ring.encoder import resolve_precision
+        from ring.engine.encoder import resolve_precision
 
         resolve_precision("fp16", "auto", torch.device("cpu"))
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ring import config as C
-from ring import estimate as E
-from ring import grid as G
+from ring.core import config as C
+from ring.plan import estimate as E
+from ring.plan import grid as G
 
 ROOT = Path(__file__).resolve().parents[1]
 GRIDS = sorted((ROOT / "workflow" / "grids").glob("*.yaml"))

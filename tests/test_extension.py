@@ -15,10 +15,10 @@ import textwrap
 
 import pytest
 
-from ring import checks
-from ring import estimate as E
-from ring import grid as G
-from ring import methods as M
+from ring.plan import checks
+from ring.plan import estimate as E
+from ring.plan import grid as G
+from ring.core import methods as M
 
 from .test_workflow import ROOT, snakemake, write_grid
 
@@ -28,9 +28,9 @@ PLUGIN = textwrap.dedent('''
     import torch.nn.functional as F
     from torch import nn
 
-    from ring.encoder import Encoder
-    from ring.methods import Method, Objective, register
-    from ring.objectives.ring import window_mask
+    from ring.engine.encoder import Encoder
+    from ring.core.methods import Method, Objective, register
+    from ring.engine.objectives.ring import window_mask
 
 
     class InBatch(Objective):

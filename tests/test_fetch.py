@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from ring import catalog, fetch
+from ring.plan import catalog
+from ring.data import fetch, verify
 from tests.test_metadataset import WRITERS, _image, _text
 
 
@@ -149,7 +150,7 @@ def publish(server, tmp_path: Path, name: str, monkeypatch, *, tamper=None) -> f
 def test_fetch_unpacks_each_publishers_archives_into_the_checked_layout(server, tmp_path, monkeypatch, name, capsys):
     recipe = publish(server, tmp_path, name, monkeypatch)
     data = tmp_path / "data"
-    assert catalog.main(["fetch", name, "--data-root", str(data), "--mirror", server.url + "/"]) == 0
+    assert verify.main(["fetch", name, "--data-root", str(data), "--mirror", server.url + "/"]) == 0
     assert "fetched, verified and unpacked" in capsys.readouterr().out
     base = fetch.folder(name, data, data / "detectron2")
     fetch.check_layout(name, recipe, base, data)
@@ -255,19 +256,19 @@ def test_data_root_that_is_not_writable(tmp_path, monkeypatch):
 
 
 def test_imagenet_and_unknown_names_get_one_sentence(tmp_path, capsys):
-    assert catalog.main(["fetch", "imagenet", "--data-root", str(tmp_path)]) == 1
+    assert verify.main(["fetch", "imagenet", "--data-root", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     from torchvision.datasets.imagenet import ARCHIVE_META
 
     assert "image-net.org" in err and "train,val}/<wnid>/*.JPEG" in err
     assert all(f"{f} {md5}" in err for f, md5 in ARCHIVE_META.values())
-    assert catalog.main(["fetch", "nope", "--data-root", str(tmp_path)]) == 1
+    assert verify.main(["fetch", "nope", "--data-root", str(tmp_path)]) == 1
     assert "Unknown dataset 'nope'" in capsys.readouterr().err
     assert "nothing to fetch" in fetch.fetch("digits", tmp_path)
 
 
 def test_every_catalog_dataset_is_fetched_or_explained(tmp_path):
-    from ring.metadataset import GENERATORS
+    from ring.data.metadataset import GENERATORS
 
     table = fetch.recipes()
     # The torch-free check names what fetch gets (its missing-dataset sentences point at the fetch command).

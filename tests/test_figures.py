@@ -5,8 +5,9 @@ import json
 import pandas as pd
 import pytest
 
-from ring import config as C
-from ring import figures, grid
+from ring.core import config as C
+from ring.reports import figures
+from ring.plan import grid
 
 
 def _cell(root, study, method, variant, seed, records, **overrides):

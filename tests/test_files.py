@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ring import files
+from ring.core import files
 
 
 def test_json_is_written_whole_and_leaves_no_temporary(tmp_path):
@@ -45,7 +45,7 @@ def test_stale_temporaries_of_killed_writes_are_removed_by_name(tmp_path):
 def test_the_login_node_client_writes_without_torch():
     """ring.launch and ring.accounting write job records and provenance through ring.files on a login
     node, where importing torch costs seconds (or torch is not installed)."""
-    code = "import sys, ring.files, ring.launch, ring.accounting; assert 'torch' not in sys.modules"
+    code = "import sys, ring.core.files, ring.cluster.launch, ring.cluster.accounting; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
@@ -68,7 +68,7 @@ def test_a_writer_that_hides_a_full_disk_still_gets_the_full_disk_sentence(tmp_p
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
 def test_written_files_follow_the_users_umask(tmp_path, umask, mode):
     """On a shared cluster the group reads results where the umask allows it (mkstemp alone makes 0600)."""
-    from ring.files import atomic_write
+    from ring.core.files import atomic_write
 
     old = os.umask(umask)
     try:

@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from ring import grid as G
-from ring.config import config_hash
+from ring.plan import grid as G
+from ring.core.config import config_hash
 
 # The paper's default of 4096 bank negatives exceeds digits' 1347-image bank: grids on digits lower it.
 DIGITS_PRETRAIN = {"pretrain": {"all": {"bank_negatives": 1024}}}
@@ -210,7 +210,7 @@ def test_cell_configs_dump_to_the_same_text_with_libyaml(root, name):
     plans); a different text would change every cell's params and rerun the finished config rules."""
     import yaml
 
-    from ring.config import dump, to_dict
+    from ring.core.config import dump, to_dict
 
     grid = G.load(root / "workflow" / "grids" / f"{name}.yaml")
     configs = [build(d, m, s, "data") for d, m, s in grid.cells() for build in (grid.pretrain_config, grid.lincls_config)]
@@ -291,7 +291,7 @@ def test_the_papers_per_method_values_come_with_the_methods_unless_the_grid_sets
 
 
 def test_yaml_1_2_floats_are_numbers_and_a_syntax_error_names_file_and_line(tmp_path):
-    from ring import config as C
+    from ring.core import config as C
 
     grid = tmp_path / "mine.yaml"
     grid.write_text("datasets: [digits]\nmethods: [IR]\nseeds: [0]\npretrain:\n  all: {lr: 3e-2, weight_decay: 1e-4, "

@@ -15,11 +15,12 @@ import tempfile
 import pytest
 import torch
 
-from ring import config as C
-from ring import pretrain, tables, toy_cnce, transfer
-from ring.checkpoint import CheckpointError, load_verified
-from ring.encoder import LabEncoder, export_trunks, load_feature_extractor, save_trunks
-from ring.files import record_checksums
+from ring.core import config as C
+from ring import pretrain, toy_cnce, transfer
+from ring.reports import tables
+from ring.engine.checkpoint import CheckpointError, load_verified
+from ring.engine.encoder import LabEncoder, export_trunks, load_feature_extractor, save_trunks
+from ring.core.files import record_checksums
 from ring.pretrain import Pretraining
 
 from .helpers import lincls_config, pretrain_config, run_module
@@ -73,7 +74,7 @@ def test_a_non_finite_parameter_at_epoch_end_keeps_the_last_good_checkpoint(tmp_
 
 
 def test_an_encoder_with_a_non_finite_tensor_is_never_written(tmp_path):
-    from ring import health
+    from ring.engine import health
 
     state = {"conv1.weight": torch.tensor([1.0, float("nan")])}
     with pytest.raises(health.NonFinite, match=r"Refusing to write .*encoder.pt: its tensor conv1.weight is not finite"):
@@ -288,9 +289,9 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
 def test_an_encoder_overwritten_mid_file_stops_every_reader_with_one_sentence(tmp_path, name):
     """A few KiB overwritten in the middle of a trunk (still a loadable zip of tensors, a plausible wrong
     number) stops linear evaluation, transfer and conversion before they use it, naming the file."""
-    from ring.catalog import spec
+    from ring.plan.catalog import spec
     from ring.detection.convert import convert
-    from ring.files import FileError
+    from ring.core.files import FileError
 
     torch.manual_seed(0)
     s = spec("digits")

@@ -2,7 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ring.knn import holdout_accuracy, holdout_split, knn_accuracy
+from ring.engine.knn import holdout_accuracy, holdout_split, knn_accuracy
 
 
 def test_holdout_split_is_fixed_disjoint_and_leaves_the_global_rng_alone():
@@ -39,7 +39,7 @@ def test_holdout_accuracy_is_the_knn_of_held_out_training_images_against_the_res
 def test_window_same_class_by_hand():
     import math
 
-    from ring.knn import window_same_class
+    from ring.engine.knn import window_same_class
     a = math.radians(10)
     feats = torch.tensor([[1.0, 0.0], [math.cos(a), math.sin(a)], [0.0, 1.0], [-1.0, 0.0]])
     labels = torch.tensor([0, 0, 1, 1])

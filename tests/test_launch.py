@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ring.batch import DEFAULT_CONFIGS, load_config
-from ring.jobs import STAGES
-from ring.launch import (THREAD_VARIABLES, Resources, _array_members, config_schema, decide, executor_parameters,
+from ring.cluster.batch import DEFAULT_CONFIGS, load_config
+from ring.cluster.jobs import STAGES
+from ring.cluster.launch import (THREAD_VARIABLES, Resources, _array_members, config_schema, decide, executor_parameters,
                          resource_problems, sbatch_test_args, stage_resources, unreachable)
 
 
@@ -91,7 +91,7 @@ def test_controller_outages_are_told_apart_from_refusals():
 
 
 def test_runs_killed_before_writing_a_segment_come_from_accounting(monkeypatch):
-    from ring import accounting
+    from ring.cluster import accounting
 
     runs = [{"state": "REQUEUED", "started": "t0", "ended": "t1", "wall_s": 9.0, "node": "n"},
             {"state": "REQUEUED", "started": "t2", "ended": "t3", "wall_s": 11.0, "node": "n"},
@@ -114,7 +114,7 @@ SACCT_41 = """41|REQUEUED|2026-01-01T10:00:00|2026-01-01T10:00:09|9|n1|billing=1
 
 
 def test_accounting_orders_a_jobs_runs_as_its_restarts():
-    from ring import accounting
+    from ring.cluster import accounting
 
     runs = accounting.parse_runs(SACCT_41, "41")
     assert [(r["state"], r["wall_s"], r["node"]) for r in runs] == [("REQUEUED", 9.0, "n1"), ("FAILED", 21.0, "n2"),
@@ -129,7 +129,7 @@ def test_a_job_killed_for_good_is_added_to_the_cells_provenance_once(tmp_path, m
     the next job's segment keeps them, and a second call adds nothing."""
     import json
 
-    from ring import accounting
+    from ring.cluster import accounting
 
     monkeypatch.setattr(accounting, "accounted_runs", lambda job_id: accounting.parse_runs(SACCT_41, job_id))
     earlier = {"job_id": "40", "restart_count": 0, "wall_s": 30.0, "gpus": 1, "outcome": "completed"}
@@ -170,7 +170,7 @@ def _fake_job(tmp_path, job_id="9_1"):
 ])
 def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(states, adopted, outcome, tmp_path, monkeypatch,
                                                                    capsys):
-    from ring import accounting, launch
+    from ring.cluster import accounting, launch
 
     job = _fake_job(tmp_path)
     replies = iter(states)
@@ -187,7 +187,7 @@ def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(states, adop
 def test_a_run_that_never_got_a_node_never_ran():
     """sacct can give a pending job cancelled while accounting lags its cancel time as Start; without a
     node it never ran, and no GPU time is added for it."""
-    from ring import accounting
+    from ring.cluster import accounting
 
     line = "9_1|CANCELLED by 0|2026-11-26T17:52:10|2026-11-26T17:52:10|0|None assigned|\n"
     (run,) = accounting.parse_runs(line, "9_1")
@@ -196,7 +196,7 @@ def test_a_run_that_never_got_a_node_never_ran():
 
 
 def test_the_rendezvous_port_is_below_the_ephemeral_ports_and_the_same_for_every_task():
-    from ring.jobs import rendezvous_port
+    from ring.cluster.jobs import rendezvous_port
 
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     ports = {job: rendezvous_port(job) for job in [str(n) for n in range(1, 5000)] + ["1074_1", "1074_2"]}
@@ -215,7 +215,7 @@ DDP_VARS = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "L
 def test_a_task_exports_submitits_ranks_and_the_jobs_rendezvous_port(monkeypatch, inherited):
     """Through submitit's own SLURM job environment, as in a job's task, whatever the submitting
     shell left in the environment (sbatch exports it)."""
-    from ring.jobs import export_distributed_env, rendezvous_port
+    from ring.cluster.jobs import export_distributed_env, rendezvous_port
 
     # A copy of the environment, so the exported variables cannot outlive the test: a WORLD_SIZE left
     # in this process would make every later ring.pretrain subprocess wait for a peer that never comes.

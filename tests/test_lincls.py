@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from ring.checkpoint import CheckpointError
-from ring.encoder import Encoder, save_trunks, torchvision_state_dict
-from ring.files import FileError, record_checksums
+from ring.engine.checkpoint import CheckpointError
+from ring.engine.encoder import Encoder, save_trunks, torchvision_state_dict
+from ring.core.files import FileError, record_checksums
 from ring.lincls import LinearEval
 
 from .helpers import lincls_config
@@ -103,8 +103,8 @@ def test_wrong_encoder_files_fail_with_one_sentence(tmp_path):
 @pytest.mark.slow
 def test_cmc_cell_is_evaluated_on_both_encoders_and_says_so(tmp_path):
     torch.manual_seed(0)
-    from ring.catalog import spec
-    from ring.encoder import LabEncoder, export_trunks
+    from ring.plan.catalog import spec
+    from ring.engine.encoder import LabEncoder, export_trunks
 
     s = spec("digits")
     save_trunks(export_trunks(LabEncoder("linear", 128, s.mean, s.std)), tmp_path)
@@ -127,12 +127,12 @@ def _constant_feature_encoder(tmp_path):
 
 @pytest.mark.slow
 def test_a_diverged_linear_evaluation_says_so_in_one_sentence_and_writes_no_accuracy(tmp_path, capsys):
-    from ring import health
+    from ring.engine import health
     from ring.lincls import main
 
     cfg = lincls_config(epochs=2)
     C_path = tmp_path / "config.yaml"
-    from ring import config as C
+    from ring.core import config as C
 
     C.save(cfg, C_path)
     cell = tmp_path / "cell"
@@ -152,7 +152,7 @@ def test_a_diverged_linear_evaluation_says_so_in_one_sentence_and_writes_no_accu
 
 
 def test_the_divergence_rule_spares_a_noisy_run_and_flags_a_diverged_one():
-    from ring.health import divergence
+    from ring.engine.health import divergence
 
     # ln(10) = 2.30: a loss of a few times it (a noisy, high-lr run) is no divergence; 100 times it is.
     for loss in (0.05, 2.3, 20.0, 229.0):

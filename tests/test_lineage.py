@@ -6,9 +6,10 @@ import re
 import pandas as pd
 import pytest
 
-from ring import config as C
-from ring import lineage, tables
-from ring.files import record_checksums
+from ring.core import config as C
+from ring.plan import lineage
+from ring.reports import tables
+from ring.core.files import record_checksums
 
 from .helpers import lincls_config, pretrain_config
 from .test_tables import _evaluated_cell
@@ -96,7 +97,7 @@ def test_a_mislabelled_or_out_of_range_metrics_file_is_refused_naming_it(tmp_pat
 
 
 def test_a_detection_cell_whose_backbone_or_encoder_changed_is_stale_in_table4(tmp_path):
-    from ring import grid as G
+    from ring.plan import grid as G
 
     from .test_tables import _detection_cell
 

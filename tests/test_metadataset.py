@@ -11,7 +11,9 @@ import pytest
 from PIL import Image
 from scipy.io import savemat
 
-from ring import catalog, metadataset
+from ring.plan import catalog
+from ring.data import metadataset
+from ring.plan import listings
 
 
 def _image(path: Path, size=(12, 10), seed=0, mode="RGB") -> None:
@@ -146,9 +148,9 @@ def write_mscoco(root: Path) -> dict:
 
 
 def write_shapes(root: Path) -> dict:
-    metadataset.generate_shapes(root / "shapes")
+    listings.generate_shapes(root / "shapes")
     per_class = {"train": 48, "test": 12}
-    return {split: [label for label in range(len(metadataset.SHAPES)) for _ in range(n)] for split, n in per_class.items()}
+    return {split: [label for label in range(len(listings.SHAPES)) for _ in range(n)] for split, n in per_class.items()}
 
 
 WRITERS = {name: globals()[f"write_{name}"] for name in metadataset.TRANSFER_DATASETS}
@@ -158,24 +160,24 @@ WRITERS = {name: globals()[f"write_{name}"] for name in metadataset.TRANSFER_DAT
 def test_loader_reads_the_publishers_layout(tmp_path, name):
     expected = WRITERS[name](tmp_path)
     catalog.check(name, tmp_path)
-    for split in metadataset.SPLITS:
+    for split in listings.SPLITS:
         dataset = metadataset.load(name, tmp_path, split)
         pairs = [dataset[i] for i in range(len(dataset))]
         assert [label for _, label in pairs] == expected[split], split
         assert all(img.mode == "RGB" for img, _ in pairs)  # grayscale sets become 3-channel
-    doc = metadataset.manifest(name, tmp_path)
-    assert doc["counts"] == {split: len(expected[split]) for split in metadataset.SPLITS}
-    assert [[label for _, label in doc["files"][s]] for s in metadataset.SPLITS] == [expected[s] for s in metadataset.SPLITS]
+    doc = catalog.manifest(name, tmp_path)
+    assert doc["counts"] == {split: len(expected[split]) for split in listings.SPLITS}
+    assert [[label for _, label in doc["files"][s]] for s in listings.SPLITS] == [expected[s] for s in listings.SPLITS]
     assert len(doc["sha256"]) == 64 and doc["split"] == catalog.TRANSFER[name].split
 
 
 @pytest.mark.parametrize("name", sorted(WRITERS))
 def test_incomplete_dataset_fails_the_check_with_one_sentence(tmp_path, name):
     WRITERS[name](tmp_path)
-    items = metadataset.listing(name, tmp_path)["train"]
-    first = catalog.folder(name, tmp_path) / items[0][0].partition(metadataset.PART)[0]
+    items = catalog.listing(name, tmp_path)["train"]
+    first = catalog.folder(name, tmp_path) / items[0][0].partition(listings.PART)[0]
     first.unlink()
-    metadataset._listing.cache_clear()
+    catalog._listing.cache_clear()
     with pytest.raises(catalog.DatasetMissing) as err:
         catalog.check(name, tmp_path)
     message = str(err.value)
@@ -202,11 +204,11 @@ def test_fungi_sentence_says_the_download_moved(tmp_path):
 def test_manifest_checksum_follows_files_and_labels_not_the_data_root(tmp_path):
     write_cub(tmp_path / "a")
     write_cub(tmp_path / "b")
-    a, b = metadataset.manifest("cub", tmp_path / "a"), metadataset.manifest("cub", tmp_path / "b")
+    a, b = catalog.manifest("cub", tmp_path / "a"), catalog.manifest("cub", tmp_path / "b")
     assert a["sha256"] == b["sha256"] and a["folder"] != b["folder"]
     _text(tmp_path / "b" / "cub" / "CUB_200_2011" / "image_class_labels.txt", ["1 1", "2 1", "3 3", "4 200"])
-    metadataset._listing.cache_clear()
-    assert metadataset.manifest("cub", tmp_path / "b")["sha256"] != a["sha256"]
+    catalog._listing.cache_clear()
+    assert catalog.manifest("cub", tmp_path / "b")["sha256"] != a["sha256"]
     assert a["publisher_counts"] == {"train": 5994, "test": 5794} and a["matches_publisher"] is False
 
 
@@ -220,25 +222,25 @@ def test_mscoco_crops_are_the_boxes(tmp_path):
 
 def test_per_class_split_is_seeded_per_class_and_stable_when_classes_are_added():
     items = [(f"c{c}/{i:02d}.png", c) for c in range(3) for i in range(10)]
-    split = metadataset.per_class_split(items)
+    split = listings.per_class_split(items)
     assert len(split["train"]) == 24 and len(split["test"]) == 6
     assert sorted(split["train"] + split["test"]) == sorted(items)
-    assert metadataset.per_class_split(items) == split
-    more = metadataset.per_class_split(items + [(f"c3/{i:02d}.png", 3) for i in range(5)])
+    assert listings.per_class_split(items) == split
+    more = listings.per_class_split(items + [(f"c3/{i:02d}.png", 3) for i in range(5)])
     assert [it for it in more["test"] if it[1] < 3] == split["test"]
 
 
 def test_shapes_are_generated_identically(tmp_path):
-    metadataset.generate_shapes(tmp_path / "a" / "shapes")
-    metadataset.generate_shapes(tmp_path / "b" / "shapes")
+    listings.generate_shapes(tmp_path / "a" / "shapes")
+    listings.generate_shapes(tmp_path / "b" / "shapes")
     a = tmp_path / "a" / "shapes" / "ring" / "ring_007.png"
     assert a.read_bytes() == (tmp_path / "b" / "shapes" / "ring" / "ring_007.png").read_bytes()
-    assert metadataset.manifest("shapes", tmp_path / "a")["matches_publisher"] is True
+    assert catalog.manifest("shapes", tmp_path / "a")["matches_publisher"] is True
 
 
 def test_data_check_of_a_transfer_dataset_never_imports_torch(tmp_path):
     write_dtd(tmp_path)
-    code = ("import sys; from ring import catalog; catalog.check('dtd', sys.argv[1]); "
+    code = ("import sys; from ring.plan import catalog; catalog.check('dtd', sys.argv[1]); "
             "print(sorted(m for m in ('torch', 'torchvision', 'PIL') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True,
                             cwd=Path(__file__).resolve().parents[1])

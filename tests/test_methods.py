@@ -1,11 +1,11 @@
 import pytest
 import torch
 
-from ring import config as C
-from ring import grid as G
-from ring import methods as M
-from ring.objectives import build_objective
-from ring.tables import published
+from ring.core import config as C
+from ring.plan import grid as G
+from ring.core import methods as M
+from ring.engine.objectives import build_objective
+from ring.reports.tables import published
 
 from .helpers import TINY_PRETRAIN, pretrain_config
 
@@ -75,7 +75,7 @@ def _hand_written(tmp_path, **values):
 
 
 def test_a_hand_written_config_takes_its_methods_defaults_for_the_keys_it_leaves_unset(tmp_path):
-    from ring import checks
+    from ring.plan import checks
 
     tiny = {k: v for k, v in TINY_PRETRAIN.items() if k not in ("batch_size", "bn_groups")}
     cmc = checks.load_checked("pretrain", _write(tmp_path, method="CMC", **tiny))
@@ -92,7 +92,7 @@ def test_a_hand_written_config_takes_its_methods_defaults_for_the_keys_it_leaves
 
 
 def test_a_key_the_hand_written_config_sets_keeps_its_value(tmp_path):
-    from ring import checks
+    from ring.plan import checks
 
     cmc = checks.load_checked("pretrain", _hand_written(tmp_path, method="CMC", cmc_negatives="per_view"))
     assert (cmc.cmc_negatives, cmc.batch_size) == ("per_view", 64)  # both set by the file (batch_size by TINY_PRETRAIN)

@@ -9,8 +9,8 @@ import copy
 import pytest
 import yaml
 
-from ring import checks
-from ring import config as C
+from ring.plan import checks
+from ring.core import config as C
 from tests.helpers import run_module, pretrain_config
 from tests.test_workflow import snakemake, workdir  # noqa: F401  (fixture)
 
@@ -160,7 +160,7 @@ def test_entry_points_and_launch_run_the_same_checks_on_a_hand_written_config(tm
 
 
 def test_failed_run_summary_names_each_cell_and_its_sentence(tmp_path):
-    from ring import failures
+    from ring.core import failures
 
     log = tmp_path / "results" / "g" / "pretrain" / "cifar10" / "IRing" / "seed0" / "pretrain.log"
     log.parent.mkdir(parents=True)
@@ -190,7 +190,7 @@ def test_environment_names_a_missing_detectron2_and_an_unwritable_folder(tmp_pat
     import importlib.util
     import os
 
-    from ring import grid as G
+    from ring.plan import grid as G
 
     grid = G.from_dict("mygrid", BASE)
     assert grid.detection and checks.environment(grid, tmp_path / "results") is None

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torchvision.models import resnet18
 
-from ring import config as C
-from ring.checkpoint import CheckpointError, atomic_save, checksummed, safe_load
-from ring.methods import METHODS
+from ring.core import config as C
+from ring.engine.checkpoint import CheckpointError, atomic_save, checksummed, safe_load
+from ring.core.methods import METHODS
 from ring.pretrain import Pretraining
 
 from .helpers import pretrain_config, run_module
@@ -215,7 +215,7 @@ FAST = dict(resize=16, crop=16, knn_every=0)
 def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupted(tmp_path, monkeypatch):
     """CMCRingCi: two encoders and banks, Ring, and k-means clusters computed at the start of the
     preempted epoch (after a one-epoch warm start), which the resumed run must reuse."""
-    from ring import runtime
+    from ring.engine import runtime
 
     # 16x16 views: the clusters and the training state are the point, not the pixels (at 32 px this test
     # took over 900 s on 2 cores shared with a CPU-heavy neighbour, 56 s alone).

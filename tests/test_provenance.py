@@ -3,7 +3,7 @@
 import json
 import subprocess
 
-from ring import provenance
+from ring.engine import provenance
 
 
 def _git(repo, *args):

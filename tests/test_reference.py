@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ring import checks, reference
+from ring.plan import checks, reference
 from tests.helpers import run_module
 
 ROOT = Path(__file__).resolve().parents[1]

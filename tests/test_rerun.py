@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from ring import config as C
-from ring import rerun
+from ring.core import config as C
+from ring.plan import rerun
 
 from .helpers import lincls_config, pretrain_config, run_module
 
@@ -99,7 +99,7 @@ def test_the_cli_reads_the_cells_config_yaml(tmp_path):
 
 
 def test_exports_deleted_by_snakemake_are_restored_from_the_kept_copies_only_when_they_verify(tmp_path):
-    from ring.files import KEPT, keep_exports, record_checksums
+    from ring.core.files import KEPT, keep_exports, record_checksums
 
     cfg = pretrain_config("CMC", epochs=1)
     for name in ("encoder.pt", "encoder_ab.pt"):
@@ -122,7 +122,7 @@ def test_a_second_client_of_a_cell_waits_for_the_first(tmp_path):
     import sys
     import time
 
-    from ring.launch import cell_lock
+    from ring.cluster.launch import cell_lock
 
     code = ("import sys; from pathlib import Path; from ring.launch import cell_lock\n"
             "with cell_lock(Path(sys.argv[1])): print('inside', flush=True)")

@@ -21,10 +21,10 @@ import pytest
 import torch
 import yaml
 
-from ring import config as C
-from ring.checkpoint import safe_load
-from ring.batch import load_config, merge
-from ring.launch import Resources, preflight, stage_resources
+from ring.core import config as C
+from ring.engine.checkpoint import safe_load
+from ring.cluster.batch import load_config, merge
+from ring.cluster.launch import Resources, preflight, stage_resources
 
 from .documented import current_test, section, shell_commands
 from .helpers import TINY_PRETRAIN

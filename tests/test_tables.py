@@ -5,14 +5,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from ring import tables, toy_cnce
+from ring.reports import tables
+from ring import toy_cnce
 
 
 def _evaluated_cell(root, dataset, method, seed, pre_cfg, lin_cfg, top1, encoder=b"trunk bytes"):
     """A pretraining and a linear-evaluation cell as the stages leave them: configs, an encoder with its
     checksum record, and metrics that record what they were made from.  Returns the metrics path."""
-    from ring import config as C
-    from ring.files import record_checksums
+    from ring.core import config as C
+    from ring.core.files import record_checksums
 
     pre, lin = (root / stage / dataset / method / f"seed{seed}" for stage in ("pretrain", "lincls"))
     for cell, cfg in ((pre, pre_cfg), (lin, lin_cfg)):
@@ -30,8 +31,8 @@ def _evaluated_cell(root, dataset, method, seed, pre_cfg, lin_cfg, top1, encoder
 def _detection_cell(root, method, pre_cfg, det_cfg, columns=None):
     """A Table 4 cell as the stages leave it: the pretraining cell's config and encoder record, the converted
     backbone and its record, the detection config and metrics that record what they were made from."""
-    from ring import config as C
-    from ring.files import record_checksums
+    from ring.core import config as C
+    from ring.core.files import record_checksums
 
     pre = root / "pretrain" / "imagenet" / method / "seed0"
     pre.mkdir(parents=True)
@@ -115,8 +116,8 @@ def test_gpu_hours_add_up_requeued_segments(tmp_path):
 
 
 def test_gpu_hours_show_predicted_beside_measured(tmp_path, monkeypatch):
-    from ring import config as C
-    from ring import estimate
+    from ring.core import config as C
+    from ring.plan import estimate
     from tests.test_estimate import _write_figures
 
     figures_dir = tmp_path / "figures"
@@ -240,8 +241,8 @@ def test_la_variants_table_has_the_papers_single_cifar10_column(tmp_path):
 
 
 def test_a_cell_off_the_papers_protocol_gets_a_footnote_instead_of_a_paper_delta(tmp_path):
-    from ring import config as C
-    from ring import grid as G
+    from ring.core import config as C
+    from ring.plan import grid as G
 
     paper = G.load(tables.PAPER_GRID)
     files = []
@@ -265,8 +266,8 @@ def test_a_cell_off_the_papers_protocol_gets_a_footnote_instead_of_a_paper_delta
 
 
 def test_a_detection_cell_off_the_papers_schedule_gets_a_footnote_in_table4(tmp_path):
-    from ring import config as C
-    from ring import grid as G
+    from ring.core import config as C
+    from ring.plan import grid as G
 
     paper = G.load(tables.PAPER_GRID)
     root = tmp_path / "results" / "mine"

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from ring import runtime
+from ring.engine import runtime
 from tests.helpers import preempt_resume_and_requeue, pretrain_config
 
 # 16x16 views, 10 steps an epoch, two epochs: the log's shape is the point, not the accuracy.

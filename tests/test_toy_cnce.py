@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from ring import config as C
-from ring import grid as G
-from ring import tables
+from ring.core import config as C
+from ring.plan import grid as G
+from ring.reports import tables
 from ring import toy_cnce as T
 from tests.helpers import run_module
 

@@ -5,8 +5,10 @@ import pytest
 import torch
 from PIL import Image
 
-from ring import config as C
-from ring import metadataset, transfer
+from ring.core import config as C
+from ring.data import metadataset
+from ring.plan import listings
+from ring import transfer
 from ring.lincls import LinearEval
 
 from .helpers import TINY_LINCLS
@@ -15,7 +17,7 @@ from .test_metadataset import write_cub
 
 @pytest.fixture
 def data_root(tmp_path):
-    metadataset.generate_shapes(tmp_path / "data" / "shapes")
+    listings.generate_shapes(tmp_path / "data" / "shapes")
     return tmp_path / "data"
 
 
@@ -86,8 +88,8 @@ def test_bad_transfer_cells_fail_with_one_sentence(tmp_path, encoder_file, data_
 
 def test_cmc_transfer_uses_both_trunks_and_undoes_the_transfer_normalisation(tmp_path, data_root):
     """CMC's Lab split must invert the transfer dataset's own statistics, not the source's."""
-    from ring.catalog import spec
-    from ring.encoder import LabEncoder, export_trunks, save_trunks
+    from ring.plan.catalog import spec
+    from ring.engine.encoder import LabEncoder, export_trunks, save_trunks
 
     torch.manual_seed(0)
     source = spec("digits")

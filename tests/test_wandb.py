@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ring import runtime
+from ring.engine import runtime
 from tests.helpers import preempt_resume_and_requeue, pretrain_config
 
 wandb = pytest.importorskip("wandb")  # pinned in envs/requirements-cpu.txt; optional for users

@@ -331,8 +331,8 @@ def _table_entry(workdir: Path, grid: str, method: str) -> str:
 
 def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the_new_number(workdir, tmp_path):
     """Issue #22: a grid file kept outside the repository, edited after its cells finished."""
-    from ring import config as C
-    from ring import grid as G
+    from ring.core import config as C
+    from ring.plan import grid as G
 
     grid_file = tmp_path / "elsewhere" / "mine.yaml"
     grid_file.parent.mkdir()

@@ -16,8 +16,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from ring import config as C
-from ring.detection.tasks import task as get_task
+from ring.core import config as C
+from ring.plan.detection_tasks import task as get_task
 
 # The appendix's changes to Detectron2's defaults for a frozen torchvision ResNet-18.
 PAPER = {

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import torch
 
-from ring.checkpoint import safe_load
-from ring.files import CHECKSUMS, FileError, atomic_write, record_checksums, verify_checksum
-from ring.encoder import load_trunk
+from ring.engine.checkpoint import safe_load
+from ring.core.files import CHECKSUMS, FileError, atomic_write, record_checksums, verify_checksum
+from ring.engine.encoder import load_trunk
 
 AUTHOR = "ring-bench (torchvision resnet18 encoder)"
 PICKLE_PROTOCOL = 4  # numpy arrays as numpy._core.multiarray._reconstruct + ndarray + dtype: all SafeUnpickler admits

@@ -28,14 +28,14 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from ring import checks
-from ring import config as C
-from ring import health
-from ring.files import CHECKSUMS, FileError, check_writable, verify_checksum, write_json
+from ring.plan import checks
+from ring.core import config as C
+from ring.engine import health
+from ring.core.files import CHECKSUMS, FileError, check_writable, verify_checksum, write_json
 from ring.detection import missing_detectron2
 from ring.detection.convert import check_loaded, read_converted
-from ring.detection.tasks import METRICS
-from ring.detection.tasks import task as get_task
+from ring.plan.detection_tasks import METRICS
+from ring.plan.detection_tasks import task as get_task
 
 METRICS_FILE = "metrics.json"
 D2_CONFIG = "detectron2.yaml"
@@ -128,8 +128,8 @@ def _slurm_worker(d2cfg, converted, datasets_root, where) -> dict:
 
 
 def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | None:
-    from ring import provenance
-    from ring.runtime import setup_threads
+    from ring.engine import provenance
+    from ring.engine.runtime import setup_threads
 
     setup_threads(cfg.threads)
     d2cfg, converted = prepare(cfg, weights, out)

@@ -1,44 +1,7 @@
-"""The three Table 4 models: Detectron2 base config, paper schedule and which metrics they report.
+"""Old name, kept one release; use ring.plan.detection_tasks."""
 
-Torch-free (the workflow client and ``ring.tables`` import it).  Each task starts from Detectron2's
-own model-zoo config and changes only what the paper's appendix ("Detectron2 Experiments") and
-MoCo's detection configs, whose hyperparameters the paper follows, change.
-"""
+import sys
 
-from __future__ import annotations
+from ring.plan import detection_tasks as _new
 
-from dataclasses import dataclass, field
-
-
-@dataclass(frozen=True)
-class Task:
-    base_config: str                # path inside detectron2/model_zoo/configs
-    results: dict[str, str]         # Detectron2 result group ("bbox", ...) -> Table 4 column prefix
-    schedule: dict = field(default_factory=dict)  # Detectron2 keys the paper's schedule changes
-    roi_heads: str | None = None    # ROI head replacing the base config's, when R18 needs another
-
-
-TASKS = {
-    # Mask R-CNN R18-FPN, COCO 1x (90k iterations, lr steps at 60k/80k: the base config's schedule).
-    "coco_det_seg": Task("COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml",
-                         {"bbox": "coco_det", "segm": "coco_seg"}),
-    # Keypoint R-CNN R18-FPN, COCO 1x.
-    "coco_kp": Task("COCO-Keypoints/keypoint_rcnn_R_50_FPN_1x.yaml", {"keypoints": "coco_kp"}),
-    # Faster R-CNN R18-C4 on VOC 07+12 trainval, tested on VOC07 test.  MoCo's VOC schedule: 24k
-    # iterations with steps at 18k/22k (Detectron2's own config trains 18k).  Detectron2's
-    # Res5ROIHeads always builds Bottleneck blocks, which an R18 checkpoint cannot fill.
-    "voc_det": Task("PascalVOC-Detection/faster_rcnn_R_50_C4.yaml", {"bbox": "voc_det"},
-                    schedule={"SOLVER.MAX_ITER": 24000, "SOLVER.STEPS": (18000, 22000)},
-                    roi_heads="BasicRes5ROIHeads"),
-}
-
-METRICS = ("AP", "AP50", "AP75")
-
-# Table 4's columns, in the paper's order: published-results.yaml table4_detection.columns.
-COLUMNS = [f"{prefix}_{metric}" for task in TASKS.values() for prefix in task.results.values() for metric in METRICS]
-
-
-def task(name: str) -> Task:
-    if name not in TASKS:
-        raise ValueError(f"Unknown detection task {name!r}; choose from {', '.join(TASKS)}.")
-    return TASKS[name]
+sys.modules[__name__] = _new  # the same module object, private names and monkeypatching included

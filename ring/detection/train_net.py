@@ -23,10 +23,10 @@ from detectron2.evaluation import COCOEvaluator, PascalVOCDetectionEvaluator
 from detectron2.utils.events import CommonMetricPrinter, JSONWriter, TensorboardXWriter
 
 import ring.detection.heads  # noqa: F401  (registers BasicRes5ROIHeads)
-from ring import health
-from ring.checkpoint import safe_load
-from ring.files import atomic_write, remove_stale_temporaries
-from ring.runtime import Preempted, stop_requested
+from ring.engine import health
+from ring.engine.checkpoint import safe_load
+from ring.core.files import atomic_write, remove_stale_temporaries
+from ring.engine.runtime import Preempted, stop_requested
 
 TRAIN_LOG = "log.jsonl"
 

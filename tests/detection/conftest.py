@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ring.detection import convert, embedded
-from ring.encoder import Encoder, save_trunks, torchvision_state_dict
+from ring.engine.encoder import Encoder, save_trunks, torchvision_state_dict
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,8 @@
 import pytest
 
-from ring import config as C
+from ring.core import config as C
 from ring.detection import configs
-from ring.detection.tasks import COLUMNS, TASKS
+from ring.plan.detection_tasks import COLUMNS, TASKS
 
 from tests.conftest import ROOT
 

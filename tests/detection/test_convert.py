@@ -6,10 +6,10 @@ from detectron2.checkpoint import DetectionCheckpointer
 from detectron2.modeling import build_model
 from torchvision.models import resnet18
 
-from ring import config as C
+from ring.core import config as C
 from ring.detection import configs, convert
 from ring.detection.convert import ConversionError, check_loaded, d2_key
-from ring.encoder import save_trunks
+from ring.engine.encoder import save_trunks
 
 from tests.helpers import run_module
 

@@ -7,12 +7,12 @@ import sys
 import pytest
 import torch
 
-from ring import config as C
-from ring import grid as G
-from ring import runtime
+from ring.core import config as C
+from ring.plan import grid as G
+from ring.engine import runtime
 from ring.detection import runner
-from ring.files import record_checksums
-from ring.runtime import Preempted
+from ring.core.files import record_checksums
+from ring.engine.runtime import Preempted
 
 from tests.conftest import ROOT
 from tests.helpers import run_module
@@ -214,7 +214,7 @@ def test_a_planted_pickle_payload_in_the_converted_weights_never_runs(backbone_p
 def test_a_code_carrying_detectron2_checkpoint_gets_the_projects_sentence(tmp_path):
     """A .pth that carries objects: refused without running them, in our words (not torch's advice to set
     weights_only=False, which would run the file's code)."""
-    from ring.checkpoint import CheckpointError
+    from ring.engine.checkpoint import CheckpointError
     from ring.detection.train_net import SafeCheckpointer
 
     marker = tmp_path / "payload-ran"

@@ -1,7 +1,7 @@
 import torch
 
-from ring.objectives.cave import sample_in_clusters
-from ring.objectives.kmeans import Clusterings
+from ring.engine.objectives.cave import sample_in_clusters
+from ring.engine.objectives.kmeans import Clusterings
 
 
 def _clusterings(labels):

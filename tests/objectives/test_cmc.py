@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ring.objectives.cmc import MultiviewContrast
+from ring.engine.objectives.cmc import MultiviewContrast
 
 
 class Fixed(torch.nn.Module):
@@ -67,8 +67,8 @@ def test_shared_draw_uses_one_index_set_for_both_views_by_hand():
 
 
 def test_cmc_methods_default_to_the_shared_draw_and_keep_ours_as_a_switch():
-    from ring import config as C
-    from ring import grid as G
+    from ring.core import config as C
+    from ring.plan import grid as G
     small_bank = {"bank_negatives": 256}  # digits' bank holds 1,347 images: the paper's 4,096 fail the plan
     grid = G.from_dict("g", {"datasets": ["digits"], "methods": ["CMC", "CMCRing", "IR"], "seeds": [0],
                              "pretrain": {"all": small_bank}})

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from ring.objectives.kmeans import Clusterings, assign, kmeans
+from ring.engine.objectives.kmeans import Clusterings, assign, kmeans
 
 
 def test_kmeans_finds_the_two_obvious_clusters_by_hand():

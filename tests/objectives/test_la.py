@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ring.objectives.ir import nce_softmax_loss
-from ring.objectives.la import background_neighbours, local_aggregation_loss, local_aggregation_loss_topk
+from ring.engine.objectives.ir import nce_softmax_loss
+from ring.engine.objectives.la import background_neighbours, local_aggregation_loss, local_aggregation_loss_topk
 
 
 def test_la_loss_is_the_positive_mass_within_the_background_by_hand():
@@ -73,9 +73,9 @@ def test_topk_rule_loss_is_the_close_mass_of_the_background_softmax_by_hand():
 
 
 def test_la_method_uses_the_reference_rule_and_ours_is_a_variant():
-    from ring.methods import METHODS
-    from ring.objectives.ir import InstanceDiscrimination
-    from ring.objectives.kmeans import Clusterings
+    from ring.core.methods import METHODS
+    from ring.engine.objectives.ir import InstanceDiscrimination
+    from ring.engine.objectives.kmeans import Clusterings
     assert dict(METHODS["LA"].fixed)["la_own_entry"] == "topk"
     assert dict(METHODS["LAOwnPositive"].fixed)["la_own_entry"] == "positive"
     # One query on its own entry, two clusterings with hand-set labels: entry 1 shares query 0's cluster.

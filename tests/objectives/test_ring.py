@@ -4,9 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ring.objectives import ring as R
-from ring.objectives.ir import InstanceDiscrimination
-from ring.objectives.moco import moco_loss
+from ring.engine.objectives import ring as R
+from ring.engine.objectives.ir import InstanceDiscrimination
+from ring.engine.objectives.moco import moco_loss
 
 
 def reference_window(sims: torch.Tensor, w_l: float, w_u: float) -> torch.Tensor:
@@ -192,9 +192,9 @@ def test_negatives_count_including_positive_is_the_authors_nce():
 
 
 def test_negatives_count_is_a_config_switch_that_keeps_las_background_and_refuses_no_negative():
-    from ring import checks
-    from ring import config as C
-    from ring.objectives import build_objective
+    from ring.plan import checks
+    from ring.core import config as C
+    from ring.engine.objectives import build_objective
 
     from ..helpers import pretrain_config
 

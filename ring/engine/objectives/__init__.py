@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ring.methods import method
-from ring.objectives.ring import chunk_elements
+from ring.core.methods import method
+from ring.engine.objectives.ring import chunk_elements
 
 
 def views_per_image(name: str) -> int:

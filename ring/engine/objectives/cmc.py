@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import torch
 
-from ring import catalog, checks, distributed
-from ring.encoder import LabEncoder
-from ring.objectives.ir import InstanceDiscrimination, MemoryBank
+from ring.plan import catalog, checks
+from ring.engine import distributed
+from ring.engine.encoder import LabEncoder
+from ring.engine.objectives.ir import InstanceDiscrimination, MemoryBank
 
 
 # How the two views' negatives are drawn (cmc_negatives): "shared", CMC's code (HobbitLong/CMC,

@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ring import distributed
-from ring.encoder import Encoder
-from ring.objectives.ir import random_unit_rows
-from ring.objectives.ring import window_mask
+from ring.engine import distributed
+from ring.engine.encoder import Encoder
+from ring.engine.objectives.ir import random_unit_rows
+from ring.engine.objectives.ring import window_mask
 
 
 def moco_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, temperature: float,

@@ -23,13 +23,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ring import distributed
-from ring.encoder import Encoder
-from ring.objectives.cave import sample_in_clusters
-from ring.objectives.kmeans import Clusterings
-from ring.objectives.la import (LA_OWN_ENTRY_RULES, background_neighbours, local_aggregation_loss,
+from ring.engine import distributed
+from ring.engine.encoder import Encoder
+from ring.engine.objectives.cave import sample_in_clusters
+from ring.engine.objectives.kmeans import Clusterings
+from ring.engine.objectives.la import (LA_OWN_ENTRY_RULES, background_neighbours, local_aggregation_loss,
                                 local_aggregation_loss_topk)
-from ring.objectives.ring import sample_in_window, sample_uniform
+from ring.engine.objectives.ring import sample_in_window, sample_uniform
 
 
 NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # negatives_count: see the module docstring

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ring import checks
+from ring.plan import checks
 
 
 # LA's code: loss = -log(relative_prob + 1e-7), which keeps a query without close neighbours finite.

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ring.objectives.kmeans import Clusterings
-from ring.objectives.ring import sample_from_mask
+from ring.engine.objectives.kmeans import Clusterings
+from ring.engine.objectives.ring import sample_from_mask
 
 
 @torch.no_grad()

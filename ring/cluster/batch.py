@@ -1,0 +1,275 @@
+"""Batch submission, status and cancellation of a grid's cells on SLURM.
+
+    python -m ring.batch submit --grid paper --stage pretrain     # every missing cell: ONE job array
+    python -m ring.batch status --grid paper                      # done / stale / running / pending / failed / missing
+    python -m ring.batch cancel --grid paper [--stage pretrain]   # scancel the grid's recorded jobs
+    python -m ring.batch estimate --grid paper [--device H100]    # predicted GPU-hours (ring.estimate)
+
+``submit`` returns at once with the array's id.  Each cell records its array task in
+``CELL/slurm/job.json``, so ``snakemake --profile profiles/slurm all_tables`` afterwards
+re-attaches to running tasks and counts finished cells as done instead of resubmitting them.
+Configs come from the slurm profile's files, layered key by key: ``workflow/config.yaml``,
+``profiles/slurm/cluster.yaml`` and ``profiles/slurm/site.yaml`` (``--configfile``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from ring.cluster import accounting
+from ring.plan import lineage, rerun
+from ring.core import config as C
+from ring.plan import estimate as E
+from ring.plan import grid as G
+from ring.cluster import progress
+from ring.core.files import read_record as read_json_record
+from ring.cluster.jobs import StageJob
+from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
+from ring.cluster.launch import ALIVE, ENDED, Resources, log_tail, make_executor, preflight, read_record, write_record
+from ring.cluster.launch import config_schema, job_config_hash, job_states
+from ring.cluster.launch import stage_resources as merged_resources
+
+ROOT = Path(__file__).resolve().parents[2]
+# The slurm profile's config files, in its order (profiles/slurm/config.yaml).
+DEFAULT_CONFIGS = [ROOT / "workflow" / "config.yaml", ROOT / "profiles" / "slurm" / "cluster.yaml",
+                   ROOT / "profiles" / "slurm" / "site.yaml"]
+OUTPUT = {stage: STAGE_OUTPUT[stage] for stage in ("pretrain", "lincls")}  # the stages batch submits
+
+
+def merge(base: dict, over: dict) -> dict:
+    """``over`` layered onto ``base`` key by key at every depth, as Snakemake layers config files."""
+    merged = dict(base)
+    for key, value in over.items():
+        merged[key] = merge(merged.get(key) or {}, value) if isinstance(value, dict) else value
+    return merged
+
+
+def load_config(files: list[Path]) -> dict:
+    config: dict = {}
+    for path in files:
+        with open(path) as fh:
+            config = merge(config, yaml.safe_load(fh) or {})
+    jsonschema.validate(config, config_schema())
+    return config
+
+
+def stage_resources(config: dict, stage: str) -> Resources:
+    return Resources.from_dict(merged_resources(config.get("slurm", {}), stage))
+
+
+def cell_dir(results: Path, grid: str, stage: str, dataset: str, method: str, seed: int) -> Path:
+    return results / grid / stage / dataset / method / f"seed{seed}"
+
+
+def cell_job(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str,
+             results: Path) -> StageJob:
+    """Write the cell's config as the workflow would, and the job that runs the cell."""
+    build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
+    cell.mkdir(parents=True, exist_ok=True)
+    cfg = build(dataset, method, seed, data_root)
+    C.save(cfg, cell / "config.yaml")
+    rerun.prepare(cell, stage, cfg, log=lambda line: print(line, file=sys.stderr))  # as the workflow's config rule does
+    argv = ["--config", str(cell / "config.yaml"), "--out", str(cell)]
+    if stage == "lincls":
+        argv += ["--encoder", str(cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"])]
+    return StageJob(stage, argv)
+
+
+def recorded_states(cells: list[tuple[Path, str]]) -> dict[str, str | None]:
+    """The SLURM state of the recorded job of every (cell, stage) whose output is missing: ONE sacct
+    call (and at most one squeue call) for all of them, not one per cell."""
+    ids = [record["job_id"] for cell, stage in cells
+           if not (cell / OUTPUT[stage]).exists() and (record := read_record(cell)) is not None]
+    return job_states(list(dict.fromkeys(ids))) if ids else {}
+
+
+def cell_status(cell: Path, stage: str, grace_s: float, states: dict[str, str | None]) -> tuple[str, str]:
+    """done / a live SLURM state / gone / failed / missing, and the job id or the failure's last log line;
+    ``states`` holds the recorded jobs' states (:func:`recorded_states`)."""
+    if (cell / OUTPUT[stage]).exists():
+        return "done", ""
+    record = read_record(cell)
+    if record is None:  # not on SLURM: the local launcher's marker, the log, the config
+        return progress.local_state(cell)
+    state = states.get(record["job_id"])
+    if state is None:
+        age = (datetime.now(timezone.utc) - datetime.fromisoformat(record["submitted"])).total_seconds()
+        if age < grace_s:
+            return "submitted", record["job_id"]  # accounting has not recorded it yet
+        return "gone", f"{record['job_id']} unknown to sacct and squeue; the next run resubmits it"
+    if state in ALIVE:
+        return state.lower(), record["job_id"]
+    if state == "COMPLETED":  # the output is missing (checked above): the next run resubmits, resuming
+        return "gone", f"{record['job_id']} COMPLETED but {OUTPUT[stage]} is missing; the next run resubmits it"
+    stderr = Path(record["folder"]) / f"{record['job_id']}_0_log.err"
+    return "failed", f"{record['job_id']} {state}: {log_tail(stderr, 1)}"
+
+
+def grid_cells(grid: G.Grid, stage: str, results: Path) -> list[tuple[Path, str, str, int]]:
+    """(cell folder, dataset, method, seed) of every cell of the grid's stage."""
+    return [(cell_dir(results, grid.name, stage, d, m, s), d, m, s) for d, m, s in grid.cells()]
+
+
+def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
+    res = stage_resources(config, stage)
+    todo = []
+    cells = grid_cells(grid, stage, results)
+    states = recorded_states([(cell, stage) for cell, *_ in cells])
+    for cell, dataset, method, seed in cells:
+        status, _ = cell_status(cell, stage, res.unknown_grace_s, states)
+        if status not in ("missing", "failed", "gone"):
+            continue
+        record = read_record(cell)
+        if record is not None and states.get(record["job_id"]) in ENDED:
+            accounting.add_ended_job(cell, record["job_id"])  # its hard-killed runs, before the record is replaced
+        if stage == "lincls" and not (cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"]).exists():
+            print(f"ring: {cell} waits for its pretraining; not submitted", file=sys.stderr)
+            continue
+        todo.append((cell, cell_job(grid, stage, cell, dataset, method, seed, config["data_root"], results)))
+    if not todo:
+        print(f"ring: every {stage} cell of grid {grid.name} is done or already submitted", file=sys.stderr)
+        return None
+    # The workflow's data check, and its marker: a missing dataset fails here in seconds, and a later
+    # `all_tables` finds the marker older than the array's outputs, so it collects them instead of
+    # rerunning the cells (a newer marker would make Snakemake retrain them).
+    for dataset in sorted({cell.parts[-3] for cell, _ in todo}):
+        marker = results / grid.name / "data" / f"{dataset}.ok"
+        if not marker.exists():
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            check = subprocess.run([sys.executable, "-m", "ring.catalog", "check", dataset, "--data-root",
+                                    str(config["data_root"]), "--touch", str(marker)], capture_output=True, text=True)
+            if check.returncode != 0:
+                raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")
+    first_cfg = yaml.safe_load((todo[0][0] / "config.yaml").read_text())
+    preflight(res, first_cfg.get("checkpoint_interval_min"))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    folder = results / grid.name / "slurm" / f"{stage}-{stamp}"
+    executor = make_executor(folder, res, f"ring-{stage}-{grid.name}")
+    with executor.batch():
+        jobs = [executor.submit(job) for _, job in todo]
+    for (cell, stage_job), job in zip(todo, jobs):
+        write_record(cell, job.job_id, folder, stage, tasks=max(res.gpus_per_node, 1), config_hash=job_config_hash(stage_job))
+    array_id = jobs[0].job_id.split("_")[0]
+    print(f"ring: submitted {len(jobs)} {stage} cells of grid {grid.name} as job array {array_id} (logs in {folder})")
+    return array_id
+
+
+def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]:
+    """(cell folder, dataset, method/variant, seed) of every study cell: the workflow's STUDY_CELL folders."""
+    return [(results / grid.name / "study" / name / study.dataset / method / variant / f"seed{seed}", study.dataset,
+             f"{method}/{variant}", seed) for name, study in grid.studies.items() for method, variant, seed in study.cells()]
+
+
+def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str) -> str:
+    """Why a finished Table 1 cell no longer is what the grid asks for (empty when it is): its output was
+    made with another config than the grid's, or evaluated an encoder that is not its cell's now."""
+    build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
+    wanted = C.config_hash(build(dataset, method, seed, data_root))
+    output = cell / OUTPUT[stage]
+    made = read_json_record(cell / "export.json" if stage == "pretrain" else output).get("config_hash")
+    if made != wanted:
+        return f"made with another config than the grid's; the next all_tables reruns it ({lineage.rerun_command(output)})"
+    if stage == "lincls":
+        return lineage.stale_reason(output, read_json_record(output)) or ""
+    return ""
+
+
+def data_check_failure(results: Path, grid: G.Grid, dataset: str) -> str:
+    """The data check's sentence when it ran and failed for ``dataset`` (its .ok marker missing), else ''."""
+    folder = results / grid.name / "data"
+    log = folder / f"{dataset}.log"
+    if (folder / f"{dataset}.ok").exists() or not log.is_file():
+        return ""
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("ring: ")]
+    return lines[-1].removeprefix("ring: ") if lines else ""
+
+
+def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
+    """One row per stage run: Table 1's pretraining and linear evaluation, then every study cell
+    (its stage column ``study``: a study cell is a pretraining run whose output is its encoder)."""
+    rows = []
+    cells = {stage: grid_cells(grid, stage, results) for stage in OUTPUT}
+    cells["study"] = study_cells(grid, results)
+    states = recorded_states([(cell, "pretrain" if stage == "study" else stage)
+                              for stage in cells for cell, *_ in cells[stage]])
+    for stage, stage_cells in cells.items():
+        grace_s = stage_resources(config, stage).unknown_grace_s
+        for cell, dataset, method, seed in stage_cells:
+            state, detail = cell_status(cell, "pretrain" if stage == "study" else stage, grace_s, states)
+            if state == "running" and read_record(cell) is not None:  # a SLURM task: add its epoch and kNN
+                detail = ", ".join(filter(None, [progress.progress(cell), detail]))
+            if state == "done" and stage != "study":
+                reason = stale_detail(grid, stage, cell, dataset, method, seed, config.get("data_root", "data"))
+                state, detail = ("stale", reason) if reason else (state, detail)
+            if state in ("pending", "missing") and (failure := data_check_failure(results, grid, dataset)):
+                state, detail = "failed", f"data check: {failure}"
+            rows.append((stage, dataset, method, seed, state, detail))
+    return rows
+
+
+STATES = ("done", "stale", "running", "pending", "failed", "missing")
+
+
+def total_line(rows: list[tuple]) -> str:
+    """One line over every stage and cell; SLURM's other live states (e.g. requeued) count as they are named."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row[4]] = counts.get(row[4], 0) + 1
+    parts = [f"{counts.pop(s, 0)} {s}" for s in STATES] + [f"{n} {s}" for s, n in sorted(counts.items())]
+    return f"total {len(rows)} stage runs: " + ", ".join(parts)
+
+
+def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
+    cells = [(cell, stage) for stage in stages for cell, *_ in grid_cells(grid, stage, results)]
+    states = recorded_states(cells)  # one sacct call for the grid
+    ids = list(dict.fromkeys(record["job_id"] for cell, _ in cells
+                             if (record := read_record(cell)) and states.get(record["job_id"]) in ALIVE))
+    if ids:
+        subprocess.run(["scancel", *ids], check=True, timeout=60)
+    return ids
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Batch submission, status and cancellation of a grid on SLURM.")
+    parser.add_argument("command", choices=["submit", "status", "cancel", "estimate"])
+    parser.add_argument("--grid", required=True, help="a grid's name (workflow/grids/NAME.yaml) or the path of a grid file")
+    parser.add_argument("--stage", choices=list(OUTPUT), help="submit: required; cancel: default all stages")
+    parser.add_argument("--configfile", nargs="+", type=Path, default=DEFAULT_CONFIGS)
+    parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--grids-dir", type=Path, default=ROOT / "workflow" / "grids")
+    parser.add_argument("--device", help="estimate: figures of the device whose name contains this (default: newest GPU)")
+    args = parser.parse_args(argv)
+    try:
+        # estimate needs the grid and the throughput figures only, not the cluster's config.
+        config = load_config(args.configfile) if args.command != "estimate" else {}
+        grid = G.load(G.resolve(args.grid, args.grids_dir))
+        if args.command == "estimate":
+            print(E.report(grid, E.load_figures(args.device)))
+        elif args.command == "submit":
+            if not args.stage:
+                raise ValueError("submit needs --stage pretrain or --stage lincls.")
+            submit(grid, args.stage, config, args.results)
+        elif args.command == "status":
+            rows = status(grid, args.results, config)
+            width = max([10, *(len(row[2]) for row in rows)])  # study cells name method/variant
+            for stage, dataset, method, seed, state, detail in rows:
+                print(f"{stage:9} {dataset:10} {method:{width}} seed{seed:<3} {state:10} {detail}")
+            print(total_line(rows))
+        else:
+            ids = cancel(grid, [args.stage] if args.stage else list(OUTPUT), args.results)
+            print(f"ring: cancelled {len(ids)} jobs: {' '.join(ids)}" if ids else "ring: no live job to cancel")
+    except (ValueError, RuntimeError, jsonschema.ValidationError) as err:
+        print(f"ring: {getattr(err, 'message', err)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

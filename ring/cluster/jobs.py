@@ -1,0 +1,88 @@
+"""A stage as a job: what the launchers (local, SLURM through submitit) run.
+
+Importing this module does not import torch: the waiting client on a login node stays light.
+:class:`StageJob` is a submitit ``Checkpointable``.  On SLURM's preemption / time-limit signal
+(USR2) it does not let submitit requeue in the middle of an optimizer step: the signal only asks
+the stage to stop (:func:`ring.core.stop.request_stop`); the stage writes its atomic checkpoint at
+the next step boundary and raises :class:`ring.runtime.Preempted`; then submitit's own handler
+requeues the job, which resumes from that checkpoint.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+import zlib
+
+from submitit.helpers import Checkpointable
+
+from ring.core import stop
+
+STAGES = {"pretrain": "ring.pretrain", "lincls": "ring.lincls", "transfer": "ring.transfer",
+          "detection": "ring.detection.runner"}
+# The file each stage writes last in its --out folder: present means the stage's outputs are complete.
+OUTPUT = {"pretrain": "encoder.pt", "lincls": "metrics.json", "transfer": "metrics.json", "detection": "metrics.json"}
+
+
+def rendezvous_port(job_id: str) -> int:
+    """The job's DDP rendezvous port, the same in every task: 20000-31999, below Linux's ephemeral
+    ports (32768 and up). submitit's own choice (20000-60000) can land on a port that one of the
+    node's open connections holds, and rank 0 then fails with EADDRINUSE (seen in CI)."""
+    return 20000 + zlib.crc32(str(job_id).encode()) % 12000
+
+
+def export_distributed_env() -> None:
+    """RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT for this task, from submitit's job
+    environment. Values inherited from the submitting shell (sbatch exports its environment, e.g. a
+    torchrun session's RANK or MASTER_PORT) are replaced: a shared port would collide between two
+    jobs on one node."""
+    import submitit
+
+    dist_env = submitit.helpers.TorchDistributedEnvironment()
+    dist_env.master_port = rendezvous_port(submitit.JobEnvironment().job_id)
+    # --gpus-per-node shows every task all the node's GPUs; each picks cuda:LOCAL_RANK itself.
+    dist_env.export(set_cuda_visible_devices=False, overwrite=True)
+
+
+class StageFailed(RuntimeError):
+    """The stage's entry point returned a non-zero status (its message is in the job's log)."""
+
+
+class StageJob(Checkpointable):
+    def __init__(self, stage: str, argv: list[str]):
+        if stage not in STAGES:
+            raise ValueError(f"Unknown stage {stage!r}; stages are {', '.join(STAGES)}.")
+        self.stage = stage
+        self.argv = list(argv)
+
+    def __call__(self) -> str:
+        import submitit
+
+        if submitit.JobEnvironment().num_tasks > 1:
+            export_distributed_env()  # one task per GPU
+        submitit_handler = signal.getsignal(signal.SIGUSR2)
+        signal.signal(signal.SIGUSR2, lambda *_: stop.request_stop())
+        module = importlib.import_module(STAGES[self.stage])
+        try:
+            status = module.main(self.argv)
+        except stop.Preempted as preempted:
+            print(f"ring: {preempted}; requeueing", file=sys.stderr, flush=True)
+            if callable(submitit_handler):
+                submitit_handler(signal.SIGUSR2, None)  # checkpoint() below, requeue, exit
+            raise
+        finally:
+            signal.signal(signal.SIGUSR2, submitit_handler)
+        if status:
+            raise StageFailed(f"ring.{self.stage} exited with status {status}")
+        return "done"
+
+    def run_here(self) -> int:
+        """The local launcher: the stage's entry point in this process, its exit status returned."""
+        return importlib.import_module(STAGES[self.stage]).main(self.argv)
+
+    # checkpoint(): submitit's default resubmits this same object; the stage resumes from disk.
+
+    def __repr__(self) -> str:
+        return f"StageJob({self.stage!r}, {self.argv!r})"

@@ -1,0 +1,556 @@
+"""Launchers: run one cell's stage here, or on SLURM through submitit and wait for it.
+
+    python -m ring.launch pretrain --cell CELL [--launcher slurm --resources JSON] -- --config ... --out CELL
+
+The workflow's rules call this for every GPU stage.  ``local`` runs the stage in this process.
+``slurm`` is the light client of a login node (torch is never imported here):
+
+* it submits the stage as a submitit job with the stage's resources, after ``sbatch --test-only``
+  has accepted them, and records the job id in ``CELL/slurm/job.json``;
+* a restarted client (Ctrl-C, lost session, crashed Snakemake) finds that record and re-attaches
+  to the queued or running job instead of submitting a second one; a job that COMPLETED is
+  collected when the stage's output (``ring.jobs.OUTPUT``) is present, and resubmitted when it is
+  not (Snakemake deletes the outputs of a rule it reruns as incomplete): the stage then resumes
+  from its checkpoint, which is never a declared output.  Jobs that ended badly are resubmitted
+  and resume too.  Runs of an ended job that wrote no segment (hard-killed) are added to the
+  cell's provenance from sacct first (ring.accounting);
+* it asks SLURM itself every ``poll_s`` seconds (sacct, then squeue for jobs accounting has not
+  recorded yet) and prints one status line per state change;
+* a job that neither sacct nor squeue knows for ``unknown_grace_s`` seconds is gone (e.g. a
+  cancelled pending array task): it is resubmitted and resumes;
+* an unreachable controller (sbatch/sacct/squeue "Unable to contact slurm controller") is retried
+  with doubling delays for ``controller_wait_s`` seconds; only a real refusal is reported as bad
+  resources;
+* a failed job fails the rule with the tail of its SLURM log and the log's path.
+
+Stopping the client never cancels the cluster job; ``python -m ring.batch cancel`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import math
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+
+import jsonschema
+import submitit
+import yaml
+
+from ring.cluster import accounting
+from ring.plan import checks
+from ring.core import config as C
+from ring.core.files import write_json
+from ring.cluster.jobs import OUTPUT, StageJob
+
+RECORD = "job.json"
+LOCK = "launch.lock"  # held by the one client attached to a cell (cell_lock)
+ALIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD",
+         "REQUEUE_FED", "SIGNALING", "STAGE_OUT"}
+# States after which a job never runs again (sacct's; REQUEUED and the like are alive).
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
+         "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
+# What SLURM's clients print when slurmctld / slurmdbd cannot be reached (not a refusal).
+UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connection refused",
+               "Zero Bytes were transmitted", "Connection timed out", "Slurm backup controller in standby mode",
+               "Unable to establish connection", "slurmdbd: Getting response")
+LOG_TAIL_LINES = 30
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+# The one definition of a stage's resource keys and types: the workflow's config schema.  Resources
+# validates against it, and tests/test_launch.py checks that its fields are the schema's properties.
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def config_schema() -> dict:
+    with open(SCHEMA) as fh:
+        return yaml.safe_load(fh)
+
+
+def stage_resources(slurm: dict, stage: str) -> dict:
+    """A stage's resources in the config's ``slurm`` block: its own block over ``defaults``."""
+    return {**(slurm.get("defaults") or {}), **(slurm.get(stage) or {})}
+
+
+@dataclass
+class Resources:
+    """One stage's SLURM resources (profiles/slurm/cluster.yaml documents every field)."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    gpus_per_node: int = 1
+    cpus_per_task: int = 8
+    mem_gb: float = 32
+    time_min: int = 24 * 60
+    max_requeues: int = 20
+    signal_delay_s: int = 120
+    setup: list[str] = field(default_factory=list)
+    additional: dict = field(default_factory=dict)
+    array_parallelism: int = 64
+    poll_s: float = 15.0
+    unknown_grace_s: float = 300.0
+    controller_wait_s: float = 900.0
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "Resources":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"Unknown SLURM resource {unknown[0]!r}; known: {', '.join(sorted(known))}.")
+        schema = config_schema()
+        try:
+            jsonschema.validate(values, {**schema["$defs"]["resources"], "$defs": schema["$defs"]})
+        except jsonschema.ValidationError as err:
+            where = ".".join(map(str, err.absolute_path)) or "resources"
+            raise ValueError(f"SLURM resource {where}: {err.message}; fix it in profiles/slurm/cluster.yaml.") from None
+        return cls(**values)
+
+
+def executor_parameters(res: Resources, name: str) -> dict:
+    """submitit's SlurmExecutor parameters: one task per GPU, as DDP from submitit's environment needs."""
+    params = {
+        "gpus_per_node": res.gpus_per_node,
+        "ntasks_per_node": max(res.gpus_per_node, 1),
+        "cpus_per_task": res.cpus_per_task,
+        "mem": f"{int(math.ceil(res.mem_gb * 1024))}M",
+        "time": res.time_min,
+        "job_name": name,
+        "signal_delay_s": res.signal_delay_s,
+        # CPU threads follow the allocation, not the client's environment (Snakemake sets these
+        # to the waiting client's single thread, and sbatch would pass them on).
+        "setup": [f"export {var}={res.cpus_per_task}" for var in THREAD_VARIABLES] + list(res.setup),
+        "additional_parameters": dict(res.additional),
+        "array_parallelism": res.array_parallelism,
+    }
+    for key in ("partition", "account", "qos", "constraint"):
+        if getattr(res, key):
+            params[key] = getattr(res, key)
+    return params
+
+
+def make_executor(folder: Path, res: Resources, name: str) -> submitit.SlurmExecutor:
+    executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=res.max_requeues)
+    executor.update_parameters(**executor_parameters(res, name))
+    return executor
+
+
+def sbatch_test_args(res: Resources) -> list[str]:
+    args = ["sbatch", "--test-only", f"--time={res.time_min}", f"--gpus-per-node={res.gpus_per_node}",
+            f"--ntasks-per-node={max(res.gpus_per_node, 1)}", f"--cpus-per-task={res.cpus_per_task}",
+            f"--mem={int(math.ceil(res.mem_gb * 1024))}M"]
+    for key in ("partition", "account", "qos", "constraint"):
+        if getattr(res, key):
+            args.append(f"--{key}={getattr(res, key)}")
+    for key, value in res.additional.items():
+        args.append(f"--{key}={value}")
+    return [*args, "--wrap", "true"]
+
+
+class ControllerUnreachable(RuntimeError):
+    """SLURM's controller or accounting daemon did not answer (a retry may succeed)."""
+
+
+def unreachable(text: str) -> bool:
+    return any(marker in text for marker in UNREACHABLE)
+
+
+def slurm_call(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run a SLURM client; ControllerUnreachable when it could not reach the daemons."""
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise RuntimeError(f"{args[0]} is not on PATH; run the slurm launcher on a SLURM login node.") from None
+    except subprocess.TimeoutExpired:
+        raise ControllerUnreachable(f"{args[0]} did not answer in {timeout:.0f} s") from None
+    if out.returncode != 0 and unreachable(out.stderr):
+        raise ControllerUnreachable(" ".join(out.stderr.split()))
+    return out
+
+
+def retrying(action, res: Resources, what: str, first_delay_s: float = 5.0, max_delay_s: float = 60.0):
+    """``action()``, retried with doubling delays while the controller is unreachable, for at most
+    ``res.controller_wait_s`` seconds; then one sentence saying so."""
+    deadline, delay = time.monotonic() + res.controller_wait_s, first_delay_s
+    while True:
+        try:
+            return action()
+        except ControllerUnreachable as err:
+            if time.monotonic() + delay > deadline:
+                raise RuntimeError(
+                    f"the SLURM controller was unreachable for {res.controller_wait_s:.0f} s while {what} ({err}); "
+                    "check `scontrol ping` and rerun: recorded jobs are re-attached, nothing is submitted twice."
+                ) from None
+            print(f"ring: the SLURM controller is unreachable while {what} ({err}); retrying in {delay:.0f} s",
+                  file=sys.stderr, flush=True)
+            time.sleep(delay)
+            delay = min(2 * delay, max_delay_s)
+
+
+def resource_problems(res: Resources, checkpoint_interval_min: float | None) -> list[str]:
+    """What is wrong with these resources before SLURM is asked (one sentence each)."""
+    problems = []
+    if checkpoint_interval_min is not None and res.time_min < checkpoint_interval_min:
+        problems.append(
+            f"time_min={res.time_min} is shorter than one checkpoint interval ({checkpoint_interval_min} min); "
+            "raise time_min or lower checkpoint_interval_min, or every requeue would restart from scratch.")
+    if res.signal_delay_s >= res.time_min * 60:
+        problems.append(
+            f"signal_delay_s={res.signal_delay_s} is not shorter than time_min={res.time_min} min; lower "
+            "signal_delay_s, or every job is signalled to stop as it starts and requeues until max_requeues.")
+    return problems
+
+
+def responding_nodes() -> bool:
+    """Whether any node answers the controller (sinfo's "*" suffix and "unk" mark nodes that do not)."""
+    out = slurm_call(["sinfo", "-h", "-o", "%t"], timeout=30)
+    states = out.stdout.split()
+    return out.returncode == 0 and any(not (s.endswith("*") or s.startswith("unk")) for s in states)
+
+
+def sbatch_refusal(res: Resources) -> str | None:
+    """SLURM's reason for refusing these resources (``sbatch --test-only``), or None if it accepts them."""
+    out = slurm_call(sbatch_test_args(res))
+    if out.returncode == 0:
+        return None
+    if "node configuration is not available" in out.stderr and not responding_nodes():
+        # A controller that has just restarted refuses everything until its nodes re-register.
+        raise ControllerUnreachable("the controller answers but none of its nodes has registered yet")
+    return " ".join(line.removeprefix("sbatch: error: ") for line in out.stderr.strip().splitlines()) or "no reason"
+
+
+def preflight(res: Resources, checkpoint_interval_min: float | None) -> None:
+    """Refuse resources SLURM would refuse, before anything is submitted (one sentence each)."""
+    problems = resource_problems(res, checkpoint_interval_min)
+    if problems:
+        raise ValueError(problems[0])
+    if resources_digest(res) in os.environ.get(CHECKED_ENV, "").split(","):
+        return  # the workflow checked this resource set before its first submission
+    reason = retrying(lambda: sbatch_refusal(res), res, "checking resources")
+    if reason is not None:
+        raise ValueError(f"SLURM refuses this stage's resources ({reason}); fix them in profiles/slurm/site.yaml.")
+
+
+# Set by the workflow's onstart check (common.smk) for the jobs it starts: the digests of the
+# resource sets already accepted by `sbatch --test-only`, so each cell does not ask again.
+CHECKED_ENV = "RING_SLURM_CHECKED"
+
+
+def resources_digest(res: Resources) -> str:
+    return hashlib.sha256(json.dumps(asdict(res), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_resource_sets(sets: dict[str, tuple[dict, float | None]]) -> tuple[list[str], list[str]]:
+    """Every problem of the labelled resource sets (label: (resources, checkpoint interval)), each
+    once, and the digests of the accepted sets; one ``sbatch --test-only`` per distinct set."""
+    problems: list[str] = []
+    refusals: dict[str, str | None] = {}
+    for label, (values, checkpoint_interval_min) in sets.items():
+        try:
+            res = Resources.from_dict(values)
+        except ValueError as err:
+            problems.append(f"{label}: {err}")
+            continue
+        problems += [f"{label}: {problem}" for problem in resource_problems(res, checkpoint_interval_min)]
+        key = resources_digest(res)
+        if key not in refusals:
+            refusals[key] = retrying(lambda: sbatch_refusal(res), res, f"checking the {label} resources")
+        if refusals[key] is not None:
+            problems.append(f"{label}: SLURM refuses these resources ({refusals[key]}); "
+                            "fix them in profiles/slurm/site.yaml.")
+    return list(dict.fromkeys(problems)), [key for key, reason in refusals.items() if reason is None]
+
+
+def _array_members(jid: str) -> list[str]:
+    """sacct/squeue ids, pending array ranges expanded: 12_[0-2,5%4] -> 12_0 12_1 12_2 12_5."""
+    if "_[" not in jid:
+        return [jid]
+    base, _, spec = jid.partition("_[")
+    members = []
+    for part in spec.rstrip("]").split("%")[0].split(","):
+        lo, _, hi = part.partition("-")
+        members += [f"{base}_{i}" for i in range(int(lo), int(hi or lo) + 1)]
+    return members
+
+
+def job_states(job_ids: list[str]) -> dict[str, str | None]:
+    """Each job's state: sacct's record, else squeue's (accounting can lag a submission), else None
+    (neither knows it).  One sacct call and at most one squeue call for all of them; raises
+    ControllerUnreachable when SLURM could not be asked, so that is never mistaken for "unknown"."""
+    states: dict[str, str | None] = dict.fromkeys(job_ids)
+    out = slurm_call(["sacct", "-j", ",".join(job_ids), "-X", "-n", "-P", "-o", "JobID,State"], timeout=30)
+    if out.returncode != 0:
+        raise ControllerUnreachable(" ".join(out.stderr.split()) or f"sacct exited {out.returncode}")
+    for line in out.stdout.splitlines():
+        jid, _, state = line.partition("|")
+        for member in _array_members(jid):
+            if member in states and state:
+                states[member] = state.split()[0]
+    if any(state is None for state in states.values()):
+        out = slurm_call(["squeue", "-r", "-h", "-o", "%i|%T"], timeout=30)
+        if out.returncode != 0:
+            raise ControllerUnreachable(" ".join(out.stderr.split()) or f"squeue exited {out.returncode}")
+        for line in out.stdout.splitlines():
+            jid, _, state = line.partition("|")
+            for member in _array_members(jid):
+                if states.get(member, "known") is None and state:
+                    states[member] = state.split()[0]
+    return states
+
+
+def sacct_state(job_id: str) -> str | None:
+    """The job's state (``None`` when SLURM does not know it, or could not be asked)."""
+    try:
+        return job_states([job_id])[job_id]
+    except (ControllerUnreachable, RuntimeError):
+        return None
+
+
+def read_record(cell: Path) -> dict | None:
+    path = cell / "slurm" / RECORD
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def job_config_hash(job: StageJob) -> str | None:
+    """The hash of the cell config a job runs (None when its argv names none)."""
+    if "--config" not in job.argv or job.stage not in checks.STAGE_CONFIGS:
+        return None
+    return C.config_hash(C.load(checks.STAGE_CONFIGS[job.stage], job.argv[job.argv.index("--config") + 1]))
+
+
+def write_record(cell: Path, job_id: str, folder: Path, stage: str, tasks: int = 1, config_hash: str | None = None) -> None:
+    # config_hash: what the job ran, so that a later client tells a finished job of an edited cell from its own.
+    record = {"job_id": job_id, "folder": str(folder), "stage": stage, "tasks": tasks, "config_hash": config_hash,
+              "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    write_json(cell / "slurm" / RECORD, record)
+
+
+def decide(state: str | None, output_present: bool) -> str:
+    """What a restarted client does with a cell's recorded job in ``state`` (None: SLURM does not
+    know it): "collect" its outputs, "wait" for it, or "resubmit" (the stage resumes)."""
+    if state == "COMPLETED":
+        return "collect" if output_present else "resubmit"
+    if state is None or state in ALIVE:
+        return "wait"  # an unknown job is waited on for unknown_grace_s, then resubmitted
+    return "resubmit"
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    if not path.exists():
+        return f"(no log at {path})"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def wait(job: submitit.SlurmJob, cell: Path, res: Resources, adopted: bool = False) -> str:
+    """Poll SLURM every ``poll_s`` until the job ends: "completed", "failed" (log tail printed) or
+    "gone" (unknown to sacct and squeue for ``unknown_grace_s``, or, for a job ``adopted`` from the
+    cell's record, cancelled before this client saw it run: accounting can lag a cancel, so that is the
+    cancelled pending job that ``decide`` resubmits, seen late)."""
+    start, last, unknown_since, ran = time.monotonic(), None, None, False
+    while True:
+        state = retrying(lambda: job_states([job.job_id])[job.job_id], res, f"asking about job {job.job_id}")
+        if state is None:
+            unknown_since = unknown_since if unknown_since is not None else time.monotonic()
+            if time.monotonic() - unknown_since >= res.unknown_grace_s:
+                print(f"ring: {cell}: SLURM job {job.job_id} is unknown to sacct and squeue for "
+                      f"{res.unknown_grace_s:.0f} s; treating it as gone", file=sys.stderr, flush=True)
+                return "gone"
+        else:
+            unknown_since = None
+        shown = state or "UNKNOWN"
+        if shown != last:
+            minutes = (time.monotonic() - start) / 60
+            print(f"ring: {cell}: SLURM job {job.job_id} {shown} ({minutes:.1f} min)", file=sys.stderr, flush=True)
+            last = shown
+        ran = ran or (state in ALIVE and state != "PENDING")
+        if state in ENDED:
+            break
+        time.sleep(res.poll_s)
+    if state == "COMPLETED":
+        try:
+            job.done(force_check=True)
+            job.results()  # every task's (one per GPU); raises if any failed
+            return "completed"
+        except Exception as err:  # noqa: BLE001 -- the job failed: its log says why
+            reason = type(err).__name__
+    else:
+        reason = state
+    account_ended(cell, job.job_id)  # first, so that the failure below stays the log's last sentence
+    if state == "CANCELLED" and adopted and not ran:
+        print(f"ring: {cell}: SLURM job {job.job_id} was cancelled before it ran; submitting again (it resumes)",
+              file=sys.stderr, flush=True)
+        return "gone"
+    stderr = Path(job.paths.stderr)
+    print(f"ring: {cell}: SLURM job {job.job_id} failed ({reason}); last lines of {stderr}:\n"
+          f"{log_tail(stderr)}", file=sys.stderr, flush=True)
+    return "failed"
+
+
+def checkpoint_interval(argv: list[str]) -> float | None:
+    if "--config" not in argv:
+        return None
+    with open(argv[argv.index("--config") + 1]) as fh:
+        return (yaml.safe_load(fh) or {}).get("checkpoint_interval_min")
+
+
+def recorded_job(record: dict) -> submitit.SlurmJob:
+    return submitit.SlurmJob(folder=record["folder"], job_id=record["job_id"], tasks=range(record.get("tasks", 1)))
+
+
+def submit(job: StageJob, cell: Path, res: Resources) -> submitit.SlurmJob:
+    folder = cell / "slurm"
+    # The job's name is the cell's path below the grid: ring-pretrain-cifar10-IRing-seed0.
+    executor = make_executor(folder, res, "ring-" + "-".join(cell.parts[-4:]))
+
+    def once() -> submitit.SlurmJob:
+        try:
+            return executor.submit(job)
+        except submitit.core.utils.FailedJobError as err:
+            if unreachable(str(err)):
+                raise ControllerUnreachable(" ".join(str(err).split())) from None
+            raise ValueError(f"sbatch refused the job ({' '.join(str(err).split())}).") from None
+
+    submitted = retrying(once, res, "submitting")
+    write_record(cell, submitted.job_id, folder, job.stage, tasks=max(res.gpus_per_node, 1),
+                 config_hash=job_config_hash(job))
+    print(f"ring: {cell}: submitted SLURM job {submitted.job_id} (log {submitted.paths.stderr})", file=sys.stderr,
+          flush=True)
+    return submitted
+
+
+def account_ended(cell: Path, job_id: str) -> None:
+    """Provenance of a job that ended: its runs that wrote no segment (hard-killed), from sacct."""
+    added = accounting.add_ended_job(cell, job_id)
+    if added:
+        print(f"ring: {cell}: added {added} run(s) of SLURM job {job_id} that wrote no segment to "
+              f"{accounting.FILE} (from sacct)", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def cell_lock(cell: Path):
+    """One client per cell at a time: a second ``ring.launch`` of the same cell (two Snakemake runs, or one
+    and a by-hand launch) waits here, then finds the first one's record and re-attaches instead of submitting."""
+    path = cell / "slurm" / LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"ring: {cell}: another client is attached to this cell; waiting for it, then re-attaching",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def collect_exports(job: StageJob, cell: Path) -> bool:
+    """A pretraining job that COMPLETED while no client watched, whose encoders Snakemake deleted since: put back
+    the copies the stage kept (verified against its checksum record, torch-free) instead of submitting again."""
+    if job.stage != "pretrain" or "--config" not in job.argv:
+        return False
+    from ring.plan import rerun
+
+    cfg = C.load(C.PretrainConfig, job.argv[job.argv.index("--config") + 1])
+    restored = rerun.restore_exports(cell, cfg)
+    return bool(restored) and (cell / OUTPUT[job.stage]).exists()
+
+
+def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
+    with cell_lock(cell):
+        return _launch_slurm(job, cell, res)
+
+
+def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
+    output = cell / OUTPUT[job.stage]
+    record, checked = read_record(cell), False
+    attached, adopted = None, False
+    if record is not None:
+        state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job")
+        action = decide(state, output.exists())
+        if state in ENDED:  # nothing of this cell runs now: the file has one writer
+            account_ended(cell, record["job_id"])
+        if action == "collect":
+            print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; collected {output}",
+                  file=sys.stderr, flush=True)
+            return 0
+        if action == "wait":
+            attached, adopted = recorded_job(record), True
+            print(f"ring: {cell}: re-attached to SLURM job {attached.job_id}", file=sys.stderr, flush=True)
+        elif state == "COMPLETED" and collect_exports(job, cell):
+            print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; restored {output} (deleted by "
+                  "Snakemake's rerun) from the copy the job kept, its checksum verified; nothing submitted",
+                  file=sys.stderr, flush=True)
+            return 0
+        elif state == "COMPLETED" and record.get("config_hash") not in (None, job_config_hash(job)):
+            print(f"ring: {cell}: SLURM job {record['job_id']} ran an earlier config of this cell (it was edited since); "
+                  "submitting the edited cell", file=sys.stderr, flush=True)
+        elif state == "COMPLETED":
+            print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED but {output} is missing (Snakemake deletes "
+                  "the outputs of a job it reruns); submitting again: the stage resumes from its checkpoint where that "
+                  "is still this cell's", 
+                  file=sys.stderr, flush=True)
+        else:
+            print(f"ring: {cell}: previous job {record['job_id']} ended {state}; submitting again (it resumes)",
+                  file=sys.stderr, flush=True)
+    # A gone job is resubmitted; bounded like requeues, so a cluster that loses every job cannot loop.
+    for _ in range(res.max_requeues + 1):
+        if attached is None:
+            if not checked:
+                preflight(res, checkpoint_interval(job.argv))
+                checked = True
+            attached = submit(job, cell, res)
+        outcome = wait(attached, cell, res, adopted=adopted)
+        adopted = False
+        if outcome == "completed":
+            if output.exists():
+                return 0
+            print(f"ring: {cell}: SLURM job {attached.job_id} COMPLETED without writing {output}; see "
+                  f"{attached.paths.stderr}", file=sys.stderr, flush=True)
+            return 1
+        if outcome == "failed":
+            return 1
+        attached = None
+    print(f"ring: {cell}: {res.max_requeues + 1} jobs were lost by SLURM; giving up", file=sys.stderr, flush=True)
+    return 1
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    stage_argv = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(description="Run one cell's stage locally or on SLURM.")
+    parser.add_argument("stage")
+    parser.add_argument("--cell", required=True, type=Path)
+    parser.add_argument("--launcher", choices=["local", "slurm"], default="local")
+    parser.add_argument("--resources", default="{}", help="JSON of Resources fields (slurm launcher)")
+    args = parser.parse_args(own)
+    try:
+        job = StageJob(args.stage, stage_argv)
+        if "--config" in stage_argv:
+            # The plan's checks (ring.checks) on the cell's config, before any job starts or is queued.
+            checks.load_checked(args.stage, stage_argv[stage_argv.index("--config") + 1])
+        if args.launcher == "local":
+            from ring.cluster import progress  # CELL/running.json for `ring.batch status`
+
+            with progress.running(args.cell) as run:
+                run["status"] = job.run_here()
+            return run["status"]
+        return launch_slurm(job, args.cell, Resources.from_dict(json.loads(args.resources)))
+    except (ValueError, RuntimeError, FileNotFoundError) as err:
+        print(f"ring: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

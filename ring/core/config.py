@@ -1,0 +1,362 @@
+"""Stage configurations: the paper's defaults, loading from YAML, validation and hashing.
+
+Every field has the paper's value as its default (Sec. 5 "Training Details" and the authors'
+configs); a grid file overrides some of them per cell.  A config is validated before any data
+is read or any step is taken, and every failure is one sentence naming the bad value and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ring.core.methods import METHODS, apply_fixed
+
+
+@dataclass
+class PretrainConfig:
+    method: str  # the method (ring.methods.METHODS); the workflow sets it from the cell
+    dataset: str  # the pretraining dataset (ring.catalog); the workflow sets it from the cell
+    seed: int = 0  # seeds initialisation, sampling and augmentation; the workflow sets it from the cell
+    data_root: str = "data"  # folder holding <dataset>/ (the workflow's data_root)
+
+    # Optimisation (paper, Sec. 5).
+    epochs: int = 300  # training epochs
+    batch_size: int = 256  # images per step, over all GPUs
+    lr: float = 0.03  # SGD learning rate
+    momentum: float = 0.9  # SGD momentum
+    weight_decay: float = 1e-4  # SGD weight decay
+    lr_milestones: list[int] = field(default_factory=lambda: [200, 250])  # epochs at which lr is multiplied by lr_gamma
+    lr_gamma: float = 0.1  # lr factor at each milestone
+
+    # Views: resize to resize x resize, then a random crop of `crop` pixels.  The crop is a
+    # RandomResizedCrop with area scale (crop_scale_min, 1), the crop IR, MoCo and the authors use.
+    resize: int = 256
+    crop: int = 224
+    crop_scale_min: float = 0.2
+
+    # Encoder: ResNet-18 with a linear 128-d head.  Linear is IR's, CMC's and MoCo v1's head and
+    # the paper calls its linear-eval setup "equivalent to using a linear projection head"; "mlp"
+    # (MoCo v2's 2-layer head) is available for studies.
+    head: str = "linear"
+    out_dim: int = 128
+    temperature: float = 0.07
+
+    # Memory bank (IR, IRing): k negatives per query; bank entries move with momentum 0.5 (IR).
+    bank_negatives: int = 4096
+    bank_momentum: float = 0.5
+    # What bank_negatives counts (ring.objectives.ir): "excluding_positive", k drawn negatives and the positive
+    # (IR's and CMC's code: a softmax over 4,097 entries), or "including_positive", the positive and k - 1 drawn
+    # negatives (the authors' NCE/NCERing: 4,096 entries).  LA's k background neighbours keep their count.
+    negatives_count: str = "excluding_positive"
+
+    # MoCo queue.  4096 matches IR's k, so both objectives see as many negatives, and is the top of
+    # the appendix's MoCo sweep; ImageNet cells use MoCo's 65536 (set in the paper grid).
+    queue_size: int = 4096
+    key_momentum: float = 0.999
+
+    # BatchNorm statistics per group of the batch, as on this many GPUs (MoCo's shuffled BN needs
+    # more than one: the paper grid uses MoCo's 8).  A data-parallel run uses bn_groups / GPUs
+    # groups per GPU, so it computes exactly what one process with bn_groups groups computes.
+    bn_groups: int = 1
+
+    # Ring window (see ring.objectives.ring and ring.anneal).  w_l goes 0 -> 90 ("threshold 100% ->
+    # 10% in 100 epochs"), the closest 10% of the eligible slice is excluded (authors' code).
+    ring_w_l: list[float] = field(default_factory=lambda: [0.0, 90.0])  # [start, final] lower percentile w_l
+    ring_anneal: str = "linear"  # how w_l moves from start to final (ring.anneal policy)
+    ring_anneal_epochs: int = 100  # epochs over which w_l reaches its final value
+    ring_inner: float | None = 0.1  # upper bound as the excluded fraction of the eligible slice (null: use ring_w_u)
+    ring_w_u: float | None = None  # fixed upper percentile w_u (null: use ring_inner)
+    # Annealing policies of the appendix's study (ring.anneal): the step policy's number of equal
+    # jumps (4: one every 25 epochs of the paper's 100); the loss-adaptive policy's moving-average
+    # momentum (0.99: about 100 steps, a fraction of a CIFAR10 epoch's 195, so a single noisy batch
+    # cannot flip its direction); the share of the training split held out as the validation set of
+    # the validation-adaptive policy (10%: 5,000 CIFAR10 images, a kNN pass of seconds).
+    ring_anneal_stages: int = 4
+    ring_loss_ema: float = 0.99
+    ring_val_fraction: float = 0.1
+    # The validation-adaptive policies' first signal: the validation accuracy of the network before the cell's
+    # first step, as the authors' trainer measured it (PyTorch Lightning 1.1.8's sanity check: 2 validation
+    # batches before training, then validation_epoch_end, so one untrained accuracy enters the policy's history).
+    # The adaptive_val_authors policy turns it on unless a grid or config file sets it (ring.methods); the field's
+    # default is what cells trained with before the switch, so their configs keep their hash.  Ours measures the
+    # whole held-out split (ring_val_fraction), as after every epoch, not 2 batches of it (see ring.anneal).
+    ring_val_before_training: bool = False
+    # Largest similarity block materialised at once while selecting (elements; 2**25 = 128 MiB in fp32);
+    # 0: sized by the GPU's memory (ring.objectives.ring.chunk_elements), 2**25 on CPUs.
+    max_chunk_elements: int = 0
+
+    # k-means methods (LA, IRCave, CMCCave, IRing/CMCRing +C_i), LA's settings (Zhuang et al. 2019 and
+    # their code): 10 clusterings with different seeds, recomputed on the memory bank at the start
+    # of every epoch, 20 Lloyd iterations each (faiss's default there); LA's background neighbours
+    # are the bank_negatives (4096) closest entries.  kmeans_k: LA uses 30000 clusters for
+    # ImageNet's 1.28M images (~43 per cluster); 1000 keeps CIFAR's 50k at ~50 per cluster (the
+    # paper grid sets ImageNet's and STL10's).  The first kmeans_warmup_epochs epochs are the method
+    # without its k-means part (IR for LA, as LA starts from an IR-trained network): clusters of a
+    # random bank would be noise.
+    kmeans_k: int = 1000
+    kmeans_clusterings: int = 10
+    kmeans_iters: int = 20
+    kmeans_warmup_epochs: int = 10
+    # LA's own-entry rule (ring.objectives.la): "topk" (LA's code) or "positive" (ours).  Each LA
+    # method fixes it (LA: "topk", LAOwnPositive: "positive"); the default is the rule LA cells
+    # trained with before the switch existed, so their configs keep their hash.
+    la_own_entry: str = "positive"
+    # CMC's negatives (ring.objectives.cmc): "shared" (CMC's code: one index set for both views) or
+    # "per_view".  The CMC methods default to "shared" (ring.methods, applied by grids and config files);
+    # the field's default is the draw CMC cells trained with before the switch, so their configs keep their hash.
+    cmc_negatives: str = "per_view"
+
+    # Monitoring: weighted kNN (k=200, tau=0.07, as IR) and 1-NN on the test split.
+    knn_every: int = 1
+    knn_k: int = 200
+    knn_temperature: float = 0.07
+    # Log after every epoch the percent of same-class images among the Ring window's entries
+    # (ring.knn.window_same_class; the full window for base methods): a monitor, results unchanged.
+    log_window_classes: bool = False
+
+    # Studies (appendix): save a full training state at the start of these epochs (0: before any
+    # step) as SNAPSHOT_FILE in the cell, and start this cell from such a snapshot instead of from
+    # scratch (its encoder, bank or queue, optimizer, lr schedule and epoch; a path, "" for none).
+    snapshot_epochs: list[int] = field(default_factory=list)
+    init_from: str = ""
+
+    # Faults: a checkpoint at the end of each epoch and at least every this many minutes (0: after every step).
+    checkpoint_interval_min: float = 10.0
+    # Read the training loss (health check, logs, progress) every this many steps: reading waits for
+    # the device, so a read per step would stall the GPU's queue of work.  Loss-adaptive annealing reads every step.
+    loss_read_every: int = 50
+
+    # Speed on GPUs: bf16 autocast for the network (embeddings, similarities and Ring's selection
+    # stay fp32) and channels-last tensors; "auto" turns both on for CUDA devices, off on CPUs.
+    precision: str = "auto"
+    channels_last: str = "auto"
+    # Where the views are made (ring.augment): "cpu", PIL per sample in the loader's workers;
+    # "device", in batches on the training device from images held there (in-memory datasets) or
+    # decoded there (image folders' JPEGs), with the same parameters; "auto": device on CUDA, cpu on
+    # CPUs, as measured (benchmarks/results/throughput_*).  Pixels differ by interpolation rounding.
+    augment: str = "auto"
+    # torch.compile of the encoder ("on"/"off"): kept off unless benchmarks/throughput.py --compile
+    # measures that it pays on the device at hand.
+    compile: str = "off"
+
+    # Execution (do not change results, so they are left out of the config hash).
+    num_workers: int = 4
+    threads: int = 0  # 0: torch's default
+    device: str = "auto"
+
+    RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements",
+                      "log_window_classes", "loss_read_every")
+    # Fields added after cells were first trained: hashed only when they differ from their
+    # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
+    HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry",
+                       "cmc_negatives", "augment", "compile", "ring_val_before_training", "negatives_count")
+
+
+# The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).
+SNAPSHOT_FILE = "snapshot_epoch{epoch}.pt"
+
+
+@dataclass
+class LinclsConfig:
+    dataset: str  # the dataset evaluated on (the cell's); a transfer dataset for transfer cells
+    method: str = ""  # the pretraining method whose encoder is evaluated (recorded in metrics.json)
+    seed: int = 0  # seeds the classifier's initialisation and augmentation (the cell's)
+    data_root: str = "data"  # folder holding <dataset>/ (the workflow's data_root)
+    # Paper, Sec. 5: SGD lr 0.01, momentum 0.9, no weight decay, 100 epochs, no lr drops.
+    epochs: int = 100  # training epochs of the linear classifier
+    batch_size: int = 256  # images per step
+    lr: float = 0.01  # SGD learning rate
+    momentum: float = 0.9  # SGD momentum
+    weight_decay: float = 0.0  # SGD weight decay
+    resize: int = 256  # images resized to resize x resize
+    crop: int = 224  # then cropped to crop x crop
+    # "crop_flip": a random resized crop and flip per epoch (IR's and MoCo's linear protocol);
+    # "none": the centre view only, whose features are then computed once and cached in memory.
+    augmentation: str = "crop_flip"
+    precision: str = "auto"  # bf16 features on GPUs, as in pretraining
+    channels_last: str = "auto"
+    num_workers: int = 4
+    threads: int = 0
+    device: str = "auto"
+
+    RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device")
+
+
+@dataclass
+class ToyCNCEConfig:
+    """The appendix's toy experiment (ring.toy_cnce): one seed's NCE and CNCE critics."""
+    seed: int = 0  # seeds data, critics and negatives (the grid's toy_cnce seeds)
+    # Data: (X, Y) = Z + eps with the appendix's covariances; 2000 training points, whose Y
+    # embeddings form the memory bank the negatives come from.
+    n_points: int = 2000
+    cov_z: list[list[float]] = field(default_factory=lambda: [[1.0, -0.5], [-0.5, 1.0]])
+    cov_eps: list[list[float]] = field(default_factory=lambda: [[1.0, 0.9], [0.9, 1.0]])
+    # Encoders: 5 linear layers, 10 hidden units, ReLU between them (appendix); 10-d output.
+    layers: int = 5
+    hidden: int = 10
+    # The critic is f(x, y) = <g(x), h(y)> / temperature on L2-normalised embeddings, so
+    # |f| <= 1/temperature: unnormalised critics diverged at lr 0.03 (estimates near -4000 nats).
+    # 0.5 bounds f to [-2, 2], wider than the true pointwise MI of all but the 0.1% tails.
+    temperature: float = 0.5
+    # Optimisation (appendix): Adam lr 0.03, batch 128, no weight decay, 100 epochs.
+    epochs: int = 100
+    batch_size: int = 128
+    lr: float = 0.03
+    weight_decay: float = 0.0
+    # 100 negatives per positive (appendix); CNCE draws them from the closest (100 - p)% of the
+    # bank by critic value, for each percentile p (see ring.toy_cnce on the paper's wording).
+    negatives: int = 100
+    percentages: list[float] = field(default_factory=lambda: [10.0, 25.0, 50.0, 75.0, 90.0, 95.0])
+    # Held-out evaluation: fresh pairs from the same Gaussian and a fresh bank of n_points Ys, so
+    # each number is an unbiased Monte-Carlo estimate of its bound (standard error ~1e-3 nats).
+    eval_points: int = 20000
+    # False: one critic per seed, trained with NCE (the appendix: "optimize the NCE objective"),
+    # every bound evaluated on it.  True: each CNCE estimator also trains its own critic with its
+    # own bound (6 more critics per seed, ~10x the time: per-query selections of the bank).
+    own_critics: bool = False
+    # Tensors of a few thousand floats: one thread wastes least; 0 is torch's default.
+    threads: int = 1
+
+    RUNTIME_FIELDS = ("threads",)
+
+
+@dataclass
+class TransferConfig(LinclsConfig):
+    """Linear evaluation of a ``source``-pretrained encoder on transfer dataset ``dataset`` (Table 3).
+
+    The protocol's defaults are linear evaluation's: the paper evaluates transfer "with the same
+    linear protocol".  The input normalisation is the transfer dataset's own (its training split's
+    mean and std), never the source's.
+    """
+
+    source: str = "cifar10"  # the pretraining dataset whose encoders are transferred
+    # Folder caching the normalisation statistics of `dataset`, shared by its cells (empty: the
+    # cell's folder).  Entries are keyed by the split manifest's checksum, so it never changes results.
+    stats_cache: str = ""
+
+    RUNTIME_FIELDS = (*LinclsConfig.RUNTIME_FIELDS, "stats_cache")
+
+
+@dataclass
+class DetectionConfig:
+    """One Table 4 cell: a converted encoder trained frozen in one Detectron2 model (ring.detection)."""
+
+    task: str                       # ring.detection.tasks.TASKS: coco_det_seg, coco_kp, voc_det
+    method: str                     # the pretraining method whose encoder is the backbone
+    source: str                     # the dataset it was pretrained on (imagenet in the paper)
+    seed: int = 0                   # Detectron2's SEED: sampling, augmentation and head initialisation
+    # "detectron2": COCO / VOC in Detectron2's layout under datasets_root ($DETECTRON2_DATASETS);
+    # "embedded": the generated dataset in the same layout (ring.detection.embedded).
+    datasets: str = "detectron2"
+    datasets_root: str = "datasets"
+    # Detectron2 config keys (e.g. "SOLVER.MAX_ITER") applied after the task's base config and the
+    # paper's overrides; an unknown key fails before training.
+    overrides: dict = field(default_factory=dict)
+    # Processes on this node through Detectron2's launch (one per GPU); 0 trains on the CPU.
+    num_gpus: int = 1
+    num_workers: int = 4
+    threads: int = 0
+    device: str = "auto"
+
+    RUNTIME_FIELDS = ("datasets_root", "num_gpus", "num_workers", "threads", "device")
+
+
+def _field_names(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def check_key(cls, key: str, context: str = "") -> None:
+    """Reject a key that is not a field of ``cls``, suggesting the closest one."""
+    names = _field_names(cls)
+    if key not in names:
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+        hint = f" Did you mean {close[0]!r}?" if close else f" Known keys: {', '.join(names)}."
+        raise ValueError(f"{context}Unknown {cls.__name__} key {key!r}.{hint}")
+
+
+def from_dict(cls, values: dict):
+    """Build a config, rejecting unknown keys with a suggestion."""
+    for key in values:
+        check_key(cls, key)
+    return cls(**values)
+
+
+class Loader(yaml.SafeLoader):
+    """PyYAML's safe loader that also reads YAML 1.2 floats: ``3e-2`` and ``1e-4`` are numbers, as
+    every user means them (YAML 1.1, PyYAML's default, reads them as strings and needs ``3.0e-2``)."""
+
+
+Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*\.?[0-9_]*|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def read_yaml(path: str | Path, what: str = "YAML file"):
+    """A user-written YAML file (a grid, a stage config), its floats as YAML 1.2 reads them; a syntax error is
+    one sentence naming the file, line and column."""
+    path = Path(path)
+    try:
+        with open(path) as fh:
+            return yaml.load(fh, Loader=Loader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(f"{what} {path} is not valid YAML{where}: {problem}; fix the syntax there.") from None
+
+
+def load(cls, path: str | Path):
+    """A stage config file.  A pretraining config takes its method's values (ring.methods.apply_fixed, as a
+    grid's cells do) for the keys the file leaves unset; a key the file sets keeps its value.  The workflow
+    writes every key, so its cells' configs (and hashes) are the grid's."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Config file {path} does not exist; the workflow writes it, or pass an existing file.")
+    values = read_yaml(path, "Config file") or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"Config file {path} holds no mapping of {cls.__name__} keys; write one key: value per line.")
+    if cls is PretrainConfig and isinstance(values.get("method"), str) and values["method"] in METHODS:
+        values = apply_fixed(values["method"], values, source=f"the config file {path}")  # unknown: the checks say so
+    return from_dict(cls, values)
+
+
+def to_dict(cfg) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+# libyaml's emitter where PyYAML has it: the same text as the pure-Python one (checked on every grid's
+# cells by tests/test_config.py), ~10x faster, and the workflow dumps one config per cell when it plans.
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def dump(cfg) -> str:
+    """The YAML text of a config, as ``save`` writes it and ``load`` reads it."""
+    return yaml.dump(to_dict(cfg), Dumper=_DUMPER, sort_keys=False)
+
+
+def save(cfg, path: str | Path) -> None:
+    with open(path, "w") as fh:
+        fh.write(dump(cfg))
+
+
+def hashed_values(cfg) -> dict:
+    """The values that change results (runtime knobs left out), as plain data: what config_hash covers."""
+    return {k: v for k, v in to_dict(cfg).items() if k not in cfg.RUNTIME_FIELDS}
+
+
+def config_hash(cfg) -> str:
+    """Hash of everything that changes results (runtime knobs excluded)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cfg) if f.default is not dataclasses.MISSING}
+    late = getattr(cfg, "HASHED_WHEN_SET", ())
+    values = {k: v for k, v in hashed_values(cfg).items() if not (k in late and v == defaults.get(k))}
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,234 @@
+"""Files written whole or not at all, and one sentence when the file system refuses a write.
+
+A file is written to a temporary file beside it (``.<name>.<random>.tmp``), flushed to disk and
+renamed over the old one, so a process killed at any instant leaves the previous file or the new
+one, never a torn one; :func:`remove_stale_temporaries` clears what killed writes left behind.
+Torch-free: the SLURM client on a login node (ring.launch, ring.accounting) writes through it too.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+# The checksum record of a folder's exported files (a pretraining cell's encoders): their SHA-256,
+# written last, checked by every stage that reads one of them.
+CHECKSUMS = "export.json"
+
+
+class FileError(RuntimeError):
+    """A file cannot be read or written as a stage needs it; the message is one sentence naming it."""
+
+
+def atomic_write(path: str | Path, write) -> None:
+    """``write(binary file)`` into a temporary file, fsync, rename over ``path``.
+
+    A full disk or a folder that cannot be written is one sentence (:class:`FileError`); the file
+    ``path`` held before is untouched either way.
+    """
+    path = Path(path)
+    tmp = write_temporary(path, write)
+    try:
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise FileError(write_failure(path, err)) from None
+
+
+def write_json(path: str | Path, doc, indent: int | None = 2) -> None:
+    """``doc`` as JSON text (one trailing newline), written atomically."""
+    text = json.dumps(doc, indent=indent) + "\n"
+    atomic_write(path, lambda fh: fh.write(text.encode()))
+
+
+def write_temporary(path: Path, write) -> Path:
+    """``write`` into ``.<name>.*.tmp`` beside ``path``, flushed to disk; the temporary file's path."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        # mkstemp makes the file 0600; a result on a shared cluster follows the user's umask like any other file.
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return Path(tmp)
+    except BaseException as err:
+        # A writer that swallows the OSError (torch.save reports ENOSPC as "unexpected pos ..."): a disk
+        # with no room left, seen before our own temporary frees its blocks, is the reason.
+        full = not isinstance(err, OSError) and isinstance(err, Exception) and tmp is not None and _no_room(path.parent)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if full:
+            raise FileError(write_failure(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))) from None
+        if isinstance(err, OSError):
+            raise FileError(write_failure(path, err)) from None
+        raise
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (os.umask can only set it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def read_record(path: str | Path) -> dict:
+    """A JSON record written by this module (a checksum record, run.json, metrics), or {} when it is missing,
+    unreadable or not an object: its readers treat all of those as "no record"."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def record_checksums(folder: str | Path, names, **fields) -> dict:
+    """Write ``folder/export.json``: the SHA-256 of each of ``names`` in ``folder`` and ``fields``; the record.
+
+    Entries of other files already recorded there are kept (a backbone converted into its encoder's folder
+    by hand must not make the encoder unverifiable); the names given, and the fields, are replaced."""
+    folder = Path(folder)
+    old = read_record(folder / CHECKSUMS).get("files")
+    kept = {k: v for k, v in old.items() if k not in names} if isinstance(old, dict) else {}
+    doc = {**fields, "files": {**kept, **{name: sha256_file(folder / name) for name in names}}}
+    write_json(folder / CHECKSUMS, doc)
+    return doc
+
+
+# Exported files are also kept here (hard links: no second copy on disk), where Snakemake, which deletes
+# a rerun job's declared outputs, does not look: a client can restore them torch-free (ring.rerun).
+KEPT = "exported"
+
+
+def link_into_place(source: Path, target: Path) -> None:
+    """``target`` becomes ``source``'s content at once (a hard link, a copy where links are not supported,
+    renamed over it): it never vanishes or shows half a file.  Raises OSError."""
+    link = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    link.unlink(missing_ok=True)
+    try:
+        os.link(source, link)
+    except OSError:
+        shutil.copyfile(source, link)
+    os.replace(link, target)
+
+
+def keep_exports(folder: str | Path, names) -> None:
+    folder = Path(folder)
+    kept = folder / KEPT
+    try:
+        kept.mkdir(exist_ok=True)
+        for name in names:
+            link_into_place(folder / name, kept / name)
+    except OSError as err:
+        raise FileError(write_failure(kept / "encoder.pt", err)) from None
+
+
+def verify_checksum(path: str | Path, what: str = "encoder", fix: str = "rerun the pretraining cell that writes it") -> str:
+    """The SHA-256 of ``path``, after checking it against the checksum record beside it; one sentence otherwise.
+
+    A file altered on disk (a block overwritten, a copy cut short) or a record that is missing,
+    unreadable or silent about the file all stop the reader before it uses the file.
+    """
+    path = Path(path)
+    record = path.with_name(CHECKSUMS)
+    if not path.is_file():
+        raise FileError(f"The {what} {path} does not exist; run the stage that produces it first.")
+    try:
+        doc = json.loads(record.read_text())
+        expected = doc["files"][path.name]
+    except FileNotFoundError:
+        raise FileError(f"The {what} {path} has no checksum record ({record.name} beside it, written with it), so it "
+                        f"cannot be verified; {fix}.") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+        raise FileError(f"The checksum record {record} is unreadable or does not list {path.name}; {fix}.") from None
+    actual = sha256_file(path)
+    if actual != expected:
+        raise FileError(f"The {what} {path} fails its checksum (sha256 {actual[:12]}..., recorded {str(expected)[:12]}...: "
+                        f"the file was altered on disk); {fix}.")
+    return actual
+
+
+def _no_room(folder: Path, margin: int = 1 << 20) -> bool:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < margin
+
+
+def write_failure(path: Path, err: OSError) -> str:
+    """One sentence for a write that the file system refused."""
+    if err.errno == errno.ENOSPC:
+        return (f"The disk holding {path.parent} is full (no space left while writing {path.name}); the previous file "
+                "is kept: free some space and rerun to continue.")
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"The folder {path.parent} is not writable ({err.strerror}); fix its permissions or choose another results folder."
+    return f"Writing {path} failed ({err.strerror or err}); the previous file is kept: fix the cause and rerun."
+
+
+def check_writable(folder: str | Path) -> None:
+    """Create ``folder`` and prove a file can be written in it: an unwritable cell folder fails before training."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise FileError(
+            f"The cell folder {folder} is not writable ({err.strerror or err}); fix its permissions or choose another "
+            "results folder.") from None
+
+
+def unwritable(folder: str | Path) -> str | None:
+    """Why files cannot be written in ``folder`` (one sentence), checked without creating anything; None when they can.
+
+    The nearest existing folder on its path decides: a file in the way, or a folder this user may not
+    write, is found before any job (Snakemake's dry runs included) instead of by the first job that writes.
+    """
+    folder = Path(folder)
+    for existing in (folder, *folder.parents):
+        if existing.exists() or existing == Path(existing.anchor or "."):
+            break
+    if not existing.is_dir():
+        where = "is a file, not a folder" if existing == folder else f"cannot be created: {existing} is a file"
+        return f"The results folder {folder} {where}; move it away or choose another grid name."
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is" if existing == folder else f"cannot be created: {existing} is"
+        return (f"The results folder {folder} {what} not writable by this user; fix its permissions or run from a "
+                "folder you can write.")
+    return None
+
+
+def remove_stale_temporaries(folder: str | Path) -> list[str]:
+    """Delete what killed writes left in ``folder`` (``.<name>.*.tmp`` of :func:`atomic_write`); their names.
+
+    Call it at the start of a stage, when no write of this cell can be under way.
+    """
+    removed = []
+    for tmp in sorted(Path(folder).glob(".*.tmp")):
+        if tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp.name)
+    return removed

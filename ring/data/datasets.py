@@ -1,0 +1,162 @@
+"""Dataset loaders, the embedded default, and the views the stages train on.
+
+The catalog (names, statistics, where each dataset goes) is :mod:`ring.catalog`.
+
+The embedded default, ``digits``, is scikit-learn's copy of the UCI optical digits (1797 real
+8x8 grey images, 10 classes).  Its fixed split is ``train_test_split(test_size=0.25,
+stratify=labels, random_state=0)``: 1347 training and 450 test images.
+
+Augmentation is seeded per sample from ``(seed, epoch, index)``, so a run's views do not depend
+on the number of loader workers or on where an interrupted run was resumed.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import Dataset
+from torchvision import datasets as tvd
+from torchvision import transforms as T
+
+from ring.plan.catalog import DATASETS, DatasetMissing, check, folder, hint, spec
+
+
+@functools.lru_cache(maxsize=1)
+def _digits_arrays():
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    # 0..16 grey levels -> 0..255 uint8, decoded once.
+    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
+    idx = np.arange(len(images))
+    train_idx, test_idx = train_test_split(idx, test_size=0.25, stratify=digits.target, random_state=0)
+    return images, digits.target.astype(np.int64), {"train": np.sort(train_idx), "test": np.sort(test_idx)}
+
+
+class ArrayImages(Dataset):
+    """Images decoded once into a uint8 array (N x H x W or N x H x W x 3)."""
+
+    def __init__(self, images: np.ndarray, targets: np.ndarray):
+        self.images = images
+        self.targets = [int(t) for t in targets]
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i):
+        img = Image.fromarray(self.images[i])
+        return img.convert("RGB"), self.targets[i]
+
+
+def _build_digits(_folder: Path, split: str) -> Dataset:
+    images, targets, splits = _digits_arrays()
+    sel = splits[split]
+    return ArrayImages(images[sel], targets[sel])
+
+
+def _build_cifar(cls):
+    def build(folder: Path, split: str) -> Dataset:
+        return cls(str(folder), train=(split == "train"), download=False)
+
+    return build
+
+
+def _build_stl10(folder: Path, split: str) -> Dataset:
+    # Pretraining uses the 100k unlabeled images too, as IR, CMC and LA do on STL10.
+    name = {"pretrain": "train+unlabeled"}.get(split, split)
+    return tvd.STL10(str(folder), split=name, download=False)
+
+
+def _build_imagenet(folder: Path, split: str) -> Dataset:
+    return tvd.ImageFolder(str(folder / ("val" if split == "test" else "train")))
+
+
+BUILDERS: dict[str, Callable[[Path, str], Dataset]] = {
+    "digits": _build_digits,
+    "cifar10": _build_cifar(tvd.CIFAR10),
+    "cifar100": _build_cifar(tvd.CIFAR100),
+    "stl10": _build_stl10,
+    "imagenet": _build_imagenet,
+}
+assert BUILDERS.keys() == DATASETS.keys()
+
+
+def load(name: str, data_root: str | Path, split: str) -> Dataset:
+    """``split``: "pretrain" (the images pretraining sees), "train" or "test" (labelled)."""
+    check(name, data_root)
+    build_split = split if name == "stl10" else ("train" if split == "pretrain" else split)
+    try:
+        return BUILDERS[name](folder(name, data_root), build_split)
+    except (RuntimeError, OSError) as err:  # torchvision's checksum and integrity errors
+        raise DatasetMissing(
+            f"Dataset {name} under {folder(name, data_root)} is incomplete or corrupted ({str(err).splitlines()[0]}); "
+            f"{hint(name, data_root)}."
+        ) from None
+
+
+def normalize(name: str) -> T.Normalize:
+    s = spec(name)
+    return T.Normalize(s.mean, s.std)
+
+
+def pretrain_view(name: str, resize: int, crop: int, crop_scale_min: float) -> T.Compose:
+    """One random view from the paper's family: resize, random crop, colour jitter, flip, grayscale."""
+    return T.Compose(
+        [
+            T.Resize((resize, resize)),
+            T.RandomResizedCrop(crop, scale=(crop_scale_min, 1.0)),
+            T.ColorJitter(0.4, 0.4, 0.4, 0.4),
+            T.RandomHorizontalFlip(),
+            T.RandomGrayscale(p=0.2),
+            T.ToTensor(),
+            normalize(name),
+        ]
+    )
+
+
+def linear_view(name: str, resize: int, crop: int, augmentation: str, norm: T.Normalize | None = None) -> T.Compose:
+    """``norm``: the input normalisation, the catalog's statistics of ``name`` unless given (a transfer's own)."""
+    if augmentation == "crop_flip":
+        ops = [T.Resize((resize, resize)), T.RandomResizedCrop(crop), T.RandomHorizontalFlip()]
+    elif augmentation == "none":
+        ops = [T.Resize((resize, resize)), T.CenterCrop(crop)]
+    else:
+        raise ValueError(f"Unknown linear-evaluation augmentation {augmentation!r}; choose crop_flip or none.")
+    return T.Compose([*ops, T.ToTensor(), norm or normalize(name)])
+
+
+def eval_view(name: str, resize: int, crop: int, norm: T.Normalize | None = None) -> T.Compose:
+    return linear_view(name, resize, crop, "none", norm)
+
+
+class Views(Dataset):
+    """``(view_1, ..., view_n, label, index)`` with augmentation seeded by (seed, epoch, index)."""
+
+    def __init__(self, base: Dataset, transform, n_views: int = 1, seed: int = 0):
+        self.base = base
+        self.transform = transform
+        self.n_views = n_views
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, index: int):
+        img, label = self.base[index]
+        with torch.random.fork_rng(devices=[]):
+            # A distinct, reproducible stream per (seed, epoch, sample).
+            # The CPU generator alone (what the transforms draw from): torch.manual_seed would also
+            # queue a lazy seeding of every accelerator, with a stack trace each, ~1 ms per image.
+            torch.default_generator.manual_seed((self.seed * 1_000_003 + self.epoch) * 10_000_019 + index)
+            views = [self.transform(img) for _ in range(self.n_views)]
+        return (*views, label, index)

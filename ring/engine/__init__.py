@@ -1,0 +1,3 @@
+"""The compute side (torch): encoder, objectives, anneal, runtime, distributed, checkpoint, health,
+knn, provenance.
+"""

@@ -1,0 +1,315 @@
+"""ResNet-18 encoder with a 128-d L2-normalised head, and its torchvision-format export.
+
+CMC's encoder (:class:`LabEncoder`) is two of them, one on the L and one on the ab channels of Lab
+colour.  A CMC pretraining cell exports ``encoder.pt`` (the L trunk, conv1 with 1 input channel)
+and ``encoder_ab.pt`` (the ab trunk, conv1 with 2), both torchvision resnet18 ``state_dict``s
+without ``fc``; :func:`load_feature_extractor` builds the frozen features of any cell from them.
+Exported files are written by :func:`save_trunks` with a checksum record (``export.json``) that
+every reader verifies first (:func:`ring.files.verify_checksum`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import kornia
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchvision.models import resnet18
+
+from ring.engine.checkpoint import atomic_save, safe_load
+from ring.core.files import keep_exports, record_checksums, verify_checksum
+from ring.core.methods import method as method_spec
+
+from ring.plan.checks import HEADS  # the one list, which plan-time checks read too
+
+# The exact contract of an exported encoder: torchvision's resnet18 state_dict without the
+# classifier.  ``resnet18().load_state_dict(sd, strict=False)`` must report these and nothing else.
+TORCHVISION_MISSING_KEYS = ("fc.weight", "fc.bias")
+
+
+def _resnet18(in_channels: int = 3) -> nn.Module:
+    """torchvision's resnet18; conv1 takes ``in_channels`` channels (1 for CMC's L, 2 for its ab)."""
+    model = resnet18(weights=None)
+    if in_channels != 3:
+        model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    return model
+
+
+class Encoder(nn.Module):
+    """torchvision ``resnet18`` trunk (``fc`` removed) plus a projection head."""
+
+    def __init__(self, head: str = "linear", out_dim: int = 128, in_channels: int = 3):
+        super().__init__()
+        if head not in HEADS:
+            raise ValueError(f"Unknown head {head!r}; choose one of {', '.join(HEADS)}.")
+        self.trunk = _resnet18(in_channels)
+        feat_dim = self.trunk.fc.in_features
+        self.trunk.fc = nn.Identity()
+        if head == "linear":
+            self.head = nn.Linear(feat_dim, out_dim)
+        else:
+            self.head = nn.Sequential(nn.Linear(feat_dim, feat_dim), nn.ReLU(inplace=True), nn.Linear(feat_dim, out_dim))
+
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        """Pre-pool output of the last convolutional stage: B x 512 x h x w (7 x 7 at 224 input)."""
+        return trunk_feature_map(self.trunk, x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pooled = torch.flatten(self.trunk.avgpool(self.feature_map(x)), 1)
+        return F.normalize(self.head(pooled), dim=1)
+
+
+def torchvision_state_dict(encoder: Encoder) -> dict[str, torch.Tensor]:
+    """The trunk's weights under torchvision's resnet18 key names (no ``fc``), on the CPU."""
+    return {k: v.detach().cpu().clone() for k, v in encoder.trunk.state_dict().items()}
+
+
+def load_trunk(state: dict[str, torch.Tensor], in_channels: int = 3) -> nn.Module:
+    """A torchvision resnet18 holding an exported trunk; fails unless exactly ``fc`` is missing."""
+    model = _resnet18(in_channels)
+    expected = set(model.state_dict())
+    missing = sorted(expected - set(state))
+    unexpected = sorted(set(state) - expected)
+    if missing != sorted(TORCHVISION_MISSING_KEYS) or unexpected:
+        raise ValueError(
+            "Encoder file is not a torchvision resnet18 trunk: expected only fc.weight/fc.bias missing, got "
+            f"missing={missing} unexpected={unexpected}; point to an encoder.pt written by ring.pretrain."
+        )
+    try:
+        model.load_state_dict(state, strict=False)
+    except RuntimeError as err:
+        detail = str(err).splitlines()[-1].strip()
+        raise ValueError(f"Encoder file does not fit resnet18 ({detail}); point to an encoder.pt written by ring.pretrain.") from None
+    model.fc = nn.Identity()
+    return model
+
+
+def trunk_feature_map(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Pre-pool feature map of a torchvision resnet18."""
+    x = model.maxpool(model.relu(model.bn1(model.conv1(x))))
+    return model.layer4(model.layer3(model.layer2(model.layer1(x))))
+
+
+class Precision(nn.Module):
+    """Runs a module in bf16 autocast and/or channels-last memory format, returning fp32 outputs.
+
+    Only the network runs in reduced precision: everything downstream (bank and queue similarities,
+    Ring's percentile selection, the loss) sees fp32 embeddings, so selection ties do not appear.
+    """
+
+    def __init__(self, module: nn.Module, bf16: bool, channels_last: bool):
+        super().__init__()
+        self.module = module.to(memory_format=torch.channels_last) if channels_last else module
+        self.bf16 = bf16
+        self.channels_last = channels_last
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(device_type=x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            out = self.module(x)
+        return out.float()
+
+
+def resolve_precision(precision: str, channels_last: str, device: torch.device, bn_groups: int = 1) -> tuple[bool, bool]:
+    """("auto" means on for CUDA devices, off elsewhere) -> (bf16, channels_last).
+
+    Channels-last "auto" stays off where BatchNorm runs in groups (``bn_groups`` per process > 1): a
+    grouped layer views its input as N/G x (G C) x H x W, free in NCHW and a copy each way in channels-last.
+    Measured on an H200 (benchmarks/results/throughput_MoCo*-NVIDIA_H200.json, bf16, 8 groups): MoCo
+    trains 6,422 images/s in NCHW against 4,867 in channels-last.
+    """
+    if precision not in ("auto", "bf16", "fp32"):
+        raise ValueError(f"Unknown precision {precision!r}; choose auto, bf16 or fp32.")
+    if channels_last not in ("auto", "on", "off"):
+        raise ValueError(f"Unknown channels_last {channels_last!r}; choose auto, on or off.")
+    gpu = device.type == "cuda"
+    return (precision == "bf16" or (precision == "auto" and gpu),
+            channels_last == "on" or (channels_last == "auto" and gpu and bn_groups == 1))
+
+
+class GroupBatchNorm2d(nn.BatchNorm2d):
+    """``nn.BatchNorm2d`` whose training statistics are per group of the batch, all groups in one call.
+
+    With ``groups = G``, rows ``n = G b + j`` form group ``j`` (:class:`Grouped` interleaves the batch
+    so that group ``j`` is its ``j``-th consecutive chunk).  The batch is viewed as
+    ``N/G x (G C) x H x W``, so one ``batch_norm`` call computes the ``G C`` statistics, instead of
+    ``G`` passes of the whole network over chunks of ``N/G`` images (MoCo's ``SplitBatchNorm`` does
+    the same with strided groups).  The view is free for NCHW tensors and a copy for channels-last ones.
+
+    Running statistics are those of group 0, which is what GPU 0 of a ``G``-GPU run holds and exports:
+    ``running_mean``/``running_var`` are the first ``C`` entries of ``G C`` buffers that the same
+    ``batch_norm`` call updates (so they cost no call of their own).  The other groups' entries are
+    never read; they are not saved, and a resumed run rebuilds them, which changes nothing it computes.
+    (The sequential chunks this replaces updated the running statistics ``G`` times per step, once
+    per chunk: the exported statistics then weighted the last chunks most.)  Evaluation mode is
+    ``nn.BatchNorm2d``'s.  The parameters and ``state_dict`` keys are ``nn.BatchNorm2d``'s.
+    """
+
+    groups = 1
+
+    def prepare(self, groups: int) -> None:
+        """Make ``running_mean``/``running_var`` group 0 of ``groups`` x C buffers (again after ``.to()``,
+        ``load_state_dict`` of another storage or a deep copy): called outside the forward, so that a
+        compiled forward sees fixed buffers."""
+        if self.momentum is None:
+            raise ValueError("BatchNorm groups need a fixed momentum (momentum=None averages over all batches).")
+        self.groups = groups
+        stats = getattr(self, "_group_stats", None)
+        if (stats is not None and len(stats[0]) == groups * len(self.running_mean)
+                and stats[0].data_ptr() == self.running_mean.data_ptr() and stats[1].data_ptr() == self.running_var.data_ptr()):
+            return
+        c = len(self.running_mean)
+        stats = (self.running_mean.detach().repeat(groups), self.running_var.detach().repeat(groups))
+        self.running_mean, self.running_var = stats[0][:c], stats[1][:c]
+        self._group_stats = stats
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g = self.groups
+        if g == 1 or not self.training:
+            return super().forward(x)
+        n, c, h, w = x.shape
+        self.num_batches_tracked.add_(1)
+        mean, var = self._group_stats
+        y = F.batch_norm(x.reshape(n // g, g * c, h, w), mean, var, self.weight.repeat(g), self.bias.repeat(g),
+                         True, self.momentum, self.eps)
+        # Not a view of y: torchvision's ReLU works in place on this output, and an in-place op on a view
+        # makes autograd copy the whole base tensor back (CopySlices) in the backward pass.
+        return torch.ops.aten._unsafe_view(y, (n, c, h, w))
+
+
+class Grouped(nn.Module):
+    """BatchNorm statistics per group of the batch: ``groups`` consecutive chunks are normalised separately.
+
+    This is what ``groups`` GPUs compute (each normalises its own share of the batch); MoCo's
+    shuffled BN relies on it (``ring.objectives.moco``), and data-parallel runs are equivalent to a
+    single process with as many groups.  Every ``BatchNorm2d`` of ``module`` becomes a
+    :class:`GroupBatchNorm2d` (same parameters, same ``state_dict``) and the network runs once over
+    the whole batch, interleaved so that chunk ``j`` is the rows ``n = G b + j`` those layers group.
+    """
+
+    def __init__(self, module: nn.Module, groups: int):
+        super().__init__()
+        if groups < 1:
+            raise ValueError(f"bn_groups={groups} must be at least 1.")
+        self.module = module
+        self.groups = groups
+        # A plain list (not submodules): deep copies (MoCo's key encoder) map it to their own layers.
+        self.norms = [m for m in module.modules() if isinstance(m, nn.BatchNorm2d)] if groups > 1 else []
+        for norm in self.norms:
+            norm.__class__ = GroupBatchNorm2d
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g = self.groups
+        if g == 1:
+            return self.module(x)
+        if len(x) % g:
+            raise ValueError(f"A batch of {len(x)} does not split into bn_groups={g} equal groups.")
+        for norm in self.norms:
+            norm.prepare(g)
+        out = self.module(x.unflatten(0, (g, -1)).transpose(0, 1).flatten(0, 1))
+        return out.unflatten(0, (-1, g)).transpose(0, 1).flatten(0, 1)
+
+
+# Lab channels scaled from their range over the sRGB gamut (L in [0, 100], a in [-86.183, 98.233],
+# b in [-107.857, 94.478]) to [-1, 1], as CMC normalises its L and ab views.
+LAB_LOW = (0.0, -86.183, -107.857)
+LAB_HIGH = (100.0, 98.233, 94.478)
+
+
+def lab_views(x: torch.Tensor, mean, std) -> tuple[torch.Tensor, torch.Tensor]:
+    """CMC's two views of a batch normalised with the dataset's RGB ``mean``/``std``: (L, ab), in fp32."""
+    shape = (1, 3, 1, 1)
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        rgb = (x.float() * x.new_tensor(std).view(shape) + x.new_tensor(mean).view(shape)).clamp(0.0, 1.0)
+        lab = kornia.color.rgb_to_lab(rgb)
+        low, high = x.new_tensor(LAB_LOW).view(shape), x.new_tensor(LAB_HIGH).view(shape)
+        lab = (2.0 * lab - (low + high)) / (high - low)
+    return lab[:, :1], lab[:, 1:]
+
+
+class LabEncoder(nn.Module):
+    """CMC's encoder: an L and an ab ResNet-18 (twice the parameters); output ``[z_L, z_ab]``."""
+
+    def __init__(self, head: str, out_dim: int, mean, std):
+        super().__init__()
+        self.l = Encoder(head, out_dim, in_channels=1)
+        self.ab = Encoder(head, out_dim, in_channels=2)
+        self.mean, self.std = tuple(mean), tuple(std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        l, ab = lab_views(x, self.mean, self.std)
+        return torch.cat([self.l(l.to(x.dtype)), self.ab(ab.to(x.dtype))], dim=1)
+
+
+def export_trunks(encoder: nn.Module) -> dict[str, dict[str, torch.Tensor]]:
+    """File name -> torchvision trunk ``state_dict`` of everything a pretraining cell exports."""
+    if isinstance(encoder, LabEncoder):
+        return {"encoder.pt": torchvision_state_dict(encoder.l), "encoder_ab.pt": torchvision_state_dict(encoder.ab)}
+    return {"encoder.pt": torchvision_state_dict(encoder)}
+
+
+def save_trunks(trunks: dict[str, dict[str, torch.Tensor]], folder: str | Path, **record) -> dict:
+    """Write each trunk (file name -> state dict) atomically, ``encoder.pt`` last, then the checksum
+    record naming their SHA-256 and ``record`` (the config hash): a reader trusts nothing until it is there."""
+    folder = Path(folder)
+    for name, state in sorted(trunks.items(), key=lambda kv: kv[0] == "encoder.pt"):
+        atomic_save(state, folder / name)
+    keep_exports(folder, sorted(trunks))
+    return record_checksums(folder, sorted(trunks), **record)
+
+
+class TrunkFeatures(nn.Module):
+    """Frozen pre-pool feature map of one exported trunk (RGB input)."""
+
+    description = "resnet18.layer4 (pre-pool), flattened"
+
+    def __init__(self, trunk: nn.Module):
+        super().__init__()
+        self.trunk = trunk
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return trunk_feature_map(self.trunk, x)
+
+
+class LabFeatures(nn.Module):
+    """CMC's frozen features: the L and ab trunks' pre-pool maps, concatenated along channels (as CMC evaluates)."""
+
+    description = "resnet18.layer4 (pre-pool) of the L and ab encoders, concatenated (CMC's protocol), flattened"
+
+    def __init__(self, trunk_l: nn.Module, trunk_ab: nn.Module, mean, std):
+        super().__init__()
+        self.trunk_l, self.trunk_ab = trunk_l, trunk_ab
+        self.mean, self.std = tuple(mean), tuple(std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        l, ab = lab_views(x, self.mean, self.std)
+        return torch.cat([trunk_feature_map(self.trunk_l, l.to(x.dtype)), trunk_feature_map(self.trunk_ab, ab.to(x.dtype))], dim=1)
+
+
+def encoder_files(encoder_path: str | Path, method: str) -> list[Path]:
+    """Every file of a pretraining cell's encoder: ``encoder_path`` and, for CMC, its ab trunk beside it."""
+    encoder_path = Path(encoder_path)
+    names = method_spec(method).encoder_files if method else ("encoder.pt",)
+    return [encoder_path, *(encoder_path.with_name(n) for n in names[1:])]
+
+
+def load_feature_extractor(encoder_path: str | Path, method: str, mean, std) -> nn.Module:
+    """The frozen feature extractor of a pretraining cell (eval mode, no gradients).
+
+    ``method`` is the cell's method (empty: a single 3-channel trunk); ``mean``/``std`` are the
+    dataset's RGB normalisation, undone before CMC's Lab conversion.  Output: B x C x h x w.
+    """
+    files = encoder_files(encoder_path, method)
+    sha256 = {f.name: verify_checksum(f) for f in files}  # every trunk verified before any is used
+    states = [safe_load(f, "encoder", "rerun the pretraining cell that writes it") for f in files]
+    if len(states) == 1:
+        extractor = TrunkFeatures(load_trunk(states[0]))
+    else:
+        extractor = LabFeatures(load_trunk(states[0], in_channels=1), load_trunk(states[1], in_channels=2), mean, std)
+    extractor.files, extractor.sha256 = files, sha256
+    for p in extractor.parameters():
+        p.requires_grad_(False)
+    return extractor.eval()

@@ -1,0 +1,3 @@
+"""Planning on a login node, torch-free: plan checks, dataset catalog and listings, grid, estimate,
+rerun, lineage, configuration reference.
+"""

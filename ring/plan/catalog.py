@@ -1,0 +1,448 @@
+"""The dataset catalog, free of torch so that the workflow client can read it.
+
+Every dataset lives under ``<data_root>/<name>/`` in the layout its publisher (or torchvision's
+downloader, given that folder as ``root``) produces.  The check downloads nothing: a missing
+dataset is reported by :func:`check` with one sentence saying how to get it (:func:`hint`: the
+``python -m ring.catalog fetch`` command of :mod:`ring.fetch` where it can fetch the dataset, the
+steps by hand where it cannot).  Loaders live in :mod:`ring.data.datasets`; the transfer
+datasets' listings are parsed by :mod:`ring.plan.listings`.
+
+The data check (``python -m ring.catalog check``, the workflow's ``data_check`` rule) also
+verifies the contents against what the publisher publishes (:func:`ring.data.verify.verify`, beside
+torchvision, whose lists it reads; the rest of it is here, torch-free): torchvision's md5 of
+every file that has one (CIFAR10/100 batches, STL10's binaries), the publisher's image counts for
+the others.  A passing verification is cached in a stamp keyed by the size and modification time
+of every file and folder it read, so it runs once per dataset and again only when one changes.
+A folder that ``ring.fetch`` filled and stamped (``.ring-fetch.json``) is not hashed again while
+the stamp still describes it (:func:`fetched_from_publisher`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ring.plan.listings import LISTINGS, PART, SPLITS, Listing
+
+
+class DatasetMissing(FileNotFoundError):
+    """A dataset is absent or incomplete under the data root."""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    display: str  # column name in the paper's tables
+    num_classes: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    required: tuple[str, ...]  # files or folders below <data_root>/<name> that must exist
+    how_to_get: str
+    # Labelled training images (linear evaluation) and, where pretraining sees more, the images it
+    # trains on (its memory bank); the publisher's counts, so the plan bounds batch and bank sizes.
+    train_images: int = 0
+    pretrain_images: int = 0  # 0: train_images
+    # Verification against the publisher (verify): the torchvision class whose md5 lists cover the
+    # files, or the publisher's (train, val) image counts in class folders.
+    torchvision_md5: str | None = None
+    publisher_counts: tuple[int, int] | None = None
+    # Grey images (one channel, replicated to three): their Lab ab channels are constant, so CMC's ab view
+    # carries nothing (ring.checks warns at plan time).
+    grey: bool = False
+
+
+def _torchvision_hint(cls: str, name: str, extra: str = "") -> str:
+    return (f"run `python -c \"import torchvision; torchvision.datasets.{cls}('<data_root>/{name}'{extra}, download=True)\"` "
+            "on a machine with internet and copy the folder there")
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    # The embedded default: scikit-learn's UCI optical digits, real 8x8 grey images (see ring.datasets).
+    "digits": DatasetSpec(
+        display="Digits", num_classes=10,
+        # Mean/std of the training split's 0..255 pixels (asserted by tests/test_datasets.py).
+        mean=(0.3053,) * 3, std=(0.3758,) * 3,
+        required=(), how_to_get="it ships inside scikit-learn; install scikit-learn",
+        train_images=1347,  # the fixed 75% split of ring.datasets
+        grey=True,
+    ),
+    "cifar10": DatasetSpec(
+        display="CIFAR10", num_classes=10,
+        mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616),
+        required=("cifar-10-batches-py/data_batch_1", "cifar-10-batches-py/data_batch_5", "cifar-10-batches-py/test_batch"),
+        how_to_get=_torchvision_hint("CIFAR10", "cifar10"), train_images=50000, torchvision_md5="CIFAR10",
+    ),
+    "cifar100": DatasetSpec(
+        display="CIFAR100", num_classes=100,
+        mean=(0.5071, 0.4865, 0.4409), std=(0.2673, 0.2564, 0.2762),
+        required=("cifar-100-python/train", "cifar-100-python/test"),
+        how_to_get=_torchvision_hint("CIFAR100", "cifar100"), train_images=50000, torchvision_md5="CIFAR100",
+    ),
+    "stl10": DatasetSpec(
+        display="STL10", num_classes=10,
+        mean=(0.4467, 0.4398, 0.4066), std=(0.2603, 0.2566, 0.2713),
+        required=("stl10_binary/train_X.bin", "stl10_binary/test_X.bin", "stl10_binary/unlabeled_X.bin"),
+        how_to_get=_torchvision_hint("STL10", "stl10", ", split='train+unlabeled'"), torchvision_md5="STL10",
+        train_images=5000, pretrain_images=105000,  # pretraining adds the 100k unlabeled images
+    ),
+    "imagenet": DatasetSpec(
+        display="ImageNet", num_classes=1000,
+        mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+        required=("train", "val"),
+        # ImageNet needs an account: ring.fetch cannot get it, so these are the steps by hand.
+        how_to_get="log in at image-net.org, accept the ILSVRC2012 terms, download ILSVRC2012_img_train.tar, "
+                   "ILSVRC2012_img_val.tar and ILSVRC2012_devkit_t12.tar.gz into <data_root>/imagenet, then run "
+                   "`python -c \"import torchvision as tv; [tv.datasets.ImageNet('<data_root>/imagenet', split=s) for s in "
+                   "('train', 'val')]\"`, which checks their md5s and unpacks them into <data_root>/imagenet/{train,val}/"
+                   "<wnid>/*.JPEG (validation images sorted into class folders)",
+        train_images=1281167,  # ILSVRC2012 train
+        publisher_counts=(1281167, 50000),  # ILSVRC2012's train and validation images
+    ),
+}
+
+
+@dataclass(frozen=True)
+class TransferSpec:
+    """A dataset that CIFAR10 encoders are transferred to (Table 3).  Its input normalisation is not
+    a constant: it is computed from the training split (:mod:`ring.metadataset`)."""
+
+    display: str  # column name in Table 3
+    num_classes: int
+    required: tuple[str, ...]  # annotation files (and image folders) below <data_root>/<name>
+    how_to_get: str
+    split: str  # the documented, deterministic train/test split
+    publisher_counts: tuple[int, int] | None  # (train, test) images of the full release; None: depends on filters
+
+
+_FUNGI_HINT = (
+    "the FGVCx Fungi 2018 release (fungi_train_val.tgz and train_val_annotations.tgz) has moved from its original "
+    "labs.gbif.org links: find the current links in the README of github.com/visipedia/fgvcx_fungi_comp (or Meta-Dataset's "
+    "conversion instructions), then extract both archives into <data_root>/fungi so that it holds train.json, val.json "
+    "and images/"
+)
+
+def _idx_spec(cls: str, name: str) -> TransferSpec:
+    """MNIST and FashionMNIST: the publisher's idx files, where torchvision puts them (<root>/<cls>/raw)."""
+    return TransferSpec(
+        display=cls, num_classes=10,
+        required=tuple(f"{cls}/raw/{split}-{kind}" for split in ("train", "t10k") for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")),
+        how_to_get=_torchvision_hint(cls, name),
+        split="the publisher's 60,000 train / 10,000 t10k images",
+        publisher_counts=(60000, 10000),
+    )
+
+
+TRANSFER: dict[str, TransferSpec] = {
+    # The nine Meta-Dataset image sets of Table 3, each in the layout its publisher (or torchvision's
+    # downloader with root=<data_root>/<name>) produces.  README "Transfer (Table 3)" lists them.
+    "aircraft": TransferSpec(
+        display="Aircraft", num_classes=100,
+        required=("fgvc-aircraft-2013b/data/variants.txt", "fgvc-aircraft-2013b/data/images_variant_trainval.txt",
+                  "fgvc-aircraft-2013b/data/images_variant_test.txt", "fgvc-aircraft-2013b/data/images"),
+        how_to_get=_torchvision_hint("FGVCAircraft", "aircraft"),
+        split="the publisher's variant-level images_variant_trainval.txt / images_variant_test.txt",
+        publisher_counts=(6667, 3333),
+    ),
+    "cub": TransferSpec(
+        display="CUBirds", num_classes=200,
+        required=("CUB_200_2011/images.txt", "CUB_200_2011/image_class_labels.txt",
+                  "CUB_200_2011/train_test_split.txt", "CUB_200_2011/images"),
+        how_to_get="download CUB_200_2011.tgz from data.caltech.edu/records/65de6-vzc43 and extract it into <data_root>/cub",
+        split="the publisher's CUB_200_2011/train_test_split.txt (1 = train, 0 = test)",
+        publisher_counts=(5994, 5794),
+    ),
+    "dtd": TransferSpec(
+        display="DTD", num_classes=47,
+        required=("dtd/dtd/labels/train1.txt", "dtd/dtd/labels/val1.txt", "dtd/dtd/labels/test1.txt", "dtd/dtd/images"),
+        how_to_get=_torchvision_hint("DTD", "dtd"),
+        split="the publisher's split 1: labels/train1.txt + val1.txt for training, labels/test1.txt for testing",
+        publisher_counts=(3760, 1880),
+    ),
+    "fungi": TransferSpec(
+        display="Fungi", num_classes=1394,
+        required=("train.json", "val.json", "images"),
+        how_to_get=_FUNGI_HINT,
+        split="the FGVCx 2018 competition's train.json for training and val.json for testing (its test labels are private)",
+        publisher_counts=(85578, 4182),
+    ),
+    "mnist": _idx_spec("MNIST", "mnist"),
+    "fashion_mnist": _idx_spec("FashionMNIST", "fashion_mnist"),
+    "traffic_sign": TransferSpec(
+        display="TrafficSign", num_classes=43,
+        required=("gtsrb/GT-final_test.csv", "gtsrb/GTSRB/Training", "gtsrb/GTSRB/Final_Test/Images"),
+        how_to_get=_torchvision_hint("GTSRB", "traffic_sign", ", split='test'") + " (and again with split='train')",
+        split="GTSRB's training images (GTSRB/Training/<class>/*.ppm) / its final test set (GT-final_test.csv)",
+        publisher_counts=(26640, 12630),
+    ),
+    "vgg_flower": TransferSpec(
+        display="VGGFlower", num_classes=102,
+        required=("flowers-102/imagelabels.mat", "flowers-102/setid.mat", "flowers-102/jpg"),
+        how_to_get=_torchvision_hint("Flowers102", "vgg_flower"),
+        split="the publisher's setid.mat: trnid + valid for training, tstid for testing",
+        publisher_counts=(2040, 6149),
+    ),
+    "mscoco": TransferSpec(
+        display="MSCOCO", num_classes=80,
+        required=("annotations/instances_train2017.json", "annotations/instances_val2017.json", "train2017", "val2017"),
+        how_to_get="download train2017.zip, val2017.zip and annotations_trainval2017.zip from cocodataset.org/#download "
+                   "and extract them into <data_root>/mscoco",
+        split="object crops (non-crowd boxes of at least 32x32 pixels) of train2017 for training, of val2017 for "
+              "testing, at most 500 / 100 per class drawn with seed 0",
+        publisher_counts=None,
+    ),
+    # The embedded default's transfer column: procedurally generated shapes (ring.metadataset),
+    # written as PNG class folders plus generated.json, split 80/20 per class with seed 0 as for a
+    # dataset that ships no split.
+    "shapes": TransferSpec(
+        display="Shapes", num_classes=6,
+        required=("generated.json",),
+        how_to_get="generate it with `python -m ring.metadataset generate shapes --data-root <data_root>` "
+                   "(the smoke workflow does this itself)",
+        split="80/20 per class with seed 0",
+        publisher_counts=(288, 72),
+    ),
+}
+assert not TRANSFER.keys() & DATASETS.keys()
+
+
+def spec(name: str) -> DatasetSpec | TransferSpec:
+    if name in TRANSFER:
+        return TRANSFER[name]
+    if name not in DATASETS:
+        raise ValueError(f"Unknown dataset {name!r}; choose one of {', '.join([*DATASETS, *TRANSFER])}.")
+    return DATASETS[name]
+
+
+def folder(name: str, data_root: str | Path) -> Path:
+    return Path(data_root) / name
+
+
+# The catalog datasets that ring.fetch downloads (its recipes need torchvision, so they are named here
+# for the torch-free check; tests/test_fetch.py asserts that the two agree).
+FETCHED = frozenset({"cifar10", "cifar100", "stl10", "mnist", "fashion_mnist", "aircraft", "cub", "dtd", "fungi",
+                     "traffic_sign", "vgg_flower", "mscoco"})
+FETCH_STAMP = ".ring-fetch.json"  # written by ring.fetch into a dataset folder it filled
+
+
+def hint(name: str, data_root: str | Path) -> str:
+    """How to get a missing or damaged dataset: the fetch command where ring.fetch gets it (then the
+    steps by hand too, for a machine that cannot reach the publisher), else the steps by hand."""
+    root = Path(data_root)
+    by_hand = spec(name).how_to_get.replace("<data_root>", str(root))
+    if name not in FETCHED:
+        return by_hand
+    return (f"fetch it with `python -m ring.catalog fetch {name} --data-root {root}` (or every dataset of the grid with "
+            f"`snakemake fetch_data`) on a machine with internet, or by hand: {by_hand}")
+
+
+def check(name: str, data_root: str | Path) -> None:
+    """Raise :class:`DatasetMissing` with one sentence if ``name`` is not usable under ``data_root``."""
+    s = spec(name)
+    if not s.required:
+        return
+    root = Path(data_root)
+    how = hint(name, root)
+    if not root.is_dir():
+        raise DatasetMissing(
+            f"Data root {root} does not exist; create it and put the datasets below it ({name}: {how}), "
+            "or set data_root in the config."
+        )
+    base = folder(name, root)
+    for rel in s.required:
+        if not (base / rel).exists():
+            raise DatasetMissing(f"Dataset {name} is missing {base / rel}; {how}.")
+    if name in TRANSFER:
+        check_listing(name, root, how)
+    if name == "imagenet":
+        for split in ("train", "val"):
+            if not any(p.is_dir() for p in (base / split).iterdir()):
+                raise DatasetMissing(f"{base / split} has no class folders; {how}.")
+
+
+def fetched_from_publisher(name: str, data_root: str | Path) -> dict | None:
+    """ring.fetch's stamp of ``name``'s folder when it vouches for what the comparison with the
+    publisher checks, so that the data check need not hash the files again; else None.
+
+    The stamp is only JSON (never unpickled), read by these rules, each for a reason:
+
+    * it names this dataset and this very folder (resolved): a folder copied or moved elsewhere,
+      stamp included, was not checked where it is now;
+    * every archive in it has the publisher's md5 and the md5 that ring.fetch measured, equal: the
+      fetch refuses a mismatch, so this says the archives were verified against the publisher.  A
+      publisher that publishes no checksum (FGVC-Aircraft) leaves nothing verified, so its folder
+      is compared with the publisher's counts as any other;
+    * the folder still has the sizes and modification times it had when the fetch, having unpacked
+      the verified archives, passed the layout check (its ``fingerprint``, the one of
+      :func:`fingerprint`): replacing or truncating a file that the comparison reads (the md5-listed
+      files and the annotation files that give the counts sit beside the required files), or adding
+      or removing entries of the image folders, changes it, and the full comparison runs.  A change
+      that keeps sizes and times is not seen, the same trust as the verified stamp of :func:`verify`
+      (delete ``.ring-fetch.json`` to force hashing).
+
+    What :func:`check` checks (layout, listings, every listed file present) runs in any case.
+    """
+    base = folder(name, data_root)
+    try:
+        stamp = json.loads((base / FETCH_STAMP).read_text())
+        archives = stamp["files"]
+        trusted = (stamp["dataset"] == name and Path(stamp["folder"]).resolve() == base.resolve()
+                   and isinstance(archives, list) and archives
+                   and all(a["publisher_md5"] is not None and a["md5"] == a["publisher_md5"] for a in archives)
+                   and stamp.get("fingerprint") == fingerprint(name, data_root) != "")
+    except (OSError, ValueError, KeyError, TypeError):  # no stamp, or a torn or foreign one
+        return None
+    if not trusted:
+        return None
+    return {"stamp": str(base / FETCH_STAMP), "fetched_at": stamp.get("fetched_at"),
+            "archives": {a["file"]: a["md5"] for a in archives}}
+
+
+VERIFIED_SUFFIX = ".verified.json"
+
+
+def loader_verifies(name: str) -> bool:
+    """Whether the dataset's loader (torchvision's) reads its files only when their md5 is the publisher's:
+    skip_checksums cannot be honoured there (CIFAR's files are Python pickles, never read unverified)."""
+    return getattr(spec(name), "torchvision_md5", None) is not None
+
+
+def skip_refusal(name: str) -> str:
+    """The sentence refusing skip_checksums for a dataset whose loader verifies md5s itself."""
+    return (f"skip_checksums cannot be honoured for {name}: its loader reads the files only when their md5 is the "
+            f"publisher's (torchvision's; {'CIFAR' if name.startswith('cifar') else 'its'} files are never read "
+            "unverified), so a modified copy would pass the data check and fail in the job; restore the publisher's "
+            "files and set skip_checksums: false.")
+SKIP_HINT = ("or, for your own modified copy, skip the comparison with the publisher with --skip-checksums "
+             "(workflow config: skip_checksums: true)")
+
+
+def md5_of(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _counts(name: str, data_root: Path) -> tuple[dict[str, int], list[Path]]:
+    """Images per split and the folders counted: the transfer listing, or ImageNet's class folders."""
+    base = folder(name, data_root)
+    if name in TRANSFER:
+        splits = listing(name, data_root)
+        return {split: len(items) for split, items in splits.items()}, [base / rel for rel in spec(name).required]
+    counts, read = {}, []
+    for split in ("train", "val"):
+        classes = sorted(p for p in (base / split).iterdir() if p.is_dir())
+        counts[split] = sum(sum(1 for e in os.scandir(c) if e.is_file()) for c in classes)
+        read += [base / split, *classes]
+    return counts, read
+
+
+def _fingerprint(paths: list[Path], base: Path) -> dict[str, list[int]]:
+    """Size and modification time of every file and folder a verification read."""
+    stats = {}
+    for path in paths:
+        st = path.stat()
+        stats[str(path.relative_to(base))] = [st.st_size, st.st_mtime_ns]
+    return stats
+
+
+def fingerprint(name: str, data_root: str | Path) -> str:
+    """A digest of the size and modification time of the dataset's files, in a few stats, torch-free.
+
+    Each required file with its sibling files (but the fetch stamp), each required folder with its
+    subfolders (a folder's time changes when an entry is added or removed).  The workflow reruns the
+    data check when it changes; "" for a dataset with no files here (embedded, or not there yet: the
+    check says so).
+    """
+    base = folder(name, data_root)
+    paths = set()
+    for rel in spec(name).required:
+        path = base / rel
+        if path.is_file():  # not the fetch stamp, written after the fetch took this fingerprint
+            paths.update(p for p in path.parent.iterdir() if p.is_file() and p.name != FETCH_STAMP)
+        elif path.is_dir():
+            paths.update([path, *(p for p in path.iterdir() if p.is_dir())])
+    if not paths:
+        return ""
+    stats = [(str(p.relative_to(base)), p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(paths)]
+    return hashlib.sha256(json.dumps(stats).encode()).hexdigest()[:16]
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise :class:`PermissionError` with one sentence if ``path`` or a folder below it cannot be written.
+
+    The data check runs this on the grid's results folder before any job of the dataset, so a
+    cell folder left read-only (another user's, a restored backup) is found before training, not
+    at the first checkpoint.
+    """
+    path = Path(path)
+    existing = path
+    while not existing.exists():  # a folder still to be created: its nearest existing parent decides
+        existing = existing.parent
+    folders = [existing] + ([Path(d) / sub for d, subs, _ in os.walk(existing) for sub in subs] if path.exists() else [])
+    for f in folders:
+        if f.is_dir() and not os.access(f, os.W_OK | os.X_OK):
+            raise PermissionError(
+                f"Results folder {f} is not writable by this user; fix its permissions (chmod u+w) or move it away "
+                "before training.")
+
+
+# -- the transfer datasets' listings and manifests (the parsers: ring.plan.listings) -----------------
+assert LISTINGS.keys() == TRANSFER.keys()
+
+
+@functools.lru_cache(maxsize=4)
+def _listing(name: str, base: str) -> Listing:
+    return LISTINGS[name](Path(base))
+
+
+def listing(name: str, data_root: str | Path) -> Listing:
+    """The dataset's train/test split; one sentence naming the problem if an annotation file is bad."""
+    base = folder(name, data_root)
+    how = hint(name, data_root)
+    try:
+        return _listing(name, str(base))
+    except FileNotFoundError as err:
+        raise DatasetMissing(f"Dataset {name} is missing {err.filename}; {how}.") from None
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
+        raise DatasetMissing(f"Dataset {name} under {base} has an unreadable annotation file "
+                             f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); {how}.") from None
+
+
+def check_listing(name: str, data_root: str | Path, hint: str) -> None:
+    """Every split non-empty, labels in range, every listed file present (called by check)."""
+    s = spec(name)
+    base = folder(name, data_root)
+    for split, items in listing(name, data_root).items():
+        if not items:
+            raise DatasetMissing(f"Dataset {name} lists no {split} images under {base}; {hint}.")
+        bad = [label for _, label in items if not 0 <= label < s.num_classes]
+        if bad:
+            raise DatasetMissing(f"Dataset {name} has {split} label {bad[0]} outside 0..{s.num_classes - 1}; {hint}.")
+        files = dict.fromkeys(rel.partition(PART)[0] for rel, _ in items)
+        missing = [f for f in files if not (base / f).is_file()]
+        if missing:
+            raise DatasetMissing(f"Dataset {name} lists {len(files)} {split} image files but {len(missing)} are missing "
+                                 f"(first: {base / missing[0]}); {hint}.")
+
+
+def manifest(name: str, data_root: str | Path) -> dict:
+    """The split manifest: every (file, label) of both splits and a SHA-256 over them."""
+    splits = listing(name, data_root)
+    files = {split: [[rel, label] for rel, label in splits[split]] for split in SPLITS}
+    s = spec(name)
+    counts = [len(files[split]) for split in SPLITS]
+    return {
+        "dataset": name,
+        "folder": str(folder(name, data_root)),
+        "split": s.split,
+        "counts": dict(zip(SPLITS, counts)),
+        "publisher_counts": None if s.publisher_counts is None else dict(zip(SPLITS, s.publisher_counts)),
+        "matches_publisher": None if s.publisher_counts is None else tuple(counts) == s.publisher_counts,
+        "sha256": hashlib.sha256(json.dumps(files, separators=(",", ":")).encode()).hexdigest(),
+        "files": files,
+    }

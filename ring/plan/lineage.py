@@ -1,0 +1,115 @@
+"""Whether a finished evaluation still describes its cell: metrics <- this encoder <- this cell's config.
+
+A number may reach a table only if the chain that made it still holds in the results folder:
+
+1. the evaluation cell's ``config.yaml`` (the grid's config of that cell, as the workflow last wrote
+   it) has the config hash that ``metrics.json`` records;
+2. the encoder files it evaluated are the pretraining cell's current ones: the SHA-256s in
+   ``metrics.json`` equal those of the cell's checksum record (``export.json``, which every reader
+   verifies against the files);
+3. that encoder was made with the pretraining cell's current ``config.yaml``.
+
+A Table 4 cell adds one link: the converted backbone it trained on is the one beside it now, and that
+backbone's checksum record names the encoder it was converted from (links 2 and 3 follow).
+
+Each broken link is one sentence (:func:`stale_reason`) that names the cell and the command that
+reruns it; :mod:`ring.tables` shows such a cell as stale, never as a number, and ``ring.batch
+status`` lists it as stale.  Torch-free: the login-node client and the table rules read it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ring.core import config as C
+from ring.core.files import CHECKSUMS, read_record
+
+# Stage folder -> its config class, for the cells whose lineage is checked (results/<grid>/<stage>/...).
+EVALUATIONS = {"lincls": C.LinclsConfig, "transfer": C.TransferConfig}
+
+
+def _config(path: Path, cls):
+    """A cell's config.yaml, read as its stage reads it, or None when it is missing or unreadable."""
+    try:
+        return C.load(cls, path)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _config_hash(path: Path, cls) -> str | None:
+    cfg = _config(path, cls)
+    return None if cfg is None else C.config_hash(cfg)
+
+
+def pretrain_cell(metrics_path: str | Path, evaluation) -> Path:
+    """The pretraining cell whose encoder an evaluation cell (its config, or None) evaluates: a transfer
+    cell's is its source's."""
+    path = Path(metrics_path)
+    results, seed_dir, method_dir = Path(*path.parts[:-5]), path.parts[-2], path.parts[-3]
+    source = getattr(evaluation, "source", None) or getattr(evaluation, "dataset", None) or path.parts[-4]
+    return results / "pretrain" / source / method_dir / seed_dir
+
+
+def rerun_command(target: Path) -> str:
+    return f"snakemake --profile profiles/local all_tables -R {target} (profiles/slurm on a cluster)"
+
+
+def _encoder_reason(cell: Path, pretrain: Path, evaluated: dict | None, target: Path) -> str | None:
+    """Links 2 and 3: ``evaluated`` (file -> SHA-256) is the pretraining cell's current encoder, made with its config."""
+    export = read_record(pretrain / CHECKSUMS)
+    encoder = pretrain / "encoder.pt"
+    if not export or not encoder.is_file():
+        return (f"{cell} evaluated an encoder that {pretrain} no longer holds (retraining or failed); "
+                f"rerun it: {rerun_command(encoder)}.")
+    files = export.get("files") if isinstance(export.get("files"), dict) else {}
+    if not evaluated or any(files.get(name) != sha for name, sha in evaluated.items()):
+        return (f"{cell} evaluated another encoder than the one {pretrain} holds now (it was retrained); "
+                f"rerun it: {rerun_command(target)}.")
+    if export.get("config_hash") != _config_hash(pretrain / "config.yaml", C.PretrainConfig):
+        return (f"{pretrain} holds an encoder made with another config than its config.yaml, and {cell} evaluated it; "
+                f"rerun them: {rerun_command(encoder)}.")
+    return None
+
+
+def detection_stale_reason(metrics_path: Path, metrics: dict) -> str | None:
+    """The chain of a Table 4 cell (results/<grid>/detection/<source>/<method>/<task>/seed<k>/): its config,
+    the converted backbone it trained on (beside: .../<source>/<method>/seed<k>/backbone.pkl), the encoder
+    that backbone was converted from, that encoder's config."""
+    path = Path(metrics_path)
+    cell = path.parent
+    results, source, method, seed = Path(*path.parts[:-6]), path.parts[-5], path.parts[-4], path.parts[-2]
+    if metrics.get("config_hash") is None:
+        return (f"{cell} was evaluated before ring-bench recorded what each number was made from; "
+                f"rerun it: {rerun_command(path)}.")
+    if metrics["config_hash"] != _config_hash(cell / "config.yaml", C.DetectionConfig):
+        return f"{cell} was trained with another config than its config.yaml; rerun it: {rerun_command(path)}."
+    backbone = results / "detection" / source / method / seed / "backbone.pkl"
+    record = read_record(backbone.parent / CHECKSUMS)
+    if not backbone.is_file() or record.get("files", {}).get("backbone.pkl") != metrics.get("backbone_sha256"):
+        return (f"{cell} trained on another backbone than {backbone} (it was converted again, or is gone); "
+                f"rerun it: {rerun_command(path)}.")
+    return _encoder_reason(cell, results / "pretrain" / source / method / seed, record.get("encoder_files"), backbone)
+
+
+def stale_reason(metrics_path: str | Path, metrics: dict) -> str | None:
+    """Why this evaluation no longer describes its cell (one sentence), or None when its chain holds.
+
+    Only cells in the workflow's layout are checked (results/<grid>/{lincls,transfer}/<dataset>/<method>/
+    seed<k>/ with a config.yaml beside the metrics); a metrics file elsewhere has no cell to compare with.
+    """
+    path = Path(metrics_path)
+    cell = path.parent
+    if not (cell / "config.yaml").is_file():
+        return None
+    if len(path.parts) >= 7 and path.parts[-6] == "detection":
+        return detection_stale_reason(path, metrics)
+    if len(path.parts) < 6 or path.parts[-5] not in EVALUATIONS:
+        return None
+    evaluation = _config(cell / "config.yaml", EVALUATIONS[path.parts[-5]])
+    pretrain = pretrain_cell(path, evaluation)
+    if metrics.get("config_hash") is None:
+        return (f"{cell} was evaluated before ring-bench recorded what each number was made from; "
+                f"rerun it: {rerun_command(path)}.")
+    if evaluation is None or metrics["config_hash"] != C.config_hash(evaluation):
+        return f"{cell} was evaluated with another config than its config.yaml; rerun it: {rerun_command(path)}."
+    return _encoder_reason(cell, pretrain, metrics.get("protocol", {}).get("encoder_files"), path)

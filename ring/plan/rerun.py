@@ -1,0 +1,192 @@
+"""What an edited cell config does to the cell's finished files: continue, start over, or nothing.
+
+    python -m ring.rerun CELL --stage pretrain      # after the workflow wrote CELL/config.yaml anew
+
+A cell folder records in ``run.json`` the config (hash and values) its checkpoint and outputs were
+made with; each stage writes it when it starts.  When the cell's config changes, :func:`prepare`
+decides, torch-free (the workflow runs it on the login node, before any job is submitted, and every
+stage runs it again when it starts, for configs written by hand):
+
+* **nothing**: the config hash is unchanged (only runtime knobs such as ``num_workers`` moved);
+* **continue**: a pretraining cell whose only change is a longer ``epochs``.  Training before the
+  last epoch does not depend on ``epochs`` (the lr milestones, the Ring annealing and the k-means
+  warm-up are counted in epochs of their own), so the cell continues from its checkpoint and ends
+  exactly where a cell trained with the new ``epochs`` from the start ends.  The shorter run's
+  exported encoders move to ``runs/<old hash>/``;
+* **start over**: every other change (a shorter ``epochs`` included: a checkpoint cannot be made
+  younger).  The previous run's checkpoints, log, snapshots, outputs and records move together to
+  ``runs/<old hash>/`` in the cell's folder, and the cell trains from scratch;
+* **restore**: a start over to a config whose run is kept under ``runs/<its hash>/`` (an edit
+  undone) moves that run back instead, and the stage resumes it (a finished one only re-exports).
+
+Nothing is ever deleted: a finished encoder or metrics file of another config is kept under
+``runs/``, named by that config's hash, and the cell's own files always belong to its
+``config.yaml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from ring.core import config as C
+from ring.plan.checks import STAGE_CONFIGS
+from ring.core.files import (CHECKSUMS, KEPT, FileError, link_into_place, read_record, sha256_file, write_failure,
+                        write_json)
+
+RUN_RECORD = "run.json"
+RUNS = "runs"
+
+# What one run of a stage leaves in its cell folder (glob patterns): they move together.  The
+# launcher's records (slurm/) and Snakemake's log stay: they describe jobs, not results.
+RUN_FILES = {
+    "pretrain": ("checkpoint*.pt", "encoder*.pt", "export.json", KEPT, "log.jsonl", "events.out.tfevents.*", "steps",
+                 "snapshot_epoch*.pt", "provenance.json", "wandb-run.json", RUN_RECORD),
+    "lincls": ("checkpoint*.pt", "metrics.json", "log.jsonl", "events.out.tfevents.*", "steps", "provenance.json",
+               "wandb-run.json", RUN_RECORD),
+}
+RUN_FILES["transfer"] = (*RUN_FILES["lincls"], "split-manifest.json")
+# A continued pretraining cell keeps its checkpoint, log and records; only the shorter run's outputs move.
+OUTPUT_FILES = ("encoder*.pt", "export.json", KEPT)
+
+
+def changed_keys(old: dict, new: dict) -> list[str]:
+    return sorted(k for k in {*old, *new} if old.get(k) != new.get(k))
+
+
+def continues(stage: str, old: dict | None, new: dict) -> bool:
+    """Whether a cell trained with config values ``old`` continues, rather than restarts, under ``new``:
+    a pretraining cell whose only change is a longer ``epochs`` (see the module docstring)."""
+    if stage != "pretrain" or not old:
+        return False
+    return changed_keys(old, new) == ["epochs"] and int(new["epochs"]) > int(old["epochs"])
+
+
+def read_run_record(cell: Path) -> dict | None:
+    """``run.json`` of a cell, or None when there is none (a cell from before it was kept) or it is unreadable."""
+    doc = read_record(Path(cell) / RUN_RECORD)
+    return doc if isinstance(doc.get("config_hash"), str) else None
+
+
+def write_record(cell: Path, cfg) -> None:
+    """Record that the cell's checkpoint and outputs are (being) made with ``cfg``."""
+    write_json(Path(cell) / RUN_RECORD, {"config_hash": C.config_hash(cfg), "config": C.hashed_values(cfg)})
+
+
+def _present(cell: Path, patterns) -> list[Path]:
+    return sorted({p for pattern in patterns for p in cell.glob(pattern)})
+
+
+def set_aside(cell: Path, old_hash: str, patterns) -> Path | None:
+    """Move the files of ``patterns`` to ``cell/runs/<old_hash>/`` (renames: same file system, nothing copied).
+
+    Returns the folder, or None when there was nothing to move.  A file already kept there under the
+    same name (the same run set aside twice) is replaced: both are that run's.
+    """
+    cell = Path(cell)
+    files = _present(cell, patterns)
+    if not files:
+        return None
+    aside = cell / RUNS / old_hash
+    try:
+        aside.mkdir(parents=True, exist_ok=True)
+        for path in files:
+            target = aside / path.name
+            if target.is_dir() and path.is_dir():
+                shutil.rmtree(target)  # a kept folder of the same run (its step curves) gives way to the newer one
+            os.replace(path, target)
+    except OSError as err:
+        raise FileError(f"Cannot keep the previous run of {cell} aside in {aside} ({err.strerror or err}); "
+                        "free the folder or fix its permissions and rerun.") from None
+    return aside
+
+
+def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
+    """Bring ``cell`` in line with ``cfg`` before its stage runs: "nothing", "continue", "start over" or "restore".
+
+    The previous config is the one the cell's ``run.json`` records (a cell without one is left to its
+    stage, which reads the config hash of its checkpoint).  ``log`` gets the one line saying what
+    happened and where the previous run's files are.  The record itself is rewritten by the stage
+    when it starts training (a continued checkpoint still holds the old config until its next save).
+    """
+    cell = Path(cell)
+    record = read_run_record(cell)
+    if record is None:
+        return "nothing"
+    old_hash, old_values = record["config_hash"], record.get("config")
+    if old_hash == C.config_hash(cfg):
+        return "nothing"
+    new_values = C.hashed_values(cfg)
+    keys = changed_keys(old_values, new_values) if old_values else []
+    what = f"its config changed ({', '.join(keys)})" if keys else "its config changed"
+    if continues(stage, old_values, new_values):
+        aside = set_aside(cell, old_hash, OUTPUT_FILES)
+        kept = f"; the {old_values['epochs']}-epoch encoder is kept in {aside}" if aside else ""
+        log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={new_values['epochs']}{kept}")
+        return "continue"
+    aside = set_aside(cell, old_hash, RUN_FILES[stage])
+    kept = f"the previous run is kept in {aside}" if aside is not None else "nothing of the previous run was left"
+    if restore(cell, C.config_hash(cfg)):
+        log(f"ring: {cell}: {what}: {kept}, and the run of this config kept in {cell / RUNS / C.config_hash(cfg)} is "
+            "back in place (it resumes there)")
+        return "restore"
+    log(f"ring: {cell}: {what}: {kept} and this cell starts over")
+    return "start over"
+
+
+def restore(cell: Path, config_hash: str) -> bool:
+    """Move a run kept under ``runs/<config_hash>/`` back into the cell (an edit undone); False if there is none
+    with a checkpoint to resume (the encoder a longer schedule left behind is not a run: the cell starts over)."""
+    kept = cell / RUNS / config_hash
+    if not (kept / "checkpoint.pt").is_file():
+        return False
+    try:
+        for path in sorted(kept.iterdir()):
+            os.replace(path, cell / path.name)
+        kept.rmdir()
+    except OSError as err:
+        raise FileError(f"Cannot bring the run kept in {kept} back into {cell} ({err.strerror or err}); "
+                        "free the folder or fix its permissions and rerun.") from None
+    return True
+
+
+def restore_exports(cell: str | Path, cfg) -> list[str]:
+    """Put back the exported files Snakemake deleted (a finished job collected after its client was gone), from
+    the copies kept under ``exported/``, when the checksum record is this config's and every copy verifies;
+    the names restored, or an empty list (then the stage must run to export them again)."""
+    cell = Path(cell)
+    record = read_record(cell / CHECKSUMS)
+    files = record.get("files")
+    if not isinstance(files, dict) or record.get("config_hash") != C.config_hash(cfg):
+        return []
+    kept = cell / KEPT
+    if not all((kept / name).is_file() and sha256_file(kept / name) == sha for name, sha in files.items()):
+        return []
+    missing = [name for name in files if not (cell / name).exists()]
+    try:
+        for name in sorted(missing, key=lambda n: n == "encoder.pt"):  # encoder.pt last, as the stage writes it
+            link_into_place(kept / name, cell / name)
+    except OSError as err:
+        raise FileError(write_failure(cell / "encoder.pt", err)) from None
+    return missing
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cell", type=Path, help="the cell folder, whose config.yaml holds the config it is to run")
+    parser.add_argument("--stage", required=True, choices=sorted(RUN_FILES))
+    args = parser.parse_args(argv)
+    try:
+        cfg = C.load(STAGE_CONFIGS[args.stage], args.cell / "config.yaml")
+        prepare(args.cell, args.stage, cfg, log=lambda line: print(line, file=sys.stderr))
+    except (OSError, ValueError, FileError) as err:
+        print(f"ring: {args.cell}: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

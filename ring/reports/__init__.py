@@ -1,0 +1,1 @@
+"""The report, torch-free: tables and figures from the cells' records."""
