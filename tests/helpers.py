@@ -41,6 +41,7 @@ def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
     which redoes the end of epoch 1.  Returns the steps per epoch."""
     import shutil
 
+    from ring.core import stop
     from ring.engine import runtime
     from ring.pretrain import Pretraining
 
@@ -59,7 +60,7 @@ def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
         raise AssertionError("the preemption did not stop the run")
     except runtime.Preempted:
         pass
-    monkeypatch.setattr(runtime, "_stop_requested", False)
+    monkeypatch.setattr(stop, "_stop_requested", False)
     mid_epoch_1 = cell.parent / "mid_epoch_1.pt"
     shutil.copy(cell / "checkpoint.pt", mid_epoch_1)
     Pretraining(cfg, cell).run()

@@ -215,6 +215,7 @@ FAST = dict(resize=16, crop=16, knn_every=0)
 def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupted(tmp_path, monkeypatch):
     """CMCRingCi: two encoders and banks, Ring, and k-means clusters computed at the start of the
     preempted epoch (after a one-epoch warm start), which the resumed run must reuse."""
+    from ring.core import stop
     from ring.engine import runtime
 
     # 16x16 views: the clusters and the training state are the point, not the pixels (at 32 px this test
@@ -234,7 +235,7 @@ def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupte
     monkeypatch.setattr(first.optimizer, "step", step_then_stop_in_epoch_1)
     with pytest.raises(runtime.Preempted):
         first.run()
-    monkeypatch.setattr(runtime, "_stop_requested", False)
+    monkeypatch.setattr(stop, "_stop_requested", False)
     state = safe_load(cell / "checkpoint.pt")
     assert (state["epoch"], state["step_in_epoch"]) == (1, 4)
     assert int(state["objective"]["clusterings.epoch"]) == 1  # the preempted epoch's clusters were saved
