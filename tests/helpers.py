@@ -19,7 +19,7 @@ TINY_LINCLS = dict(dataset="digits", epochs=3, batch_size=64, resize=32, crop=32
 
 
 def pretrain_config(method: str, **overrides) -> C.PretrainConfig:
-    """A tiny config with the method's defining values set, as a grid sets them (ring.methods.apply_fixed)."""
+    """A tiny config with the method's defining values set, as a grid sets them (ring.core.methods.apply_fixed)."""
     values = {**TINY_PRETRAIN, **overrides}
     if method in METHODS:
         values = apply_fixed(method, values)

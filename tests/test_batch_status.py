@@ -1,4 +1,4 @@
-"""`python -m ring.batch status` on local runs: done / running (epoch, kNN) / pending / failed / missing."""
+"""`python -m ring.cluster.batch status` on local runs: done / running (epoch, kNN) / pending / failed / missing."""
 
 import json
 import os
@@ -77,7 +77,7 @@ def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
     cell = tmp_path / "results" / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
     cell.mkdir(parents=True)
     C.save(G.load(grids / "tiny.yaml").pretrain_config("digits", "IR", 0, "data"), cell / "config.yaml")
-    run = subprocess.Popen([sys.executable, "-m", "ring.launch", "pretrain", "--cell", str(cell), "--",
+    run = subprocess.Popen([sys.executable, "-m", "ring.cluster.launch", "pretrain", "--cell", str(cell), "--",
                             "--config", str(cell / "config.yaml"), "--out", str(cell)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -50,7 +50,7 @@ def job_counts(output: str) -> dict[str, int]:
 
 def entry(metrics: dict) -> str:
     """How a table starts a linear-evaluation cell's entry: its top-1, or the verdict of a diverged evaluation
-    (the test grids' one-epoch encoders may give one: ring.health.divergence)."""
+    (the test grids' one-epoch encoders may give one: ring.engine.health.divergence)."""
     return f"{metrics['top1']:.1f}" if "top1" in metrics else "diverged"
 
 
@@ -203,7 +203,7 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
         if not re.match(r"[a-z]+:", href):
             assert (ROOT / unescape(href).partition("#")[0]).is_file(), href
     # The grid's progress view after the run: every Table 1 and study cell done, nothing else.
-    status = subprocess.run([sys.executable, "-m", "ring.batch", "status", "--grid", "smoke"], cwd=workdir,
+    status = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "status", "--grid", "smoke"], cwd=workdir,
                             capture_output=True, text=True, timeout=120)
     assert status.returncode == 0, status.stderr
     assert re.fullmatch(r"total (\d+) stage runs: \1 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing",
@@ -309,7 +309,7 @@ def test_the_shipped_slurm_profile_plans_the_paper_grid(workdir):
     counts = job_counts(result.stdout + result.stderr)
     assert counts["pretrain"] + counts["pretrain_two_encoders"] == 108 and counts["detection"] == 45
     assert "--launcher slurm" in result.stdout + result.stderr
-    status = subprocess.run([sys.executable, "-m", "ring.batch", "status", "--grid", "paper",
+    status = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "status", "--grid", "paper",
                              "--results", str(workdir / "results")], cwd=workdir, capture_output=True, text=True,
                             timeout=120)
     assert status.returncode == 0, status.stderr

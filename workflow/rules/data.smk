@@ -46,7 +46,7 @@ rule generate_dataset:
         python=PYTHON,
         root=lambda wildcards, output: str(Path(output[0]).parents[1]),  # the data root it lies under
     shell:
-        logged("{params.python:q} -m ring.metadataset generate {wildcards.dataset} --data-root {params.root:q}")
+        logged("{params.python:q} -m ring.data.metadataset generate {wildcards.dataset} --data-root {params.root:q}")
 
 
 rule fetch_data:

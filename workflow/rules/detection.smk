@@ -67,7 +67,7 @@ rule detection:
         out=lambda wc, output: cell_dir(output[0]),
         launch=launch_options("detection"),
     shell:
-        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.launch detection --cell {params.out:q} {params.launch}"
+        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.cluster.launch detection --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --weights {input.weights:q} --out {params.out:q} 2>&1 | tee {log:q}"
 
 
@@ -90,5 +90,5 @@ rule make_table4:
         datasets=lambda wc, input: cell_config(input).get("datasets", ""),
     shell:
         logged(
-            "{params.python:q} -m ring.tables table4 --out {params.prefix:q} --methods {params.methods} --metrics {input:q}"
+            "{params.python:q} -m ring.reports.tables table4 --out {params.prefix:q} --methods {params.methods} --metrics {input:q}"
         )

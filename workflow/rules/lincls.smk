@@ -37,5 +37,5 @@ rule lincls:
         out=lambda wc, output: cell_dir(output[0]),
         launch=launch_options("lincls"),
     shell:
-        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.launch lincls --cell {params.out:q} {params.launch}"
+        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.cluster.launch lincls --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --encoder {input.encoder:q} --out {params.out:q} 2>&1 | tee {log:q}"

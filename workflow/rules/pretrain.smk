@@ -37,7 +37,7 @@ rule pretrain:
         out=lambda wc, output: cell_dir(output[0]),
         launch=launch_options("pretrain"),
     shell:
-        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.launch pretrain --cell {params.out:q} {params.launch}"
+        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.cluster.launch pretrain --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --out {params.out:q} 2>&1 | tee {log:q}"
 
 

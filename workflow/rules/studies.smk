@@ -36,7 +36,7 @@ rule study_pretrain:
         out=lambda wc, output: cell_dir(output[0]),
         launch=launch_options("pretrain"),
     shell:
-        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.launch pretrain --cell {params.out:q} {params.launch}"
+        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.cluster.launch pretrain --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --out {params.out:q} 2>&1 | tee {log:q}"
 
 
@@ -66,7 +66,9 @@ for figure_study in STUDY_NAMES - {"none"}:
             cells=lambda wc, input: [cell_dir(f) for f in input],
             axes=lambda wc, input: cell_axes(input, STUDY_AXES),  # for the report caption
         shell:
-            logged("{params.python:q} -m ring.figures {params.study} --out {params.prefix:q} --cells {params.cells:q}")
+            logged(
+                "{params.python:q} -m ring.reports.figures {params.study} --out {params.prefix:q} --cells {params.cells:q}"
+            )
 
 
 rule make_table_negatives_k:
@@ -85,7 +87,9 @@ rule make_table_negatives_k:
         cells=lambda wc, input: [cell_dir(f) for f in input],
         axes=lambda wc, input: cell_axes(input, STUDY_AXES),  # for the report caption
     shell:
-        logged("{params.python:q} -m ring.figures table_negatives_k --out {params.prefix:q} --cells {params.cells:q}")
+        logged(
+            "{params.python:q} -m ring.reports.figures table_negatives_k --out {params.prefix:q} --cells {params.cells:q}"
+        )
 
 
 rule make_table_ring_window:
@@ -104,4 +108,6 @@ rule make_table_ring_window:
         cells=lambda wc, input: [cell_dir(f) for f in input],
         axes=lambda wc, input: cell_axes(input, STUDY_AXES),  # for the report caption
     shell:
-        logged("{params.python:q} -m ring.figures table_ring_window --out {params.prefix:q} --cells {params.cells:q}")
+        logged(
+            "{params.python:q} -m ring.reports.figures table_ring_window --out {params.prefix:q} --cells {params.cells:q}"
+        )

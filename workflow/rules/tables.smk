@@ -19,7 +19,7 @@ rule make_table1:
         features=lambda wc, input: feature_maps(input),  # for the report caption
     shell:
         logged(
-            "{params.python:q} -m ring.tables table1 --out {params.prefix:q} --methods {params.methods} "
+            "{params.python:q} -m ring.reports.tables table1 --out {params.prefix:q} --methods {params.methods} "
             "--datasets {params.datasets} --metrics {input:q}"
         )
 
@@ -39,7 +39,9 @@ rule make_gpu_hours:
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         provenance=lambda wc, input: provenance_files(wc.grid),
     shell:
-        logged("{params.python:q} -m ring.tables gpu_hours --out {params.prefix:q} --provenance {params.provenance:q}")
+        logged(
+            "{params.python:q} -m ring.reports.tables gpu_hours --out {params.prefix:q} --provenance {params.provenance:q}"
+        )
 
 
 # Table 2 (lesions) and the LA-variants table: each from the cells of its `tables:` entry; one
@@ -66,6 +68,6 @@ for grid_table in GRID_TABLES:
             datasets=lambda wc, table=grid_table: GRIDS[wc.grid].table_axes(table)[1],
         shell:
             logged(
-                "{params.python:q} -m ring.tables {params.table} --out {params.prefix:q} --methods {params.methods} "
+                "{params.python:q} -m ring.reports.tables {params.table} --out {params.prefix:q} --methods {params.methods} "
                 "--datasets {params.datasets} --metrics {input:q}"
             )

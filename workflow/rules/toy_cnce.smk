@@ -52,4 +52,4 @@ rule make_table_toy_cnce:
         toy=lambda wc, input: cell_config(input),
         true_mi=lambda wc, input: next((m["true_mi"] for m in cell_metrics(input) if "true_mi" in m), None),
     shell:
-        logged("{params.python:q} -m ring.tables table_toy_cnce --out {params.prefix:q} --metrics {input:q}")
+        logged("{params.python:q} -m ring.reports.tables table_toy_cnce --out {params.prefix:q} --metrics {input:q}")

@@ -38,7 +38,7 @@ rule transfer:
         out=lambda wc, output: cell_dir(output.metrics),
         launch=launch_options("transfer"),
     shell:
-        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.launch transfer --cell {params.out:q} {params.launch}"
+        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.cluster.launch transfer --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --encoder {input.encoder:q} --out {params.out:q} 2>&1 | tee {log:q}"
 
 
@@ -62,6 +62,6 @@ rule make_table3:
         features=lambda wc, input: feature_maps(input),
     shell:
         logged(
-            "{params.python:q} -m ring.tables table3 --out {params.prefix:q} --methods {params.methods} "
+            "{params.python:q} -m ring.reports.tables table3 --out {params.prefix:q} --methods {params.methods} "
             "--datasets {params.datasets} --metrics {input:q}"
         )
