@@ -41,7 +41,7 @@ def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
     which redoes the end of epoch 1.  Returns the steps per epoch."""
     import shutil
 
-    from ring.engine import runtime
+    from ring.core import stop
     from ring.pretrain import Pretraining
 
     first = Pretraining(cfg, cell)
@@ -50,16 +50,16 @@ def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
     def stop_in_epoch_1(*args, **kwargs):
         steps.append(1)
         if len(steps) == first.steps_per_epoch + 4:  # a preemption 4 steps into epoch 1
-            runtime.request_stop()
+            stop.request_stop()
         return step(*args, **kwargs)
 
     monkeypatch.setattr(first.optimizer, "step", stop_in_epoch_1)
     try:
         first.run()
         raise AssertionError("the preemption did not stop the run")
-    except runtime.Preempted:
+    except stop.Preempted:
         pass
-    monkeypatch.setattr(runtime, "_stop_requested", False)
+    monkeypatch.setattr(stop, "_stop_requested", False)
     mid_epoch_1 = cell.parent / "mid_epoch_1.pt"
     shutil.copy(cell / "checkpoint.pt", mid_epoch_1)
     Pretraining(cfg, cell).run()

@@ -208,7 +208,7 @@ FAST = dict(resize=16, crop=16, knn_every=0)
 def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupted(tmp_path, monkeypatch):
     """CMCRingCi: two encoders and banks, Ring, and k-means clusters computed at the start of the
     preempted epoch (after a one-epoch warm start), which the resumed run must reuse."""
-    from ring.engine import runtime
+    from ring.core import stop
 
     # 16x16 views: the clusters and the training state are the point, not the pixels (at 32 px this test
     # took over 900 s on 2 cores shared with a CPU-heavy neighbour, 56 s alone).
@@ -221,13 +221,13 @@ def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupte
     def step_then_stop_in_epoch_1(*args, **kwargs):
         steps.append(1)
         if len(steps) == first.steps_per_epoch + 4:  # the preemption signal, 4 steps into epoch 1
-            runtime.request_stop()
+            stop.request_stop()
         return step(*args, **kwargs)
 
     monkeypatch.setattr(first.optimizer, "step", step_then_stop_in_epoch_1)
-    with pytest.raises(runtime.Preempted):
+    with pytest.raises(stop.Preempted):
         first.run()
-    monkeypatch.setattr(runtime, "_stop_requested", False)
+    monkeypatch.setattr(stop, "_stop_requested", False)
     state = safe_load(cell / "checkpoint.pt")
     assert (state["epoch"], state["step_in_epoch"]) == (1, 4)
     assert int(state["objective"]["clusterings.epoch"]) == 1  # the preempted epoch's clusters were saved

@@ -9,10 +9,10 @@ import torch
 
 from ring.core import config as C
 from ring.plan import grid as G
-from ring.engine import runtime
+from ring.core import stop
 from ring.detection import runner
 from ring.core.files import record_checksums
-from ring.engine.runtime import Preempted
+from ring.core.stop import Preempted
 
 from tests.conftest import ROOT
 from tests.helpers import run_module
@@ -56,12 +56,12 @@ def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(backbone_pkl, d
     cell = tmp_path / "cell"
     cell.mkdir()
     C.save(cfg, cell / "config.yaml")
-    monkeypatch.setattr(runtime, "_stop_requested", True)  # as SLURM's USR2 does
+    monkeypatch.setattr(stop, "_stop_requested", True)  # as SLURM's USR2 does
     with pytest.raises(Preempted):
         runner.run(cfg, backbone_pkl, cell)
     assert (cell / "last_checkpoint").read_text().strip() == "model_0000000.pth"
     assert not (cell / runner.METRICS_FILE).exists()
-    monkeypatch.setattr(runtime, "_stop_requested", False)
+    monkeypatch.setattr(stop, "_stop_requested", False)
     # What a SIGKILL during a checkpoint write leaves: removed at start, never mistaken for a checkpoint.
     stale = cell / ".model_0000001.pth.k1ll3d.tmp"
     stale.write_bytes(b"half a checkpoint")
