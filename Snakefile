@@ -7,6 +7,7 @@
 #
 # This file is a table of contents: stages live in workflow/rules/, helpers in common.smk.
 
+
 configfile: "workflow/config.yaml"
 
 
@@ -23,9 +24,9 @@ include: "workflow/rules/studies.smk"
 
 rule all_tables:
     """Every table of the paper that the configured grid covers."""
+    default_target: True
     input:
         all_tables(config["grid"]),
-    default_target: True
 
 
 rule table1:

@@ -17,9 +17,9 @@ RESULTS = Path(os.environ.get("RING_BENCH_RESULTS") or Path(__file__).parent / "
 
 
 def kornia_or_shim() -> str:
-    """Import kornia, or register a plain-torch stand-in for the one function ring.encoder uses.
+    """Import kornia, or register a plain-torch stand-in for the one function ring.engine.encoder uses.
 
-    The lent GPU machines have torch and torchvision but not kornia; ring.encoder imports it for
+    The lent GPU machines have torch and torchvision but not kornia; ring.engine.encoder imports it for
     CMC's Lab conversion.  The stand-in is the same sRGB -> XYZ (D65) -> CIE Lab formula, elementwise,
     so its cost is the same order as kornia's and negligible next to two ResNet-18s.  The benchmark
     records which one ran.
@@ -46,7 +46,7 @@ def kornia_or_shim() -> str:
         return "plain-torch rgb_to_lab stand-in (kornia not installed)"
 
 
-# Before any benchmark imports ring.encoder (which imports kornia).
+# Before any benchmark imports ring.engine.encoder (which imports kornia).
 LAB_CONVERSION = kornia_or_shim()
 
 

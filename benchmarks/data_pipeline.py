@@ -3,7 +3,7 @@
     python benchmarks/data_pipeline.py [--workers N] [--tiny]
 
 Both loops run the same IR training step on a ResNet-18; the first draws batches through
-``ring.datasets.Views`` with the paper's augmentation from a decoded-once uint8 array (the CIFAR
+``ring.data.datasets.Views`` with the paper's augmentation from a decoded-once uint8 array (the CIFAR
 layout: 50,000 RGB images of 32x32), the second reuses a batch of random tensors already on the
 device.  The ratio of their throughputs is the target (>= 0.9).
 """

@@ -11,7 +11,7 @@
 #   logs/<benchmark>.log        its output;  suite.json  what ran, its exit status and seconds.
 # A failing or slow benchmark (each has a time limit) costs only its own result.  Copy the
 # *.json results (not suite.json) to benchmarks/results/ and commit them:
-# `python -m ring.batch estimate` then prices grids from them.
+# `python -m ring.cluster.batch estimate` then prices grids from them.
 #
 # Knobs: PYTHON (default python3); RING_SUITE_BUDGET_S (default 390: later benchmarks are skipped
 # when the budget is spent); RING_SUITE_TINY=1 runs every benchmark at its --tiny size (the CPU

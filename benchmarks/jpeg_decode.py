@@ -5,12 +5,12 @@
 Generates ImageNet-like JPEGs (random sizes 300-500 px a side, quality 90, smooth random content)
 in a temporary image folder, then measures views/s (no training step) of:
 
-* ``pil``: today's path -- ``torchvision.datasets.ImageFolder`` and ``ring.datasets.pretrain_view``
+* ``pil``: today's path -- ``torchvision.datasets.ImageFolder`` and ``ring.data.datasets.pretrain_view``
   in the loader's workers (decode, resize 256, crop 224, jitter, ... per sample);
 * ``device``: ``augment: device`` -- the workers read the files' bytes and draw the views'
-  parameters (``ring.augment.JpegViews``), ``torchvision.io.decode_jpeg`` decodes the batch on the
-  device (on CUDA: nvJPEG, batched) and ``ring.augment`` makes the views there;
-* ``dali``: ``ring.dali.DaliViews`` -- NVIDIA DALI reads the files, decodes each view fused with its
+  parameters (``ring.data.augment.JpegViews``), ``torchvision.io.decode_jpeg`` decodes the batch on the
+  device (on CUDA: nvJPEG, batched) and ``ring.data.augment`` makes the views there;
+* ``dali``: ``ring.data.dali.DaliViews`` -- NVIDIA DALI reads the files, decodes each view fused with its
   random resized crop (nvJPEG on the "mixed" device, the hardware decoder where there is one; DALI's
   CPU decoder on a CPU) and makes the view on the device; skipped, with the reason recorded, when
   ``nvidia.dali`` is not installed (the ``dali`` extra).  ``dali_deterministic``: step 0's views made
@@ -117,7 +117,7 @@ def main() -> None:
                           "warmup_batches": warmup, "timed_batches": steps, "views_per_s": rates,
                           # Batches the device path decoded image by image on the CPU (0: all batched on the device).
                           "device_fallback_batches": augment.fallback_batches,
-                          # The dali mode crops the original images: resize is not applied there (ring/dali.py).
+                          # The dali mode crops the original images: resize is not applied there (ring/data/dali.py).
                           "dali_deterministic": dali_deterministic, "skipped": skipped, "errors": errors}, tiny=args.tiny)
 
 

@@ -46,7 +46,7 @@ def bench_selection(batch: int, sizes: list[int], device, repeats: int) -> list[
     for n in sizes:
         g = torch.Generator().manual_seed(0)
         # Distinct values (a permutation per row): with ties the sort would pick arbitrary members
-        # of a tied boundary, while the selection keeps all of them (documented in ring.objectives.ring).
+        # of a tied boundary, while the selection keeps all of them (documented in ring.engine.objectives.ring).
         sims = torch.stack([torch.randperm(n, generator=g) for _ in range(batch)]).float().to(device)
         ours = window_mask(sims, *WINDOW)
         theirs = sorted_window(sims, *WINDOW)

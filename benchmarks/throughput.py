@@ -2,13 +2,13 @@
 
     python benchmarks/throughput.py --method MoCo [--compile] [--tiny]
 
-One training step is the real one (``ring.objectives`` through ``ring.encoder.Precision`` and
+One training step is the real one (``ring.engine.objectives`` through ``ring.engine.encoder.Precision`` and
 ``Grouped``, bf16 and channels-last on CUDA), on CIFAR-layout data (50,000 random uint8 images of
 32x32, resized to 256 and cropped to 224 as in the paper's CIFAR cells; batch 256).  Three feeds:
 
 * ``synthetic``: the same random views, already on the device, every step (the ceiling);
 * ``device``: ``augment: device`` -- the images live on the device, the loader's workers draw the
-  views' parameters, ``ring.augment`` makes the views there in batches;
+  views' parameters, ``ring.data.augment`` makes the views there in batches;
 * ``pil``: ``augment: cpu`` -- today's PIL views made by the loader's workers.
 
 Also: the views alone (views/s), made by the device path in batches and by PIL in one process,
@@ -40,7 +40,7 @@ from ring.engine.objectives import build_encoder, build_objective, views_per_ima
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
 
 # The paper's four throughput families, each measured by its base method; any registered method (a plug-in's
-# included) can be measured, and its file is named by its objective's family, what ring.estimate looks up.
+# included) can be measured, and its file is named by its objective's family, what ring.plan.estimate looks up.
 METHODS = ("IR", "MoCo", "CMC", "LA")
 
 

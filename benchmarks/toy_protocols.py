@@ -4,7 +4,7 @@
     python benchmarks/toy_protocols.py --temperature 0.1      # the same with another critic scale
     python benchmarks/toy_protocols.py --tiny                 # a seconds-long check of the script
 
-Trains the full-size toy (ring.config.ToyCNCEConfig defaults, own_critics on) with one more CNCE
+Trains the full-size toy (ring.core.config.ToyCNCEConfig defaults, own_critics on) with one more CNCE
 percentage, 5, so that both readings of w_l have every column of the paper's table:
 
 * main text (ours): w_l = p draws negatives from the closest (100 - p)% of the bank;

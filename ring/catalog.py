@@ -1,4 +1,5 @@
-"""Old name, kept one release; use ring.plan.catalog."""
+"""The dataset command, ``python -m ring.catalog check|fetch ...`` (ring.data.verify's main: it reads data with
+torch); imported, the old name of ring.plan.catalog, kept one release."""
 
 import sys
 

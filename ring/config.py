@@ -1,4 +1,5 @@
-"""Old name, kept one release; use ring.core.config."""
+"""The reference command, ``python -m ring.config describe [STAGE] [KEY]`` (ring.plan.reference's describe_main);
+imported, the old name of ring.core.config, kept one release."""
 
 import sys
 

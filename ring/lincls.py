@@ -11,13 +11,13 @@ the test top-1 after the last epoch.  The test top-1 and top-5 of every epoch ar
 nothing: no epoch is chosen by its test accuracy (that would be model selection on the test
 split), the last one is reported whatever the curve does.  A CMC cell's
 features are its L and ab encoders' maps concatenated (2 x 512 x 7 x 7), as CMC evaluates; the
-protocol stamp says so (:func:`ring.encoder.load_feature_extractor` builds either).
+protocol stamp says so (:func:`ring.engine.encoder.load_feature_extractor` builds either).
 
 Resume is the default: ``CELL/checkpoint.pt`` (classifier, optimizer, epoch, RNG) is written
 atomically after every epoch.  ``CELL/metrics.json`` stamps the protocol next to the numbers.
 
-A non-finite loss stops the stage at once (:mod:`ring.health`, exit 1, nothing written).  A finite loss that
-ends far above the zero classifier's (:func:`ring.health.divergence`: the last epoch's mean above 100 ln K)
+A non-finite loss stops the stage at once (:mod:`ring.engine.health`, exit 1, nothing written).  A finite loss that
+ends far above the zero classifier's (:func:`ring.engine.health.divergence`: the last epoch's mean above 100 ln K)
 is a diverged evaluation: one sentence on stderr and in ``metrics.json`` under ``diverged``, no ``top1`` or
 ``top5`` (the tables print "diverged" with that sentence), exit 0 so that the grid's other tables still build.
 """
@@ -51,14 +51,14 @@ LOG = "log.jsonl"
 
 
 class LinearEval:
-    STAGE = "lincls"  # what ring.rerun keeps aside when this cell's config changes
+    STAGE = "lincls"  # what ring.plan.rerun keeps aside when this cell's config changes
 
     def __init__(self, cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path):
         self.cfg = cfg
         self.out = Path(out_dir)
         self.encoder_path = Path(encoder_path)
         self.spec = catalog.spec(cfg.dataset)
-        # The plan's checks (ring.checks; a TransferConfig gets the transfer ones), before any data.
+        # The plan's checks (ring.plan.checks; a TransferConfig gets the transfer ones), before any data.
         checks.check(cfg, f"{type(cfg).__name__} cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
         catalog.check(cfg.dataset, cfg.data_root)
         setup_threads(cfg.threads)
@@ -231,7 +231,7 @@ class LinearEval:
                 if stop_requested():  # the epoch's checkpoint is written: stop for the requeue
                     raise Preempted(f"{self.out}: checkpointed after epoch {self.epoch}")
         # What the number was made from: this cell's config and the encoder (its files and its own config),
-        # which ring.tables checks against the cells as they are now before the number reaches a table.
+        # which ring.reports.tables checks against the cells as they are now before the number reaches a table.
         metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed,
                    "config_hash": C.config_hash(self.cfg), "encoder_config_hash": self.encoder_config_hash,
                    "protocol": self.protocol()}

@@ -9,15 +9,15 @@ epoch and step; it is written atomically at the end of every epoch and every
 ``checkpoint_interval_min`` minutes.  Outputs in ``CELL``:
 
 * ``encoder.pt``: the trunk in torchvision's resnet18 ``state_dict`` format (no ``fc``); CMC
-  cells also write ``encoder_ab.pt`` (``encoder.pt`` is then the L trunk, see :mod:`ring.encoder`);
+  cells also write ``encoder_ab.pt`` (``encoder.pt`` is then the L trunk, see :mod:`ring.engine.encoder`);
 * ``log.jsonl``: one line per epoch with loss, kNN top-1 (k=200) and 1-NN top-1, Ring window;
 * ``export.json``: the SHA-256 of every exported trunk and the config hash, checked by every reader;
 * ``checkpoint.pt``: kept after the run so that a longer schedule can continue it;
-* ``run.json``: the config the checkpoint and outputs are made with (:mod:`ring.rerun`);
+* ``run.json``: the config the checkpoint and outputs are made with (:mod:`ring.plan.rerun`);
 * ``snapshot_epoch<e>.pt``: the training state at the start of each epoch of ``snapshot_epochs``,
   from which a study cell (``init_from``) continues with other settings (appendix, hard negatives).
 
-An edited config is :mod:`ring.rerun`'s to decide: a longer ``epochs`` continues the checkpoint,
+An edited config is :mod:`ring.plan.rerun`'s to decide: a longer ``epochs`` continues the checkpoint,
 any other change keeps the previous run's files under ``runs/<old config hash>/`` and starts over.
 
 The function :func:`run` never knows which launcher called it (this CLI, submitit, a test).
@@ -108,12 +108,12 @@ class Pretraining:
         self.spec = method(cfg.method)  # unknown / not-implemented methods fail here, before any data
         check_fixed(cfg.method, C.to_dict(cfg))
         catalog.spec(cfg.dataset)
-        # The plan's checks (ring.checks), again here for configs written by hand, before any data.
+        # The plan's checks (ring.plan.checks), again here for configs written by hand, before any data.
         checks.check(cfg, f"pretrain cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
         catalog.check(cfg.dataset, cfg.data_root)
         setup_threads(cfg.threads)
         self.device = pick_device(cfg.device)
-        # Data parallel when the environment says so (one process per GPU, see ring.distributed).
+        # Data parallel when the environment says so (one process per GPU, see ring.engine.distributed).
         distributed.init_from_env(self.device.type)
         world = distributed.world_size()
         if self.device.type == "cuda" and world > 1:
@@ -168,11 +168,11 @@ class Pretraining:
         self.log = JsonLog(self.out / LOG)
 
     def _train_views(self, cfg: C.PretrainConfig):
-        """(dataset, device view maker or None, collate_fn or None) for ``augment`` (see ring.augment)."""
+        """(dataset, device view maker or None, collate_fn or None) for ``augment`` (see ring.data.augment)."""
         base = datasets.load(cfg.dataset, cfg.data_root, "pretrain")
         n_views = self.n_views
         place = augment.resolve(cfg.augment, self.device)
-        if place == "dali":  # image folders' JPEGs decoded and cropped by DALI (ring.dali); the loader brings indices
+        if place == "dali":  # image folders' JPEGs decoded and cropped by DALI (ring.data.dali); the loader brings indices
             if not hasattr(base, "samples"):
                 raise ValueError(f"augment: dali reads image folders; {cfg.dataset} is held in memory: use augment: device.")
             stats = catalog.spec(cfg.dataset)
@@ -199,7 +199,7 @@ class Pretraining:
     def state(self) -> dict:
         return {
             "config_hash": C.config_hash(self.cfg),
-            "config": C.hashed_values(self.cfg),  # what a longer schedule compares against (ring.rerun.continues)
+            "config": C.hashed_values(self.cfg),  # what a longer schedule compares against (ring.plan.rerun.continues)
             "method": self.cfg.method,  # named by the error when another method's cell finds it
             "epoch": self.epoch,
             "step_in_epoch": self.step_in_epoch,
@@ -294,7 +294,7 @@ class Pretraining:
 
     def _validate_before_training(self) -> None:
         """The validation accuracy before the cell's first step, the annealing policy's first signal
-        (``ring_val_before_training``: the authors' trainer's sanity check, see ring.anneal)."""
+        (``ring_val_before_training``: the authors' trainer's sanity check, see ring.engine.anneal)."""
         accuracy = self._monitors(test=False, validation=True)["val_knn_top1"]
         self.schedule.before_training(val_accuracy=accuracy)
         if distributed.is_main():

@@ -4,7 +4,7 @@
 
 The protocol is linear evaluation's (:class:`ring.lincls.LinearEval`: frozen trunk, features,
 logistic regression, resume, metrics stamp); only the data differs.  The dataset is a transfer
-dataset of :mod:`ring.metadataset`, in its documented split, and
+dataset of :mod:`ring.data.metadataset`, in its documented split, and
 
 * its split manifest (every file and label, and their SHA-256) is written to
   ``CELL/split-manifest.json`` and its checksum stamped into ``metrics.json``;
@@ -37,7 +37,7 @@ MANIFEST = "split-manifest.json"
 
 def write_json(doc: dict, path: Path) -> None:
     # A private temporary file per writer (cells may race on a shared cache); a full disk or an
-    # unwritable folder is one sentence (ring.files.FileError).
+    # unwritable folder is one sentence (ring.core.files.FileError).
     atomic_write(path, lambda fh: fh.write((json.dumps(doc, indent=1) + "\n").encode()))
 
 

@@ -19,7 +19,7 @@ TINY_LINCLS = dict(dataset="digits", epochs=3, batch_size=64, resize=32, crop=32
 
 
 def pretrain_config(method: str, **overrides) -> C.PretrainConfig:
-    """A tiny config with the method's defining values set, as a grid sets them (ring.methods.apply_fixed)."""
+    """A tiny config with the method's defining values set, as a grid sets them (ring.core.methods.apply_fixed)."""
     values = {**TINY_PRETRAIN, **overrides}
     if method in METHODS:
         values = apply_fixed(method, values)
@@ -42,6 +42,7 @@ def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
     import shutil
 
     from ring.core import stop
+    from ring.engine import runtime
     from ring.pretrain import Pretraining
 
     first = Pretraining(cfg, cell)
@@ -50,14 +51,14 @@ def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
     def stop_in_epoch_1(*args, **kwargs):
         steps.append(1)
         if len(steps) == first.steps_per_epoch + 4:  # a preemption 4 steps into epoch 1
-            stop.request_stop()
+            runtime.request_stop()
         return step(*args, **kwargs)
 
     monkeypatch.setattr(first.optimizer, "step", stop_in_epoch_1)
     try:
         first.run()
         raise AssertionError("the preemption did not stop the run")
-    except stop.Preempted:
+    except runtime.Preempted:
         pass
     monkeypatch.setattr(stop, "_stop_requested", False)
     mid_epoch_1 = cell.parent / "mid_epoch_1.pt"

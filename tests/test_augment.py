@@ -1,4 +1,4 @@
-"""Device-side views (ring.augment) against today's PIL views (ring.datasets.pretrain_view)."""
+"""Device-side views (ring.data.augment) against today's PIL views (ring.data.datasets.pretrain_view)."""
 
 import io
 import math
@@ -182,7 +182,7 @@ def test_resolve_auto_and_bad_values():
 
 
 def test_the_places_views_are_made_are_the_plan_checks_own_list():
-    # ring.augment keeps its own tuple so the benchmarks import it without the checks' dependencies;
+    # ring.data.augment keeps its own tuple so the benchmarks import it without the checks' dependencies;
     # a place added to one and not the other would pass the plan and fail in the job, or the reverse.
     from ring.plan import checks
 

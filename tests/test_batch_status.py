@@ -1,4 +1,4 @@
-"""`python -m ring.batch status` on local runs: done / running (epoch, kNN) / pending / failed / missing."""
+"""`python -m ring.cluster.batch status` on local runs: done / running (epoch, kNN) / pending / failed / missing."""
 
 import json
 import os
@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ring.cluster import batch, launch, progress
@@ -68,6 +69,7 @@ def test_status_reads_local_cells_from_their_folders(tmp_path, capsys):
     assert lines[-1] == "total 8 stage runs: 1 done, 0 stale, 1 running, 1 pending, 2 failed, 3 missing"
 
 
+@pytest.mark.slow
 def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
     # 16x16 views, 10 steps an epoch: the first epoch's log line is the point, not the pixels.
     grids = _grid(tmp_path, {**GRID, "methods": ["IR"], "seeds": [0],
@@ -75,7 +77,7 @@ def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
     cell = tmp_path / "results" / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
     cell.mkdir(parents=True)
     C.save(G.load(grids / "tiny.yaml").pretrain_config("digits", "IR", 0, "data"), cell / "config.yaml")
-    run = subprocess.Popen([sys.executable, "-m", "ring.launch", "pretrain", "--cell", str(cell), "--",
+    run = subprocess.Popen([sys.executable, "-m", "ring.cluster.launch", "pretrain", "--cell", str(cell), "--",
                             "--config", str(cell / "config.yaml"), "--out", str(cell)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -17,6 +17,7 @@ def run_tiny(script: str) -> dict:
     return json.loads((ROOT / "benchmarks" / "results" / f".tiny-{script}.json").read_text())
 
 
+@pytest.mark.slow
 def test_ring_selection_benchmark_asserts_the_same_set_and_measures_memory():
     result = run_tiny("ring_selection")
     assert all(row["same_set"] and row["speedup"] > 0 for row in result["selection"])
@@ -24,11 +25,13 @@ def test_ring_selection_benchmark_asserts_the_same_set_and_measures_memory():
     assert result["memory"]["selection_peak_bytes"] < result["memory"]["full_similarity_bytes"]
 
 
+@pytest.mark.slow
 def test_data_pipeline_benchmark():
     result = run_tiny("data_pipeline")
     assert result["augmented_images_per_s"] > 0 and result["device_tensor_images_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_gpu_suite_runs_each_benchmark_in_its_own_process_on_the_cpu(tmp_path):
     """benchmarks/gpu_suite.sh at --tiny size, two of its benchmarks: results under $OUT, the run recorded."""
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable, "RING_SUITE_TINY": "1",
@@ -43,6 +46,7 @@ def test_gpu_suite_runs_each_benchmark_in_its_own_process_on_the_cpu(tmp_path):
     assert all(v > 0 for v in json.loads((tmp_path / ".tiny-jpeg_decode.json").read_text())["views_per_s"].values())
 
 
+@pytest.mark.slow
 def test_orchestration_benchmark_plans_the_paper_grid():
     result = run_tiny("orchestration")
     assert result["jobs_planned"] > 2 * 84

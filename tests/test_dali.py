@@ -1,4 +1,4 @@
-"""augment through NVIDIA DALI (ring.dali): DALI's CPU pipeline on small generated JPEGs.
+"""augment through NVIDIA DALI (ring.data.dali): DALI's CPU pipeline on small generated JPEGs.
 
 The laws are checked on the pixels, not only on the parameters: test images are a colourful
 horizontal luma ramp, so a view's flip is the sign of its luma slope (brightness and contrast keep

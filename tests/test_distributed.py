@@ -15,6 +15,8 @@ from ring.engine.checkpoint import safe_load
 
 from .helpers import pretrain_config
 
+pytestmark = pytest.mark.slow  # process groups of real training steps: outside the developer loop (pytest -m 'not slow')
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -83,7 +85,7 @@ def test_bn_groups_must_cover_the_processes(tmp_path):
            "MASTER_PORT": str(free_port())}
     # A lone rank 0 would wait for rank 1 at init; the check fails before any collective.
     code = ("import os, sys; from ring import config as C; from ring.pretrain import Pretraining\n"
-            "import ring.distributed as D; D.init_from_env = lambda t: None; D.world_size = lambda: 2\n"
+            "import ring.engine.distributed as D; D.init_from_env = lambda t: None; D.world_size = lambda: 2\n"
             f"Pretraining(C.load(C.PretrainConfig, {str(cell / 'config.yaml')!r}), {str(cell)!r})")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0

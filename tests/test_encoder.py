@@ -115,7 +115,7 @@ def test_cmc_features_concatenate_the_l_and_ab_trunks(tmp_path):
         load_feature_extractor(tmp_path / "encoder.pt", "IR", (0.5,) * 3, (0.25,) * 3)
 
 
-# -- BatchNorm groups in one pass (ring.encoder.Grouped) -------------------------------------------
+# -- BatchNorm groups in one pass (ring.engine.encoder.Grouped) -------------------------------------------
 
 def _chunked(module, x, groups):
     """What Grouped computed before the one-pass layers: the network once per consecutive chunk."""
@@ -123,6 +123,7 @@ def _chunked(module, x, groups):
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.slow
 def test_one_pass_groups_equal_the_network_run_per_chunk(channels_last):
     torch.manual_seed(0)
     exact = Encoder().double()  # the chunked computation in fp64: what both fp32 orders approximate

@@ -1,4 +1,4 @@
-"""ring.estimate / `python -m ring.batch estimate`: a grid priced from throughput files, torch-free."""
+"""ring.plan.estimate / `python -m ring.cluster.batch estimate`: a grid priced from throughput files, torch-free."""
 
 import json
 import math

@@ -141,6 +141,7 @@ def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from
     assert toy_ring == pytest.approx(toy * E._ring_ratio(figures, "MoCoRing", 64))  # priced as its objective says
 
 
+@pytest.mark.slow
 def test_the_plugin_runs_through_the_workflow_to_table1(plugin, tmp_path):
     work = tmp_path / "work"
     work.mkdir()

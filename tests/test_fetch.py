@@ -1,4 +1,4 @@
-"""ring.fetch against a loopback HTTP server (127.0.0.1, a random port) that serves tiny archives in
+"""ring.data.fetch against a loopback HTTP server (127.0.0.1, a random port) that serves tiny archives in
 each publisher's format at the publisher's host/path, reached through --mirror: the same code path
 as a real fetch, and nothing leaves the machine."""
 
@@ -312,6 +312,7 @@ def test_missing_dataset_sentences_name_the_fetch_command_or_the_steps_by_hand(t
             f"and ILSVRC2012_devkit_t12.tar.gz into {data / 'imagenet'}, then run") in result.stderr
 
 
+@pytest.mark.slow
 def test_data_check_trusts_a_fetch_stamp_only_while_it_describes_the_folder(server, tmp_path, monkeypatch):
     # The served CIFAR10 batches are text, not the publisher's files: only a trusted stamp lets the check pass.
     publish(server, tmp_path, "cifar10", monkeypatch)
@@ -320,7 +321,7 @@ def test_data_check_trusts_a_fetch_stamp_only_while_it_describes_the_folder(serv
     base = data / "cifar10"
     result = _check("cifar10", data)
     assert result.returncode == 0, result.stderr
-    assert "checksums verified by ring.fetch on " in result.stdout
+    assert "checksums verified by ring.data.fetch on " in result.stdout
     corrupted = "is corrupted or truncated: its md5 is"
 
     # A stamp for another dataset, or for the same folder somewhere else, vouches for nothing here.

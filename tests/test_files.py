@@ -1,4 +1,4 @@
-"""ring.files: whole-or-nothing writes, their one-sentence failures, and what killed writes leave."""
+"""ring.core.files: whole-or-nothing writes, their one-sentence failures, and what killed writes leave."""
 
 import errno
 import json
@@ -43,7 +43,7 @@ def test_stale_temporaries_of_killed_writes_are_removed_by_name(tmp_path):
 
 
 def test_the_login_node_client_writes_without_torch():
-    """ring.launch and ring.accounting write job records and provenance through ring.files on a login
+    """ring.cluster.launch and ring.cluster.accounting write job records and provenance through ring.core.files on a login
     node, where importing torch costs seconds (or torch is not installed)."""
     code = "import sys, ring.core.files, ring.cluster.launch, ring.cluster.accounting; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -206,7 +206,7 @@ def test_ring_digits_grid_sweeps_the_final_window_and_the_annealing_length(root)
 
 @pytest.mark.parametrize("name", ["paper", "smoke", "ring_digits"])
 def test_cell_configs_dump_to_the_same_text_with_libyaml(root, name):
-    """ring.config.dump uses libyaml's emitter for speed (the workflow dumps every cell's config when it
+    """ring.core.config.dump uses libyaml's emitter for speed (the workflow dumps every cell's config when it
     plans); a different text would change every cell's params and rerun the finished config rules."""
     import yaml
 

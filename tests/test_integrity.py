@@ -42,6 +42,7 @@ def _ring_lines(text: str) -> list[str]:
 
 # ---- numerical health ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_pretraining_stops_at_the_first_non_finite_loss(tmp_path):
     cell = _cell(tmp_path, "cell", pretrain_config("IR", **FAST, lr=1e6))
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell, check=False)
@@ -53,6 +54,7 @@ def test_pretraining_stops_at_the_first_non_finite_loss(tmp_path):
     assert not (cell / "checkpoint.pt").exists()  # nothing diverged is ever checkpointed
 
 
+@pytest.mark.slow
 def test_a_non_finite_parameter_at_epoch_end_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, capsys):
     """The loss stays finite but a memory-bank entry goes bad in epoch 2: epoch 1's checkpoint stays."""
     cell = _cell(tmp_path, "cell", pretrain_config("IR", **FAST))
@@ -79,6 +81,7 @@ def test_an_encoder_with_a_non_finite_tensor_is_never_written(tmp_path):
         health.check_export(state, tmp_path / "encoder.pt")
 
 
+@pytest.mark.slow
 def test_linear_evaluation_stops_at_a_non_finite_loss(tmp_path, encoder_file):
     # lr near float32's maximum (3.4e38): one update makes the weights ~1e37, so the logits (a sum over
     # 25,088 features) overflow whatever the random encoder's features are; 1e30 could stay finite.
@@ -150,6 +153,7 @@ def _overwrite_middle(path, size=4096):
     path.write_bytes(bytes(data))
 
 
+@pytest.mark.slow
 def test_a_corrupted_latest_checkpoint_resumes_from_the_previous_one_bit_exactly(finished_cell, tmp_path):
     cell = _copy(finished_cell, tmp_path)
     assert load_verified(cell / "checkpoint.prev.pt")["epoch"] == 1
@@ -178,6 +182,7 @@ def test_no_good_checkpoint_starts_fresh_and_says_so(finished_cell, tmp_path, ca
     assert (cell / "checkpoint.corrupt.pt").exists()
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_a_checkpoint_write_is_one_sentence(tmp_path, monkeypatch, capsys):
     cell = _cell(tmp_path, "cell", pretrain_config("IR", **FAST))
 

@@ -180,7 +180,7 @@ def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(states, adop
     assert launch.wait(job, tmp_path, res, adopted=adopted) == outcome
     said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ring: ")]
     if outcome == "failed":
-        # The last sentence (the one ring.failures shows) is the stage's reason, not the accounting line.
+        # The last sentence (the one ring.core.failures shows) is the stage's reason, not the accounting line.
         assert said[-1] == "ring: the stage's own reason" and any("failed (" in line for line in said)
 
 

@@ -22,6 +22,7 @@ def _state_hash(module) -> str:
 
 
 @pytest.mark.parametrize("augmentation", ["none", "crop_flip"])
+@pytest.mark.slow
 def test_encoder_is_bit_identical_after_evaluation(tmp_path, encoder_file, augmentation):
     file_before = encoder_file.read_bytes()
     evaluation = LinearEval(lincls_config(augmentation=augmentation, epochs=2), encoder_file, tmp_path / "cell")
@@ -32,6 +33,7 @@ def test_encoder_is_bit_identical_after_evaluation(tmp_path, encoder_file, augme
     assert 0.0 <= metrics["top1"] <= metrics["top5"] <= 100.0
 
 
+@pytest.mark.slow
 def test_metrics_stamp_the_protocol(tmp_path, encoder_file):
     LinearEval(lincls_config(method="IR"), encoder_file, tmp_path / "cell").run()
     metrics = json.loads((tmp_path / "cell" / "metrics.json").read_text())
@@ -49,12 +51,14 @@ def test_paper_protocol_reads_the_7x7_map(tmp_path, encoder_file):
     assert evaluation.classifier.in_features == 512 * 7 * 7
 
 
+@pytest.mark.slow
 def test_linear_probe_learns_from_a_trained_feature(tmp_path, encoder_file):
     # Enough epochs on the frozen random-init ResNet features separate digits far above chance.
     metrics = LinearEval(lincls_config(epochs=15), encoder_file, tmp_path / "cell").run()
     assert metrics["top1"] > 50.0
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_last_epoch(tmp_path, encoder_file):
     cell = tmp_path / "cell"
     first = LinearEval(lincls_config(epochs=2), encoder_file, cell).run()
@@ -65,6 +69,7 @@ def test_resume_continues_from_the_last_epoch(tmp_path, encoder_file):
     assert again.run()["top1"] == first["top1"]
 
 
+@pytest.mark.slow
 def test_checkpoint_of_a_retrained_encoder_is_set_aside(tmp_path, encoder_file):
     cell = tmp_path / "cell"
     LinearEval(lincls_config(epochs=1), encoder_file, cell).run()
@@ -95,6 +100,7 @@ def test_wrong_encoder_files_fail_with_one_sentence(tmp_path):
         LinearEval(lincls_config(), truncated, tmp_path / "cell")
 
 
+@pytest.mark.slow
 def test_cmc_cell_is_evaluated_on_both_encoders_and_says_so(tmp_path):
     torch.manual_seed(0)
     from ring.plan.catalog import spec
@@ -119,6 +125,7 @@ def _constant_feature_encoder(tmp_path):
     return tmp_path / "pre" / "encoder.pt"
 
 
+@pytest.mark.slow
 def test_a_diverged_linear_evaluation_says_so_in_one_sentence_and_writes_no_accuracy(tmp_path, capsys):
     from ring.engine import health
     from ring.lincls import main

@@ -1,4 +1,4 @@
-"""No stale number reaches a table: metrics <- this encoder <- this cell's config (ring.lineage, ring.tables)."""
+"""No stale number reaches a table: metrics <- this encoder <- this cell's config (ring.plan.lineage, ring.reports.tables)."""
 
 import json
 import re

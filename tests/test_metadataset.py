@@ -249,7 +249,7 @@ def test_data_check_of_a_transfer_dataset_never_imports_torch(tmp_path):
 
 def test_data_check_command_reports_content_errors_in_one_sentence(tmp_path):
     # `python -m ring.catalog` runs the catalog as __main__; the DatasetMissing that
-    # ring.metadataset raises is ring.catalog's and must still be caught.
+    # ring.data.metadataset raises is ring.plan.catalog's and must still be caught.
     write_dtd(tmp_path)
     image = tmp_path / "dtd" / "dtd" / "dtd" / "images" / "banded" / "banded_0003.jpg"
     image.unlink()

@@ -1,4 +1,4 @@
-"""Plan-time checks (ring.checks) through the real interface: a grid file given by path to `snakemake -n`.
+"""Plan-time checks (ring.plan.checks) through the real interface: a grid file given by path to `snakemake -n`.
 
 Each broken grid must stop the plan with one sentence naming the grid file, stage, cell, key, value
 and fix, a non-zero exit, no job planned or run and no results/ folder created.
@@ -152,7 +152,7 @@ def test_entry_points_and_launch_run_the_same_checks_on_a_hand_written_config(tm
     expected = (f"ring: Config {cfg} (pretrain): queue_size=32 is smaller than batch_size=64 (each step enqueues a whole "
                 "batch); raise queue_size to at least 64.")
     cell = tmp_path / "cell"
-    launched = run_module("ring.launch", "pretrain", "--cell", cell, "--", "--config", cfg, "--out", cell, check=False)
+    launched = run_module("ring.cluster.launch", "pretrain", "--cell", cell, "--", "--config", cfg, "--out", cell, check=False)
     assert launched.returncode == 1 and launched.stderr.strip() == expected
     direct = run_module("ring.pretrain", "--config", cfg, "--out", cell, check=False)
     assert direct.returncode == 1 and direct.stderr.strip() == expected
@@ -167,7 +167,7 @@ def test_failed_run_summary_names_each_cell_and_its_sentence(tmp_path):
     log.write_text("epoch 1 ...\nring: The checkpoint x was written by method IR, but this cell trains IRing; move it.\n")
     snakemake_log = (f"Error in rule pretrain:\n    message: None\n    jobid: 7\n"
                      f"    output: results/g/pretrain/cifar10/IRing/seed0/encoder.pt\n"
-                     f"    log: {log} (check log file(s) for error details)\n    shell:\n        python -m ring.launch\n"
+                     f"    log: {log} (check log file(s) for error details)\n    shell:\n        python -m ring.cluster.launch\n"
                      "Error in rule lincls:\n    output: results/g/lincls/cifar10/IR/seed0/metrics.json\n"
                      "Shutting down, this might take some time.\n")
     assert failures.summary(snakemake_log) == (

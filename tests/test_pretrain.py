@@ -42,6 +42,7 @@ def _assert_same_weights(a, b):
                          ids=["IRing", "MoCoRing", "IRing-adaptive_loss", "IRing-adaptive_val", "MoCoRing-device_augment"])
 
 
+@pytest.mark.slow
 def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, overrides):
     reference = _run_cell(tmp_path, "reference", pretrain_config(method, **overrides))
 
@@ -75,6 +76,7 @@ def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, ov
     assert log == [json.loads(line) for line in (reference / "log.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_outputs_contract(tmp_path):
     cell = _run_cell(tmp_path, "ir", pretrain_config("IR", epochs=1, lr_milestones=[]))
     result = resnet18().load_state_dict(torch.load(cell / "encoder.pt", weights_only=True), strict=False)
@@ -131,6 +133,7 @@ def test_checkpoint_of_another_method_names_both_methods(tmp_path):
     assert torch.load(cell / "checkpoint.pt", weights_only=True)["method"] == "IR"  # never overwritten
 
 
+@pytest.mark.slow
 def test_an_edited_config_keeps_the_previous_run_aside_and_starts_over(tmp_path):
     first = pretrain_config("IR", epochs=1, lr_milestones=[])
     cell = _run_cell(tmp_path, "cell", first)
@@ -148,6 +151,7 @@ def test_an_edited_config_keeps_the_previous_run_aside_and_starts_over(tmp_path)
     assert (cell / "encoder.pt").read_bytes() != before["encoder.pt"]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_another_config_without_a_record_is_kept_aside(tmp_path, capsys):
     # A cell trained before run.json existed: its checkpoint's own config hash decides.
     first = pretrain_config("IR", epochs=1, lr_milestones=[])
@@ -161,6 +165,7 @@ def test_a_checkpoint_of_another_config_without_a_record_is_kept_aside(tmp_path,
 
 
 @pytest.mark.parametrize("method", ["IRing", "MoCoRing"])
+@pytest.mark.slow
 def test_a_longer_schedule_continues_the_checkpoint_and_equals_training_that_long_from_the_start(tmp_path, method):
     # The same computation through the same shapes and threads, resumed at an epoch boundary: bit for bit.
     reference = _run_cell(tmp_path, "reference", pretrain_config(method, epochs=2, lr_milestones=[1]))
@@ -190,6 +195,7 @@ def test_cli_reports_one_sentence(tmp_path):
     assert result.stderr.strip() == "ring: Unknown PretrainConfig key 'weight_decy'. Did you mean 'weight_decay'?"
 
 
+@pytest.mark.slow
 def test_cmc_cell_exports_an_l_and_an_ab_torchvision_trunk(tmp_path):
     cell = _run_cell(tmp_path, "cmc", pretrain_config("CMC", epochs=1, lr_milestones=[], knn_every=0))
     for name, channels in (("encoder.pt", 1), ("encoder_ab.pt", 2)):
@@ -205,10 +211,12 @@ def test_cmc_cell_exports_an_l_and_an_ab_torchvision_trunk(tmp_path):
 FAST = dict(resize=16, crop=16, knn_every=0)
 
 
+@pytest.mark.slow
 def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupted(tmp_path, monkeypatch):
     """CMCRingCi: two encoders and banks, Ring, and k-means clusters computed at the start of the
     preempted epoch (after a one-epoch warm start), which the resumed run must reuse."""
     from ring.core import stop
+    from ring.engine import runtime
 
     # 16x16 views: the clusters and the training state are the point, not the pixels (at 32 px this test
     # took over 900 s on 2 cores shared with a CPU-heavy neighbour, 56 s alone).
@@ -221,11 +229,11 @@ def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupte
     def step_then_stop_in_epoch_1(*args, **kwargs):
         steps.append(1)
         if len(steps) == first.steps_per_epoch + 4:  # the preemption signal, 4 steps into epoch 1
-            stop.request_stop()
+            runtime.request_stop()
         return step(*args, **kwargs)
 
     monkeypatch.setattr(first.optimizer, "step", step_then_stop_in_epoch_1)
-    with pytest.raises(stop.Preempted):
+    with pytest.raises(runtime.Preempted):
         first.run()
     monkeypatch.setattr(stop, "_stop_requested", False)
     state = safe_load(cell / "checkpoint.pt")
@@ -238,6 +246,7 @@ def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupte
                        safe_load(reference / "checkpoint.pt")["objective"]["clusterings.labels"])
 
 
+@pytest.mark.slow
 def test_snapshots_and_a_cell_started_from_one(tmp_path):
     source = _run_cell(tmp_path, "source", pretrain_config("IR", snapshot_epochs=[0, 1], **FAST))
     snapshots = {e: safe_load(source / f"snapshot_epoch{e}.pt") for e in (0, 1)}

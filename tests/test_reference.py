@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_committed_reference_is_the_generated_one():
     committed = (ROOT / reference.DOC).read_text()
     assert committed == reference.markdown(), (
-        "docs/configuration.md is stale; regenerate it with `python -m ring.reference --write docs/configuration.md`")
+        "docs/configuration.md is stale; regenerate it with `python -m ring.plan.reference --write docs/configuration.md`")
 
 
 def test_every_key_is_described_and_every_allowed_entry_is_a_real_key():
@@ -23,7 +23,7 @@ def test_every_key_is_described_and_every_allowed_entry_is_a_real_key():
     assert set(checks.ALLOWED) <= fields, set(checks.ALLOWED) - fields
     for stage in reference.STAGES:
         undescribed = [e["key"] for e in reference.entries(stage) if not e["what"].strip()]
-        assert not undescribed, f"{stage}: add a comment beside {undescribed} in ring/config.py"
+        assert not undescribed, f"{stage}: add a comment beside {undescribed} in ring/core/config.py"
 
 
 def test_describe_prints_one_key_and_suggests_a_typo():

@@ -1,4 +1,4 @@
-"""ring.rerun: what an edited cell config does to the cell's files (torch-free, decided before any job)."""
+"""ring.plan.rerun: what an edited cell config does to the cell's files (torch-free, decided before any job)."""
 
 import json
 
@@ -94,7 +94,7 @@ def test_an_evaluation_cell_keeps_its_metrics_aside_when_its_config_changes(tmp_
 def test_the_cli_reads_the_cells_config_yaml(tmp_path):
     _ran(tmp_path, pretrain_config("IR", epochs=1))
     C.save(pretrain_config("IR", epochs=1, lr=0.1), tmp_path / "config.yaml")
-    result = run_module("ring.rerun", tmp_path, "--stage", "pretrain")
+    result = run_module("ring.plan.rerun", tmp_path, "--stage", "pretrain")
     assert "this cell starts over" in result.stderr and (tmp_path / "runs").is_dir()
 
 
@@ -124,7 +124,7 @@ def test_a_second_client_of_a_cell_waits_for_the_first(tmp_path):
 
     from ring.cluster.launch import cell_lock
 
-    code = ("import sys; from pathlib import Path; from ring.launch import cell_lock\n"
+    code = ("import sys; from pathlib import Path; from ring.cluster.launch import cell_lock\n"
             "with cell_lock(Path(sys.argv[1])): print('inside', flush=True)")
     with cell_lock(tmp_path):
         second = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,

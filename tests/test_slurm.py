@@ -30,6 +30,8 @@ from .documented import current_test, section, shell_commands
 from .helpers import TINY_PRETRAIN
 from .test_workflow import ROOT, TINY, entry, job_counts, snakemake, write_grid
 
+pytestmark = pytest.mark.slow  # a real SLURM cluster, minutes of jobs: outside the developer loop (pytest -m 'not slow')
+
 ROOT = Path(__file__).resolve().parents[1]
 # The test cluster's site values, written to profiles/slurm/site.yaml as a user would (layered over
 # the SHIPPED cluster.yaml): partition gpu, account ring, and node sizes it can hold (2 CPUs, ~20 GB,
@@ -83,7 +85,7 @@ def now() -> str:
 def launch_cell(cell: Path, cfg: C.PretrainConfig, resources: dict) -> subprocess.Popen:
     cell.mkdir(parents=True, exist_ok=True)
     C.save(cfg, cell / "config.yaml")
-    cmd = [sys.executable, "-m", "ring.launch", "pretrain", "--cell", str(cell), "--launcher", "slurm",
+    cmd = [sys.executable, "-m", "ring.cluster.launch", "pretrain", "--cell", str(cell), "--launcher", "slurm",
            "--resources", json.dumps(resources), "--", "--config", str(cell / "config.yaml"), "--out", str(cell)]
     return subprocess.Popen(cmd, cwd=cell.parents[5], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -118,7 +120,7 @@ def reference(tmp_path_factory) -> Path:
 
 def test_client_stays_light():
     # VmHWM, not ru_maxrss: the latter can report the forking parent's size (pytest holds torch).
-    code = ("import sys, ring.launch, ring.batch; print('torch' in sys.modules, "
+    code = ("import sys, ring.cluster.launch, ring.cluster.batch; print('torch' in sys.modules, "
             "next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')))")
     imported, rss_kb = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert imported == "False" and int(rss_kb) < 100 * 1024
@@ -211,7 +213,7 @@ def test_killed_client_reattaches_without_a_second_submission(workdir):
 
 def test_job_array_is_one_sbatch_and_all_tables_reuses_it(workdir):
     start = now()
-    batch = [sys.executable, "-m", "ring.batch"]
+    batch = [sys.executable, "-m", "ring.cluster.batch"]
     where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
     out = subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, capture_output=True, text=True,
                          check=True, timeout=120).stdout
@@ -231,7 +233,7 @@ def test_job_array_is_one_sbatch_and_all_tables_reuses_it(workdir):
 
 def test_failing_job_fails_its_rule_with_the_log_tail(workdir):
     # A config the plan accepts but the job refuses once it trains: lr near float32's maximum makes the
-    # loss non-finite at the second step, whatever the data (ring.health's sentence, exit 1).
+    # loss non-finite at the second step, whatever the data (ring.engine.health's sentence, exit 1).
     pretrain = {"all": {**TINY["pretrain"]["all"], "lr": 1e38}}
     write_grid(workdir, "tiny", {**TINY, "methods": ["IR"], "seeds": [0], "pretrain": pretrain})
     result = snakemake(workdir, "results/tiny/pretrain/digits/IR/seed0/encoder.pt", *SLURM,
@@ -279,7 +281,7 @@ def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
 
 def test_cancel_stops_the_grids_jobs_and_status_reports_them(workdir):
     write_grid(workdir, "tiny", {**TINY, "pretrain": {"all": {**TINY["pretrain"]["all"], "epochs": 50}}})
-    batch = [sys.executable, "-m", "ring.batch"]
+    batch = [sys.executable, "-m", "ring.cluster.batch"]
     where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
     subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, check=True, timeout=120,
                    capture_output=True)
@@ -341,7 +343,7 @@ def test_jobs_that_finish_while_no_client_watches_are_collected(workdir):
 def test_a_finished_job_array_is_collected_by_all_tables(workdir):
     """Issue #11, item 2 (second repro): every array task finished before all_tables runs."""
     start = now()
-    batch = [sys.executable, "-m", "ring.batch"]
+    batch = [sys.executable, "-m", "ring.cluster.batch"]
     where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
     out = subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, capture_output=True, text=True,
                          check=True, timeout=120).stdout
@@ -377,7 +379,7 @@ def test_a_cancelled_pending_array_task_is_resubmitted_not_waited_on_forever(wor
     site = {"slurm": {**SITE["slurm"], "defaults": {**SITE["slurm"]["defaults"], "array_parallelism": 1,
                                                     "unknown_grace_s": 5}}}
     (workdir / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(site))
-    batch = [sys.executable, "-m", "ring.batch"]
+    batch = [sys.executable, "-m", "ring.cluster.batch"]
     where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
     out = subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, capture_output=True, text=True,
                          check=True, timeout=120).stdout
@@ -476,7 +478,7 @@ def accounted_runs_of(job_id: str) -> int:
 
 
 def training_started(cell: Path) -> bool:
-    """The stage's per-step TensorBoard run exists: ring.jobs has replaced submitit's USR2 handler, so
+    """The stage's per-step TensorBoard run exists: ring.cluster.jobs has replaced submitit's USR2 handler, so
     USR2 now stops at a step boundary (before that, python's default would kill the step)."""
     return any((cell / "steps").glob("events.out.tfevents.*"))
 
@@ -510,7 +512,7 @@ def test_chaos_on_the_cluster_loses_nothing_and_submits_nothing_twice(workdir, l
     start = now()
 
     # 1. The pretraining cells as one array, one task at a time; the second, still pending, is cancelled.
-    subprocess.run([sys.executable, "-m", "ring.batch", "submit", "--stage", "pretrain", "--grid", "tiny",
+    subprocess.run([sys.executable, "-m", "ring.cluster.batch", "submit", "--stage", "pretrain", "--grid", "tiny",
                     *BATCH_CONFIGS, "--grids-dir", "workflow/grids"], cwd=workdir, check=True, timeout=120,
                    capture_output=True)
     array_tasks = {recorded_id(pretrain[m]): f"pretrain/{m}" for m in methods}

@@ -135,7 +135,7 @@ def test_gpu_hours_show_predicted_beside_measured(tmp_path, monkeypatch):
         (cell / "provenance.json").write_text(json.dumps(doc))
         cells.append(cell / "provenance.json")
     summary = tables.gpu_hours(cells, tmp_path / "gpu_hours")
-    expected = 300 * 50_000 / 5000 / 3600  # ring.estimate's model: epochs x images / images per second
+    expected = 300 * 50_000 / 5000 / 3600  # ring.plan.estimate's model: epochs x images / images per second
     assert summary.loc["pretrain", "predicted_gpu_hours"] == f"{expected:.3f}"
     assert summary.loc["transfer", "predicted_gpu_hours"] == "n/a"  # a stage the model does not price
     assert summary.loc["total", "predicted_gpu_hours"] == f"{expected:.3f}"

@@ -114,6 +114,7 @@ def test_grids_carry_the_toy_block(root):
                             "toy_cnce": {"seeds": [0], "epoch": 3}})
 
 
+@pytest.mark.slow
 def test_full_size_bounds_keep_theorem_1s_order():
     """The appendix at full size (2000 points, 100 epochs, 100 negatives, 5 seeds): in the mean over
     seeds CNCE <= NCE <= true MI, CNCE loosening as w_l grows, and the NCE critic learned something."""
@@ -182,6 +183,7 @@ def _gaussian_atoms(x, n=1500, span=8.0):
 
 @pytest.mark.parametrize("k", [None, 2])
 @pytest.mark.parametrize("percentile", [10.0, 25.0])
+@pytest.mark.slow
 def test_no_critic_beats_the_ceiling_and_the_flat_critic_attains_it(percentile, k):
     # At x = 2 (per x the ceiling is ~0.01-0.04 nats: far from 0, so a beaten ceiling would show).
     from scipy.optimize import minimize
@@ -253,6 +255,7 @@ def test_finite_k_bound_agrees_with_monte_carlo_and_the_level_shortcut():
     assert abs(terms.mean() - value) < 4 * terms.std() / math.sqrt(len(terms))
 
 
+@pytest.mark.slow
 def test_ceiling_of_the_papers_gaussian():
     cfg = C.ToyCNCEConfig()
     cov = T.joint_covariance(cfg.cov_z, cfg.cov_eps)

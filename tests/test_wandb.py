@@ -102,7 +102,7 @@ def test_enabled_without_wandb_installed_is_one_sentence(tmp_path, monkeypatch):
 
 def test_wandb_is_not_imported_unless_asked_for(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "RING_WANDB_PROJECT"}
-    code = ("import sys; from ring.runtime import JsonLog; log = JsonLog(sys.argv[1]); "
+    code = ("import sys; from ring.engine.runtime import JsonLog; log = JsonLog(sys.argv[1]); "
             "log.append({'epoch': 0, 'loss': 1.0}); log.step(1, {'loss': 1.0}); log.close(); "
             "assert log.wandb is None and 'wandb' not in sys.modules, sorted(m for m in sys.modules if 'wandb' in m)")
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "log.jsonl")], check=True, env=env)

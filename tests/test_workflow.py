@@ -7,12 +7,15 @@ import shutil
 import subprocess
 import sys
 import time
+from html import unescape
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.documented import documented_commands
+
+pytestmark = pytest.mark.slow  # whole Snakemake runs: outside the developer loop (pytest -m 'not slow')
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,8 +50,19 @@ def job_counts(output: str) -> dict[str, int]:
 
 def entry(metrics: dict) -> str:
     """How a table starts a linear-evaluation cell's entry: its top-1, or the verdict of a diverged evaluation
-    (the test grids' one-epoch encoders may give one: ring.health.divergence)."""
+    (the test grids' one-epoch encoders may give one: ring.engine.health.divergence)."""
     return f"{metrics['top1']:.1f}" if "top1" in metrics else "diverged"
+
+
+def report_captions(html: str) -> dict[str, str]:
+    """The rendered caption (HTML) of each file a `snakemake --report` HTML shows, by file name."""
+    results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
+    return {Path(path).name: result["caption"] for path, result in results.items()}
+
+
+def caption_text(caption_html: str) -> str:
+    """A caption's words, its tags left out, one space between them."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", "", caption_html)).split())
 
 
 def write_grid(workdir: Path, name: str, values: dict) -> None:
@@ -171,8 +185,25 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
         assert name in html, name
     assert "results/smoke/lincls/digits/IRingBall/seed0/metrics.json" in html  # Table 2's caption lists its cells
     assert "results/smoke/study/hard_negatives/digits/IRing/" in html
+    # Captions say what ran: Table 1's rows, columns and the feature maps its cells recorded (32-pixel crops:
+    # ResNet-18's layer4 is 1 x 1; CMC's L and ab maps concatenated), GPU-hours the provenance files it read.
+    captions = report_captions(html)
+    table1 = caption_text(captions["table1.csv"])
+    assert "rows IR, IRing, CMC, CMCRing, MoCo, MoCoRing, LA, columns the pretraining datasets digits" in table1
+    assert "IR, IRing, MoCo, MoCoRing, LA: resnet18.layer4 (pre-pool), flattened, 512 x 1 x 1" in table1, table1
+    assert ("CMC, CMCRing: resnet18.layer4 (pre-pool) of the L and ab encoders, concatenated (CMC's protocol), flattened, "
+            "1024 x 1 x 1") in table1, table1
+    assert "512 x 7 x 7" not in html  # the paper's 224-pixel map, which the smoke grid never computes
+    assert "results/smoke/pretrain/digits/IR/seed0/provenance.json" in captions["gpu_hours.csv"]
+    assert "IRingBall" in captions["table2.csv"] and "CMC" not in captions["table2.csv"]
+    # Every link a caption holds resolves from where the report is written (this folder mirrors the checkout's root).
+    links = [href for caption in captions.values() for href in re.findall(r'href="([^"]+)"', caption)]
+    assert len(links) >= len(captions)
+    for href in links:
+        if not re.match(r"[a-z]+:", href):
+            assert (ROOT / unescape(href).partition("#")[0]).is_file(), href
     # The grid's progress view after the run: every Table 1 and study cell done, nothing else.
-    status = subprocess.run([sys.executable, "-m", "ring.batch", "status", "--grid", "smoke"], cwd=workdir,
+    status = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "status", "--grid", "smoke"], cwd=workdir,
                             capture_output=True, text=True, timeout=120)
     assert status.returncode == 0, status.stderr
     assert re.fullmatch(r"total (\d+) stage runs: \1 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing",
@@ -278,7 +309,7 @@ def test_the_shipped_slurm_profile_plans_the_paper_grid(workdir):
     counts = job_counts(result.stdout + result.stderr)
     assert counts["pretrain"] + counts["pretrain_two_encoders"] == 108 and counts["detection"] == 45
     assert "--launcher slurm" in result.stdout + result.stderr
-    status = subprocess.run([sys.executable, "-m", "ring.batch", "status", "--grid", "paper",
+    status = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "status", "--grid", "paper",
                              "--results", str(workdir / "results")], cwd=workdir, capture_output=True, text=True,
                             timeout=120)
     assert status.returncode == 0, status.stderr

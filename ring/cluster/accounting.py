@@ -1,6 +1,6 @@
 """A cell's SLURM runs from accounting (``sacct -D``), for the segments its own processes never wrote.
 
-A process writes its segment of ``provenance.json`` when it ends (ring.provenance.Segment), so a
+A process writes its segment of ``provenance.json`` when it ends (ring.engine.provenance.Segment), so a
 run that was hard-killed (an external ``scontrol requeue``'s SIGKILL, ``scancel --signal=KILL``,
 a node failure) leaves none; only SLURM's accounting knows how long it ran.  Two places add them:
 

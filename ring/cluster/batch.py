@@ -1,9 +1,9 @@
 """Batch submission, status and cancellation of a grid's cells on SLURM.
 
-    python -m ring.batch submit --grid paper --stage pretrain     # every missing cell: ONE job array
-    python -m ring.batch status --grid paper                      # done / stale / running / pending / failed / missing
-    python -m ring.batch cancel --grid paper [--stage pretrain]   # scancel the grid's recorded jobs
-    python -m ring.batch estimate --grid paper [--device H100]    # predicted GPU-hours (ring.estimate)
+    python -m ring.cluster.batch submit --grid paper --stage pretrain     # every missing cell: ONE job array
+    python -m ring.cluster.batch status --grid paper                      # done / stale / running / pending / failed / missing
+    python -m ring.cluster.batch cancel --grid paper [--stage pretrain]   # scancel the grid's recorded jobs
+    python -m ring.cluster.batch estimate --grid paper [--device H100]    # predicted GPU-hours (ring.plan.estimate)
 
 ``submit`` returns at once with the array's id.  Each cell records its array task in
 ``CELL/slurm/job.json``, so ``snakemake --profile profiles/slurm all_tables`` afterwards

@@ -4,7 +4,7 @@ Importing this module does not import torch: the waiting client on a login node 
 :class:`StageJob` is a submitit ``Checkpointable``.  On SLURM's preemption / time-limit signal
 (USR2) it does not let submitit requeue in the middle of an optimizer step: the signal only asks
 the stage to stop (:func:`ring.core.stop.request_stop`); the stage writes its atomic checkpoint at
-the next step boundary and raises :class:`ring.core.stop.Preempted`; then submitit's own handler
+the next step boundary and raises :class:`ring.engine.runtime.Preempted`; then submitit's own handler
 requeues the job, which resumes from that checkpoint.
 """
 

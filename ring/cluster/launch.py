@@ -1,6 +1,6 @@
 """Launchers: run one cell's stage here, or on SLURM through submitit and wait for it.
 
-    python -m ring.launch pretrain --cell CELL [--launcher slurm --resources JSON] -- --config ... --out CELL
+    python -m ring.cluster.launch pretrain --cell CELL [--launcher slurm --resources JSON] -- --config ... --out CELL
 
 The workflow's rules call this for every GPU stage.  ``local`` runs the stage in this process.
 ``slurm`` is the light client of a login node (torch is never imported here):
@@ -9,11 +9,11 @@ The workflow's rules call this for every GPU stage.  ``local`` runs the stage in
   has accepted them, and records the job id in ``CELL/slurm/job.json``;
 * a restarted client (Ctrl-C, lost session, crashed Snakemake) finds that record and re-attaches
   to the queued or running job instead of submitting a second one; a job that COMPLETED is
-  collected when the stage's output (``ring.jobs.OUTPUT``) is present, and resubmitted when it is
+  collected when the stage's output (``ring.cluster.jobs.OUTPUT``) is present, and resubmitted when it is
   not (Snakemake deletes the outputs of a rule it reruns as incomplete): the stage then resumes
   from its checkpoint, which is never a declared output.  Jobs that ended badly are resubmitted
   and resume too.  Runs of an ended job that wrote no segment (hard-killed) are added to the
-  cell's provenance from sacct first (ring.accounting);
+  cell's provenance from sacct first (ring.cluster.accounting);
 * it asks SLURM itself every ``poll_s`` seconds (sacct, then squeue for jobs accounting has not
   recorded yet) and prints one status line per state change;
 * a job that neither sacct nor squeue knows for ``unknown_grace_s`` seconds is gone (e.g. a
@@ -23,7 +23,7 @@ The workflow's rules call this for every GPU stage.  ``local`` runs the stage in
   resources;
 * a failed job fails the rule with the tail of its SLURM log and the log's path.
 
-Stopping the client never cancels the cluster job; ``python -m ring.batch cancel`` does.
+Stopping the client never cancels the cluster job; ``python -m ring.cluster.batch cancel`` does.
 """
 
 from __future__ import annotations
@@ -440,7 +440,7 @@ def account_ended(cell: Path, job_id: str) -> None:
 
 @contextmanager
 def cell_lock(cell: Path):
-    """One client per cell at a time: a second ``ring.launch`` of the same cell (two Snakemake runs, or one
+    """One client per cell at a time: a second ``ring.cluster.launch`` of the same cell (two Snakemake runs, or one
     and a by-hand launch) waits here, then finds the first one's record and re-attaches instead of submitting."""
     path = cell / "slurm" / LOCK
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -538,10 +538,10 @@ def main(argv=None) -> int:
     try:
         job = StageJob(args.stage, stage_argv)
         if "--config" in stage_argv:
-            # The plan's checks (ring.checks) on the cell's config, before any job starts or is queued.
+            # The plan's checks (ring.plan.checks) on the cell's config, before any job starts or is queued.
             checks.load_checked(args.stage, stage_argv[stage_argv.index("--config") + 1])
         if args.launcher == "local":
-            from ring.cluster import progress  # CELL/running.json for `ring.batch status`
+            from ring.cluster import progress  # CELL/running.json for `ring.cluster.batch status`
 
             with progress.running(args.cell) as run:
                 run["status"] = job.run_here()

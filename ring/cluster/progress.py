@@ -1,6 +1,6 @@
-"""Where a locally launched cell stands, read from its folder (torch-free: ``ring.batch status`` imports it).
+"""Where a locally launched cell stands, read from its folder (torch-free: ``ring.cluster.batch status`` imports it).
 
-The local launcher (``ring.launch --launcher local``) wraps the stage in :func:`running`, which keeps
+The local launcher (``ring.cluster.launch --launcher local``) wraps the stage in :func:`running`, which keeps
 ``CELL/running.json`` while the stage runs::
 
     {"state": "running", "pid": PID, "host": HOSTNAME, "started": ISO-8601 UTC}

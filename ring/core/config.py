@@ -22,8 +22,8 @@ from ring.core.methods import METHODS, apply_fixed
 
 @dataclass
 class PretrainConfig:
-    method: str  # the method (ring.methods.METHODS); the workflow sets it from the cell
-    dataset: str  # the pretraining dataset (ring.catalog); the workflow sets it from the cell
+    method: str  # the method (ring.core.methods.METHODS); the workflow sets it from the cell
+    dataset: str  # the pretraining dataset (ring.plan.catalog); the workflow sets it from the cell
     seed: int = 0  # seeds initialisation, sampling and augmentation; the workflow sets it from the cell
     data_root: str = "data"  # folder holding <dataset>/ (the workflow's data_root)
 
@@ -52,7 +52,7 @@ class PretrainConfig:
     # Memory bank (IR, IRing): k negatives per query; bank entries move with momentum 0.5 (IR).
     bank_negatives: int = 4096
     bank_momentum: float = 0.5
-    # What bank_negatives counts (ring.objectives.ir): "excluding_positive", k drawn negatives and the positive
+    # What bank_negatives counts (ring.engine.objectives.ir): "excluding_positive", k drawn negatives and the positive
     # (IR's and CMC's code: a softmax over 4,097 entries), or "including_positive", the positive and k - 1 drawn
     # negatives (the authors' NCE/NCERing: 4,096 entries).  LA's k background neighbours keep their count.
     negatives_count: str = "excluding_positive"
@@ -67,14 +67,14 @@ class PretrainConfig:
     # groups per GPU, so it computes exactly what one process with bn_groups groups computes.
     bn_groups: int = 1
 
-    # Ring window (see ring.objectives.ring and ring.anneal).  w_l goes 0 -> 90 ("threshold 100% ->
+    # Ring window (see ring.engine.objectives.ring and ring.engine.anneal).  w_l goes 0 -> 90 ("threshold 100% ->
     # 10% in 100 epochs"), the closest 10% of the eligible slice is excluded (authors' code).
     ring_w_l: list[float] = field(default_factory=lambda: [0.0, 90.0])  # [start, final] lower percentile w_l
-    ring_anneal: str = "linear"  # how w_l moves from start to final (ring.anneal policy)
+    ring_anneal: str = "linear"  # how w_l moves from start to final (ring.engine.anneal policy)
     ring_anneal_epochs: int = 100  # epochs over which w_l reaches its final value
     ring_inner: float | None = 0.1  # upper bound as the excluded fraction of the eligible slice (null: use ring_w_u)
     ring_w_u: float | None = None  # fixed upper percentile w_u (null: use ring_inner)
-    # Annealing policies of the appendix's study (ring.anneal): the step policy's number of equal
+    # Annealing policies of the appendix's study (ring.engine.anneal): the step policy's number of equal
     # jumps (4: one every 25 epochs of the paper's 100); the loss-adaptive policy's moving-average
     # momentum (0.99: about 100 steps, a fraction of a CIFAR10 epoch's 195, so a single noisy batch
     # cannot flip its direction); the share of the training split held out as the validation set of
@@ -85,12 +85,12 @@ class PretrainConfig:
     # The validation-adaptive policies' first signal: the validation accuracy of the network before the cell's
     # first step, as the authors' trainer measured it (PyTorch Lightning 1.1.8's sanity check: 2 validation
     # batches before training, then validation_epoch_end, so one untrained accuracy enters the policy's history).
-    # The adaptive_val_authors policy turns it on unless a grid or config file sets it (ring.methods); the field's
+    # The adaptive_val_authors policy turns it on unless a grid or config file sets it (ring.core.methods); the field's
     # default is what cells trained with before the switch, so their configs keep their hash.  Ours measures the
-    # whole held-out split (ring_val_fraction), as after every epoch, not 2 batches of it (see ring.anneal).
+    # whole held-out split (ring_val_fraction), as after every epoch, not 2 batches of it (see ring.engine.anneal).
     ring_val_before_training: bool = False
     # Largest similarity block materialised at once while selecting (elements; 2**25 = 128 MiB in fp32);
-    # 0: sized by the GPU's memory (ring.objectives.ring.chunk_elements), 2**25 on CPUs.
+    # 0: sized by the GPU's memory (ring.engine.objectives.ring.chunk_elements), 2**25 on CPUs.
     max_chunk_elements: int = 0
 
     # k-means methods (LA, IRCave, CMCCave, IRing/CMCRing +C_i), LA's settings (Zhuang et al. 2019 and
@@ -105,12 +105,12 @@ class PretrainConfig:
     kmeans_clusterings: int = 10
     kmeans_iters: int = 20
     kmeans_warmup_epochs: int = 10
-    # LA's own-entry rule (ring.objectives.la): "topk" (LA's code) or "positive" (ours).  Each LA
+    # LA's own-entry rule (ring.engine.objectives.la): "topk" (LA's code) or "positive" (ours).  Each LA
     # method fixes it (LA: "topk", LAOwnPositive: "positive"); the default is the rule LA cells
     # trained with before the switch existed, so their configs keep their hash.
     la_own_entry: str = "positive"
-    # CMC's negatives (ring.objectives.cmc): "shared" (CMC's code: one index set for both views) or
-    # "per_view".  The CMC methods default to "shared" (ring.methods, applied by grids and config files);
+    # CMC's negatives (ring.engine.objectives.cmc): "shared" (CMC's code: one index set for both views) or
+    # "per_view".  The CMC methods default to "shared" (ring.core.methods, applied by grids and config files);
     # the field's default is the draw CMC cells trained with before the switch, so their configs keep their hash.
     cmc_negatives: str = "per_view"
 
@@ -119,7 +119,7 @@ class PretrainConfig:
     knn_k: int = 200
     knn_temperature: float = 0.07
     # Log after every epoch the percent of same-class images among the Ring window's entries
-    # (ring.knn.window_same_class; the full window for base methods): a monitor, results unchanged.
+    # (ring.engine.knn.window_same_class; the full window for base methods): a monitor, results unchanged.
     log_window_classes: bool = False
 
     # Studies (appendix): save a full training state at the start of these epochs (0: before any
@@ -138,7 +138,7 @@ class PretrainConfig:
     # stay fp32) and channels-last tensors; "auto" turns both on for CUDA devices, off on CPUs.
     precision: str = "auto"
     channels_last: str = "auto"
-    # Where the views are made (ring.augment): "cpu", PIL per sample in the loader's workers;
+    # Where the views are made (ring.data.augment): "cpu", PIL per sample in the loader's workers;
     # "device", in batches on the training device from images held there (in-memory datasets) or
     # decoded there (image folders' JPEGs), with the same parameters; "auto": device on CUDA, cpu on
     # CPUs, as measured (benchmarks/results/throughput_*).  Pixels differ by interpolation rounding.
@@ -249,7 +249,7 @@ class TransferConfig(LinclsConfig):
 class DetectionConfig:
     """One Table 4 cell: a converted encoder trained frozen in one Detectron2 model (ring.detection)."""
 
-    task: str                       # ring.detection.tasks.TASKS: coco_det_seg, coco_kp, voc_det
+    task: str                       # ring.plan.detection_tasks.TASKS: coco_det_seg, coco_kp, voc_det
     method: str                     # the pretraining method whose encoder is the backbone
     source: str                     # the dataset it was pretrained on (imagenet in the paper)
     seed: int = 0                   # Detectron2's SEED: sampling, augmentation and head initialisation
@@ -316,7 +316,7 @@ def read_yaml(path: str | Path, what: str = "YAML file"):
 
 
 def load(cls, path: str | Path):
-    """A stage config file.  A pretraining config takes its method's values (ring.methods.apply_fixed, as a
+    """A stage config file.  A pretraining config takes its method's values (ring.core.methods.apply_fixed, as a
     grid's cells do) for the keys the file leaves unset; a key the file sets keeps its value.  The workflow
     writes every key, so its cells' configs (and hashes) are the grid's."""
     path = Path(path)

@@ -3,7 +3,7 @@
 A file is written to a temporary file beside it (``.<name>.<random>.tmp``), flushed to disk and
 renamed over the old one, so a process killed at any instant leaves the previous file or the new
 one, never a torn one; :func:`remove_stale_temporaries` clears what killed writes left behind.
-Torch-free: the SLURM client on a login node (ring.launch, ring.accounting) writes through it too.
+Torch-free: the SLURM client on a login node (ring.cluster.launch, ring.cluster.accounting) writes through it too.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def record_checksums(folder: str | Path, names, **fields) -> dict:
 
 
 # Exported files are also kept here (hard links: no second copy on disk), where Snakemake, which deletes
-# a rerun job's declared outputs, does not look: a client can restore them torch-free (ring.rerun).
+# a rerun job's declared outputs, does not look: a client can restore them torch-free (ring.plan.rerun).
 KEPT = "exported"
 
 

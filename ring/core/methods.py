@@ -20,8 +20,8 @@ Names are wildcard- and path-safe; ``display`` is the row label the paper prints
 (``fixed``): grids and configs apply them, so a method's identity never depends on a grid file.
 
 :func:`apply_fixed` is the one place a config's values are completed from its method (``fixed``, then
-``defaults`` for the keys left unset): every grid cell (:mod:`ring.grid`) and every config file an entry
-point reads (:func:`ring.config.load`) goes through it, so a hand-written CMC config trains CMC's shared
+``defaults`` for the keys left unset): every grid cell (:mod:`ring.plan.grid`) and every config file an entry
+point reads (:func:`ring.core.config.load`) goes through it, so a hand-written CMC config trains CMC's shared
 negatives at batch 128 as a grid's CMC cell does, and a key the file sets keeps its value.
 """
 
@@ -58,15 +58,15 @@ class Objective:
         return f"{type(self).__name__}({self.label!r})"
 
     def family(self, m: "Method") -> str:
-        """The throughput family that prices method ``m`` (ring.estimate refuses one it has no figures for)."""
+        """The throughput family that prices method ``m`` (ring.plan.estimate refuses one it has no figures for)."""
         return self.cost_family
 
     def ring_selection(self, cfg, n_images: int) -> tuple[str, int]:
-        """(the Ring step-time ratio's kind, the size of the set the window selects from), for ring.estimate."""
+        """(the Ring step-time ratio's kind, the size of the set the window selects from), for ring.plan.estimate."""
         raise NotImplementedError(f"{self!r} has no Ring variant to price")
 
     def check(self, c, n_images: int, m: "Method") -> None:
-        """Its own config checks through ``c`` (:class:`ring.checks.Checker`), for ``n_images`` training images."""
+        """Its own config checks through ``c`` (:class:`ring.plan.checks.Checker`), for ``n_images`` training images."""
 
     def load(self):
         """The torch class (imports it: stages only)."""
@@ -104,7 +104,7 @@ class TwoViewBankObjective(BankObjective):
     grey_blind = True
 
     def family(self, m: "Method") -> str:
-        # No CMC figures with k-means: its variants take CMC's step rate, and ring.estimate adds their reclustering.
+        # No CMC figures with k-means: its variants take CMC's step rate, and ring.plan.estimate adds their reclustering.
         return self.cost_family
 
 
@@ -165,13 +165,13 @@ class Method:
 
 # The values the paper (or the method's own paper) fixes per method, which a grid or a hand-written config
 # gets without copying them and can still override:
-# * CMC's code draws one negative index set for both views (ring.objectives.cmc; per_view is ours), and
+# * CMC's code draws one negative index set for both views (ring.engine.objectives.cmc; per_view is ours), and
 #   the paper trains CMC at "batch size 256 (128 for CMC)" (Sec. 5);
-# * MoCo's shuffled BatchNorm needs several groups: MoCo's 8 GPUs' worth (ring.config bn_groups).
+# * MoCo's shuffled BatchNorm needs several groups: MoCo's 8 GPUs' worth (ring.core.config bn_groups).
 CMC_DEFAULTS = (("cmc_negatives", "shared"), ("batch_size", 128))
 MOCO_DEFAULTS = (("bn_groups", 8),)
 # The values a Ring method's config takes from its annealing policy (ring_anneal) unless it sets them: the
-# authors' trainer gave its validation-adaptive policy the untrained network's accuracy first (ring.anneal).
+# authors' trainer gave its validation-adaptive policy the untrained network's accuracy first (ring.engine.anneal).
 POLICY_DEFAULTS = {"adaptive_val_authors": (("ring_val_before_training", True),)}
 
 class Registry(MutableMapping):
@@ -216,7 +216,7 @@ METHODS = Registry({
     "CMCRing": Method(CMC, ring=True, base="CMC", defaults=CMC_DEFAULTS),
     "MoCo": Method(MOCO, ring=False, base="MoCo", defaults=MOCO_DEFAULTS),
     "MoCoRing": Method(MOCO, ring=True, base="MoCo", defaults=MOCO_DEFAULTS),
-    # LA's own-entry rule (ring.objectives.la): LA's code's by default, ours as a variant row.
+    # LA's own-entry rule (ring.engine.objectives.la): LA's code's by default, ours as a variant row.
     "LA": Method(IR, ring=False, base="LA", negatives="background", close_positives=True,
                  fixed=(("la_own_entry", "topk"),)),
     "LAOwnPositive": Method(IR, ring=False, base="LA", negatives="background", close_positives=True,

@@ -1,9 +1,9 @@
 """The paper's pretraining views drawn on the training device, in batches (``augment: device``).
 
-:func:`ring.datasets.pretrain_view` makes each view on the CPU with PIL, one sample at a time, in
+:func:`ring.data.datasets.pretrain_view` makes each view on the CPU with PIL, one sample at a time, in
 the loader's workers.  Here the loader's workers only *draw the parameters* of each view, with
 torchvision's own ``get_params`` of the same transforms, in the same order, from the same per-sample
-generator seeded by ``(seed, epoch, index)`` (:class:`ring.datasets.Views`): a view's parameters are
+generator seeded by ``(seed, epoch, index)`` (:class:`ring.data.datasets.Views`): a view's parameters are
 therefore exactly the PIL path's, bit for bit, on any number of workers and after any resume.  The
 pixels are then made on the device for the whole batch at once (:func:`apply`) from uint8 images
 that live there (in-memory datasets, :func:`device_images`) or that were just decoded there
@@ -48,7 +48,7 @@ LUMA = (0.299, 0.587, 0.114)  # PIL's convert("L") weights (ITU-R 601-2)
 JITTER_OPS = ("brightness", "contrast", "saturation", "hue")  # ColorJitter's fn_idx numbering of its ops
 
 
-AUGMENT = ("auto", "cpu", "device", "dali")  # ring.checks.AUGMENT_PLACES (torch-free) lists the same; tests keep them equal
+AUGMENT = ("auto", "cpu", "device", "dali")  # ring.plan.checks.AUGMENT_PLACES (torch-free) lists the same; tests keep them equal
 
 
 def resolve(augment: str, device: torch.device) -> str:
@@ -64,7 +64,7 @@ def resolve(augment: str, device: torch.device) -> str:
 
 
 class ViewParams:
-    """A ``transform`` for :class:`ring.datasets.Views` that returns a view's parameters instead of its pixels.
+    """A ``transform`` for :class:`ring.data.datasets.Views` that returns a view's parameters instead of its pixels.
 
     The draws are those of ``pretrain_view``'s transforms in their order: RandomResizedCrop's
     ``get_params`` on a ``resize x resize`` image, ColorJitter's ``get_params``, then the flip's and
@@ -398,7 +398,7 @@ class JpegViews(torch.utils.data.Dataset):
     """``(jpeg_bytes, params_1, ..., params_n, label, index)`` of image files: the workers read bytes, nothing else.
 
     The parameters come from :class:`ViewParams` under the same per-sample seeding as
-    :class:`ring.datasets.Views` (a pure function of (seed, epoch, index)).
+    :class:`ring.data.datasets.Views` (a pure function of (seed, epoch, index)).
     """
 
     def __init__(self, samples: list[tuple[str, int]], params: ViewParams, n_views: int = 1, seed: int = 0):

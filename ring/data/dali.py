@@ -11,7 +11,7 @@ indices, the epoch and the step, it returns ``n_views`` B x 3 x crop x crop tens
 Order, determinism, resume
 --------------------------
 DALI reads nothing on its own: the files come in through ``external_source`` in *our* batch order
-(:func:`ring.runtime.epoch_batches`, a pure function of (seed, epoch)), so a resumed epoch sees the
+(:func:`ring.engine.runtime.epoch_batches`, a pure function of (seed, epoch)), so a resumed epoch sees the
 same batches from its ``step_in_epoch`` on.  Of each view:
 
 * the colour jitter factors, the flip and the grayscale draw are a pure function of
@@ -27,7 +27,7 @@ The per-batch state goes through ``_random_state``, the argument input that DALI
 uses for its ``rng=``: pipeline mode does not document it (hence the exact pin in
 ``envs/requirements-dali.txt``), and the tests fail loudly if a DALI release stops honouring it.
 
-What differs from ``augment: cpu`` / ``augment: device`` (:func:`ring.datasets.pretrain_view`)
+What differs from ``augment: cpu`` / ``augment: device`` (:func:`ring.data.datasets.pretrain_view`)
 ----------------------------------------------------------------------------------------------
 * The crop is RandomResizedCrop of the *original* image (area fraction uniform in
   ``[crop_scale_min, 1]``, aspect ratio log-uniform in [3/4, 4/3] in the original's pixels, 10

@@ -1,6 +1,6 @@
 """Dataset loaders, the embedded default, and the views the stages train on.
 
-The catalog (names, statistics, where each dataset goes) is :mod:`ring.catalog`.
+The catalog (names, statistics, where each dataset goes) is :mod:`ring.plan.catalog`.
 
 The embedded default, ``digits``, is scikit-learn's copy of the UCI optical digits (1797 real
 8x8 grey images, 10 classes).  Its fixed split is ``train_test_split(test_size=0.25,

@@ -1,4 +1,4 @@
-"""Fetch datasets from their publishers into the layout the data check (:mod:`ring.catalog`) expects.
+"""Fetch datasets from their publishers into the layout the data check (:mod:`ring.plan.catalog`) expects.
 
     python -m ring.catalog fetch cifar10 cub [--data-root data] [--mirror https://mirror.example/datasets]
     python -m ring.catalog fetch --grid paper          # every dataset the grid reads (detection: coco, voc2007, voc2012)
@@ -20,7 +20,7 @@ Stamp: a fetched dataset's folder gets ``.ring-fetch.json`` (written last, atomi
 
 It means: these archives, with these checksums, were unpacked here and the data check passed.
 A dataset with a stamp whose folder still passes the check, unchanged since, is not fetched again;
-the data check trusts it instead of hashing the files (:func:`ring.catalog.fetched_from_publisher`).
+the data check trusts it instead of hashing the files (:func:`ring.plan.catalog.fetched_from_publisher`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The transfer datasets of Table 3 (Meta-Dataset's nine image sets): loaders; their listings and
 manifests are :mod:`ring.plan.listings` (torch-free, re-exported here).
 
-Each dataset is read in the layout its publisher distributes (``ring.catalog.TRANSFER`` says where
+Each dataset is read in the layout its publisher distributes (``ring.plan.catalog.TRANSFER`` says where
 it goes and how to get it).  A dataset's **listing** is its documented, deterministic train/test
 split as ``(file, label)`` pairs, parsed from the publisher's annotation files without torch, so
 that the data check (``python -m ring.catalog check``) and the workflow client stay light.  Items

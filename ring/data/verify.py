@@ -90,7 +90,7 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
                 f"Dataset {name} under {base} holds {found} images, the publisher's release has "
                 f"{' and '.join(map(str, publisher))}; complete it ({how}), {SKIP_HINT}.")
     record["checksums"] = ("skipped (skip_checksums): layout and listings only" if skip_checksums
-                           else f"verified by ring.fetch on {fetched['fetched_at']} (the publisher's md5 of its archives)"
+                           else f"verified by ring.data.fetch on {fetched['fetched_at']} (the publisher's md5 of its archives)"
                            if fetched is not None else "verified against the publisher")
     record["fingerprint"] = _fingerprint(list(dict.fromkeys(read)), base)
     if stamp is not None:
@@ -100,7 +100,7 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["fetch"]:  # downloading lives in ring.fetch (README "Datasets")
+    if argv[:1] == ["fetch"]:  # downloading lives in ring.data.fetch (README "Datasets")
         from ring.data import fetch
 
         return fetch.main(argv[1:])

@@ -182,7 +182,7 @@ def convert(encoder_path: str | Path, out_path: str | Path) -> float:
 
     The backbone's checksum record (``export.json`` beside it) names its SHA-256 and the encoder it was
     converted from (the encoder's own record: files and pretraining config hash), which the detection
-    stage verifies before reading it and the tables follow back to the pretraining cell (ring.lineage).
+    stage verifies before reading it and the tables follow back to the pretraining cell (ring.plan.lineage).
     """
     verify_checksum(encoder_path)  # a trunk altered on disk never becomes a backbone
     encoder = json.loads(Path(encoder_path).with_name(CHECKSUMS).read_text())

@@ -2,7 +2,7 @@
 
     python -m ring.detection --config CELL/config.yaml --weights CONVERTED/backbone.pkl --out CELL
 
-In order, before any training step: the cell config (:class:`ring.config.DetectionConfig`), the
+In order, before any training step: the cell config (:class:`ring.core.config.DetectionConfig`), the
 datasets (Detectron2's layout under ``datasets_root``), the converted weights file and the
 Detectron2 config (base config + paper + schedule + cell overrides, written to
 ``CELL/detectron2.yaml``) are checked, each failure one sentence; then the model is built and
@@ -13,7 +13,7 @@ last iteration.  ``CELL/metrics.json`` holds Detectron2's results and the Table 
 Resume is the default: Detectron2 checkpoints every ``SOLVER.CHECKPOINT_PERIOD`` iterations and on
 a preemption signal, and a rerun continues from ``CELL/last_checkpoint``; a checkpoint written
 under another config is never continued.  Several GPUs: ``num_gpus`` processes through
-Detectron2's ``launch`` on one node, or, under SLURM with one task per GPU (ring.launch),
+Detectron2's ``launch`` on one node, or, under SLURM with one task per GPU (ring.cluster.launch),
 Detectron2's distributed worker joined from submitit's environment.
 """
 
@@ -155,7 +155,7 @@ def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | 
 @contextmanager
 def non_finite_loss_is_one_sentence(out, cfg: C.DetectionConfig):
     """Detectron2 stops at the first non-finite loss, before that step's optimizer update and before
-    any checkpoint (SimpleTrainer's FloatingPointError); that becomes ring.health's one sentence."""
+    any checkpoint (SimpleTrainer's FloatingPointError); that becomes ring.engine.health's one sentence."""
     try:
         yield
     except FloatingPointError as err:
@@ -176,7 +176,7 @@ def _write_metrics_worker(cfg, out, lineage, *args) -> None:
 
 def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict, lineage: dict) -> dict:
     """metrics.json: the columns, Detectron2's results, the protocol, and ``lineage`` (the config hash, the
-    backbone's SHA-256 and its encoder's identity) that ring.lineage checks before a table shows the cell."""
+    backbone's SHA-256 and its encoder's identity) that ring.plan.lineage checks before a table shows the cell."""
     task = get_task(cfg.task)
     metrics = {"task": cfg.task, "method": cfg.method, "source": cfg.source, "seed": cfg.seed, **lineage,
                "columns": table_columns(cfg, results),

@@ -32,7 +32,7 @@ TRAIN_LOG = "log.jsonl"
 
 
 class StopOnRequest(HookBase):
-    """On SLURM's preemption signal (ring.core.stop.request_stop): checkpoint at the step boundary, stop.
+    """On SLURM's preemption signal (ring.engine.runtime.request_stop): checkpoint at the step boundary, stop.
 
     Detectron2's checkpointer records the file in ``last_checkpoint`` only after writing it, so a
     job killed mid-write resumes from the previous checkpoint.

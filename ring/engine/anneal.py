@@ -1,6 +1,6 @@
 """Annealing of the Ring window over training, with state that survives a resume.
 
-The schedule owns the lower percentile ``w_l`` (see :mod:`ring.objectives.ring` for how it
+The schedule owns the lower percentile ``w_l`` (see :mod:`ring.engine.objectives.ring` for how it
 maps onto the appendix's "threshold annealed from 100% to 10%": ``w_l = 100 - threshold``).
 The upper percentile ``w_u`` is either fixed or, as in the authors' code, a constant fraction
 ``inner`` of the eligible closest slice: ``w_u = 100 - inner * (100 - w_l)``.
@@ -22,7 +22,7 @@ The policies of the appendix ("Exploring annealing policies"), all moving ``w_l`
   sentence ("lowers the threshold ... if the performance on a validation set increases,
   otherwise decreasing the threshold") names the same direction twice; we read the second as
   raising it.  The validation split is held out of the *training* split (never the test split),
-  see :func:`ring.knn.holdout_split`;
+  see :func:`ring.engine.knn.holdout_split`;
 * ``adaptive_loss``: the same rule every step on the training loss: harder when the step's loss
   is below its exponential moving average (training is getting easier), easier otherwise;
 * ``none``: no annealing, the window stays at its final value (Table 2 lesion).
@@ -55,7 +55,7 @@ compared with it (a move at epoch 1) and it stays in the 5-accuracy mean for epo
 ``ring_val_before_training`` a validation-adaptive policy gets that first signal
 (:meth:`RingSchedule.before_training`, called by pretraining before a cell's first step, never again on
 resume: the policy's state is in the checkpoint).  ``adaptive_val_authors`` has it on unless a config
-says otherwise (:data:`ring.methods.POLICY_DEFAULTS`); ``adaptive_val`` (ours) has it off.  Our analogue
+says otherwise (:data:`ring.core.methods.POLICY_DEFAULTS`); ``adaptive_val`` (ours) has it off.  Our analogue
 of the two batches is the whole held-out split, the measurement every epoch makes (two batches are 512 of
 the authors' 10,000 validation images: the same quantity, noisier); the authors' sanity accuracy is a
 1-NN against a memory bank still holding random vectors (about chance), ours a kNN on the untrained
@@ -379,7 +379,7 @@ ANNEAL_POLICIES = {
     "adaptive_loss_authors": _adaptive_loss_authors,
     "adaptive_val_authors": _adaptive_val_authors,
 }
-assert tuple(ANNEAL_POLICIES) == checks.ANNEAL_POLICIES, "ring.checks lists the policy names the plan accepts"
+assert tuple(ANNEAL_POLICIES) == checks.ANNEAL_POLICIES, "ring.plan.checks lists the policy names the plan accepts"
 
 
 class RingSchedule:
@@ -443,7 +443,7 @@ class RingSchedule:
 
 
 def build_schedule(cfg, steps_per_epoch: int) -> RingSchedule:
-    """The schedule a pretraining config asks for (``cfg`` is a :class:`ring.config.PretrainConfig`)."""
+    """The schedule a pretraining config asks for (``cfg`` is a :class:`ring.core.config.PretrainConfig`)."""
     if cfg.ring_anneal not in ANNEAL_POLICIES:
         raise ValueError(f"Unknown ring_anneal {cfg.ring_anneal!r}; choose one of {sorted(ANNEAL_POLICIES)}.")
     policy = ANNEAL_POLICIES[cfg.ring_anneal](cfg, steps_per_epoch)

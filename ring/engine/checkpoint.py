@@ -1,6 +1,6 @@
 """Atomic, verified checkpoints and safe loading.
 
-Every file is written through :mod:`ring.files` (a temporary file renamed over the old one).
+Every file is written through :mod:`ring.core.files` (a temporary file renamed over the old one).
 A training checkpoint (:func:`save_checkpoint`) also carries the SHA-256 of its payload (every
 tensor's bytes, every key and number), verified when it is loaded, and the checkpoint it replaces is
 kept beside it as ``<name>.prev.pt``: a latest checkpoint that fails verification (a flipped block on

@@ -1,6 +1,6 @@
 """Data-parallel training, one process per GPU, set up from the job's environment.
 
-The launcher (ring.jobs, from submitit's job environment) or a test exports ``WORLD_SIZE``,
+The launcher (ring.cluster.jobs, from submitit's job environment) or a test exports ``WORLD_SIZE``,
 ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``; the stages only call these
 helpers, which are identities in a single process.  Every rank sees the same global batch order
 and the same random draws; each works on its slice of the batch (:func:`local_rows`), and state

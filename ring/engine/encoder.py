@@ -5,7 +5,7 @@ colour.  A CMC pretraining cell exports ``encoder.pt`` (the L trunk, conv1 with 
 and ``encoder_ab.pt`` (the ab trunk, conv1 with 2), both torchvision resnet18 ``state_dict``s
 without ``fc``; :func:`load_feature_extractor` builds the frozen features of any cell from them.
 Exported files are written by :func:`save_trunks` with a checksum record (``export.json``) that
-every reader verifies first (:func:`ring.files.verify_checksum`).
+every reader verifies first (:func:`ring.core.files.verify_checksum`).
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ class Grouped(nn.Module):
     """BatchNorm statistics per group of the batch: ``groups`` consecutive chunks are normalised separately.
 
     This is what ``groups`` GPUs compute (each normalises its own share of the batch); MoCo's
-    shuffled BN relies on it (``ring.objectives.moco``), and data-parallel runs are equivalent to a
+    shuffled BN relies on it (``ring.engine.objectives.moco``), and data-parallel runs are equivalent to a
     single process with as many groups.  Every ``BatchNorm2d`` of ``module`` becomes a
     :class:`GroupBatchNorm2d` (same parameters, same ``state_dict``) and the network runs once over
     the whole batch, interleaved so that chunk ``j`` is the rows ``n = G b + j`` those layers group.

@@ -71,7 +71,7 @@ def window_same_class(features: torch.Tensor, labels: torch.Tensor, w_l: float, 
 
     Every training embedding is a query against all training embeddings (IRing's bank, of which
     MoCoRing's queue is a recent random subset), its window ``[w_l, w_u]`` selected as the
-    objective selects it (:func:`ring.objectives.ring.window_mask`).  Labels are only read here,
+    objective selects it (:func:`ring.engine.objectives.ring.window_mask`).  Labels are only read here,
     never trained on: the share of the window's negatives that are really positives (chance: about
     100 / classes for the full window).
     """

@@ -43,7 +43,7 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, shuffle: bool 
 
 def make_loader(dataset: Dataset, batches: list[list[int]], num_workers: int, device: torch.device,
                 collate_fn=None) -> DataLoader:
-    """``collate_fn``: the DataLoader's default unless given (``ring.augment.collate_jpegs`` keeps JPEG bytes a list)."""
+    """``collate_fn``: the DataLoader's default unless given (``ring.data.augment.collate_jpegs`` keeps JPEG bytes a list)."""
     return DataLoader(
         dataset,
         batch_sampler=batches,

@@ -3,7 +3,7 @@
 Every dataset lives under ``<data_root>/<name>/`` in the layout its publisher (or torchvision's
 downloader, given that folder as ``root``) produces.  The check downloads nothing: a missing
 dataset is reported by :func:`check` with one sentence saying how to get it (:func:`hint`: the
-``python -m ring.catalog fetch`` command of :mod:`ring.fetch` where it can fetch the dataset, the
+``python -m ring.catalog fetch`` command of :mod:`ring.data.fetch` where it can fetch the dataset, the
 steps by hand where it cannot).  Loaders live in :mod:`ring.data.datasets`; the transfer
 datasets' listings are parsed by :mod:`ring.plan.listings`.
 
@@ -13,7 +13,7 @@ torchvision, whose lists it reads; the rest of it is here, torch-free): torchvis
 every file that has one (CIFAR10/100 batches, STL10's binaries), the publisher's image counts for
 the others.  A passing verification is cached in a stamp keyed by the size and modification time
 of every file and folder it read, so it runs once per dataset and again only when one changes.
-A folder that ``ring.fetch`` filled and stamped (``.ring-fetch.json``) is not hashed again while
+A folder that ``ring.data.fetch`` filled and stamped (``.ring-fetch.json``) is not hashed again while
 the stamp still describes it (:func:`fetched_from_publisher`).
 """
 
@@ -50,7 +50,7 @@ class DatasetSpec:
     torchvision_md5: str | None = None
     publisher_counts: tuple[int, int] | None = None
     # Grey images (one channel, replicated to three): their Lab ab channels are constant, so CMC's ab view
-    # carries nothing (ring.checks warns at plan time).
+    # carries nothing (ring.plan.checks warns at plan time).
     grey: bool = False
 
 
@@ -60,13 +60,13 @@ def _torchvision_hint(cls: str, name: str, extra: str = "") -> str:
 
 
 DATASETS: dict[str, DatasetSpec] = {
-    # The embedded default: scikit-learn's UCI optical digits, real 8x8 grey images (see ring.datasets).
+    # The embedded default: scikit-learn's UCI optical digits, real 8x8 grey images (see ring.data.datasets).
     "digits": DatasetSpec(
         display="Digits", num_classes=10,
         # Mean/std of the training split's 0..255 pixels (asserted by tests/test_datasets.py).
         mean=(0.3053,) * 3, std=(0.3758,) * 3,
         required=(), how_to_get="it ships inside scikit-learn; install scikit-learn",
-        train_images=1347,  # the fixed 75% split of ring.datasets
+        train_images=1347,  # the fixed 75% split of ring.data.datasets
         grey=True,
     ),
     "cifar10": DatasetSpec(
@@ -92,7 +92,7 @@ DATASETS: dict[str, DatasetSpec] = {
         display="ImageNet", num_classes=1000,
         mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
         required=("train", "val"),
-        # ImageNet needs an account: ring.fetch cannot get it, so these are the steps by hand.
+        # ImageNet needs an account: ring.data.fetch cannot get it, so these are the steps by hand.
         how_to_get="log in at image-net.org, accept the ILSVRC2012 terms, download ILSVRC2012_img_train.tar, "
                    "ILSVRC2012_img_val.tar and ILSVRC2012_devkit_t12.tar.gz into <data_root>/imagenet, then run "
                    "`python -c \"import torchvision as tv; [tv.datasets.ImageNet('<data_root>/imagenet', split=s) for s in "
@@ -107,7 +107,7 @@ DATASETS: dict[str, DatasetSpec] = {
 @dataclass(frozen=True)
 class TransferSpec:
     """A dataset that CIFAR10 encoders are transferred to (Table 3).  Its input normalisation is not
-    a constant: it is computed from the training split (:mod:`ring.metadataset`)."""
+    a constant: it is computed from the training split (:mod:`ring.data.metadataset`)."""
 
     display: str  # column name in Table 3
     num_classes: int
@@ -193,13 +193,13 @@ TRANSFER: dict[str, TransferSpec] = {
               "testing, at most 500 / 100 per class drawn with seed 0",
         publisher_counts=None,
     ),
-    # The embedded default's transfer column: procedurally generated shapes (ring.metadataset),
+    # The embedded default's transfer column: procedurally generated shapes (ring.data.metadataset),
     # written as PNG class folders plus generated.json, split 80/20 per class with seed 0 as for a
     # dataset that ships no split.
     "shapes": TransferSpec(
         display="Shapes", num_classes=6,
         required=("generated.json",),
-        how_to_get="generate it with `python -m ring.metadataset generate shapes --data-root <data_root>` "
+        how_to_get="generate it with `python -m ring.data.metadataset generate shapes --data-root <data_root>` "
                    "(the smoke workflow does this itself)",
         split="80/20 per class with seed 0",
         publisher_counts=(288, 72),
@@ -220,15 +220,15 @@ def folder(name: str, data_root: str | Path) -> Path:
     return Path(data_root) / name
 
 
-# The catalog datasets that ring.fetch downloads (its recipes need torchvision, so they are named here
+# The catalog datasets that ring.data.fetch downloads (its recipes need torchvision, so they are named here
 # for the torch-free check; tests/test_fetch.py asserts that the two agree).
 FETCHED = frozenset({"cifar10", "cifar100", "stl10", "mnist", "fashion_mnist", "aircraft", "cub", "dtd", "fungi",
                      "traffic_sign", "vgg_flower", "mscoco"})
-FETCH_STAMP = ".ring-fetch.json"  # written by ring.fetch into a dataset folder it filled
+FETCH_STAMP = ".ring-fetch.json"  # written by ring.data.fetch into a dataset folder it filled
 
 
 def hint(name: str, data_root: str | Path) -> str:
-    """How to get a missing or damaged dataset: the fetch command where ring.fetch gets it (then the
+    """How to get a missing or damaged dataset: the fetch command where ring.data.fetch gets it (then the
     steps by hand too, for a machine that cannot reach the publisher), else the steps by hand."""
     root = Path(data_root)
     by_hand = spec(name).how_to_get.replace("<data_root>", str(root))
@@ -263,14 +263,14 @@ def check(name: str, data_root: str | Path) -> None:
 
 
 def fetched_from_publisher(name: str, data_root: str | Path) -> dict | None:
-    """ring.fetch's stamp of ``name``'s folder when it vouches for what the comparison with the
+    """ring.data.fetch's stamp of ``name``'s folder when it vouches for what the comparison with the
     publisher checks, so that the data check need not hash the files again; else None.
 
     The stamp is only JSON (never unpickled), read by these rules, each for a reason:
 
     * it names this dataset and this very folder (resolved): a folder copied or moved elsewhere,
       stamp included, was not checked where it is now;
-    * every archive in it has the publisher's md5 and the md5 that ring.fetch measured, equal: the
+    * every archive in it has the publisher's md5 and the md5 that ring.data.fetch measured, equal: the
       fetch refuses a mismatch, so this says the archives were verified against the publisher.  A
       publisher that publishes no checksum (FGVC-Aircraft) leaves nothing verified, so its folder
       is compared with the publisher's counts as any other;

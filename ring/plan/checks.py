@@ -1,8 +1,8 @@
 """One torch-free validation per stage config, run at plan time and again by every entry point.
 
 The workflow calls :func:`check` for every cell's full config when it loads a grid
-(:func:`ring.grid.validate`), before any job exists; each stage's entry point and
-``ring.launch`` call it again on the cell's ``config.yaml`` before they start, so a hand-written
+(:func:`ring.plan.grid.validate`), before any job exists; each stage's entry point and
+``ring.cluster.launch`` call it again on the cell's ``config.yaml`` before they start, so a hand-written
 config gets the same checks.  Every failure is one sentence naming where (grid file, stage and
 cell, or config file), the key, its value, what is allowed and the fix.
 
@@ -29,14 +29,14 @@ from ring.core.methods import METHODS
 # writes an encoder, but half its stages no longer see spatial structure.  16 px is also the size
 # of the smoke grid's study cells.
 MIN_INPUT_PX = 16
-# ring_anneal names (ring.anneal.ANNEAL_POLICIES builds them; it asserts the two lists agree).
+# ring_anneal names (ring.engine.anneal.ANNEAL_POLICIES builds them; it asserts the two lists agree).
 ANNEAL_POLICIES = ("linear", "step", "exponential", "adaptive_val", "adaptive_loss", "none",
                    "step_authors", "exponential_authors", "adaptive_loss_authors", "adaptive_val_authors")
-HEADS = ("linear", "mlp")  # ring.encoder builds them
-LA_OWN_ENTRY_RULES = ("topk", "positive")  # ring.objectives.la implements them
-CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.objectives.cmc implements them
-NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # ring.objectives.ir implements them
-AUGMENT_PLACES = ("auto", "cpu", "device", "dali")  # ring.augment makes the views there
+HEADS = ("linear", "mlp")  # ring.engine.encoder builds them
+LA_OWN_ENTRY_RULES = ("topk", "positive")  # ring.engine.objectives.la implements them
+CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.engine.objectives.cmc implements them
+NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # ring.engine.objectives.ir implements them
+AUGMENT_PLACES = ("auto", "cpu", "device", "dali")  # ring.data.augment makes the views there
 ON_OFF = ("on", "off")
 PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
@@ -59,7 +59,7 @@ def _fail(where: str, key: str, value, allowed: str, fix: str) -> None:
 
 
 class Checker:
-    """One config's checks at ``where``, handed to an objective's own checks (:meth:`ring.methods.Objective.check`)
+    """One config's checks at ``where``, handed to an objective's own checks (:meth:`ring.core.methods.Objective.check`)
     so that every failure reads the same."""
 
     def __init__(self, where: str, cfg):
@@ -364,7 +364,7 @@ def check_toy(cfg: C.ToyCNCEConfig, where: str) -> None:
 
 CHECKS = {C.PretrainConfig: check_pretrain, C.LinclsConfig: check_lincls, C.TransferConfig: check_transfer,
           C.DetectionConfig: check_detection, C.ToyCNCEConfig: check_toy}
-# Stage name (ring.jobs.STAGES and the workflow's) -> config class its --config holds.
+# Stage name (ring.cluster.jobs.STAGES and the workflow's) -> config class its --config holds.
 STAGE_CONFIGS = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig,
                  "detection": C.DetectionConfig, "toy_cnce": C.ToyCNCEConfig}
 
@@ -384,7 +384,7 @@ def load_checked(stage: str, path) -> object:
 # Every stage's --help points here: the generated reference of every key (ring.config describe).
 REFERENCE_HINT = "every key is described in docs/configuration.md and by `python -m ring.config describe`"
 
-# What the checks above allow, per key, for the configuration reference (ring.reference); a key
+# What the checks above allow, per key, for the configuration reference (ring.plan.reference); a key
 # not listed takes any value of its type.  tests/test_reference.py keeps each entry a real field.
 ALLOWED = {
     "method": f"one of {', '.join(METHODS)}",

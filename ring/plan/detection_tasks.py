@@ -1,7 +1,7 @@
 """The three Table 4 models: Detectron2 base config, paper schedule and which metrics they report;
 and the sentence that says how to install Detectron2 when it is missing (:func:`missing_detectron2`).
 
-Torch-free (the workflow client and ``ring.tables`` import it).  Each task starts from Detectron2's
+Torch-free (the workflow client and ``ring.reports.tables`` import it).  Each task starts from Detectron2's
 own model-zoo config and changes only what the paper's appendix ("Detectron2 Experiments") and
 MoCo's detection configs, whose hyperparameters the paper follows, change.
 """

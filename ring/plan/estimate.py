@@ -1,6 +1,6 @@
 """A grid's price before it runs: predicted GPU-hours per stage and dataset from committed throughput figures.
 
-    python -m ring.batch estimate --grid paper [--device H100]
+    python -m ring.cluster.batch estimate --grid paper [--device H100]
 
 Torch-free (seconds).  The figures are the committed results of ``benchmarks/throughput.py`` (one
 file per method, ``benchmarks/results/throughput_<IR|MoCo|CMC|LA>-<device>.json``) and, when
@@ -37,10 +37,10 @@ from ring.core.methods import method as method_spec
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 # The paper's methods' families: a device's figures are complete with these four (a plug-in method may bring its own
-# family's file beside them; ring.methods.Objective.family names the one that prices a method).
+# family's file beside them; ring.core.methods.Objective.family names the one that prices a method).
 FAMILIES = ("IR", "MoCo", "CMC", "LA")
 
-# Images per split of each dataset (the public datasets' sizes; digits: ring.datasets' fixed split):
+# Images per split of each dataset (the public datasets' sizes; digits: ring.data.datasets' fixed split):
 # (pretraining images, labelled training images, test images).  STL10 pretrains on train+unlabeled.
 SIZES = {
     "digits": (1347, 1347, 450),
@@ -104,7 +104,7 @@ def load_figures(device: str | None = None, results: Path | None = None) -> Figu
     gpus = [d for d in complete if d != "cpu"]
     name = max(gpus, key=newest) if gpus else max(complete, key=newest)
     docs = complete[name]
-    feed = "pil" if name == "cpu" else "device"  # what augment: auto uses on that device (ring.augment.resolve)
+    feed = "pil" if name == "cpu" else "device"  # what augment: auto uses on that device (ring.data.augment.resolve)
     rates = {}
     for fam, (path, doc) in docs.items():
         rate = doc["images_per_s"].get(feed) or doc["images_per_s"].get("synthetic")
@@ -163,7 +163,7 @@ def _scale(figures: Figures, crop: int) -> float:
 
 def _sizes(dataset: str) -> tuple[int, int, int]:
     if dataset not in SIZES:
-        raise ValueError(f"No image counts for dataset {dataset!r} in ring.estimate.SIZES; add its split sizes.")
+        raise ValueError(f"No image counts for dataset {dataset!r} in ring.plan.estimate.SIZES; add its split sizes.")
     return SIZES[dataset]
 
 

@@ -2,9 +2,9 @@
 
 A grid file (``workflow/grids/<name>.yaml``, structure in ``workflow/schemas/grid.schema.yaml``)
 lists datasets, methods and seeds and overrides the paper's defaults of
-:class:`ring.config.PretrainConfig` / :class:`ring.config.LinclsConfig`.  Overrides apply in
+:class:`ring.core.config.PretrainConfig` / :class:`ring.core.config.LinclsConfig`.  Overrides apply in
 this order, the later winning: the stage's ``all`` block, then ``by_dataset``, then ``by_method``.
-A method's defining values (a lesion's ``ring_anneal: none``, see :mod:`ring.methods`) are applied
+A method's defining values (a lesion's ``ring_anneal: none``, see :mod:`ring.core.methods`) are applied
 last, and an override contradicting them is an error.
 
 An optional ``tables:`` block names further tables, each with its own datasets x methods (Table 2,
@@ -47,7 +47,7 @@ IDENTITY_KEYS = {
 }
 # A grid file's stem names its results folder (results/<name>/): a plain name, nothing that is a path.
 GRID_NAME = re.compile(r"[A-Za-z0-9_-]+")
-# The appendix's studies, each with its figure builder in ring.figures (the study's name is its figure's).
+# The appendix's studies, each with its figure builder in ring.reports.figures (the study's name is its figure's).
 STUDIES = ("hard_negatives", "anneal_policies", "negatives_k", "ring_window")
 INIT_KEYS = ("method", "variant", "epoch")
 

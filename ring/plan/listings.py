@@ -250,7 +250,7 @@ def generate_shapes(base: Path, seed: int = 0) -> None:
             cx, cy = rng.uniform(r, SHAPES_SIZE - r, 2)
             _draw_shape(ImageDraw.Draw(image), shape, cx, cy, r, tuple(int(v) for v in fill))
             image.save(base / shape / f"{shape}_{i:03d}.png")
-    marker = {"generator": "ring.metadataset.generate_shapes", "seed": seed, "classes": list(SHAPES),
+    marker = {"generator": "ring.data.metadataset.generate_shapes", "seed": seed, "classes": list(SHAPES),
               "images_per_class": SHAPES_PER_CLASS, "size": SHAPES_SIZE}
     write_json(base / GENERATED, marker)
 

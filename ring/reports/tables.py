@@ -1,13 +1,13 @@
 """Aggregation of finished cells into the paper's tables (CSV, Markdown, LaTeX).
 
-    python -m ring.tables table1 --out results/<grid>/tables/table1 --methods ... --datasets ... --metrics M1 M2 ...
+    python -m ring.reports.tables table1 --out results/<grid>/tables/table1 --methods ... --datasets ... --metrics M1 M2 ...
 
 Each cell of a table is the mean +- std over seeds of the cells' metric; a Ring row also shows its
 difference to its base method (IRing vs IR, ...), recomputed from our numbers, marked ``*`` where it
 exceeds the seed noise by Welch's t-test (:data:`SIGNIFICANCE`, :func:`welch_p`); and each cell
 stands beside the paper's published number (``ring/data/published-results.yaml``) and our
 difference to it.  A cell whose linear evaluation diverged (``metrics.json`` holds ``diverged``, no
-accuracy: :func:`ring.health.divergence`) shows "diverged" and its sentence, never a number.  The CSV is
+accuracy: :func:`ring.engine.health.divergence`) shows "diverged" and its sentence, never a number.  The CSV is
 long-format (one row per method x dataset) for further analysis.
 """
 
@@ -204,7 +204,7 @@ def check_contents(m: dict, path: Path) -> None:
 
 
 def stale_reason(path: str | Path, m: dict) -> str:
-    """Why a cell's chain (metrics <- encoder <- config, ring.lineage) no longer holds, said on stderr too; ''
+    """Why a cell's chain (metrics <- encoder <- config, ring.plan.lineage) no longer holds, said on stderr too; ''
     when it holds.  A stale cell is kept in the table with that sentence, never as a number."""
     stale = lineage.stale_reason(path, m) or ""
     if stale:
@@ -288,7 +288,7 @@ def welch_p(mean_a: float, std_a: float, n_a: int, mean_b: float, std_b: float, 
         return math.nan
     if std_a == 0 and std_b == 0:
         return 0.0 if mean_a != mean_b else 1.0
-    from scipy import stats  # scikit-learn's dependency; imported here to keep ring.tables light
+    from scipy import stats  # scikit-learn's dependency; imported here to keep ring.reports.tables light
 
     return float(stats.ttest_ind_from_stats(mean_a, std_a, n_a, mean_b, std_b, n_b, equal_var=False).pvalue)
 
@@ -396,7 +396,7 @@ def build_table4(metric_files: list[str | Path], methods: list[str], prefix: str
 
 
 def _predicted_hours(stage: str, cell: Path, figures) -> float | None:
-    """The cell's GPU-hours as ring.estimate predicts them from its config, or None where it cannot."""
+    """The cell's GPU-hours as ring.plan.estimate predicts them from its config, or None where it cannot."""
     from ring.plan import estimate  # torch-free
 
     kinds = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig}
@@ -410,7 +410,7 @@ def _predicted_hours(stage: str, cell: Path, figures) -> float | None:
 
 def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.DataFrame:
     """Cost per stage from the cells' provenance: cells, segments, requeues, wall hours and GPU-hours, and the
-    GPU-hours ring.estimate predicts from the committed throughput figures (n/a where it cannot)."""
+    GPU-hours ring.plan.estimate predicts from the committed throughput figures (n/a where it cannot)."""
     from ring.plan import estimate
 
     try:
@@ -439,7 +439,7 @@ def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.Data
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     cells.to_csv(prefix.with_suffix(".csv"), index=False, float_format="%.6f")
-    source = (f"; predicted from {figures.describe()} (ring.estimate)" if figures is not None
+    source = (f"; predicted from {figures.describe()} (ring.plan.estimate)" if figures is not None
               else "; no throughput figures committed, nothing predicted")
     prefix.with_suffix(".md").write_text(
         "**gpu_hours**: compute spent per stage (from each cell's provenance.json, requeued segments included)"

@@ -10,9 +10,10 @@ import torch
 from ring.core import config as C
 from ring.plan import grid as G
 from ring.core import stop
+from ring.engine import runtime
 from ring.detection import runner
 from ring.core.files import record_checksums
-from ring.core.stop import Preempted
+from ring.engine.runtime import Preempted
 
 from tests.conftest import ROOT
 from tests.helpers import run_module
@@ -34,6 +35,7 @@ def run_main(cfg, weights, out, capsys) -> tuple[int, list[str]]:
 
 
 @pytest.mark.parametrize("task", ["coco_det_seg", "coco_kp", "voc_det"])
+@pytest.mark.slow
 def test_each_model_trains_and_evaluates_on_the_embedded_default(task, backbone_pkl, datasets_root, tmp_path, capsys):
     cell = tmp_path / "cell"
     status, lines = run_main(smoke_config("IRing", task, datasets_root), backbone_pkl, cell, capsys)
@@ -138,6 +140,7 @@ def _final_weights(cell):
     return torch.load(cell / "model_final.pth", map_location="cpu", weights_only=True)["model"]
 
 
+@pytest.mark.slow
 def test_one_seed_gives_one_head_initialisation_data_order_and_result_on_every_path(backbone_pkl, datasets_root,
                                                                                    tmp_path, capsys):
     """Two workflow runs of one cell, and the cell rerun by hand with Detectron2's command line, agree

@@ -122,6 +122,7 @@ def test_selection_never_sorts(monkeypatch):
     R.window_mask(q @ bank.T, 20, 70)
 
 
+@pytest.mark.slow
 def test_million_entry_bank_is_processed_in_bounded_chunks(monkeypatch):
     n, budget = 1_281_167, 2**22
     g = torch.Generator().manual_seed(0)

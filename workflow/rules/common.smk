@@ -6,7 +6,7 @@ import os
 import re
 import shlex
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import yaml
 from snakemake.exceptions import WorkflowError
@@ -14,19 +14,34 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir)))
 
-import ring.checks
-import ring.grid
-from ring.catalog import DATASETS, TRANSFER, loader_verifies, skip_refusal
-from ring.catalog import fingerprint as dataset_fingerprint
-from ring.fetch import grid_targets
-from ring.metadataset import GENERATED, GENERATORS
-from ring.config import SNAPSHOT_FILE
-from ring.config import dump as config_text
-from ring.rerun import RUN_RECORD
-from ring.methods import METHODS
+import ring.plan.checks
+import ring.plan.grid
+from ring.plan.catalog import DATASETS, TRANSFER, loader_verifies, skip_refusal
+from ring.plan.catalog import fingerprint as dataset_fingerprint
+from ring.data.fetch import grid_targets
+from ring.data.metadataset import GENERATED, GENERATORS
+from ring.core.config import SNAPSHOT_FILE
+from ring.core.config import dump as config_text
+from ring.plan.rerun import RUN_RECORD
+from ring.core.methods import METHODS
 
-PYTHON = sys.executable  # the interpreter running Snakemake, so jobs see the same environment
-GRID_DIR = Path(workflow.basedir) / "workflow" / "grids"
+GRID_DIR = Path(workflow.basedir, "workflow", "grids")
+# The conda environment of every rule (relative to the rule files), used only with `--sdm conda`;
+# otherwise every job runs in the environment running Snakemake.  Detectron2 (Table 4) is not in it.
+RING_ENV = "../envs/ring.yaml"
+
+
+def _interpreter():
+    """The Python of every job, a rule's ``params.python``.  A Path, which Snakemake leaves out of
+    the params it records for its rerun trigger: moving or recreating the environment reruns nothing."""
+    from snakemake.settings.types import DeploymentMethod
+
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+        return Path("python")  # the activated RING_ENV's
+    return Path(sys.executable)  # the interpreter running Snakemake, so jobs see the same environment
+
+
+PYTHON = _interpreter()
 
 
 def _fail_plan(message: str):
@@ -38,18 +53,19 @@ def _fail_plan(message: str):
 def _validated(values, schema: str, what: str):
     """values checked against a schema; a failure names ``what`` (the file) and the key path."""
     from snakemake.exceptions import WorkflowError
+
     try:
         validate(values, schema)
     except WorkflowError as err:
         cause = err.__context__  # the jsonschema ValidationError validate() wraps
         if not hasattr(cause, "absolute_path"):
             raise
-        key = "/".join(map(str, cause.absolute_path)) or "(top level)"
+        key = PurePosixPath(*map(str, cause.absolute_path)).as_posix() if cause.absolute_path else "(top level)"
         _fail_plan(f"{what}: key {key}: {cause.message}; fix it (the schema is workflow/schemas/{Path(schema).name}).")
 
 
 def _read_yaml(path: Path):
-    from ring.config import read_yaml  # YAML 1.2 floats (3e-2), and a syntax error's file and line
+    from ring.core.config import read_yaml  # YAML 1.2 floats (3e-2), and a syntax error's file and line
 
     try:
         return read_yaml(path, "Grid file")
@@ -60,7 +76,7 @@ def _read_yaml(path: Path):
 def grid_path(value: str) -> Path:
     """``grid=NAME`` is workflow/grids/NAME.yaml; ``grid=PATH.yaml`` is that file, anywhere."""
     try:
-        return ring.grid.resolve(value, GRID_DIR)
+        return ring.plan.grid.resolve(value, GRID_DIR)
     except ValueError as err:
         _fail_plan(f"config {err}")
 
@@ -71,25 +87,29 @@ def _load_grid(value: str) -> dict:
     values = _read_yaml(path)
     _validated(values, "../schemas/grid.schema.yaml", f"Grid file {path}")
     try:
-        # Every cell's full config of every stage is checked here (ring.checks), before any job exists.
-        grid = ring.grid.from_dict(path.stem, values, source=str(path))
+        # Every cell's full config of every stage is checked here (ring.plan.checks), before any job exists.
+        grid = ring.plan.grid.from_dict(path.stem, values, source=str(path))
     except ValueError as err:
         _fail_plan(str(err))
     config["grid"] = grid.name  # targets and results/ use the name (the file's stem)
-    if problem := ring.checks.environment(grid):  # no Detectron2 for Table 4, an unwritable results folder
+    if problem := ring.plan.checks.environment(grid):  # no Detectron2 for Table 4, an unwritable results folder
         _fail_plan(problem)
     if config.get("skip_checksums"):  # refused here, not after the data check passed and the job failed
         refused = [d for d in dict.fromkeys(grid_targets(grid)) if d in DATASETS and loader_verifies(d)]
         if refused:
             _fail_plan(skip_refusal(refused[0]))
-    # Every job records this grid file and the workflow config in provenance.json (ring.provenance).
-    os.environ["RING_GRID_FILE"] = str(path.resolve())
-    os.environ["RING_WORKFLOW_CONFIG"] = str(Path(workflow.basedir) / "workflow" / "config.yaml")
-    return {grid.name: grid}
+    # Every job records this grid file and the workflow config in provenance.json (ring.engine.provenance).
+    # Set here for the jobs, never read from the user's environment: no `envvars:` to assert.
+    os.environ.update(
+        RING_GRID_FILE=str(path.resolve()),
+        RING_WORKFLOW_CONFIG=str(Path(workflow.basedir, "workflow", "config.yaml")),
+    )
+    return {grid.name: grid}, path.resolve()
 
 
 _validated(config, "../schemas/config.schema.yaml", "Workflow config (workflow/config.yaml and --config)")
-GRIDS = _load_grid(config["grid"])
+# GRID_FILE: the grid's file, whether it was given by name or by path.
+GRIDS, GRID_FILE = _load_grid(config["grid"])
 
 
 def _one_of(names) -> str:
@@ -109,18 +129,40 @@ wildcard_constraints:
 # neither, so without this an edited pretraining config whose job failed would leave the old
 # evaluation in place and the next run would report "Nothing to be done".
 
-# Every cell's folder names its grid, stage, dataset, method and seed.
-PRETRAIN_CELL = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}"
-LINCLS_CELL = "results/{grid}/lincls/{dataset}/{method}/seed{seed}"
+# Every cell's folder names its grid, stage, dataset, method and seed; each file a rule reads or
+# writes is spelled out as one pattern, and a rule's logs lie beside its outputs.
+PRETRAIN_CONFIG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.yaml"
+PRETRAIN_CONFIG_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.log"
+PRETRAIN_ENCODER = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/encoder.pt"
+PRETRAIN_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/pretrain.log"
+PRETRAIN_PROVENANCE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/provenance.json"
+# A pretraining cell's encoder files by name (METHODS[m].encoder_files: CMC's encoder_ab.pt too).
+PRETRAIN_FILE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/{name}"
+LINCLS_CONFIG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.yaml"
+LINCLS_CONFIG_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.log"
+LINCLS_METRICS = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/metrics.json"
+LINCLS_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/lincls.log"
+LINCLS_PROVENANCE = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/provenance.json"
 DATA_OK = "results/{grid}/data/{dataset}.ok"
+DATA_LOG = "results/{grid}/data/{dataset}.log"  # its one sentence, for the failed-run summary and ring.cluster.batch
+FETCH_LOG = "results/{grid}/data/fetch.log"
 TABLE = "results/{grid}/tables/{table}.{ext}"
+TABLE_LOG = "results/{grid}/tables/{table}.log"
 TABLE_EXTS = ["csv", "md", "tex"]
-TOY_CNCE_CELL = "results/{grid}/toy_cnce/seed{seed}"
+TOY_CNCE_CONFIG = "results/{grid}/toy_cnce/seed{seed}/config.yaml"
+TOY_CNCE_CONFIG_LOG = "results/{grid}/toy_cnce/seed{seed}/config.log"
+TOY_CNCE_METRICS = "results/{grid}/toy_cnce/seed{seed}/metrics.json"
+TOY_CNCE_LOG = "results/{grid}/toy_cnce/seed{seed}/toy_cnce.log"
 # Transfer (Table 3): {dataset} is the transfer dataset; the encoder is the grid's source column's.
-TRANSFER_CELL = "results/{grid}/transfer/{dataset}/{method}/seed{seed}"
+TRANSFER_CONFIG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.yaml"
+TRANSFER_CONFIG_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.log"
+TRANSFER_METRICS = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/metrics.json"
+TRANSFER_MANIFEST = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/split-manifest.json"
+TRANSFER_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/transfer.log"
 TRANSFER_STATS = "results/{grid}/transfer/{dataset}"  # normalisation cache shared by the dataset's cells
-# An embedded dataset generated by ring.metadataset (the smoke grid's transfer column) under the data root.
-GENERATED_DATA = str(Path(config["data_root"]) / "{dataset}" / GENERATED)
+# An embedded dataset generated by ring.data.metadataset (the smoke grid's transfer column) under the data root.
+GENERATED_DATA = str(Path(config["data_root"], "{dataset}", GENERATED))
+GENERATED_LOG = str(Path(config["data_root"], "{dataset}", "generate.log"))
 
 
 def cell_wildcards(grid: str) -> dict:
@@ -130,15 +172,17 @@ def cell_wildcards(grid: str) -> dict:
 
 
 def lincls_metrics(grid: str) -> list:
-    return expand(LINCLS_CELL + "/metrics.json", zip, grid=[grid] * len(GRIDS[grid].cells()), **cell_wildcards(grid))
+    return expand(LINCLS_METRICS, zip, grid=[grid] * len(GRIDS[grid].cells()), **cell_wildcards(grid))
 
 
 def provenance_files(grid: str) -> list:
     """Provenance of every finished cell of ``grid`` (read after the cells, never an input)."""
     n = len(GRIDS[grid].cells())
-    paths = [*expand(PRETRAIN_CELL + "/provenance.json", zip, grid=[grid] * n, **cell_wildcards(grid)),
-             *expand(LINCLS_CELL + "/provenance.json", zip, grid=[grid] * n, **cell_wildcards(grid)),
-             *[str(Path(p).with_name("provenance.json")) for p in transfer_metrics(grid)]]
+    paths = [
+        *expand(PRETRAIN_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
+        *expand(LINCLS_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
+        *[str(Path(p).with_name("provenance.json")) for p in transfer_metrics(grid)],
+    ]
     return [p for p in paths if Path(p).exists()]
 
 
@@ -147,7 +191,7 @@ def table_files(grid: str, table: str) -> list:
 
 
 def toy_cnce_metrics(grid: str) -> list:
-    return expand(TOY_CNCE_CELL + "/metrics.json", grid=grid, seed=GRIDS[grid].toy_cnce_seeds())
+    return expand(TOY_CNCE_METRICS, grid=grid, seed=GRIDS[grid].toy_cnce_seeds())
 
 
 def toy_cnce_tables(grid: str) -> list:
@@ -164,7 +208,7 @@ def for_report(paths: list, caption: str, category: str) -> list:
 
 def table_outputs(table: str, exts=TABLE_EXTS) -> list:
     # update(): Snakemake keeps the old table files while the rule runs and restores them if it fails
-    # (a bad metrics.json is refused by ring.tables), instead of deleting them first.
+    # (a bad metrics.json is refused by ring.reports.tables), instead of deleting them first.
     return update(for_report(expand(TABLE, table=table, ext=exts, allow_missing=True), table, "Tables"))
 
 
@@ -184,22 +228,38 @@ def all_tables(grid: str) -> list:
 
 def transfer_metrics(grid: str) -> list:
     cells = GRIDS[grid].transfer_cells()
-    return expand(TRANSFER_CELL + "/metrics.json", zip, grid=[grid] * len(cells), dataset=[c[0] for c in cells],
-                  method=[c[1] for c in cells], seed=[c[2] for c in cells])
+    return expand(
+        TRANSFER_METRICS,
+        zip,
+        grid=[grid] * len(cells),
+        dataset=[c[0] for c in cells],
+        method=[c[1] for c in cells],
+        seed=[c[2] for c in cells],
+    )
 
 
 def transfer_encoders(wildcards) -> list:
     """The encoder files a transfer cell evaluates: the same method and seed pretrained on the grid's
     source (encoder.pt first; CMC's encoder_ab.pt is found beside it)."""
     source = GRIDS[wildcards.grid].transfer["source"]
-    cell = PRETRAIN_CELL + "/{name}"
-    return expand(cell, grid=wildcards.grid, dataset=source, method=wildcards.method, seed=wildcards.seed,
-                  name=METHODS[wildcards.method].encoder_files)
+    return expand(
+        PRETRAIN_FILE,
+        grid=wildcards.grid,
+        dataset=source,
+        method=wildcards.method,
+        seed=wildcards.seed,
+        name=METHODS[wildcards.method].encoder_files,
+    )
 
 
 def transfer_stage_config(wildcards):
-    return GRIDS[wildcards.grid].transfer_config(wildcards.dataset, wildcards.method, int(wildcards.seed),
-                                                 config["data_root"], TRANSFER_STATS.format(**wildcards))
+    return GRIDS[wildcards.grid].transfer_config(
+        wildcards.dataset,
+        wildcards.method,
+        int(wildcards.seed),
+        config["data_root"],
+        TRANSFER_STATS.format(**wildcards),
+    )
 
 
 def generated_data(wildcards) -> list:
@@ -214,8 +274,14 @@ GRID_TABLES = ["table2", "table_la_variants"]
 def table_metrics(grid: str, table: str) -> list:
     """metrics.json of the cells of one table of ``grid`` (Table 1: the top-level datasets x methods)."""
     cells = GRIDS[grid].table_cells(table)
-    return expand(LINCLS_CELL + "/metrics.json", zip, grid=[grid] * len(cells),
-                  dataset=[c[0] for c in cells], method=[c[1] for c in cells], seed=[c[2] for c in cells])
+    return expand(
+        LINCLS_METRICS,
+        zip,
+        grid=[grid] * len(cells),
+        dataset=[c[0] for c in cells],
+        method=[c[1] for c in cells],
+        seed=[c[2] for c in cells],
+    )
 
 
 def two_encoder_methods() -> list:
@@ -225,8 +291,7 @@ def two_encoder_methods() -> list:
 
 def encoder_companions(wildcards) -> list:
     """Encoder files of a pretraining cell besides encoder.pt (CMC's encoder_ab.pt)."""
-    names = METHODS[wildcards.method].encoder_files[1:]
-    return [expand(PRETRAIN_CELL + "/" + n, **wildcards)[0] for n in names]
+    return expand(PRETRAIN_FILE, name=METHODS[wildcards.method].encoder_files[1:], **wildcards)
 
 
 def stage_config(stage: str, wildcards):
@@ -237,18 +302,20 @@ def stage_config(stage: str, wildcards):
 
 def stage_threads(stage: str):
     """CPU threads of a local job; a SLURM client only waits, so it takes one."""
+
     def threads(wildcards):
         if config["launcher"] == "slurm":
             return 1
         return GRIDS[wildcards.grid].resources.get(stage, {}).get("threads", 1)
+
     return threads
 
 
 def launch_options(stage: str) -> str:
-    """ring.launch options of a stage: the launcher and, on SLURM, the stage's resources."""
+    """ring.cluster.launch options of a stage: the launcher and, on SLURM, the stage's resources."""
     if config["launcher"] == "local":
         return "--launcher local"
-    from ring.launch import stage_resources  # the same merge as ring.batch's
+    from ring.cluster.launch import stage_resources  # the same merge as ring.cluster.batch's
 
     resources = stage_resources(config.get("slurm", {}), stage)
     return f"--launcher slurm --resources {shlex.quote(json.dumps(resources))}"
@@ -265,7 +332,7 @@ LAUNCHED_CHECKPOINT_INTERVAL = {
 def slurm_preflight() -> None:
     """Before the first submission: the resources of every stage this run will submit, one
     `sbatch --test-only` per distinct set, every problem printed once; none is submitted if any fails."""
-    from ring.launch import CHECKED_ENV, check_resource_sets
+    from ring.cluster.launch import CHECKED_ENV, check_resource_sets
 
     sets = {}  # rule -> (resources, the largest checkpoint interval of its cells)
     for job in workflow.dag.needrun_jobs():
@@ -283,13 +350,15 @@ def slurm_preflight() -> None:
         raise WorkflowError("SLURM refused resources before any submission (above); nothing was submitted.")
     os.environ[CHECKED_ENV] = ",".join(digests)  # the rules' launchers skip their own sbatch --test-only
 
+
 onstart:
     if config["launcher"] == "slurm":
         slurm_preflight()
 
 
 # -- Table 4 (detection) ----------------------------------------------------------------------
-from ring.detection.tasks import TASKS as DETECTION_TASKS
+from ring.plan.detection_tasks import TASKS as DETECTION_TASKS
+
 
 wildcard_constraints:
     task=_one_of(DETECTION_TASKS),
@@ -297,13 +366,18 @@ wildcard_constraints:
 
 # Converted backbone of one pretrained encoder, and one Detectron2 cell per (method, task, seed).
 DETECTION_WEIGHTS = "results/{grid}/detection/{dataset}/{method}/seed{seed}/backbone.pkl"
-DETECTION_CELL = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}"
+DETECTION_WEIGHTS_LOG = "results/{grid}/detection/{dataset}/{method}/seed{seed}/backbone.pkl.log"
+DETECTION_CONFIG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.yaml"
+DETECTION_CONFIG_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.log"
+DETECTION_METRICS = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/metrics.json"
+DETECTION_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/detection.log"
 DETECTION_EMBEDDED = "results/{grid}/detection/datasets"  # the generated COCO/VOC-format default
+DETECTION_EMBEDDED_LOG = "results/{grid}/detection/datasets.log"
 
 
 def detection_metrics(grid: str) -> list:
     cells = GRIDS[grid].detection_cells()
-    return [DETECTION_CELL.format(grid=grid, dataset=d, method=m, task=t, seed=s) + "/metrics.json" for d, m, t, s in cells]
+    return [DETECTION_METRICS.format(grid=grid, dataset=d, method=m, task=t, seed=s) for d, m, t, s in cells]
 
 
 def detection_datasets_root(grid: str) -> str:
@@ -315,7 +389,9 @@ def detection_datasets_root(grid: str) -> str:
 
 def detection_cell_config(wildcards):
     grid = GRIDS[wildcards.grid]
-    return grid.detection_config(wildcards.method, wildcards.task, int(wildcards.seed), detection_datasets_root(wildcards.grid))
+    return grid.detection_config(
+        wildcards.method, wildcards.task, int(wildcards.seed), detection_datasets_root(wildcards.grid)
+    )
 
 
 def detection_data(wildcards) -> list:
@@ -330,21 +406,91 @@ def cell_dir(path) -> str:
 
 
 def write_cell_config(stage: str) -> str:
-    """The shell command of a cell's config rule (params: text, cell).  It writes config.yaml; a cell
-    that already ran (it has a run.json) is then brought in line by ring.rerun, here, before any job
-    is submitted: a longer schedule continues, any other edit keeps the previous run under runs/<hash>/
-    and starts over.  A cell that never ran costs no interpreter.  A shell job, not `run:`: Snakemake
-    runs `run:` jobs in a fresh interpreter (~1.5 s each)."""
-    return ("printf '%s' {params.text:q} > {output:q}"
-            f" && if [ -e {{params.cell:q}}/{RUN_RECORD} ]; then {{PYTHON:q}} -m ring.rerun {{params.cell:q}} --stage {stage}; fi")
+    """The shell command of a cell's config rule (params python, text and cell).  It writes config.yaml;
+    a cell that already ran (it has a run.json) is then brought in line by ring.plan.rerun, here, before any
+    job is submitted: a longer schedule continues, any other edit keeps the previous run under
+    runs/<hash>/ and starts over.  A cell that never ran costs no interpreter.  A shell job, not
+    `run:`: Snakemake runs `run:` jobs in a fresh interpreter (~1.5 s each)."""
+    return logged(
+        "printf '%s' {params.text:q} > {output:q}"
+        f" && if [ -e {{params.cell:q}}/{RUN_RECORD} ]; then {{params.python:q}} -m ring.plan.rerun {{params.cell:q}}"
+        f" --stage {stage}; fi"
+    )
+
+
+def logged(command: str) -> str:
+    """``command`` with its stderr (every ``ring:`` sentence) also written to the rule's log, for the
+    failed-run summary; its stdout, its stderr on the terminal and its exit status (pipefail) are
+    unchanged.  fd 3 carries stdout past the pipe into tee, which must end before the job does."""
+    return "{{ {{ COMMAND; }} 2>&1 1>&3 3>&- | tee {log:q} >&2 3>&-; }} 3>&1".replace("COMMAND", command)
+
+
+# -- what the report's captions say (workflow/report/*.rst), read from the cells a table read ------
+# Params that take `input` are not recorded by Snakemake for its rerun trigger and are evaluated
+# again by `snakemake --report` once the cells exist; before then they describe what is there.
+
+
+def cell_metrics(metrics_files) -> list[dict]:
+    """The cells' metrics.json that are there and readable (a corrupt one: ring.reports.tables says so in one sentence)."""
+    found = []
+    for path in map(Path, metrics_files):
+        try:
+            metrics = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(metrics, dict):
+            found.append(metrics)
+    return found
+
+
+def feature_maps(metrics_files) -> list[dict]:
+    """The frozen features the linear evaluations used, from their metrics.json protocol stamps
+    (ring.lincls): one entry per feature layer and shape, with the methods that used it."""
+    maps = {}
+    for metrics in cell_metrics(metrics_files):
+        protocol = metrics.get("protocol") if isinstance(metrics.get("protocol"), dict) else {}
+        shape = " x ".join(map(str, protocol.get("feature_shape", []))) or "unrecorded"
+        methods = maps.setdefault((protocol.get("feature_layer", "unrecorded"), shape), [])
+        if metrics.get("method") not in methods:
+            methods.append(metrics.get("method"))
+    return [{"layer": layer, "shape": shape, "methods": methods} for (layer, shape), methods in maps.items()]
+
+
+def cell_axes(files, names: tuple[str, ...]) -> dict:
+    """The values each folder level of ``files`` takes, in order of appearance, named from the last
+    folder up (a seed folder seed<s> as <s>): cell_axes(encoders, ("seed", "variant", "method")) of
+    .../<method>/<variant>/seed<s>/encoder.pt."""
+    axes = {name: [] for name in names}
+    for path in map(Path, files):
+        for name, part in zip(names, reversed(path.parent.parts)):
+            value = part.removeprefix("seed") if name == "seed" else part
+            if value not in axes[name]:
+                axes[name].append(value)
+    return axes
+
+
+def cell_config(files) -> dict:
+    """The config.yaml beside the first of ``files`` that has one (the cells of a table share a
+    protocol), as a dict; {} before any cell ran."""
+    from ring.core.config import read_yaml  # YAML 1.2 floats, as the stages read their configs
+
+    for path in map(Path, files):
+        try:
+            values = read_yaml(path.with_name("config.yaml"), "Cell config")
+        except (OSError, ValueError):  # not written yet, or broken: its stage says so
+            continue
+        if isinstance(values, dict):
+            return values
+    return {}
 
 
 onerror:
     # A short summary last: one line per failed job with its cell and its one-sentence reason.
-    import ring.failures
+    import ring.core.failures
+
     logs = [log] if isinstance(log, str) else list(log)  # Snakemake 9 passes a list of log files
     text = "\n".join(Path(p).read_text(errors="replace") for p in logs if Path(p).is_file())
-    print("\n" + ring.failures.summary(text), file=sys.stderr)
+    print(f"\n{ring.core.failures.summary(text)}", file=sys.stderr)
 
 
 onsuccess:
@@ -354,7 +500,7 @@ onsuccess:
             print(f"\n{target}\n\n{target.read_text()}", file=sys.stderr)
 
 
-# --- Studies of the appendix (ring.grid.Study): hard negatives, annealing policies, negatives k ----
+# --- Studies of the appendix (ring.plan.grid.Study): hard negatives, annealing policies, negatives k ----
 
 # Every study and variant name over all grids ("none" keeps a constraint valid without studies).
 STUDY_NAMES = {name for g in GRIDS.values() for name in g.studies} or {"none"}
@@ -366,8 +512,14 @@ wildcard_constraints:
     variant=_one_of(VARIANT_NAMES),
 
 
-STUDY_CELL = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}"
+STUDY_CONFIG = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}/config.yaml"
+STUDY_CONFIG_LOG = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}/config.log"
+STUDY_ENCODER = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}/encoder.pt"
+STUDY_LOG = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}/pretrain.log"
+# The folder levels of STUDY_ENCODER from the last up, for cell_axes (the report captions).
+STUDY_AXES = ("seed", "variant", "method", "dataset")
 FIGURE = "results/{grid}/tables/fig_{study}.{ext}"
+FIGURE_LOG = "results/{grid}/tables/fig_{study}.log"
 FIGURE_EXTS = ["png", "pdf", "csv"]
 # Studies that also write a summary table (name -> table): the k sweep's mean +- std over seeds.
 STUDY_TABLES = {"negatives_k": "table_negatives_k", "ring_window": "table_ring_window"}
@@ -378,8 +530,10 @@ def study_encoders(grid: str, study: str) -> list:
     if study not in GRIDS[grid].studies:
         raise ValueError(f"Grid {grid} plans no study {study!r}; add it under studies: in {GRIDS[grid].file}.")
     s = GRIDS[grid].studies[study]
-    return [STUDY_CELL.format(grid=grid, study=study, dataset=s.dataset, method=m, variant=v, seed=seed) + "/encoder.pt"
-            for m, v, seed in s.cells()]
+    return [
+        STUDY_ENCODER.format(grid=grid, study=study, dataset=s.dataset, method=m, variant=v, seed=seed)
+        for m, v, seed in s.cells()
+    ]
 
 
 def study_source(wildcards) -> list:
@@ -387,15 +541,24 @@ def study_source(wildcards) -> list:
     ref = GRIDS[wildcards.grid].studies[wildcards.study].init_source(wildcards.variant)
     if ref is None:
         return []
-    cell = STUDY_CELL.format(grid=wildcards.grid, study=wildcards.study, dataset=wildcards.dataset,
-                             method=ref["method"], variant=ref["variant"], seed=wildcards.seed)
-    return [cell + "/encoder.pt"]
+    return [
+        STUDY_ENCODER.format(
+            grid=wildcards.grid,
+            study=wildcards.study,
+            dataset=wildcards.dataset,
+            method=ref["method"],
+            variant=ref["variant"],
+            seed=wildcards.seed,
+        )
+    ]
 
 
 def study_cell_config(wildcards):
     grid, study = GRIDS[wildcards.grid], wildcards.study
     ref = grid.studies[study].init_source(wildcards.variant)
-    init = "" if ref is None else str(Path(study_source(wildcards)[0]).parent / SNAPSHOT_FILE.format(epoch=ref["epoch"]))
+    init = (
+        "" if ref is None else str(Path(study_source(wildcards)[0]).parent / SNAPSHOT_FILE.format(epoch=ref["epoch"]))
+    )
     return grid.study_config(study, wildcards.method, wildcards.variant, int(wildcards.seed), config["data_root"], init)
 
 

@@ -12,40 +12,60 @@ rule data_check:
     output:
         DATA_OK,
     log:
-        DATA_OK.replace(".ok", ".log"),  # its one sentence, for the failed-run summary
+        DATA_LOG,
+    localrule: True
+    conda:
+        RING_ENV
     params:
+        python=PYTHON,
         root=config["data_root"],
         skip="--skip-checksums" if config.get("skip_checksums") else "",
+        stamps=lambda wildcards, output: cell_dir(output[0]),
+        writable=lambda wildcards, output: str(Path(output[0]).parents[1]),
         # A generated dataset is this workflow's output: its changes reach the check as the input's time.
-        files=lambda wildcards: "" if wildcards.dataset in GENERATORS else dataset_fingerprint(wildcards.dataset, config["data_root"]),
-    localrule: True
+        files=lambda wildcards: (
+            "" if wildcards.dataset in GENERATORS else dataset_fingerprint(wildcards.dataset, config["data_root"])
+        ),
     shell:
-        "{PYTHON:q} -m ring.catalog check {wildcards.dataset} --data-root {params.root:q} {params.skip} "
-        "--stamp-dir results/{wildcards.grid}/data --writable results/{wildcards.grid} --touch {output:q} 2>&1 | tee {log:q} >&2"
+        "{params.python:q} -m ring.catalog check {wildcards.dataset} --data-root {params.root:q} {params.skip} "
+        "--stamp-dir {params.stamps:q} --writable {params.writable:q} --touch {output:q} 2>&1 | tee {log:q} >&2"
 
 
 rule generate_dataset:
     """An embedded dataset that code in the repository generates (the smoke grid's transfer column)."""
     output:
         GENERATED_DATA,
-    params:
-        root=config["data_root"],
+    log:
+        GENERATED_LOG,
     wildcard_constraints:
         dataset=_one_of(GENERATORS),
     localrule: True
+    conda:
+        RING_ENV
+    params:
+        python=PYTHON,
+        root=lambda wildcards, output: str(Path(output[0]).parents[1]),  # the data root it lies under
     shell:
-        "{PYTHON:q} -m ring.metadataset generate {wildcards.dataset} --data-root {params.root:q}"
+        logged("{params.python:q} -m ring.data.metadataset generate {wildcards.dataset} --data-root {params.root:q}")
 
 
 rule fetch_data:
     """Download, verify and unpack every dataset the configured grid reads (README "Datasets"): run it
     on a login node with internet, `snakemake fetch_data [--config fetch_mirror=URL]`."""
+    log:
+        expand(FETCH_LOG, grid=config["grid"]),
+    localrule: True
+    conda:
+        RING_ENV
     params:
+        python=PYTHON,
         root=config["data_root"],
-        grid=os.environ["RING_GRID_FILE"],  # the grid's file, whether it was given by name or by path
+        grid=GRID_FILE,
+        grids_dir=GRID_DIR,
         mirror=f"--mirror {shlex.quote(config['fetch_mirror'])}" if config.get("fetch_mirror") else "",
         detectron2=shlex.quote(detection_datasets_root(config["grid"])),
-    localrule: True
     shell:
-        "{PYTHON:q} -m ring.catalog fetch --grid {params.grid:q} --grids-dir {GRID_DIR:q} --data-root {params.root:q} "
-        "--detectron2-root {params.detectron2} {params.mirror}"
+        logged(
+            "{params.python:q} -m ring.catalog fetch --grid {params.grid:q} --grids-dir {params.grids_dir:q} "
+            "--data-root {params.root:q} --detectron2-root {params.detectron2} {params.mirror}"
+        )

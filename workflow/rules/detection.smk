@@ -6,51 +6,68 @@ rule detection_embedded:
     """The generated COCO/VOC-format default dataset (grids with `detection: {datasets: embedded}`)."""
     output:
         directory(DETECTION_EMBEDDED),
+    log:
+        DETECTION_EMBEDDED_LOG,
     localrule: True
+    conda:
+        RING_ENV
+    params:
+        python=PYTHON,
     shell:
-        "{PYTHON:q} -m ring.detection.embedded --out {output:q}"
+        logged("{params.python:q} -m ring.detection.embedded --out {output:q}")
 
 
 rule detection_convert:
     """torchvision encoder -> Detectron2 .pkl, proven complete and numerically equal (ring.detection.convert)."""
     input:
-        encoder=PRETRAIN_CELL + "/encoder.pt",
-        pretrain_cfg=PRETRAIN_CELL + "/config.yaml",  # UPSTREAM_CONFIG in common.smk
+        encoder=PRETRAIN_ENCODER,
+        pretrain_cfg=PRETRAIN_CONFIG,  # UPSTREAM_CONFIG in common.smk
     output:
         DETECTION_WEIGHTS,
     log:
-        DETECTION_WEIGHTS + ".log",
+        DETECTION_WEIGHTS_LOG,
+    conda:
+        RING_ENV
     threads: 1
+    params:
+        python=PYTHON,
     shell:
-        "OMP_NUM_THREADS=1 {PYTHON:q} -m ring.detection.convert --encoder {input.encoder:q} --out {output:q} 2>&1 | tee {log:q}"
+        "OMP_NUM_THREADS=1 {params.python:q} -m ring.detection.convert --encoder {input.encoder:q} --out {output:q} 2>&1 | tee {log:q}"
 
 
 rule detection_config:
     output:
-        DETECTION_CELL + "/config.yaml",
+        DETECTION_CONFIG,
+    log:
+        DETECTION_CONFIG_LOG,
+    localrule: True
+    conda:
+        RING_ENV
     params:
         text=lambda wc: config_text(detection_cell_config(wc)),
-    localrule: True
     # A shell job, not `run:`: Snakemake runs `run:` jobs in a fresh interpreter (~1.5 s each).
     shell:
-        "printf '%s' {params.text:q} > {output:q}"
+        logged("printf '%s' {params.text:q} > {output:q}")
 
 
 rule detection:
     input:
-        cfg=DETECTION_CELL + "/config.yaml",
+        cfg=DETECTION_CONFIG,
         weights=DETECTION_WEIGHTS,
         data=detection_data,
     output:
-        DETECTION_CELL + "/metrics.json",
+        DETECTION_METRICS,
     log:
-        DETECTION_CELL + "/detection.log",
+        DETECTION_LOG,
+    conda:
+        RING_ENV
+    threads: stage_threads("detection")
     params:
+        python=PYTHON,
         out=lambda wc, output: cell_dir(output[0]),
         launch=launch_options("detection"),
-    threads: stage_threads("detection")
     shell:
-        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.launch detection --cell {params.out:q} {params.launch}"
+        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.cluster.launch detection --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --weights {input.weights:q} --out {params.out:q} 2>&1 | tee {log:q}"
 
 
@@ -59,9 +76,19 @@ rule make_table4:
         lambda wc: detection_metrics(wc.grid),
     output:
         table_outputs("table4"),
+    log:
+        expand(TABLE_LOG, table="table4", allow_missing=True),
+    localrule: True
+    conda:
+        RING_ENV
     params:
+        python=PYTHON,
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         methods=lambda wc: GRIDS[wc.grid].detection["methods"],
-    localrule: True
+        # For the report caption: the source, methods and tasks of the cells, and their datasets.
+        cells=lambda wc, input: cell_axes(input, ("seed", "task", "method", "source")),
+        datasets=lambda wc, input: cell_config(input).get("datasets", ""),
     shell:
-        "{PYTHON:q} -m ring.tables table4 --out {params.prefix:q} --methods {params.methods} --metrics {input:q}"
+        logged(
+            "{params.python:q} -m ring.reports.tables table4 --out {params.prefix:q} --methods {params.methods} --metrics {input:q}"
+        )

@@ -3,31 +3,39 @@
 
 rule lincls_config:
     output:
-        LINCLS_CELL + "/config.yaml",
+        LINCLS_CONFIG,
+    log:
+        LINCLS_CONFIG_LOG,
+    localrule: True
+    conda:
+        RING_ENV
     params:
+        python=PYTHON,
         text=lambda wc: config_text(stage_config("lincls", wc)),
         cell=lambda wc, output: cell_dir(output[0]),
-    localrule: True
     shell:
         write_cell_config("lincls")
 
 
 rule lincls:
     input:
-        cfg=LINCLS_CELL + "/config.yaml",
-        encoder=PRETRAIN_CELL + "/encoder.pt",
+        cfg=LINCLS_CONFIG,
+        encoder=PRETRAIN_ENCODER,
         companions=encoder_companions,  # CMC's encoder_ab.pt, found beside encoder.pt
         # See UPSTREAM_CONFIG in common.smk: an edited pretraining config reruns this cell until both are done.
-        pretrain_cfg=PRETRAIN_CELL + "/config.yaml",
+        pretrain_cfg=PRETRAIN_CONFIG,
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
-        LINCLS_CELL + "/metrics.json",
+        LINCLS_METRICS,
     log:
-        LINCLS_CELL + "/lincls.log",
+        LINCLS_LOG,
+    conda:
+        RING_ENV
+    threads: stage_threads("lincls")
     params:
+        python=PYTHON,
         out=lambda wc, output: cell_dir(output[0]),
         launch=launch_options("lincls"),
-    threads: stage_threads("lincls")
     shell:
-        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.launch lincls --cell {params.out:q} {params.launch}"
+        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.cluster.launch lincls --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --encoder {input.encoder:q} --out {params.out:q} 2>&1 | tee {log:q}"

@@ -5,30 +5,38 @@
 
 rule study_config:
     output:
-        STUDY_CELL + "/config.yaml",
+        STUDY_CONFIG,
+    log:
+        STUDY_CONFIG_LOG,
+    localrule: True
+    conda:
+        RING_ENV
     params:
+        python=PYTHON,
         text=lambda wc: config_text(study_cell_config(wc)),
         cell=lambda wc, output: cell_dir(output[0]),
-    localrule: True
     shell:
         write_cell_config("pretrain")
 
 
 rule study_pretrain:
     input:
-        cfg=STUDY_CELL + "/config.yaml",
+        cfg=STUDY_CONFIG,
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
         source=study_source,
     output:
-        STUDY_CELL + "/encoder.pt",
+        STUDY_ENCODER,
     log:
-        STUDY_CELL + "/pretrain.log",
+        STUDY_LOG,
+    conda:
+        RING_ENV
+    threads: stage_threads("study")
     params:
+        python=PYTHON,
         out=lambda wc, output: cell_dir(output[0]),
         launch=launch_options("pretrain"),
-    threads: stage_threads("study")
     shell:
-        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.launch pretrain --cell {params.out:q} {params.launch}"
+        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.cluster.launch pretrain --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --out {params.out:q} 2>&1 | tee {log:q}"
 
 
@@ -41,15 +49,26 @@ for figure_study in STUDY_NAMES - {"none"}:
         input:
             lambda wc, study=figure_study: study_encoders(wc.grid, study),
         output:
-            for_report(expand(FIGURE, study=figure_study, ext=FIGURE_EXTS, allow_missing=True),
-                       f"fig_{figure_study}", "Figures"),
+            for_report(
+                expand(FIGURE, study=figure_study, ext=FIGURE_EXTS, allow_missing=True),
+                f"fig_{figure_study}",
+                "Figures",
+            ),
+        log:
+            expand(FIGURE_LOG, study=figure_study, allow_missing=True),
+        localrule: True
+        conda:
+            RING_ENV
         params:
+            python=PYTHON,
             study=figure_study,
             prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
             cells=lambda wc, input: [cell_dir(f) for f in input],
-        localrule: True
+            axes=lambda wc, input: cell_axes(input, STUDY_AXES),  # for the report caption
         shell:
-            "{PYTHON:q} -m ring.figures {params.study} --out {params.prefix:q} --cells {params.cells:q}"
+            logged(
+                "{params.python:q} -m ring.reports.figures {params.study} --out {params.prefix:q} --cells {params.cells:q}"
+            )
 
 
 rule make_table_negatives_k:
@@ -57,12 +76,20 @@ rule make_table_negatives_k:
         lambda wc: study_encoders(wc.grid, "negatives_k"),
     output:
         table_outputs(STUDY_TABLES["negatives_k"], ["csv", "md"]),
+    log:
+        expand(TABLE_LOG, table=STUDY_TABLES["negatives_k"], allow_missing=True),
+    localrule: True
+    conda:
+        RING_ENV
     params:
+        python=PYTHON,
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         cells=lambda wc, input: [cell_dir(f) for f in input],
-    localrule: True
+        axes=lambda wc, input: cell_axes(input, STUDY_AXES),  # for the report caption
     shell:
-        "{PYTHON:q} -m ring.figures table_negatives_k --out {params.prefix:q} --cells {params.cells:q}"
+        logged(
+            "{params.python:q} -m ring.reports.figures table_negatives_k --out {params.prefix:q} --cells {params.cells:q}"
+        )
 
 
 rule make_table_ring_window:
@@ -70,9 +97,17 @@ rule make_table_ring_window:
         lambda wc: study_encoders(wc.grid, "ring_window"),
     output:
         table_outputs(STUDY_TABLES["ring_window"], ["csv", "md"]),
+    log:
+        expand(TABLE_LOG, table=STUDY_TABLES["ring_window"], allow_missing=True),
+    localrule: True
+    conda:
+        RING_ENV
     params:
+        python=PYTHON,
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         cells=lambda wc, input: [cell_dir(f) for f in input],
-    localrule: True
+        axes=lambda wc, input: cell_axes(input, STUDY_AXES),  # for the report caption
     shell:
-        "{PYTHON:q} -m ring.figures table_ring_window --out {params.prefix:q} --cells {params.cells:q}"
+        logged(
+            "{params.python:q} -m ring.reports.figures table_ring_window --out {params.prefix:q} --cells {params.cells:q}"
+        )

@@ -6,14 +6,22 @@ rule make_table1:
         lambda wc: table_metrics(wc.grid, "table1"),
     output:
         table_outputs("table1"),
+    log:
+        expand(TABLE_LOG, table="table1", allow_missing=True),
+    localrule: True
+    conda:
+        RING_ENV
     params:
+        python=PYTHON,
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         methods=lambda wc: GRIDS[wc.grid].methods,
         datasets=lambda wc: GRIDS[wc.grid].datasets,
-    localrule: True
+        features=lambda wc, input: feature_maps(input),  # for the report caption
     shell:
-        "{PYTHON:q} -m ring.tables table1 --out {params.prefix:q} --methods {params.methods} "
-        "--datasets {params.datasets} --metrics {input:q}"
+        logged(
+            "{params.python:q} -m ring.reports.tables table1 --out {params.prefix:q} --methods {params.methods} "
+            "--datasets {params.datasets} --metrics {input:q}"
+        )
 
 
 rule make_gpu_hours:
@@ -21,12 +29,19 @@ rule make_gpu_hours:
         lambda wc: [*lincls_metrics(wc.grid), *transfer_metrics(wc.grid)],
     output:
         table_outputs("gpu_hours", ["csv", "md"]),
+    log:
+        expand(TABLE_LOG, table="gpu_hours", allow_missing=True),
+    localrule: True
+    conda:
+        RING_ENV
     params:
+        python=PYTHON,
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         provenance=lambda wc, input: provenance_files(wc.grid),
-    localrule: True
     shell:
-        "{PYTHON:q} -m ring.tables gpu_hours --out {params.prefix:q} --provenance {params.provenance:q}"
+        logged(
+            "{params.python:q} -m ring.reports.tables gpu_hours --out {params.prefix:q} --provenance {params.provenance:q}"
+        )
 
 
 # Table 2 (lesions) and the LA-variants table: each from the cells of its `tables:` entry; one
@@ -40,12 +55,19 @@ for grid_table in GRID_TABLES:
             lambda wc, table=grid_table: table_metrics(wc.grid, table),
         output:
             table_outputs(grid_table),
+        log:
+            expand(TABLE_LOG, table=grid_table, allow_missing=True),
+        localrule: True
+        conda:
+            RING_ENV
         params:
+            python=PYTHON,
             table=grid_table,
             prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
             methods=lambda wc, table=grid_table: GRIDS[wc.grid].table_axes(table)[0],
             datasets=lambda wc, table=grid_table: GRIDS[wc.grid].table_axes(table)[1],
-        localrule: True
         shell:
-            "{PYTHON:q} -m ring.tables {params.table} --out {params.prefix:q} --methods {params.methods} "
-            "--datasets {params.datasets} --metrics {input:q}"
+            logged(
+                "{params.python:q} -m ring.reports.tables {params.table} --out {params.prefix:q} --methods {params.methods} "
+                "--datasets {params.datasets} --metrics {input:q}"
+            )

@@ -3,28 +3,35 @@
 
 rule toy_cnce_config:
     output:
-        TOY_CNCE_CELL + "/config.yaml",
+        TOY_CNCE_CONFIG,
+    log:
+        TOY_CNCE_CONFIG_LOG,
+    localrule: True
+    conda:
+        RING_ENV
     params:
         text=lambda wc: config_text(GRIDS[wc.grid].toy_cnce_config(int(wc.seed))),
-    localrule: True
     # A shell job, not `run:`: Snakemake runs `run:` jobs in a fresh interpreter (~1.5 s each).
     shell:
-        "printf '%s' {params.text:q} > {output:q}"
+        logged("printf '%s' {params.text:q} > {output:q}")
 
 
 rule toy_cnce:
     input:
-        cfg=TOY_CNCE_CELL + "/config.yaml",
+        cfg=TOY_CNCE_CONFIG,
     output:
-        TOY_CNCE_CELL + "/metrics.json",
+        TOY_CNCE_METRICS,
     log:
-        TOY_CNCE_CELL + "/toy_cnce.log",
-    params:
-        out=lambda wc, output: cell_dir(output[0]),
+        TOY_CNCE_LOG,
+    conda:
+        RING_ENV
     # Tiny MLPs: one thread each, so seeds run side by side.
     threads: 1
+    params:
+        python=PYTHON,
+        out=lambda wc, output: cell_dir(output[0]),
     shell:
-        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.toy_cnce --config {input.cfg:q} --out {params.out:q}"
+        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.toy_cnce --config {input.cfg:q} --out {params.out:q}"
         " 2>&1 | tee {log:q}"
 
 
@@ -33,8 +40,16 @@ rule make_table_toy_cnce:
         lambda wc: toy_cnce_metrics(wc.grid),
     output:
         table_outputs("table_toy_cnce"),
-    params:
-        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
+    log:
+        expand(TABLE_LOG, table="table_toy_cnce", allow_missing=True),
     localrule: True
+    conda:
+        RING_ENV
+    params:
+        python=PYTHON,
+        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
+        # For the report caption: the cells' protocol and the mutual information they estimate.
+        toy=lambda wc, input: cell_config(input),
+        true_mi=lambda wc, input: next((m["true_mi"] for m in cell_metrics(input) if "true_mi" in m), None),
     shell:
-        "{PYTHON:q} -m ring.tables table_toy_cnce --out {params.prefix:q} --metrics {input:q}"
+        logged("{params.python:q} -m ring.reports.tables table_toy_cnce --out {params.prefix:q} --metrics {input:q}")

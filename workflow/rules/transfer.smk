@@ -4,33 +4,41 @@
 
 rule transfer_config:
     output:
-        TRANSFER_CELL + "/config.yaml",
+        TRANSFER_CONFIG,
+    log:
+        TRANSFER_CONFIG_LOG,
+    localrule: True
+    conda:
+        RING_ENV
     params:
+        python=PYTHON,
         text=lambda wc: config_text(transfer_stage_config(wc)),
         cell=lambda wc, output: cell_dir(output[0]),
-    localrule: True
     shell:
         write_cell_config("transfer")
 
 
 rule transfer:
     input:
-        cfg=TRANSFER_CELL + "/config.yaml",
+        cfg=TRANSFER_CONFIG,
         encoder=lambda wc: transfer_encoders(wc)[0],
         companions=lambda wc: transfer_encoders(wc)[1:],
         pretrain_cfg=lambda wc: str(Path(transfer_encoders(wc)[0]).with_name("config.yaml")),  # UPSTREAM_CONFIG
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
-        metrics=TRANSFER_CELL + "/metrics.json",
-        manifest=TRANSFER_CELL + "/split-manifest.json",
+        metrics=TRANSFER_METRICS,
+        manifest=TRANSFER_MANIFEST,
     log:
-        TRANSFER_CELL + "/transfer.log",
+        TRANSFER_LOG,
+    conda:
+        RING_ENV
+    threads: stage_threads("transfer")
     params:
+        python=PYTHON,
         out=lambda wc, output: cell_dir(output.metrics),
         launch=launch_options("transfer"),
-    threads: stage_threads("transfer")
     shell:
-        "OMP_NUM_THREADS={threads} {PYTHON:q} -m ring.launch transfer --cell {params.out:q} {params.launch}"
+        "OMP_NUM_THREADS={threads} {params.python:q} -m ring.cluster.launch transfer --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --encoder {input.encoder:q} --out {params.out:q} 2>&1 | tee {log:q}"
 
 
@@ -39,11 +47,21 @@ rule make_table3:
         lambda wc: transfer_metrics(wc.grid),
     output:
         table_outputs("table3"),
+    log:
+        expand(TABLE_LOG, table="table3", allow_missing=True),
+    localrule: True
+    conda:
+        RING_ENV
     params:
+        python=PYTHON,
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         methods=lambda wc: GRIDS[wc.grid].transfer_methods(),
         datasets=lambda wc: GRIDS[wc.grid].transfer["datasets"],
-    localrule: True
+        # For the report caption: the source column whose encoders the cells read, and their features.
+        source=lambda wc, input: cell_config(input).get("source", ""),
+        features=lambda wc, input: feature_maps(input),
     shell:
-        "{PYTHON:q} -m ring.tables table3 --out {params.prefix:q} --methods {params.methods} "
-        "--datasets {params.datasets} --metrics {input:q}"
+        logged(
+            "{params.python:q} -m ring.reports.tables table3 --out {params.prefix:q} --methods {params.methods} "
+            "--datasets {params.datasets} --metrics {input:q}"
+        )

@@ -1,6 +1,6 @@
-"""Objectives: the loss modules of the methods of :data:`ring.methods.METHODS`.
+"""Objectives: the loss modules of the methods of :data:`ring.core.methods.METHODS`.
 
-Each method's :class:`ring.methods.Objective` names its torch class (``implementation``); the class builds the
+Each method's :class:`ring.core.methods.Objective` names its torch class (``implementation``); the class builds the
 encoder it trains and itself from a pretraining config.  This module only resolves and calls them.
 """
 
@@ -27,7 +27,7 @@ def build_objective(name: str, cfg, encoder: nn.Module, n_train: int, device: to
                     max_chunk_elements: int | None = None) -> nn.Module:
     """The objective module for method ``name`` with a pretraining config ``cfg``, to train on ``device``.
     ``max_chunk_elements``: the selection's chunk size when the caller already sized it (see
-    :func:`ring.objectives.ring.chunk_elements`), else sized here from the config and device."""
+    :func:`ring.engine.objectives.ring.chunk_elements`), else sized here from the config and device."""
     m = method(name)
     if max_chunk_elements is None:
         max_chunk_elements = chunk_elements(cfg.max_chunk_elements, device or torch.device("cpu"))

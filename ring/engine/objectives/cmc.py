@@ -1,6 +1,6 @@
 """Contrastive Multiview Coding (CMC, Tian et al. 2019) and its Ring, Cave and +C_i variants.
 
-An image is split into its L and ab channels of Lab colour (:class:`ring.encoder.LabEncoder`: two
+An image is split into its L and ab channels of Lab colour (:class:`ring.engine.encoder.LabEncoder`: two
 ResNet-18 encoders, twice the parameters); the model returns ``[z_L, z_ab]`` side by side.  CMC is
 the sum of two IR losses whose memory banks are swapped between views (the paper, Sec. 2):
 ``L_IR(z_L; M_ab) + L_IR(z_ab; M_L)``, each bank then moving towards its own view's embedding.

@@ -2,13 +2,13 @@
 
 Loss (the paper's Eq. 3, non-parametric softmax): for query ``q_i = g(t(x_i))`` the positive is
 the bank entry ``M[i]`` and the k negatives are bank entries drawn uniformly (IR) or from the
-query's Ring window (IRing, :func:`ring.objectives.ring.sample_in_window`).  After the loss the
+query's Ring window (IRing, :func:`ring.engine.objectives.ring.sample_in_window`).  After the loss the
 bank entry moves towards the new embedding: ``M[i] <- normalise(m M[i] + (1 - m) q_i)``.
 
-The same bank objective carries the k-means methods (:mod:`ring.objectives.kmeans`): LA's
-background negatives and close-neighbour positives (:mod:`ring.objectives.la`), Cave's
-cluster-restricted negatives (:mod:`ring.objectives.cave`) and Ring's +C_i; CMC
-(:mod:`ring.objectives.cmc`) is two of its contrasts with swapped banks.
+The same bank objective carries the k-means methods (:mod:`ring.engine.objectives.kmeans`): LA's
+background negatives and close-neighbour positives (:mod:`ring.engine.objectives.la`), Cave's
+cluster-restricted negatives (:mod:`ring.engine.objectives.cave`) and Ring's +C_i; CMC
+(:mod:`ring.engine.objectives.cmc`) is two of its contrasts with swapped banks.
 
 How many negatives ``bank_negatives = k`` means (``negatives_count``): ``"excluding_positive"`` (ours, IR's and
 CMC's code): k drawn negatives, a softmax over k + 1 entries with the positive; ``"including_positive"`` (the
@@ -83,7 +83,7 @@ class InstanceDiscrimination(nn.Module):
 
     @classmethod
     def from_config(cls, m, cfg, model: nn.Module, n_train: int, max_chunk_elements: int) -> "InstanceDiscrimination":
-        """Method ``m``'s (:class:`ring.methods.Method`) loss module from a pretraining config; ``model`` is unused
+        """Method ``m``'s (:class:`ring.core.methods.Method`) loss module from a pretraining config; ``model`` is unused
         (the bank holds the keys)."""
         clusterings = None
         if m.uses_kmeans:
@@ -111,7 +111,7 @@ class InstanceDiscrimination(nn.Module):
                              "so no negative is left; set it to at least 2.")
         if la_own_entry not in LA_OWN_ENTRY_RULES:
             raise ValueError(f"la_own_entry={la_own_entry!r} is not a rule; choose one of {', '.join(LA_OWN_ENTRY_RULES)}.")
-        # LA's own-entry rule (ring.objectives.la); only the background sampler (LA) reads it.
+        # LA's own-entry rule (ring.engine.objectives.la); only the background sampler (LA) reads it.
         self.la_own_entry = la_own_entry
         if negatives > n:
             raise ValueError(

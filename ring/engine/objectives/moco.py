@@ -2,11 +2,11 @@
 
 Loss (the paper's Eq. 4): for query ``q = g(t(x))`` and key ``k = g'(t'(x))`` the positive logit
 is ``q.k`` and the negatives are every queue entry (MoCo) or every queue entry inside the query's
-Ring window (MoCoRing, :func:`ring.objectives.ring.window_mask`), all divided by the temperature.
+Ring window (MoCoRing, :func:`ring.engine.objectives.ring.window_mask`), all divided by the temperature.
 
 Shuffled BatchNorm: MoCo computes BN statistics per GPU and shuffles the key batch across GPUs,
 so a query and its key never share statistics.  The model it receives computes BN per group of
-the batch (:class:`ring.encoder.Grouped`: ``bn_groups`` groups, as many GPUs); the key batch is
+the batch (:class:`ring.engine.encoder.Grouped`: ``bn_groups`` groups, as many GPUs); the key batch is
 permuted before the momentum encoder and restored after, within one process or across
 data-parallel ranks (gathered, permuted with one shared permutation, sliced, gathered back).
 """

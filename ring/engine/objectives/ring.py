@@ -28,7 +28,7 @@ How the paper's two descriptions map onto the window
   is ``w_l`` going from 0 to 90.  The authors' code additionally excludes a constant fraction
   ``inner = 0.1`` *of the eligible slice* ("dynamic inner" threshold), i.e.
   ``w_u = 100 - inner * (100 - w_l)``: 90 at the start and 99 after annealing.  Both
-  parametrisations live in :mod:`ring.anneal`; this module only ever sees ``(w_l, w_u)``.
+  parametrisations live in :mod:`ring.engine.anneal`; this module only ever sees ``(w_l, w_u)``.
 
 How each objective uses the window
 ----------------------------------
