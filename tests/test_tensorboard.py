@@ -71,10 +71,10 @@ def test_linear_evaluation_logs_test_accuracy_each_epoch_once_across_resumes(tmp
         if len(saved) == 1:  # the checkpoint after epoch 0, for the requeue below
             shutil.copy(cell / "checkpoint.pt", tmp_path / "after_epoch_0.pt")
         if len(saved) == 2:  # a preemption once epoch 1 is checkpointed
-            runtime.request_stop()
+            stop.request_stop()
 
     monkeypatch.setattr(first, "save_checkpoint", save_then_stop_in_epoch_1)
-    with pytest.raises(runtime.Preempted):
+    with pytest.raises(stop.Preempted):
         first.run()
     monkeypatch.setattr(stop, "_stop_requested", False)
     LinearEval(lincls_config(epochs=3), encoder_file, cell).run()
