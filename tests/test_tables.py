@@ -357,3 +357,18 @@ def test_a_diverged_evaluation_shows_its_sentence_and_no_non_finite_value_reache
     bad.write_text(json.dumps({"dataset": "digits", "method": "CMC", "seed": 0, "diverged": ""}))
     with pytest.raises(tables.MetricsError, match="lacks top1"):
         tables.build("table1", [bad], methods, ["digits"], tmp_path / "t")
+
+
+def test_a_lesion_off_the_papers_protocol_gets_its_footnote_and_an_unknown_method_none(tmp_path):
+    """Table 2's lesions are cells of the paper grid (its table2 block), not of its top-level methods: their protocol is
+    compared too.  A method the paper never ran has no protocol to differ from."""
+    from ring.plan import grid as G
+
+    paper = G.load(tables.PAPER_GRID)
+    root = tmp_path / "results" / "mine"
+    pre_cfg = paper.pretrain_config("cifar10", "IRingNoAnneal", 0, "/data")
+    lin_cfg = paper.lincls_config("cifar10", "IRingNoAnneal", 0, "/data")
+    pre_cfg.epochs = 50
+    metrics = _evaluated_cell(root, "cifar10", "IRingNoAnneal", 0, pre_cfg, lin_cfg, 70.0)
+    assert tables.protocol_differences(metrics) == ["pretrain.epochs"]
+    assert "IRingNoAnneal" in tables._paper_methods() and "NoSuchMethod" not in tables._paper_methods()

@@ -88,6 +88,12 @@ def _paper_grid():
     return grid.load(PAPER_GRID)
 
 
+def _paper_methods() -> set[str]:
+    """Every method a table of the paper grid runs: Table 1's rows, the lesions and the LA variants."""
+    paper = _paper_grid()
+    return {*paper.methods, *(m for table in paper.tables.values() for m in table.get("methods", ()))}
+
+
 def _read_yaml(path: Path) -> dict | None:
     if not path.is_file():
         return None
@@ -108,7 +114,7 @@ def protocol_differences(metrics_path: str | Path) -> list[str]:
     seed_dir, method_dir = path.parts[-2], path.parts[-3]
     pretrain = _read_yaml(Path(*path.parts[:-5], "pretrain", source, method_dir, seed_dir, "config.yaml"))
     paper = _paper_grid()
-    if evaluation.get("method") not in paper.methods:  # a method the paper never ran has no protocol to differ from
+    if evaluation.get("method") not in _paper_methods():  # a method the paper never ran has no protocol to differ from
         return []
     try:
         ours_paper = [(pretrain, C_dict(paper.pretrain_config(source, evaluation["method"], 0, "data")), "pretrain"),
