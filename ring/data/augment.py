@@ -113,10 +113,37 @@ def decode_jpegs(data: list[torch.Tensor], device: torch.device, resize: int) ->
         global fallback_batches
         fallback_batches += 1
         images = [decode_image(d, mode=ImageReadMode.RGB).to(device) for d in data]
-    # Sizes differ per image: each is resized to the common size PIL's Resize((resize, resize)) gives, one image
-    # at a time (a few calls each: the weights of common sizes are cached).  Batching them would pad every image
-    # to the batch's largest, and ImageNet holds some very large ones.
-    return torch.stack([_resize(img[None].float(), resize)[0] for img in images])
+    return _resize_each(images, resize)
+
+
+def _to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A small host tensor on ``device`` without waiting for it: a blocking copy to a GPU first waits for
+    every kernel queued before it (the training step in flight), so it goes from pinned memory, asynchronously."""
+    if device.type == "cuda":
+        return host.pin_memory().to(device, non_blocking=True)
+    return host.to(device)
+
+
+def _resize_each(images: list[torch.Tensor], size: int) -> torch.Tensor:
+    """PIL's Resize((size, size)) of uint8 C x H x W images of any sizes -> one B x C x size x size float tensor.
+
+    Each image still takes its own two matmuls (batching them would pad every image to the batch's largest,
+    and ImageNet holds some very large ones): five calls an image.  The weights of every side length in the
+    batch are made together, in one batch padded to the longest side (zero past each length), where making
+    each length's on its own cost about 40 calls an image and bound a GPU's JPEG path by its host
+    (1,982 views/s on an H200, ``benchmarks/results/jpeg_decode-NVIDIA_H200.json``).
+    """
+    device = images[0].device
+    sides = sorted({side for img in images for side in img.shape[-2:]})
+    lengths = _to_device(torch.tensor(sides, dtype=torch.float32).view(-1, 1, 1), device)
+    padded = _weights(torch.zeros_like(lengths), lengths, size, sides[-1])  # U x size x longest side
+    rows, columns = padded.unbind(0), padded.mT.unbind(0)
+    index = {side: u for u, side in enumerate(sides)}
+    wy = {h: rows[index[h]].narrow(-1, 0, h) for h in {img.shape[-2] for img in images}}  # size x h
+    wx_t = {w: columns[index[w]].narrow(0, 0, w) for w in {img.shape[-1] for img in images}}  # w x size
+    # PIL's order and storage: horizontal, then vertical, each rounded to uint8 levels (see _resample).
+    return torch.stack([torch.matmul(wy[img.shape[-2]], torch.matmul(img.float(), wx_t[img.shape[-1]]).round_()).round_()
+                        for img in images])
 
 
 def _weights(start: torch.Tensor, length: torch.Tensor, out: int, size: int,
@@ -336,7 +363,7 @@ def apply(images: torch.Tensor, params: torch.Tensor, resize: int, crop: int, me
         x = x.expand(-1, 3, -1, -1)
     if tuple(x.shape[-2:]) != (resize, resize):
         x = _resize(x, resize)
-    p = params.to(device=device, dtype=torch.float32)
+    p = params.to(device, non_blocking=True).float()  # pinned by the loader: no wait for the step in flight
     columns = torch.cat((p, _extra_columns(len(p), device)), 1).gather(1, c.plan[(p @ c.order_number).long()])
     start, length, flip, gray, hue, *slots = columns.view(*columns.shape, 1, 1).split(_PIECES, 1)
     # The flip mirrors the x-axis weights' rows.  Flipping before the jitter is flipping after it: the jitter
