@@ -56,8 +56,8 @@ def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile
     spec_ = method_spec(name)
     bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, device, cfg.bn_groups)
     encoder = build_encoder(cfg).to(device)
-    net = Precision(encoder, bf16, channels_last)
-    model = Grouped(torch.compile(net) if compile_ else net, cfg.bn_groups)
+    net = Precision(encoder, bf16, channels_last, compile_)  # as ring.pretrain with compile: on (auto on CUDA)
+    model = Grouped(net, cfg.bn_groups)
     objective = build_objective(name, cfg, model, n, device).to(device)
     optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9, foreach=True)  # as ring.pretrain
     return cfg, spec_, model, objective, optimizer

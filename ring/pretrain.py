@@ -41,7 +41,7 @@ from ring.engine.anneal import build_schedule
 from ring.engine.checkpoint import (CheckpointError, atomic_save, checksummed, load_latest_checkpoint, load_verified, rng_state,
                              save_checkpoint, set_rng_state)
 from ring.core.files import FileError, check_writable, remove_stale_temporaries
-from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_precision, save_trunks
+from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_compile, resolve_precision, save_trunks
 from ring.engine.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
 from ring.core.methods import check_fixed, method
 from ring.engine.objectives import build_encoder, build_objective, views_per_image
@@ -141,13 +141,10 @@ class Pretraining:
             torch.backends.cudnn.benchmark = True
         bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device, cfg.bn_groups // world)
         self.encoder = build_encoder(cfg).to(self.device)
-        # What trains: the encoder behind its precision/memory-format policy and BatchNorm groups
+        # What trains: the encoder behind its precision/memory-format/compile policy and BatchNorm groups
         # (the same parameters), wrapped for data parallelism when there are several processes.
-        self.net = Precision(self.encoder, bf16, channels_last)
-        if cfg.compile not in ("on", "off"):
-            raise ValueError(f"Unknown compile {cfg.compile!r}; choose on or off.")
-        # The compiled module shares the encoder's parameters; checkpoints and exports stay the encoder's.
-        self.model = Grouped(torch.compile(self.net) if cfg.compile == "on" else self.net, cfg.bn_groups // world)
+        self.net = Precision(self.encoder, bf16, channels_last, resolve_compile(cfg.compile, self.device))
+        self.model = Grouped(self.net, cfg.bn_groups // world)
         # Rows of a selection chunk (Ring's window, the kNN monitor's window measure): sized once, by the free memory
         # at the start, not re-measured each epoch while the training's own tensors hold memory.
         self.chunk_elements = chunk_elements(cfg.max_chunk_elements, self.device)

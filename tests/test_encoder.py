@@ -182,3 +182,29 @@ def test_group_statistics_survive_copies_and_moves():
     assert moved.module.trunk.bn1.running_mean.dtype == torch.float64
     grouped.module.load_state_dict(key.module.state_dict())
     assert torch.equal(grouped.module.trunk.bn1.running_mean, key.module.trunk.bn1.running_mean)
+
+
+def test_compile_auto_compiles_on_cuda_only_and_unknown_settings_fail():
+    from ring.engine.encoder import resolve_compile
+
+    assert [resolve_compile(s, torch.device(d)) for s, d in (("auto", "cpu"), ("off", "cuda"), ("on", "cpu"))] == [
+        False, False, True]
+    with pytest.raises(ValueError, match="Unknown compile 'yes'; choose auto, on or off"):
+        resolve_compile("yes", torch.device("cpu"))
+
+
+def test_a_compiled_network_keeps_its_keys_and_its_copies_run_their_own_weights():
+    """A checkpoint (MoCo's key encoder is a copy of the network) must load whatever the compile setting."""
+    from ring.engine.encoder import Precision
+
+    plain, compiled = (Precision(torch.nn.Linear(2, 2), bf16=False, channels_last=False, compile_=c) for c in (False, True))
+    assert compiled.state_dict().keys() == plain.state_dict().keys() == {"module.weight", "module.bias"}
+    x = torch.ones(1, 2)
+    compiled(x)
+    copy_ = copy.deepcopy(compiled)
+    with torch.no_grad():
+        copy_.module.weight.zero_()
+        copy_.module.bias.fill_(3.0)
+    out = copy_(x)
+    assert torch.equal(out, torch.full((1, 2), 3.0)) and out.grad_fn.name() == "CompiledFunctionBackward"
+    assert not torch.equal(compiled(x), out)

@@ -5,6 +5,8 @@ it waits for the device.  Both show on the CPU under torch.profiler: the top-lev
 step (``benchmarks.profile_counts``) and the calls that read a device value back to the host.
 """
 
+import copy
+
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -52,7 +54,7 @@ def test_bn_groups_cost_few_calls(tmp_path):
     What is left is per BatchNorm layer, whatever the number of groups: the group view of its input
     and output and the affine parameters repeated per group (4 calls forward, 6 backward; 405 -> 700
     calls per MoCo step at 8 groups, measured), where one group calls ``batch_norm`` once.  Issue 23
-    asked for 1.3x; that needs the layer fused into one call (a custom kernel or torch.compile)."""
+    asked for 1.3x; that needs the layer fused into one call (a custom kernel or torch.compile: the test below)."""
     one = sum(_profile_step(_run(tmp_path / "one", "MoCo", bn_groups=1)).values())
     eight = sum(_profile_step(_run(tmp_path / "eight", "MoCo", bn_groups=8)).values())
     four = sum(_profile_step(_run(tmp_path / "four", "MoCo", bn_groups=4)).values())
@@ -66,3 +68,72 @@ def test_the_momentum_update_is_two_calls(tmp_path):
         run.objective._momentum_update(run.model)
     calls = top_level_aten_calls(prof)
     assert sum(calls.values()) <= 2, calls
+
+
+@pytest.mark.slow
+def test_compiled_bn_groups_cost_at_most_a_third_more_calls(tmp_path):
+    """Compiled (``compile: auto`` on CUDA), the grouped layers' views and repeated affine parameters fuse into the
+    graph: issue 23's 1.3x holds (measured 185 against 170 calls), and the compiled step never waits either."""
+    one = _profile_step(_run(tmp_path / "one", "MoCo", bn_groups=1, compile="on"))
+    eight = _profile_step(_run(tmp_path / "eight", "MoCo", bn_groups=8, compile="on"))
+    assert not {op: eight[op] for op in SYNC_OPS if eight[op]}
+    assert sum(eight.values()) <= 1.3 * sum(one.values()), (sum(eight.values()), sum(one.values()))
+
+
+# 8 images per BatchNorm group: with 2 (batch 16), layer4's 1 x 1 maps give each statistic 2 values, whose
+# normalisation turns the compiler's 1e-6 reorderings into differences of 0.1 (ill-conditioned, not wrong).
+COMPARE_BATCH = 64
+
+
+def _two_losses(tmp_path, method, compile_):
+    # fp32 NCHW: the comparison is of the compiler, not of bf16's rounding.
+    run = Pretraining(pretrain_config(method, batch_size=COMPARE_BATCH, precision="fp32", channels_last="off", threads=1,
+                                      kmeans_warmup_epochs=1, bn_groups=8, compile=compile_),
+                      tmp_path / f"{method}-{compile_}")
+    if hasattr(run.objective, "start_epoch"):
+        run.objective.start_epoch(run.cfg.kmeans_warmup_epochs)
+    torch.manual_seed(0)
+    views = [torch.randn(COMPARE_BATCH, 3, run.cfg.crop, run.cfg.crop) for _ in range(run.n_views)]
+    index = torch.arange(COMPARE_BATCH)
+    run.encoder.train()
+    return torch.stack([run.train_step(views, index) for _ in range(2)])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["IR", "MoCo", "CMC", "LA"])
+def test_a_compiled_step_computes_the_eager_step(tmp_path, method):
+    """What compile: auto turns on for CUDA trains as the eager step does, with the paper's 8 BatchNorm groups: the
+    losses of two steps (the second after the first's update) agree to 1e-6 (measured) where 1e-4 is asked."""
+    torch.testing.assert_close(_two_losses(tmp_path, method, "on"), _two_losses(tmp_path, method, "off"),
+                               rtol=1e-4, atol=1e-5)
+
+
+def _gradients(net, x, weights):
+    net.zero_grad()
+    out = net(x)
+    (out * weights).sum().backward()  # not |out|^2: the embeddings are unit vectors, so that loss is constant
+    return out.detach().double(), torch.cat([p.grad.flatten() for p in net.parameters()]).double()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lab", [False, True], ids=["Encoder", "LabEncoder"])
+def test_a_compiled_network_is_as_accurate_as_the_eager_one(lab):
+    """Gradients through 8 BatchNorm groups of 8 images at 32 px are ill-conditioned (layer4's statistics have 8
+    values each): eager and compiled fp32 differ by about 1e-3 of their norm.  So each is measured against
+    float64: the compiled network must be as close to it as the eager one (within 4x), in outputs and gradients."""
+    from ring.engine.encoder import Encoder, Grouped, LabEncoder, Precision
+
+    torch.manual_seed(0)
+    base = LabEncoder("linear", 128, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)) if lab else Encoder("linear", 128)
+    x = torch.randn(COMPARE_BATCH, 3, 32, 32)
+    weights = torch.randn(COMPARE_BATCH, 256 if lab else 128)
+
+    def run(compile_, dtype):
+        net = copy.deepcopy(base).to(dtype)
+        return _gradients(Grouped(Precision(net, False, False, compile_), 8), x.to(dtype), weights.to(dtype))
+
+    exact = run(False, torch.float64)
+    eager, compiled = run(False, torch.float32), run(True, torch.float32)
+    for k, what in enumerate(("outputs", "gradients")):
+        eager_error, compiled_error = ((r[k] - exact[k]).norm() for r in (eager, compiled))
+        assert compiled_error <= 4 * eager_error + 1e-7 * exact[k].norm(), (what, compiled_error, eager_error)

@@ -143,21 +143,23 @@ class PretrainConfig:
     # decoded there (image folders' JPEGs), with the same parameters; "auto": device on CUDA, cpu on
     # CPUs, as measured (benchmarks/results/throughput_*).  Pixels differ by interpolation rounding.
     augment: str = "auto"
-    # torch.compile of the encoder ("on"/"off"): kept off unless benchmarks/throughput.py --compile
-    # measures that it pays on the device at hand.
-    compile: str = "off"
 
     # Execution (do not change results, so they are left out of the config hash).
     num_workers: int = 4
     threads: int = 0  # 0: torch's default
     device: str = "auto"
+    # torch.compile of the encoder: "auto" compiles on CUDA devices, where a step measured 1.17-1.33x faster
+    # (benchmarks/results/throughput_*_compile-*.json) and where BatchNorm groups then cost almost no host
+    # calls (tests/test_step_budget.py), for about 100 s of compilation per process start; not on CPUs, where
+    # short jobs would pay it.  "auto" falls back to eager with a warning if compilation fails, "on" fails.
+    compile: str = "auto"
 
     RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements",
-                      "log_window_classes", "loss_read_every")
+                      "log_window_classes", "loss_read_every", "compile")
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
     HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry",
-                       "cmc_negatives", "augment", "compile", "ring_val_before_training", "negatives_count")
+                       "cmc_negatives", "augment", "ring_val_before_training", "negatives_count")
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).

@@ -99,17 +99,21 @@ class Precision(nn.Module):
     Ring's percentile selection, the loss) sees fp32 embeddings, so selection ties do not appear.
     """
 
-    def __init__(self, module: nn.Module, bf16: bool, channels_last: bool):
+    def __init__(self, module: nn.Module, bf16: bool, channels_last: bool, compile_: bool = False):
         super().__init__()
         self.module = module.to(memory_format=torch.channels_last) if channels_last else module
         self.bf16 = bf16
         self.channels_last = channels_last
+        # torch.compile's wrapper of ``module`` (its parameters), deliberately not a submodule: registered, it would
+        # prefix every state_dict key with "_orig_mod.", and a checkpoint (MoCo's key encoder) would then load only
+        # under the same compile setting.  A deep copy copies it with ``module``, onto the copy's parameters.
+        self.__dict__["_run"] = torch.compile(self.module) if compile_ else self.module
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         with torch.autocast(device_type=x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            out = self.module(x)
+            out = self._run(x)
         return out.float()
 
 
@@ -128,6 +132,23 @@ def resolve_precision(precision: str, channels_last: str, device: torch.device, 
     gpu = device.type == "cuda"
     return (precision == "bf16" or (precision == "auto" and gpu),
             channels_last == "on" or (channels_last == "auto" and gpu and bn_groups == 1))
+
+
+def resolve_compile(setting: str, device: torch.device) -> bool:
+    """Whether :class:`Precision` compiles the network: ``setting`` "on", or "auto" on CUDA devices (see
+    ``PretrainConfig.compile``).
+
+    Under "auto" a graph that fails to compile runs eagerly, with dynamo's warning (its ``suppress_errors``):
+    a default must not stop a cell that runs without it.  "on" is asked for explicitly, so a failure stops it.
+    """
+    if setting not in ("auto", "on", "off"):
+        raise ValueError(f"Unknown compile {setting!r}; choose auto, on or off.")
+    if setting == "off" or (setting == "auto" and device.type != "cuda"):
+        return False
+    import torch._dynamo
+
+    torch._dynamo.config.suppress_errors = setting == "auto"
+    return True
 
 
 class GroupBatchNorm2d(nn.BatchNorm2d):

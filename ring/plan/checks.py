@@ -38,6 +38,7 @@ CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.engine.objectives.cmc implem
 NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # ring.engine.objectives.ir implements them
 AUGMENT_PLACES = ("auto", "cpu", "device", "dali")  # ring.data.augment makes the views there
 ON_OFF = ("on", "off")
+COMPILE = ("auto", "on", "off")  # ring.engine.encoder.compiled resolves them
 PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
 AUGMENTATIONS = ("crop_flip", "none")
@@ -238,7 +239,7 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     _one_of(where, cfg, "cmc_negatives", CMC_NEGATIVE_DRAWS)
     _one_of(where, cfg, "negatives_count", NEGATIVES_COUNTS)
     _one_of(where, cfg, "augment", AUGMENT_PLACES)
-    _one_of(where, cfg, "compile", ON_OFF)
+    _one_of(where, cfg, "compile", COMPILE)
     v = cfg.checkpoint_interval_min  # 0 checkpoints after every step (the kill/resume tests use it)
     if not _number(v) or v < 0:
         _fail(where, "checkpoint_interval_min", v, "must be a finite number of at least 0 (0: after every step)",
@@ -415,7 +416,7 @@ ALLOWED = {
     "cmc_negatives": ", ".join(CMC_NEGATIVE_DRAWS),
     "negatives_count": ", ".join(NEGATIVES_COUNTS) + " (including_positive: bank_negatives >= 2)",
     "augment": ", ".join(AUGMENT_PLACES),
-    "compile": ", ".join(ON_OFF),
+    "compile": ", ".join(COMPILE),
     "ring_anneal_epochs": ">= 1",
     "ring_inner": "[0, 1), or null with ring_w_u set",
     "ring_w_u": "(0, 100], or null with ring_inner set",
