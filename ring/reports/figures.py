@@ -74,6 +74,14 @@ def mean_curves(rows: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def _epoch_axes(*axes, legend_size: int = 8, **legend) -> None:
+    """The epoch panels' common style: whole epochs on the x-axis, a light grid, the legend."""
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=legend_size, **legend)
+
+
 def _save(fig, rows: pd.DataFrame, prefix: str | Path) -> list[Path]:
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -113,9 +121,7 @@ def hard_negatives(cells, prefix) -> pd.DataFrame:
                 label=None if threshold in seen else f"IRing {threshold:g}%")
         seen.add(threshold)
     ax.set(xlabel="epoch", ylabel=label, title="Hard negatives: IRing from IR snapshots")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(title="threshold", fontsize=8)
-    ax.grid(alpha=0.3)
+    _epoch_axes(ax, title="threshold")
     _save(fig, curves, prefix)
     return curves
 
@@ -135,10 +141,7 @@ def anneal_policies(cells, prefix) -> pd.DataFrame:
         thr.plot(curve["x"], curve["threshold"], marker="o", ms=3, ls=ls, color=line.get_color(), label=variant)
     acc.set(xlabel="epoch", ylabel=f"{label}; dotted: kNN top-1 (%)", title="Annealing policies: accuracy")
     thr.set(xlabel="epoch", ylabel="threshold 100 - $w_\\ell$ (%)", title="Threshold after each epoch", ylim=(0, 105))
-    for ax in (acc, thr):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    _epoch_axes(acc, thr)
     _save(fig, curves, prefix)
     return curves
 
@@ -222,10 +225,7 @@ def ring_window(cells, prefix) -> pd.DataFrame:
                   label=f"{method} {variant}")
     acc.set(xlabel="epoch", ylabel=label, title="Accuracy (dashed: Ring)")
     same.set(xlabel="epoch", ylabel="same-class entries in the window (%)", title="Window's same-class share")
-    for ax in (acc, same):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+    _epoch_axes(acc, same, legend_size=6)
     _save(fig, curves, prefix)
     return curves
 
