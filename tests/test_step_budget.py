@@ -23,18 +23,24 @@ BATCH = 16
 
 def _run(tmp_path, method, **overrides):
     # bf16 autocast and channels-last as on a GPU (the CPU default is fp32 NCHW): the step a GPU runs.
-    cfg = pretrain_config(method, batch_size=BATCH, precision="bf16", channels_last="on", threads=1,
-                          kmeans_warmup_epochs=1, **overrides)
-    return Pretraining(cfg, tmp_path / method)
+    values = dict(batch_size=BATCH, precision="bf16", channels_last="on", threads=1, kmeans_warmup_epochs=1)
+    return Pretraining(pretrain_config(method, **{**values, **overrides}), tmp_path / method)
+
+
+def _batch(run) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """A fixed batch of views and indices, the network in training mode (k-means methods: clusters as after
+    the warm-up)."""
+    if hasattr(run.objective, "start_epoch"):
+        run.objective.start_epoch(run.cfg.kmeans_warmup_epochs)
+    torch.manual_seed(0)
+    batch = run.cfg.batch_size
+    views = [torch.randn(batch, 3, run.cfg.crop, run.cfg.crop) for _ in range(run.n_views)]
+    run.encoder.train()
+    return views, torch.randperm(len(run.train_set))[:batch]
 
 
 def _profile_step(run) -> "Counter":
-    if hasattr(run.objective, "start_epoch"):  # k-means methods: clusters as after the warm-up
-        run.objective.start_epoch(run.cfg.kmeans_warmup_epochs)
-    torch.manual_seed(0)
-    views = [torch.randn(BATCH, 3, run.cfg.crop, run.cfg.crop) for _ in range(run.n_views)]
-    index = torch.randperm(len(run.train_set))[:BATCH]
-    run.encoder.train()
+    views, index = _batch(run)
     run.train_step(views, index)  # the first step allocates the optimizer's state
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         run.train_step(views, index)
@@ -83,29 +89,32 @@ def test_compiled_bn_groups_cost_at_most_a_third_more_calls(tmp_path):
 # 8 images per BatchNorm group: with 2 (batch 16), layer4's 1 x 1 maps give each statistic 2 values, whose
 # normalisation turns the compiler's 1e-6 reorderings into differences of 0.1 (ill-conditioned, not wrong).
 COMPARE_BATCH = 64
+# Relative fp32 rounding of one update at that size, eager or compiled (2 x the 4.2e-3 measured against float64).
+UPDATE_ROUNDING = 1e-2
 
 
 def _two_losses(tmp_path, method, compile_):
     # fp32 NCHW: the comparison is of the compiler, not of bf16's rounding.
-    run = Pretraining(pretrain_config(method, batch_size=COMPARE_BATCH, precision="fp32", channels_last="off", threads=1,
-                                      kmeans_warmup_epochs=1, bn_groups=8, compile=compile_),
-                      tmp_path / f"{method}-{compile_}")
-    if hasattr(run.objective, "start_epoch"):
-        run.objective.start_epoch(run.cfg.kmeans_warmup_epochs)
-    torch.manual_seed(0)
-    views = [torch.randn(COMPARE_BATCH, 3, run.cfg.crop, run.cfg.crop) for _ in range(run.n_views)]
-    index = torch.arange(COMPARE_BATCH)
-    run.encoder.train()
+    run = _run(tmp_path / compile_, method, batch_size=COMPARE_BATCH, precision="fp32", channels_last="off", bn_groups=8,
+               compile=compile_)
+    views, index = _batch(run)
     return torch.stack([run.train_step(views, index) for _ in range(2)])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["IR", "MoCo", "CMC", "LA"])
 def test_a_compiled_step_computes_the_eager_step(tmp_path, method):
-    """What compile: auto turns on for CUDA trains as the eager step does, with the paper's 8 BatchNorm groups: the
-    losses of two steps (the second after the first's update) agree to 1e-6 (measured) where 1e-4 is asked."""
-    torch.testing.assert_close(_two_losses(tmp_path, method, "on"), _two_losses(tmp_path, method, "off"),
-                               rtol=1e-4, atol=1e-5)
+    """What compile: auto turns on for CUDA trains as the eager step does, with the paper's 8 BatchNorm groups.
+
+    The first loss is a forward pass: eager and compiled agree to 6e-7 (measured), 1e-4 asked.  The second loss
+    comes after one update, whose gradients carry fp32 rounding of about 4e-3 of their norm through these tiny
+    BatchNorm groups, eager and compiled alike (measured against float64 by the test below): it may differ by
+    twice that share of what the update changed.  Measured: second losses 4.9e-4 apart relative to their value, about
+    3e-4 of the update's change, so a bound of 1e-4 on the second loss itself passed or failed by the batch drawn
+    and the tests run before it (which decide whether the graph is recompiled for dynamic shapes)."""
+    compiled, eager = _two_losses(tmp_path, method, "on"), _two_losses(tmp_path, method, "off")
+    torch.testing.assert_close(compiled[0], eager[0], rtol=1e-4, atol=1e-5)
+    assert (compiled[1] - eager[1]).abs() <= UPDATE_ROUNDING * (eager[0] - eager[1]).abs(), (compiled, eager)
 
 
 def _gradients(net, x, weights):
