@@ -53,3 +53,55 @@ def encoder_file(tmp_path) -> Path:
     path = tmp_path / "encoder.pt"
     save_trunks({"encoder.pt": torchvision_state_dict(Encoder())}, tmp_path)
     return path
+
+
+# The suite's disk footprint (issue 33 item 8): with tmp_path_retention_policy = "failed" a passed test's folder goes
+# when it ends, so what stays under pytest's base folder is module- and session-scoped fixtures' data. Its size is
+# sampled at the end of every test, its own folder included, and a run whose peak passes the bound fails at the end, naming the peak.
+FOOTPRINT_BOUND_BYTES = 2 * 1024**3
+_footprint = {"peak": 0, "after": ""}
+
+
+def _tree_bytes(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+        except OSError:  # a test's own cleanup racing the walk
+            pass
+    return total
+
+
+_session = {}
+
+
+def pytest_configure(config):
+    _session["config"] = config
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item):  # before the test's own tmp_path is removed
+    nodeid = item.nodeid
+    factory = getattr(_session.get("config"), "_tmp_path_factory", None)
+    base = getattr(factory, "_basetemp", None)
+    if base is not None and base.is_dir():
+        size = _tree_bytes(base)
+        if size > _footprint["peak"]:
+            _footprint.update(peak=size, after=nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _footprint["peak"] > FOOTPRINT_BOUND_BYTES:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    peak = _footprint["peak"]
+    terminalreporter.write_line(f"peak size of the tests' temporary folders: {peak / 1e6:.0f} MB")
+    if peak > FOOTPRINT_BOUND_BYTES:
+        terminalreporter.write_line(
+            f"the tests' temporary folders reached {peak / 1e9:.2f} GB (after {_footprint['after']}), past the "
+            f"{FOOTPRINT_BOUND_BYTES / 1e9:.1f} GB bound: a test or a shared fixture writes too much into its temporary "
+            "folder"
+        )
