@@ -143,6 +143,27 @@ def test_usr2_checkpoints_at_a_step_boundary_requeues_and_resumes(tmp_path, refe
     assert rss_kb < 150 * 1024, f"the waiting client uses {rss_kb} kB"
 
 
+def test_usr2_after_the_export_ends_the_job_completed(tmp_path, reference):
+    """Issue 34 item 3: SLURM's USR2 from the moment export.json exists until the job ends (sent every 50 ms, so
+    some land in the interpreter's shutdown, where Python had put back the default action: the task died of
+    the signal and the job FAILED)."""
+    cell = tmp_path / "results" / "t" / "pretrain" / "digits" / "IRing" / "seed0"
+    proc = launch_cell(cell, C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 3}), CLUSTER)
+    wait_for((cell / "export.json").exists, 600, "the export")
+    job_id = json.loads((cell / "slurm" / "job.json").read_text())["job_id"]
+    sent, deadline = 0, time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        sent += subprocess.run(["scancel", "--signal=USR2", job_id], capture_output=True, timeout=30).returncode == 0
+        time.sleep(0.05)
+    out, _ = proc.communicate(timeout=600)
+    assert sent >= 1 and proc.returncode == 0, out
+    assert sacct_states([job_id]) == ["COMPLETED"], out
+    assert accounted_runs_of(job_id) == 1  # never requeued
+    segments = json.loads((cell / "provenance.json").read_text())["segments"]
+    assert [s["outcome"] for s in segments] == ["completed"]
+    assert same_weights(reference, cell / "encoder.pt")
+
+
 def test_external_requeue_resumes_from_the_periodic_checkpoint(tmp_path, reference):
     cell = tmp_path / "results" / "t" / "pretrain" / "digits" / "IRing" / "seed0"
     cfg = C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 3, "checkpoint_interval_min": 0.0})
@@ -625,6 +646,15 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
                                                                     "ring-lincls-digits-IR-seed0"]
     metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
     assert re.search(rf"\| IR +\| +{entry(metrics)} ", (workdir / "results/tiny/tables/table1.md").read_text())
+
+    # Runtime knobs are not edits (issue 32 item 7, issue 34 item 5): the configs take them, nothing is submitted.
+    values["pretrain"] = {**values["pretrain"], "all": {**values["pretrain"]["all"], "loss_read_every": 10}}
+    values["lincls"] = {**values["lincls"], "all": {**values["lincls"]["all"], "num_workers": 1}}
+    write_grid(workdir, "tiny", values)
+    start = now()
+    result = snakemake(workdir, "all_tables", *SLURM)
+    assert not sacct_jobs("ring-", start), result.stdout + result.stderr
+    assert yaml.safe_load((workdir / cell / "config.yaml").read_text())["loss_read_every"] == 10
 
 
 def test_two_clients_of_one_cell_submit_one_job(tmp_path):

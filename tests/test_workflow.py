@@ -91,6 +91,12 @@ def test_paper_grid_plans_every_table1_cell_without_any_dataset(workdir):
     # Table 1's four datasets and Table 3's nine transfer datasets each get one data check.
     assert counts["data_check"] == 4 + 9 and counts["make_table1"] == 1 and counts["make_table2"] == counts["make_table_la_variants"] == 1
     assert elapsed < 60, f"planning took {elapsed:.1f}s"  # ~2 s here; the benchmark tracks the real figure
+    # The job count README and docs/performance.md quote comes from the committed benchmark, which must be current.
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "orchestration-cpu.json").read_text())["jobs_planned"]
+    assert counts["total"] == recorded, "rerun python benchmarks/orchestration.py and commit its result"
+    for doc in ("README.md", "docs/performance.md"):
+        quoted = re.findall(r"grid=paper`?[^\n]*?(\d[\d,]*) jobs", (ROOT / doc).read_text())
+        assert quoted and {int(q.replace(",", "")) for q in quoted} == {recorded}, (doc, quoted)
 
 
 def test_bad_config_fails_on_load_with_one_sentence(workdir):
@@ -132,7 +138,8 @@ def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
     shutil.rmtree(workdir / cell)
     result = snakemake(workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/metrics.json", "--config", "grid=tiny")
     assert job_counts(result.stdout + result.stderr) == {
-        "all_tables": 1, "lincls": 1, "lincls_config": 1, "make_gpu_hours": 1, "make_table1": 1, "total": 5}
+        "all_tables": 1, "lincls": 1, "lincls_config": 1, "lincls_hash": 1, "make_gpu_hours": 1, "make_table1": 1,
+        "total": 6}
 
     # Retrain one pretraining cell: it, its linear evaluation and the table.
     cell = "results/tiny/pretrain/digits/IR/seed0"
@@ -140,7 +147,7 @@ def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
     result = snakemake(workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/encoder.pt", "--config", "grid=tiny")
     assert job_counts(result.stdout + result.stderr) == {
         "all_tables": 1, "lincls": 1, "make_gpu_hours": 1, "make_table1": 1, "pretrain": 1, "pretrain_config": 1,
-        "total": 6}
+        "pretrain_hash": 1, "total": 7}
     # Training is deterministic on the CPU: the retrained cell reproduces its metrics exactly.
     assert "Nothing to be done" in snakemake(workdir, "-n", "all_tables", "--config", "grid=tiny").stdout
 
@@ -353,7 +360,7 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     result = run()
     output = result.stdout + result.stderr
     assert job_counts(output) == {"all_tables": 1, "lincls": 1, "make_gpu_hours": 1, "make_table1": 1, "pretrain": 1,
-                                  "pretrain_config": 1, "total": 6}
+                                  "pretrain_config": 1, "pretrain_hash": 1, "total": 7}
     kept = pre("IRing") / "runs" / first_iring
     assert (f"ring: results/mine/pretrain/digits/IRing/seed0: its config changed (ring_w_l): the previous run is kept in "
             f"{kept.relative_to(workdir)} and this cell starts over") in output
@@ -399,6 +406,20 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     subprocess.run(here(remove), shell=True, cwd=workdir, check=True)
     result = subprocess.run(here(rerun_eval), shell=True, cwd=workdir, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert job_counts(result.stdout + result.stderr) == {"lincls": 1, "lincls_config": 1, "make_table1": 1, "table1": 1,
-                                                         "total": 4}
+    assert job_counts(result.stdout + result.stderr) == {"lincls": 1, "lincls_config": 1, "lincls_hash": 1,
+                                                         "make_table1": 1, "table1": 1, "total": 5}
     assert _table_entry(workdir, "mine", "IRing").startswith(entry(metrics('IRing')))
+
+    # 5. Runtime knobs are not edits (issue 32 item 7): the cells' config.yaml take the new values for any later
+    # job, and nothing trains, exports or evaluates again.
+    encoders = {m: (pre(m) / "encoder.pt").stat().st_mtime_ns for m in ("IR", "IRing")}
+    values["pretrain"]["all"] = {**values["pretrain"]["all"], "loss_read_every": 10, "compile": "off", "threads": 1}
+    values["lincls"]["all"] = {**values["lincls"]["all"], "num_workers": 1, "threads": 1}
+    grid_file.write_text(yaml.safe_dump(values))
+    result = run()
+    counts = job_counts(result.stdout + result.stderr)
+    assert not {"pretrain", "lincls", "make_table1"} & set(counts), counts
+    assert counts.get("pretrain_config") == 2 and counts.get("lincls_config") == 2, counts
+    assert yaml.safe_load((pre("IR") / "config.yaml").read_text())["loss_read_every"] == 10
+    assert {m: (pre(m) / "encoder.pt").stat().st_mtime_ns for m in ("IR", "IRing")} == encoders
+    assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))

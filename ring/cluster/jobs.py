@@ -10,6 +10,7 @@ requeues the job, which resumes from that checkpoint.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import signal
@@ -46,6 +47,21 @@ def export_distributed_env() -> None:
     dist_env.export(set_cuda_visible_devices=False, overwrite=True)
 
 
+def ignore_stop_signals_from_now_on(stage: str) -> None:
+    """After the stage's outputs are complete, a USR2 (preemption, time limit) has nothing left to save: it must
+    neither requeue a finished job (submitit's handler would) nor kill it.  Python puts the default action (terminate)
+    back for every signal it handled when the interpreter shuts down, so a USR2 during the seconds of that shutdown
+    ended the task with "srun: ... User defined signal 2" and the job FAILED; an ignored signal stays ignored.
+    Until then a USR2 is noted in the job's log (the launcher prints it), then ignored."""
+
+    def note(*_):
+        print(f"ring: the {stage} job received SLURM's stop signal (USR2) after its outputs were complete; "
+              "ignored, the job ends normally", file=sys.stderr, flush=True)
+
+    signal.signal(signal.SIGUSR2, note)
+    atexit.register(signal.signal, signal.SIGUSR2, signal.SIG_IGN)
+
+
 class StageFailed(RuntimeError):
     """The stage's entry point returned a non-zero status (its message is in the job's log)."""
 
@@ -72,10 +88,13 @@ class StageJob(Checkpointable):
             if callable(submitit_handler):
                 submitit_handler(signal.SIGUSR2, None)  # checkpoint() below, requeue, exit
             raise
-        finally:
+        except BaseException:
             signal.signal(signal.SIGUSR2, submitit_handler)
+            raise
         if status:
+            signal.signal(signal.SIGUSR2, submitit_handler)
             raise StageFailed(f"ring.{self.stage} exited with status {status}")
+        ignore_stop_signals_from_now_on(self.stage)
         return "done"
 
     def run_here(self) -> int:

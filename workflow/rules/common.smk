@@ -20,7 +20,7 @@ from ring.plan.catalog import DATASETS, TRANSFER, loader_verifies, skip_refusal
 from ring.plan.catalog import fingerprint as dataset_fingerprint
 from ring.data.fetch import grid_targets
 from ring.data.metadataset import GENERATED, GENERATORS
-from ring.core.config import SNAPSHOT_FILE
+from ring.core.config import SNAPSHOT_FILE, config_hash
 from ring.core.config import dump as config_text
 from ring.plan.rerun import RUN_RECORD
 from ring.core.methods import METHODS
@@ -123,16 +123,33 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-# UPSTREAM_CONFIG: every rule that reads an encoder also takes its pretraining cell's config.yaml as
-# input.  Snakemake reruns a job whose output exists only when an input is newer or an upstream job
-# must rerun for it; a missing intermediate (an encoder a failed retraining removed) counts for
-# neither, so without this an edited pretraining config whose job failed would leave the old
-# evaluation in place and the next run would report "Nothing to be done".
+# CONFIG_HASH: a stage's cell has two light rules. <stage>_hash writes config.hash, the hash of the values that
+# change results (ring.core.config.config_hash), and reruns only when it changes; <stage>_config, after it, writes
+# config.yaml, every value the job reads (runtime knobs such as threads, compile and num_workers included), and
+# reruns on any edit.  The stage rule takes config.hash as a plain input and config.yaml as ancient(), so a
+# runtime-only edit rewrites config.yaml and submits nothing, while any other edit reruns exactly the cells it
+# changes.  A rule that reads an encoder takes its pretraining cell's config.hash too: an edited pretraining config
+# whose job failed removed the encoder, a missing intermediate that alone would not rerun the evaluation (the next
+# run would report "Nothing to be done").  In this order, not the other: Snakemake never looks at the params of a
+# job that follows one it reruns, so a hash rule after config.yaml's would miss every edit.
+
+
+def results_key(build):
+    """A hash rule's params entry: the config hash of the cell config ``build(wildcards)``."""
+    return lambda wc: config_hash(build(wc))
+
+
+def write_hash() -> str:
+    """The shell command of a hash rule (params results)."""
+    return logged("printf '%s\\n' {params.results:q} > {output:q}")
+
 
 # Every cell's folder names its grid, stage, dataset, method and seed; each file a rule reads or
 # writes is spelled out as one pattern, and a rule's logs lie beside its outputs.
 PRETRAIN_CONFIG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.yaml"
 PRETRAIN_CONFIG_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.log"
+PRETRAIN_HASH = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.hash"
+PRETRAIN_HASH_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.hash.log"
 PRETRAIN_ENCODER = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/encoder.pt"
 PRETRAIN_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/pretrain.log"
 PRETRAIN_PROVENANCE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/provenance.json"
@@ -140,6 +157,8 @@ PRETRAIN_PROVENANCE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/pro
 PRETRAIN_FILE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/{name}"
 LINCLS_CONFIG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.yaml"
 LINCLS_CONFIG_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.log"
+LINCLS_HASH = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.hash"
+LINCLS_HASH_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.hash.log"
 LINCLS_METRICS = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/metrics.json"
 LINCLS_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/lincls.log"
 LINCLS_PROVENANCE = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/provenance.json"
@@ -156,6 +175,8 @@ TOY_CNCE_LOG = "results/{grid}/toy_cnce/seed{seed}/toy_cnce.log"
 # Transfer (Table 3): {dataset} is the transfer dataset; the encoder is the grid's source column's.
 TRANSFER_CONFIG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.yaml"
 TRANSFER_CONFIG_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.log"
+TRANSFER_HASH = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.hash"
+TRANSFER_HASH_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.hash.log"
 TRANSFER_METRICS = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/metrics.json"
 TRANSFER_MANIFEST = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/split-manifest.json"
 TRANSFER_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/transfer.log"
@@ -260,6 +281,7 @@ def transfer_stage_config(wildcards):
         config["data_root"],
         TRANSFER_STATS.format(**wildcards),
     )
+
 
 
 def generated_data(wildcards) -> list:
@@ -369,6 +391,8 @@ DETECTION_WEIGHTS = "results/{grid}/detection/{dataset}/{method}/seed{seed}/back
 DETECTION_WEIGHTS_LOG = "results/{grid}/detection/{dataset}/{method}/seed{seed}/backbone.pkl.log"
 DETECTION_CONFIG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.yaml"
 DETECTION_CONFIG_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.log"
+DETECTION_HASH = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.hash"
+DETECTION_HASH_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.hash.log"
 DETECTION_METRICS = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/metrics.json"
 DETECTION_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/detection.log"
 DETECTION_EMBEDDED = "results/{grid}/detection/datasets"  # the generated COCO/VOC-format default

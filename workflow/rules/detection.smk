@@ -21,7 +21,7 @@ rule detection_convert:
     """torchvision encoder -> Detectron2 .pkl, proven complete and numerically equal (ring.detection.convert)."""
     input:
         encoder=PRETRAIN_ENCODER,
-        pretrain_cfg=PRETRAIN_CONFIG,  # UPSTREAM_CONFIG in common.smk
+        pretrain_hash=PRETRAIN_HASH,  # CONFIG_HASH in common.smk
     output:
         DETECTION_WEIGHTS,
     log:
@@ -36,6 +36,8 @@ rule detection_convert:
 
 
 rule detection_config:
+    input:
+        DETECTION_HASH,  # CONFIG_HASH in common.smk: its rule runs first
     output:
         DETECTION_CONFIG,
     log:
@@ -50,9 +52,24 @@ rule detection_config:
         logged("printf '%s' {params.text:q} > {output:q}")
 
 
+rule detection_hash:
+    output:
+        DETECTION_HASH,
+    log:
+        DETECTION_HASH_LOG,
+    localrule: True
+    conda:
+        RING_ENV
+    params:
+        results=results_key(detection_cell_config),
+    shell:
+        write_hash()
+
+
 rule detection:
     input:
-        cfg=DETECTION_CONFIG,
+        cfg=ancient(DETECTION_CONFIG),  # CONFIG_HASH in common.smk
+        hash=DETECTION_HASH,
         weights=DETECTION_WEIGHTS,
         data=detection_data,
     output:

@@ -2,6 +2,8 @@
 
 
 rule lincls_config:
+    input:
+        LINCLS_HASH,  # CONFIG_HASH in common.smk: its rule runs first
     output:
         LINCLS_CONFIG,
     log:
@@ -17,13 +19,27 @@ rule lincls_config:
         write_cell_config("lincls")
 
 
+rule lincls_hash:
+    output:
+        LINCLS_HASH,
+    log:
+        LINCLS_HASH_LOG,
+    localrule: True
+    conda:
+        RING_ENV
+    params:
+        results=results_key(lambda wc: stage_config("lincls", wc)),
+    shell:
+        write_hash()
+
+
 rule lincls:
     input:
-        cfg=LINCLS_CONFIG,
+        cfg=ancient(LINCLS_CONFIG),  # CONFIG_HASH in common.smk
+        hash=LINCLS_HASH,
+        pretrain_hash=PRETRAIN_HASH,
         encoder=PRETRAIN_ENCODER,
         companions=encoder_companions,  # CMC's encoder_ab.pt, found beside encoder.pt
-        # See UPSTREAM_CONFIG in common.smk: an edited pretraining config reruns this cell until both are done.
-        pretrain_cfg=PRETRAIN_CONFIG,
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         LINCLS_METRICS,

@@ -1,9 +1,12 @@
 # Contrastive pretraining: one cell per (grid, dataset, method, seed).
-# The cell config is written by a light rule whose params are the full config, so a changed
-# hyperparameter reruns exactly the cells it changes.
+# The cell config is written by a light rule whose params are the full config, its hash by another
+# (CONFIG_HASH in common.smk): a changed hyperparameter reruns exactly the cells it changes, a changed
+# runtime knob only rewrites config.yaml.
 
 
 rule pretrain_config:
+    input:
+        PRETRAIN_HASH,  # CONFIG_HASH in common.smk: its rule runs first
     output:
         PRETRAIN_CONFIG,
     log:
@@ -19,9 +22,24 @@ rule pretrain_config:
         write_cell_config("pretrain")
 
 
+rule pretrain_hash:
+    output:
+        PRETRAIN_HASH,
+    log:
+        PRETRAIN_HASH_LOG,
+    localrule: True
+    conda:
+        RING_ENV
+    params:
+        results=results_key(lambda wc: stage_config("pretrain", wc)),
+    shell:
+        write_hash()
+
+
 rule pretrain:
     input:
-        cfg=PRETRAIN_CONFIG,
+        cfg=ancient(PRETRAIN_CONFIG),  # CONFIG_HASH in common.smk
+        hash=PRETRAIN_HASH,
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         PRETRAIN_ENCODER,

@@ -3,6 +3,8 @@
 
 
 rule transfer_config:
+    input:
+        TRANSFER_HASH,  # CONFIG_HASH in common.smk: its rule runs first
     output:
         TRANSFER_CONFIG,
     log:
@@ -18,12 +20,27 @@ rule transfer_config:
         write_cell_config("transfer")
 
 
+rule transfer_hash:
+    output:
+        TRANSFER_HASH,
+    log:
+        TRANSFER_HASH_LOG,
+    localrule: True
+    conda:
+        RING_ENV
+    params:
+        results=results_key(transfer_stage_config),
+    shell:
+        write_hash()
+
+
 rule transfer:
     input:
-        cfg=TRANSFER_CONFIG,
+        cfg=ancient(TRANSFER_CONFIG),  # CONFIG_HASH in common.smk
+        hash=TRANSFER_HASH,
+        pretrain_hash=lambda wc: str(Path(transfer_encoders(wc)[0]).with_name("config.hash")),
         encoder=lambda wc: transfer_encoders(wc)[0],
         companions=lambda wc: transfer_encoders(wc)[1:],
-        pretrain_cfg=lambda wc: str(Path(transfer_encoders(wc)[0]).with_name("config.yaml")),  # UPSTREAM_CONFIG
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         metrics=TRANSFER_METRICS,
