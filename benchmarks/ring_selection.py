@@ -71,7 +71,7 @@ def bench_steps(batch: int, image: int, bank_sizes: list[int], queue: int, devic
     rows = []
     torch.manual_seed(0)
     x = [torch.randn(batch, 3, image, image, device=device) for _ in range(2)]
-    for kind, sizes in (("IR", bank_sizes), ("MoCo", [queue])):
+    for kind, sizes in (("IR", bank_sizes), ("MoCo", [queue] if queue else [])):  # queue None: IR's banks only
         for n in sizes:
             times = {}
             for ring in (False, True):
@@ -137,6 +137,8 @@ def bench_memory(n: int, batch: int, budget: int = DEFAULT_MAX_CHUNK_ELEMENTS) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="seconds-long run for the test suite")
+    parser.add_argument("--quick", action="store_true",
+                        help="on a GPU: IRing at the 1.28M bank only (gpu_suite.sh --quick)")
     parser.add_argument("--peak-child", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peak_child:
@@ -148,6 +150,11 @@ def main() -> None:
         sel = bench_selection(8, [4096], device, 2)
         steps = bench_steps(16, 32, [2048], 1024, device, 2)
         mem = bench_memory(200_000, 128, budget=2**21)
+    elif gpu and args.quick:  # IRing / IR at ImageNet's bank, the suite's quick mode
+        repeats = int(os.environ.get("RING_BENCH_STEPS", 20))
+        sel = bench_selection(256, [1_281_167], device, repeats)
+        steps = bench_steps(256, 224, [1_281_167], None, device, repeats)
+        mem = bench_memory(1_281_167, 256, budget=chunk_elements(0, device))
     elif gpu:  # the paper's scale (RING_BENCH_STEPS: fewer repeats, as benchmarks/gpu_suite.sh may ask)
         repeats = int(os.environ.get("RING_BENCH_STEPS", 20))
         sel = bench_selection(256, [65_536, 1_281_167], device, repeats)
@@ -157,8 +164,9 @@ def main() -> None:
         sel = bench_selection(64, [65_536, 1_281_167], device, 3)
         steps = bench_steps(64, 32, [1347], 1024, device, 15) + bench_steps(256, 32, [50_000, 1_281_167], 65_536, device, 5)
         mem = bench_memory(1_281_167, 256)
-    write("ring_selection", {"machine": machine(), "window": WINDOW, "selection": sel, "steps": steps, "memory": mem},
-          tiny=args.tiny)
+    # The quick run's own name: unpacked, it must not replace a full run's ratios (the estimate reads them all).
+    name = "ring_selection_quick" if gpu and args.quick and not args.tiny else "ring_selection"
+    write(name, {"machine": machine(), "window": WINDOW, "selection": sel, "steps": steps, "memory": mem}, tiny=args.tiny)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,16 @@ for a GPU by ``benchmarks/gpu_suite.sh``.  ``--device`` picks the device whose n
 by default the most recent GPU figures, else the CPU's.  The model of a cell's cost:
 
 * pretraining: ``epochs x images / images_per_s`` of the method's family (IR, MoCo, CMC, LA; the
-  pipeline that ``augment: auto`` uses on that device; on a GPU, ImageNet adds the measured batched
-  JPEG decoding of ``jpeg_decode-<device>.json``), times Ring's measured step-time ratio for
-  Ring methods (at the nearest measured bank or queue size); plus the kNN monitors (labelled train
+  pipeline that ``augment: auto`` uses on that device), times Ring's measured step-time ratio for
+  Ring methods (at the nearest measured bank or queue size; a Ring kind without a measured ratio is
+  refused).  Where the cell's ``compile`` resolves to on (``auto`` on a GPU, as
+  ``ring.engine.encoder.resolve_compile``), the family's compiled figures
+  (``throughput_<family>_compile-<device>.json``): their device pipeline where measured, else their
+  device-tensor step plus the eager file's view cost (device pipeline minus device tensors, in
+  seconds per image); the eager figures where no compiled file exists.  JPEG datasets (ImageNet, read
+  from image folders) on a GPU take the JPEG path of ``jpeg_decode-<device>.json`` instead of the
+  in-memory views: the device-tensor step plus one batched decode per image and the path's view cost
+  per view (the path's views/s less its decode); plus the kNN monitors (labelled train
   and test images through the encoder, forward only, every ``knn_every`` epochs) and, for k-means
   methods, one reclustering per epoch after the warm-up, scaled linearly in bank size, clusters,
   clusterings and iterations from the measured one;
@@ -21,7 +28,7 @@ by default the most recent GPU figures, else the CPU's.  The model of a cell's c
 
 Throughput is scaled to the cell's crop by pixel count (a ResNet-18's cost per image is
 proportional to its pixels); one GPU-hour per hour of one GPU (data-parallel cells scale linearly).
-Transfer, detection and study cells are not priced.
+Transfer, detection and study cells are not priced.  The report's header names every file each figure came from.
 """
 
 from __future__ import annotations
@@ -49,6 +56,9 @@ SIZES = {
     "stl10": (105_000, 5_000, 8_000),
     "imagenet": (1_281_167, 1_281_167, 50_000),
 }
+# Datasets read as JPEG files from image folders (ring.data.datasets): augment: device decodes them on the GPU
+# (ring.data.augment.JpegViews), the path benchmarks/jpeg_decode.py measures.  The others live in memory.
+JPEG_DATASETS = frozenset({"imagenet"})
 
 
 @dataclass
@@ -62,8 +72,20 @@ class Figures:
     eval_images_per_s: float
     kmeans: dict | None
     ring_ratios: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-    jpeg_decode_per_s: float | None = None  # batched decode_jpeg on the device, images/s (ImageNet)
+    # Device tensors only (no views), eager, images/s: the JPEG path adds its own views to it.
+    step_images_per_s: dict[str, float] = field(default_factory=dict)
+    # Compiled figures per family: {"pipeline": images/s with the views, "step": device tensors, "source": ...}.
+    compiled: dict[str, dict] = field(default_factory=dict)
+    # The JPEG path (jpeg_decode-<device>.json): {"views_per_s", "decode_per_s", "image_size", "file"}.
+    jpeg: dict | None = None
     files: list[str] = field(default_factory=list)
+    gpu_devices: list[str] = field(default_factory=list)  # every device with complete GPU figures under results
+    eager_files: dict[str, str] = field(default_factory=dict)  # family -> its eager throughput file
+    ring_file: str | None = None  # ring_selection-<device>.json, the Ring ratios' file
+
+    @property
+    def gpu(self) -> bool:
+        return self.device != "cpu"
 
     def age_days(self, now: datetime | None = None) -> float:
         measured = datetime.fromisoformat(self.date.replace("Z", "+00:00"))
@@ -73,6 +95,33 @@ class Figures:
         return (f"{self.device} figures measured {self.date} ({self.age_days():.0f} days old; {self.versions}; "
                 f"'{self.feed}' pipeline at {self.image_size} px; {', '.join(self.files)})")
 
+    def sources(self) -> list[str]:
+        """One line per figure the price reads, naming its file: what `estimate`'s header shows."""
+        lines = []
+        for fam in sorted(self.images_per_s):
+            eager = (f"eager '{self.feed}' pipeline {self.images_per_s[fam]:,.0f} images/s"
+                     f"{' (' + self.eager_files[fam] + ')' if fam in self.eager_files else ''}")
+            c = self.compiled.get(fam)
+            if not self.gpu:
+                lines.append(f"{fam}: {eager} (compile: auto is off on a CPU)")
+            elif c:
+                lines.append(f"{fam}: compiled {c['pipeline']:,.0f} images/s with the views ({c['source']}); "
+                             f"compile: off cells {eager}")
+            else:
+                lines.append(f"{fam}: {eager} (no throughput_{fam}_compile file for this device: compile: auto "
+                             "cells priced eager)")
+        if self.jpeg:
+            j = self.jpeg
+            lines.append(f"JPEG datasets ({', '.join(sorted(JPEG_DATASETS))}): the JPEG path {j['views_per_s']:,.0f} "
+                         f"views/s, decoding {j['decode_per_s'] or 0:,.0f} images/s ({j['file']}), after the "
+                         "device-tensor step (compiled where the family's is)")
+        elif self.gpu:
+            lines.append("JPEG datasets: no jpeg_decode file for this device, priced as in-memory views")
+        for kind, rows in sorted(self.ring_ratios.items()):
+            lines.append(f"{kind}: step-time ratio {', '.join(f'{r:.3g} at {n:,}' for n, r in sorted(rows))} "
+                         f"({self.ring_file})")
+        return lines
+
 
 def _read(path: Path) -> dict:
     try:
@@ -81,16 +130,64 @@ def _read(path: Path) -> dict:
         raise ValueError(f"Throughput file {path} is unreadable ({err}); rerun benchmarks/gpu_suite.sh and copy it again.") from None
 
 
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def _throughput_files(results: Path) -> tuple[dict, dict]:
+    """{device: {family: (path, doc)}} of the eager files and of the compiled ones, each by its exact file name
+    (``throughput_<family>-`` or ``throughput_<family>_compile-``; other variants are not what a cell runs)."""
+    eager: dict[str, dict[str, tuple[Path, dict]]] = {}
+    compiled: dict[str, dict[str, tuple[Path, dict]]] = {}
+    for path in sorted(results.glob("throughput_*-*.json")):
+        doc = _read(path)
+        if doc.get("variant") or not doc.get("method"):
+            continue
+        stem = path.name.split("-", 1)[0]
+        if stem == f"throughput_{doc['method']}" and not doc.get("compile"):
+            eager.setdefault(doc["machine"]["device"], {})[doc["method"]] = (path, doc)
+        elif stem == f"throughput_{doc['method']}_compile" and doc.get("compile"):
+            compiled.setdefault(doc["machine"]["device"], {})[doc["method"]] = (path, doc)
+    return eager, compiled
+
+
+def _compiled_figures(fam: str, path: Path, doc: dict, eager: tuple[Path, dict], image_size: int) -> dict | None:
+    """A family's compiled rates: its measured device pipeline, else its device tensors plus the eager views' cost."""
+    rates = doc.get("images_per_s", {})
+    step = rates.get("synthetic")
+    if not _positive(step):
+        return None
+    if doc.get("image_size") != image_size:
+        raise ValueError(f"{path} was measured at {doc.get('image_size')} px, the eager figures at {image_size} px; "
+                         f"rerun benchmarks/throughput.py --method {fam} --compile on that device.")
+    if _positive(rates.get("device")):
+        return {"pipeline": float(rates["device"]), "step": float(step), "source": f"{path.name}"}
+    eager_path, eager_doc = eager
+    e = eager_doc["images_per_s"]
+    if _positive(e.get("device")) and _positive(e.get("synthetic")):
+        # The views run in the training stream: their seconds per image add to the compiled step's.
+        views_s = max(1.0 / e["device"] - 1.0 / e["synthetic"], 0.0)
+        return {"pipeline": 1.0 / (1.0 / step + views_s), "step": float(step),
+                "source": f"{path.name}'s device tensors {step:,.0f} + the views of {eager_path.name}"}
+    return {"pipeline": float(step), "step": float(step), "source": f"{path.name}'s device tensors, views not measured"}
+
+
+def _jpeg_figures(path: Path) -> dict | None:
+    doc = _read(path)
+    views = doc.get("views_per_s", {})
+    if not _positive(views.get("device")):
+        return None
+    decode = views.get("decode_only")
+    return {"views_per_s": float(views["device"]), "decode_per_s": float(decode) if _positive(decode) else None,
+            "image_size": int(doc.get("image_size", 224)), "file": path.name}
+
+
 def load_figures(device: str | None = None, results: Path | None = None) -> Figures:
     """The throughput figures of one device (name containing ``device``; default the newest GPU, else the CPU)."""
     results = Path(results or RESULTS)
-    by_device: dict[str, dict[str, tuple[Path, dict]]] = {}
-    for path in sorted(results.glob("throughput_*-*.json")):
-        doc = _read(path)
-        if doc.get("compile") or doc.get("variant") or not doc.get("method"):  # not what a cell runs
-            continue
-        by_device.setdefault(doc["machine"]["device"], {})[doc["method"]] = (path, doc)
+    by_device, compiled_by_device = _throughput_files(results)
     complete = {d: docs for d, docs in by_device.items() if set(FAMILIES) <= set(docs)}
+    gpu_devices = sorted(d for d in complete if d != "cpu")
     if device:
         complete = {d: docs for d, docs in complete.items() if device.lower() in d.lower()}
     if not complete:
@@ -105,56 +202,101 @@ def load_figures(device: str | None = None, results: Path | None = None) -> Figu
     name = max(gpus, key=newest) if gpus else max(complete, key=newest)
     docs = complete[name]
     feed = "pil" if name == "cpu" else "device"  # what augment: auto uses on that device (ring.data.augment.resolve)
-    rates = {}
+    rates, steps = {}, {}
     for fam, (path, doc) in docs.items():
         rate = doc["images_per_s"].get(feed) or doc["images_per_s"].get("synthetic")
-        if not rate or not math.isfinite(rate) or rate <= 0:
+        if not _positive(rate):
             raise ValueError(f"{path} has no positive images/s for the {feed} pipeline; rerun benchmarks/throughput.py --method {fam}.")
         rates[fam] = float(rate)
+        step = doc["images_per_s"].get("synthetic")
+        steps[fam] = float(step) if _positive(step) else float(rate)  # no device-tensor figure: the pipeline bounds it
     sizes = {doc["image_size"] for _, doc in docs.values()}
     if len(sizes) != 1:
         raise ValueError(f"The {name} throughput files were measured at different image sizes {sorted(sizes)}; rerun them together.")
+    image_size = sizes.pop()
     la = docs["LA"][1]
     eval_rates = [doc["eval_images_per_s"] for _, doc in docs.values() if doc.get("eval_images_per_s")]
     machine = docs["IR"][1]["machine"]
     versions = f"torch {machine['torch']}" + (f", CUDA {machine['cuda']}" if machine.get("cuda") else "")
-    figures = Figures(device=name, date=newest(name), versions=versions, image_size=sizes.pop(), feed=feed,
-                      images_per_s=rates,
+    figures = Figures(device=name, date=newest(name), versions=versions, image_size=image_size, feed=feed,
+                      images_per_s=rates, step_images_per_s=steps,
                       # Forward-only passes; where not measured, a training step's rate bounds them from below.
                       eval_images_per_s=max(eval_rates) if eval_rates else rates["IR"],
                       kmeans={**la["kmeans"], "seconds": la["kmeans_recluster_s"]} if la.get("kmeans") else None,
-                      files=[p.name for p, _ in docs.values()])
+                      files=[p.name for p, _ in docs.values()], gpu_devices=gpu_devices,
+                      eager_files={fam: p.name for fam, (p, _) in docs.items()})
+    if name != "cpu":  # compile: auto compiles on CUDA only (ring.engine.encoder.resolve_compile)
+        for fam, (path, doc) in sorted(compiled_by_device.get(name, {}).items()):
+            if fam in docs and (c := _compiled_figures(fam, path, doc, docs[fam], image_size)):
+                figures.compiled[fam] = c
+                figures.files.append(path.name)
     ring_file = results / f"ring_selection-{name.replace(' ', '_')}.json"
     if ring_file.exists():
         for row in _read(ring_file)["steps"]:
             figures.ring_ratios.setdefault(row["ring"], []).append((int(row["n"]), float(row["ratio"])))
         figures.files.append(ring_file.name)
+        figures.ring_file = ring_file.name
     jpeg_file = results / f"jpeg_decode-{name.replace(' ', '_')}.json"
     if jpeg_file.exists() and name != "cpu":  # on a CPU, augment: auto decodes in the PIL workers
-        rate = _read(jpeg_file)["views_per_s"].get("decode_only")
-        if rate and math.isfinite(rate) and rate > 0:
-            figures.jpeg_decode_per_s = float(rate)
+        figures.jpeg = _jpeg_figures(jpeg_file)
+        if figures.jpeg:
             figures.files.append(jpeg_file.name)
     return figures
 
 
 def _ring_ratio(figures: Figures, kind: str, n: int) -> float:
-    """Ring's measured step-time ratio at the measured size nearest to n (in log scale); 1 when not measured."""
+    """Ring's measured step-time ratio at the measured size nearest to n (in log scale); one sentence when the
+    figures have no ratio for this kind of Ring (pricing it at 1.0 would hide its selection's cost)."""
     rows = figures.ring_ratios.get(kind)
     if not rows:
-        return 1.0
+        have = ", ".join(sorted(figures.ring_ratios)) or "none"
+        raise ValueError(f"{kind} has no measured step-time ratio in the {figures.device} figures (they have {have}); "
+                         "run benchmarks/ring_selection.py on that device and commit its JSON under "
+                         "benchmarks/results.")
     return min(rows, key=lambda row: abs(math.log(row[0] / n)))[1]
 
 
-def _rate(figures: Figures, name: str) -> float:
-    """Images/s of method ``name``'s throughput family; one sentence when the figures have none for it."""
+def _family(name: str, figures: Figures) -> str:
     m = method_spec(name)
     family = m.objective.family(m)
     if family not in figures.images_per_s:
         raise ValueError(f"Method {name} is priced by the throughput of {family}, which the {figures.device} figures do "
                          f"not have (they have {', '.join(sorted(figures.images_per_s))}); run benchmarks/throughput.py "
                          f"--method {family} on that device and commit its JSON under benchmarks/results.")
+    return family
+
+
+def _compiles(cfg, figures: Figures) -> bool:
+    """ring.engine.encoder.resolve_compile, torch-free: "on", or "auto" on a GPU."""
+    if cfg.compile not in ("auto", "on", "off"):
+        raise ValueError(f"Unknown compile {cfg.compile!r}; choose auto, on or off.")
+    return cfg.compile == "on" or (cfg.compile == "auto" and figures.gpu)
+
+
+def _rate(figures: Figures, name: str, compiled: bool = False) -> float:
+    """Images/s of method ``name``'s family with its views (compiled where asked and measured); one sentence when
+    the figures have none for it."""
+    family = _family(name, figures)
+    if compiled and family in figures.compiled:
+        return figures.compiled[family]["pipeline"]
     return figures.images_per_s[family]
+
+
+def _step_rate(figures: Figures, name: str, compiled: bool) -> float:
+    """Images/s of the family's step on device tensors, without views (compiled where asked and measured)."""
+    family = _family(name, figures)
+    if compiled and family in figures.compiled:
+        return figures.compiled[family]["step"]
+    return figures.step_images_per_s.get(family, figures.images_per_s[family])
+
+
+def _jpeg_seconds(figures: Figures, n_views: int, crop: int) -> float:
+    """Seconds per image of the JPEG path: one batched decode, then each view (the path's seconds per view less
+    its decode, scaled to the cell's crop by pixels)."""
+    j = figures.jpeg
+    decode = 1.0 / j["decode_per_s"] if j["decode_per_s"] else 0.0
+    view = max(1.0 / j["views_per_s"] - decode, 0.0) * (crop / j["image_size"]) ** 2
+    return decode + n_views * view
 
 
 def _scale(figures: Figures, crop: int) -> float:
@@ -170,11 +312,14 @@ def _sizes(dataset: str) -> tuple[int, int, int]:
 def pretrain_hours(cfg: C.PretrainConfig, figures: Figures) -> float:
     m = method_spec(cfg.method)
     n_pre, n_train, n_test = _sizes(cfg.dataset)
-    rate = _rate(figures, cfg.method) * _scale(figures, cfg.crop)
-    seconds = cfg.epochs * n_pre / rate
-    if cfg.dataset == "imagenet" and figures.jpeg_decode_per_s:
-        # JPEG files: each image is decoded once per epoch on the device, in the training stream.
-        seconds += cfg.epochs * n_pre / figures.jpeg_decode_per_s
+    compiled = _compiles(cfg, figures)
+    if cfg.dataset in JPEG_DATASETS and figures.jpeg:
+        # JPEG files: decoded and made into views on the device, in the training stream, before each step.
+        per_image = (1.0 / (_step_rate(figures, cfg.method, compiled) * _scale(figures, cfg.crop))
+                     + _jpeg_seconds(figures, m.objective.n_views, cfg.crop))
+    else:
+        per_image = 1.0 / (_rate(figures, cfg.method, compiled) * _scale(figures, cfg.crop))
+    seconds = cfg.epochs * n_pre * per_image
     if m.ring:
         seconds *= _ring_ratio(figures, *m.objective.ring_selection(cfg, n_pre))
     if cfg.knn_every > 0:
@@ -218,8 +363,14 @@ def estimate(grid, figures: Figures) -> list[tuple[str, str, int, float]]:
 
 def report(grid, figures: Figures) -> str:
     rows = sorted(estimate(grid, figures), key=lambda r: (r[0] != "pretrain", r[1]))
-    unit = "GPU-hours" if figures.device != "cpu" else "CPU-hours (no GPU figures committed)"
+    if figures.gpu:
+        unit = "GPU-hours"
+    elif figures.gpu_devices:
+        unit = f"CPU-hours (GPU figures are committed too, for {', '.join(figures.gpu_devices)}: pass --device)"
+    else:
+        unit = "CPU-hours (no GPU figures committed)"
     lines = [f"ring: predicted {unit} of grid {grid.name} from {figures.describe()}",
+             *(f"  {line}" for line in figures.sources()),
              f"{'stage':10} {'dataset':10} {'cells':>6} {'hours':>12}"]
     for stage, dataset, cells, hours in rows:
         lines.append(f"{stage:10} {dataset:10} {cells:6d} {hours:12.4g}")
