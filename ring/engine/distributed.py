@@ -88,9 +88,10 @@ def any_rank(*flags: bool) -> bool | tuple[bool, ...]:
 
 
 # Steps between two collective reads of the stop and checkpoint flags (:class:`StepFlags`).  A stop requested on any
-# rank is acted on at most FLAGS_EVERY + 1 steps after the step it arrived in: 9 steps, about 0.45 s at the slowest
-# committed figure (CMC, 5,257 images/s at batch 256 on an H200: 49 ms a step), well inside SLURM's
-# signal_delay_s (120 s by default: one step and one checkpoint write).
+# rank during step s is sent with step ceil(s / 8) * 8 and acted on by every rank after the next step: at most 8 steps
+# later than one process acts (after step s itself).  That is 0.4 s at the slowest committed step (CMC, 5,257 images/s
+# at batch 256 on an H200: 49 ms), 8 s if a step took a second: well inside signal_delay_s (120 s in
+# profiles/slurm/cluster.yaml), which must also cover the checkpoint write.
 FLAGS_EVERY = 8
 
 
@@ -101,7 +102,7 @@ class _Reduction:
         device = _scalar_device()
         values = torch.tensor([int(f) for f in flags], dtype=torch.int32, pin_memory=device.type == "cuda")
         # A pinned source and destination: neither copy makes the host wait for the device.
-        summed = values.to(device, non_blocking=True)
+        self.summed = summed = values.to(device, non_blocking=True)  # held until read: the reduction writes it
         self.work = dist.all_reduce(summed, async_op=True)
         self.ready = None
         if device.type == "cuda":
