@@ -121,8 +121,6 @@ def _rank(rank: int, world: int, port: int, cell: str, out: str) -> None:
 def _close_answers(rank: int) -> list[bool]:
     """What StepFlags.close answers on this rank when only rank 1 asked: in the reduction still in flight at a
     loop's end (asked at the read step EVERY, the loop's last), or at the close itself."""
-    from ring.engine.distributed import StepFlags
-
     in_flight = StepFlags(1, every=EVERY)
     answers = [in_flight(rank == 1 and step == EVERY)[0] for step in range(1, EVERY + 1)]
     return answers + [in_flight.close(False)[0], StepFlags(1, every=EVERY).close(rank == 1)[0]]
