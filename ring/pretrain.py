@@ -312,6 +312,7 @@ class Pretraining:
         since_checkpoint = Timer()
         losses = Losses(self, progress)
         self.encoder.train()
+        flags = distributed.StepFlags(2)
         for batch in loader:
             losses.append(self.train_step(*self._device_batch(batch)))
             self.step_in_epoch += 1
@@ -319,17 +320,24 @@ class Pretraining:
                 self.schedule.step()  # counts steps; the loss-adaptive policies step as Losses reads each loss
             if self.schedule and self.schedule.needs_loss or len(losses) >= cfg.loss_read_every or not losses.read_once:
                 losses.read()
-            # Both decided by every rank together: a read is a collective of all ranks (and they must all stop).
-            stop, due = distributed.any_rank(stop_requested(), since_checkpoint.minutes() >= cfg.checkpoint_interval_min)
-            if stop:  # preemption or time limit: the launcher requeues the job
-                losses.read()  # before anything is saved: a diverged step never reaches a checkpoint
-                self.save_checkpoint()
-                raise Preempted(f"{self.out}: checkpointed at epoch {self.epoch} step {self.step_in_epoch}")
+            # Both decided by every rank together (a read is a collective of all ranks, and they must all stop at the
+            # same step); across processes a few steps late, so that no step waits for the device (StepFlags).
+            stop, due = flags(stop_requested(), since_checkpoint.minutes() >= cfg.checkpoint_interval_min)
+            if stop:
+                self._stop(losses)
             if due and self.step_in_epoch < self.steps_per_epoch:
                 losses.read()
                 self.save_checkpoint()
                 since_checkpoint.reset()
+        if flags.close(stop_requested(), False)[0]:  # a request still in flight at the epoch's last step
+            self._stop(losses)
         losses.read()
+
+    def _stop(self, losses: Losses) -> None:
+        """Preemption or time limit: checkpoint this step and stop; the launcher requeues the job."""
+        losses.read()  # before anything is saved: a diverged step never reaches a checkpoint
+        self.save_checkpoint()
+        raise Preempted(f"{self.out}: checkpointed at epoch {self.epoch} step {self.step_in_epoch}")
 
     def _device_batch(self, batch) -> tuple[list[torch.Tensor], torch.Tensor]:
         """A loader batch as the objective takes it: the views and the images' indices, on the device."""
