@@ -210,10 +210,10 @@ def test_a_plugin_whose_implementation_names_a_missing_class_is_refused_by_the_p
     install(tmp_path, monkeypatch, PLUGIN.replace('f"{__name__}:InBatchContrast"', 'f"{__name__}:InBatchContrst"'))
     result = plan(workdir, grid_file(tmp_path, GRID))
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert re.search(r"^ring: Grid \S+ext.yaml, stage pretrain, cell digits/Toy/seed0: method='Toy' is registered by the "
-                     r"toy plug-in, whose implementation 'toy_method:InBatchContrst' names InBatchContrst, which module "
-                     r"toy_method does not define; fix that package or choose another method\.$", result.stderr, re.M), \
-        result.stderr
+    assert re.search(r"^ring: Grid \S+ext.yaml, stage pretrain, cell digits/Toy/seed0: method='Toy' is registered by "
+                     r"the toy plug-in, whose implementation 'toy_method:InBatchContrst' names InBatchContrst, which "
+                     r"module toy_method does not define; fix that package or choose another method\.$",
+                     result.stderr, re.M), result.stderr
 
 
 @pytest.mark.parametrize("edit, reason", [
@@ -266,8 +266,8 @@ def test_a_broken_plugin_blocks_only_the_grids_that_name_a_method_it_lacks(tmp_p
                      r"uninstalled\.$", ours.stderr, re.M), ours.stderr
     theirs = plan(workdir, grid_file(tmp_path, GRID))
     assert theirs.returncode == 1 and "Traceback" not in theirs.stderr
-    assert re.search(rf"^ring: Grid ext: method 'Toy' is not registered and may be a broken plug-in's: {failed}; fix or "
-                     r"uninstall that package\.$", theirs.stderr, re.M), theirs.stderr
+    assert re.search(rf"^ring: Grid ext: method 'Toy' is not registered and may be a broken plug-in's: {failed}; fix "
+                     r"or uninstall that package\.$", theirs.stderr, re.M), theirs.stderr
 
 
 def test_a_broken_plugin_leaves_the_other_entry_points_working(tmp_path, monkeypatch):

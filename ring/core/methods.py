@@ -41,8 +41,9 @@ class Objective:
 
     Subclasses override what differs; the instances below are the paper's three.  ``implementation`` is
     ``"module:Class"``: the class builds the encoder (``build_encoder(cfg)``) and the loss module
-    (``from_config(method, cfg, model, n_train, max_chunk_elements)``).  It is imported only when a stage
-    trains, so planning never loads torch.
+    (``from_config(method, cfg, model, n_train, max_chunk_elements)``).  It is imported when a stage trains, and
+    by the plan checks for a plug-in's method only (:func:`implementation_problem`), so planning the paper's methods
+    never loads torch.
     """
 
     n_views = 1  # views of each image a step takes
@@ -351,8 +352,9 @@ def display_name(name: str) -> str:
 
 def method(name: str, *, require_implemented: bool = True) -> Method:
     if name not in METHODS:
-        broken = missing(name)
-        raise ValueError(f"M{broken[1:]}" if broken else f"Unknown method {name!r}; choose one of {', '.join(METHODS)}.")
+        broken = missing(name)  # a clause: capitalised to start the sentence
+        raise ValueError(f"M{broken[1:]}" if broken else
+                         f"Unknown method {name!r}; choose one of {', '.join(METHODS)}.")
     m = METHODS[name]
     if require_implemented and not m.implemented:
         raise NotImplementedError(
