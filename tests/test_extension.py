@@ -5,15 +5,20 @@ Ring variant keeps only the negatives inside Ring's window, and its two registry
 checks, the estimate, and the workflow (pretraining, linear evaluation, Table 1) of a copy of the repository.
 """
 
+import contextlib
 import dataclasses
 import importlib
 import json
+import os
 import re
 import shutil
+import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+import yaml
 
 from ring.plan import checks
 from ring.plan import estimate as E
@@ -82,26 +87,44 @@ GRID = {
 }
 
 
-@pytest.fixture
-def plugin(tmp_path, monkeypatch):
-    """The method's module and an installed distribution's entry point for it, on the path of this process and of
-    every process it starts; the registry is restored afterwards."""
+def install(tmp_path, monkeypatch, source: str = PLUGIN) -> Path:
+    """``source`` as module toy_method and an installed distribution's entry point ``toy`` for it, on the path of every
+    process this one starts (this repository's ring first, as a fresh clone's editable install gives)."""
     folder = tmp_path / "site"
     folder.mkdir()
-    (folder / "toy_method.py").write_text(PLUGIN)
+    (folder / "toy_method.py").write_text(source)
     info = folder / "toy_method-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-method\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(f"[{M.ENTRY_POINT_GROUP}]\ntoy = toy_method\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), str(ROOT)]))
+    return folder
+
+
+@contextlib.contextmanager
+def loaded(tmp_path, monkeypatch, source: str = PLUGIN):
+    """:func:`install`, then loaded into this process's registry; the registry is restored afterwards."""
+    before = (dict(M.METHODS), dict(M.METHODS.broken), dict(M.METHODS.plugins))  # read (loaded) before the install
+    folder = install(tmp_path, monkeypatch, source)
     monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setenv("PYTHONPATH", str(folder))
-    before = dict(M.METHODS)
     importlib.invalidate_caches()
     M._load_entry_points()
-    yield folder
-    M.METHODS.clear()
-    M.METHODS.update(before)
-    sys.modules.pop("toy_method", None)
+    try:
+        yield folder
+    finally:
+        M.METHODS.clear()
+        M.METHODS.update(before[0])
+        for mine, kept in zip((M.METHODS.broken, M.METHODS.plugins), before[1:]):
+            mine.clear()
+            mine.update(kept)
+        sys.modules.pop("toy_method", None)
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """The method's module and its entry point, in this process and every process it starts."""
+    with loaded(tmp_path, monkeypatch) as folder:
+        yield folder
 
 
 def test_the_plugins_methods_pass_the_plan_checks_and_its_own_check_speaks_one_sentence(plugin):
@@ -154,3 +177,110 @@ def test_the_plugin_runs_through_the_workflow_to_table1(plugin, tmp_path):
     table = (work / "results/ext/tables/table1.md").read_text()
     for name in ("Toy", "ToyRing"):
         assert re.search(rf"\| {name} +\| (\d+\.\d|diverged \[d\d\]) ", table), table
+
+
+# A grid of the paper's methods only, and the plug-in's grid: both given by path, as a user gives their own.
+IR_GRID = {**GRID, "methods": ["IR"], "pretrain": {"all": {**GRID["pretrain"]["all"], "bank_negatives": 256}}}
+
+
+def grid_file(tmp_path, values: dict, name: str = "ext") -> Path:
+    path = tmp_path / "grids" / f"{name}.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+@pytest.fixture
+def workdir(tmp_path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("Snakefile", "workflow", "profiles"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    return work
+
+
+def plan(work: Path, grid: Path):
+    """The workflow's plan (a dry run: Snakemake's parse runs every plan check) of ``grid``'s Table 1."""
+    return snakemake(work, "-n", "table1", "--config", f"grid={grid}", check=False, timeout=120)
+
+
+def test_a_plugin_whose_implementation_names_a_missing_class_is_refused_by_the_plan(tmp_path, monkeypatch, workdir):
+    # Before: it planned (and was priced), and failed in the training job with an AttributeError traceback.
+    install(tmp_path, monkeypatch, PLUGIN.replace('f"{__name__}:InBatchContrast"', 'f"{__name__}:InBatchContrst"'))
+    result = plan(workdir, grid_file(tmp_path, GRID))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert re.search(r"^ring: Grid \S+ext.yaml, stage pretrain, cell digits/Toy/seed0: method='Toy' is registered by "
+                     r"the toy plug-in, whose implementation 'toy_method:InBatchContrst' names InBatchContrst, which "
+                     r"module toy_method does not define; fix that package or choose another method\.$",
+                     result.stderr, re.M), result.stderr
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (lambda src: src.replace("def from_config(cls, m, cfg,", "def from_config(cls, cfg,"),
+     r"names InBatchContrast, whose from_config takes \(cfg, model, n_train, max_chunk_elements\) \(the stage calls "
+     r"from_config\(method, cfg, model, n_train, max_chunk_elements\)\)"),
+    (lambda src: src.replace("def build_encoder(cfg)", "def build_encodr(cfg)"),
+     r"names InBatchContrast, whose build_encoder is missing or not callable \(the stage calls build_encoder\(cfg\)\)"),
+    (lambda src: src.replace('f"{__name__}:InBatchContrast"', '"toy_method_torch:InBatchContrast"'),
+     r"names module toy_method_torch, which fails to import \(No module named 'toy_method_torch'\)"),
+    (lambda src: src.replace('f"{__name__}:InBatchContrast"', '"toy_method.InBatchContrast"'),
+     r"names 'toy_method.InBatchContrast', not 'module:Class'"),
+])
+def test_the_plan_checks_resolve_a_plugins_implementation_and_the_calls_the_stage_makes(tmp_path, monkeypatch, edit,
+                                                                                        reason):
+    with loaded(tmp_path, monkeypatch, edit(PLUGIN)):
+        with pytest.raises(checks.ConfigError, match=rf"^Grid ext, stage pretrain, cell digits/Toy/seed0: method='Toy' "
+                                                     rf"is registered by the toy plug-in, whose implementation '[^']+' "
+                                                     rf"{reason}; fix that package or choose another method\.$"):
+            G.from_dict("ext", GRID)
+
+
+def test_every_builtin_implementation_resolves():
+    """The plan resolves only plug-ins' implementations (ours would import torch into every plan): this is ours'."""
+    objectives = {m.objective for name, m in M.METHODS.items() if name not in M.METHODS.plugins}
+    assert {o.label for o in objectives} >= {"ir", "cmc", "moco"}
+    assert {o.label: o.implementation_problem() for o in objectives} == {o.label: None for o in objectives}
+
+
+BROKEN = {  # how a plug-in breaks -> the reason its sentence gives
+    "syntax error": (PLUGIN + "\ndef broken(:\n", r"SyntaxError: [^)]+\(toy_method\.py, line \d+\)"),
+    "missing import": ("import no_such_package_of_toy\n" + PLUGIN, r"No module named 'no_such_package_of_toy'"),
+    # Torch-free, as each case here: Toy registers first, then is taken back with the plug-in.
+    "taken name": ("from ring.core.methods import IR, Method, register\n"
+                   "register('Toy', Method(IR, ring=False, base='Toy'))\n"
+                   "register('IR', Method(IR, ring=False, base='Toy'))\n",
+                   r"Method IR is already registered; choose another name"),
+}
+
+
+@pytest.mark.parametrize("how", BROKEN)
+def test_a_broken_plugin_blocks_only_the_grids_that_name_a_method_it_lacks(tmp_path, monkeypatch, workdir, how):
+    # Before: every grid's plan, and every entry point, stopped on its ImportError inside a ~30-line traceback.
+    source, reason = BROKEN[how]
+    install(tmp_path, monkeypatch, source)
+    failed = rf"the ring\.methods entry point toy \(toy_method\) failed to load \({reason}\)"
+    ours = plan(workdir, grid_file(tmp_path, IR_GRID, "ours"))
+    assert ours.returncode == 0 and "Traceback" not in ours.stderr, ours.stderr
+    assert re.search(rf"^ring: warning: {failed}; its methods are unavailable until that package is fixed or "
+                     r"uninstalled\.$", ours.stderr, re.M), ours.stderr
+    theirs = plan(workdir, grid_file(tmp_path, GRID))
+    assert theirs.returncode == 1 and "Traceback" not in theirs.stderr
+    assert re.search(rf"^ring: Grid ext: method 'Toy' is not registered and may be a broken plug-in's: {failed}; fix "
+                     r"or uninstall that package\.$", theirs.stderr, re.M), theirs.stderr
+
+
+def test_a_broken_plugin_leaves_the_other_entry_points_working(tmp_path, monkeypatch):
+    install(tmp_path, monkeypatch, BROKEN["missing import"][0])
+
+    def estimate(values: dict, name: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ring.cluster.batch", "estimate", "--device", "cpu", "--grid",
+                               str(grid_file(tmp_path, values, name))], capture_output=True, text=True, timeout=120)
+
+    ours = estimate(IR_GRID, "ours")
+    assert ours.returncode == 0 and "Traceback" not in ours.stderr, ours.stderr
+    theirs = estimate(GRID, "ext")
+    assert theirs.returncode == 1 and re.fullmatch(
+        r"ring: Grid ext: method 'Toy' is not registered and may be a broken plug-in's: the ring\.methods entry point "
+        r"toy \(toy_method\) failed to load \(No module named 'no_such_package_of_toy'\); fix or uninstall that "
+        r"package\.\n", theirs.stderr), theirs.stderr

@@ -24,7 +24,7 @@ import jsonschema
 import yaml
 
 from ring.cluster import accounting
-from ring.plan import lineage, rerun
+from ring.plan import lineage, ownership, rerun
 from ring.core import config as C
 from ring.plan import estimate as E
 from ring.plan import grid as G
@@ -118,6 +118,9 @@ def grid_cells(grid: G.Grid, stage: str, results: Path) -> list[tuple[Path, str,
 
 
 def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
+    # Another grid file of this name made results/<name> (a grid built in code has no file: nothing to compare).
+    if grid.source and (problem := ownership.conflict(grid.source, results / grid.name)):
+        raise ValueError(problem)
     res = stage_resources(config, stage)
     todo = []
     cells = grid_cells(grid, stage, results)
@@ -149,6 +152,8 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
                 raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")
     first_cfg = yaml.safe_load((todo[0][0] / "config.yaml").read_text())
     preflight(res, first_cfg.get("checkpoint_interval_min"))
+    if grid.source:
+        ownership.claim(grid.source, results / grid.name)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     folder = results / grid.name / "slurm" / f"{stage}-{stamp}"
     executor = make_executor(folder, res, f"ring-{stage}-{grid.name}")

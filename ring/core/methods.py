@@ -28,6 +28,7 @@ negatives at batch 128 as a grid's CMC cell does, and a key the file sets keeps 
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from collections.abc import MutableMapping
 from dataclasses import dataclass
@@ -40,8 +41,9 @@ class Objective:
 
     Subclasses override what differs; the instances below are the paper's three.  ``implementation`` is
     ``"module:Class"``: the class builds the encoder (``build_encoder(cfg)``) and the loss module
-    (``from_config(method, cfg, model, n_train, max_chunk_elements)``).  It is imported only when a stage
-    trains, so planning never loads torch.
+    (``from_config(method, cfg, model, n_train, max_chunk_elements)``).  It is imported when a stage trains, and
+    by the plan checks for a plug-in's method only (:func:`implementation_problem`), so planning the paper's methods
+    never loads torch.
     """
 
     n_views = 1  # views of each image a step takes
@@ -72,6 +74,26 @@ class Objective:
         """The torch class (imports it: stages only)."""
         module, _, name = self.implementation.partition(":")
         return getattr(importlib.import_module(module), name)
+
+    def implementation_problem(self) -> str | None:
+        """Why the pretraining stage could not build from :attr:`implementation` (a clause), or None: the module
+        imports, names the class, and the class takes the calls the stage makes (:data:`IMPLEMENTATION_CALLS`).
+        Imports the module (torch, for most): the plan checks ask it only of plug-ins' methods."""
+        module, _, name = self.implementation.partition(":")
+        if not module or not name:
+            return f"names {self.implementation!r}, not 'module:Class'"
+        try:
+            found = importlib.import_module(module)
+        except Exception as err:  # a plug-in's module: any error it raises is its author's to fix, said in one line
+            return f"names module {module}, which fails to import ({_reason(err)})"
+        cls = getattr(found, name, None)
+        if cls is None:
+            return f"names {name}, which module {module} does not define"
+        for call, args in IMPLEMENTATION_CALLS.items():
+            problem = _call_problem(getattr(cls, call, None), args)
+            if problem:
+                return f"names {name}, whose {call} {problem} (the stage calls {call}({', '.join(args)}))"
+        return None
 
 
 class BankObjective(Objective):
@@ -183,6 +205,10 @@ class Registry(MutableMapping):
     def __init__(self, methods: dict[str, Method]):
         self._methods = dict(methods)
         self._loaded = False
+        # A plug-in that failed to load leaves no method behind: entry point name -> its one clause.  Which
+        # methods it meant to register is unknown, so a name missing from the registry is answered with these.
+        self.broken: dict[str, str] = {}
+        self.plugins: dict[str, str] = {}  # method name -> the entry point that registered it
 
     def _ready(self) -> dict[str, Method]:
         if not self._loaded:
@@ -259,13 +285,61 @@ def register(name: str, m: Method) -> Method:
     return m
 
 
+def _reason(err: BaseException) -> str:
+    text = str(err).strip().rstrip(".") or type(err).__name__
+    return text if isinstance(err, (ImportError, ValueError)) else f"{type(err).__name__}: {text}"
+
+
 def _load_entry_points() -> None:
+    """Each entry point on its own: a broken one is recorded in ``METHODS.broken`` and what it registered before
+    failing is taken back, so grids that name none of its methods, and every stage of theirs, still run."""
     for ep in entry_points(group=ENTRY_POINT_GROUP):
+        before = set(METHODS._methods)
         try:
             ep.load()
         except Exception as err:  # a broken plug-in names itself, not a traceback deep in ours
-            raise ImportError(f"The {ENTRY_POINT_GROUP} entry point {ep.name} ({ep.value}) failed to load ({err}); "
-                              "fix or uninstall that package.") from err
+            for name in set(METHODS._methods) - before:
+                del METHODS._methods[name]
+            METHODS.broken[ep.name] = f"the {ENTRY_POINT_GROUP} entry point {ep.name} ({ep.value}) failed to load " \
+                                      f"({_reason(err)})"
+            continue
+        METHODS.broken.pop(ep.name, None)
+        METHODS.plugins.update(dict.fromkeys(set(METHODS._methods) - before, ep.name))
+
+
+def missing(name: str) -> str | None:
+    """When ``name`` is not registered and a plug-in failed to load (it may be the one meant to register it), the
+    sentence to give instead of "unknown method": what failed and the fix.  None otherwise."""
+    if name in METHODS or not METHODS.broken:
+        return None
+    return (f"method {name!r} is not registered and may be a broken plug-in's: {'; '.join(METHODS.broken.values())}; "
+            "fix or uninstall that package.")
+
+
+def implementation_problem(name: str) -> str | None:
+    """Why method ``name``'s torch class cannot be built (one clause), checked for methods an entry point registered;
+    None for ring's own, which tests/test_extension.py resolves, so that planning a grid of the paper's methods
+    never imports torch."""
+    if name not in METHODS.plugins:
+        return None
+    return METHODS[name].objective.implementation_problem()
+
+
+# What the pretraining stage calls on a method's implementation (ring.engine.objectives): name -> the arguments.
+IMPLEMENTATION_CALLS = {"build_encoder": ("cfg",), "from_config": ("method", "cfg", "model", "n_train",
+                                                                  "max_chunk_elements")}
+
+
+def _call_problem(fn, args: tuple[str, ...]) -> str | None:
+    if not callable(fn):
+        return "is missing or not callable"
+    try:
+        inspect.signature(fn).bind(*args)
+    except TypeError:
+        return f"takes {inspect.signature(fn)}"
+    except ValueError:  # no signature to read (a builtin): the call itself will tell
+        return None
+    return None
 
 
 # Methods that are no row of the paper: the other side of a fidelity switch (README, "Fidelity").
@@ -278,7 +352,9 @@ def display_name(name: str) -> str:
 
 def method(name: str, *, require_implemented: bool = True) -> Method:
     if name not in METHODS:
-        raise ValueError(f"Unknown method {name!r}; choose one of {', '.join(METHODS)}.")
+        broken = missing(name)  # a clause: capitalised to start the sentence
+        raise ValueError(f"M{broken[1:]}" if broken else
+                         f"Unknown method {name!r}; choose one of {', '.join(METHODS)}.")
     m = METHODS[name]
     if require_implemented and not m.implemented:
         raise NotImplementedError(

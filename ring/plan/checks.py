@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ring.plan import catalog
 from ring.core import config as C
-from ring.core.methods import METHODS
+from ring.core.methods import METHODS, implementation_problem, missing
 
 # Smallest crop/resize a ResNet-18 trunk takes meaningfully: its total stride is 32 (conv1 2, max
 # pool 2, layer2-4 2 each), so a 16 px view reaches layer4 as 1 x 1 after layer3's stride-2
@@ -183,10 +183,25 @@ def _ring(where: str, cfg) -> None:
               f"({', '.join(VALIDATION_POLICIES)}), not ring_anneal={cfg.ring_anneal!r}", "set it to false or use one of them")
 
 
+def _registered(where: str, name) -> None:
+    """A name the registry lacks while a plug-in failed to load: that plug-in's sentence, not "not a method"."""
+    if isinstance(name, str) and (broken := missing(name)):
+        raise ConfigError(f"{where}: {broken}")
+
+
+def _implementation(where: str, name: str) -> None:
+    """A plug-in's torch class resolved here, at plan time, instead of in the training job (after submission)."""
+    if problem := implementation_problem(name):
+        _fail(where, "method", name, f"is registered by the {METHODS.plugins[name]} plug-in, whose implementation "
+              f"{METHODS[name].objective.implementation!r} {problem}", "fix that package or choose another method")
+
+
 def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     if cfg.method not in METHODS:
+        _registered(where, cfg.method)
         _fail(where, "method", cfg.method, "is not a method (Unknown method)", f"choose one of {', '.join(METHODS)}")
     m = METHODS[cfg.method]
+    _implementation(where, cfg.method)
     if cfg.dataset not in catalog.DATASETS:
         _fail(where, "dataset", cfg.dataset, "is not a pretraining dataset (Unknown dataset)",
               f"choose one of {', '.join(catalog.DATASETS)}")
@@ -286,6 +301,7 @@ def _runtime(where: str, cfg) -> None:
 
 def check_lincls(cfg: C.LinclsConfig, where: str) -> None:
     if cfg.method and cfg.method not in METHODS:
+        _registered(where, cfg.method)
         _fail(where, "method", cfg.method, "is not a method", f"choose one of {', '.join(METHODS)}")
     _dataset(where, cfg.dataset, catalog.DATASETS, "pretraining")
     spec = catalog.DATASETS[cfg.dataset]
@@ -297,6 +313,7 @@ def check_lincls(cfg: C.LinclsConfig, where: str) -> None:
 
 def check_transfer(cfg: C.TransferConfig, where: str) -> None:
     if cfg.method and cfg.method not in METHODS:
+        _registered(where, cfg.method)
         _fail(where, "method", cfg.method, "is not a method", f"choose one of {', '.join(METHODS)}")
     if cfg.dataset not in catalog.TRANSFER:
         _fail(where, "dataset", cfg.dataset, "is not a transfer dataset",
@@ -318,6 +335,7 @@ def check_detection(cfg: C.DetectionConfig, where: str) -> None:
 
     _one_of(where, cfg, "task", tuple(TASKS))
     if cfg.method not in METHODS:
+        _registered(where, cfg.method)
         _fail(where, "method", cfg.method, "is not a method", f"choose one of {', '.join(METHODS)}")
     if cfg.source not in catalog.DATASETS:
         _fail(where, "source", cfg.source, "is not a pretraining dataset", f"choose one of {', '.join(catalog.DATASETS)}")
@@ -457,11 +475,14 @@ ALLOWED = {
 
 def environment(grid, results: str | Path = "results") -> str | None:
     """What stops a grid's jobs on this machine before any of them runs (one sentence), or None: Table 4
-    without Detectron2 in this interpreter (the jobs run it too), or a results folder that cannot be written."""
+    without Detectron2 in this interpreter (the jobs run it too), a results folder that cannot be written, or
+    one that another grid file of the same name made (ring.plan.ownership)."""
     if grid.detection and importlib.util.find_spec("detectron2") is None:
         from ring.plan.detection_tasks import missing_detectron2
 
         return missing_detectron2(ModuleNotFoundError(name="detectron2"))
     from ring.core.files import unwritable
+    from ring.plan import ownership
 
-    return unwritable(Path(results) / grid.name)
+    folder = Path(results) / grid.name
+    return unwritable(folder) or (ownership.conflict(grid.source, folder) if grid.source else None)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ring.plan import catalog, checks
 from ring.core import config as C
-from ring.core.methods import METHODS, apply_fixed
+from ring.core.methods import METHODS, apply_fixed, missing
 
 STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
 # Keys that name a cell (its folder) or where its data is: the grid sets them from the cell and the
@@ -230,6 +230,11 @@ def validate_detection(grid: Grid) -> None:
         checks.check(cfg, f"Grid {grid.file}, stage detection, cell {block['source']}/{method}/{task}/seed{seed}")
 
 
+def unknown_method(name: str) -> str:
+    """The end of the sentence for a method name the registry lacks: a broken plug-in's failure when there is one."""
+    return missing(name) or f"unknown method {name!r}; choose from {', '.join(METHODS)}."
+
+
 def validate(grid: Grid) -> None:
     """Names and config keys; one sentence per problem, raised before anything runs."""
     if "table1" in grid.tables:
@@ -243,7 +248,7 @@ def validate(grid: Grid) -> None:
                                  "list it under transfer: datasets.")
         for name in axes["methods"]:
             if name not in METHODS:
-                raise ValueError(f"Grid {grid.name}: {where}unknown method {name!r}; choose from {', '.join(METHODS)}.")
+                raise ValueError(f"Grid {grid.name}: {where}{unknown_method(name)}")
     for stage, block in grid.stages.items():
         if stage not in STAGES:
             raise ValueError(f"Grid {grid.name}: unknown stage {stage!r}; stages are {', '.join(STAGES)}.")
@@ -251,7 +256,7 @@ def validate(grid: Grid) -> None:
             catalog.spec(name)
         for name in block.get("by_method", {}):
             if name not in METHODS:
-                raise ValueError(f"Grid {grid.name}: by_method names unknown method {name!r}.")
+                raise ValueError(f"Grid {grid.name}: by_method names {unknown_method(name)}")
         overrides = [("all", block.get("all", {})),
                      *((f"by_dataset {k}", v) for k, v in block.get("by_dataset", {}).items()),
                      *((f"by_method {k}", v) for k, v in block.get("by_method", {}).items())]
@@ -320,7 +325,7 @@ def validate_study(grid: Grid, study: Study) -> None:
     catalog.spec(study.dataset)
     for name in study.methods:
         if name not in METHODS:
-            raise ValueError(f"{where}: unknown method {name!r}; choose from {', '.join(METHODS)}.")
+            raise ValueError(f"{where}: {unknown_method(name)}")
     for variant, methods in study.variant_methods.items():
         if variant not in study.variants or not set(methods) <= set(study.methods):
             raise ValueError(f"{where}: variant_methods {variant}: {methods} must name a variant and methods of the study.")

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 
 import ring.plan.checks
 import ring.plan.grid
+import ring.plan.ownership
 from ring.plan.catalog import DATASETS, TRANSFER, loader_verifies, skip_refusal
 from ring.plan.catalog import fingerprint as dataset_fingerprint
 from ring.data.fetch import grid_targets
@@ -92,8 +93,12 @@ def _load_grid(value: str) -> dict:
     except ValueError as err:
         _fail_plan(str(err))
     config["grid"] = grid.name  # targets and results/ use the name (the file's stem)
-    if problem := ring.plan.checks.environment(grid):  # no Detectron2 for Table 4, an unwritable results folder
+    # No Detectron2 for Table 4, an unwritable results folder, or one another grid file of this name made.
+    if problem := ring.plan.checks.environment(grid):
         _fail_plan(problem)
+    for broken in METHODS.broken.values():  # this grid names none of its methods: a line, not a refusal
+        print(f"ring: warning: {broken}; its methods are unavailable until that package is fixed or uninstalled.",
+              file=sys.stderr)
     if config.get("skip_checksums"):  # refused here, not after the data check passed and the job failed
         refused = [d for d in dict.fromkeys(grid_targets(grid)) if d in DATASETS and loader_verifies(d)]
         if refused:
@@ -374,6 +379,9 @@ def slurm_preflight() -> None:
 
 
 onstart:
+    # The first run that writes results/<grid> records its grid file there (a dry run, which has no onstart, writes
+    # nothing): a later plan from another file of the same name is refused (ring.plan.ownership).
+    ring.plan.ownership.claim(GRID_FILE, Path("results", config["grid"]))
     if config["launcher"] == "slurm":
         slurm_preflight()
 
