@@ -6,7 +6,7 @@ Issue 31, item 3: a step that reads the device from the host (``.item()``, ``.to
 a data-dependent shape) stops every rank from queueing the next step.  Each method's step is the
 real one (``benchmarks/throughput.build``: the objective, ``Grouped``/``Precision`` and the optimizer
 as ``ring.pretrain`` runs them) at world size 1, followed by the stop/checkpoint decision
-(``ring.engine.distributed.any_rank``) as ``ring.pretrain`` takes it after every step.  One warm-up step
+(``ring.engine.distributed.StepFlags``) as ``ring.pretrain`` takes it after every step.  One warm-up step
 runs first (cuDNN's autotuning and lazy initialisation may synchronise once), then one step under the
 "error" mode: a synchronising call raises, and its message is recorded.  Without CUDA every method
 is recorded as "skipped: no CUDA".
@@ -39,12 +39,14 @@ def one_method(name: str, tiny: bool, device: torch.device, set_mode=None) -> di
     views = [torch.randn(batch, 3, crop, crop, device=device) for _ in range(views_per_image(name))]
     index = torch.randperm(n, device=device)[:batch]
 
+    flags = distributed.StepFlags(2)
+
     def step():
         loss = objective(model, views, index, None)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        distributed.any_rank(False, False)  # the stop and checkpoint flags, read after every step
+        flags(False, False)  # the stop and checkpoint flags, as ring.pretrain passes them after every step
 
     step()
     sync(device)
