@@ -66,7 +66,8 @@ def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--method", required=True, help=f"a registered method; the paper's families: {', '.join(METHODS)}")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the encoder (default mode)")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile the encoder and the device views (default mode)")
     parser.add_argument("--feeds", default="synthetic,device,pil", help="comma-separated subset")
     parser.add_argument("--channels-last", default="auto", choices=("auto", "on", "off"),
                         help="the encoder's memory format (auto: on for CUDA); 'off' is written as a _nchw result")
@@ -117,7 +118,7 @@ def main() -> None:
 
     order = epoch_batches(n, batch, 0, 0)[: warmup + steps]
     on_device = augment.device_images(images, device)
-    make = augment.DeviceViews(on_device, device, resize, crop, s.mean, s.std)
+    make = augment.DeviceViews(on_device, device, resize, crop, s.mean, s.std, args.compile)  # views compiled too
 
     def synthetic():
         views = [torch.randn(batch, 3, crop, crop, device=device) for _ in range(n_views)]

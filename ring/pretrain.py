@@ -181,15 +181,16 @@ class Pretraining:
             return datasets.Views(base, view, n_views=n_views, seed=cfg.seed), None, None
         params = augment.ViewParams(cfg.resize, cfg.crop_scale_min)
         stats = catalog.spec(cfg.dataset)
+        compiled = resolve_compile(cfg.compile, self.device)  # the views fused as the network is (eager fallback alike)
         held = augment.in_memory(base)
         if held is not None:  # the decoded images go to the device once
             images, targets = held
             maker = augment.DeviceViews(augment.device_images(images, self.device), self.device, cfg.resize, cfg.crop,
-                                        stats.mean, stats.std)
+                                        stats.mean, stats.std, compiled)
             return datasets.Views(augment.Labels(targets), params, n_views=n_views, seed=cfg.seed), maker, None
         if not hasattr(base, "samples"):
             raise ValueError(f"augment=device needs {cfg.dataset} in memory or as an image folder; use augment: cpu.")
-        maker = augment.DeviceViews(None, self.device, cfg.resize, cfg.crop, stats.mean, stats.std)
+        maker = augment.DeviceViews(None, self.device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled)
         return augment.JpegViews(base.samples, params, n_views, cfg.seed), maker, augment.collate_jpegs
 
     # -- checkpoints -------------------------------------------------------------------------

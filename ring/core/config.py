@@ -148,10 +148,11 @@ class PretrainConfig:
     num_workers: int = 4
     threads: int = 0  # 0: torch's default
     device: str = "auto"
-    # torch.compile of the encoder: "auto" compiles on CUDA devices, where a step measured 1.17-1.33x faster
-    # (benchmarks/results/throughput_*_compile-*.json) and where BatchNorm groups then cost almost no host
-    # calls (tests/test_step_budget.py), for about 100 s of compilation per process start; not on CPUs, where
-    # short jobs would pay it.  "auto" falls back to eager with a warning if compilation fails, "on" fails.
+    # torch.compile of the encoder and of the device views (augment: device): "auto" compiles on CUDA devices,
+    # where a step measured 1.17-1.33x faster (benchmarks/results/throughput_*_compile-*.json) and where BatchNorm
+    # groups and a view batch then cost almost no host calls (tests/test_step_budget.py, tests/test_augment.py), for
+    # about 100 s of compilation per process start; not on CPUs, where short jobs would pay it.  "auto" falls back
+    # to eager with a warning if compilation fails, "on" fails.
     compile: str = "auto"
 
     RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements",

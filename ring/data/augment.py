@@ -20,7 +20,8 @@ that live there (in-memory datasets, :func:`device_images`) or that were just de
 
 A view batch costs the same few dozen torch calls whatever its size and parameters, and none of them
 waits for the device (``tests/test_augment.py`` holds them to a budget): on a GPU the host launching
-work, not the device, would otherwise bound the views.
+work, not the device, would otherwise bound the views.  Compiled (``compile: auto`` on CUDA, see
+:class:`DeviceViews`), the elementwise ones fuse into a few kernels beside the matmuls.
 
 Each step rounds to the 256 levels of a uint8 image, as PIL does between its operations.  What
 differs from PIL: float instead of PIL's fixed-point filter weights (a rounding tie can go the
@@ -136,7 +137,7 @@ def _resize_each(images: list[torch.Tensor], size: int) -> torch.Tensor:
     device = images[0].device
     sides = sorted({side for img in images for side in img.shape[-2:]})
     lengths = _to_device(torch.tensor(sides, dtype=torch.float32).view(-1, 1, 1), device)
-    padded = _weights(torch.zeros_like(lengths), lengths, size, sides[-1])  # U x size x longest side
+    padded = _weights(torch.zeros_like(lengths), lengths, _grid(size, sides[-1], device))  # U x size x longest side
     rows, columns = padded.unbind(0), padded.mT.unbind(0)
     index = {side: u for u, side in enumerate(sides)}
     wy = {h: rows[index[h]].narrow(-1, 0, h) for h in {img.shape[-2] for img in images}}  # size x h
@@ -144,27 +145,6 @@ def _resize_each(images: list[torch.Tensor], size: int) -> torch.Tensor:
     # PIL's order and storage: horizontal, then vertical, each rounded to uint8 levels (see _resample).
     return torch.stack([torch.matmul(wy[img.shape[-2]], torch.matmul(img.float(), wx_t[img.shape[-1]]).round_()).round_()
                         for img in images])
-
-
-def _weights(start: torch.Tensor, length: torch.Tensor, out: int, size: int,
-             out_centres: torch.Tensor | None = None) -> torch.Tensor:
-    """PIL's bilinear resampling of the pixels [start, start + length) of an axis of ``size`` to ``out`` pixels.
-
-    ``start`` and ``length``: ``(..., 1, 1)``; returns ``(..., out, size)`` matrices: a triangle filter centred on
-    each output pixel's centre, widened by the reduction factor when shrinking (PIL's antialiasing), restricted
-    to the crop and normalised.  ``out_centres`` (``(..., out, 1)``; ``i + 0.5`` by default) mirrors the output
-    axis where a caller passes ``out - (i + 0.5)``.
-    """
-    grid = _grid(out, size, start.device)
-    scale = length / out
-    support = scale.clamp_min(1.0)
-    centre = (grid.out_centres if out_centres is None else out_centres) * scale
-    v = grid.in_centres - start  # input pixel centres, from the crop's edge
-    w = 1.0 - ((v - centre) / support).abs()
-    # 1 inside the crop (0 < v < length), 0 outside: at a pixel centre v * (length - v) is never 0.
-    inside = torch.heaviside(v * (length - v), grid.zero)
-    w = w.clamp(grid.zero, inside)  # the triangle's positive part (w <= 1) inside the crop, 0 outside
-    return w / w.sum(-1, keepdim=True)
 
 
 class _Grid(NamedTuple):
@@ -181,12 +161,33 @@ def _grid(out: int, size: int, device: torch.device) -> _Grid:
     return _Grid(out_centres, out - out_centres, in_centres, torch.zeros((), device=device))
 
 
+def _weights(start: torch.Tensor, length: torch.Tensor, grid: _Grid,
+             out_centres: torch.Tensor | None = None) -> torch.Tensor:
+    """PIL's bilinear resampling of the pixels [start, start + length) of an axis of ``size`` to ``out`` pixels
+    (``grid``: ``_grid(out, size, device)``).
+
+    ``start`` and ``length``: ``(..., 1, 1)``; returns ``(..., out, size)`` matrices: a triangle filter centred on
+    each output pixel's centre, widened by the reduction factor when shrinking (PIL's antialiasing), restricted
+    to the crop and normalised.  ``out_centres`` (``(..., out, 1)``; ``i + 0.5`` by default) mirrors the output
+    axis where a caller passes ``out - (i + 0.5)``.
+    """
+    scale = length / len(grid.out_centres)
+    support = scale.clamp_min(1.0)
+    centre = (grid.out_centres if out_centres is None else out_centres) * scale
+    v = grid.in_centres - start  # input pixel centres, from the crop's edge
+    w = 1.0 - ((v - centre) / support).abs()
+    # 1 inside the crop (0 < v < length), 0 outside: at a pixel centre v * (length - v) is never 0.
+    inside = torch.heaviside(v * (length - v), grid.zero)
+    w = w.clamp(grid.zero, inside)  # the triangle's positive part (w <= 1) inside the crop, 0 outside
+    return w / w.sum(-1, keepdim=True)
+
+
 @functools.lru_cache(maxsize=64)
 def _resize_weights(size: int, out: int, device: torch.device) -> torch.Tensor:
     """The out x size matrix of PIL's resize of a whole axis, made once per sizes and device (bounded: JPEGs
     come in many sizes, most of them in a few)."""
     start = torch.zeros(1, 1, device=device)
-    return _weights(start, start + size, out, size)
+    return _weights(start, start + size, _grid(out, size, device))
 
 
 def _resample(x: torch.Tensor, wy: torch.Tensor, wx: torch.Tensor) -> torch.Tensor:
@@ -350,28 +351,43 @@ def _hue_tables(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     return rgb_to_hsv, hsv_to_rgb.view(3, 1 << 16, 256)[:, :, hue].permute(1, 2, 0).flatten()
 
 
-def apply(images: torch.Tensor, params: torch.Tensor, resize: int, crop: int, mean, std) -> torch.Tensor:
-    """Views of uint8 ``images`` (B x C x H x W, C = 1 or 3) with ``params`` (B x N_PARAMS from :class:`ViewParams`).
+class _Tables(NamedTuple):
+    """What a view batch reads besides its images and parameters, made once per device and shapes.
 
-    Returns normalised float32 B x 3 x crop x crop views on the images' device.  The same torch calls whatever
-    the batch and its parameters, and none waits for the device (tests/test_augment.py holds them to a budget).
-    """
-    device = images.device
-    c = _constants(device)
+    Passed to :func:`_views` as tensors, so that a compiled :func:`_views` holds no construction of its own:
+    traced into the graph, the lookups' constructions (the hue tables' 160 MB among them) ran in every call."""
+    constants: _Constants
+    grid: _Grid  # the crop's: _grid(crop, resize)
+    extra_columns: torch.Tensor  # B x 5: _extra_columns
+    resize: tuple[torch.Tensor, torch.Tensor] | None  # the whole images' resize weights (rows, columns), or None
+    shift: torch.Tensor  # the normalisation's -mean / std and 1 / std
+    scale: torch.Tensor
+
+
+@functools.lru_cache(maxsize=8)
+def _tables(device: torch.device, batch: int, size: tuple[int, int], resize: int, crop: int, mean: tuple,
+            std: tuple) -> _Tables:
+    resized = None if size == (resize, resize) else tuple(_resize_weights(n, resize, device) for n in size)
+    return _Tables(_constants(device), _grid(crop, resize, device), _extra_columns(batch, device), resized,
+                   *_normalisation(device, mean, std))
+
+
+def _views(images: torch.Tensor, params: torch.Tensor, t: _Tables) -> torch.Tensor:
+    """:func:`apply` on the images' device, every table passed in (compiled as it is: see :func:`_compiled_views`)."""
+    c = t.constants
     x = images.float()
     if x.shape[1] == 1:  # grey images are converted to RGB first, as ArrayImages does
         x = x.expand(-1, 3, -1, -1)
-    if tuple(x.shape[-2:]) != (resize, resize):
-        x = _resize(x, resize)
-    p = params.to(device, non_blocking=True).float()  # pinned by the loader: no wait for the step in flight
-    columns = torch.cat((p, _extra_columns(len(p), device)), 1).gather(1, c.plan[(p @ c.order_number).long()])
+    if t.resize is not None:
+        x = _resample(x, *t.resize)
+    p = params.float()
+    columns = torch.cat((p, t.extra_columns), 1).gather(1, c.plan[(p @ c.order_number).long()])
     start, length, flip, gray, hue, *slots = columns.view(*columns.shape, 1, 1).split(_PIECES, 1)
     # The flip mirrors the x-axis weights' rows.  Flipping before the jitter is flipping after it: the jitter
     # works per pixel, and the contrast's mean level is a sum of integers, exact in any order (below 2^24
     # for crops up to 256 pixels).
-    grid = _grid(crop, resize, device)
-    centres = torch.lerp(grid.out_centres, grid.mirrored, flip)  # a weight of 0 or 1 selects exactly
-    wy, wx = _weights(start, length, crop, resize, centres).unsqueeze(2).unbind(1)
+    centres = torch.lerp(t.grid.out_centres, t.grid.mirrored, flip)  # a weight of 0 or 1 selects exactly
+    wy, wx = _weights(start, length, t.grid, centres).unsqueeze(2).unbind(1)
     x = _resample(x, wy, wx)
     shift = torch.add(c.channels, (hue * 255.0).long(), alpha=3)  # int(factor * 255): PIL's path truncates it
     blends, rotates = [slots[k:k + 3] for k in range(0, 12, 3)], slots[12:]
@@ -381,7 +397,30 @@ def apply(images: torch.Tensor, params: torch.Tensor, resize: int, crop: int, me
     x = _rotate_hue(x, c, shift, rotates[1])
     x = _blend(x, *blends[3])
     x = torch.lerp(x, _luma(x, c.luma), gray)
-    return torch.addcmul(*_normalisation(device, tuple(mean), tuple(std)), x)
+    return torch.addcmul(t.shift, t.scale, x)
+
+
+@functools.cache
+def _compiled_views():
+    """:func:`_views` under torch.compile, made on first use (importing this module compiles nothing).
+
+    Shapes are static: a run's batches all have its batch size, image size and crop, and each graph is then
+    specialised to them (a batch of another shape compiles its own, up to dynamo's recompile limit)."""
+    return torch.compile(_views, dynamic=False)
+
+
+def apply(images: torch.Tensor, params: torch.Tensor, resize: int, crop: int, mean, std,
+          compiled: bool = False) -> torch.Tensor:
+    """Views of uint8 ``images`` (B x C x H x W, C = 1 or 3) with ``params`` (B x N_PARAMS from :class:`ViewParams`).
+
+    Returns normalised float32 B x 3 x crop x crop views on the images' device.  The same torch calls whatever
+    the batch and its parameters, and none waits for the device (tests/test_augment.py holds them to a budget).
+    ``compiled``: fused by torch.compile into a few kernels (see :class:`DeviceViews`), the same pixels.
+    """
+    device = images.device
+    tables = _tables(device, len(params), tuple(images.shape[-2:]), resize, crop, tuple(mean), tuple(std))
+    p = params.to(device, non_blocking=True)  # pinned by the loader: no wait for the step in flight
+    return (_compiled_views() if compiled else _views)(images, p, tables)
 
 
 class DeviceViews:
@@ -389,10 +428,16 @@ class DeviceViews:
 
     ``images``: the whole in-memory dataset as uint8 N x C x H x W on the device
     (:func:`device_images`), or ``None`` when each batch brings its JPEG bytes (:class:`JpegViews`).
+
+    ``compiled`` (``ring.engine.encoder.resolve_compile``: ``compile: auto`` on CUDA) runs :func:`apply` compiled:
+    about 100 calls a view batch become 10 (5 fused kernels, 4 matmuls and the parameters' copy, counted on the
+    CPU by tests/test_augment.py), the same pixels.  A JPEG batch's resize to ``resize`` stays eager: each image has
+    its own size (a graph each), and its five calls (conversion, two matmuls, two roundings) would stay five.
     """
 
-    def __init__(self, images: torch.Tensor | None, device: torch.device, resize: int, crop: int, mean, std):
-        self.images, self.device = images, torch.device(device)
+    def __init__(self, images: torch.Tensor | None, device: torch.device, resize: int, crop: int, mean, std,
+                 compiled: bool = False):
+        self.images, self.device, self.compiled = images, torch.device(device), compiled
         self.resize, self.crop, self.mean, self.std = resize, crop, tuple(mean), tuple(std)
         # The constants and hue tables now, not in the first batch; keyed as apply looks them up, by the
         # device its tensors report ("cuda" -> "cuda:0").
@@ -405,7 +450,7 @@ class DeviceViews:
             images = decode_jpegs(unpack_jpegs(data), self.device, self.resize)
         else:
             images = self.images[index.to(self.images.device, non_blocking=True)]
-        return [apply(images, p, self.resize, self.crop, self.mean, self.std) for p in params]
+        return [apply(images, p, self.resize, self.crop, self.mean, self.std, self.compiled) for p in params]
 
 
 class Labels(torch.utils.data.Dataset):
