@@ -121,6 +121,89 @@ def test_each_bad_value_stops_the_plan_in_one_sentence(workdir, path, value, sen
     assert not (workdir / "results").exists()
 
 
+def _refusals(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("ring: ")]
+
+
+def test_a_repeated_key_in_a_grid_file_stops_the_plan_naming_both_lines(workdir):
+    """YAML keeps the last of a repeated key: an appended `pretrain:` block would drop every setting of the first."""
+    grid = workdir.parent / "mygrid.yaml"
+    text = yaml.safe_dump(BASE, sort_keys=False)
+    first = text.splitlines().index("pretrain:") + 1
+    last = len(text.splitlines()) + 1
+    grid.write_text(text + "pretrain: {all: {epochs: 7}}\n")
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert _refusals(result) == [f"ring: Grid file {grid} gives the key 'pretrain' twice, at lines {first} and {last} "
+                                 "(YAML would keep only the last); merge the two into one."]
+    # Inside one block too (line 3 and line 4 of the block below).
+    grid.write_text("datasets: [digits]\nlincls:\n  all: {epochs: 2}\n  all: {epochs: 3}\nmethods: [IR]\nseeds: [0]\n")
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert _refusals(result) == [f"ring: Grid file {grid} gives the key 'all' twice, at lines 3 and 4 "
+                                 "(YAML would keep only the last); merge the two into one."]
+    assert not (workdir / "results").exists()
+
+
+def test_a_repeated_key_in_the_slurm_profiles_site_yaml_stops_the_plan(workdir):
+    """Snakemake reads the profile's config files itself (last key wins); the workflow reads them again to refuse."""
+    site = workdir / "profiles" / "slurm" / "site.yaml"
+    lines = len(site.read_text().splitlines())
+    site.write_text(site.read_text() + "launcher: slurm\nlauncher: local\n")
+    result = snakemake(workdir, "-n", "all_tables", "--profile", "profiles/slurm", check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert _refusals(result) == [f"ring: Config file {site} gives the key 'launcher' twice, at lines {lines + 1} and "
+                                 f"{lines + 2} (YAML would keep only the last); merge the two into one."]
+
+
+@pytest.mark.parametrize("text, holds", [
+    ("", "is empty (no keys, at most comments)"),
+    ("# my grid, to be written\n\n# datasets: [digits]\n", "is empty (no keys, at most comments)"),
+    ("- datasets: [digits]\n- methods: [IR]\n", "holds a list, not key: value lines"),
+    ("digits\n", "holds a single str value, not key: value lines"),
+], ids=["empty", "comments", "list", "word"])
+def test_a_grid_file_without_keys_stops_the_plan_in_one_sentence(workdir, text, holds):
+    grid = workdir.parent / "mygrid.yaml"
+    grid.write_text(text)
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    refusals = _refusals(result)
+    assert len(refusals) == 1 and refusals[0].startswith(f"ring: Grid file {grid} {holds}"), refusals
+    assert "workflow/grids/smoke.yaml is an example" in refusals[0]
+
+
+def test_an_unquoted_on_or_off_gets_a_sentence_telling_to_quote_it(workdir):
+    """`compile: on` is YAML's boolean True: the sentence says to write compile: 'on', not merely 'not one of'."""
+    grid = workdir.parent / "mygrid.yaml"
+    text = yaml.safe_dump(BASE, sort_keys=False).replace("    epochs: 2\n", "    epochs: 2\n    compile: on\n", 1)
+    grid.write_text(text)
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert result.returncode != 0
+    assert _refusals(result) == [
+        f"ring: Grid {grid}, stage pretrain, cell digits/IR/seed0: compile=True is a YAML boolean: YAML reads an unquoted "
+        "on/yes/true as True, and this key takes a word; write compile: 'on' (quoted)."]
+    grid.write_text(text.replace("compile: on", "compile: 'on'"))
+    assert snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False).returncode == 0
+
+
+def test_a_hand_written_stage_config_refuses_repeated_keys_booleans_and_emptiness(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("method: IR\ndataset: digits\nbank_negatives: 256\nchannels_last: off\n")
+    with pytest.raises(checks.ConfigError, match=r"channels_last=False is a YAML boolean: .*; write channels_last: 'off'"):
+        checks.load_checked("pretrain", cfg)
+    cfg.write_text("method: IR\ndataset: digits\nepochs: 2\nepochs: 20\n")
+    with pytest.raises(ValueError, match=r"^Config file .* gives the key 'epochs' twice, at lines 3 and 4 \("):
+        checks.load_checked("pretrain", cfg)
+    cfg.write_text("# nothing yet\n")
+    with pytest.raises(ValueError, match=r"^Config file .* is empty \(no keys, at most comments\)"):
+        checks.load_checked("pretrain", cfg)
+    cfg.write_text("epochs: 2\n")
+    with pytest.raises(ValueError, match=r"^Config file .* does not set method and dataset, which PretrainConfig needs"):
+        checks.load_checked("pretrain", cfg)
+    # A merge key (<<:) may be overridden: YAML means it so, and it is not a repeated key.
+    cfg.write_text("base: &b {epochs: 2, lr: 0.1}\nother:\n  <<: *b\n  epochs: 3\n")
+    assert C.read_yaml(cfg) == {"base": {"epochs": 2, "lr": 0.1}, "other": {"epochs": 3, "lr": 0.1}}
+
+
 def test_a_broken_sibling_grid_does_not_block_another(workdir):
     (workdir / "workflow" / "grids" / "broken.yaml").write_text("datasets: [digits\nmethods: [IR]\n")
     (workdir / "workflow" / "grids" / "wrong.yaml").write_text(yaml.safe_dump(_set(BASE, "pretrain/all/epochs", 0)))

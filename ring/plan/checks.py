@@ -105,8 +105,17 @@ def _in_range(where: str, cfg, key: str, low: float, high: float, high_open: boo
         _fail(where, key, v, f"must lie in [{low}, {high}{')' if high_open else ']'}", f"choose {key} in that range")
 
 
+# The words YAML 1.1 (PyYAML) reads as booleans when unquoted, by the boolean they become.
+YAML_BOOLEAN_WORDS = {True: ("on", "yes", "true"), False: ("off", "no", "false")}
+
+
 def _one_of(where: str, cfg, key: str, names) -> None:
     v = getattr(cfg, key)
+    if isinstance(v, bool):  # `compile: on` unquoted: YAML hands over True, not the word the user wrote
+        words = [w for w in YAML_BOOLEAN_WORDS[v] if w in names]
+        fix = f"write {key}: '{words[0]}' (quoted)" if words else f"write one of {', '.join(names)}"
+        _fail(where, key, v, f"is a YAML boolean: YAML reads an unquoted {'/'.join(YAML_BOOLEAN_WORDS[v])} as {v}, "
+              "and this key takes a word", fix)
     if v not in names:
         _fail(where, key, v, f"is not one of {', '.join(names)}", "choose one of them")
 

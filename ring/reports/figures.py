@@ -27,8 +27,8 @@ matplotlib.use("Agg")  # files only, no display (cluster login nodes, CI)
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
-import yaml  # noqa: E402
 
+from ring.core.config import read_yaml  # noqa: E402
 from ring.core.methods import METHODS  # noqa: E402
 
 # The y-axis of the appendix's figures: "for each test example, we predict the label of its L2
@@ -43,7 +43,7 @@ def read_cell(path: str | Path) -> pd.DataFrame:
     missing = [name for name in ("config.yaml", "log.jsonl") if not (path / name).is_file()]
     if missing:
         raise FileNotFoundError(f"Study cell {path} has no {' or '.join(missing)}; run its pretraining first.")
-    cfg = yaml.safe_load((path / "config.yaml").read_text())
+    cfg = read_yaml(path / "config.yaml", "Study cell config")
     records = [json.loads(line) for line in (path / "log.jsonl").read_text().splitlines() if line.strip()]
     if not records:
         raise ValueError(f"Study cell {path} has an empty log.jsonl; rerun its pretraining.")

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from ring.core import config as C
 from ring.core import gaussian
@@ -56,8 +55,7 @@ SINGLE_COLUMN = {"table_la_variants": "CIFAR10"}
 
 @lru_cache(maxsize=None)
 def published() -> dict:
-    with open(PUBLISHED) as fh:
-        return yaml.safe_load(fh)
+    return C.read_yaml(PUBLISHED, "Published results file")
 
 
 def published_value(table_key: str, method: str, column: str) -> float:
@@ -97,8 +95,7 @@ def _paper_methods() -> set[str]:
 def _read_yaml(path: Path) -> dict | None:
     if not path.is_file():
         return None
-    with open(path) as fh:
-        return yaml.safe_load(fh) or {}
+    return C.read_yaml(path, "Cell config") or {}
 
 
 def protocol_differences(metrics_path: str | Path) -> list[str]:
