@@ -5,6 +5,7 @@ and fix, a non-zero exit, no job planned or run and no results/ folder created.
 """
 
 import copy
+import subprocess
 
 import pytest
 import yaml
@@ -286,6 +287,51 @@ def test_environment_names_a_missing_detectron2_and_an_unwritable_folder(tmp_pat
     assert checks.environment(grid, tmp_path / "results") == (
         f"The results folder {tmp_path / 'results' / 'mygrid'} cannot be created: {tmp_path} is not writable by this user; "
         "fix its permissions or run from a folder you can write.")
+
+
+def _unwritable(folder):
+    """Make ``folder`` unwritable for this user: chmod, and for root (whom permissions do not stop) the immutable flag;
+    whether it worked, as the check sees it."""
+    import os
+
+    folder.chmod(0o555)
+    if os.access(folder, os.W_OK) and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
+        return False
+    return not os.access(folder, os.W_OK)
+
+
+def test_an_unwritable_cell_folder_stops_the_plan_before_any_job(workdir):
+    """Not results/<grid> itself: a cell folder below it, which the cell's job would meet with a PermissionError."""
+    cell = workdir / "results" / "mygrid" / "pretrain" / "digits" / "IRing" / "seed0"
+    cell.mkdir(parents=True)
+    try:
+        if not _unwritable(cell):
+            pytest.skip("this user can write any folder and the file system has no immutable flag")
+        grid, result = _plan(workdir, BASE)
+    finally:
+        subprocess.run(["chattr", "-i", str(cell)], capture_output=True)
+        cell.chmod(0o755)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert _refusals(result) == ["ring: The cell folder results/mygrid/pretrain/digits/IRing/seed0 is not writable by this "
+                                 "user; fix its permissions (chmod -R u+w results/mygrid/pretrain/digits/IRing/seed0) or "
+                                 "move it away, and rerun."]
+    assert "Job stats" not in result.stdout + result.stderr
+
+
+def test_environment_finds_an_unwritable_cell_folder_at_any_depth(tmp_path, monkeypatch):
+    import os
+
+    from ring.plan import grid as G
+
+    grid = G.from_dict("mygrid", {k: v for k, v in BASE.items() if k != "detection"})
+    results = tmp_path / "results"
+    study = results / "mygrid" / "studies" / "hard_negatives" / "digits" / "IR" / "source" / "seed0"
+    study.mkdir(parents=True)
+    assert checks.environment(grid, results) is None
+    monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(study))
+    assert checks.environment(grid, results) == (
+        f"The cell folder {study} is not writable by this user; fix its permissions (chmod -R u+w {study}) or move it "
+        "away, and rerun.")
 
 
 def test_cmc_on_a_grey_dataset_is_warned_about_once_at_plan_time_in_one_sentence(workdir):

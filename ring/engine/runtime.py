@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ring.core.stop import Preempted, request_stop, stop_requested  # noqa: F401  (torch-free; re-exported)
+from ring.core.files import append_text, atomic_write
 
 
 def pick_device(name: str) -> torch.device:
@@ -78,7 +79,8 @@ class JsonLog:
         if not self.path.exists():
             return
         kept = [line for line in self.path.read_text().splitlines() if line.strip() and json.loads(line)["epoch"] < epoch]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        text = "".join(line + "\n" for line in kept)
+        atomic_write(self.path, lambda fh: fh.write(text.encode()))
 
     def purge_steps_from(self, step: int) -> None:
         """The first optimizer step a resumed run logs with :meth:`step`."""
@@ -87,8 +89,7 @@ class JsonLog:
             self.wandb.resume_from(step=step)
 
     def append(self, record: dict) -> None:
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
+        append_text(self.path, json.dumps(record) + "\n")
         self.tensorboard.write(record)
         if self.wandb is not None:
             self.wandb.write(record)

@@ -466,11 +466,12 @@ ALLOWED = {
 
 def environment(grid, results: str | Path = "results") -> str | None:
     """What stops a grid's jobs on this machine before any of them runs (one sentence), or None: Table 4
-    without Detectron2 in this interpreter (the jobs run it too), or a results folder that cannot be written."""
+    without Detectron2 in this interpreter (the jobs run it too), or a results folder, or a cell folder in it, that
+    cannot be written."""
     if grid.detection and importlib.util.find_spec("detectron2") is None:
         from ring.plan.detection_tasks import missing_detectron2
 
         return missing_detectron2(ModuleNotFoundError(name="detectron2"))
-    from ring.core.files import unwritable
+    from ring.core.files import unwritable, unwritable_below
 
-    return unwritable(Path(results) / grid.name)
+    return unwritable(Path(results) / grid.name) or unwritable_below(Path(results) / grid.name)
