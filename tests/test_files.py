@@ -3,6 +3,7 @@
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -153,3 +154,28 @@ def test_a_checkpoint_past_the_file_size_limit_stops_the_stage_with_one_sentence
         f"ring: Writing {cell / 'checkpoint.pt'} exceeds the largest file this process may write (File too large: the "
         "file-size limit, ulimit -f, or the file system's); the previous file is kept: raise the limit and rerun to continue.")
     assert not list(cell.glob(".*.tmp"))
+
+
+def test_a_stage_log_past_the_file_size_limit_names_its_file(tmp_path):
+    """A real EFBIG met by the log's TensorBoard event file (written by its own thread, which raises it on flush) or by
+    log.jsonl: one sentence naming the file, no OSError."""
+    cell = tmp_path / "results" / "g" / "pretrain" / "digits" / "IR" / "seed0"
+    code = f"""
+import resource, signal
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+from ring.core.files import FileError
+from ring.engine.runtime import JsonLog
+resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))
+try:
+    with JsonLog({str(cell / "log.jsonl")!r}) as log:
+        for epoch in range(50):
+            log.append({{"epoch": epoch, "loss": 1.0}})
+except FileError as err:
+    print(err)
+"""
+    cell.mkdir(parents=True)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.fullmatch(rf"Writing {re.escape(str(cell))}/(log\.jsonl|events\.out\.tfevents\.[\w.]+) exceeds the largest "
+                        r"file this process may write \(File too large: .*; the previous file is kept: raise the limit and "
+                        r"rerun to continue\.\n", result.stdout), result.stdout + result.stderr[-2000:]

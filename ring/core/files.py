@@ -50,6 +50,11 @@ def append_text(path: str | Path, text: str) -> None:
         raise FileError(write_failure(path, err)) from None
 
 
+def write_text(path: str | Path, text: str) -> None:
+    """``text`` (UTF-8) written atomically: a refused write is one sentence naming the file."""
+    atomic_write(path, lambda fh: fh.write(text.encode()))
+
+
 def write_json(path: str | Path, doc, indent: int | None = 2) -> None:
     """``doc`` as JSON text (one trailing newline), written atomically."""
     text = json.dumps(doc, indent=indent) + "\n"

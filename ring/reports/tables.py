@@ -441,12 +441,12 @@ def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.Data
                                       for s in summary.index]
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    cells.to_csv(prefix.with_suffix(".csv"), index=False, float_format="%.6f")
     source = (f"; predicted from {figures.describe()} (ring.plan.estimate)" if figures is not None
               else "; no throughput figures committed, nothing predicted")
-    prefix.with_suffix(".md").write_text(
-        "**gpu_hours**: compute spent per stage (from each cell's provenance.json, requeued segments included)"
-        f"{source}\n\n{summary.to_markdown(floatfmt=('', 'g', 'g', 'g', '.3f', '.3f', ''))}\n")
+    write_texts({prefix.with_suffix(".csv"): cells.to_csv(index=False, float_format="%.6f"),
+                 prefix.with_suffix(".md"): "**gpu_hours**: compute spent per stage (from each cell's provenance.json, "
+                 f"requeued segments included){source}\n\n"
+                 f"{summary.to_markdown(floatfmt=('', 'g', 'g', 'g', '.3f', '.3f', ''))}\n"})
     return summary
 
 
