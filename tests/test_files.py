@@ -117,8 +117,8 @@ def test_torch_save_meeting_a_full_disk_names_the_file_and_the_cause(tmp_path, m
     for save, name in ((save_checkpoint, "checkpoint.pt"), (atomic_save, "encoder.pt")):
         with pytest.raises(files.FileError) as err:
             save(state, tmp_path / name)
-        assert str(err.value) == (f"The disk holding {tmp_path} is full (no space left while writing {name}); the previous "
-                                  "file is kept: free some space and rerun to continue.")
+        assert str(err.value) == (f"The disk holding {tmp_path} is full (no space left while writing {name}); the "
+                                  "previous file is kept: free some space and rerun to continue.")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -130,8 +130,8 @@ def test_a_log_line_on_a_full_disk_names_the_file(tmp_path):
 
 @pytest.mark.slow
 def test_a_checkpoint_past_the_file_size_limit_stops_the_stage_with_one_sentence(tmp_path):
-    """A real EFBIG: the pretraining stage under a 1 MiB file-size limit (SIGXFSZ ignored, so the write fails rather than
-    killing the process) writes its first checkpoint (~1 MB past it) and says why, where torch.save printed
+    """A real EFBIG: the pretraining stage under a 1 MiB file-size limit (SIGXFSZ ignored, so the write fails rather
+    than killing the process) writes its first checkpoint (~1 MB past it) and says why, where torch.save printed
     "[enforce fail at inline_container.cc:672] . unexpected pos ..."."""
     import resource
     import signal
@@ -147,12 +147,13 @@ def test_a_checkpoint_past_the_file_size_limit_stops_the_stage_with_one_sentence
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 
-    result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell, check=False, preexec_fn=limited,
-                        timeout=300)
+    result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell, check=False,
+                        preexec_fn=limited, timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == (
         f"ring: Writing {cell / 'checkpoint.pt'} exceeds the largest file this process may write (File too large: the "
-        "file-size limit, ulimit -f, or the file system's); the previous file is kept: raise the limit and rerun to continue.")
+        "file-size limit, ulimit -f, or the file system's); the previous file is kept: raise the limit and rerun to "
+        "continue.")
     assert not list(cell.glob(".*.tmp"))
 
 
@@ -176,6 +177,6 @@ except FileError as err:
     cell.mkdir(parents=True)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert re.fullmatch(rf"Writing {re.escape(str(cell))}/(log\.jsonl|events\.out\.tfevents\.[\w.]+) exceeds the largest "
-                        r"file this process may write \(File too large: .*; the previous file is kept: raise the limit and "
-                        r"rerun to continue\.\n", result.stdout), result.stdout + result.stderr[-2000:]
+    assert re.fullmatch(rf"Writing {re.escape(str(cell))}/(log\.jsonl|events\.out\.tfevents\.[\w.]+) exceeds the "
+                        r"largest file this process may write \(File too large: .*; the previous file is kept: raise "
+                        r"the limit and rerun to continue\.\n", result.stdout), result.stdout + result.stderr[-2000:]

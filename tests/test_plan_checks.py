@@ -180,8 +180,8 @@ def test_an_unquoted_on_or_off_gets_a_sentence_telling_to_quote_it(workdir):
     result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
     assert result.returncode != 0
     assert _refusals(result) == [
-        f"ring: Grid {grid}, stage pretrain, cell digits/IR/seed0: compile=True is a YAML boolean: YAML reads an unquoted "
-        "on/yes/true as True, and this key takes a word; write compile: 'on' (quoted)."]
+        f"ring: Grid {grid}, stage pretrain, cell digits/IR/seed0: compile=True is a YAML boolean: YAML reads an "
+        "unquoted on/yes/true as True, and this key takes a word; write compile: 'on' (quoted)."]
     grid.write_text(text.replace("compile: on", "compile: 'on'"))
     assert snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False).returncode == 0
 
@@ -189,7 +189,8 @@ def test_an_unquoted_on_or_off_gets_a_sentence_telling_to_quote_it(workdir):
 def test_a_hand_written_stage_config_refuses_repeated_keys_booleans_and_emptiness(tmp_path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text("method: IR\ndataset: digits\nbank_negatives: 256\nchannels_last: off\n")
-    with pytest.raises(checks.ConfigError, match=r"channels_last=False is a YAML boolean: .*; write channels_last: 'off'"):
+    boolean = r"channels_last=False is a YAML boolean: .*; write channels_last: 'off'"
+    with pytest.raises(checks.ConfigError, match=boolean):
         checks.load_checked("pretrain", cfg)
     cfg.write_text("method: IR\ndataset: digits\nepochs: 2\nepochs: 20\n")
     with pytest.raises(ValueError, match=r"^Config file .* gives the key 'epochs' twice, at lines 3 and 4 \("):
@@ -198,7 +199,7 @@ def test_a_hand_written_stage_config_refuses_repeated_keys_booleans_and_emptines
     with pytest.raises(ValueError, match=r"^Config file .* is empty \(no keys, at most comments\)"):
         checks.load_checked("pretrain", cfg)
     cfg.write_text("epochs: 2\n")
-    with pytest.raises(ValueError, match=r"^Config file .* does not set method and dataset, which PretrainConfig needs"):
+    with pytest.raises(ValueError, match=r"^Config file .* does not set method and dataset, which PretrainConfig"):
         checks.load_checked("pretrain", cfg)
     # A merge key (<<:) may be overridden: YAML means it so, and it is not a repeated key.
     cfg.write_text("base: &b {epochs: 2, lr: 0.1}\nother:\n  <<: *b\n  epochs: 3\n")
@@ -312,9 +313,9 @@ def test_an_unwritable_cell_folder_stops_the_plan_before_any_job(workdir):
         subprocess.run(["chattr", "-i", str(cell)], capture_output=True)
         cell.chmod(0o755)
     assert result.returncode != 0 and "Traceback" not in result.stderr
-    assert _refusals(result) == ["ring: The cell folder results/mygrid/pretrain/digits/IRing/seed0 is not writable by this "
-                                 "user; fix its permissions (chmod -R u+w results/mygrid/pretrain/digits/IRing/seed0) or "
-                                 "move it away, and rerun."]
+    folder = "results/mygrid/pretrain/digits/IRing/seed0"
+    assert _refusals(result) == [f"ring: The cell folder {folder} is not writable by this user; fix its permissions "
+                                 f"(chmod -R u+w {folder}) or move it away, and rerun."]
     assert "Job stats" not in result.stdout + result.stderr
 
 

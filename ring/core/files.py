@@ -220,8 +220,8 @@ def write_failure(path: Path, err: OSError) -> str:
         return (f"Writing {path} exceeds the largest file this process may write (File too large: the file-size limit, "
                 "ulimit -f, or the file system's); the previous file is kept: raise the limit and rerun to continue.")
     if err.errno == errno.EDQUOT:
-        return (f"Writing {path} exceeds this user's disk quota on {path.parent} (Disk quota exceeded); the previous file "
-                "is kept: free some space or raise the quota and rerun to continue.")
+        return (f"Writing {path} exceeds this user's disk quota on {path.parent} (Disk quota exceeded); the previous "
+                "file is kept: free some space or raise the quota and rerun to continue.")
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"The folder {path.parent} is not writable ({err.strerror}); fix its permissions or choose another results folder."
     return f"Writing {path} failed ({err.strerror or err}); the previous file is kept: fix the cause and rerun."
@@ -270,8 +270,8 @@ def unwritable_below(folder: str | Path) -> str | None:
         for name in sorted(folders):
             cell = Path(parent, name)
             if not os.access(cell, os.W_OK | os.X_OK):
-                return (f"The cell folder {cell} is not writable by this user; fix its permissions (chmod -R u+w {cell}) "
-                        "or move it away, and rerun.")
+                return (f"The cell folder {cell} is not writable by this user; fix its permissions "
+                        f"(chmod -R u+w {cell}) or move it away, and rerun.")
     return None
 
 
