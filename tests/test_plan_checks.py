@@ -145,6 +145,19 @@ def test_a_repeated_key_in_a_grid_file_stops_the_plan_naming_both_lines(workdir)
     assert not (workdir / "results").exists()
 
 
+def test_every_yaml_file_is_read_through_the_one_loader():
+    """ring.core.config.read_yaml (its Loader refuses repeated keys) is the only YAML reader of ring/ and the workflow."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sources = [*(root / "ring").rglob("*.py"), *(root / "workflow").rglob("*.smk"), root / "Snakefile"]
+    readers = [f"{path.relative_to(root)}:{n}" for path in sources
+               for n, line in enumerate(path.read_text().splitlines(), 1)
+               if re.search(r"\byaml\.(safe_load|load|full_load|unsafe_load|load_all|safe_load_all)\(", line)]
+    assert len(readers) == 1 and readers[0].startswith("ring/core/config.py:"), readers
+
+
 def test_a_repeated_key_in_the_slurm_profiles_site_yaml_stops_the_plan(workdir):
     """Snakemake reads the profile's config files itself (last key wins); the workflow reads them again to refuse."""
     site = workdir / "profiles" / "slurm" / "site.yaml"
