@@ -79,3 +79,51 @@ def test_every_test_the_documentation_names_exists():
         if name not in functions or not name.startswith("test_"):
             missing.append(f"{path}::{name} (named in {', '.join(sorted(set(docs)))})")
     assert not missing, "the documentation names tests that do not exist:\n" + "\n".join(missing)
+
+
+# A fenced YAML block, or an inline code span that is one `key: value` (the docs' way of naming a setting).
+YAML_BLOCK = re.compile(r"^```ya?ml\n(.*?)^```", re.S | re.M)
+INLINE_SETTING = re.compile(r"`([a-z_]+: [^`\n]+)`")
+
+
+def word_keys() -> set[str]:
+    """The stage config keys whose values are words (str fields), where a YAML boolean is always a mistake."""
+    import dataclasses
+
+    from ring.core import config as C
+
+    classes = [C.PretrainConfig, C.LinclsConfig, C.TransferConfig, C.DetectionConfig, C.ToyCNCEConfig]
+    return {f.name for cls in classes for f in dataclasses.fields(cls) if str(f.type).startswith("str")}
+
+
+def booleans_at_word_keys(values, keys: set[str]):
+    """``key=value`` of every YAML boolean at a key of ``keys``, at any depth of ``values``."""
+    if isinstance(values, dict):
+        for key, value in values.items():
+            if key in keys and isinstance(value, bool):
+                yield f"{key}={value}"
+            yield from booleans_at_word_keys(value, keys)
+    elif isinstance(values, list):
+        for value in values:
+            yield from booleans_at_word_keys(value, keys)
+
+
+def test_every_setting_the_docs_write_loads_as_the_word_it_shows():
+    """`compile: on` unquoted loads as compile=True, which the checks refuse: every example names a word quoted."""
+    from ring.core.config import Loader
+
+    keys = word_keys()
+    assert {"compile", "channels_last", "precision", "augment"} <= keys
+    examples = 0
+    wrong = []
+    for doc in ["README.md", *(f"docs/{page}" for page in PAGES)]:
+        text = (ROOT / doc).read_text()
+        for snippet in [*YAML_BLOCK.findall(text), *INLINE_SETTING.findall(text)]:
+            try:
+                values = yaml.load(snippet, Loader=Loader)
+            except yaml.YAMLError:  # prose in backticks that merely looks like a setting
+                continue
+            examples += isinstance(values, dict)
+            wrong += [f"{doc}: `{snippet.strip()}` loads as {found}" for found in booleans_at_word_keys(values, keys)]
+    assert examples > 10  # the scan reads the docs' settings (a broken pattern would pass every doc)
+    assert not wrong, "quote these words (YAML reads unquoted on/off/yes/no as booleans):\n" + "\n".join(wrong)

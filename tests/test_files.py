@@ -3,6 +3,7 @@
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -76,3 +77,106 @@ def test_written_files_follow_the_users_umask(tmp_path, umask, mode):
     finally:
         os.umask(old)
     assert (tmp_path / "metrics.json").stat().st_mode & 0o777 == mode
+
+
+class _FillingDisk:
+    """A file on a disk with ``room`` bytes left: a write past them raises ENOSPC, as the kernel's does, while statvfs
+    still shows room (a quota, a full network file system, the root-reserved blocks)."""
+
+    def __init__(self, raw, room: int):
+        self.raw, self.room = raw, room
+
+    def write(self, data):
+        size = memoryview(data).nbytes
+        if size > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= size
+        return self.raw.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.raw.close()
+
+
+def test_torch_save_meeting_a_full_disk_names_the_file_and_the_cause(tmp_path, monkeypatch):
+    """torch.save turns the ENOSPC of its write into "[enforce fail at inline_container.cc:672] unexpected pos": the
+    write's own error is kept and named, for a checkpoint and any other file written through torch.save."""
+    import torch
+
+    from ring.engine.checkpoint import atomic_save, save_checkpoint
+
+    real = os.fdopen
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode: _FillingDisk(real(fd, mode), room=4096))
+    monkeypatch.setattr(files, "_no_room", lambda folder: False)  # statvfs shows room: the write's error must tell
+    state = {"w": torch.zeros(1 << 16)}
+    for save, name in ((save_checkpoint, "checkpoint.pt"), (atomic_save, "encoder.pt")):
+        with pytest.raises(files.FileError) as err:
+            save(state, tmp_path / name)
+        assert str(err.value) == (f"The disk holding {tmp_path} is full (no space left while writing {name}); the "
+                                  "previous file is kept: free some space and rerun to continue.")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_log_line_on_a_full_disk_names_the_file(tmp_path):
+    """/dev/full refuses every write with the kernel's ENOSPC: the log's append says which file, not an OSError."""
+    with pytest.raises(files.FileError, match=r"^The disk holding /dev is full \(no space left while writing full\)"):
+        files.append_text("/dev/full", '{"epoch": 0}\n')
+
+
+@pytest.mark.slow
+def test_a_checkpoint_past_the_file_size_limit_stops_the_stage_with_one_sentence(tmp_path):
+    """A real EFBIG: the pretraining stage under a 1 MiB file-size limit (SIGXFSZ ignored, so the write fails rather
+    than killing the process) writes its first checkpoint (~1 MB past it) and says why, where torch.save printed
+    "[enforce fail at inline_container.cc:672] . unexpected pos ..."."""
+    import resource
+    import signal
+
+    from ring.core import config as C
+    from tests.helpers import pretrain_config, run_module
+
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    C.save(pretrain_config("IR", epochs=1, checkpoint_interval_min=0), cell / "config.yaml")
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell, check=False,
+                        preexec_fn=limited, timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"ring: Writing {cell / 'checkpoint.pt'} exceeds the largest file this process may write (File too large: the "
+        "file-size limit, ulimit -f, or the file system's); the previous file is kept: raise the limit and rerun to "
+        "continue.")
+    assert not list(cell.glob(".*.tmp"))
+
+
+def test_a_stage_log_past_the_file_size_limit_names_its_file(tmp_path):
+    """A real EFBIG met by the log's TensorBoard event file (written by its own thread, which raises it on flush) or by
+    log.jsonl: one sentence naming the file, no OSError."""
+    cell = tmp_path / "results" / "g" / "pretrain" / "digits" / "IR" / "seed0"
+    code = f"""
+import resource, signal
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+from ring.core.files import FileError
+from ring.engine.runtime import JsonLog
+resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))
+try:
+    with JsonLog({str(cell / "log.jsonl")!r}) as log:
+        for epoch in range(50):
+            log.append({{"epoch": epoch, "loss": 1.0}})
+except FileError as err:
+    print(err)
+"""
+    cell.mkdir(parents=True)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.fullmatch(rf"Writing {re.escape(str(cell))}/(log\.jsonl|events\.out\.tfevents\.[\w.]+) exceeds the "
+                        r"largest file this process may write \(File too large: .*; the previous file is kept: raise "
+                        r"the limit and rerun to continue\.\n", result.stdout), result.stdout + result.stderr[-2000:]

@@ -5,6 +5,7 @@ and fix, a non-zero exit, no job planned or run and no results/ folder created.
 """
 
 import copy
+import subprocess
 
 import pytest
 import yaml
@@ -121,6 +122,103 @@ def test_each_bad_value_stops_the_plan_in_one_sentence(workdir, path, value, sen
     assert not (workdir / "results").exists()
 
 
+def _refusals(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("ring: ")]
+
+
+def test_a_repeated_key_in_a_grid_file_stops_the_plan_naming_both_lines(workdir):
+    """YAML keeps the last of a repeated key: an appended `pretrain:` block would drop every setting of the first."""
+    grid = workdir.parent / "mygrid.yaml"
+    text = yaml.safe_dump(BASE, sort_keys=False)
+    first = text.splitlines().index("pretrain:") + 1
+    last = len(text.splitlines()) + 1
+    grid.write_text(text + "pretrain: {all: {epochs: 7}}\n")
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert _refusals(result) == [f"ring: Grid file {grid} gives the key 'pretrain' twice, at lines {first} and {last} "
+                                 "(YAML would keep only the last); merge the two into one."]
+    # Inside one block too (line 3 and line 4 of the block below).
+    grid.write_text("datasets: [digits]\nlincls:\n  all: {epochs: 2}\n  all: {epochs: 3}\nmethods: [IR]\nseeds: [0]\n")
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert _refusals(result) == [f"ring: Grid file {grid} gives the key 'all' twice, at lines 3 and 4 "
+                                 "(YAML would keep only the last); merge the two into one."]
+    assert not (workdir / "results").exists()
+
+
+def test_every_yaml_file_is_read_through_the_one_loader():
+    """ring.core.config.read_yaml (its Loader refuses repeated keys) is the only YAML reader of ring/ and the workflow."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sources = [*(root / "ring").rglob("*.py"), *(root / "workflow").rglob("*.smk"), root / "Snakefile"]
+    readers = [f"{path.relative_to(root)}:{n}" for path in sources
+               for n, line in enumerate(path.read_text().splitlines(), 1)
+               if re.search(r"\byaml\.(safe_load|load|full_load|unsafe_load|load_all|safe_load_all)\(", line)]
+    assert len(readers) == 1 and readers[0].startswith("ring/core/config.py:"), readers
+
+
+def test_a_repeated_key_in_the_slurm_profiles_site_yaml_stops_the_plan(workdir):
+    """Snakemake reads the profile's config files itself (last key wins); the workflow reads them again to refuse."""
+    site = workdir / "profiles" / "slurm" / "site.yaml"
+    lines = len(site.read_text().splitlines())
+    site.write_text(site.read_text() + "launcher: slurm\nlauncher: local\n")
+    result = snakemake(workdir, "-n", "all_tables", "--profile", "profiles/slurm", check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert _refusals(result) == [f"ring: Config file {site} gives the key 'launcher' twice, at lines {lines + 1} and "
+                                 f"{lines + 2} (YAML would keep only the last); merge the two into one."]
+
+
+@pytest.mark.parametrize("text, holds", [
+    ("", "is empty (no keys, at most comments)"),
+    ("# my grid, to be written\n\n# datasets: [digits]\n", "is empty (no keys, at most comments)"),
+    ("- datasets: [digits]\n- methods: [IR]\n", "holds a list, not key: value lines"),
+    ("digits\n", "holds a single str value, not key: value lines"),
+], ids=["empty", "comments", "list", "word"])
+def test_a_grid_file_without_keys_stops_the_plan_in_one_sentence(workdir, text, holds):
+    grid = workdir.parent / "mygrid.yaml"
+    grid.write_text(text)
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    refusals = _refusals(result)
+    assert len(refusals) == 1 and refusals[0].startswith(f"ring: Grid file {grid} {holds}"), refusals
+    assert "workflow/grids/smoke.yaml is an example" in refusals[0]
+
+
+def test_an_unquoted_on_or_off_gets_a_sentence_telling_to_quote_it(workdir):
+    """`compile: on` is YAML's boolean True: the sentence says to write compile: 'on', not merely 'not one of'."""
+    grid = workdir.parent / "mygrid.yaml"
+    text = yaml.safe_dump(BASE, sort_keys=False).replace("    epochs: 2\n", "    epochs: 2\n    compile: on\n", 1)
+    grid.write_text(text)
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert result.returncode != 0
+    assert _refusals(result) == [
+        f"ring: Grid {grid}, stage pretrain, cell digits/IR/seed0: compile=True is a YAML boolean: YAML reads an "
+        "unquoted on/yes/true as True, and this key takes a word; write compile: 'on' (quoted)."]
+    grid.write_text(text.replace("compile: on", "compile: 'on'"))
+    assert snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False).returncode == 0
+
+
+def test_a_hand_written_stage_config_refuses_repeated_keys_booleans_and_emptiness(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("method: IR\ndataset: digits\nbank_negatives: 256\nchannels_last: off\n")
+    boolean = r"channels_last=False is a YAML boolean: .*; write channels_last: 'off'"
+    with pytest.raises(checks.ConfigError, match=boolean):
+        checks.load_checked("pretrain", cfg)
+    cfg.write_text("method: IR\ndataset: digits\nepochs: 2\nepochs: 20\n")
+    with pytest.raises(ValueError, match=r"^Config file .* gives the key 'epochs' twice, at lines 3 and 4 \("):
+        checks.load_checked("pretrain", cfg)
+    cfg.write_text("# nothing yet\n")
+    with pytest.raises(ValueError, match=r"^Config file .* is empty \(no keys, at most comments\)"):
+        checks.load_checked("pretrain", cfg)
+    cfg.write_text("epochs: 2\n")
+    with pytest.raises(ValueError, match=r"^Config file .* does not set method and dataset, which PretrainConfig"):
+        checks.load_checked("pretrain", cfg)
+    # A merge key (<<:) may be overridden: YAML means it so, and it is not a repeated key.
+    cfg.write_text("base: &b {epochs: 2, lr: 0.1}\nother:\n  <<: *b\n  epochs: 3\n")
+    assert C.read_yaml(cfg) == {"base": {"epochs": 2, "lr": 0.1}, "other": {"epochs": 3, "lr": 0.1}}
+
+
 def test_a_broken_sibling_grid_does_not_block_another(workdir):
     (workdir / "workflow" / "grids" / "broken.yaml").write_text("datasets: [digits\nmethods: [IR]\n")
     (workdir / "workflow" / "grids" / "wrong.yaml").write_text(yaml.safe_dump(_set(BASE, "pretrain/all/epochs", 0)))
@@ -203,6 +301,51 @@ def test_environment_names_a_missing_detectron2_and_an_unwritable_folder(tmp_pat
     assert checks.environment(grid, tmp_path / "results") == (
         f"The results folder {tmp_path / 'results' / 'mygrid'} cannot be created: {tmp_path} is not writable by this user; "
         "fix its permissions or run from a folder you can write.")
+
+
+def _unwritable(folder):
+    """Make ``folder`` unwritable for this user: chmod, and for root (whom permissions do not stop) the immutable flag;
+    whether it worked, as the check sees it."""
+    import os
+
+    folder.chmod(0o555)
+    if os.access(folder, os.W_OK) and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
+        return False
+    return not os.access(folder, os.W_OK)
+
+
+def test_an_unwritable_cell_folder_stops_the_plan_before_any_job(workdir):
+    """Not results/<grid> itself: a cell folder below it, which the cell's job would meet with a PermissionError."""
+    cell = workdir / "results" / "mygrid" / "pretrain" / "digits" / "IRing" / "seed0"
+    cell.mkdir(parents=True)
+    try:
+        if not _unwritable(cell):
+            pytest.skip("this user can write any folder and the file system has no immutable flag")
+        grid, result = _plan(workdir, BASE)
+    finally:
+        subprocess.run(["chattr", "-i", str(cell)], capture_output=True)
+        cell.chmod(0o755)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    folder = "results/mygrid/pretrain/digits/IRing/seed0"
+    assert _refusals(result) == [f"ring: The cell folder {folder} is not writable by this user; fix its permissions "
+                                 f"(chmod -R u+w {folder}) or move it away, and rerun."]
+    assert "Job stats" not in result.stdout + result.stderr
+
+
+def test_environment_finds_an_unwritable_cell_folder_at_any_depth(tmp_path, monkeypatch):
+    import os
+
+    from ring.plan import grid as G
+
+    grid = G.from_dict("mygrid", {k: v for k, v in BASE.items() if k != "detection"})
+    results = tmp_path / "results"
+    study = results / "mygrid" / "studies" / "hard_negatives" / "digits" / "IR" / "source" / "seed0"
+    study.mkdir(parents=True)
+    assert checks.environment(grid, results) is None
+    monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(study))
+    assert checks.environment(grid, results) == (
+        f"The cell folder {study} is not writable by this user; fix its permissions (chmod -R u+w {study}) or move it "
+        "away, and rerun.")
 
 
 def test_cmc_on_a_grey_dataset_is_warned_about_once_at_plan_time_in_one_sentence(workdir):

@@ -21,7 +21,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import jsonschema
-import yaml
 
 from ring.cluster import accounting
 from ring.plan import lineage, ownership, rerun
@@ -54,8 +53,7 @@ def merge(base: dict, over: dict) -> dict:
 def load_config(files: list[Path]) -> dict:
     config: dict = {}
     for path in files:
-        with open(path) as fh:
-            config = merge(config, yaml.safe_load(fh) or {})
+        config = merge(config, C.read_yaml(path, "Config file") or {})
     jsonschema.validate(config, config_schema())
     return config
 
@@ -150,7 +148,7 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
                                     str(config["data_root"]), "--touch", str(marker)], capture_output=True, text=True)
             if check.returncode != 0:
                 raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")
-    first_cfg = yaml.safe_load((todo[0][0] / "config.yaml").read_text())
+    first_cfg = C.read_yaml(todo[0][0] / "config.yaml", "Cell config")
     preflight(res, first_cfg.get("checkpoint_interval_min"))
     if grid.source:
         ownership.claim(grid.source, results / grid.name)

@@ -44,7 +44,6 @@ from pathlib import Path
 
 import jsonschema
 import submitit
-import yaml
 
 from ring.cluster import accounting
 from ring.plan import checks
@@ -74,8 +73,7 @@ SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.
 
 
 def config_schema() -> dict:
-    with open(SCHEMA) as fh:
-        return yaml.safe_load(fh)
+    return C.read_yaml(SCHEMA, "Schema")
 
 
 def stage_resources(slurm: dict, stage: str) -> dict:
@@ -401,8 +399,7 @@ def wait(job: submitit.SlurmJob, cell: Path, res: Resources, adopted: bool = Fal
 def checkpoint_interval(argv: list[str]) -> float | None:
     if "--config" not in argv:
         return None
-    with open(argv[argv.index("--config") + 1]) as fh:
-        return (yaml.safe_load(fh) or {}).get("checkpoint_interval_min")
+    return (C.read_yaml(argv[argv.index("--config") + 1], "Config file") or {}).get("checkpoint_interval_min")
 
 
 def recorded_job(record: dict) -> submitit.SlurmJob:

@@ -91,9 +91,9 @@ def progress(cell: Path) -> str:
         return ""
     text = f"epoch {records[-1].get('epoch', -1) + 1}"
     try:
-        import yaml
+        from ring.core.config import read_yaml
 
-        epochs = yaml.safe_load((cell / "config.yaml").read_text()).get("epochs")
+        epochs = read_yaml(cell / "config.yaml", "Cell config").get("epochs")
         text += f"/{epochs}" if epochs else ""
     except (OSError, ValueError, AttributeError):
         pass

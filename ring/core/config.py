@@ -292,9 +292,37 @@ def from_dict(cls, values: dict):
     return cls(**values)
 
 
+class DuplicateKey(yaml.YAMLError):
+    """A mapping that names one key twice: the key and the 1-based lines of both."""
+
+    def __init__(self, key, first: int, second: int):
+        super().__init__(f"the key {key!r} appears twice, at lines {first} and {second}")
+        self.key, self.first, self.second = key, first, second
+
+
 class Loader(yaml.SafeLoader):
     """PyYAML's safe loader that also reads YAML 1.2 floats: ``3e-2`` and ``1e-4`` are numbers, as
-    every user means them (YAML 1.1, PyYAML's default, reads them as strings and needs ``3.0e-2``)."""
+    every user means them (YAML 1.1, PyYAML's default, reads them as strings and needs ``3.0e-2``).
+
+    A key written twice in one mapping is refused (:class:`DuplicateKey`): PyYAML keeps the last one without a
+    word, so a second ``pretrain:`` block appended to a grid would drop every setting of the first.  Keys a
+    ``<<:`` merge brings in may be overridden, as YAML means them to be."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            lines: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in lines:
+                        raise DuplicateKey(key, lines[key], line)
+                    lines[key] = line
+                except TypeError:  # an unhashable key: SafeLoader's own error names it below
+                    pass
+        return super().construct_mapping(node, deep)
 
 
 Loader.add_implicit_resolver(
@@ -305,12 +333,17 @@ Loader.add_implicit_resolver(
 
 
 def read_yaml(path: str | Path, what: str = "YAML file"):
-    """A user-written YAML file (a grid, a stage config), its floats as YAML 1.2 reads them; a syntax error is
-    one sentence naming the file, line and column."""
+    """A YAML file (a grid, a stage config, a workflow or SLURM config), its floats as YAML 1.2 reads them; every YAML
+    file ring-bench reads goes through here.  A syntax error is one sentence naming the file, line and column, a
+    repeated key one naming the key and both lines."""
     path = Path(path)
     try:
         with open(path) as fh:
             return yaml.load(fh, Loader=Loader)
+    except DuplicateKey as err:
+        lines = f"lines {err.first} and {err.second}" if err.first != err.second else f"line {err.first}"
+        raise ValueError(f"{what} {path} gives the key {err.key!r} twice, at {lines} (YAML would keep only the last); "
+                         "merge the two into one.") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -325,9 +358,17 @@ def load(cls, path: str | Path):
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Config file {path} does not exist; the workflow writes it, or pass an existing file.")
-    values = read_yaml(path, "Config file") or {}
+    values = read_yaml(path, "Config file")
+    if values is None:
+        raise ValueError(f"Config file {path} is empty (no keys, at most comments); write its {cls.__name__} keys, one "
+                         "key: value per line.")
     if not isinstance(values, dict):
         raise ValueError(f"Config file {path} holds no mapping of {cls.__name__} keys; write one key: value per line.")
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing := [name for name in required if name not in values]:
+        raise ValueError(f"Config file {path} does not set {' and '.join(missing)}, which {cls.__name__} needs; add "
+                         f"{'them' if len(missing) > 1 else 'it'} (the workflow writes every key of a cell).")
     if cls is PretrainConfig and isinstance(values.get("method"), str) and values["method"] in METHODS:
         values = apply_fixed(values["method"], values, source=f"the config file {path}")  # unknown: the checks say so
     return from_dict(cls, values)

@@ -40,6 +40,21 @@ def atomic_write(path: str | Path, write) -> None:
         raise FileError(write_failure(path, err)) from None
 
 
+def append_text(path: str | Path, text: str) -> None:
+    """``text`` appended to ``path`` (a log); a write the file system refuses is one sentence (:class:`FileError`)."""
+    path = Path(path)
+    try:
+        with open(path, "a") as fh:
+            fh.write(text)
+    except OSError as err:
+        raise FileError(write_failure(path, err)) from None
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """``text`` (UTF-8) written atomically: a refused write is one sentence naming the file."""
+    atomic_write(path, lambda fh: fh.write(text.encode()))
+
+
 def write_json(path: str | Path, doc, indent: int | None = 2) -> None:
     """``doc`` as JSON text (one trailing newline), written atomically."""
     text = json.dumps(doc, indent=indent) + "\n"
@@ -48,28 +63,47 @@ def write_json(path: str | Path, doc, indent: int | None = 2) -> None:
 
 def write_temporary(path: Path, write) -> Path:
     """``write`` into ``.<name>.*.tmp`` beside ``path``, flushed to disk; the temporary file's path."""
-    tmp = None
+    tmp = fh = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         # mkstemp makes the file 0600; a result on a shared cluster follows the user's umask like any other file.
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as fh:
+        with os.fdopen(fd, "wb") as raw:
+            fh = _Recording(raw)
             write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+            raw.flush()
+            os.fsync(raw.fileno())
         return Path(tmp)
     except BaseException as err:
-        # A writer that swallows the OSError (torch.save reports ENOSPC as "unexpected pos ..."): a disk
-        # with no room left, seen before our own temporary frees its blocks, is the reason.
-        full = not isinstance(err, OSError) and isinstance(err, Exception) and tmp is not None and _no_room(path.parent)
+        # A writer that swallows the OSError (torch.save reports ENOSPC or EFBIG as "[enforce fail at
+        # inline_container.cc] ... unexpected pos"): the error its write met is the reason, else a disk with no
+        # room left, seen before our own temporary frees its blocks.
+        refused = err if isinstance(err, OSError) else fh.error if fh is not None else None
+        if refused is None and isinstance(err, Exception) and tmp is not None and _no_room(path.parent):
+            refused = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
-        if full:
-            raise FileError(write_failure(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))) from None
-        if isinstance(err, OSError):
-            raise FileError(write_failure(path, err)) from None
+        if refused is not None and isinstance(err, Exception):
+            raise FileError(write_failure(path, refused)) from None
         raise
+
+
+class _Recording:
+    """A binary file whose write keeps the OSError it raises, for writers that replace it with their own error."""
+
+    def __init__(self, raw):
+        self.raw, self.error = raw, None
+
+    def write(self, data):
+        try:
+            return self.raw.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def __getattr__(self, name):  # flush, tell, seek, fileno ...: the file's own
+        return getattr(self.raw, name)
 
 
 def _umask() -> int:
@@ -182,6 +216,12 @@ def write_failure(path: Path, err: OSError) -> str:
     if err.errno == errno.ENOSPC:
         return (f"The disk holding {path.parent} is full (no space left while writing {path.name}); the previous file "
                 "is kept: free some space and rerun to continue.")
+    if err.errno == errno.EFBIG:
+        return (f"Writing {path} exceeds the largest file this process may write (File too large: the file-size limit, "
+                "ulimit -f, or the file system's); the previous file is kept: raise the limit and rerun to continue.")
+    if err.errno == errno.EDQUOT:
+        return (f"Writing {path} exceeds this user's disk quota on {path.parent} (Disk quota exceeded); the previous "
+                "file is kept: free some space or raise the quota and rerun to continue.")
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"The folder {path.parent} is not writable ({err.strerror}); fix its permissions or choose another results folder."
     return f"Writing {path} failed ({err.strerror or err}); the previous file is kept: fix the cause and rerun."
@@ -218,6 +258,20 @@ def unwritable(folder: str | Path) -> str | None:
         what = "is" if existing == folder else f"cannot be created: {existing} is"
         return (f"The results folder {folder} {what} not writable by this user; fix its permissions or run from a "
                 "folder you can write.")
+    return None
+
+
+def unwritable_below(folder: str | Path) -> str | None:
+    """Why a cell's files cannot be written in an existing folder below ``folder`` (one sentence), else None.
+
+    Every folder under ``results/<grid>/`` is a cell's (or one of its runs', logs'), written by some job of the
+    grid; one this user may not write is found here, before any job, instead of by Snakemake's PermissionError."""
+    for parent, folders, _ in os.walk(folder):
+        for name in sorted(folders):
+            cell = Path(parent, name)
+            if not os.access(cell, os.W_OK | os.X_OK):
+                return (f"The cell folder {cell} is not writable by this user; fix its permissions "
+                        f"(chmod -R u+w {cell}) or move it away, and rerun.")
     return None
 
 

@@ -127,8 +127,11 @@ def main(argv=None) -> int:
               "permissions.", file=sys.stderr)
         return 1
     if args.touch:
-        Path(args.touch).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.touch).write_text(json.dumps(record, indent=1) + "\n")
+        try:
+            write_json(args.touch, record, indent=1)  # the folder is created
+        except FileError as err:
+            print(f"ring: {err}", file=sys.stderr)
+            return 1
     print(f"{args.dataset}: present under {args.data_root}; checksums {record['checksums']}")
     return 0
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from ring.plan import checks
 from ring.core import config as C
 from ring.engine import health
-from ring.core.files import CHECKSUMS, FileError, check_writable, verify_checksum, write_json
+from ring.core.files import CHECKSUMS, FileError, check_writable, verify_checksum, write_json, write_text
 from ring.detection import missing_detectron2
 from ring.detection.convert import check_loaded, read_converted
 from ring.plan.detection_tasks import METRICS
@@ -71,7 +71,7 @@ def check_resumable(out: Path, config_hash: str) -> None:
         raise ValueError(f"The Detectron2 checkpoints in {out} were written with a different config "
                          f"(hash {stamp.read_text().strip()} != {config_hash}); restore the config or move the "
                          "cell folder away to train from scratch.")
-    stamp.write_text(config_hash + "\n")
+    write_text(stamp, config_hash + "\n")
 
 
 def prepare(cfg: C.DetectionConfig, weights: str | Path, out: str | Path):
@@ -88,7 +88,7 @@ def prepare(cfg: C.DetectionConfig, weights: str | Path, out: str | Path):
     check_writable(out)  # an unwritable cell folder is one sentence, before the model is built
     out.mkdir(parents=True, exist_ok=True)
     check_resumable(out, C.config_hash(cfg))
-    (out / D2_CONFIG).write_text(d2cfg.dump())
+    write_text(out / D2_CONFIG, d2cfg.dump())
     return d2cfg, converted
 
 

@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ring.core.stop import Preempted, request_stop, stop_requested  # noqa: F401  (torch-free; re-exported)
+from ring.core.files import FileError, append_text, atomic_write, write_failure
 
 
 def pick_device(name: str) -> torch.device:
@@ -78,7 +79,8 @@ class JsonLog:
         if not self.path.exists():
             return
         kept = [line for line in self.path.read_text().splitlines() if line.strip() and json.loads(line)["epoch"] < epoch]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        text = "".join(line + "\n" for line in kept)
+        atomic_write(self.path, lambda fh: fh.write(text.encode()))
 
     def purge_steps_from(self, step: int) -> None:
         """The first optimizer step a resumed run logs with :meth:`step`."""
@@ -87,8 +89,7 @@ class JsonLog:
             self.wandb.resume_from(step=step)
 
     def append(self, record: dict) -> None:
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
+        append_text(self.path, json.dumps(record) + "\n")
         self.tensorboard.write(record)
         if self.wandb is not None:
             self.wandb.write(record)
@@ -105,9 +106,15 @@ class JsonLog:
         return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
 
     def close(self, error: BaseException | None = None) -> None:
-        self.tensorboard.close()
-        if self.wandb is not None:
-            self.wandb.close(error)
+        try:
+            self.tensorboard.close()
+        except FileError:
+            if error is None:
+                raise
+            # The stage is failing already, most often for the same reason (a full disk): its sentence stands.
+        finally:
+            if self.wandb is not None:
+                self.wandb.close(error)
 
     def __enter__(self) -> JsonLog:
         return self
@@ -183,9 +190,9 @@ class TensorBoardLog:
         step = int(record["epoch"])
         for key, value in scalars(record).items():
             self._writer.add_scalar(f"{self.stage}/{key}", value, step)
-        self._writer.flush()  # one record per epoch: live curves cost nothing
+        _flushed(self._writer)  # one record per epoch: live curves cost nothing
         if self._step_writer is not None:
-            self._step_writer.flush()
+            _flushed(self._step_writer)
 
     def step(self, global_step: int, values: dict) -> None:
         """Per-step scalars ``<stage>_step/<key>`` in the run ``<cell>/steps`` (steps and epochs are
@@ -196,10 +203,20 @@ class TensorBoardLog:
             self._step_writer.add_scalar(f"{self.stage}_step/{key}", value, global_step)
 
     def close(self) -> None:
-        for writer in (self._writer, self._step_writer):
+        writers, self._writer, self._step_writer = (self._writer, self._step_writer), None, None
+        for writer in writers:
             if writer is not None:
-                writer.close()
-        self._writer = self._step_writer = None
+                _flushed(writer, close=True)
+
+
+def _flushed(writer, close: bool = False) -> None:
+    """Flush (or close) a SummaryWriter; the OSError its writing thread met (a full disk, a file-size limit) is one
+    sentence naming its event file."""
+    try:
+        writer.close() if close else writer.flush()
+    except OSError as err:
+        events = getattr(getattr(getattr(writer, "file_writer", None), "event_writer", None), "_file_name", None)
+        raise FileError(write_failure(Path(events or Path(writer.log_dir, "events.out.tfevents")), err)) from None
 
 
 WANDB_PROJECT_ENV = "RING_WANDB_PROJECT"

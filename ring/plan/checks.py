@@ -105,8 +105,17 @@ def _in_range(where: str, cfg, key: str, low: float, high: float, high_open: boo
         _fail(where, key, v, f"must lie in [{low}, {high}{')' if high_open else ']'}", f"choose {key} in that range")
 
 
+# The words YAML 1.1 (PyYAML) reads as booleans when unquoted, by the boolean they become.
+YAML_BOOLEAN_WORDS = {True: ("on", "yes", "true"), False: ("off", "no", "false")}
+
+
 def _one_of(where: str, cfg, key: str, names) -> None:
     v = getattr(cfg, key)
+    if isinstance(v, bool):  # `compile: on` unquoted: YAML hands over True, not the word the user wrote
+        words = [w for w in YAML_BOOLEAN_WORDS[v] if w in names]
+        fix = f"write {key}: '{words[0]}' (quoted)" if words else f"write one of {', '.join(names)}"
+        _fail(where, key, v, f"is a YAML boolean: YAML reads an unquoted {'/'.join(YAML_BOOLEAN_WORDS[v])} as {v}, "
+              "and this key takes a word", fix)
     if v not in names:
         _fail(where, key, v, f"is not one of {', '.join(names)}", "choose one of them")
 
@@ -475,14 +484,15 @@ ALLOWED = {
 
 def environment(grid, results: str | Path = "results") -> str | None:
     """What stops a grid's jobs on this machine before any of them runs (one sentence), or None: Table 4
-    without Detectron2 in this interpreter (the jobs run it too), a results folder that cannot be written, or
-    one that another grid file of the same name made (ring.plan.ownership)."""
+    without Detectron2 in this interpreter (the jobs run it too), a results folder, or a cell folder in it, that
+    cannot be written, or a results folder that another grid file of the same name made (ring.plan.ownership)."""
     if grid.detection and importlib.util.find_spec("detectron2") is None:
         from ring.plan.detection_tasks import missing_detectron2
 
         return missing_detectron2(ModuleNotFoundError(name="detectron2"))
-    from ring.core.files import unwritable
+    from ring.core.files import unwritable, unwritable_below
     from ring.plan import ownership
 
     folder = Path(results) / grid.name
-    return unwritable(folder) or (ownership.conflict(grid.source, folder) if grid.source else None)
+    return (unwritable(folder) or unwritable_below(folder)
+            or (ownership.conflict(grid.source, folder) if grid.source else None))

@@ -410,9 +410,21 @@ def resolve(value: str, grid_dir: str | Path) -> Path:
     return path
 
 
-def load(path: str | Path) -> Grid:
+def read(path: str | Path) -> dict:
+    """A grid file's keys, before the schema sees them; one sentence for a file that holds none (empty, comments
+    only) or holds a list or a single value instead of ``key: value`` lines."""
     path = Path(path)
     values = C.read_yaml(path, "Grid file")
+    if values is None:
+        raise ValueError(f"Grid file {path} is empty (no keys, at most comments); write its datasets:, methods: and "
+                         "seeds: (workflow/grids/smoke.yaml is an example).")
     if not isinstance(values, dict):
-        raise ValueError(f"Grid file {path} holds no mapping (datasets, methods, seeds, ...); see workflow/grids/smoke.yaml.")
-    return from_dict(path.stem, values, source=str(path))
+        kind = "a list" if isinstance(values, list) else f"a single {type(values).__name__} value"
+        raise ValueError(f"Grid file {path} holds {kind}, not key: value lines; write its datasets:, methods: and "
+                         "seeds: as keys at the top level (workflow/grids/smoke.yaml is an example).")
+    return values
+
+
+def load(path: str | Path) -> Grid:
+    path = Path(path)
+    return from_dict(path.stem, read(path), source=str(path))

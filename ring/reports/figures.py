@@ -27,8 +27,9 @@ matplotlib.use("Agg")  # files only, no display (cluster login nodes, CI)
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
-import yaml  # noqa: E402
 
+from ring.core.config import read_yaml  # noqa: E402
+from ring.core.files import FileError, atomic_write, write_text  # noqa: E402
 from ring.core.methods import METHODS  # noqa: E402
 
 # The y-axis of the appendix's figures: "for each test example, we predict the label of its L2
@@ -43,7 +44,7 @@ def read_cell(path: str | Path) -> pd.DataFrame:
     missing = [name for name in ("config.yaml", "log.jsonl") if not (path / name).is_file()]
     if missing:
         raise FileNotFoundError(f"Study cell {path} has no {' or '.join(missing)}; run its pretraining first.")
-    cfg = yaml.safe_load((path / "config.yaml").read_text())
+    cfg = read_yaml(path / "config.yaml", "Study cell config")
     records = [json.loads(line) for line in (path / "log.jsonl").read_text().splitlines() if line.strip()]
     if not records:
         raise ValueError(f"Study cell {path} has an empty log.jsonl; rerun its pretraining.")
@@ -86,10 +87,11 @@ def _save(fig, rows: pd.DataFrame, prefix: str | Path) -> list[Path]:
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     paths = [prefix.with_suffix(ext) for ext in (".png", ".pdf", ".csv")]
-    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
+    # Through ring.core.files: a full disk is one sentence naming the file, and an old figure stays whole.
+    atomic_write(paths[0], lambda fh: fig.savefig(fh, format="png", dpi=150, bbox_inches="tight"))
+    atomic_write(paths[1], lambda fh: fig.savefig(fh, format="pdf", bbox_inches="tight"))
     plt.close(fig)
-    rows.to_csv(paths[2], index=False, float_format="%.4f")
+    write_text(paths[2], rows.to_csv(index=False, float_format="%.4f"))
     return paths
 
 
@@ -193,7 +195,7 @@ def table_negatives_k(cells, prefix) -> pd.DataFrame:
     summary = k_summary(final_accuracy(cells))
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    summary.to_csv(prefix.with_suffix(".csv"), index=False, float_format="%.4f")
+    write_text(prefix.with_suffix(".csv"), summary.to_csv(index=False, float_format="%.4f"))
     summary["text"] = [_mean_std(m, s) for m, s in zip(summary["nn1_top1_mean"], summary["nn1_top1_std"])]
     wide = summary.pivot(index="method", columns="k", values="text").reindex(summary["method"].unique()).fillna("—")
     wide.columns = [f"k={k}" for k in wide.columns]
@@ -201,8 +203,8 @@ def table_negatives_k(cells, prefix) -> pd.DataFrame:
     note = (f"Final-epoch 1-NN top-1 (%) on the test split; mean ± sample standard deviation (ddof 1) over "
             f"{'/'.join(map(str, seeds))} seed(s) per cell (one seed: no deviation). IR/IRing: k negatives drawn "
             "from the memory bank; MoCo/MoCoRing: queue size k; —: not run.")
-    prefix.with_suffix(".md").write_text(f"**table_negatives_k**: accuracy versus the number of negatives k\n\n"
-                                         f"{wide.to_markdown(disable_numparse=True)}\n\n{note}\n")
+    write_text(prefix.with_suffix(".md"), f"**table_negatives_k**: accuracy versus the number of negatives k\n\n"
+                                          f"{wide.to_markdown(disable_numparse=True)}\n\n{note}\n")
     return wide
 
 
@@ -240,7 +242,7 @@ def table_ring_window(cells, prefix) -> pd.DataFrame:
     summary = stats.reset_index()
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    summary.to_csv(prefix.with_suffix(".csv"), index=False, float_format="%.4f")
+    write_text(prefix.with_suffix(".csv"), summary.to_csv(index=False, float_format="%.4f"))
     wide = pd.DataFrame({
         "method": summary["method"], "variant": summary["variant"], "seeds": summary["seeds"],
         "1-NN top-1": [_mean_std(m, s) for m, s in zip(summary["nn1_top1_mean"], summary["nn1_top1_std"])],
@@ -251,8 +253,8 @@ def table_ring_window(cells, prefix) -> pd.DataFrame:
     note = ("Final epoch, test split; mean ± sample standard deviation over seeds. Variants: wl<final w_l>_a<percent "
             "of training the window anneals over>; base: the base method. Same-class share: of the entries in the "
             "final window of each training image (base methods: the whole bank, i.e. chance).")
-    prefix.with_suffix(".md").write_text(f"**table_ring_window**: Ring on the embedded default\n\n"
-                                         f"{wide.to_markdown(index=False, disable_numparse=True)}\n\n{note}\n")
+    write_text(prefix.with_suffix(".md"), f"**table_ring_window**: Ring on the embedded default\n\n"
+                                          f"{wide.to_markdown(index=False, disable_numparse=True)}\n\n{note}\n")
     return wide
 
 
@@ -269,7 +271,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         result = {**FIGURES, **TABLES}[args.what](args.cells, args.out)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, FileError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
     print(result.to_markdown(disable_numparse=True) if args.what in TABLES else f"ring: wrote {args.out}.png, .pdf, .csv")

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from ring.core import config as C
 from ring.core import gaussian
@@ -56,8 +55,7 @@ SINGLE_COLUMN = {"table_la_variants": "CIFAR10"}
 
 @lru_cache(maxsize=None)
 def published() -> dict:
-    with open(PUBLISHED) as fh:
-        return yaml.safe_load(fh)
+    return C.read_yaml(PUBLISHED, "Published results file")
 
 
 def published_value(table_key: str, method: str, column: str) -> float:
@@ -97,8 +95,7 @@ def _paper_methods() -> set[str]:
 def _read_yaml(path: Path) -> dict | None:
     if not path.is_file():
         return None
-    with open(path) as fh:
-        return yaml.safe_load(fh) or {}
+    return C.read_yaml(path, "Cell config") or {}
 
 
 def protocol_differences(metrics_path: str | Path) -> list[str]:
@@ -444,12 +441,12 @@ def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.Data
                                       for s in summary.index]
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    cells.to_csv(prefix.with_suffix(".csv"), index=False, float_format="%.6f")
     source = (f"; predicted from {figures.describe()} (ring.plan.estimate)" if figures is not None
               else "; no throughput figures committed, nothing predicted")
-    prefix.with_suffix(".md").write_text(
-        "**gpu_hours**: compute spent per stage (from each cell's provenance.json, requeued segments included)"
-        f"{source}\n\n{summary.to_markdown(floatfmt=('', 'g', 'g', 'g', '.3f', '.3f', ''))}\n")
+    write_texts({prefix.with_suffix(".csv"): cells.to_csv(index=False, float_format="%.6f"),
+                 prefix.with_suffix(".md"): "**gpu_hours**: compute spent per stage (from each cell's provenance.json, "
+                 f"requeued segments included){source}\n\n"
+                 f"{summary.to_markdown(floatfmt=('', 'g', 'g', 'g', '.3f', '.3f', ''))}\n"})
     return summary
 
 

@@ -65,13 +65,24 @@ def _validated(values, schema: str, what: str):
         _fail_plan(f"{what}: key {key}: {cause.message}; fix it (the schema is workflow/schemas/{Path(schema).name}).")
 
 
-def _read_yaml(path: Path):
-    from ring.core.config import read_yaml  # YAML 1.2 floats (3e-2), and a syntax error's file and line
-
+def _read_grid(path: Path) -> dict:
+    # YAML 1.2 floats (3e-2); a syntax error, a repeated key, an empty file or a list: one sentence each.
     try:
-        return read_yaml(path, "Grid file")
+        return ring.plan.grid.read(path)
     except ValueError as err:
         _fail_plan(str(err))
+
+
+def _check_configfiles():
+    """Snakemake reads the workflow config files itself (workflow/config.yaml, a profile's cluster.yaml and site.yaml,
+    --configfile), keeping the last of a repeated key; each is read again here, so that a repeated key is refused."""
+    from ring.core.config import read_yaml
+
+    for path in workflow.configfiles:
+        try:
+            read_yaml(path, "Config file")
+        except ValueError as err:
+            _fail_plan(str(err))
 
 
 def grid_path(value: str) -> Path:
@@ -85,7 +96,7 @@ def grid_path(value: str) -> Path:
 def _load_grid(value: str) -> dict:
     """Only the selected grid is read and validated: a broken neighbour never blocks a run."""
     path = grid_path(value)
-    values = _read_yaml(path)
+    values = _read_grid(path)
     _validated(values, "../schemas/grid.schema.yaml", f"Grid file {path}")
     try:
         # Every cell's full config of every stage is checked here (ring.plan.checks), before any job exists.
@@ -112,6 +123,7 @@ def _load_grid(value: str) -> dict:
     return {grid.name: grid}, path.resolve()
 
 
+_check_configfiles()
 _validated(config, "../schemas/config.schema.yaml", "Workflow config (workflow/config.yaml and --config)")
 # GRID_FILE: the grid's file, whether it was given by name or by path.
 GRIDS, GRID_FILE = _load_grid(config["grid"])
