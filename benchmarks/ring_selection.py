@@ -9,11 +9,14 @@
    modules with a ResNet-18, same inputs, ratio of medians.
 3. Memory: IRing's negative selection on a 1.28M-entry bank never holds the B x N matrix; the
    peak extra memory is measured (CUDA allocator on a GPU, resident set size on the CPU).
+4. IRing's draw: ``sample_in_window`` with the blocked draw (today's) and the cumulative-sum draw
+   (before issue 31), asserting both draw the same indices; ``--draw-only`` runs just this.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -28,8 +31,9 @@ from benchmarks.common import machine, timeit, write  # noqa: E402
 from ring.engine.encoder import Encoder, Grouped, Precision, resolve_precision  # noqa: E402
 from ring.engine.objectives.ir import InstanceDiscrimination  # noqa: E402
 from ring.engine.objectives.moco import MomentumContrast  # noqa: E402
-from ring.engine.objectives.ring import (DEFAULT_MAX_CHUNK_ELEMENTS, chunk_elements, sample_in_window, window_mask,  # noqa: E402
-                                  window_ranks)
+from ring.engine.objectives.ring import (DEFAULT_MAX_CHUNK_ELEMENTS, _row_bounds, chunk_elements,  # noqa: E402
+                                         padded_mask, sample_from_blocks, sample_from_mask, sample_in_window,
+                                         window_mask, window_ranks)
 
 WINDOW = (90.0, 99.0)  # the window after annealing: the largest selection cost does not depend on it
 
@@ -56,6 +60,38 @@ def bench_selection(batch: int, sizes: list[int], device, repeats: int) -> list[
         rows.append({"batch": batch, "n": n, "kthvalue_s": t_ours, "sort_s": t_sort, "speedup": t_sort / t_ours,
                      "same_set": True})
         del sims, ours, theirs
+    return rows
+
+
+def bench_draw(batch: int, n: int, k: int, device, repeats: int) -> list[dict]:
+    """IRing's draw, blocked versus cumulative-sum, at the start and the end of annealing: the draw alone
+    (window mask to indices) and the whole selection (similarities, window bounds, mask and draw)."""
+    g = torch.Generator().manual_seed(0)
+    bank = F.normalize(torch.randn(n, 128, generator=g), dim=1).to(device)
+    q = F.normalize(torch.randn(batch, 128, generator=g), dim=1).to(device)
+    u = torch.rand(batch, k, generator=g).to(device)
+    budget = chunk_elements(0, device)
+    rows = []
+    for window in ((0.0, 90.0), WINDOW):
+        def select(draw):
+            return sample_in_window(q, bank, *window, u, max_chunk_elements=budget, draw=draw)
+
+        assert torch.equal(select(sample_from_blocks), select(sample_from_mask)), f"draws differ at N={n}, {window}"
+        sims = q[:min(batch, max(1, budget // n))] @ bank.T  # one chunk's rows, as the selection draws them
+        mask = padded_mask(sims, *_row_bounds(sims, *window_ranks(n, *window)))
+        del sims
+        part = u[:mask.shape[0]]
+        draw_s = {draw.__name__: timeit(lambda: draw(mask, part), device, 5 * repeats)
+                  for draw in (sample_from_blocks, sample_from_mask)}
+        select_s = {draw.__name__: timeit(lambda: select(draw), device, repeats)
+                    for draw in (sample_from_blocks, sample_from_mask)}
+        rows.append({"batch": batch, "n": n, "k": k, "window": window, "draw_rows": mask.shape[0],
+                     "draw_blocks_s": draw_s["sample_from_blocks"], "draw_cumsum_s": draw_s["sample_from_mask"],
+                     "select_blocks_s": select_s["sample_from_blocks"], "select_cumsum_s": select_s["sample_from_mask"],
+                     "draw_speedup": draw_s["sample_from_mask"] / draw_s["sample_from_blocks"],
+                     "select_speedup": select_s["sample_from_mask"] / select_s["sample_from_blocks"],
+                     "same_draws": True})
+        del mask
     return rows
 
 
@@ -139,6 +175,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="seconds-long run for the test suite")
     parser.add_argument("--quick", action="store_true",
                         help="on a GPU: IRing at the 1.28M bank only (gpu_suite.sh --quick)")
+    parser.add_argument("--draw-only", action="store_true", help="time IRing's two draws only; print, write nothing")
     parser.add_argument("--peak-child", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peak_child:
@@ -146,6 +183,11 @@ def main() -> None:
         return
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     gpu = device.type == "cuda"
+    # ImageNet's bank on a GPU; on the CPU a 200,000-entry bank at the paper's batch and k.
+    draw_scale = (16, 20_000, 256, 2) if args.tiny else (256, 1_281_167 if gpu else 200_000, 4096, 10 if gpu else 3)
+    if args.draw_only:
+        print(json.dumps(bench_draw(*draw_scale[:3], device, draw_scale[3]), indent=1))
+        return
     if args.tiny:
         sel = bench_selection(8, [4096], device, 2)
         steps = bench_steps(16, 32, [2048], 1024, device, 2)
@@ -164,9 +206,11 @@ def main() -> None:
         sel = bench_selection(64, [65_536, 1_281_167], device, 3)
         steps = bench_steps(64, 32, [1347], 1024, device, 15) + bench_steps(256, 32, [50_000, 1_281_167], 65_536, device, 5)
         mem = bench_memory(1_281_167, 256)
+    draw = bench_draw(*draw_scale[:3], device, draw_scale[3])
     # The quick run's own name: unpacked, it must not replace a full run's ratios (the estimate reads them all).
     name = "ring_selection_quick" if gpu and args.quick and not args.tiny else "ring_selection"
-    write(name, {"machine": machine(), "window": WINDOW, "selection": sel, "steps": steps, "memory": mem}, tiny=args.tiny)
+    write(name, {"machine": machine(), "window": WINDOW, "selection": sel, "steps": steps, "memory": mem,
+                 "draw": draw}, tiny=args.tiny)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ def test_ring_selection_benchmark_asserts_the_same_set_and_measures_memory():
     assert all(row["same_set"] and row["speedup"] > 0 for row in result["selection"])
     assert {row["ring"] for row in result["steps"]} == {"IRing", "MoCoRing"}
     assert result["memory"]["selection_peak_bytes"] < result["memory"]["full_similarity_bytes"]
+    assert len(result["draw"]) == 2 and all(row["same_draws"] and row["draw_speedup"] > 0 for row in result["draw"])
 
 
 @pytest.mark.slow

@@ -212,3 +212,122 @@ def test_negatives_count_is_a_config_switch_that_keeps_las_background_and_refuse
         checks.check(pretrain_config("IR", negatives_count="including_positive", bank_negatives=1), "here")
     with pytest.raises(checks.ConfigError, match="negatives_count='k_minus_one' is not one of excluding_positive"):
         checks.check(pretrain_config("IR", negatives_count="k_minus_one"), "here")
+
+
+# -- IRing's blocked draw (issue 31): the cumulative-sum draw's indices without a B x N running count ----------
+
+
+def _padded(mask: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros((mask.shape[0], -(-mask.shape[1] // R.PAD) * R.PAD), dtype=torch.bool)
+    out[:, :mask.shape[1]] = mask
+    return out
+
+
+def test_blocked_draw_gives_the_cumulative_sum_draws_on_every_mask():
+    """Same mask and u, same indices: sparse, dense, single-entry and edge rows, widths off the block grid."""
+    g = torch.Generator().manual_seed(11)
+    draws = 0
+    for n, density in [(1, 1.0), (17, 0.5), (R.BLOCK, 1.0), (R.PAD, 0.01), (R.PAD + 1, 0.3), (5_000, 0.9),
+                       (20_000, 0.001), (50_000, 0.1), (3 * R.PAD - 7, 0.5)]:
+        mask = torch.rand(6, n, generator=g) < density
+        mask[0] = False
+        mask[0, -1] = True  # one entry, in the last column: every u draws it
+        mask[1] = True
+        mask[2] = False
+        mask[2, 0] = True
+        for row in range(3, 6):  # never empty (the window never is)
+            mask[row, torch.randint(n, (1,), generator=g)] = True
+        u = torch.rand(6, 4096, generator=g)
+        u[:, :2] = torch.tensor([0.0, 1.0 - 2**-24])  # both ends of [0, 1) in float32
+        expected = R.sample_from_mask(mask, u)
+        assert torch.equal(R.sample_from_blocks(_padded(mask), u), expected), n
+        assert (expected[0] == n - 1).all() and (expected[2] == 0).all()
+        draws += u.numel()
+    assert draws >= 100_000
+
+
+def _tied_bank(n: int, dim: int, g: torch.Generator) -> torch.Tensor:
+    """A bank whose similarities tie often: coarse coordinates and repeated rows, so boundary ties are exercised."""
+    bank = torch.randint(-2, 3, (n, dim), generator=g).float()
+    bank[n // 2:] = bank[: n - n // 2]
+    return bank
+
+
+@pytest.mark.parametrize("max_chunk", [2**25, 9000])
+def test_sample_in_window_draws_as_before_from_the_same_window_set(max_chunk):
+    """The window set is window_mask's exactly (ties included) and the draws equal the cumulative-sum draw's."""
+    g = torch.Generator().manual_seed(12)
+    bank = _tied_bank(3000, 4, g)
+    q = torch.randint(-2, 3, (8, 4), generator=g).float()
+    sims = q @ bank.T
+    draws = 0
+    for w_l, w_u in [(0, 100), (0, 90), (40, 80), (90, 99), (99.8, 99.9)]:
+        lo, hi = R._row_bounds(sims, *R.window_ranks(3000, w_l, w_u))
+        window = R.padded_mask(sims, lo, hi)
+        assert torch.equal(window[:, :3000], R.window_mask(sims, w_l, w_u)) and not window[:, 3000:].any()
+        u = torch.rand(8, 3000, generator=g)
+        new = R.sample_in_window(q, bank, w_l, w_u, u, max_chunk_elements=max_chunk)
+        old = R.sample_in_window(q, bank, w_l, w_u, u, max_chunk_elements=max_chunk, draw=R.sample_from_mask)
+        assert torch.equal(new, old), (w_l, w_u)
+        assert window.gather(1, new).all()
+        draws += u.numel()
+    assert draws >= 100_000
+
+
+def _chi_square_critical_1pct(df: int) -> float:
+    """The chi-square distribution's 99th percentile by Wilson and Hilferty's cube-root normal approximation.
+
+    Its relative error is below 1e-3 for df >= 100 (against tabulated quantiles), far inside the margin
+    between a uniform draw's statistic (about df) and this bound (about df + 2.33 sqrt(2 df)).
+    """
+    z = 2.3263478740408408  # the standard normal's 99th percentile
+    c = 2.0 / (9.0 * df)
+    return df * (1.0 - c + z * math.sqrt(c)) ** 3
+
+
+def test_blocked_draw_is_uniform_over_each_window():
+    """400,000 draws over 4 windows of 800 entries: the histogram passes a chi-square test against uniform at 1%.
+
+    Deterministic (fixed seeds); the statistic is the histogram's distance from the distribution the
+    cumulative-sum draw has by construction (uniform over the window), so both draws share it.
+    """
+    g = torch.Generator().manual_seed(13)
+    q = F.normalize(torch.randn(4, 16, generator=g), dim=1)
+    bank = F.normalize(torch.randn(2000, 16, generator=g), dim=1)
+    u = torch.rand(4 * 50, 2000, generator=g)  # each query 50 times: 100,000 draws each (k <= N per draw)
+    idx = R.sample_in_window(q.repeat_interleave(50, dim=0), bank, 40, 80, u, draw=R.sample_from_blocks).view(4, -1)
+    window = reference_window(q @ bank.T, 40, 80)
+    counts = torch.zeros(4, 2000).scatter_add_(1, idx, torch.ones_like(idx, dtype=torch.float))
+    assert counts[~window].sum() == 0
+    observed = counts[window]
+    expected = u.numel() / observed.numel()  # 125 per entry
+    statistic = float(((observed - expected) ** 2 / expected).sum())
+    df = observed.numel() - 4  # one constraint per row: its draws sum to 100,000
+    assert observed.numel() == 3200 and statistic < _chi_square_critical_1pct(df), statistic
+
+
+def _cumsum_input_sizes(fn) -> list[int]:
+    with torch.profiler.profile(record_shapes=True) as prof:
+        fn()
+    return [math.prod(e.input_shapes[0]) for e in prof.events() if e.name == "aten::cumsum"]
+
+
+def test_blocked_draw_runs_no_bank_sized_cumulative_sum():
+    """Profiled: every cumulative sum of the blocked draw is at most 1/BLOCK of the B x N similarities.
+
+    The cumulative-sum draw, profiled the same way, runs one over all of them (the probe sees it).
+    """
+    g = torch.Generator().manual_seed(14)
+    b, n = 4, 100_000
+    q = F.normalize(torch.randn(b, 8, generator=g), dim=1)
+    bank = F.normalize(torch.randn(n, 8, generator=g), dim=1)
+    u = torch.rand(b, 64, generator=g)
+    old = _cumsum_input_sizes(lambda: R.sample_in_window(q, bank, 40, 80, u, draw=R.sample_from_mask))
+    assert max(old) >= b * n
+    new = _cumsum_input_sizes(lambda: R.sample_in_window(q, bank, 40, 80, u))
+    assert new and max(new) <= b * -(-n // R.PAD) * R.PAD // R.BLOCK, new
+
+
+def test_blocked_draw_refuses_an_unpadded_mask():
+    with pytest.raises(ValueError, match="padded to a multiple of"):
+        R.sample_from_blocks(torch.ones(2, 100, dtype=torch.bool), torch.rand(2, 3))

@@ -33,7 +33,11 @@ How the paper's two descriptions map onto the window
 How each objective uses the window
 ----------------------------------
 * IRing / CMCRing (:func:`sample_in_window`): the k negatives are drawn uniformly, with
-  replacement (as IR draws from the whole bank), among the window entries of each query.
+  replacement (as IR draws from the whole bank), among the window entries of each query: a uniform
+  ``u`` picks the ``floor(u * size)``-th window entry in bank order.  :func:`sample_from_blocks` finds
+  it from per-block counts; :func:`sample_from_mask` (the draw before issue 31, Cave's) from a B x N
+  running count.  Both give the same indices for the same window and ``u`` (tested), so a cell's
+  draws do not depend on the ring-bench version that began it.
 * MoCoRing (:func:`window_mask`): every queue entry inside the window is a negative; the positive
   stays in the softmax denominator, as in the authors' code (Algorithm 1 omits it).
 
@@ -55,7 +59,8 @@ import torch
 
 DEFAULT_MAX_CHUNK_ELEMENTS = 2**25
 # Device bytes per similarity a selection holds at once: the fp32 similarity, the window's boolean mask,
-# its int32 running count, and the eligible slice's values and indices (at most half a row, 6 bytes).
+# its int32 running count (the cumulative-sum draw's; the blocked draw keeps one per 16 entries), and the
+# eligible slice's values and indices (at most half a row, 6 bytes).
 SELECTION_BYTES = 16
 
 
@@ -161,12 +166,16 @@ def sample_in_window(
     w_u: float,
     u: torch.Tensor,
     max_chunk_elements: int = DEFAULT_MAX_CHUNK_ELEMENTS,
+    draw=None,
 ) -> torch.Tensor:
     """B x k bank indices drawn uniformly, with replacement, from each query's window.
 
     ``u`` (B x k uniform draws) is mapped onto each row's window; with ``w_l = 0, w_u = 100`` the
     same ``u`` gives exactly :func:`sample_uniform`'s indices, so IRing with a full window *is* IR.
+    ``draw`` maps the window's mask and ``u`` to indices: :func:`sample_from_blocks` (the default) or
+    :func:`sample_from_mask`, which give the same indices (the benchmark times both).
     """
+    draw = sample_from_blocks if draw is None else draw
     n = bank.shape[0]
     k = u.shape[1]
     if k > n:
@@ -179,9 +188,9 @@ def sample_in_window(
         stop = min(start + step, b)
         sims = queries[start:stop] @ bank.T
         lo, hi = _row_bounds(sims, lo_rank, hi_rank)
-        mask = (sims >= lo) & (sims <= hi)
+        mask = padded_mask(sims, lo, hi)
         del sims
-        out[start:stop] = sample_from_mask(mask, u[start:stop])
+        out[start:stop] = draw(mask, u[start:stop])
     return out
 
 
@@ -192,9 +201,65 @@ def sample_from_mask(mask: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     ``u`` (B x k uniform draws) picks the ``floor(u * size)``-th selected entry of its row; every
     row must select at least one entry.  The r-th selected entry of a row is where the running
     count of selected entries first exceeds r: a cumulative sum plus a binary search, O(N) per row
-    and no sort.
+    and no sort.  IRing drew this way until issue 31 (:func:`sample_from_blocks` draws the same
+    indices without the B x N running count); Cave still does.
     """
     counts = mask.cumsum(dim=1, dtype=torch.int32)
     sizes = counts[:, -1:].to(u.dtype)
     r = (u * sizes).long().clamp_(max=counts[:, -1:].long() - 1)
     return torch.searchsorted(counts, (r + 1).to(torch.int32), right=False)
+
+
+# The blocked draw's layout: a row of the mask is cut into blocks of BLOCK entries, and the blocks into
+# groups of GROUP blocks.  On CUDA a cumulative sum along rows gives a row at most one thread block, which
+# walks it in sequence (256 rows of 1.28M entries: ~1,250 steps of 1,024 each), and the B x N int32 count
+# it writes is binary-searched across the whole row; here no cumulative sum runs along more than GROUP
+# elements and the search covers N / BLOCK counts.
+BLOCK = 16  # entries per block: the last step reads one block (2 words of the boolean mask) per draw
+GROUP = 256  # blocks per group
+PAD = BLOCK * GROUP
+
+
+@torch.no_grad()
+def padded_mask(sims: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """The window's B x N mask (``lo <= s <= hi``, ties included), padded with ``False`` to a multiple of PAD."""
+    rows, n = sims.shape
+    mask = torch.zeros((rows, -(-n // PAD) * PAD), dtype=torch.bool, device=sims.device)
+    inside = mask[:, :n]
+    torch.ge(sims, lo, out=inside)
+    inside &= sims <= hi
+    return mask
+
+
+@torch.no_grad()
+def sample_from_blocks(mask: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """:func:`sample_from_mask`'s indices for the same ``mask`` and ``u``, with no B x N running count.
+
+    The r-th selected entry of a row is found in two steps: the block holding it, by a binary search
+    over the running count of selected entries per block (B x N/BLOCK, built from per-group counts so
+    that no cumulative sum runs along a whole row), then its place inside that block, from the block's
+    BLOCK mask entries gathered for that draw alone.  ``mask``'s width must be a multiple of PAD
+    (:func:`padded_mask`); the padding selects nothing, so it draws nothing.
+    """
+    rows, width = mask.shape
+    if width % PAD:
+        raise ValueError(f"sample_from_blocks needs a mask padded to a multiple of {PAD} columns; got {width}.")
+    k = u.shape[1]
+    # Booleans are bytes: summing them as uint8 (at most BLOCK per block) reads the mask once, converting nothing.
+    per_block = mask.view(torch.uint8).view(rows, width // PAD, GROUP, BLOCK).sum(-1, dtype=torch.uint8)
+    within_group = per_block.cumsum(-1, dtype=torch.int32)
+    per_group = within_group[..., -1]
+    through_block = (within_group + (per_group.cumsum(-1, dtype=torch.int32) - per_group).unsqueeze(-1)).view(rows, -1)
+    total = through_block[:, -1:]
+    # sample_from_mask's r + 1 (r = floor(u * size), at most size - 1), in one dtype throughout.
+    r1 = (u * total.to(u.dtype)).to(torch.int32).add_(1).clamp_(max=total)
+    block = torch.searchsorted(through_block, r1, right=False)
+    in_block = (r1 - through_block.gather(1, block)).add_(per_block.view(rows, -1).gather(1, block))
+    # A block's BLOCK booleans are BLOCK // 8 consecutive 8-byte words: gather the words, read them back as bytes.
+    words = BLOCK // 8
+    word = torch.arange(words, device=mask.device).add(block.unsqueeze(-1), alpha=words)
+    bits = mask.view(torch.int64).gather(1, word.view(rows, -1)).view(rows, k, words).view(torch.uint8)
+    # The in_block-th selected entry (from 1) is the first whose running count within the block reaches in_block.
+    running = bits.cumsum(-1, dtype=torch.uint8)
+    offset = torch.searchsorted(running, in_block.to(torch.uint8).unsqueeze(-1), right=False).squeeze(-1)
+    return offset.add_(block, alpha=BLOCK)
