@@ -62,6 +62,9 @@ nvidia-smi > "$OUT/logs/nvidia-smi.txt" 2>&1 || true
 for method in IR MoCo CMC LA; do
   run "throughput_$method" 70 benchmarks/throughput.py --method "$method"
 done
+# MoCo's 8 BatchNorm groups channels-last (copy-free since issue 31) against throughput_MoCo's NCHW, which
+# channels_last: auto runs with groups: the figure that decides auto for grouped cells (resolve_precision).
+run throughput_MoCo_channels_last 60 benchmarks/throughput.py --method MoCo --channels-last on --feeds synthetic
 # Ring's step-time ratios at paper scale (queue 65,536; banks 50,000 and 1.28M), selection cost, memory.
 RING_BENCH_STEPS=${RING_BENCH_STEPS:-10} run ring_selection 80 benchmarks/ring_selection.py
 # ImageNet: PIL decoding in the workers vs batched decode_jpeg on the device.
@@ -71,6 +74,8 @@ run jpeg_decode 60 benchmarks/jpeg_decode.py
 for method in MoCo IR CMC LA; do
   run "throughput_${method}_compile" 90 benchmarks/throughput.py --method "$method" --compile --feeds synthetic
 done
+run throughput_MoCo_compile_channels_last 90 benchmarks/throughput.py --method MoCo --compile --channels-last on \
+  --feeds synthetic
 
 (IFS=,; echo "{\"seconds\": $((SECONDS - start)), \"budget_s\": $budget, \"runs\": [${summary[*]}]}") > "$OUT/suite.json"
 echo "suite: done in $((SECONDS - start))s; results:"

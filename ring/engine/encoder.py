@@ -120,10 +120,12 @@ class Precision(nn.Module):
 def resolve_precision(precision: str, channels_last: str, device: torch.device, bn_groups: int = 1) -> tuple[bool, bool]:
     """("auto" means on for CUDA devices, off elsewhere) -> (bf16, channels_last).
 
-    Channels-last "auto" stays off where BatchNorm runs in groups (``bn_groups`` per process > 1): a
-    grouped layer views its input as N/G x (G C) x H x W, free in NCHW and a copy each way in channels-last.
+    Channels-last "auto" stays off where BatchNorm runs in groups (``bn_groups`` per process > 1): the grouped
+    layer then viewed its input as N/G x (G C) x H x W, free in NCHW and a copy each way in channels-last.
     Measured on an H200 (benchmarks/results/throughput_MoCo*-NVIDIA_H200.json, bf16, 8 groups): MoCo
-    trains 6,422 images/s in NCHW against 4,867 in channels-last.
+    trained 6,514 images/s in NCHW against 5,027 in channels-last.  Channels-last groups copy nothing since
+    issue 31 (:class:`_ChannelsLastGroups`), at about twice the calls per layer: whether "auto" turns them on
+    awaits the GPU figure (``benchmarks/gpu_suite.sh``'s throughput_MoCo_channels_last against throughput_MoCo).
     """
     if precision not in ("auto", "bf16", "fp32"):
         raise ValueError(f"Unknown precision {precision!r}; choose auto, bf16 or fp32.")
@@ -182,6 +184,7 @@ class _ChannelsLastGroups(torch.autograd.Function):
         ctx.save_for_backward(x, mean, invstd, scale)
         ctx.groups = groups
         ctx.mark_non_differentiable(mean, var)
+        ctx.set_materialize_grads(False)  # no zero gradients made for the statistics
         # Not a view of y: torchvision's ReLU works in place on this output (see GroupBatchNorm2d.forward).
         return torch.ops.aten._unsafe_view(y, x.shape), mean, var
 
