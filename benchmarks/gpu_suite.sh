@@ -139,6 +139,9 @@ else
   for method in IR MoCo CMC LA; do
     run "throughput_$method" 60 benchmarks/throughput.py --method "$method"
   done
+  # MoCo's 8 BatchNorm groups channels-last (copy-free since issue 31) against throughput_MoCo's NCHW, which
+  # channels_last: auto runs with groups: the figure that decides auto for grouped cells (resolve_precision).
+  run throughput_MoCo_channels_last 45 benchmarks/throughput.py --method MoCo --channels-last on --feeds synthetic
   # Ring's step-time ratios at paper scale (queue 65,536; banks 50,000 and 1.28M), selection cost, memory.
   RING_BENCH_STEPS=${RING_BENCH_STEPS:-10} run ring_selection 70 benchmarks/ring_selection.py
   # ImageNet: PIL decoding in the workers vs batched decode_jpeg on the device.

@@ -42,6 +42,9 @@ from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
 # The paper's four throughput families, each measured by its base method; any registered method (a plug-in's
 # included) can be measured, and its file is named by its objective's family, what ring.plan.estimate looks up.
 METHODS = ("IR", "MoCo", "CMC", "LA")
+# --channels-last other than auto: (file name suffix, the result's "variant", which ring.plan.estimate skips: a cell
+# runs auto's layout).  MoCo's 8 BatchNorm groups with "on" against auto's NCHW are what decides auto for grouped cells.
+LAYOUTS = {"auto": ("", None), "on": ("_channels_last", "channels-last forced on"), "off": ("_nchw", "NCHW forced")}
 
 
 def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile_: bool, channels_last: str = "auto"):
@@ -70,7 +73,8 @@ def main() -> None:
                         help="torch.compile the encoder and the device views (default mode)")
     parser.add_argument("--feeds", default="synthetic,device,pil", help="comma-separated subset")
     parser.add_argument("--channels-last", default="auto", choices=("auto", "on", "off"),
-                        help="the encoder's memory format (auto: on for CUDA); 'off' is written as a _nchw result")
+                        help="the encoder's memory format (auto: on for CUDA, NCHW with BatchNorm groups); 'on' is "
+                        "written as a _channels_last result, 'off' as a _nchw one")
     parser.add_argument("--workers", type=int, default=None, help="loader processes (default: 0 on CPU, 8 on GPU)")
     parser.add_argument("--tiny", action="store_true", help="seconds-long run for the test suite")
     args = parser.parse_args()
@@ -202,7 +206,10 @@ def main() -> None:
                "eval_images_per_s": None if args.compile else eval_only(),
                "kmeans": {"n": n, "k": cfg.kmeans_k, "clusterings": cfg.kmeans_clusterings, "iters": cfg.kmeans_iters}
                if spec_.uses_kmeans else None, **extra}
-    suffix = ("_compile" if args.compile else "") + ("_nchw" if args.channels_last == "off" else "")
+    layout, variant = LAYOUTS[args.channels_last]
+    if variant:
+        payload["variant"] = variant
+    suffix = ("_compile" if args.compile else "") + layout
     write(f"throughput_{family}{suffix}", payload, tiny=args.tiny)
 
 

@@ -40,7 +40,8 @@ def test_data_pipeline_benchmark():
 TARGET_IDS = {"moco_eager", "moco_compiled", "jpeg_path", "mocoring_ratio", "iring_ratio", "estimate_paper",
               "sync_step_MoCo", "sync_step_IR",
               *(f"pipeline_{m}{c}" for m in ("IR", "MoCo", "CMC", "LA") for c in ("", "_compile"))}
-FULL_PLAN = ["throughput_IR", "throughput_MoCo", "throughput_CMC", "throughput_LA", "ring_selection", "jpeg_decode",
+FULL_PLAN = ["throughput_IR", "throughput_MoCo", "throughput_CMC", "throughput_LA", "throughput_MoCo_channels_last",
+             "ring_selection", "jpeg_decode",
              "sync_step", "throughput_MoCo_compile", "throughput_IR_compile", "throughput_CMC_compile",
              "throughput_LA_compile"]
 QUICK_PLAN = ["sync_step", "jpeg_decode", "ring_selection", "throughput_MoCo_compile", "throughput_IR_compile"]

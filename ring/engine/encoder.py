@@ -120,10 +120,12 @@ class Precision(nn.Module):
 def resolve_precision(precision: str, channels_last: str, device: torch.device, bn_groups: int = 1) -> tuple[bool, bool]:
     """("auto" means on for CUDA devices, off elsewhere) -> (bf16, channels_last).
 
-    Channels-last "auto" stays off where BatchNorm runs in groups (``bn_groups`` per process > 1): a
-    grouped layer views its input as N/G x (G C) x H x W, free in NCHW and a copy each way in channels-last.
+    Channels-last "auto" stays off where BatchNorm runs in groups (``bn_groups`` per process > 1): the grouped
+    layer then viewed its input as N/G x (G C) x H x W, free in NCHW and a copy each way in channels-last.
     Measured on an H200 (benchmarks/results/throughput_MoCo*-NVIDIA_H200.json, bf16, 8 groups): MoCo
-    trains 6,422 images/s in NCHW against 4,867 in channels-last.
+    trained 6,514 images/s in NCHW against 5,027 in channels-last.  Channels-last groups copy nothing since
+    issue 31 (:class:`_ChannelsLastGroups`), at about twice the calls per layer: whether "auto" turns them on
+    awaits the GPU figure (``benchmarks/gpu_suite.sh``'s throughput_MoCo_channels_last against throughput_MoCo).
     """
     if precision not in ("auto", "bf16", "fp32"):
         raise ValueError(f"Unknown precision {precision!r}; choose auto, bf16 or fp32.")
@@ -151,21 +153,74 @@ def resolve_compile(setting: str, device: torch.device) -> bool:
     return True
 
 
+def _per_channel(stat: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A G x C statistic as G x C x 1 x 1 in ``like``'s dtype, to broadcast over a B x G x C x H x W batch."""
+    return (stat if stat.dtype == like.dtype else stat.to(like.dtype)).view(*stat.shape, 1, 1)
+
+
+class _ChannelsLastGroups(torch.autograd.Function):
+    """Training-mode batch norm per group of a channels-last batch, without a layout copy either way.
+
+    Channels-last memory is N H W C: a group's channel is not a channel of any 4-d view of it (no view merges the
+    group with the channel), so no ``batch_norm`` call fits.  The batch is viewed as B x G x C x H x W (free: it
+    splits N) and reduced over B, H and W; the normalisation broadcasts G x C coefficients, and the backward pass is
+    batch norm's, per group.  Statistics and gradients of the affine parameters are in the weight's dtype; bf16
+    activations' statistics come rounded to bf16 from ``var_mean`` (measured on the CPU against fp64: 1e-3 relative
+    error in the running statistics and the weight's gradient, where ``batch_norm`` keeps fp32; the output's own
+    rounding is 2e-3 either way).  Returns (output, mean, biased variance): the last two G x C, not differentiable,
+    for the running statistics.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, groups: int, eps: float):
+        x5 = x.unflatten(0, (-1, groups))
+        with torch.autocast(x.device.type, enabled=False):  # autocast would widen addcmul's operands: a copy
+            var, mean = torch.var_mean(x5, (0, 3, 4), correction=0)
+            if var.dtype != weight.dtype:
+                var, mean = var.to(weight.dtype), mean.to(weight.dtype)
+            invstd = (var + eps).rsqrt()
+            scale = invstd * weight
+            y = torch.addcmul(_per_channel(torch.addcmul(bias, mean, scale, value=-1), x), x5, _per_channel(scale, x))
+        ctx.save_for_backward(x, mean, invstd, scale)
+        ctx.groups = groups
+        ctx.mark_non_differentiable(mean, var)
+        ctx.set_materialize_grads(False)  # no zero gradients made for the statistics
+        # Not a view of y: torchvision's ReLU works in place on this output (see GroupBatchNorm2d.forward).
+        return torch.ops.aten._unsafe_view(y, x.shape), mean, var
+
+    @staticmethod
+    def backward(ctx, dy, _mean, _var):
+        x, mean, invstd, scale = ctx.saved_tensors
+        x5, dy5 = x.unflatten(0, (-1, ctx.groups)), dy.unflatten(0, (-1, ctx.groups))
+        count = x5.numel() // mean.numel()  # values per statistic
+        dims, dtype = (0, 3, 4), scale.dtype
+        sum_dy = dy5.sum(dims, dtype=dtype)
+        dot = torch.addcmul((dy5 * x5).sum(dims, dtype=dtype), mean, sum_dy, value=-1)  # sum of dy (x - mean)
+        dot_hat = dot * invstd  # sum of dy x_hat: the weight's gradient per group
+        # dx = scale (dy - mean(dy) - x_hat mean(dy x_hat)) = scale dy - slope x + offset, per group.
+        slope = (scale * invstd).mul_(dot_hat).mul_(1.0 / count)
+        offset = torch.addcmul(slope * mean, scale, sum_dy, value=-1 / count)
+        dx = torch.addcmul(_per_channel(offset, x), dy5, _per_channel(scale, x))
+        dx.addcmul_(x5, _per_channel(slope, x), value=-1)
+        return torch.ops.aten._unsafe_view(dx, x.shape), dot_hat.sum(0), sum_dy.sum(0), None, None
+
+
 class GroupBatchNorm2d(nn.BatchNorm2d):
     """``nn.BatchNorm2d`` whose training statistics are per group of the batch, all groups in one call.
 
     With ``groups = G``, rows ``n = G b + j`` form group ``j`` (:class:`Grouped` interleaves the batch
-    so that group ``j`` is its ``j``-th consecutive chunk).  The batch is viewed as
+    so that group ``j`` is its ``j``-th consecutive chunk).  An NCHW batch is viewed as
     ``N/G x (G C) x H x W``, so one ``batch_norm`` call computes the ``G C`` statistics, instead of
     ``G`` passes of the whole network over chunks of ``N/G`` images (MoCo's ``SplitBatchNorm`` does
-    the same with strided groups).  The view is free for NCHW tensors and a copy for channels-last ones.
+    the same with strided groups).  That view is free for NCHW tensors and a copy each way for channels-last
+    ones, which instead go through :class:`_ChannelsLastGroups`: no copy, more (smaller) calls.
 
     Running statistics are those of group 0, which is what GPU 0 of a ``G``-GPU run holds and exports:
     ``running_mean``/``running_var`` are the first ``C`` entries of ``G C`` buffers that the same
-    ``batch_norm`` call updates (so they cost no call of their own).  The other groups' entries are
-    never read; they are not saved, and a resumed run rebuilds them, which changes nothing it computes.
-    (The sequential chunks this replaces updated the running statistics ``G`` times per step, once
-    per chunk: the exported statistics then weighted the last chunks most.)  Evaluation mode is
+    ``batch_norm`` call updates (so they cost no call of their own; channels-last: one multi-tensor lerp).
+    The other groups' entries are never read; they are not saved, and a resumed run rebuilds them, which
+    changes nothing it computes.  (The sequential chunks this replaces updated the running statistics ``G``
+    times per step, once per chunk: the exported statistics then weighted the last chunks most.)  Evaluation mode is
     ``nn.BatchNorm2d``'s.  The parameters and ``state_dict`` keys are ``nn.BatchNorm2d``'s.
     """
 
@@ -180,12 +235,15 @@ class GroupBatchNorm2d(nn.BatchNorm2d):
         self.groups = groups
         stats = getattr(self, "_group_stats", None)
         if (stats is not None and len(stats[0]) == groups * len(self.running_mean)
-                and stats[0].data_ptr() == self.running_mean.data_ptr() and stats[1].data_ptr() == self.running_var.data_ptr()):
+                and stats[0].data_ptr() == self.running_mean.data_ptr()
+                and stats[1].data_ptr() == self.running_var.data_ptr()
+                and all(r.data_ptr() == s.data_ptr() for r, s in zip(self._group_rows, stats))):
             return
         c = len(self.running_mean)
         stats = (self.running_mean.detach().repeat(groups), self.running_var.detach().repeat(groups))
         self.running_mean, self.running_var = stats[0][:c], stats[1][:c]
         self._group_stats = stats
+        self._group_rows = tuple(s.view(groups, c) for s in stats)  # G x C, as the channels-last path updates them
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         g = self.groups
@@ -193,6 +251,11 @@ class GroupBatchNorm2d(nn.BatchNorm2d):
             return super().forward(x)
         n, c, h, w = x.shape
         self.num_batches_tracked.add_(1)
+        if not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last):
+            y, mean, var = _ChannelsLastGroups.apply(x, self.weight, self.bias, g, self.eps)
+            count = n // g * h * w
+            torch._foreach_lerp_(self._group_rows, (mean, var.mul_(count / (count - 1))), self.momentum)
+            return y
         mean, var = self._group_stats
         y = F.batch_norm(x.reshape(n // g, g * c, h, w), mean, var, self.weight.repeat(g), self.bias.repeat(g),
                          True, self.momentum, self.eps)
