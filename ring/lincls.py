@@ -260,8 +260,9 @@ class LinearEval:
     def protocol_text(self) -> str:
         """How the probe was trained, in the words of a table's footnote."""
         cfg = self.cfg
-        return (f"the linear protocol (SGD lr={cfg.lr:g}, momentum {cfg.momentum:g}, weight decay {cfg.weight_decay:g}, "
-                f"batch {cfg.batch_size}, {cfg.epochs} epochs, constant lr, on {self.trunk.description})")
+        return (f"the linear protocol (SGD lr={cfg.lr:g}, momentum {cfg.momentum:g}, "
+                f"weight decay {cfg.weight_decay:g}, batch {cfg.batch_size}, {cfg.epochs} epochs, constant lr, "
+                f"on {self.trunk.description})")
 
     def _logged_loss(self, epoch: int) -> float | None:
         """The training loss ``log.jsonl`` holds for ``epoch`` (a finished checkpoint found again), None if absent."""

@@ -111,8 +111,8 @@ def probe_verdict(scores: Mapping[str, float], last_epoch_loss: float | None, nu
     diverged = divergence(last_epoch_loss, num_classes, where, epochs, lr, scores["top1"], test_images)
     if diverged:
         return {"diverged": diverged}
-    note = last_epoch_loss is not None and loss_note(last_epoch_loss, num_classes, where, epochs, protocol, scores["top1"],
-                                                     test_images)
+    note = last_epoch_loss is not None and loss_note(last_epoch_loss, num_classes, where, epochs, protocol,
+                                                     scores["top1"], test_images)
     return {**scores, **({"loss_note": note} if note else {})}
 
 

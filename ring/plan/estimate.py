@@ -40,7 +40,8 @@ RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 # family's file beside them; ring.core.methods.Objective.family names the one that prices a method).
 FAMILIES = ("IR", "MoCo", "CMC", "LA")
 
-# Images per split of each dataset (the public datasets' sizes; digits and digits_colour: ring.data.datasets' fixed split):
+# Images per split of each dataset (the public datasets' sizes; digits and digits_colour: ring.data.datasets' fixed
+# split):
 # (pretraining images, labelled training images, test images).  STL10 pretrains on train+unlabeled.
 SIZES = {
     "digits": (1347, 1347, 450),

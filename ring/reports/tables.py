@@ -9,8 +9,8 @@ stands beside the paper's published number (``ring/data/published-results.yaml``
 difference to it.  A cell whose linear evaluation diverged (``metrics.json`` holds ``diverged``, no
 accuracy: :func:`ring.engine.health.divergence`, a non-finite loss or a top-1 at chance) shows "diverged" and its
 sentence, never a number; one whose probe's loss stayed high but whose top-1 is above chance (``loss_note``:
-:func:`ring.engine.health.loss_note`) shows its number marked ``[hN]``, its footnote the loss and the protocol.  The CSV is
-long-format (one row per method x dataset) for further analysis.
+:func:`ring.engine.health.loss_note`) shows its number marked ``[hN]``, its footnote the loss and the protocol.
+The CSV is long-format (one row per method x dataset) for further analysis.
 """
 
 from __future__ import annotations
@@ -238,7 +238,8 @@ def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
                      "value": math.nan if stale or diverged else float(m[metric]),
                      "differs": ", ".join(protocol_differences(path)), "stale": stale, "diverged": diverged,
                      "loss_note": "" if stale or diverged else loss_note(m)})
-    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs", "stale", "diverged", "loss_note"])
+    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs", "stale", "diverged",
+                                       "loss_note"])
 
 
 def dataset_display(name: str) -> str:
