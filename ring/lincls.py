@@ -16,10 +16,13 @@ protocol stamp says so (:func:`ring.engine.encoder.load_feature_extractor` build
 Resume is the default: ``CELL/checkpoint.pt`` (classifier, optimizer, epoch, RNG) is written
 atomically after every epoch.  ``CELL/metrics.json`` stamps the protocol next to the numbers.
 
-A non-finite loss stops the stage at once (:mod:`ring.engine.health`, exit 1, nothing written).  A finite loss that
-ends far above the zero classifier's (:func:`ring.engine.health.divergence`: the last epoch's mean above 100 ln K)
-is a diverged evaluation: one sentence on stderr and in ``metrics.json`` under ``diverged``, no ``top1`` or
-``top5`` (the tables print "diverged" with that sentence), exit 0 so that the grid's other tables still build.
+A non-finite loss stops the stage at once (:mod:`ring.engine.health`, exit 1, nothing written).  A test top-1 at
+chance (:func:`ring.engine.health.divergence`: within 3 binomial standard errors of 1/K over the test images) is a
+diverged evaluation: one sentence on stderr and in ``metrics.json`` under ``diverged``, no ``top1`` or ``top5`` (the
+tables print "diverged" with that sentence), exit 0 so that the grid's other tables still build.  A last-epoch mean
+training loss above 100 ln K with a top-1 above chance keeps its accuracy: the sentence of
+:func:`ring.engine.health.loss_note` (the loss, the protocol) goes to stderr and to ``metrics.json`` under
+``loss_note``, and the tables mark the number with it.
 """
 
 from __future__ import annotations
@@ -235,22 +238,31 @@ class LinearEval:
         metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed,
                    "config_hash": C.config_hash(self.cfg), "encoder_config_hash": self.encoder_config_hash,
                    "protocol": self.protocol()}
-        # A finite loss far above the zero classifier's (health.divergence): the sentence instead of an accuracy,
-        # which the tables print as "diverged" (the workflow goes on; the cell is finished, with that verdict).
+        # A non-finite loss or a test top-1 at chance (health.divergence): the sentence instead of an accuracy, which
+        # the tables print as "diverged" (the workflow goes on; the cell is finished, with that verdict).  A high
+        # loss with an accuracy above chance keeps its accuracy and a note (health.loss_note), which the tables mark.
+        # The last epoch's accuracy, the very numbers of its log line (a finished checkpoint, found again, is
+        # evaluated anew on the same features).
+        scores = scores or self.evaluate()
         last_loss = loss if loss is not None else self._logged_loss(self.epoch - 1)
-        diverged = last_loss is not None and health.divergence(last_loss, self.spec.num_classes, str(self.out),
-                                                               self.epoch, self.cfg.lr)
-        if diverged:
-            print(f"ring: {diverged}", file=sys.stderr)
-            metrics["diverged"] = diverged
-        else:
-            # The last epoch's accuracy, the very numbers of its log line (a finished checkpoint, found
-            # again, is evaluated anew on the same features).
-            metrics.update(scores or self.evaluate())
+        verdict = health.probe_verdict(scores, last_loss, self.spec.num_classes, len(self.test_set), str(self.out),
+                                       self.epoch, self.cfg.lr, self.protocol_text())
+        for key in ("diverged", "loss_note"):
+            if key in verdict:
+                print(f"ring: {verdict[key]}", file=sys.stderr)
+        metrics.update(verdict)
+        if "top1" in metrics:
             health.check_metrics(metrics, self.out / METRICS, keys=("top1", "top5"))
         atomic_write(self.out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
         return metrics
 
+
+    def protocol_text(self) -> str:
+        """How the probe was trained, in the words of a table's footnote."""
+        cfg = self.cfg
+        return (f"the linear protocol (SGD lr={cfg.lr:g}, momentum {cfg.momentum:g}, "
+                f"weight decay {cfg.weight_decay:g}, batch {cfg.batch_size}, {cfg.epochs} epochs, constant lr, "
+                f"on {self.trunk.description})")
 
     def _logged_loss(self, epoch: int) -> float | None:
         """The training loss ``log.jsonl`` holds for ``epoch`` (a finished checkpoint found again), None if absent."""

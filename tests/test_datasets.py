@@ -28,6 +28,41 @@ def test_digits_catalog_statistics_match_the_training_split():
     assert spec.std[0] == pytest.approx(pixels.std(), abs=1e-4)
 
 
+def test_colour_digits_statistics_match_the_training_split():
+    images, _, splits = datasets._digits_colour_arrays()
+    pixels = images[splits["train"]].reshape(-1, 3) / 255.0
+    spec = catalog.spec("digits_colour")
+    assert spec.mean == pytest.approx(tuple(pixels.mean(axis=0)), abs=1e-4)
+    assert spec.std == pytest.approx(tuple(pixels.std(axis=0)), abs=1e-4)
+    assert not spec.grey
+
+
+def test_colour_digits_are_the_digits_tinted_deterministically_with_ab_channels_that_draw_the_digit():
+    from ring.engine.encoder import lab_views
+
+    grey, targets, splits = datasets._digits_arrays()
+    colour, colour_targets, colour_splits = datasets._digits_colour_arrays()
+    assert colour.shape == (*grey.shape, 3) and (colour_targets == targets).all()
+    assert all((colour_splits[k] == splits[k]).all() for k in splits)
+    # Deterministic for a seed (a fresh generator each call), another seed another tint; the background stays black.
+    assert (datasets.tint(grey, seed=0) == colour).all() and not (datasets.tint(grey, seed=1) == colour).all()
+    assert (colour[grey == 0] == 0).all()
+    # CMC's views, as it computes them (kornia's Lab of the normalised batch): the ab view varies within an image
+    # and between images, where on the grey digits it is one constant (the test's guard against a vacuous pass).
+    for name, threshold in (("digits_colour", 0.05), ("digits", None)):
+        base = datasets.load(name, "unused", "test")
+        view = datasets.eval_view(name, 32, 32)
+        batch = torch.stack([view(base[i][0]) for i in range(64)])
+        _, ab = lab_views(batch, catalog.spec(name).mean, catalog.spec(name).std)
+        if threshold is None:
+            # Grey: a = b = 0 up to float32 rounding in kornia (2e-5 measured); colour: 0.14 and more (measured).
+            assert float(ab.transpose(0, 1).flatten(1).std(dim=1).max()) < 1e-3
+        else:
+            # Every image: its strokes apart from its background in a or b (a hue near yellow-green moves a little).
+            assert float(ab.flatten(2).std(dim=2).sum(dim=1).min()) > threshold
+            assert float(ab.mean(dim=(2, 3)).std(dim=0).min()) > threshold  # and the hues differ between images
+
+
 def test_views_are_reproducible_per_sample_and_epoch():
     base = datasets.load("digits", "unused", "pretrain")
     views = datasets.Views(base, datasets.pretrain_view("digits", 32, 32, 0.2), n_views=2, seed=3)

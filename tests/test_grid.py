@@ -28,8 +28,9 @@ def test_smoke_grid_runs_every_method_once(root):
     smoke = G.load(root / "workflow" / "grids" / "smoke.yaml")
     table1 = ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]
     new = ["IRingNoAnneal", "IRingBall", "IRCave", "CMCCave", "IRingCi", "CMCRingCi"]
-    assert smoke.cells() == [("digits", m, 0) for m in table1 + new]
-    assert smoke.table_cells("table2") == [("digits", m, 0) for m in ["IR", "IRing", "IRingNoAnneal", "IRingBall"]]
+    assert smoke.cells() == [("digits_colour", m, 0) for m in table1 + new]
+    lesions = ["IR", "IRing", "IRingNoAnneal", "IRingBall"]
+    assert smoke.table_cells("table2") == [("digits_colour", m, 0) for m in lesions]
 
 
 def test_paper_grid_plans_table2_and_the_la_variants(root):
@@ -85,7 +86,7 @@ def test_paper_grid_plans_every_method_on_the_nine_transfer_datasets(root):
 def test_smoke_grid_transfers_the_digits_encoders_to_generated_shapes(root):
     smoke = G.load(root / "workflow" / "grids" / "smoke.yaml")
     assert smoke.transfer_cells() == [("shapes", m, 0) for m in ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]]
-    assert smoke.transfer_config("shapes", "IR", 0, "data").source == "digits"
+    assert smoke.transfer_config("shapes", "IR", 0, "data").source == "digits_colour"
     assert G.from_dict("plain", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], **DIGITS_PRETRAIN}).transfer_cells() == []
 
 

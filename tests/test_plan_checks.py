@@ -349,12 +349,13 @@ def test_environment_finds_an_unwritable_cell_folder_at_any_depth(tmp_path, monk
 
 
 def test_cmc_on_a_grey_dataset_is_warned_about_once_at_plan_time_in_one_sentence(workdir):
-    """A warning, not a refusal: the smoke grid (README command (1)) runs CMC's methods on the grey digits."""
+    """A warning, not a refusal: a grid may run CMC's methods on the grey digits to exercise their code path."""
     cmc = pretrain_config("CMC", dataset="digits")
     sentence = checks.grey_cmc_warning(cmc, "here")
     assert sentence.startswith("here: warning: digits holds grey images, so CMC's ab view is a constant image")
     assert sentence.count(". ") == 0 and sentence.endswith(".")  # one sentence
-    assert "diverge" in sentence and "colour dataset" in sentence
+    assert "diverge" in sentence and "colour dataset (digits_colour)" in sentence
+    assert checks.grey_cmc_warning(pretrain_config("CMC", dataset="digits_colour"), "here") is None  # the smoke grid's
     assert checks.grey_cmc_warning(pretrain_config("IR", dataset="digits"), "here") is None
     assert checks.grey_cmc_warning(pretrain_config("CMCRing", dataset="cifar10", resize=32, crop=32), "here") is None
     grid, result = _plan(workdir, _set(BASE, "methods", ["IR", "CMC", "CMCRing"]))  # 4 CMC cells: one line

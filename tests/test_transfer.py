@@ -32,7 +32,10 @@ def test_transfer_cell_writes_manifest_statistics_and_metrics(tmp_path, encoder_
     manifest = json.loads((cell / transfer.MANIFEST).read_text())
     assert manifest["counts"] == {"train": 288, "test": 72} and manifest["dataset"] == "shapes"
     saved = json.loads((cell / "metrics.json").read_text())
-    assert saved["dataset"] == "shapes" and saved["method"] == "IRing" and saved["top1"] == metrics["top1"]
+    # A random-init encoder's short probe may sit at chance on the 72 shape images (ring.engine.health.chance_bar:
+    # 16.7% + 3 standard errors = 29.8%), then its verdict is "diverged" instead of a top-1: either is written as returned.
+    verdict = "top1" if "top1" in metrics else "diverged"
+    assert saved["dataset"] == "shapes" and saved["method"] == "IRing" and saved[verdict] == metrics[verdict]
     protocol = saved["protocol"]
     assert protocol["source"] == "digits" and protocol["split_sha256"] == manifest["sha256"]
     stats = json.loads((tmp_path / "stats" / "normalization-32x32.json").read_text())
@@ -60,7 +63,8 @@ def test_transfer_shares_the_linear_protocol_and_resume(tmp_path, encoder_file, 
     first = evaluation.run()
     again = transfer.TransferEval(cfg, encoder_file, tmp_path / "cell")
     again.resume()
-    assert again.epoch == 2 and again.run()["top1"] == first["top1"]
+    verdict = "top1" if "top1" in first else "diverged"  # a 2-epoch probe may sit at chance (18.1% measured)
+    assert again.epoch == 2 and again.run()[verdict] == first[verdict]
 
 
 def test_grayscale_transfer_images_become_three_channels(tmp_path, encoder_file):

@@ -156,20 +156,22 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     """README command (1), minus the install, then the report: every table and figure of the smoke grid."""
     result = snakemake(workdir, "--profile", "profiles/local", "all_tables", timeout=2400)
     printed = result.stdout + result.stderr
-    for method in ("IR", "IRing", "MoCo", "MoCoRing", "LA", "IRCave", r"IRing \(\+C_i\)"):
-        assert re.search(rf"\| {method} +\| \d+\.\d", printed), method
-    # Digits are grey: the plan warns once, and CMC's linear evaluations diverge (constant ab trunk) and say so.
-    # So do the one-epoch lesions' (IRingNoAnneal, IRingBall: last-epoch losses near 2e3, 900 ln K, on this CPU).
-    assert "stage pretrain, cell digits/CMC/seed0: warning: digits holds grey images" in printed
-    for method in ("CMC", "CMCRing", "CMCCave", r"CMCRing \(\+C_i\)", r"IRing \(No Anneal\)", r"IRing \(w_u = 100\)"):
-        assert re.search(rf"\| {method} +\| (\d+\.\d|diverged \[d\d\])", printed), method
+    # A number in every cell of Tables 1, 2 and the LA variants (issue 32): the colour digits give CMC's ab view the
+    # digit to see, and a probe whose loss stayed high (the one-epoch lesions IRingNoAnneal and IRingBall, losses near
+    # 2e3 on this CPU) shows its accuracy marked [hN] where it is above chance, not "diverged".
+    assert "holds grey images" not in printed
     tables = workdir / "results" / "smoke" / "tables"
+    for name in ("table1.md", "table2.md", "table_la_variants.md"):
+        assert "diverged [d" not in (tables / name).read_text(), name
+    for method in ("IR", "IRing", "MoCo", "MoCoRing", "LA", "IRCave", r"IRing \(\+C_i\)", "CMC", "CMCRing", "CMCCave",
+                   r"CMCRing \(\+C_i\)", r"IRing \(No Anneal\)", r"IRing \(w_u = 100\)"):
+        assert re.search(rf"\| {method} +\| \d+\.\d", printed), method
     def rows(name: str, dataset: str) -> int:  # rows, not mentions: a diverged row's sentence names its cell's path
         with open(tables / name, newline="") as fh:
             return sum(dataset in (row.get("dataset"), row.get("column")) for row in csv.DictReader(fh))
-    assert rows("table1.csv", "digits") == 7
-    assert rows("table2.csv", "digits") == 4
-    assert rows("table_la_variants.csv", "digits") == 5
+    assert rows("table1.csv", "digits_colour") == 7
+    assert rows("table2.csv", "digits_colour") == 4
+    assert rows("table_la_variants.csv", "digits_colour") == 5
     # Table 3: every Table 1 method's digits encoder transferred to the generated shapes.
     assert rows("table3.csv", "shapes") == 7
     # Table 4 on the embedded default: every method x column evaluated (2 methods x 3 models).
@@ -190,18 +192,19 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
                  "fig_hard_negatives.png", "fig_anneal_policies.png", "fig_negatives_k.png", "table_negatives_k.csv",
                  "gpu_hours.csv"):
         assert name in html, name
-    assert "results/smoke/lincls/digits/IRingBall/seed0/metrics.json" in html  # Table 2's caption lists its cells
+    # Table 2's caption lists its cells.
+    assert "results/smoke/lincls/digits_colour/IRingBall/seed0/metrics.json" in html
     assert "results/smoke/study/hard_negatives/digits/IRing/" in html
     # Captions say what ran: Table 1's rows, columns and the feature maps its cells recorded (32-pixel crops:
     # ResNet-18's layer4 is 1 x 1; CMC's L and ab maps concatenated), GPU-hours the provenance files it read.
     captions = report_captions(html)
     table1 = caption_text(captions["table1.csv"])
-    assert "rows IR, IRing, CMC, CMCRing, MoCo, MoCoRing, LA, columns the pretraining datasets digits" in table1
+    assert "rows IR, IRing, CMC, CMCRing, MoCo, MoCoRing, LA, columns the pretraining datasets digits_colour" in table1
     assert "IR, IRing, MoCo, MoCoRing, LA: resnet18.layer4 (pre-pool), flattened, 512 x 1 x 1" in table1, table1
     assert ("CMC, CMCRing: resnet18.layer4 (pre-pool) of the L and ab encoders, concatenated (CMC's protocol), flattened, "
             "1024 x 1 x 1") in table1, table1
     assert "512 x 7 x 7" not in html  # the paper's 224-pixel map, which the smoke grid never computes
-    assert "results/smoke/pretrain/digits/IR/seed0/provenance.json" in captions["gpu_hours.csv"]
+    assert "results/smoke/pretrain/digits_colour/IR/seed0/provenance.json" in captions["gpu_hours.csv"]
     assert "IRingBall" in captions["table2.csv"] and "CMC" not in captions["table2.csv"]
     # Every link a caption holds resolves from where the report is written (this folder mirrors the checkout's root).
     links = [href for caption in captions.values() for href in re.findall(r'href="([^"]+)"', caption)]
@@ -230,7 +233,7 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     counts = job_counts(result.stdout + result.stderr)
     assert counts["pretrain"] == 1 and counts["lincls"] == 1 and counts["make_table1"] == 1  # the cell, then downstream
     assert table1.stat().st_mtime_ns > before
-    iring = json.loads((workdir / "results/smoke/lincls/digits/IRing/seed0/metrics.json").read_text())
+    iring = json.loads((workdir / "results/smoke/lincls/digits_colour/IRing/seed0/metrics.json").read_text())
     assert re.search(rf"\| IRing +\| {entry(iring)} [(\[]", table1.read_text())
 
 

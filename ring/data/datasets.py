@@ -6,6 +6,12 @@ The embedded default, ``digits``, is scikit-learn's copy of the UCI optical digi
 8x8 grey images, 10 classes).  Its fixed split is ``train_test_split(test_size=0.25,
 stratify=labels, random_state=0)``: 1347 training and 450 test images.
 
+Its colour variant, ``digits_colour`` (the smoke grid's, README command (1)), is the same images and split, each
+tinted by one hue drawn per image (:func:`tint`: ``numpy.random.default_rng(0)``, uniform in [0, 1), in
+``load_digits`` order; saturation 0.5, value 1): a digit's strokes take the colour, the background stays black.  The
+hue is independent of the label, so it gives no class away; what it gives is Lab ab channels that draw the digit's
+shape, which CMC's ab view needs (on grey images that view is a constant image).
+
 Augmentation is seeded per sample from ``(seed, epoch, index)``, so a run's views do not depend
 on the number of loader workers or on where an interrupted run was resumed.
 """
@@ -39,6 +45,28 @@ def _digits_arrays():
     return images, digits.target.astype(np.int64), {"train": np.sort(train_idx), "test": np.sort(test_idx)}
 
 
+# The colour variant's tint (module docstring): its generator's seed and the colours' HSV saturation.  Saturation 0.5
+# keeps every tint's luma (Rec. 601) at 0.55 or more of the grey digit's (blue, the darkest, 0.5 + 0.5 x 0.114), so
+# the strokes stay bright for the methods that see RGB, while the ab channels span tens of Lab units.
+TINT_SEED = 0
+TINT_SATURATION = 0.5
+
+
+def tint(images: np.ndarray, seed: int = TINT_SEED, saturation: float = TINT_SATURATION) -> np.ndarray:
+    """N x H x W uint8 grey images -> N x H x W x 3 uint8, each image times one colour of a hue drawn from ``seed``."""
+    import colorsys
+
+    hues = np.random.default_rng(seed).random(len(images))
+    colours = np.array([colorsys.hsv_to_rgb(h, saturation, 1.0) for h in hues])
+    return np.round(images[..., None] * colours[:, None, None, :]).astype(np.uint8)
+
+
+@functools.lru_cache(maxsize=1)
+def _digits_colour_arrays():
+    images, targets, splits = _digits_arrays()
+    return tint(images), targets, splits
+
+
 class ArrayImages(Dataset):
     """Images decoded once into a uint8 array (N x H x W or N x H x W x 3)."""
 
@@ -56,6 +84,12 @@ class ArrayImages(Dataset):
 
 def _build_digits(_folder: Path, split: str) -> Dataset:
     images, targets, splits = _digits_arrays()
+    sel = splits[split]
+    return ArrayImages(images[sel], targets[sel])
+
+
+def _build_digits_colour(_folder: Path, split: str) -> Dataset:
+    images, targets, splits = _digits_colour_arrays()
     sel = splits[split]
     return ArrayImages(images[sel], targets[sel])
 
@@ -79,6 +113,7 @@ def _build_imagenet(folder: Path, split: str) -> Dataset:
 
 BUILDERS: dict[str, Callable[[Path, str], Dataset]] = {
     "digits": _build_digits,
+    "digits_colour": _build_digits_colour,
     "cifar10": _build_cifar(tvd.CIFAR10),
     "cifar100": _build_cifar(tvd.CIFAR100),
     "stl10": _build_stl10,

@@ -69,6 +69,15 @@ DATASETS: dict[str, DatasetSpec] = {
         train_images=1347,  # the fixed 75% split of ring.data.datasets
         grey=True,
     ),
+    # Its colour variant (the smoke grid's): the same images and split, each tinted by a seeded hue, so that CMC's ab
+    # view draws the digit (ring.data.datasets.tint).
+    "digits_colour": DatasetSpec(
+        display="Digits (colour)", num_classes=10,
+        # Per-channel mean/std of the training split's 0..255 pixels (asserted by tests/test_datasets.py).
+        mean=(0.2323, 0.2260, 0.2297), std=(0.3058, 0.2977, 0.3017),
+        required=(), how_to_get="it ships inside scikit-learn (tinted by ring.data.datasets); install scikit-learn",
+        train_images=1347,
+    ),
     "cifar10": DatasetSpec(
         display="CIFAR10", num_classes=10,
         mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616),

@@ -281,16 +281,18 @@ _GREY_CMC_WARNED: set[str] = set()
 def grey_cmc_warning(cfg, where: str) -> str | None:
     """One sentence when ``cfg`` pretrains a CMC-based method on a grey dataset (``catalog.DatasetSpec.grey``), else None.
 
-    A warning, not a refusal: the smoke grid (README command (1)) runs CMC, CMCRing, CMCCave and CMCRing (+C_i) on the
-    grey digits to exercise their code path.  There the ab view is a constant image, the ab trunk learns nothing and
-    its large constant features make the linear evaluation diverge, which ring.lincls reports instead of a number."""
+    A warning, not a refusal: a grid may run CMC's methods on the grey digits to exercise their code path (the smoke
+    grid, README command (1), runs them on digits_colour instead).  There the ab view is a constant image, the ab trunk
+    learns nothing and its large constant features can make the linear probe's loss explode; ring.lincls reports
+    "diverged" where the probe's accuracy is at chance and the number, marked, where it is above."""
     spec = catalog.DATASETS.get(cfg.dataset)
     method = METHODS.get(cfg.method)
     if spec is None or not spec.grey or method is None or not method.objective.grey_blind:
         return None
     return (f"{where}: warning: {cfg.dataset} holds grey images, so CMC's ab view is a constant image and the ab trunk of "
             f"{cfg.method} (and of every CMC-based cell on {cfg.dataset}) learns nothing; its linear evaluation is expected "
-            "to diverge and show 'diverged' in the tables, so pretrain CMC on a colour dataset for a result.")
+            "to diverge (a huge loss, an accuracy at or near chance), so pretrain CMC on a colour dataset "
+            "(digits_colour) for a result.")
 
 
 def warn_grey_cmc(cfg, where: str) -> None:

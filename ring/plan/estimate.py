@@ -47,10 +47,12 @@ RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 # family's file beside them; ring.core.methods.Objective.family names the one that prices a method).
 FAMILIES = ("IR", "MoCo", "CMC", "LA")
 
-# Images per split of each dataset (the public datasets' sizes; digits: ring.data.datasets' fixed split):
+# Images per split of each dataset (the public datasets' sizes; digits and digits_colour: ring.data.datasets' fixed
+# split):
 # (pretraining images, labelled training images, test images).  STL10 pretrains on train+unlabeled.
 SIZES = {
     "digits": (1347, 1347, 450),
+    "digits_colour": (1347, 1347, 450),
     "cifar10": (50_000, 50_000, 10_000),
     "cifar100": (50_000, 50_000, 10_000),
     "stl10": (105_000, 5_000, 8_000),

@@ -7,8 +7,10 @@ difference to its base method (IRing vs IR, ...), recomputed from our numbers, m
 exceeds the seed noise by Welch's t-test (:data:`SIGNIFICANCE`, :func:`welch_p`); and each cell
 stands beside the paper's published number (``ring/data/published-results.yaml``) and our
 difference to it.  A cell whose linear evaluation diverged (``metrics.json`` holds ``diverged``, no
-accuracy: :func:`ring.engine.health.divergence`) shows "diverged" and its sentence, never a number.  The CSV is
-long-format (one row per method x dataset) for further analysis.
+accuracy: :func:`ring.engine.health.divergence`, a non-finite loss or a top-1 at chance) shows "diverged" and its
+sentence, never a number; one whose probe's loss stayed high but whose top-1 is above chance (``loss_note``:
+:func:`ring.engine.health.loss_note`) shows its number marked ``[hN]``, its footnote the loss and the protocol.
+The CSV is long-format (one row per method x dataset) for further analysis.
 """
 
 from __future__ import annotations
@@ -166,6 +168,12 @@ def diverged_reason(m: dict) -> str:
     return reason if isinstance(reason, str) and reason else ""
 
 
+def loss_note(m: dict) -> str:
+    """The note of a linear probe whose accuracy is reported although its training loss stayed high, or ''."""
+    note = m.get("loss_note") if isinstance(m, dict) else None
+    return note if isinstance(note, str) and note else ""
+
+
 def read_metrics(path: str | Path, keys: tuple[str, ...], diverged_ok: bool = False) -> dict:
     """A cell's metrics as JSON (never unpickled), holding ``keys`` with finite values; one sentence naming the file.
     With ``diverged_ok``, a diverged cell's file (:func:`diverged_reason`) needs only the keys that name the cell."""
@@ -216,7 +224,8 @@ def stale_reason(path: str | Path, m: dict) -> str:
 
 
 def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
-    """One row per cell, a stale one (:func:`stale_reason`) or a diverged one (:func:`diverged_reason`) without a value."""
+    """One row per cell, a stale one (:func:`stale_reason`) or a diverged one (:func:`diverged_reason`) without a value,
+    one whose probe's loss stayed high with its value and its :func:`loss_note`."""
     rows = []
     for path in metric_files:
         m = read_metrics(path, (*IDENTITY_KEYS, metric), diverged_ok=True)
@@ -224,8 +233,10 @@ def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
         diverged = "" if stale else diverged_reason(m)
         rows.append({"dataset": m["dataset"], "method": m["method"], "seed": int(m["seed"]),
                      "value": math.nan if stale or diverged else float(m[metric]),
-                     "differs": ", ".join(protocol_differences(path)), "stale": stale, "diverged": diverged})
-    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs", "stale", "diverged"])
+                     "differs": ", ".join(protocol_differences(path)), "stale": stale, "diverged": diverged,
+                     "loss_note": "" if stale or diverged else loss_note(m)})
+    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs", "stale", "diverged",
+                                       "loss_note"])
 
 
 def dataset_display(name: str) -> str:
@@ -239,7 +250,8 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
     ``display`` names a ``dataset`` value's column in the paper (Table 4's values are its columns).
     """
     stats = cells.groupby(["method", "dataset"])["value"].agg(n="count", mean="mean", std="std").reset_index()
-    for why in ("stale", "diverged"):  # their sentences (their values are NaN, so n counts only the others)
+    # Their sentences (a stale or diverged cell's value is NaN, so n counts only the others; a noted one counts).
+    for why in ("stale", "diverged", "loss_note"):
         if why in cells:
             reasons = cells.groupby(["method", "dataset"])[why].agg(lambda v: " ".join(t for t in v if t)).reset_index()
             stats = stats.merge(reasons, on=["method", "dataset"], how="left")
@@ -252,6 +264,7 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
     out["differs"] = out["differs"].fillna("") if "differs" in out else ""
     out["stale"] = out["stale"].fillna("") if "stale" in out else ""
     out["diverged"] = out["diverged"].fillna("") if "diverged" in out else ""
+    out["loss_note"] = out["loss_note"].fillna("") if "loss_note" in out else ""
     # No number from a partly stale or diverged entry, nor a delta to it.
     out.loc[(out.stale != "") | (out.diverged != ""), ["mean", "std"]] = math.nan
     out["n"] = out["n"].fillna(0).astype(int)
@@ -302,7 +315,8 @@ def _fmt(x: float, signed: bool = False) -> str:
     return f"{x:+.1f}" if signed else f"{x:.1f}"
 
 
-def cell_text(row, stale_notes: dict | None = None, diverged_notes: dict | None = None) -> str:
+def cell_text(row, stale_notes: dict | None = None, diverged_notes: dict | None = None,
+              loss_notes: dict | None = None) -> str:
     if row.stale:  # one stale seed makes the whole entry stale: a mean over the rest would be another number
         mark = (stale_notes if stale_notes is not None else {}).setdefault(row.stale, f"[s{len(stale_notes or {}) + 1}]")
         return f"stale {mark}"
@@ -312,6 +326,9 @@ def cell_text(row, stale_notes: dict | None = None, diverged_notes: dict | None 
     if row.n == 0:
         return "—"
     text = _fmt(row["mean"]) + (f" ± {row['std']:.1f}" if row.n > 1 else "")
+    if getattr(row, "loss_note", ""):  # a measured number, marked: its probe's training loss stayed high
+        notes = loss_notes if loss_notes is not None else {}
+        text += f" {notes.setdefault(row.loss_note, f'[h{len(notes) + 1}]')}"
     if not math.isnan(row.delta_to_base):
         mark = "*" if row.get("delta_significant", False) else ""
         text += f" ({_fmt(row.delta_to_base, signed=True)}{mark})"
@@ -334,15 +351,18 @@ def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str], displ
     footnotes: dict[str, str] = {}  # differing keys -> their mark, in order of appearance
     stale_notes: dict[str, str] = {}  # why a cell is stale -> its mark
     diverged_notes: dict[str, str] = {}  # a diverged evaluation's sentence -> its mark
+    loss_notes: dict[str, str] = {}  # a high-loss probe's note -> its mark
     for d in datasets:
         col = display(d)
         part = summary[summary.dataset == d].set_index("method")
-        wide[col] = [cell_text(part.loc[m], stale_notes, diverged_notes) for m in methods]
+        wide[col] = [cell_text(part.loc[m], stale_notes, diverged_notes, loss_notes) for m in methods]
         wide[f"{col} paper (ours − paper)"] = [paper_text(part.loc[m], footnotes) for m in methods]
     wide.attrs["footnotes"] = [*(f"{mark} protocol differs from the paper's in {keys}: no difference to the paper shown."
                                  for keys, mark in footnotes.items()),
                                *(f"{mark} stale: {reason}" for reason, mark in stale_notes.items()),
-                               *(f"{mark} diverged, no accuracy: {reason}" for reason, mark in diverged_notes.items())]
+                               *(f"{mark} diverged, no accuracy: {reason}" for reason, mark in diverged_notes.items()),
+                               *(f"{mark} accuracy measured, training loss high: {note}"
+                                 for note, mark in loss_notes.items())]
     return wide
 
 
