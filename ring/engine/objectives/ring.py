@@ -172,10 +172,10 @@ def sample_in_window(
 
     ``u`` (B x k uniform draws) is mapped onto each row's window; with ``w_l = 0, w_u = 100`` the
     same ``u`` gives exactly :func:`sample_uniform`'s indices, so IRing with a full window *is* IR.
-    ``draw`` maps the window's mask and ``u`` to indices: :func:`sample_from_blocks` (the default) or
-    :func:`sample_from_mask`, which give the same indices (the benchmark times both).
+    ``draw`` maps the window's mask and ``u`` to indices: :func:`sample_from_blocks` or :func:`sample_from_mask`,
+    which give the same indices; by default the one measured faster on the device (:data:`DRAW_BY_DEVICE`).
     """
-    draw = sample_from_blocks if draw is None else draw
+    draw = DRAW_BY_DEVICE.get(queries.device.type, sample_from_blocks) if draw is None else draw
     n = bank.shape[0]
     k = u.shape[1]
     if k > n:
@@ -263,3 +263,9 @@ def sample_from_blocks(mask: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     running = bits.cumsum(-1, dtype=torch.uint8)
     offset = torch.searchsorted(running, in_block.to(torch.uint8).unsqueeze(-1), right=False).squeeze(-1)
     return offset.add_(block, alpha=BLOCK)
+
+
+# Both draws give the same indices, so the choice is speed alone (benchmarks/ring_selection.py, "draw"): on an
+# H200 at 256 x 1.28M the bank-wide cumulative sum takes 3.6 ms against 7.8 ms for the blocks' 22 calls
+# (ring_selection-NVIDIA_H200.json); on this project's CPU the blocks are 2.5x faster (docs/performance.md).
+DRAW_BY_DEVICE = {"cuda": sample_from_mask, "cpu": sample_from_blocks}
