@@ -108,8 +108,10 @@ def _load_grid(value: str) -> dict:
     if problem := ring.plan.checks.environment(grid):
         _fail_plan(problem)
     for broken in METHODS.broken.values():  # this grid names none of its methods: a line, not a refusal
-        print(f"ring: warning: {broken}; its methods are unavailable until that package is fixed or uninstalled.",
-              file=sys.stderr)
+        print(
+            f"ring: warning: {broken}; its methods are unavailable until that package is fixed or uninstalled.",
+            file=sys.stderr,
+        )
     if config.get("skip_checksums"):  # refused here, not after the data check passed and the job failed
         refused = [d for d in dict.fromkeys(grid_targets(grid)) if d in DATASETS and loader_verifies(d)]
         if refused:
@@ -145,7 +147,7 @@ wildcard_constraints:
 # config.yaml, every value the job reads (runtime knobs such as threads, compile and num_workers included), and
 # reruns on any edit.  The stage rule takes config.hash as a plain input and config.yaml as ancient(), so a
 # runtime-only edit rewrites config.yaml and submits nothing, while any other edit reruns exactly the cells it
-# changes.  A rule that reads an encoder takes its pretraining cell's config.hash too: an edited pretraining config
+# changes.  A rule that reads an encoder takes its pretraining cell's config.hash too, as an edited pretraining config
 # whose job failed removed the encoder, a missing intermediate that alone would not rerun the evaluation (the next
 # run would report "Nothing to be done").  In this order, not the other: Snakemake never looks at the params of a
 # job that follows one it reruns, so a hash rule after config.yaml's would miss every edit.
@@ -298,7 +300,6 @@ def transfer_stage_config(wildcards):
         config["data_root"],
         TRANSFER_STATS.format(**wildcards),
     )
-
 
 
 def generated_data(wildcards) -> list:
