@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from ring.core.methods import METHODS, apply_fixed
+from ring.core.methods import METHODS, apply_fixed, unread_keys
 
 
 @dataclass
@@ -394,8 +394,20 @@ def save(cfg, path: str | Path) -> None:
 
 
 def hashed_values(cfg) -> dict:
-    """The values that change results (runtime knobs left out), as plain data: what config_hash covers."""
-    return {k: v for k, v in to_dict(cfg).items() if k not in cfg.RUNTIME_FIELDS}
+    """The values that change results (runtime knobs left out), as plain data: what config_hash covers.
+
+    A pretraining key the cell's method never reads (ring.core.methods.unread_keys: MoCo's negatives_count, IR's
+    queue_size) is taken at its default: a value there changes nothing the method trains, so it must not restart a
+    finished cell.  At the default, not left out, so that every cell that never set one keeps the hash it had."""
+    values = {k: v for k, v in to_dict(cfg).items() if k not in cfg.RUNTIME_FIELDS}
+    if isinstance(cfg, PretrainConfig):
+        defaults = {f.name: f for f in dataclasses.fields(cfg)}
+        values.update({k: _default_of(defaults[k]) for k in unread_keys(cfg.method)})
+    return values
+
+
+def _default_of(f: dataclasses.Field):
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 def config_hash(cfg) -> str:

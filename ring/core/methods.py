@@ -35,6 +35,19 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 
 
+# PretrainConfig keys that only some methods read, by what reads them; every other key is read by every method.  A
+# key a method never reads takes its default in that method's cells (see :func:`unread_keys`).
+BANK_KEYS = ("bank_negatives", "bank_momentum", "negatives_count")  # a memory bank's (ring.engine.objectives.ir)
+QUEUE_KEYS = ("queue_size", "key_momentum")  # MoCo's queue and key encoder (ring.engine.objectives.moco)
+CMC_KEYS = ("cmc_negatives",)  # CMC's two banks' draw (ring.engine.objectives.cmc)
+KMEANS_KEYS = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs")  # Method.uses_kmeans
+LA_KEYS = ("la_own_entry",)  # LA's background sampler only (ring.engine.objectives.ir)
+# The Ring window and its annealing (ring.engine.anneal): the trainer builds them for Ring methods only.
+RING_KEYS = ("ring_w_l", "ring_anneal", "ring_anneal_epochs", "ring_inner", "ring_w_u", "ring_anneal_stages",
+             "ring_loss_ema", "ring_val_fraction", "ring_val_before_training")
+METHOD_KEYS = (*BANK_KEYS, *QUEUE_KEYS, *CMC_KEYS, *KMEANS_KEYS, *LA_KEYS, *RING_KEYS)
+
+
 class Objective:
     """A base objective as the stages see it, torch-free: the login node plans, checks and prices with it,
     and the pretraining stage builds its torch module from :attr:`implementation`.
@@ -50,6 +63,16 @@ class Objective:
     trunks: tuple[str, ...] = ("encoder.pt",)  # the torchvision trunks a pretraining cell exports
     k_key = "bank_negatives"  # the config key that is its number of negatives k (the negatives-k study)
     grey_blind = False  # True where a grey image gives one of its views a constant input (CMC's ab view)
+    # The keys of METHOD_KEYS its implementation reads (the Ring keys come with Method.ring: the trainer reads those);
+    # None: every key, what an objective that declares nothing gets, so a plug-in written before the rule keeps its
+    # cells' hashes and accepts every key.
+    own_keys: tuple[str, ...] | None = None
+
+    def reads(self, m: "Method") -> frozenset[str] | None:
+        """The keys of :data:`METHOD_KEYS` method ``m`` reads (None: all of them)."""
+        if self.own_keys is None:
+            return None
+        return frozenset((*self.own_keys, *(RING_KEYS if m.ring else ())))
 
     def __init__(self, label: str, implementation: str, cost_family: str):
         self.label = label  # for messages and provenance only
@@ -99,6 +122,14 @@ class Objective:
 class BankObjective(Objective):
     """A memory bank of every training image, negatives drawn from it (IR and its k-means variants)."""
 
+    own_keys = BANK_KEYS
+
+    def reads(self, m: "Method") -> frozenset[str] | None:
+        # The k-means keys build its clusterings and la_own_entry steers LA's background sampler: only those methods'.
+        base = super().reads(m)
+        extra = (*(KMEANS_KEYS if m.uses_kmeans else ()), *(LA_KEYS if m.sampler == "background" else ()))
+        return None if base is None else base | frozenset(extra)
+
     def family(self, m: "Method") -> str:
         return "LA" if m.uses_kmeans else self.cost_family  # a reclustering per epoch: LA's measured figures
 
@@ -124,6 +155,7 @@ class TwoViewBankObjective(BankObjective):
 
     trunks = ("encoder.pt", "encoder_ab.pt")
     grey_blind = True
+    own_keys = (*BANK_KEYS, *CMC_KEYS)
 
     def family(self, m: "Method") -> str:
         # No CMC figures with k-means: its variants take CMC's step rate, and ring.plan.estimate adds their reclustering.
@@ -135,6 +167,7 @@ class QueueObjective(Objective):
 
     n_views = 2
     k_key = "queue_size"
+    own_keys = QUEUE_KEYS  # its negatives are the queue: no bank, so no bank_negatives, negatives_count, k-means
 
     def ring_selection(self, cfg, n_images: int) -> tuple[str, int]:
         return "MoCoRing", cfg.queue_size  # the window ranks the queue
@@ -178,6 +211,11 @@ class Method:
     @property
     def uses_kmeans(self) -> bool:
         return self.sampler in ("cave", "background") or self.close_positives
+
+    @property
+    def reads(self) -> frozenset[str] | None:
+        """The keys of :data:`METHOD_KEYS` it reads, as its objective declares them (None: every key)."""
+        return self.objective.reads(self)
 
     @property
     def encoder_files(self) -> tuple[str, ...]:
@@ -361,6 +399,21 @@ def method(name: str, *, require_implemented: bool = True) -> Method:
             f"Method {name} is not implemented yet ({m.note}); remove it from the grid to run the other cells."
         )
     return m
+
+
+def unread_keys(name: str) -> tuple[str, ...]:
+    """The PretrainConfig keys method ``name`` never reads (in :data:`METHOD_KEYS` order; none for an unregistered
+    method or an objective that declares nothing).  Its cells keep their defaults: a key under a grid's ``all`` or
+    ``by_dataset`` applies only to the methods that read it, a config's hash takes them at their defaults
+    (ring.core.config.hashed_values), and a grid that sets one for this method alone is refused (ring.plan.grid)."""
+    reads = METHODS[name].reads if isinstance(name, str) and name in METHODS else None
+    return () if reads is None else tuple(k for k in METHOD_KEYS if k not in reads)
+
+
+def read_only(name: str, values: dict) -> dict:
+    """``values`` without the keys method ``name`` never reads (a block shared by several methods)."""
+    unread = unread_keys(name)
+    return {k: v for k, v in values.items() if k not in unread}
 
 
 def apply_fixed(name: str, values: dict, source: str = "the grid") -> dict:

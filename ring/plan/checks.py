@@ -43,8 +43,6 @@ PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
 AUGMENTATIONS = ("crop_flip", "none")
 DETECTION_DATASETS = ("detectron2", "embedded")
-RING_KEYS = ("ring_w_l", "ring_anneal", "ring_anneal_epochs", "ring_inner", "ring_w_u", "ring_anneal_stages",
-             "ring_loss_ema", "ring_val_fraction", "ring_val_before_training")
 VALIDATION_POLICIES = ("adaptive_val", "adaptive_val_authors")  # the policies that read a validation accuracy
 # Detectron2 keys: dotted upper-case paths (the job checks each against Detectron2's config).
 D2_KEY = re.compile(r"^[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)+$")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ring.plan import catalog, checks
 from ring.core import config as C
-from ring.core.methods import METHODS, apply_fixed, missing
+from ring.core.methods import METHODS, RING_KEYS, apply_fixed, missing, read_only, unread_keys
 
 STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
 # Keys that name a cell (its folder) or where its data is: the grid sets them from the cell and the
@@ -141,8 +141,17 @@ class Grid:
         return C.from_dict(C.TransferConfig, {"method": method, "dataset": dataset, "seed": seed, "data_root": data_root,
                                               "source": self.transfer["source"], "stats_cache": stats_cache, **values})
 
+    def pretrain_values(self, dataset: str, method: str) -> dict:
+        """A pretraining cell's overrides.  ``all`` and ``by_dataset`` serve several methods, so a key there applies only
+        to the methods that read it (ring.core.methods.unread_keys): the others keep its default, in config.yaml and
+        hash.  ``by_method`` keys are its method's own (:func:`validate` refuses one it never reads)."""
+        block = self.stages.get("pretrain", {})
+        values = read_only(method, {**block.get("all", {}), **block.get("by_dataset", {}).get(dataset, {})})
+        values.update(block.get("by_method", {}).get(method, {}))
+        return values
+
     def pretrain_config(self, dataset: str, method: str, seed: int, data_root: str) -> C.PretrainConfig:
-        values = apply_fixed(method, self.stage_values("pretrain", dataset, method))
+        values = apply_fixed(method, self.pretrain_values(dataset, method))
         return C.from_dict(C.PretrainConfig, {"method": method, "dataset": dataset, "seed": seed,
                                               "data_root": data_root, **values})
 
@@ -188,9 +197,11 @@ class Grid:
         ``init_from`` is the path of the snapshot the variant starts from (the workflow builds it).
         """
         s = self.studies[study]
-        values = self.stage_values("pretrain", s.dataset, method)
-        values.update(s.pretrain)
-        values.update({k: v for k, v in s.variants[variant].items() if k != "init_from"})
+        values = self.pretrain_values(s.dataset, method)
+        # A study's block and variants serve its several methods (k256: bank_negatives and queue_size): each takes
+        # the keys it reads.
+        values.update(read_only(method, s.pretrain))
+        values.update(read_only(method, {k: v for k, v in s.variants[variant].items() if k != "init_from"}))
         values = apply_fixed(method, values)
         return C.from_dict(C.PretrainConfig, {"method": method, "dataset": s.dataset, "seed": seed,
                                               "data_root": data_root, **values, "init_from": init_from})
@@ -203,6 +214,23 @@ def check_no_identity_keys(values: dict, where: str) -> None:
             raise checks.ConfigError(f"{where}: {key!r} names the cell, so it cannot be set in a stage block (every "
                                      f"cell would train the same {key} under its own name); set it in "
                                      f"{IDENTITY_KEYS[key]} and remove it here.")
+
+
+def check_read(method: str, values: dict, where: str) -> None:
+    """Keys set for ``method`` alone are keys it reads: one it never reads would change nothing it trains, only its
+    config hash (and restart a finished cell) were it hashed, and it is not, so setting it there is a mistake."""
+    unread = [k for k in values if k in unread_keys(method)]
+    if not unread:
+        return
+    key = unread[0]
+    if key in RING_KEYS:  # the window's settings: name the methods that have one
+        what = (f"is a Ring setting but {method} has no Ring window, so it would be ignored; remove it or set it for "
+                f"{method}Ring-style methods ({', '.join(n for n, m in METHODS.items() if m.ring)})")
+    else:
+        readers = [n for n in METHODS if key not in unread_keys(n)]
+        what = (f"is a setting {method} never reads (only {', '.join(readers)} do), so it would change nothing it "
+                "trains; remove it here (under all: or by_dataset it applies only to the methods that read it)")
+    raise checks.ConfigError(f"{where}: {key}={values[key]!r} {what}.")
 
 
 def validate_detection(grid: Grid) -> None:
@@ -274,12 +302,7 @@ def validate(grid: Grid) -> None:
         validate_transfer(grid)
     # Building every cell's config checks every override key against the dataclasses.
     for method, values in grid.stages.get("pretrain", {}).get("by_method", {}).items():
-        ring_keys = [k for k in values if k in checks.RING_KEYS]
-        if ring_keys and not METHODS[method].ring:
-            raise checks.ConfigError(
-                f"Grid {grid.file}, stage pretrain, block by_method {method}: {ring_keys[0]}={values[ring_keys[0]]!r} "
-                f"is a Ring setting but {method} has no Ring window, so it would be ignored; remove it or use "
-                f"{method}Ring-style methods ({', '.join(n for n, m in METHODS.items() if m.ring)}).")
+        check_read(method, values, f"Grid {grid.file}, stage pretrain, block by_method {method}")
     for dataset, method, seed in grid.cells():
         for stage, build in (("pretrain", grid.pretrain_config), ("lincls", grid.lincls_config)):
             try:
