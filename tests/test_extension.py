@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ring.core import config as C
 from ring.plan import checks
 from ring.plan import estimate as E
 from ring.plan import grid as G
@@ -137,6 +138,25 @@ def test_the_plugins_methods_pass_the_plan_checks_and_its_own_check_speaks_one_s
                                                  r"an integer of at least 4; set batch_size to 4 or more \(the batch holds "
                                                  r"the negatives\)\.$"):
         G.from_dict("ext", bad)  # the plan checks the workflow runs when it loads a grid, before any job
+
+
+def test_a_plugin_that_declares_no_keys_reads_every_key_and_one_that_declares_them_is_held_to_them(plugin, monkeypatch):
+    """Issue 32 item 7: plug-ins written before the unread-key rule keep working (and their hashes); a declared one
+    gets the paper methods' rule."""
+    assert M.unread_keys("Toy") == ()
+    grid = G.from_dict("ext", {**GRID, "pretrain": {**GRID["pretrain"], "by_method": {"Toy": {"queue_size": 512}}}})
+    toy = grid.pretrain_config("digits", "Toy", 0, "data")
+    assert toy.queue_size == 512 and C.config_hash(toy) != C.config_hash(dataclasses.replace(toy, queue_size=4096))
+
+    class Declared(M.Objective):
+        own_keys = ()  # the common keys only (and the Ring keys for a Ring method)
+
+    monkeypatch.setitem(M.METHODS, "Declared", M.Method(Declared("d", "toy_method:InBatchContrast", "InBatch"),
+                                                        ring=True, base="Declared"))
+    assert "queue_size" in M.unread_keys("Declared") and "ring_w_l" not in M.unread_keys("Declared")
+    with pytest.raises(checks.ConfigError, match=r"block by_method Declared: queue_size=512 is a setting Declared never "
+                                                 r"reads \(only MoCo, MoCoRing, Toy, ToyRing do\)"):
+        G.from_dict("ext", {**GRID, "methods": ["Declared"], "pretrain": {"by_method": {"Declared": {"queue_size": 512}}}})
 
 
 def test_a_name_taken_or_unsafe_is_refused():

@@ -160,3 +160,43 @@ PAPER_HASHES = (201, "1b2f92d3dfc6a1eb")
 def test_the_paper_grids_cells_keep_their_config_hashes():
     hashes = grid_hashes("paper")
     assert (len(hashes), digest(hashes)) == PAPER_HASHES
+
+
+def test_unread_keys_come_from_the_registry_and_every_methods_own_values_are_keys_it_reads():
+    fields = {f.name for f in dataclasses.fields(C.PretrainConfig)}
+    assert set(M.METHOD_KEYS) <= fields and not set(M.METHOD_KEYS) & set(C.PretrainConfig.RUNTIME_FIELDS)
+    assert "negatives_count" in M.unread_keys("MoCo") and "queue_size" in M.unread_keys("IR")
+    assert "queue_size" not in M.unread_keys("MoCoRing") and "ring_w_l" not in M.unread_keys("MoCoRing")
+    assert "kmeans_k" not in M.unread_keys("IRingCi") and "la_own_entry" in M.unread_keys("IRingCi")
+    for name, m in M.METHODS.items():  # a method's defining values and defaults are keys it reads
+        keys = {k for k, _ in (*m.fixed, *m.defaults)}
+        assert not keys & set(M.unread_keys(name)), name
+
+
+def test_a_key_a_method_never_reads_hashes_at_its_default_and_one_it_reads_does_not():
+    moco, ir = pretrain_config("MoCo"), pretrain_config("IR")
+    counted = {"negatives_count": "including_positive"}
+    assert C.config_hash(dataclasses.replace(moco, **counted)) == C.config_hash(moco)
+    assert C.hashed_values(dataclasses.replace(moco, **counted))["negatives_count"] == "excluding_positive"
+    assert C.config_hash(dataclasses.replace(ir, **counted)) != C.config_hash(ir)
+    # A config that sets no unread key (here: at the defaults) keeps the hash it had before the rule: the values that
+    # unread_keys leaves are all of its values.
+    plain = C.PretrainConfig(method="MoCo", dataset="cifar10")
+    assert C.hashed_values(plain) == {k: v for k, v in C.to_dict(plain).items() if k not in plain.RUNTIME_FIELDS}
+
+
+def test_a_grid_applies_a_shared_key_only_where_read_and_refuses_it_for_one_method_that_never_reads_it():
+    from ring.plan import checks
+
+    base = {"datasets": ["digits"], "methods": ["IR", "MoCo"], "seeds": [0],
+            "pretrain": {"all": {**{k: v for k, v in TINY_PRETRAIN.items() if k != "dataset"},
+                                 "negatives_count": "including_positive"}}}
+    grid = G.from_dict("g", base)
+    assert grid.pretrain_config("digits", "IR", 0, "data").negatives_count == "including_positive"
+    assert grid.pretrain_config("digits", "MoCo", 0, "data").negatives_count == "excluding_positive"
+    assert grid.pretrain_config("digits", "IR", 0, "data").queue_size == 4096  # TINY's 256 is MoCo's only
+    bad = {**base, "pretrain": {**base["pretrain"], "by_method": {"MoCo": {"negatives_count": 8}}}}
+    with pytest.raises(checks.ConfigError, match=r"^Grid g, stage pretrain, block by_method MoCo: negatives_count=8 is a "
+                                                 r"setting MoCo never reads \(only IR, IRing, CMC, .*\), so it would "
+                                                 r"change nothing it trains; remove it here"):
+        G.from_dict("g", bad)

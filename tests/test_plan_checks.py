@@ -58,10 +58,15 @@ CASES = [
     ("pretrain/by_method/IRing", {"ring_w_u": 95.0}, f"{CELL}: ring_w_u=95.0 and ring_inner=0.1 must have exactly one set"),
     ("pretrain/by_method/IRing", {"ring_anneal": "cosine"},
      f"{CELL}: ring_anneal='cosine' is not one of linear, step, exponential, adaptive_val, adaptive_loss, none"),
-    # An unknown policy on a cell without a Ring window is still a typo (it used to pass silently).
-    ("pretrain/all/ring_anneal", "linaer", "stage pretrain, cell digits/IR/seed0: ring_anneal='linaer' is not one of"),
+    # A key under all: reaches the methods that read it (IR has no Ring window): the first Ring cell names the typo.
+    ("pretrain/all/ring_anneal", "linaer", "stage pretrain, cell digits/IRing/seed0: ring_anneal='linaer' is not one of"),
     ("pretrain/by_method/IR", {"ring_w_l": [0.0, 50.0]},
      "stage pretrain, block by_method IR: ring_w_l=[0.0, 50.0] is a Ring setting but IR has no Ring window"),
+    # A key MoCo never reads (its negatives are its queue), set for MoCo alone (issue 32 item 7).
+    ("pretrain/by_method/MoCo", {"negatives_count": 8}, "stage pretrain, block by_method MoCo: negatives_count=8 is a "
+     "setting MoCo never reads (only IR, IRing, CMC, CMCRing, LA, LAOwnPositive, IRingNoAnneal, IRingBall, IRCave, "
+     "CMCCave, IRingCi, CMCRingCi do), so it would change nothing it trains; remove it here (under all: or by_dataset "
+     "it applies only to the methods that read it)."),
     ("pretrain/all/bank_negatives", 5000, "stage pretrain, cell digits/IR/seed0: bank_negatives=5000 is larger than the "
      "memory bank (1347 digits training images); set it to at most 1347."),
     ("pretrain/all/queue_size", 32, "stage pretrain, cell digits/MoCoRing/seed0: queue_size=32 is smaller than "
@@ -86,8 +91,9 @@ CASES = [
     ("pretrain/all/crop", 48, "stage pretrain, cell digits/IR/seed0: crop=48 exceeds resize=32"),
     ("studies/hard_negatives/variants/source/snapshot_epochs", [0, 5],
      "stage studies (hard_negatives), cell digits/IR/source/seed0: snapshot_epochs=[0, 5] must be epochs in 0..epochs=2"),
+    # A study's block reaches the study's methods that read each key: IRing's cell names the typo, not IR's.
     ("studies/hard_negatives/pretrain/ring_anneal", "cosine",
-     "stage studies (hard_negatives), cell digits/IR/source/seed0: ring_anneal='cosine' is not one of"),
+     "stage studies (hard_negatives), cell digits/IRing/t10/seed0: ring_anneal='cosine' is not one of"),
     ("detection/all/overrides", {"SOLVER.MAX_ITER": 0},
      "stage detection, cell digits/IR/voc_det/seed0: overrides.SOLVER.MAX_ITER=0 must be an integer of at least 1"),
     ("detection/all/overrides", {"solver.max_iter": 5},

@@ -426,3 +426,28 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     assert yaml.safe_load((pre("IR") / "config.yaml").read_text())["loss_read_every"] == 10
     assert {m: (pre(m) / "encoder.pt").stat().st_mtime_ns for m in ("IR", "IRing")} == encoders
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
+
+
+def test_a_key_moco_never_reads_under_all_retrains_the_ir_cell_and_leaves_the_finished_moco_cell(workdir, tmp_path):
+    """Issue 32 item 7: negatives_count counts a memory bank's negatives; MoCo's are its queue, so it never reads it."""
+    grid_file = tmp_path / "elsewhere" / "unread.yaml"
+    grid_file.parent.mkdir()
+    values = {**TINY, "methods": ["IR", "MoCo"], "seeds": [0]}
+    grid_file.write_text(yaml.safe_dump(values))
+    pre = lambda m: workdir / "results" / "unread" / "pretrain" / "digits" / m / "seed0"
+    encoders = [str(pre(m).relative_to(workdir) / "encoder.pt") for m in ("IR", "MoCo")]
+    run = lambda *args: snakemake(workdir, "--profile", "profiles/local", *args, *encoders, "--config", f"grid={grid_file}")
+    run()
+    moco = {name: (pre("MoCo") / name).read_bytes() for name in ("config.yaml", "config.hash")}
+
+    values["pretrain"]["all"] = {**values["pretrain"]["all"], "negatives_count": "including_positive"}
+    grid_file.write_text(yaml.safe_dump(values))
+    plan = run("-n")
+    # The IR cell's hash rule, config rule and training; nothing of MoCo's (its config.yaml and hash unchanged).
+    assert job_counts(plan.stdout + plan.stderr) == {"pretrain": 1, "pretrain_config": 1, "pretrain_hash": 1,
+                                                     "total": 3}
+    assert "method=IR," in plan.stdout and "method=MoCo," not in plan.stdout
+    run()
+    assert {name: (pre("MoCo") / name).read_bytes() for name in moco} == moco
+    assert yaml.safe_load((pre("IR") / "config.yaml").read_text())["negatives_count"] == "including_positive"
+    assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))

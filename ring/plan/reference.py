@@ -92,6 +92,40 @@ def entries(stage: str) -> list[dict]:
             for f in dataclasses.fields(cls)]
 
 
+# The rule of ring.core.methods.unread_keys, as docs/configuration.md states it (tests/test_grid.py and
+# tests/test_workflow.py show each sentence).
+UNREAD_RULE = (
+    "A pretraining key that only some methods read (the table below) is never read by the others: MoCo's negatives "
+    "are its queue, so it never reads `negatives_count`; IR has no queue, so it never reads `queue_size`. Such a "
+    "key keeps its default in the cells of a method that never reads it, so that setting it never restarts them:",
+    "* under `all:` or `by_dataset` (and in a study's `pretrain` or variants) it applies only to the methods that "
+    "read it: `pretrain: {all: {negatives_count: including_positive}}` retrains the IR cells and leaves every MoCo "
+    "cell, its config.yaml and its hash as they were;",
+    "* under `by_method` it is refused before any job, in one sentence naming the key and the method "
+    "(`by_method: {MoCo: {negatives_count: ...}}`): set it for a method that reads it, or remove it;",
+    "* a stage config file written by hand may set one: the config hash takes it at its default "
+    "(`ring.core.config.hashed_values`), so it changes nothing and restarts nothing.",
+    "Each method's objective declares the keys it reads in the registry (`Objective.own_keys`, "
+    "[adding-a-method.md](adding-a-method.md)); a plug-in's objective that declares nothing reads every key. "
+    "The hash takes an unread key at its default rather than leaving it out, so a cell that never set one keeps its "
+    "hash. A cell whose grid set one before this rule existed (the smoke and ring_digits grids' `queue_size: 1024` "
+    "under `all:` reaches IR, the paper grid's ImageNet `queue_size` and `kmeans_k` reach IR) gets a new config.yaml "
+    "and hash once, and restarts once; its previous run is kept under `runs/<old hash>/`.",
+)
+
+
+def unread_table() -> list[str]:
+    """Which of ring's own methods read each key of ring.core.methods.METHOD_KEYS (plug-ins' methods left out, so
+    the page is the same wherever it is generated)."""
+    from ring.core.methods import METHOD_KEYS, METHODS, unread_keys
+
+    own = [name for name in METHODS if name not in METHODS.plugins]
+    lines = ["| key | read only by |", "|---|---|"]
+    for key in METHOD_KEYS:
+        lines.append(f"| `{key}` | {', '.join(n for n in own if key not in unread_keys(n))} |")
+    return lines
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -104,7 +138,9 @@ def markdown() -> str:
              "`python -m ring.config describe [STAGE] [KEY]` prints the same.", "",
              "A grid file sets these keys per stage (`pretrain:`, `lincls:`, `transfer:` blocks with `all`, "
              "`by_dataset`, `by_method`; `detection:` with `all`, `by_task`, `by_method`; a study's `pretrain` "
-             "and `variants`; `toy_cnce:`). \"Default from\" is read off the field's comment.", ""]
+             "and `variants`; `toy_cnce:`). \"Default from\" is read off the field's comment.", "",
+             "## Keys a method never reads", "", UNREAD_RULE[0], "", *UNREAD_RULE[1:-1], "", UNREAD_RULE[-1], "",
+             *unread_table(), ""]
     for stage, name in STAGES.items():
         lines += [f"## {stage} ({name})", "", "| key | type | default | allowed | what it does | default from |",
                   "|---|---|---|---|---|---|"]
