@@ -46,7 +46,7 @@ def test_a_longer_schedule_continues_and_keeps_only_the_shorter_runs_outputs_asi
 
 @pytest.mark.parametrize("new, keys", [
     (pretrain_config("IR", epochs=1, lr=0.1), "lr"),
-    (pretrain_config("IR", epochs=1, ring_w_l=[0.0, 50.0]), "ring_w_l"),
+    (pretrain_config("IR", epochs=1, bank_negatives=128), "bank_negatives"),  # ring_w_l: IR never reads it (no edit)
     (pretrain_config("IR", epochs=2, lr=0.1), "epochs, lr"),  # a longer schedule and more: starts over
 ])
 def test_any_other_edit_keeps_the_whole_previous_run_aside_and_starts_over(tmp_path, new, keys):
