@@ -154,9 +154,10 @@ def test_a_plugin_that_declares_no_keys_reads_every_key_and_one_that_declares_th
     monkeypatch.setitem(M.METHODS, "Declared", M.Method(Declared("d", "toy_method:InBatchContrast", "InBatch"),
                                                         ring=True, base="Declared"))
     assert "queue_size" in M.unread_keys("Declared") and "ring_w_l" not in M.unread_keys("Declared")
-    with pytest.raises(checks.ConfigError, match=r"block by_method Declared: queue_size=512 is a setting Declared never "
-                                                 r"reads \(only MoCo, MoCoRing, Toy, ToyRing do\)"):
-        G.from_dict("ext", {**GRID, "methods": ["Declared"], "pretrain": {"by_method": {"Declared": {"queue_size": 512}}}})
+    declared = {**GRID, "methods": ["Declared"], "pretrain": {"by_method": {"Declared": {"queue_size": 512}}}}
+    with pytest.raises(checks.ConfigError, match=r"block by_method Declared: queue_size=512 is a setting Declared "
+                                                 r"never reads \(only MoCo, MoCoRing, Toy, ToyRing do\)"):
+        G.from_dict("ext", declared)
 
 
 def test_a_name_taken_or_unsafe_is_refused():

@@ -196,7 +196,7 @@ def test_a_grid_applies_a_shared_key_only_where_read_and_refuses_it_for_one_meth
     assert grid.pretrain_config("digits", "MoCo", 0, "data").negatives_count == "excluding_positive"
     assert grid.pretrain_config("digits", "IR", 0, "data").queue_size == 4096  # TINY's 256 is MoCo's only
     bad = {**base, "pretrain": {**base["pretrain"], "by_method": {"MoCo": {"negatives_count": 8}}}}
-    with pytest.raises(checks.ConfigError, match=r"^Grid g, stage pretrain, block by_method MoCo: negatives_count=8 is a "
-                                                 r"setting MoCo never reads \(only IR, IRing, CMC, .*\), so it would "
-                                                 r"change nothing it trains; remove it here"):
+    with pytest.raises(checks.ConfigError, match=r"^Grid g, stage pretrain, block by_method MoCo: negatives_count=8 "
+                                                 r"is a setting MoCo never reads \(only IR, IRing, CMC, .*\), so it "
+                                                 r"would change nothing it trains; remove it here"):
         G.from_dict("g", bad)

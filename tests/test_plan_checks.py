@@ -59,7 +59,8 @@ CASES = [
     ("pretrain/by_method/IRing", {"ring_anneal": "cosine"},
      f"{CELL}: ring_anneal='cosine' is not one of linear, step, exponential, adaptive_val, adaptive_loss, none"),
     # A key under all: reaches the methods that read it (IR has no Ring window): the first Ring cell names the typo.
-    ("pretrain/all/ring_anneal", "linaer", "stage pretrain, cell digits/IRing/seed0: ring_anneal='linaer' is not one of"),
+    ("pretrain/all/ring_anneal", "linaer",
+     "stage pretrain, cell digits/IRing/seed0: ring_anneal='linaer' is not one of"),
     ("pretrain/by_method/IR", {"ring_w_l": [0.0, 50.0]},
      "stage pretrain, block by_method IR: ring_w_l=[0.0, 50.0] is a Ring setting but IR has no Ring window"),
     # A key MoCo never reads (its negatives are its queue), set for MoCo alone (issue 32 item 7).

@@ -436,7 +436,8 @@ def test_a_key_moco_never_reads_under_all_retrains_the_ir_cell_and_leaves_the_fi
     grid_file.write_text(yaml.safe_dump(values))
     pre = lambda m: workdir / "results" / "unread" / "pretrain" / "digits" / m / "seed0"
     encoders = [str(pre(m).relative_to(workdir) / "encoder.pt") for m in ("IR", "MoCo")]
-    run = lambda *args: snakemake(workdir, "--profile", "profiles/local", *args, *encoders, "--config", f"grid={grid_file}")
+    run = lambda *args: snakemake(workdir, "--profile", "profiles/local", *args, *encoders,
+                                  "--config", f"grid={grid_file}")
     run()
     moco = {name: (pre("MoCo") / name).read_bytes() for name in ("config.yaml", "config.hash")}
 

@@ -142,9 +142,9 @@ class Grid:
                                               "source": self.transfer["source"], "stats_cache": stats_cache, **values})
 
     def pretrain_values(self, dataset: str, method: str) -> dict:
-        """A pretraining cell's overrides.  ``all`` and ``by_dataset`` serve several methods, so a key there applies only
-        to the methods that read it (ring.core.methods.unread_keys): the others keep its default, in config.yaml and
-        hash.  ``by_method`` keys are its method's own (:func:`validate` refuses one it never reads)."""
+        """A pretraining cell's overrides.  ``all`` and ``by_dataset`` serve several methods, so a key there applies
+        only to the methods that read it (ring.core.methods.unread_keys): the others keep its default, in config.yaml
+        and hash.  ``by_method`` keys are its method's own (:func:`validate` refuses one it never reads)."""
         block = self.stages.get("pretrain", {})
         values = read_only(method, {**block.get("all", {}), **block.get("by_dataset", {}).get(dataset, {})})
         values.update(block.get("by_method", {}).get(method, {}))
