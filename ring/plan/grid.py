@@ -217,14 +217,14 @@ def check_no_identity_keys(values: dict, where: str) -> None:
 
 
 def check_read(method: str, values: dict, where: str) -> None:
-    """Keys set for ``method`` alone are keys it reads: one it never reads would change nothing it trains, only its
-    config hash (and restart a finished cell) were it hashed, and it is not, so setting it there is a mistake."""
+    """Keys set for ``method`` alone (``by_method``) must be keys it reads: one it never reads changes nothing it
+    trains (its hash takes the key at its default), so setting it there is a mistake to be told of, not ignored."""
     unread = [k for k in values if k in unread_keys(method)]
     if not unread:
         return
     key = unread[0]
     if key in RING_KEYS:  # the window's settings: name the methods that have one
-        what = (f"is a Ring setting but {method} has no Ring window, so it would be ignored; remove it or set it for "
+        what = (f"is a Ring setting but {method} has no Ring window, so it would be ignored; remove it or use "
                 f"{method}Ring-style methods ({', '.join(n for n, m in METHODS.items() if m.ring)})")
     else:
         readers = [n for n in METHODS if key not in unread_keys(n)]

@@ -92,8 +92,8 @@ def entries(stage: str) -> list[dict]:
             for f in dataclasses.fields(cls)]
 
 
-# The rule of ring.core.methods.unread_keys, as docs/configuration.md states it (tests/test_grid.py and
-# tests/test_workflow.py show each sentence).
+# The rule of ring.core.methods.unread_keys, as docs/configuration.md states it (tests/test_methods.py,
+# tests/test_plan_checks.py and tests/test_workflow.py show each sentence).
 UNREAD_RULE = (
     "A pretraining key that only some methods read (the table below) is never read by the others: MoCo's negatives "
     "are its queue, so it never reads `negatives_count`; IR has no queue, so it never reads `queue_size`. Such a "
@@ -109,8 +109,8 @@ UNREAD_RULE = (
     "[adding-a-method.md](adding-a-method.md)); a plug-in's objective that declares nothing reads every key. "
     "The hash takes an unread key at its default rather than leaving it out, so a cell that never set one keeps its "
     "hash. A cell whose grid set one before this rule existed (the smoke and ring_digits grids' `queue_size: 1024` "
-    "under `all:` reaches IR, the paper grid's ImageNet `queue_size` and `kmeans_k` reach IR) gets a new config.yaml "
-    "and hash once, and restarts once; its previous run is kept under `runs/<old hash>/`.",
+    "under `all:` reached IR; the paper grid's ImageNet `queue_size` and `kmeans_k` reached IR) gets a new "
+    "config.yaml and hash once, and restarts once; its previous run is kept under `runs/<old hash>/`.",
 )
 
 
