@@ -264,7 +264,7 @@ def check_resource_sets(sets: dict[str, tuple[dict, float | None]]) -> tuple[lis
         problems += [f"{label}: {problem}" for problem in resource_problems(res, checkpoint_interval_min)]
         key = resources_digest(res)
         if key not in refusals:
-            refusals[key] = retrying(lambda: sbatch_refusal(res), res, f"checking the {label} resources")
+            refusals[key] = retrying(lambda res=res: sbatch_refusal(res), res, f"checking the {label} resources")
         if refusals[key] is not None:
             problems.append(f"{label}: SLURM refuses these resources ({refusals[key]}); "
                             "fix them in profiles/slurm/site.yaml.")

@@ -382,7 +382,7 @@ def check_toy(cfg: C.ToyCNCEConfig, where: str) -> None:
         if not _number(p) or not 0 <= p < 100:
             _fail(where, "percentages", cfg.percentages, f"has {p}, outside [0, 100)", "use e.g. 10, 25, 50, 75, 90, 95")
     try:
-        (a, b), (c, d) = ([x + y for x, y in zip(rz, re)] for rz, re in zip(cfg.cov_z, cfg.cov_eps))
+        (a, b), (c, d) = ([x + y for x, y in zip(rz, re, strict=True)] for rz, re in zip(cfg.cov_z, cfg.cov_eps, strict=True))
         ok = all(_number(x) for x in (a, b, c, d)) and b == c and a > 0 and a * d - b * c > 0
     except (TypeError, ValueError):
         ok = False

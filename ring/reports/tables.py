@@ -280,7 +280,7 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
     out["delta_p"] = [welch_p(row["mean"], row["std"], row.n, base["mean"], base["std"], base.n)
                       if (base := base_row(row)) is not None else math.nan for _, row in out.iterrows()]
     out["delta_significant"] = out["delta_p"] < SIGNIFICANCE
-    out["paper"] = [published_value(table_key, m, display(d)) for m, d in zip(out.method, out.dataset)]
+    out["paper"] = [published_value(table_key, m, display(d)) for m, d in zip(out.method, out.dataset, strict=True)]
     out["diff_to_paper"] = out["mean"] - out["paper"]
     out.insert(2, "column", [display(d) for d in out.dataset])
     return out
@@ -507,10 +507,10 @@ def toy_summary(metric_files: list[str | Path]) -> pd.DataFrame:
            .agg(n=("value", "count"), mean=("value", "mean"), std=("value", "std"), true_mi=("true_mi", "first"))
            .reset_index())
     out["percentile"] = [0.0 if e == "NCE" else float(e[len("CNCE"):]) for e in out.estimator]
-    out["paper_mean"], out["paper_std"] = zip(*map(toy_paper, out.estimator)) if len(out) else ([], [])
+    out["paper_mean"], out["paper_std"] = zip(*map(toy_paper, out.estimator), strict=True) if len(out) else ([], [])
     # How far our mean lies from the paper's, in units of the paper's stdev (its own seed spread).
     out["paper_stds_away"] = (out["mean"] - out["paper_mean"]) / out["paper_std"] if len(out) else []
-    out["ceiling_k"], out["ceiling_inf"] = zip(*map(toy_ceiling, out.estimator)) if len(out) else ([], [])
+    out["ceiling_k"], out["ceiling_inf"] = zip(*map(toy_ceiling, out.estimator), strict=True) if len(out) else ([], [])
     out["paper_above_ceiling"] = out["paper_mean"] > out["ceiling_inf"] if len(out) else []
     return out
 
