@@ -50,6 +50,7 @@ from ring.plan import checks
 from ring.core import config as C
 from ring.core.files import write_json
 from ring.cluster.jobs import OUTPUT, StageJob
+from ring.plan import rerun
 
 RECORD = "job.json"
 LOCK = "launch.lock"  # held by the one client attached to a cell (cell_lock)
@@ -456,7 +457,6 @@ def collect_exports(job: StageJob, cell: Path) -> bool:
     the copies the stage kept (verified against its checksum record, torch-free) instead of submitting again."""
     if job.stage != "pretrain" or "--config" not in job.argv:
         return False
-    from ring.plan import rerun
 
     cfg = C.load(C.PretrainConfig, job.argv[job.argv.index("--config") + 1])
     restored = rerun.restore_exports(cell, cfg)

@@ -21,6 +21,9 @@ from pathlib import Path
 from ring.plan import catalog
 from ring.core import config as C
 from ring.core.methods import METHODS, implementation_problem, missing
+from ring.plan import ownership
+from ring.core.files import unwritable, unwritable_below
+from ring.plan.detection_tasks import missing_detectron2
 
 # Smallest crop/resize a ResNet-18 trunk takes meaningfully: its total stride is 32 (conv1 2, max
 # pool 2, layer2-4 2 each), so a 16 px view reaches layer4 as 1 x 1 after layer3's stride-2
@@ -489,11 +492,8 @@ def environment(grid, results: str | Path = "results") -> str | None:
     without Detectron2 in this interpreter (the jobs run it too), a results folder, or a cell folder in it, that
     cannot be written, or a results folder that another grid file of the same name made (ring.plan.ownership)."""
     if grid.detection and importlib.util.find_spec("detectron2") is None:
-        from ring.plan.detection_tasks import missing_detectron2
 
         return missing_detectron2(ModuleNotFoundError(name="detectron2"))
-    from ring.core.files import unwritable, unwritable_below
-    from ring.plan import ownership
 
     folder = Path(results) / grid.name
     return (unwritable(folder) or unwritable_below(folder)

@@ -32,6 +32,9 @@ from ring.plan.catalog import DATASETS, TRANSFER
 from ring.core.files import FileError, atomic_write
 from ring.core.metrics import NonFinite, check_metrics
 from ring.core.methods import METHODS, display_name
+from ring.plan import estimate
+from ring.plan.detection_tasks import COLUMNS
+from ring.core.config import to_dict
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "published-results.yaml"
 
@@ -149,7 +152,6 @@ def detection_differences(path: Path, cell: dict) -> list[str]:
 
 
 def C_dict(cfg) -> dict:
-    from ring.core.config import to_dict
 
     return to_dict(cfg)
 
@@ -409,7 +411,6 @@ def collect_columns(metric_files: list[str | Path]) -> pd.DataFrame:
 
 def build_table4(metric_files: list[str | Path], methods: list[str], prefix: str | Path) -> pd.DataFrame:
     """Table 4: methods x the paper's 12 columns (4 tasks x AP/AP50/AP75), columns without cells shown empty."""
-    from ring.plan.detection_tasks import COLUMNS
 
     same = str  # Table 4's column names are the published file's own
     summary = summarize(collect_columns(metric_files), TABLES["table4"][0], methods, COLUMNS, display=same)
@@ -434,7 +435,6 @@ def _predicted_hours(stage: str, cell: Path, figures) -> float | None:
 def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.DataFrame:
     """Cost per stage from the cells' provenance: cells, segments, requeues, wall hours and GPU-hours, and the
     GPU-hours ring.plan.estimate predicts from the committed throughput figures (n/a where it cannot)."""
-    from ring.plan import estimate
 
     try:
         figures = estimate.load_figures()
