@@ -309,14 +309,6 @@ def job_states(job_ids: list[str]) -> dict[str, str | None]:
     return states
 
 
-def sacct_state(job_id: str) -> str | None:
-    """The job's state (``None`` when SLURM does not know it, or could not be asked)."""
-    try:
-        return job_states([job_id])[job_id]
-    except (ControllerUnreachable, RuntimeError):
-        return None
-
-
 def read_record(cell: Path) -> dict | None:
     path = cell / "slurm" / RECORD
     return json.loads(path.read_text()) if path.exists() else None

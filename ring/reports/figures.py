@@ -35,7 +35,6 @@ from ring.core.methods import METHODS  # noqa: E402
 # The y-axis of the appendix's figures: "for each test example, we predict the label of its L2
 # nearest neighbor in the training split".
 ACCURACY = ("nn1_top1", "1-NN top-1 (%)")
-CURVE_COLUMNS = ["method", "variant", "seed", "epoch", "loss", "knn_top1", "nn1_top1", "w_l", "threshold", "start"]
 
 
 def read_cell(path: str | Path) -> pd.DataFrame:
