@@ -82,3 +82,10 @@ rule fig_negatives_k:
     input:
         expand(FIGURE, grid=config["grid"], study="negatives_k", ext=FIGURE_EXTS),
         expand(TABLE, grid=config["grid"], table=STUDY_TABLES["negatives_k"], ext=["csv", "md"]),
+
+
+rule fig_ring_window:
+    """Appendix-style sweep of the final w_l (the window's upper percentile): accuracy per epoch, and its table."""
+    input:
+        expand(FIGURE, grid=config["grid"], study="ring_window", ext=FIGURE_EXTS),
+        expand(TABLE, grid=config["grid"], table=STUDY_TABLES["ring_window"], ext=["csv", "md"]),

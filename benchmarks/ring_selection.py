@@ -55,8 +55,8 @@ def bench_selection(batch: int, sizes: list[int], device, repeats: int) -> list[
         ours = window_mask(sims, *WINDOW)
         theirs = sorted_window(sims, *WINDOW)
         assert torch.equal(ours, theirs), f"selections differ at N={n}"
-        t_ours = timeit(lambda: window_mask(sims, *WINDOW), device, repeats)
-        t_sort = timeit(lambda: sorted_window(sims, *WINDOW), device, repeats)
+        t_ours = timeit(lambda sims=sims: window_mask(sims, *WINDOW), device, repeats)
+        t_sort = timeit(lambda sims=sims: sorted_window(sims, *WINDOW), device, repeats)
         rows.append({"batch": batch, "n": n, "kthvalue_s": t_ours, "sort_s": t_sort, "speedup": t_sort / t_ours,
                      "same_set": True})
         del sims, ours, theirs
@@ -73,7 +73,7 @@ def bench_draw(batch: int, n: int, k: int, device, repeats: int) -> list[dict]:
     budget = chunk_elements(0, device)
     rows = []
     for window in ((0.0, 90.0), WINDOW):
-        def select(draw):
+        def select(draw, window=window):
             return sample_in_window(q, bank, *window, u, max_chunk_elements=budget, draw=draw)
 
         assert torch.equal(select(sample_from_blocks), select(sample_from_mask)), f"draws differ at N={n}, {window}"
@@ -81,9 +81,9 @@ def bench_draw(batch: int, n: int, k: int, device, repeats: int) -> list[dict]:
         mask = padded_mask(sims, *_row_bounds(sims, *window_ranks(n, *window)))
         del sims
         part = u[:mask.shape[0]]
-        draw_s = {draw.__name__: timeit(lambda: draw(mask, part), device, 5 * repeats)
+        draw_s = {draw.__name__: timeit(lambda draw=draw, mask=mask, part=part: draw(mask, part), device, 5 * repeats)
                   for draw in (sample_from_blocks, sample_from_mask)}
-        select_s = {draw.__name__: timeit(lambda: select(draw), device, repeats)
+        select_s = {draw.__name__: timeit(lambda draw=draw: select(draw), device, repeats)
                     for draw in (sample_from_blocks, sample_from_mask)}
         rows.append({"batch": batch, "n": n, "k": k, "window": window, "draw_rows": mask.shape[0],
                      "draw_blocks_s": draw_s["sample_from_blocks"], "draw_cumsum_s": draw_s["sample_from_mask"],
@@ -123,7 +123,7 @@ def bench_steps(batch: int, image: int, bank_sizes: list[int], queue: int, devic
                     objective = MomentumContrast(model, 128, n, 0.999, 0.07, ring=ring)
                 objective.to(device)
                 index = torch.randint(0, n if kind == "IR" else batch, (batch,), device=device)
-                times[ring] = timeit(lambda: _step(objective, model, optimizer, x, index, WINDOW), device, repeats)
+                times[ring] = timeit(lambda o=objective, m=model, opt=optimizer, i=index: _step(o, m, opt, x, i, WINDOW), device, repeats)
             name = f"{kind}ing" if kind == "IR" else "MoCoRing"
             rows.append({"base": kind, "ring": name, "n": n, "batch": batch, "image": image,
                          "precision": "bf16, channels-last" if device.type == "cuda" else "fp32",

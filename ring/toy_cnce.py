@@ -262,7 +262,7 @@ def evaluate(cfg: C.ToyCNCEConfig, seeds: list[int], params: list[torch.Tensor],
         u = uniforms(gens, len(jobs) // len(seeds), gx.shape[1], cfg.negatives)
         out.append(torch.stack([
             bound_terms(positive[i], scores[i].gather(-1, sample_negatives(scores[i:i + 1], [count], u[j:j + 1])[0]))
-            for j, (i, (_, count)) in enumerate(zip(slot, jobs))]))
+            for j, (i, (_, count)) in enumerate(zip(slot, jobs, strict=True))]))
     return torch.cat(out, dim=1)
 
 
@@ -301,8 +301,8 @@ def run_seeds(cfg: C.ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -
         mine = slice(i * len(names), (i + 1) * len(names))
         metrics = {"seed": seed, "true_mi": true_mi(joint_covariance(cfg.cov_z, cfg.cov_eps))}
         for protocol, t in terms.items():
-            metrics[protocol] = dict(zip(names, t[mine].mean(dim=1).tolist()))
-            metrics[f"{protocol}_sem"] = dict(zip(names, (t[mine].std(dim=1) / math.sqrt(t.shape[1])).tolist()))
+            metrics[protocol] = dict(zip(names, t[mine].mean(dim=1).tolist(), strict=True))
+            metrics[f"{protocol}_sem"] = dict(zip(names, (t[mine].std(dim=1) / math.sqrt(t.shape[1])).tolist(), strict=True))
         metrics["protocol"] = {
             "critic": f"L2-normalised {cfg.layers}-layer MLPs, {cfg.hidden} hidden, temperature {cfg.temperature}",
             "nce_critic": "one critic trained with NCE; each bound evaluated on it (Theorem 1's fixed f)",

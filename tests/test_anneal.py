@@ -76,7 +76,7 @@ def test_step_policy_jumps_in_equal_stages_then_stays_at_ten_percent():
 def test_exponential_policy_shrinks_the_threshold_by_a_constant_factor():
     schedule = _schedule("exponential", ring_anneal_epochs=2)  # 20 steps from 100% to 10%
     thresholds = [100.0, *_thresholds(schedule, 30)]
-    ratios = [b / a for a, b in zip(thresholds[:20], thresholds[1:21])]
+    ratios = [b / a for a, b in zip(thresholds[:20], thresholds[1:21], strict=True)]
     assert ratios == pytest.approx([0.1 ** (1 / 20)] * 20)
     assert thresholds[10] == pytest.approx(100.0 * 0.1 ** 0.5)  # halfway in steps, geometric mean in threshold
     assert thresholds[20:] == pytest.approx([10.0] * 11)

@@ -91,7 +91,7 @@ def test_parameters_follow_the_paper_laws():
 def test_views_are_a_function_of_seed_epoch_index():
     draw = datasets.Views(augment.Labels(np.zeros(8)), augment.ViewParams(32, 0.2), n_views=2, seed=1)
     first = [draw[i] for i in range(8)]
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first, [draw[i] for i in range(8)]))
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first, [draw[i] for i in range(8)], strict=True))
     assert not torch.equal(first[0][0], first[0][1])  # two views of one image differ
     draw.set_epoch(1)
     assert not torch.equal(first[0][0], draw[0][0])

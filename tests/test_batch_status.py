@@ -43,7 +43,9 @@ def _status(tmp_path, grids, capsys) -> list[str]:
 
 def test_status_reads_local_cells_from_their_folders(tmp_path, capsys):
     grids = _grid(tmp_path)
-    cell = lambda stage, method, seed: tmp_path / "results" / "tiny" / stage / "digits" / method / f"seed{seed}"
+    def cell(stage, method, seed):
+        return tmp_path / "results" / "tiny" / stage / "digits" / method / f"seed{seed}"
+
     for c in (cell("pretrain", m, s) for m in ("IR", "MoCoRing") for s in (0, 1)):
         c.mkdir(parents=True)
         (c / "config.yaml").write_text("epochs: 10\n")
@@ -150,7 +152,9 @@ def _fake_slurm(bin_dir: Path, calls: Path, sacct_lines: list[str], squeue_lines
 def test_status_asks_sacct_once_for_every_recorded_job_of_the_grid(tmp_path, capsys, monkeypatch):
     grids = _grid(tmp_path)
     results = tmp_path / "results" / "tiny"
-    cell = lambda stage, method, seed: results / stage / "digits" / method / f"seed{seed}"
+    def cell(stage, method, seed):
+        return results / stage / "digits" / method / f"seed{seed}"
+
     long_ago = "2020-01-01T00:00:00+00:00"
     for (stage, method, seed), job_id in {("pretrain", "IR", 0): "201", ("pretrain", "IR", 1): "202_0",
                                           ("pretrain", "MoCoRing", 0): "202_1", ("pretrain", "MoCoRing", 1): "203",
@@ -199,7 +203,9 @@ def test_status_lists_every_study_cell_by_method_and_variant(tmp_path, capsys):
 def test_status_shows_cells_the_grid_no_longer_describes_as_stale_and_a_failed_data_check_as_failed(tmp_path, capsys):
     grids = _grid(tmp_path)
     results = tmp_path / "results" / "tiny"
-    cell = lambda stage, method, seed: results / stage / "digits" / method / f"seed{seed}"
+    def cell(stage, method, seed):
+        return results / stage / "digits" / method / f"seed{seed}"
+
     for method, seed in (("IR", 0), ("IR", 1)):
         cell("pretrain", method, seed).mkdir(parents=True)
     _finished_pretraining(cell("pretrain", "IR", 0))

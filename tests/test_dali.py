@@ -87,7 +87,7 @@ def test_views_shape_dtype_normalisation_and_laws_on_the_pixels(jpegs):
         for step, batch in enumerate(epoch_batches(N_IMAGES, BATCH, SEED, epoch)):
             out = make(torch.tensor(batch), epoch, step)
             assert len(out) == 4  # (crop shapes, views) per view
-            for view, (shapes, views) in enumerate(zip(out[::2], out[1::2])):
+            for view, (shapes, views) in enumerate(zip(out[::2], out[1::2], strict=True)):
                 assert views.shape == (BATCH, 3, CROP, CROP) and views.dtype == torch.float32
                 assert views.device.type == "cpu" and views.is_contiguous()
                 x = _levels(views)
@@ -130,9 +130,9 @@ def test_same_seed_epoch_step_same_views_and_another_epoch_other_views(jpegs):
     first = make(batch, 0, 1)
     assert not torch.equal(first[0], first[1]), "MoCo's two views of an image must be independent"
     for again in (make(batch, 0, 1), _views(paths)(batch, 0, 1)):
-        assert all(torch.equal(a, b) for a, b in zip(first, again))
+        assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
     other = make(batch, 1, 1)
-    assert not any(torch.equal(a, b) for a, b in zip(first, other))
+    assert not any(torch.equal(a, b) for a, b in zip(first, other, strict=True))
     assert not torch.equal(_views(paths, seed=SEED + 1)(batch, 0, 1)[0], first[0])
 
 
@@ -145,7 +145,7 @@ def test_resume_mid_epoch_reproduces_the_uninterrupted_views(jpegs):
     uninterrupted = [make(torch.tensor(b), 2, step) for step, b in enumerate(batches)]
     resumed = _views(paths)
     for step, b in enumerate(batches[1:], start=1):
-        assert all(torch.equal(a, r) for a, r in zip(uninterrupted[step], resumed(torch.tensor(b), 2, step)))
+        assert all(torch.equal(a, r) for a, r in zip(uninterrupted[step], resumed(torch.tensor(b), 2, step), strict=True))
 
 
 @needs_dali

@@ -58,7 +58,7 @@ def test_two_processes_match_one_process_with_as_many_bn_groups(tmp_path, method
     # IRing, 0.5% MoCoRing).  CMC's ab trunk sees a constant input on these grey images: its BatchNorm divides
     # that rounding by a zero variance, so its updates are compared loosely (measured 18%; the L trunk 0.4%).
     trunks = ("l.", "ab.") if method.startswith("CMC") else ("",)
-    for trunk, tolerance in zip(trunks, (0.03, 0.5) if len(trunks) == 2 else (0.03,)):
+    for trunk, tolerance in zip(trunks, (0.03, 0.5) if len(trunks) == 2 else (0.03,), strict=True):
         keys = [k for k in start if k.startswith(trunk) and "running_" not in k and "num_batches_tracked" not in k]
         step = {d: torch.cat([(state["encoder"][k] - start[k]).flatten() for k in keys])
                 for d, state in (("single", single), ("ddp", ddp))}

@@ -127,3 +127,17 @@ def test_every_setting_the_docs_write_loads_as_the_word_it_shows():
             wrong += [f"{doc}: `{snippet.strip()}` loads as {found}" for found in booleans_at_word_keys(values, keys)]
     assert examples > 10  # the scan reads the docs' settings (a broken pattern would pass every doc)
     assert not wrong, "quote these words (YAML reads unquoted on/off/yes/no as booleans):\n" + "\n".join(wrong)
+
+
+def test_every_study_and_table_a_grid_can_ask_for_has_a_target_and_a_readme_row():
+    """A grid's `studies:` and `tables:` blocks name what all_tables builds: each has a rule of its own in the
+    Snakefile and a row in README's "What `all_tables` builds"."""
+    schema = yaml.safe_load((ROOT / "workflow/schemas/grid.schema.yaml").read_text())["properties"]
+    targets = [f"fig_{study}" for study in schema["studies"]["propertyNames"]["enum"]]
+    targets += schema["tables"]["propertyNames"]["enum"]
+    rules = set(re.findall(r"^rule (\w+):", (ROOT / "Snakefile").read_text(), flags=re.M))
+    readme = (ROOT / "README.md").read_text()
+    builds = readme[readme.index("### What `all_tables` builds"):]
+    builds = builds[: builds.index("\n## ")]
+    assert [t for t in targets if t not in rules] == []
+    assert [t for t in targets if f"`{t}`" not in builds] == []

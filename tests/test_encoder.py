@@ -63,7 +63,7 @@ def test_precision_options_leave_the_cpu_path_unchanged():
     assert torch.equal(out_plain, out_wrapped)
     out_plain.sum().backward()
     out_wrapped.sum().backward()
-    for (name, a), b in zip(plain.named_parameters(), wrapped.module.parameters()):
+    for (name, a), b in zip(plain.named_parameters(), wrapped.module.parameters(), strict=True):
         assert torch.equal(a.grad, b.grad), name
 
 
@@ -87,10 +87,10 @@ def test_bf16_and_channels_last_keep_fp32_embeddings():
 def test_lab_views_of_known_colours():
     mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
     white, black = (torch.ones(1, 3, 2, 2) - 0.5) / 0.25, (torch.zeros(1, 3, 2, 2) - 0.5) / 0.25
-    (l_w, ab_w), (l_b, ab_b) = lab_views(white, mean, std), lab_views(black, mean, std)
+    (l_w, ab_w), (l_b, _) = lab_views(white, mean, std), lab_views(black, mean, std)
     assert torch.allclose(l_w, torch.ones_like(l_w), atol=1e-4) and torch.allclose(l_b, -torch.ones_like(l_b), atol=1e-4)
     # grey has a = b = 0, i.e. the middle of each channel's sRGB range mapped onto [-1, 1]
-    grey_ab = torch.tensor([(0 - (lo + hi) / 2) / ((hi - lo) / 2) for lo, hi in zip(LAB_LOW[1:], LAB_HIGH[1:])])
+    grey_ab = torch.tensor([(0 - (lo + hi) / 2) / ((hi - lo) / 2) for lo, hi in zip(LAB_LOW[1:], LAB_HIGH[1:], strict=True)])
     assert torch.allclose(ab_w[0, :, 0, 0], grey_ab, atol=1e-3)
     pure_blue = (torch.tensor([0.0, 0.0, 1.0]).view(1, 3, 1, 1) - 0.5) / 0.25
     assert torch.allclose(lab_views(pure_blue, mean, std)[1].flatten()[1], torch.tensor(-1.0), atol=1e-3)  # b's low end
@@ -104,9 +104,9 @@ def test_cmc_features_concatenate_the_l_and_ab_trunks(tmp_path):
     save_trunks(files, tmp_path)
     extractor = load_feature_extractor(tmp_path / "encoder.pt", "CMC", (0.5,) * 3, (0.25,) * 3)
     x = torch.randn(2, 3, 64, 64)
-    l, ab = lab_views(x, (0.5,) * 3, (0.25,) * 3)
+    lum, ab = lab_views(x, (0.5,) * 3, (0.25,) * 3)
     with torch.no_grad():
-        expected = torch.cat([cmc.l.feature_map(l), cmc.ab.feature_map(ab)], dim=1)
+        expected = torch.cat([cmc.l.feature_map(lum), cmc.ab.feature_map(ab)], dim=1)
         assert torch.allclose(extractor(x), expected, atol=1e-5)
     assert expected.shape == (2, 1024, 2, 2) and "concatenated" in extractor.description
     (tmp_path / "encoder_ab.pt").unlink()

@@ -115,7 +115,7 @@ def loaded(tmp_path, monkeypatch, source: str = PLUGIN):
     finally:
         M.METHODS.clear()
         M.METHODS.update(before[0])
-        for mine, kept in zip((M.METHODS.broken, M.METHODS.plugins), before[1:]):
+        for mine, kept in zip((M.METHODS.broken, M.METHODS.plugins), before[1:], strict=True):
             mine.clear()
             mine.update(kept)
         sys.modules.pop("toy_method", None)

@@ -156,7 +156,7 @@ def test_fetch_unpacks_each_publishers_archives_into_the_checked_layout(server, 
     fetch.check_layout(name, recipe, base, data)
     stamp = json.loads((base / fetch.STAMP).read_text())
     assert stamp["format"] == fetch.STAMP_FORMAT and stamp["dataset"] == name
-    for dl, entry in zip(recipe.downloads, stamp["files"]):
+    for dl, entry in zip(recipe.downloads, stamp["files"], strict=True):
         body = server.files["/" + dl.mirror_path]
         assert entry["sha256"] == hashlib.sha256(body).hexdigest() and entry["publisher_md5"] == dl.md5
         assert entry["url"] == f"{server.url}/{dl.mirror_path}"

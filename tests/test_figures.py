@@ -20,7 +20,7 @@ def _cell(root, study, method, variant, seed, records, **overrides):
 
 def _records(epochs, nn1, w_l=None):
     return [{"epoch": e, "loss": 5.0 - e, "lr": 0.03, "knn_top1": acc - 5.0, "nn1_top1": acc,
-             **({} if w_l is None else {"w_l": w_l[i], "w_u": 100.0})} for i, (e, acc) in enumerate(zip(epochs, nn1))]
+             **({} if w_l is None else {"w_l": w_l[i], "w_u": 100.0})} for i, (e, acc) in enumerate(zip(epochs, nn1, strict=True))]
 
 
 def _outputs(prefix):
@@ -94,7 +94,7 @@ def test_ring_window_figure_and_table_from_cells(tmp_path):
     cells = []
     for seed, (acc, same) in enumerate([(60.0, 30.0), (64.0, 34.0)]):
         records = _records(range(2), [acc - 10, acc], w_l=[0.0, 90.0])
-        for r, s in zip(records, [10.0, same]):
+        for r, s in zip(records, [10.0, same], strict=True):
             r["window_same_class"] = s
         cells.append(_cell(tmp_path, "ring_window", "IRing", "wl90_a33", seed, records, epochs=2))
         base = _records(range(2), [acc - 12, acc - 2], w_l=[0.0, 0.0])

@@ -184,7 +184,7 @@ def test_external_requeue_resumes_from_the_periodic_checkpoint(tmp_path, referen
     assert provenance["wall_s"] == round(sum(s["wall_s"] for s in provenance["segments"]), 3)
     # One line per state change, and the final state is shown (the old client stopped at REQUEUED).
     states = [line.split()[5] for line in out.splitlines() if f"SLURM job {job_id} " in line and "min)" in line]
-    assert states[-1] == "COMPLETED" and all(a != b for a, b in zip(states, states[1:])), states
+    assert states[-1] == "COMPLETED" and all(a != b for a, b in zip(states, states[1:], strict=True)), states
     assert same_weights(reference, cell / "encoder.pt")
 
 

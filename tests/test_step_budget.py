@@ -6,6 +6,7 @@ step (``benchmarks.profile_counts``) and the calls that read a device value back
 """
 
 import copy
+from collections import Counter
 
 import pytest
 import torch
@@ -40,7 +41,7 @@ def _batch(run) -> tuple[list[torch.Tensor], torch.Tensor]:
     return views, torch.randperm(len(run.train_set))[:batch]
 
 
-def _profile_step(run) -> "Counter":
+def _profile_step(run) -> Counter:
     views, index = _batch(run)
     run.train_step(views, index)  # the first step allocates the optimizer's state
     with profile(activities=[ProfilerActivity.CPU]) as prof:

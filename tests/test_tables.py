@@ -104,7 +104,7 @@ def test_gpu_hours_add_up_requeued_segments(tmp_path):
     for stage, gpus, walls, restarts in [("pretrain", 2, [1800, 1800], [0, 1]), ("lincls", 1, [360], [0])]:
         cell = tmp_path / "results" / "g" / stage / "cifar10" / "IR" / "seed0"
         cell.mkdir(parents=True)
-        segments = [{"wall_s": w, "gpus": gpus, "restart_count": r} for w, r in zip(walls, restarts)]
+        segments = [{"wall_s": w, "gpus": gpus, "restart_count": r} for w, r in zip(walls, restarts, strict=True)]
         doc = {"segments": segments, "wall_s": sum(walls), "gpu_hours": sum(walls) * gpus / 3600, "requeues": max(restarts)}
         (cell / "provenance.json").write_text(json.dumps(doc))
         cells.append(cell / "provenance.json")
@@ -241,7 +241,6 @@ def test_la_variants_table_has_the_papers_single_cifar10_column(tmp_path):
 
 
 def test_a_cell_off_the_papers_protocol_gets_a_footnote_instead_of_a_paper_delta(tmp_path):
-    from ring.core import config as C
     from ring.plan import grid as G
 
     paper = G.load(tables.PAPER_GRID)
@@ -266,7 +265,6 @@ def test_a_cell_off_the_papers_protocol_gets_a_footnote_instead_of_a_paper_delta
 
 
 def test_a_detection_cell_off_the_papers_schedule_gets_a_footnote_in_table4(tmp_path):
-    from ring.core import config as C
     from ring.plan import grid as G
 
     paper = G.load(tables.PAPER_GRID)

@@ -125,7 +125,7 @@ def test_full_size_bounds_keep_theorem_1s_order():
     for protocol in ("nce_critic", "nce_critic_train"):
         mean = {name: sum(r[protocol][name] for r in results) / len(results) for name, _ in T.estimators(cfg)}
         cnce = [mean[f"CNCE{p:g}"] for p in cfg.percentages]
-        assert all(a > b for a, b in zip([mean["NCE"], *cnce], cnce)), (protocol, mean)
+        assert all(a > b for a, b in zip([mean["NCE"], *cnce], cnce, strict=True)), (protocol, mean)
     held_out = sum(r["nce_critic"]["NCE"] for r in results) / len(results)
     assert 0.005 < held_out < results[0]["true_mi"]
 
@@ -227,12 +227,12 @@ def test_on_discrete_laws_no_critic_beats_the_best_flat_critic_at_finite_k():
     for _ in range(2):
         p, pc, share = rng.dirichlet(np.ones(5) * 3), rng.dirichlet(np.ones(5) * 0.5), 0.8
         log_r = np.log(pc / p)
-        level = minimize_scalar(lambda c: -_brute_bound(np.maximum(log_r, c), p, pc, share, 3),
+        level = minimize_scalar(lambda c, log_r=log_r, p=p, pc=pc, share=share: -_brute_bound(np.maximum(log_r, c), p, pc, share, 3),
                                 bounds=(log_r.min() - 1, log_r.max()), method="bounded", options={"xatol": 1e-10})
         flat = -level.fun
         assert (log_r > level.x).sum() >= 2  # the shape above the level is at stake, not just one atom
         for _ in range(6):
-            found = minimize(lambda f: -_brute_bound(f, p, pc, share, 3), rng.normal(0, 2, 5), method="Nelder-Mead",
+            found = minimize(lambda f, p=p, pc=pc, share=share: -_brute_bound(f, p, pc, share, 3), rng.normal(0, 2, 5), method="Nelder-Mead",
                              options={"maxiter": 4000, "xatol": 1e-9, "fatol": 1e-13})
             assert -found.fun <= flat + 1e-9
 
@@ -265,8 +265,8 @@ def test_ceiling_of_the_papers_gaussian():
     assert T.cnce_ceiling(rho, 0.0) == pytest.approx(T.true_mi(cov), abs=1e-7)
     paper = tables.published()["table_toy_cnce"]["cnce"]
     at_k, at_inf = ([T.cnce_ceiling(rho, float(w), kk) for w in (10, 25, 50)] for kk in (k, None))
-    assert at_inf[0] < T.true_mi(cov) and all(a > b for a, b in zip(at_inf, at_inf[1:]))  # looser as w_l grows
-    assert all(0 < a < b for a, b in zip(at_k, at_inf))  # fewer negatives, a lower ceiling
+    assert at_inf[0] < T.true_mi(cov) and all(a > b for a, b in zip(at_inf, at_inf[1:], strict=True))  # looser as w_l grows
+    assert all(0 < a < b for a, b in zip(at_k, at_inf, strict=True))  # fewer negatives, a lower ceiling
     # The finding: the published w_l = 10 mean lies above the ceiling by many of its own stdevs.
     assert (paper[10]["mean"] - at_inf[0]) / paper[10]["stdev"] > 10
     with pytest.raises(ValueError, match="for CNCE"):

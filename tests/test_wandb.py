@@ -80,7 +80,7 @@ def test_wandb_run_gets_every_record_and_step_once_across_a_resume(tmp_path, mon
     log = [json.loads(line) for line in (cell / "log.jsonl").read_text().splitlines()]
     epochs = [r for r in rows if "epoch" in r]
     assert [r["epoch"] for r in epochs] == [0, 1]  # once each, in order
-    for row, record in zip(epochs, log):
+    for row, record in zip(epochs, log, strict=True):
         # W&B keeps the float64 JSON values: exactly the log's numbers.
         assert row == {"epoch": record["epoch"], **{f"pretrain/{k}": v for k, v in runtime.scalars(record).items()}}
     n = 2 * steps_per_epoch

@@ -348,11 +348,16 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     grid_file.parent.mkdir()
     values = {**TINY, "methods": ["IR", "IRing"], "seeds": [0]}
     grid_file.write_text(yaml.safe_dump(values))
-    run = lambda *args, **kw: snakemake(workdir, "--profile", "profiles/local", "all_tables", *args,
-                                        "--config", f"grid={grid_file}", **kw)
+    def run(*args, **kw):
+        return snakemake(workdir, "--profile", "profiles/local", "all_tables", *args, "--config", f"grid={grid_file}", **kw)
+
+    def pre(method):
+        return workdir / "results" / "mine" / "pretrain" / "digits" / method / "seed0"
+
+    def metrics(method):
+        return json.loads((workdir / "results" / "mine" / "lincls" / "digits" / method / "seed0" / "metrics.json").read_text())
+
     run()
-    pre = lambda m: workdir / "results" / "mine" / "pretrain" / "digits" / m / "seed0"
-    metrics = lambda m: json.loads((workdir / "results" / "mine" / "lincls" / "digits" / m / "seed0" / "metrics.json").read_text())
     first_iring = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IRing", 0, "data"))
     old_encoder = (pre("IRing") / "encoder.pt").read_bytes()
     old_ir = metrics("IR")
@@ -403,9 +408,11 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
 
     # 4. docs/grids.md "Your own grid": rerun just one linear evaluation, its two commands with this grid's names.
     *_, remove, rerun_eval = documented_commands("docs/grids.md", "Your own grid")
-    here = lambda command: (command.replace("$HOME/grids/c100_ring50.yaml", str(grid_file)).replace("c100_ring50", "mine")
-                            .replace("cifar100/MoCoRing/seed3", "digits/IRing/seed0").replace(" data_root=/datasets", "")
-                            .replace(".venv/bin/snakemake", f"{sys.executable} -m snakemake"))
+    def here(command):
+        return (command.replace("$HOME/grids/c100_ring50.yaml", str(grid_file)).replace("c100_ring50", "mine")
+                .replace("cifar100/MoCoRing/seed3", "digits/IRing/seed0").replace(" data_root=/datasets", "")
+                .replace(".venv/bin/snakemake", f"{sys.executable} -m snakemake"))
+
     subprocess.run(here(remove), shell=True, cwd=workdir, check=True)
     result = subprocess.run(here(rerun_eval), shell=True, cwd=workdir, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -157,7 +157,7 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     executor = make_executor(folder, res, f"ring-{stage}-{grid.name}")
     with executor.batch():
         jobs = [executor.submit(job) for _, job in todo]
-    for (cell, stage_job), job in zip(todo, jobs):
+    for (cell, stage_job), job in zip(todo, jobs, strict=True):
         write_record(cell, job.job_id, folder, stage, tasks=max(res.gpus_per_node, 1), config_hash=job_config_hash(stage_job))
     array_id = jobs[0].job_id.split("_")[0]
     print(f"ring: submitted {len(jobs)} {stage} cells of grid {grid.name} as job array {array_id} (logs in {folder})")

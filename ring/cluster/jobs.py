@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import atexit
 import importlib
-import os
 import signal
 import sys
 import zlib

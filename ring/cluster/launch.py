@@ -50,6 +50,7 @@ from ring.plan import checks
 from ring.core import config as C
 from ring.core.files import write_json
 from ring.cluster.jobs import OUTPUT, StageJob
+from ring.plan import rerun
 
 RECORD = "job.json"
 LOCK = "launch.lock"  # held by the one client attached to a cell (cell_lock)
@@ -264,7 +265,7 @@ def check_resource_sets(sets: dict[str, tuple[dict, float | None]]) -> tuple[lis
         problems += [f"{label}: {problem}" for problem in resource_problems(res, checkpoint_interval_min)]
         key = resources_digest(res)
         if key not in refusals:
-            refusals[key] = retrying(lambda: sbatch_refusal(res), res, f"checking the {label} resources")
+            refusals[key] = retrying(lambda res=res: sbatch_refusal(res), res, f"checking the {label} resources")
         if refusals[key] is not None:
             problems.append(f"{label}: SLURM refuses these resources ({refusals[key]}); "
                             "fix them in profiles/slurm/site.yaml.")
@@ -306,14 +307,6 @@ def job_states(job_ids: list[str]) -> dict[str, str | None]:
                 if states.get(member, "known") is None and state:
                     states[member] = state.split()[0]
     return states
-
-
-def sacct_state(job_id: str) -> str | None:
-    """The job's state (``None`` when SLURM does not know it, or could not be asked)."""
-    try:
-        return job_states([job_id])[job_id]
-    except (ControllerUnreachable, RuntimeError):
-        return None
 
 
 def read_record(cell: Path) -> dict | None:
@@ -456,7 +449,6 @@ def collect_exports(job: StageJob, cell: Path) -> bool:
     the copies the stage kept (verified against its checksum record, torch-free) instead of submitting again."""
     if job.stage != "pretrain" or "--config" not in job.argv:
         return False
-    from ring.plan import rerun
 
     cfg = C.load(C.PretrainConfig, job.argv[job.argv.index("--config") + 1])
     restored = rerun.restore_exports(cell, cfg)

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ring.core.files import write_json
+from ring.core.config import read_yaml
 
 MARKER = "running.json"
 LOG = "log.jsonl"
@@ -91,7 +92,6 @@ def progress(cell: Path) -> str:
         return ""
     text = f"epoch {records[-1].get('epoch', -1) + 1}"
     try:
-        from ring.core.config import read_yaml
 
         epochs = read_yaml(cell / "config.yaml", "Cell config").get("epochs")
         text += f"/{epochs}" if epochs else ""

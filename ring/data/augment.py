@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import torch
 from torchvision import transforms as T
+from ring.data.datasets import Views
 
 # Layout of one view's parameter vector (float64: crop boxes and factors exactly as torchvision drew them).
 TOP, LEFT, HEIGHT, WIDTH, FLIP, GRAY, BRIGHT, CONTRAST, SAT, HUE = range(10)
@@ -480,7 +481,6 @@ class JpegViews(torch.utils.data.Dataset):
     """
 
     def __init__(self, samples: list[tuple[str, int]], params: ViewParams, n_views: int = 1, seed: int = 0):
-        from ring.data.datasets import Views
 
         self.samples = samples
         self.views = Views(Labels([t for _, t in samples]), params, n_views, seed)

@@ -45,6 +45,7 @@ from urllib.parse import urlsplit
 from urllib.request import Request, urlopen
 
 from ring.plan import catalog
+from ring.plan import grid as G
 
 STAMP = catalog.FETCH_STAMP
 STAMP_FORMAT = 1
@@ -418,7 +419,6 @@ def main(argv=None) -> int:
     names = list(args.names)
     try:
         if args.grid:
-            from ring.plan import grid as G
 
             names += grid_targets(G.load(G.resolve(args.grid, args.grids_dir)))
         if not names:

@@ -83,7 +83,7 @@ class RGBParts:
             if hasattr(ds, "targets"):
                 out += [(None, int(t)) for t in ds.targets.tolist()]
             else:
-                pairs = ds._samples if hasattr(ds, "_samples") else zip(ds._image_files, ds._labels)
+                pairs = ds._samples if hasattr(ds, "_samples") else zip(ds._image_files, ds._labels, strict=True)
                 out += [(Path(p).relative_to(base).as_posix(), int(label)) for p, label in pairs]
         return out
 
@@ -93,7 +93,7 @@ def _torchvision(make_parts: Callable[[Path, str], list]) -> Callable[[Path, str
         dataset = RGBParts(make_parts(base, split))
         got = dataset.items(base)
         # Array datasets have no per-image file to compare: their labels must agree.
-        want = [(None if path is None else rel, label) for (path, _), (rel, label) in zip(got, listing)]
+        want = [(None if path is None else rel, label) for (path, _), (rel, label) in zip(got, listing, strict=True)]
         if len(got) != len(listing) or got != want:
             raise DatasetMissing(f"torchvision reads {len(got)} {split} images (or other labels) from {base} where its "
                                  f"annotation files list {len(listing)}; extract the dataset again from its publisher's archives.")

@@ -15,6 +15,7 @@ from ring.core.files import FileError, write_json
 from ring.plan.catalog import (DATASETS, SKIP_HINT, VERIFIED_SUFFIX, DatasetMissing, _counts, _fingerprint,
                                check, check_writable, fetched_from_publisher, folder, hint, loader_verifies, md5_of,
                                skip_refusal, spec)
+from ring.data import fetch
 
 
 def published_md5(name: str) -> dict[str, str]:
@@ -101,7 +102,6 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["fetch"]:  # downloading lives in ring.data.fetch (README "Datasets")
-        from ring.data import fetch
 
         return fetch.main(argv[1:])
     parser = argparse.ArgumentParser(description="Check that a dataset is present and intact under the data root.")

@@ -34,6 +34,7 @@ import torch
 from ring.engine.checkpoint import safe_load
 from ring.core.files import CHECKSUMS, FileError, atomic_write, record_checksums, verify_checksum
 from ring.engine.encoder import load_trunk
+from ring.detection import missing_detectron2
 
 AUTHOR = "ring-bench (torchvision resnet18 encoder)"
 PICKLE_PROTOCOL = 4  # numpy arrays as numpy._core.multiarray._reconstruct + ndarray + dtype: all SafeUnpickler admits
@@ -264,7 +265,6 @@ def main(argv=None) -> int:
         print(f"ring: {err}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as err:
-        from ring.detection import missing_detectron2
 
         if missing_detectron2(err) is None:
             raise

@@ -83,7 +83,7 @@ def _image(rng: np.random.Generator, size: int) -> tuple[Image.Image, list[dict]
 
 def _coco_json(images: list[dict], objects: list[list[dict]], categories: list[dict], persons_only: bool) -> dict:
     annotations = []
-    for image, objs in zip(images, objects):
+    for image, objs in zip(images, objects, strict=True):
         for obj in objs:
             if persons_only and "keypoints" not in obj:
                 continue

@@ -36,6 +36,9 @@ from ring.detection import missing_detectron2
 from ring.detection.convert import check_loaded, read_converted
 from ring.plan.detection_tasks import METRICS
 from ring.plan.detection_tasks import task as get_task
+from ring.engine.runtime import setup_threads
+from ring.engine import provenance
+from ring.detection import configs
 
 METRICS_FILE = "metrics.json"
 D2_CONFIG = "detectron2.yaml"
@@ -76,7 +79,6 @@ def check_resumable(out: Path, config_hash: str) -> None:
 
 def prepare(cfg: C.DetectionConfig, weights: str | Path, out: str | Path):
     """Every check that needs no model; returns the frozen Detectron2 config and the converted weights."""
-    from ring.detection import configs
 
     get_task(cfg.task)
     if cfg.datasets not in ("detectron2", "embedded"):
@@ -94,7 +96,7 @@ def prepare(cfg: C.DetectionConfig, weights: str | Path, out: str | Path):
 
 def train_and_evaluate(d2cfg, converted: dict, datasets_root: str, where: str) -> dict:
     """One process's part: register datasets, build, prove the backbone loads, train, evaluate."""
-    from ring.detection import configs
+    # Detectron2 loads in the process that trains, after the checks of prepare() ran without it.
     from ring.detection.train_net import SafeCheckpointer, Trainer, setup
 
     setup(d2cfg)  # logger, and every RNG seeded from the cell's SEED before the heads are initialised
@@ -128,8 +130,6 @@ def _slurm_worker(d2cfg, converted, datasets_root, where) -> dict:
 
 
 def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | None:
-    from ring.engine import provenance
-    from ring.engine.runtime import setup_threads
 
     setup_threads(cfg.threads)
     d2cfg, converted = prepare(cfg, weights, out)

@@ -27,6 +27,8 @@ from ring.engine import health
 from ring.engine.checkpoint import safe_load
 from ring.core.files import atomic_write, remove_stale_temporaries
 from ring.engine.runtime import Preempted, stop_requested
+from ring.detection import configs
+from ring.detection.convert import AUTHOR, read_converted
 
 TRAIN_LOG = "log.jsonl"
 
@@ -86,7 +88,6 @@ class SafeCheckpointer(DetectionCheckpointer):
         self.preloaded = preloaded or {}
 
     def _load_file(self, filename):
-        from ring.detection.convert import AUTHOR, read_converted
 
         if filename.endswith(".pkl"):
             model = self.preloaded.get(str(Path(filename).resolve())) or read_converted(filename)
@@ -165,7 +166,6 @@ def main(argv=None) -> int:
     from detectron2.config import get_cfg
     from detectron2.engine import default_argument_parser, launch
 
-    from ring.detection import configs
 
     args = default_argument_parser().parse_args(argv)
 

@@ -161,7 +161,7 @@ class StepFlags:
         in_flight = self._take()
         now = any_rank(*flags)
         now = now if isinstance(now, tuple) else (now,)
-        return tuple(a or b for a, b in zip(in_flight, now))
+        return tuple(a or b for a, b in zip(in_flight, now, strict=True))
 
     def _take(self) -> tuple[bool, ...]:
         if self.pending is None:

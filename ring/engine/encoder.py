@@ -237,7 +237,7 @@ class GroupBatchNorm2d(nn.BatchNorm2d):
         if (stats is not None and len(stats[0]) == groups * len(self.running_mean)
                 and stats[0].data_ptr() == self.running_mean.data_ptr()
                 and stats[1].data_ptr() == self.running_var.data_ptr()
-                and all(r.data_ptr() == s.data_ptr() for r, s in zip(self._group_rows, stats))):
+                and all(r.data_ptr() == s.data_ptr() for r, s in zip(self._group_rows, stats, strict=True))):
             return
         c = len(self.running_mean)
         stats = (self.running_mean.detach().repeat(groups), self.running_var.detach().repeat(groups))
@@ -324,8 +324,8 @@ class LabEncoder(nn.Module):
         self.mean, self.std = tuple(mean), tuple(std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        l, ab = lab_views(x, self.mean, self.std)
-        return torch.cat([self.l(l.to(x.dtype)), self.ab(ab.to(x.dtype))], dim=1)
+        lum, ab = lab_views(x, self.mean, self.std)
+        return torch.cat([self.l(lum.to(x.dtype)), self.ab(ab.to(x.dtype))], dim=1)
 
 
 def export_trunks(encoder: nn.Module) -> dict[str, dict[str, torch.Tensor]]:
@@ -369,8 +369,8 @@ class LabFeatures(nn.Module):
         self.mean, self.std = tuple(mean), tuple(std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        l, ab = lab_views(x, self.mean, self.std)
-        return torch.cat([trunk_feature_map(self.trunk_l, l.to(x.dtype)), trunk_feature_map(self.trunk_ab, ab.to(x.dtype))], dim=1)
+        lum, ab = lab_views(x, self.mean, self.std)
+        return torch.cat([trunk_feature_map(self.trunk_l, lum.to(x.dtype)), trunk_feature_map(self.trunk_ab, ab.to(x.dtype))], dim=1)
 
 
 def encoder_files(encoder_path: str | Path, method: str) -> list[Path]:

@@ -21,6 +21,9 @@ from pathlib import Path
 from ring.plan import catalog
 from ring.core import config as C
 from ring.core.methods import METHODS, implementation_problem, missing
+from ring.plan import ownership
+from ring.core.files import unwritable, unwritable_below
+from ring.plan.detection_tasks import missing_detectron2
 
 # Smallest crop/resize a ResNet-18 trunk takes meaningfully: its total stride is 32 (conv1 2, max
 # pool 2, layer2-4 2 each), so a 16 px view reaches layer4 as 1 x 1 after layer3's stride-2
@@ -37,7 +40,6 @@ LA_OWN_ENTRY_RULES = ("topk", "positive")  # ring.engine.objectives.la implement
 CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.engine.objectives.cmc implements them
 NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # ring.engine.objectives.ir implements them
 AUGMENT_PLACES = ("auto", "cpu", "device", "dali")  # ring.data.augment makes the views there
-ON_OFF = ("on", "off")
 COMPILE = ("auto", "on", "off")  # ring.engine.encoder.resolve_compile resolves them
 PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
@@ -380,7 +382,7 @@ def check_toy(cfg: C.ToyCNCEConfig, where: str) -> None:
         if not _number(p) or not 0 <= p < 100:
             _fail(where, "percentages", cfg.percentages, f"has {p}, outside [0, 100)", "use e.g. 10, 25, 50, 75, 90, 95")
     try:
-        (a, b), (c, d) = ([x + y for x, y in zip(rz, re)] for rz, re in zip(cfg.cov_z, cfg.cov_eps))
+        (a, b), (c, d) = ([x + y for x, y in zip(rz, re, strict=True)] for rz, re in zip(cfg.cov_z, cfg.cov_eps, strict=True))
         ok = all(_number(x) for x in (a, b, c, d)) and b == c and a > 0 and a * d - b * c > 0
     except (TypeError, ValueError):
         ok = False
@@ -487,11 +489,8 @@ def environment(grid, results: str | Path = "results") -> str | None:
     without Detectron2 in this interpreter (the jobs run it too), a results folder, or a cell folder in it, that
     cannot be written, or a results folder that another grid file of the same name made (ring.plan.ownership)."""
     if grid.detection and importlib.util.find_spec("detectron2") is None:
-        from ring.plan.detection_tasks import missing_detectron2
 
         return missing_detectron2(ModuleNotFoundError(name="detectron2"))
-    from ring.core.files import unwritable, unwritable_below
-    from ring.plan import ownership
 
     folder = Path(results) / grid.name
     return (unwritable(folder) or unwritable_below(folder)

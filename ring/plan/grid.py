@@ -29,6 +29,7 @@ from pathlib import Path
 from ring.plan import catalog, checks
 from ring.core import config as C
 from ring.core.methods import METHODS, RING_KEYS, apply_fixed, missing, read_only, unread_keys
+from ring.plan.detection_tasks import TASKS
 
 STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
 # Keys that name a cell (its folder) or where its data is: the grid sets them from the cell and the
@@ -234,7 +235,6 @@ def check_read(method: str, values: dict, where: str) -> None:
 
 
 def validate_detection(grid: Grid) -> None:
-    from ring.plan.detection_tasks import TASKS
 
     block = grid.detection
     for part, values in [("all", block.get("all", {})), *((f"by_task {k}", v) for k, v in block.get("by_task", {}).items()),

@@ -161,9 +161,9 @@ def _list_mscoco(base: Path) -> Listing:
     from pycocotools.coco import COCO
 
     out, classes = {}, None
-    for split, (annotations, images) in COCO_FILES.items():
+    for split, (annotation_file, images) in COCO_FILES.items():
         with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
-            coco = COCO(str(base / "annotations" / annotations))
+            coco = COCO(str(base / "annotations" / annotation_file))
         classes = classes or sorted(coco.getCatIds())  # train2017's 80 category ids, numbered in order
         items = []
         for label, cat in enumerate(classes):

@@ -20,6 +20,7 @@ import re
 import sys
 from pathlib import Path
 
+from ring.core import config as C
 from ring.plan import checks
 
 # Stage -> config class; studies are pretraining cells (their keys are PretrainConfig's).
@@ -30,8 +31,6 @@ _FIELD = re.compile(r"^    (\w+): [^=]+?(?:=.*?)?(?:\s+#\s*(.*))?$")
 
 
 def _classes():
-    from ring.core import config as C
-
     return {stage: getattr(C, name) for stage, name in STAGES.items()}
 
 
@@ -158,7 +157,6 @@ def describe(stage: str | None = None, key: str | None = None) -> str:
         raise ValueError(f"Unknown stage {stage!r}; stages are {', '.join(STAGES)}.")
     rows = [e for e in entries(stage) if key is None or e["key"] == key]
     if not rows:
-        from ring.core import config as C
 
         C.check_key(_classes()[stage], key)  # suggests the closest key
     return "\n\n".join(f"{stage}.{e['key']}: {e['type']} = {e['default']}\n  allowed: {e['allowed']}\n"

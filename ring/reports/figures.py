@@ -35,7 +35,6 @@ from ring.core.methods import METHODS  # noqa: E402
 # The y-axis of the appendix's figures: "for each test example, we predict the label of its L2
 # nearest neighbor in the training split".
 ACCURACY = ("nn1_top1", "1-NN top-1 (%)")
-CURVE_COLUMNS = ["method", "variant", "seed", "epoch", "loss", "knn_top1", "nn1_top1", "w_l", "threshold", "start"]
 
 
 def read_cell(path: str | Path) -> pd.DataFrame:
@@ -110,11 +109,11 @@ def hard_negatives(cells, prefix) -> pd.DataFrame:
         raise ValueError("The hard-negatives study needs exactly one source cell (a method other than IRing).")
     branches = curves[curves.method == "IRing"]
     thresholds = sorted(branches["threshold"].unique())
-    colours = dict(zip(thresholds, plt.cm.viridis([i / max(len(thresholds), 1) for i in range(len(thresholds))])))
+    colours = dict(zip(thresholds, plt.cm.viridis([i / max(len(thresholds), 1) for i in range(len(thresholds))]), strict=True))
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(source["x"], source[metric], color="black", lw=2, label=f"{source['method'].iloc[0]} (= IRing 100%)")
     seen = set()
-    for (variant, start), branch in branches.groupby(["variant", "start"], sort=True):
+    for (_variant, start), branch in branches.groupby(["variant", "start"], sort=True):
         threshold = branch["threshold"].iloc[0]
         anchor = source[source["x"] == start]
         xs = [*anchor["x"], *branch["x"]]
@@ -196,7 +195,7 @@ def table_negatives_k(cells, prefix) -> pd.DataFrame:
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     write_text(prefix.with_suffix(".csv"), summary.to_csv(index=False, float_format="%.4f"))
-    summary["text"] = [_mean_std(m, s) for m, s in zip(summary["nn1_top1_mean"], summary["nn1_top1_std"])]
+    summary["text"] = [_mean_std(m, s) for m, s in zip(summary["nn1_top1_mean"], summary["nn1_top1_std"], strict=True)]
     wide = summary.pivot(index="method", columns="k", values="text").reindex(summary["method"].unique()).fillna("—")
     wide.columns = [f"k={k}" for k in wide.columns]
     seeds = sorted(summary["seeds"].unique())
@@ -245,10 +244,10 @@ def table_ring_window(cells, prefix) -> pd.DataFrame:
     write_text(prefix.with_suffix(".csv"), summary.to_csv(index=False, float_format="%.4f"))
     wide = pd.DataFrame({
         "method": summary["method"], "variant": summary["variant"], "seeds": summary["seeds"],
-        "1-NN top-1": [_mean_std(m, s) for m, s in zip(summary["nn1_top1_mean"], summary["nn1_top1_std"])],
-        "kNN top-1": [_mean_std(m, s) for m, s in zip(summary["knn_top1_mean"], summary["knn_top1_std"])],
+        "1-NN top-1": [_mean_std(m, s) for m, s in zip(summary["nn1_top1_mean"], summary["nn1_top1_std"], strict=True)],
+        "kNN top-1": [_mean_std(m, s) for m, s in zip(summary["knn_top1_mean"], summary["knn_top1_std"], strict=True)],
         "same-class in window (%)": [_mean_std(m, s) for m, s in zip(summary["window_same_class_mean"],
-                                                                      summary["window_same_class_std"])],
+                                                                      summary["window_same_class_std"], strict=True)],
     })
     note = ("Final epoch, test split; mean ± sample standard deviation over seeds. Variants: wl<final w_l>_a<percent "
             "of training the window anneals over>; base: the base method. Same-class share: of the entries in the "

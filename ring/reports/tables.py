@@ -32,6 +32,9 @@ from ring.plan.catalog import DATASETS, TRANSFER
 from ring.core.files import FileError, atomic_write
 from ring.core.metrics import NonFinite, check_metrics
 from ring.core.methods import METHODS, display_name
+from ring.plan import estimate
+from ring.plan.detection_tasks import COLUMNS
+from ring.core.config import to_dict
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "published-results.yaml"
 
@@ -149,7 +152,6 @@ def detection_differences(path: Path, cell: dict) -> list[str]:
 
 
 def C_dict(cfg) -> dict:
-    from ring.core.config import to_dict
 
     return to_dict(cfg)
 
@@ -280,7 +282,7 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
     out["delta_p"] = [welch_p(row["mean"], row["std"], row.n, base["mean"], base["std"], base.n)
                       if (base := base_row(row)) is not None else math.nan for _, row in out.iterrows()]
     out["delta_significant"] = out["delta_p"] < SIGNIFICANCE
-    out["paper"] = [published_value(table_key, m, display(d)) for m, d in zip(out.method, out.dataset)]
+    out["paper"] = [published_value(table_key, m, display(d)) for m, d in zip(out.method, out.dataset, strict=True)]
     out["diff_to_paper"] = out["mean"] - out["paper"]
     out.insert(2, "column", [display(d) for d in out.dataset])
     return out
@@ -409,7 +411,6 @@ def collect_columns(metric_files: list[str | Path]) -> pd.DataFrame:
 
 def build_table4(metric_files: list[str | Path], methods: list[str], prefix: str | Path) -> pd.DataFrame:
     """Table 4: methods x the paper's 12 columns (4 tasks x AP/AP50/AP75), columns without cells shown empty."""
-    from ring.plan.detection_tasks import COLUMNS
 
     same = str  # Table 4's column names are the published file's own
     summary = summarize(collect_columns(metric_files), TABLES["table4"][0], methods, COLUMNS, display=same)
@@ -434,7 +435,6 @@ def _predicted_hours(stage: str, cell: Path, figures) -> float | None:
 def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.DataFrame:
     """Cost per stage from the cells' provenance: cells, segments, requeues, wall hours and GPU-hours, and the
     GPU-hours ring.plan.estimate predicts from the committed throughput figures (n/a where it cannot)."""
-    from ring.plan import estimate
 
     try:
         figures = estimate.load_figures()
@@ -507,10 +507,10 @@ def toy_summary(metric_files: list[str | Path]) -> pd.DataFrame:
            .agg(n=("value", "count"), mean=("value", "mean"), std=("value", "std"), true_mi=("true_mi", "first"))
            .reset_index())
     out["percentile"] = [0.0 if e == "NCE" else float(e[len("CNCE"):]) for e in out.estimator]
-    out["paper_mean"], out["paper_std"] = zip(*map(toy_paper, out.estimator)) if len(out) else ([], [])
+    out["paper_mean"], out["paper_std"] = zip(*map(toy_paper, out.estimator), strict=True) if len(out) else ([], [])
     # How far our mean lies from the paper's, in units of the paper's stdev (its own seed spread).
     out["paper_stds_away"] = (out["mean"] - out["paper_mean"]) / out["paper_std"] if len(out) else []
-    out["ceiling_k"], out["ceiling_inf"] = zip(*map(toy_ceiling, out.estimator)) if len(out) else ([], [])
+    out["ceiling_k"], out["ceiling_inf"] = zip(*map(toy_ceiling, out.estimator), strict=True) if len(out) else ([], [])
     out["paper_above_ceiling"] = out["paper_mean"] > out["ceiling_inf"] if len(out) else []
     return out
 

@@ -77,6 +77,6 @@ def test_an_encoder_that_is_not_a_resnet18_trunk_fails_in_one_sentence(tmp_path)
     save_trunks({"encoder.pt": {"conv1.weight": torch.zeros(1)}}, tmp_path)  # recorded: the checksum holds
     result = run_module("ring.detection.convert", "--encoder", bad, "--out", tmp_path / "b.pkl", check=False)
     assert result.returncode == 1
-    lines = [l for l in result.stderr.splitlines() if l.startswith("ring:")]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ring:")]
     assert len(lines) == 1 and "not a torchvision resnet18 trunk" in lines[0]
     assert not (tmp_path / "b.pkl").exists()

@@ -10,7 +10,6 @@ import torch
 from ring.core import config as C
 from ring.plan import grid as G
 from ring.core import stop
-from ring.engine import runtime
 from ring.detection import runner
 from ring.core.files import record_checksums
 from ring.engine.runtime import Preempted
