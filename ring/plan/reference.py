@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from ring.core import config as C
+from ring.core.methods import METHOD_KEYS, METHODS, unread_keys
 from ring.plan import checks
 
 # Stage -> config class; studies are pretraining cells (their keys are PretrainConfig's).
@@ -116,7 +117,6 @@ UNREAD_RULE = (
 def unread_table() -> list[str]:
     """Which of ring's own methods read each key of ring.core.methods.METHOD_KEYS (plug-ins' methods left out, so
     the page is the same wherever it is generated)."""
-    from ring.core.methods import METHOD_KEYS, METHODS, unread_keys
 
     own = [name for name in METHODS if name not in METHODS.plugins]
     lines = ["| key | read only by |", "|---|---|"]
