@@ -1,7 +1,6 @@
-"""The data check against the publisher (``python -m ring.data.verify check``; old name ``python -m
-ring.catalog check``): :func:`ring.plan.catalog.check`, then torchvision's md5 lists and the publisher's
-image counts (:func:`verify`).  Here, not in the torch-free catalog, because the md5 lists are
-torchvision's.
+"""The data check against the publisher (``ring check``, ``python -m ring.data.verify check``):
+:func:`ring.plan.catalog.check`, then torchvision's md5 lists and the publisher's image counts
+(:func:`verify`).  Here, not in the torch-free catalog, because the md5 lists are torchvision's.
 """
 
 from __future__ import annotations
@@ -99,11 +98,6 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["fetch"]:  # downloading lives in ring.data.fetch (README "Datasets")
-        from ring.data import fetch
-
-        return fetch.main(argv[1:])
     parser = argparse.ArgumentParser(description="Check that a dataset is present and intact under the data root.")
     parser.add_argument("command", choices=["check"])
     parser.add_argument("dataset")

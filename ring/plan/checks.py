@@ -411,8 +411,8 @@ def load_checked(stage: str, path) -> object:
     return cfg
 
 
-# Every stage's --help points here: the generated reference of every key (ring.config describe).
-REFERENCE_HINT = "every key is described in docs/configuration.md and by `python -m ring.config describe`"
+# Every stage's --help points here: the generated reference of every key (ring describe).
+REFERENCE_HINT = "every key is described in docs/configuration.md and by `ring describe`"
 
 # What the checks above allow, per key, for the configuration reference (ring.plan.reference); a key
 # not listed takes any value of its type.  tests/test_reference.py keeps each entry a real field.
