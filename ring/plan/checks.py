@@ -199,7 +199,8 @@ def _registered(where: str, name) -> None:
 
 
 def _implementation(where: str, name: str) -> None:
-    """A plug-in's torch class resolved here, at plan time, instead of in the training job (after submission)."""
+    """A plug-in's torch class checked here, at plan time, from its source (never imported: no torch on the login
+    node), instead of in the training job (after submission)."""
     if problem := implementation_problem(name):
         _fail(where, "method", name, f"is registered by the {METHODS.plugins[name]} plug-in, whose implementation "
               f"{METHODS[name].objective.implementation!r} {problem}", "fix that package or choose another method")
