@@ -74,7 +74,8 @@ REGISTRY = {command.name: command for command in COMMANDS}
 def parser() -> argparse.ArgumentParser:
     listing = "\n".join(f"  {command.name:10} {command.help}" for command in COMMANDS)
     top = argparse.ArgumentParser(prog="ring", usage="ring [-h] [--version] COMMAND ...",
-                                  description="Reproduce and extend the Ring paper's benchmarks.", epilog=f"commands:\n{listing}\n\n`ring COMMAND --help` tells a command's options.",
+                                  description="Reproduce and extend the Ring paper's benchmarks.",
+                                  epilog=f"commands:\n{listing}\n\n`ring COMMAND --help` tells a command's options.",
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--version", action="version", version=f"ring-bench {ring.__version__}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS, required=True)
