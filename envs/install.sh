@@ -7,7 +7,7 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
     -r envs/requirements-cpu.txt -c envs/constraints-cpu.txt -e .
-# NVIDIA DALI (augment: dali, ring/dali.py): a separate pinned file, so that the shared pins above stay the
+# NVIDIA DALI (augment: dali, ring/data/dali.py): a separate pinned file, so that the shared pins above stay the
 # constraints it resolves under; 199 MB from PyPI, Linux wheels only.  RING_SKIP_DALI=1 leaves it out
 # (the dali tests then skip and augment: dali says what to install).
 if [ "${RING_SKIP_DALI:-0}" != 1 ] && [ "$(uname -s)" = Linux ]; then

@@ -2,7 +2,7 @@
 `lint-imports` in tests/test_layers.py):
 
 - stages, on a GPU node: :mod:`ring.pretrain`, :mod:`ring.lincls`, :mod:`ring.transfer` (over lincls),
-  :mod:`ring.toy_cnce`, :mod:`ring.detection`; each is ``python -m ring.<stage>``.
+  :mod:`ring.toy_cnce`, :mod:`ring.detection`; each is ``ring <stage>`` (or ``python -m ring.<stage>``).
 - compute (torch): :mod:`ring.engine` (encoder, objectives, anneal, runtime, distributed, checkpoint,
   health, knn, provenance) and :mod:`ring.data` (datasets, the transfer loaders, fetch, augment,
   DALI, the data check against the publisher).
@@ -12,6 +12,7 @@
   :mod:`ring.core` (config, the method registry, files, failures, the stop request, metrics checks,
   the toy's Gaussian closed forms).
 
-The flat names of before (``ring.batch``, ``ring.catalog``, ``python -m ring.tables`` ...) are kept one
-release as aliases of the new modules.
+:mod:`ring.cli` is the ``ring`` command: each subcommand calls one of these modules' ``main``.
 """
+
+__version__ = "0.2.0"  # the one place of the version: pyproject.toml reads it (CHANGELOG.md)

@@ -79,7 +79,7 @@ def test_views_are_reproducible_per_sample_and_epoch():
 @pytest.mark.parametrize("name", ["cifar10", "cifar100", "stl10", "imagenet"])
 def test_missing_dataset_fails_with_where_to_get_it(tmp_path, name):
     # What fetch gets, the fetch command (then the steps by hand); ImageNet, behind a login, the steps by hand.
-    how = "fetch it with `python -m ring.catalog fetch" if name != "imagenet" else "log in at image-net.org"
+    how = "fetch it with `ring fetch" if name != "imagenet" else "log in at image-net.org"
     with pytest.raises(catalog.DatasetMissing, match=f"Dataset {name} is missing .*; {re.escape(how)}"):
         catalog.check(name, tmp_path)
 

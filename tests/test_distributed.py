@@ -84,7 +84,7 @@ def test_bn_groups_must_cover_the_processes(tmp_path):
     env = {**os.environ, "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(free_port())}
     # A lone rank 0 would wait for rank 1 at init; the check fails before any collective.
-    code = ("import os, sys; from ring import config as C; from ring.pretrain import Pretraining\n"
+    code = ("import os, sys; from ring.core import config as C; from ring.pretrain import Pretraining\n"
             "import ring.engine.distributed as D; D.init_from_env = lambda t: None; D.world_size = lambda: 2\n"
             f"Pretraining(C.load(C.PretrainConfig, {str(cell / 'config.yaml')!r}), {str(cell)!r})")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

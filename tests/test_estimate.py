@@ -1,4 +1,4 @@
-"""ring.plan.estimate / `python -m ring.cluster.batch estimate`: a grid priced from throughput files, torch-free."""
+"""ring.plan.estimate / `ring estimate`: a grid priced from throughput files, torch-free."""
 
 import dataclasses
 import json
@@ -81,7 +81,7 @@ def test_missing_figures_fail_with_one_sentence(tmp_path):
 
 
 def test_cli_prices_the_paper_grid_from_committed_figures_without_torch():
-    code = ("import sys; from ring import batch; rc = batch.main(['estimate', '--grid', 'paper']); "
+    code = ("import sys; from ring.cli import main; rc = main(['estimate', '--grid', 'paper']); "
             "assert 'torch' not in sys.modules; sys.exit(rc)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

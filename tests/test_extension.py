@@ -3,6 +3,8 @@
 The module below is the whole method: an objective (in-batch negatives, each image's other view its positive) whose
 Ring variant keeps only the negatives inside Ring's window, and its two registry entries.  It goes through the plan
 checks, the estimate, and the workflow (pretraining, linear evaluation, Table 1) of a copy of the repository.
+At the end, docs/adding-a-method.md's own example (a torch-free declaration and its torch module) is installed with
+pip and held to what the guide promises: no torch on the login node, its Ring kinds, its step rules.
 """
 
 import contextlib
@@ -242,9 +244,9 @@ def test_a_plugin_whose_implementation_names_a_missing_class_is_refused_by_the_p
      r"names InBatchContrast, whose from_config takes \(cfg, model, n_train, max_chunk_elements\) \(the stage calls "
      r"from_config\(method, cfg, model, n_train, max_chunk_elements\)\)"),
     (lambda src: src.replace("def build_encoder(cfg)", "def build_encodr(cfg)"),
-     r"names InBatchContrast, whose build_encoder is missing or not callable \(the stage calls build_encoder\(cfg\)\)"),
+     r"names InBatchContrast, whose build_encoder is missing \(the stage calls build_encoder\(cfg\)\)"),
     (lambda src: src.replace('f"{__name__}:InBatchContrast"', '"toy_method_torch:InBatchContrast"'),
-     r"names module toy_method_torch, which fails to import \(No module named 'toy_method_torch'\)"),
+     r"names module toy_method_torch, which is not installed \(no toy_method_torch on the path\)"),
     (lambda src: src.replace('f"{__name__}:InBatchContrast"', '"toy_method.InBatchContrast"'),
      r"names 'toy_method.InBatchContrast', not 'module:Class'"),
 ])
@@ -305,3 +307,131 @@ def test_a_broken_plugin_leaves_the_other_entry_points_working(tmp_path, monkeyp
         r"ring: Grid ext: method 'Toy' is not registered and may be a broken plug-in's: the ring\.methods entry point "
         r"toy \(toy_method\) failed to load \(No module named 'no_such_package_of_toy'\); fix or uninstall that "
         r"package\.\n", theirs.stderr), theirs.stderr
+
+
+# -- the guide's example (docs/adding-a-method.md), installed with pip as a user installs it ----------------------
+
+GUIDE = ROOT / "docs" / "adding-a-method.md"
+# sitecustomize for every process a test starts: the first import of torch appends that process's command line and
+# stack to $RING_TORCH_LOG (Snakemake's parse and its children included, which sys.modules of this one cannot show).
+WATCH = textwrap.dedent('''
+    import os, sys, traceback
+
+    def _watch(event, args):
+        if event == "import" and str(args[0]).partition(".")[0] == "torch" and "torch" not in sys.modules:
+            with open(os.environ["RING_TORCH_LOG"], "a") as log:
+                log.write(f"{sys.argv}\\n{''.join(traceback.format_stack())}\\n")
+
+    if os.environ.get("RING_TORCH_LOG"):
+        sys.addaudithook(_watch)
+''')
+
+
+def guide_files() -> dict[str, str]:
+    """The files the guide writes out: each a "File `NAME`" line, then its fenced block."""
+    return dict(re.findall(r"^File `([\w.-]+)`[^\n]*\n\n```\w+\n(.*?)^```", GUIDE.read_text(), re.M | re.S))
+
+
+@pytest.fixture(scope="module")
+def guide_site(tmp_path_factory) -> Path:
+    """The guide's package installed by pip into a folder of its own (--target), with the torch watch beside it."""
+    source, site = tmp_path_factory.mktemp("in-batch-method"), tmp_path_factory.mktemp("site")
+    files = guide_files()
+    assert sorted(files) == ["in_batch.py", "in_batch_torch.py", "pyproject.toml"]
+    for name, text in files.items():
+        (source / name).write_text(text)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--no-index", "--disable-pip-version-check", "--target", str(site), str(source)],
+                   check=True, capture_output=True, text=True, timeout=300)
+    (site / "sitecustomize.py").write_text(WATCH)
+    return site
+
+
+def test_the_guides_example_installs_and_plans_without_torch(guide_site, tmp_path, monkeypatch, workdir):
+    # Before: the guide's one module was entry point and implementation, so every process below imported torch.
+    log = tmp_path / "torch.log"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(guide_site), str(ROOT)]))
+    monkeypatch.setenv("RING_TORCH_LOG", str(log))
+
+    def run(*args) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300)
+
+    listed = run("-c", "from ring.core.methods import METHODS; list(METHODS); print(*sorted(METHODS.plugins))")
+    assert listed.stdout.split() == ["InBatch", "InBatchRing"], listed.stderr
+    grid = grid_file(tmp_path, {**GRID, "methods": ["InBatch", "InBatchRing"]}, "guide")
+    planned = plan(workdir, grid)  # Snakemake's parse: the plan checks, the implementation read from its source
+    assert planned.returncode == 0, planned.stderr
+    priced = run("-m", "ring.cli", "estimate", "--device", "cpu", "--grid", str(grid))
+    # The declaration was read (its family); no figures for it here, so the estimate says so (docs: Pricing it).
+    assert priced.returncode == 1 and "Method InBatch is priced by the throughput of InBatch" in priced.stderr
+    assert not log.exists(), log.read_text()
+    # A job builds the encoder and the loss from the implementation module, and there torch loads (the watch sees it).
+    job = run("-c", "from ring.core import config as C\n"
+                    "from ring.engine.objectives import build_encoder, build_objective\n"
+                    "import torch\n"
+                    "cfg = C.PretrainConfig(dataset='digits', method='InBatchRing', batch_size=8)\n"
+                    "model = build_encoder(cfg)\n"
+                    "loss = build_objective('InBatchRing', cfg, model, 100)(model, [torch.randn(8, 3, 32, 32)] * 2,"
+                    " torch.arange(8), (0.0, 90.0))\n"
+                    "assert torch.isfinite(loss), loss\n")
+    assert job.returncode == 0, job.stderr
+    assert log.read_text().startswith("['-c']") and "ring/engine/objectives/__init__.py" in log.read_text()
+
+
+def test_the_guide_lists_the_ring_kinds_of_the_registry_and_the_figures():
+    text = GUIDE.read_text()
+    listed = set(re.findall(r"^\| `(\w+)` \|", text[text.index("## The Ring kinds"):], re.M))
+    cfg = C.PretrainConfig(dataset="digits", method="IRing")
+    kinds = {m.objective.ring_selection(cfg, 100)[0] for m in M.METHODS.values() if m.ring}
+    assert listed == kinds == set(E.load_figures("cpu").ring_ratios)
+
+
+TWO_RANKS = textwrap.dedent('''
+    import json, sys
+    import torch
+    from torch import nn
+    from ring.engine import distributed
+    from in_batch_torch import InBatchContrast
+
+    distributed.init_from_env("cpu")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 8))
+    views = [torch.randn(16, 3, 2, 2, generator=torch.Generator().manual_seed(seed)) for seed in (1, 2)]
+    train = nn.parallel.DistributedDataParallel(model) if distributed.world_size() > 1 else model
+    out = {}
+    for window in (None, (10.0, 60.0)):
+        model.zero_grad()
+        loss = InBatchContrast(0.1, window is not None)(train, [distributed.local_rows(v) for v in views], None,
+                                                        window)
+        loss.backward()
+        out[str(window)] = [loss.item(), torch.cat([p.grad.flatten() for p in model.parameters()]).tolist()]
+    with open(f"{sys.argv[1]}.{distributed.rank()}", "w") as f:
+        json.dump(out, f)
+''')
+
+
+@pytest.mark.slow  # three processes of torch and a gloo group
+def test_the_guides_example_on_two_processes_equals_one(guide_site, tmp_path):
+    """The guide's step rule: an in-batch method gathers the other ranks' keys with their gradients, so two
+    processes, each with half the batch, give one process's loss and gradient on the whole batch."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(guide_site), str(ROOT)]), "OMP_NUM_THREADS": "1",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    runs = [("one", 1, 0), ("two", 2, 0), ("two", 2, 1)]
+    procs = [subprocess.Popen([sys.executable, "-c", TWO_RANKS, str(tmp_path / name)], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env={**env, "WORLD_SIZE": str(world), "RANK": str(rank), "LOCAL_RANK": str(rank)})
+             for name, world, rank in runs]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    one, *two = (json.loads((tmp_path / f"{name}.{rank}").read_text()) for name, _, rank in runs)
+    for window, (loss, grad) in one.items():
+        # Each rank's loss is the mean over its half: their mean is the whole batch's.  DDP averages the ranks'
+        # gradients; the same float32 sums in another order, hence the relative tolerance.
+        assert loss == pytest.approx((two[0][window][0] + two[1][window][0]) / 2, rel=1e-5)
+        assert two[0][window][1] == two[1][window][1]  # DDP's all-reduce: one gradient on both ranks
+        assert grad == pytest.approx(two[0][window][1], rel=1e-4, abs=1e-6), window

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from ring.plan import catalog
-from ring.data import fetch, verify
+from ring import cli
+from ring.data import fetch
 from tests.test_metadataset import WRITERS, _image, _text
 
 
@@ -150,7 +151,7 @@ def publish(server, tmp_path: Path, name: str, monkeypatch, *, tamper=None) -> f
 def test_fetch_unpacks_each_publishers_archives_into_the_checked_layout(server, tmp_path, monkeypatch, name, capsys):
     recipe = publish(server, tmp_path, name, monkeypatch)
     data = tmp_path / "data"
-    assert verify.main(["fetch", name, "--data-root", str(data), "--mirror", server.url + "/"]) == 0
+    assert cli.main(["fetch", name, "--data-root", str(data), "--mirror", server.url + "/"]) == 0
     assert "fetched, verified and unpacked" in capsys.readouterr().out
     base = fetch.folder(name, data, data / "detectron2")
     fetch.check_layout(name, recipe, base, data)
@@ -256,13 +257,13 @@ def test_data_root_that_is_not_writable(tmp_path, monkeypatch):
 
 
 def test_imagenet_and_unknown_names_get_one_sentence(tmp_path, capsys):
-    assert verify.main(["fetch", "imagenet", "--data-root", str(tmp_path)]) == 1
+    assert cli.main(["fetch", "imagenet", "--data-root", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     from torchvision.datasets.imagenet import ARCHIVE_META
 
     assert "image-net.org" in err and "train,val}/<wnid>/*.JPEG" in err
     assert all(f"{f} {md5}" in err for f, md5 in ARCHIVE_META.values())
-    assert verify.main(["fetch", "nope", "--data-root", str(tmp_path)]) == 1
+    assert cli.main(["fetch", "nope", "--data-root", str(tmp_path)]) == 1
     assert "Unknown dataset 'nope'" in capsys.readouterr().err
     assert "nothing to fetch" in fetch.fetch("digits", tmp_path)
 
@@ -291,12 +292,12 @@ def test_fetch_data_target_runs_the_fetch_for_the_configured_grid(tmp_path):
     assert "--mirror http://127.0.0.1:9" in result.stdout + result.stderr
 
 
-# -- the data check (python -m ring.catalog check) and fetch's stamp ----------------------------
+# -- the data check (ring check) and fetch's stamp ----------------------------
 
 def _check(name: str, data: Path):
     from tests.helpers import run_module
 
-    return run_module("ring.catalog", "check", name, "--data-root", data, check=False)
+    return run_module("ring.cli", "check", name, "--data-root", data, check=False)
 
 
 def test_missing_dataset_sentences_name_the_fetch_command_or_the_steps_by_hand(tmp_path):
@@ -304,10 +305,10 @@ def test_missing_dataset_sentences_name_the_fetch_command_or_the_steps_by_hand(t
     data.mkdir()
     result = _check("cifar10", data)
     assert result.returncode == 1
-    assert f"fetch it with `python -m ring.catalog fetch cifar10 --data-root {data}` (or every dataset of the grid with " \
+    assert f"fetch it with `ring fetch cifar10 --data-root {data}` (or every dataset of the grid with " \
            "`snakemake fetch_data`) on a machine with internet, or by hand:" in result.stderr
     result = _check("imagenet", data)  # behind a login: the steps by hand, no fetch command
-    assert result.returncode == 1 and "ring.catalog fetch" not in result.stderr
+    assert result.returncode == 1 and "ring fetch" not in result.stderr
     assert (f"log in at image-net.org, accept the ILSVRC2012 terms, download ILSVRC2012_img_train.tar, ILSVRC2012_img_val.tar "
             f"and ILSVRC2012_devkit_t12.tar.gz into {data / 'imagenet'}, then run") in result.stderr
 

@@ -30,26 +30,16 @@ def test_no_import_circle_among_rings_modules():
 
 
 def test_the_login_node_side_imports_without_torch():
-    """Every module of core, plan, cluster and reports, and the old names the workflow imports."""
+    """Every module of core, plan, cluster and reports, the workflow's data check and the ring command."""
     import pkgutil
 
     import ring
 
     names = [f"ring.{pkg}.{m.name}" for pkg in ("core", "plan", "cluster", "reports")
              for m in pkgutil.iter_modules([str(Path(ring.__file__).parent / pkg)])]
-    names += ["ring.catalog", "ring.checks", "ring.config", "ring.failures", "ring.fetch", "ring.grid", "ring.launch",
-              "ring.metadataset", "ring.methods", "ring.rerun", "ring.detection.tasks", "ring.data.verify"]
+    names += ["ring.data.metadataset", "ring.detection.tasks", "ring.data.verify", "ring.data.fetch", "ring.cli"]
     code = (f"import importlib, sys; [importlib.import_module(n) for n in {names!r}]; "
             "heavy = sorted(m for m in ('torch', 'torchvision', 'detectron2', 'nvidia.dali') if m in sys.modules); "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
 
-
-def test_old_names_are_the_new_modules():
-    """The old flat names (kept one release) are the same module objects, so a monkeypatch through either holds."""
-    from ring import batch, catalog, tables
-    from ring.cluster import batch as new_batch
-    from ring.plan import catalog as new_catalog
-    from ring.reports import tables as new_tables
-
-    assert batch is new_batch and catalog is new_catalog and tables is new_tables

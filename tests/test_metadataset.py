@@ -248,21 +248,21 @@ def test_data_check_of_a_transfer_dataset_never_imports_torch(tmp_path):
 
 
 def test_data_check_command_reports_content_errors_in_one_sentence(tmp_path):
-    # `python -m ring.catalog` runs the catalog as __main__; the DatasetMissing that
+    # `python -m ring.data.verify` runs the data check as __main__; the DatasetMissing that
     # ring.data.metadataset raises is ring.plan.catalog's and must still be caught.
     write_dtd(tmp_path)
     image = tmp_path / "dtd" / "dtd" / "dtd" / "images" / "banded" / "banded_0003.jpg"
     image.unlink()
-    result = subprocess.run([sys.executable, "-m", "ring.catalog", "check", "dtd", "--data-root", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "ring.data.verify", "check", "dtd", "--data-root", str(tmp_path)],
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("ring: Dataset dtd lists 3 test image files but 1 are missing (first: ")
     # Complete, the tiny fixture is not the publisher's release: counted, and skippable for a copy of one's own.
     write_dtd(tmp_path)
-    result = subprocess.run([sys.executable, "-m", "ring.catalog", "check", "dtd", "--data-root", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "ring.data.verify", "check", "dtd", "--data-root", str(tmp_path)],
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 1 and "holds 4 train, 3 test images, the publisher's release has 3760 and 1880" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "ring.catalog", "check", "dtd", "--data-root", str(tmp_path),
+    result = subprocess.run([sys.executable, "-m", "ring.data.verify", "check", "dtd", "--data-root", str(tmp_path),
                              "--skip-checksums", "--touch", str(tmp_path / "dtd.ok")],
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0, result.stderr

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_committed_reference_is_the_generated_one():
     committed = (ROOT / reference.DOC).read_text()
     assert committed == reference.markdown(), (
-        "docs/configuration.md is stale; regenerate it with `python -m ring.plan.reference --write docs/configuration.md`")
+        "docs/configuration.md is stale; regenerate it with `ring reference --write docs/configuration.md`")
 
 
 def test_every_key_is_described_and_every_allowed_entry_is_a_real_key():
@@ -27,9 +27,9 @@ def test_every_key_is_described_and_every_allowed_entry_is_a_real_key():
 
 
 def test_describe_prints_one_key_and_suggests_a_typo():
-    out = run_module("ring.config", "describe", "pretrain", "ring_w_l").stdout
+    out = run_module("ring.cli", "describe", "pretrain", "ring_w_l").stdout
     assert out.startswith("pretrain.ring_w_l: list[float] = [0.0, 90.0]\n  allowed: [start, final] with 0 <= start")
-    bad = run_module("ring.config", "describe", "lincls", "epoch", check=False)
+    bad = run_module("ring.cli", "describe", "lincls", "epoch", check=False)
     assert bad.returncode == 1 and bad.stderr == "ring: Unknown LinclsConfig key 'epoch'. Did you mean 'epochs'?\n"
 
 

@@ -144,7 +144,7 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
         marker = results / grid.name / "data" / f"{dataset}.ok"
         if not marker.exists():
             marker.parent.mkdir(parents=True, exist_ok=True)
-            check = subprocess.run([sys.executable, "-m", "ring.catalog", "check", dataset, "--data-root",
+            check = subprocess.run([sys.executable, "-m", "ring.data.verify", "check", dataset, "--data-root",
                                     str(config["data_root"]), "--touch", str(marker)], capture_output=True, text=True)
             if check.returncode != 0:
                 raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")

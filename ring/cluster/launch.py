@@ -23,7 +23,7 @@ The workflow's rules call this for every GPU stage.  ``local`` runs the stage in
   resources;
 * a failed job fails the rule with the tail of its SLURM log and the log's path.
 
-Stopping the client never cancels the cluster job; ``python -m ring.cluster.batch cancel`` does.
+Stopping the client never cancels the cluster job; ``ring cancel`` does.
 """
 
 from __future__ import annotations
@@ -530,7 +530,7 @@ def main(argv=None) -> int:
             # The plan's checks (ring.plan.checks) on the cell's config, before any job starts or is queued.
             checks.load_checked(args.stage, stage_argv[stage_argv.index("--config") + 1])
         if args.launcher == "local":
-            from ring.cluster import progress  # CELL/running.json for `ring.cluster.batch status`
+            from ring.cluster import progress  # CELL/running.json for `ring status`
 
             with progress.running(args.cell) as run:
                 run["status"] = job.run_here()

@@ -1,4 +1,4 @@
-"""Where a locally launched cell stands, read from its folder (torch-free: ``ring.cluster.batch status`` imports it).
+"""Where a locally launched cell stands, read from its folder (torch-free: ``ring status`` imports it).
 
 The local launcher (``ring.cluster.launch --launcher local``) wraps the stage in :func:`running`, which keeps
 ``CELL/running.json`` while the stage runs::

@@ -28,11 +28,12 @@ negatives at batch 128 as a grid's CMC cell does, and a key the file sets keeps 
 from __future__ import annotations
 
 import importlib
-import inspect
 import re
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+
+from ring.core import sources
 
 
 # PretrainConfig keys that only some methods read, by what reads them; every other key is read by every method.  A
@@ -54,9 +55,8 @@ class Objective:
 
     Subclasses override what differs; the instances below are the paper's three.  ``implementation`` is
     ``"module:Class"``: the class builds the encoder (``build_encoder(cfg)``) and the loss module
-    (``from_config(method, cfg, model, n_train, max_chunk_elements)``).  It is imported when a stage trains, and
-    by the plan checks for a plug-in's method only (:func:`implementation_problem`), so planning the paper's methods
-    never loads torch.
+    (``from_config(method, cfg, model, n_train, max_chunk_elements)``).  It is imported when a stage trains only;
+    the plan checks read a plug-in's from its source (:func:`implementation_problem`), so planning never loads torch.
     """
 
     n_views = 1  # views of each image a step takes
@@ -100,23 +100,12 @@ class Objective:
 
     def implementation_problem(self) -> str | None:
         """Why the pretraining stage could not build from :attr:`implementation` (a clause), or None: the module
-        imports, names the class, and the class takes the calls the stage makes (:data:`IMPLEMENTATION_CALLS`).
-        Imports the module (torch, for most): the plan checks ask it only of plug-ins' methods."""
+        is installed, defines the class, and the class takes the calls the stage makes (:data:`IMPLEMENTATION_CALLS`).
+        Read from the module's source, never imported (:mod:`ring.core.sources`): the plan checks stay torch-free."""
         module, _, name = self.implementation.partition(":")
         if not module or not name:
             return f"names {self.implementation!r}, not 'module:Class'"
-        try:
-            found = importlib.import_module(module)
-        except Exception as err:  # a plug-in's module: any error it raises is its author's to fix, said in one line
-            return f"names module {module}, which fails to import ({_reason(err)})"
-        cls = getattr(found, name, None)
-        if cls is None:
-            return f"names {name}, which module {module} does not define"
-        for call, args in IMPLEMENTATION_CALLS.items():
-            problem = _call_problem(getattr(cls, call, None), args)
-            if problem:
-                return f"names {name}, whose {call} {problem} (the stage calls {call}({', '.join(args)}))"
-        return None
+        return sources.class_problem(module, name, IMPLEMENTATION_CALLS)
 
 
 class BankObjective(Objective):
@@ -356,8 +345,7 @@ def missing(name: str) -> str | None:
 
 def implementation_problem(name: str) -> str | None:
     """Why method ``name``'s torch class cannot be built (one clause), checked for methods an entry point registered;
-    None for ring's own, which tests/test_extension.py resolves, so that planning a grid of the paper's methods
-    never imports torch."""
+    None for ring's own, which tests/test_extension.py resolves."""
     if name not in METHODS.plugins:
         return None
     return METHODS[name].objective.implementation_problem()
@@ -366,18 +354,6 @@ def implementation_problem(name: str) -> str | None:
 # What the pretraining stage calls on a method's implementation (ring.engine.objectives): name -> the arguments.
 IMPLEMENTATION_CALLS = {"build_encoder": ("cfg",), "from_config": ("method", "cfg", "model", "n_train",
                                                                   "max_chunk_elements")}
-
-
-def _call_problem(fn, args: tuple[str, ...]) -> str | None:
-    if not callable(fn):
-        return "is missing or not callable"
-    try:
-        inspect.signature(fn).bind(*args)
-    except TypeError:
-        return f"takes {inspect.signature(fn)}"
-    except ValueError:  # no signature to read (a builtin): the call itself will tell
-        return None
-    return None
 
 
 # Methods that are no row of the paper: the other side of a fidelity switch (README, "Fidelity").

@@ -1,7 +1,7 @@
 """Fetch datasets from their publishers into the layout the data check (:mod:`ring.plan.catalog`) expects.
 
-    python -m ring.catalog fetch cifar10 cub [--data-root data] [--mirror https://mirror.example/datasets]
-    python -m ring.catalog fetch --grid paper          # every dataset the grid reads (detection: coco, voc2007, voc2012)
+    ring fetch cifar10 cub [--data-root data] [--mirror https://mirror.example/datasets]
+    ring fetch --grid paper          # every dataset the grid reads (detection: coco, voc2007, voc2012)
 
 Meant for a login node with internet.  Every download comes from the publisher's URL (torchvision's
 own url/md5 class attributes where torchvision has a downloader), goes to
@@ -406,7 +406,7 @@ def grid_targets(grid) -> list[str]:
 def main(argv=None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m ring.catalog fetch",
+    parser = argparse.ArgumentParser(prog="ring fetch",
                                      description="Download datasets from their publishers, verify and unpack them.")
     parser.add_argument("names", nargs="*", metavar="NAME")
     parser.add_argument("--grid", help="every dataset of a grid: a name (workflow/grids/GRID.yaml) or a grid file's path")
@@ -437,3 +437,7 @@ def main(argv=None) -> int:
     if failed:
         print(f"ring: {failed} of {len(set(names))} datasets not fetched (above)", file=sys.stderr)
     return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

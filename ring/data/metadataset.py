@@ -4,7 +4,7 @@ manifests are :mod:`ring.plan.listings` (torch-free, re-exported here).
 Each dataset is read in the layout its publisher distributes (``ring.plan.catalog.TRANSFER`` says where
 it goes and how to get it).  A dataset's **listing** is its documented, deterministic train/test
 split as ``(file, label)`` pairs, parsed from the publisher's annotation files without torch, so
-that the data check (``python -m ring.catalog check``) and the workflow client stay light.  Items
+that the data check (``ring check``) and the workflow client stay light.  Items
 that are not whole files name their part: ``MNIST/raw/train-images-idx3-ubyte#17`` (the 18th image
 of an idx file), ``train2017/000000000009.jpg#1,187,613,474`` (a COCO box, left,top,right,bottom).
 

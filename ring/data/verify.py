@@ -1,7 +1,6 @@
-"""The data check against the publisher (``python -m ring.data.verify check``; old name ``python -m
-ring.catalog check``): :func:`ring.plan.catalog.check`, then torchvision's md5 lists and the publisher's
-image counts (:func:`verify`).  Here, not in the torch-free catalog, because the md5 lists are
-torchvision's.
+"""The data check against the publisher (``ring check``, ``python -m ring.data.verify check``):
+:func:`ring.plan.catalog.check`, then torchvision's md5 lists and the publisher's image counts
+(:func:`verify`).  Here, not in the torch-free catalog, because the md5 lists are torchvision's.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from ring.core.files import FileError, write_json
 from ring.plan.catalog import (DATASETS, SKIP_HINT, VERIFIED_SUFFIX, DatasetMissing, _counts, _fingerprint,
                                check, check_writable, fetched_from_publisher, folder, hint, loader_verifies, md5_of,
                                skip_refusal, spec)
-from ring.data import fetch
 
 
 def published_md5(name: str) -> dict[str, str]:
@@ -100,10 +98,6 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["fetch"]:  # downloading lives in ring.data.fetch (README "Datasets")
-
-        return fetch.main(argv[1:])
     parser = argparse.ArgumentParser(description="Check that a dataset is present and intact under the data root.")
     parser.add_argument("command", choices=["check"])
     parser.add_argument("dataset")

@@ -214,7 +214,7 @@ def check_complete(converted: dict, path: str | Path) -> None:
         raise ConversionError(
             f"The converted backbone {path} does not hold a ResNet-18 as ring.detection.convert writes it: "
             f"{len(missing)} tensors missing (e.g. {missing[:2]}) and {len(unknown)} unknown (e.g. {unknown[:2]}); "
-            f"rerun the conversion (python -m ring.detection.convert --encoder <pretraining cell>/encoder.pt --out {path}).")
+            f"rerun the conversion (ring convert --encoder <pretraining cell>/encoder.pt --out {path}).")
 
 
 def backbone_short_key(model_key: str) -> str | None:

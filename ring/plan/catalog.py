@@ -3,11 +3,11 @@
 Every dataset lives under ``<data_root>/<name>/`` in the layout its publisher (or torchvision's
 downloader, given that folder as ``root``) produces.  The check downloads nothing: a missing
 dataset is reported by :func:`check` with one sentence saying how to get it (:func:`hint`: the
-``python -m ring.catalog fetch`` command of :mod:`ring.data.fetch` where it can fetch the dataset, the
+``ring fetch`` command of :mod:`ring.data.fetch` where it can fetch the dataset, the
 steps by hand where it cannot).  Loaders live in :mod:`ring.data.datasets`; the transfer
 datasets' listings are parsed by :mod:`ring.plan.listings`.
 
-The data check (``python -m ring.catalog check``, the workflow's ``data_check`` rule) also
+The data check (``ring check``, the workflow's ``data_check`` rule) also
 verifies the contents against what the publisher publishes (:func:`ring.data.verify.verify`, beside
 torchvision, whose lists it reads; the rest of it is here, torch-free): torchvision's md5 of
 every file that has one (CIFAR10/100 batches, STL10's binaries), the publisher's image counts for
@@ -208,7 +208,7 @@ TRANSFER: dict[str, TransferSpec] = {
     "shapes": TransferSpec(
         display="Shapes", num_classes=6,
         required=("generated.json",),
-        how_to_get="generate it with `python -m ring.data.metadataset generate shapes --data-root <data_root>` "
+        how_to_get="generate it with `ring generate shapes --data-root <data_root>` "
                    "(the smoke workflow does this itself)",
         split="80/20 per class with seed 0",
         publisher_counts=(288, 72),
@@ -243,7 +243,7 @@ def hint(name: str, data_root: str | Path) -> str:
     by_hand = spec(name).how_to_get.replace("<data_root>", str(root))
     if name not in FETCHED:
         return by_hand
-    return (f"fetch it with `python -m ring.catalog fetch {name} --data-root {root}` (or every dataset of the grid with "
+    return (f"fetch it with `ring fetch {name} --data-root {root}` (or every dataset of the grid with "
             f"`snakemake fetch_data`) on a machine with internet, or by hand: {by_hand}")
 
 

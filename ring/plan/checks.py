@@ -199,7 +199,8 @@ def _registered(where: str, name) -> None:
 
 
 def _implementation(where: str, name: str) -> None:
-    """A plug-in's torch class resolved here, at plan time, instead of in the training job (after submission)."""
+    """A plug-in's torch class checked here, at plan time, from its source (never imported: no torch on the login
+    node), instead of in the training job (after submission)."""
     if problem := implementation_problem(name):
         _fail(where, "method", name, f"is registered by the {METHODS.plugins[name]} plug-in, whose implementation "
               f"{METHODS[name].objective.implementation!r} {problem}", "fix that package or choose another method")
@@ -411,8 +412,8 @@ def load_checked(stage: str, path) -> object:
     return cfg
 
 
-# Every stage's --help points here: the generated reference of every key (ring.config describe).
-REFERENCE_HINT = "every key is described in docs/configuration.md and by `python -m ring.config describe`"
+# Every stage's --help points here: the generated reference of every key (ring describe).
+REFERENCE_HINT = "every key is described in docs/configuration.md and by `ring describe`"
 
 # What the checks above allow, per key, for the configuration reference (ring.plan.reference); a key
 # not listed takes any value of its type.  tests/test_reference.py keeps each entry a real field.

@@ -1,6 +1,6 @@
 """A grid's price before it runs: predicted GPU-hours per stage and dataset from committed throughput figures.
 
-    python -m ring.cluster.batch estimate --grid paper [--device H100]
+    ring estimate --grid paper [--device H100]
 
 Torch-free (seconds).  The figures are the committed results of ``benchmarks/throughput.py`` (one
 file per method, ``benchmarks/results/throughput_<IR|MoCo|CMC|LA>-<device>.json``) and, when

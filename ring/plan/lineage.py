@@ -13,7 +13,7 @@ A Table 4 cell adds one link: the converted backbone it trained on is the one be
 backbone's checksum record names the encoder it was converted from (links 2 and 3 follow).
 
 Each broken link is one sentence (:func:`stale_reason`) that names the cell and the command that
-reruns it; :mod:`ring.reports.tables` shows such a cell as stale, never as a number, and ``ring.cluster.batch
+reruns it; :mod:`ring.reports.tables` shows such a cell as stale, never as a number, and ``ring
 status`` lists it as stale.  Torch-free: the login-node client and the table rules read it.
 """
 

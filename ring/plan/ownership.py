@@ -5,7 +5,7 @@ A grid's results folder is named by its file's stem, so two files of the same na
 there records its grid file (:data:`MARKER`); a plan from another file of that name is refused with one sentence,
 unless its content is the same (the same cells: sharing them loses nothing).  A folder from before the marker
 existed is attributed by its jobs' provenance records (``grid_file``, ring.engine.provenance).  Torch-free: the plan
-and ``ring.cluster.batch submit`` ask it.
+and ``ring submit`` ask it.
 """
 
 from __future__ import annotations

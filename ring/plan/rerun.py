@@ -1,6 +1,6 @@
 """What an edited cell config does to the cell's finished files: continue, start over, or nothing.
 
-    python -m ring.plan.rerun CELL --stage pretrain      # after the workflow wrote CELL/config.yaml anew
+    ring rerun CELL --stage pretrain      # after the workflow wrote CELL/config.yaml anew
 
 A cell folder records in ``run.json`` the config (hash and values) its checkpoint and outputs were
 made with; each stage writes it when it starts.  When the cell's config changes, :func:`prepare`

@@ -118,7 +118,7 @@ def test_bad_converted_checkpoints_fail_in_one_sentence(backbone_pkl, datasets_r
     _fails_before_training(tmp_path / "b", status, lines, f"The converted backbone {partial} does not hold a ResNet-18 "
                            "as ring.detection.convert writes it: ")
     assert "tensors missing (e.g. ['res5.0." in lines[0]
-    assert "rerun the conversion (python -m ring.detection.convert --encoder" in lines[0]
+    assert "rerun the conversion (ring convert --encoder" in lines[0]
     assert "ResNet depth" not in lines[0]
 
 

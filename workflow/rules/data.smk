@@ -27,7 +27,7 @@ rule data_check:
             "" if wildcards.dataset in GENERATORS else dataset_fingerprint(wildcards.dataset, config["data_root"])
         ),
     shell:
-        "{params.python:q} -m ring.catalog check {wildcards.dataset} --data-root {params.root:q} {params.skip} "
+        "{params.python:q} -m ring.data.verify check {wildcards.dataset} --data-root {params.root:q} {params.skip} "
         "--stamp-dir {params.stamps:q} --writable {params.writable:q} --touch {output:q} 2>&1 | tee {log:q} >&2"
 
 
@@ -66,6 +66,6 @@ rule fetch_data:
         detectron2=shlex.quote(detection_datasets_root(config["grid"])),
     shell:
         logged(
-            "{params.python:q} -m ring.catalog fetch --grid {params.grid:q} --grids-dir {params.grids_dir:q} "
+            "{params.python:q} -m ring.data.fetch --grid {params.grid:q} --grids-dir {params.grids_dir:q} "
             "--data-root {params.root:q} --detectron2-root {params.detectron2} {params.mirror}"
         )

@@ -1,7 +1,0 @@
-"""Old name, kept one release; use ring.data.augment."""
-
-import sys
-
-from ring.data import augment as _new
-
-sys.modules[__name__] = _new  # the same module object, private names and monkeypatching included

@@ -1,7 +1,0 @@
-"""Old name, kept one release; use ring.plan.grid."""
-
-import sys
-
-from ring.plan import grid as _new
-
-sys.modules[__name__] = _new  # the same module object, private names and monkeypatching included

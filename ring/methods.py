@@ -1,7 +1,0 @@
-"""Old name, kept one release; use ring.core.methods."""
-
-import sys
-
-from ring.core import methods as _new
-
-sys.modules[__name__] = _new  # the same module object, private names and monkeypatching included
