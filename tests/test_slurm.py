@@ -91,11 +91,11 @@ def launch_cell(cell: Path, cfg: C.PretrainConfig, resources: dict) -> subproces
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
+def wait_for(predicate, timeout: float, what: str, poll_s: float = 0.5) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
+        time.sleep(poll_s)
 
 
 def log_lines(cell: Path) -> int:
@@ -359,6 +359,36 @@ def test_jobs_that_finish_while_no_client_watches_are_collected(workdir):
     assert len(sacct_jobs("ring-pretrain-", start)) == 2
     # A second rerun has nothing to do (the cells are complete now).
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(snakemake(workdir, "all_tables", *SLURM))
+
+
+def test_a_rerun_in_a_jobs_last_seconds_collects_its_output_without_a_new_job(workdir):
+    """Issue 34 item 1: the client is killed after the job wrote encoder.pt, while the job still runs; `--unlock` and a
+    rerun then delete that encoder as incomplete, and the launcher re-attaches to the running job.  When it COMPLETES,
+    the launcher puts the encoder back from the copy the job kept (it used to fail: "COMPLETED without writing")."""
+    start, cell = now(), workdir / "results/tiny/pretrain/digits/IR/seed0"
+    target = ["results/tiny/pretrain/digits/IR/seed0/encoder.pt", *SLURM]
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", *target], cwd=workdir, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for((cell / "encoder.pt").exists, 600, "the encoder", poll_s=0.02)
+    job_id = recorded_id(cell)
+    # The job ends about a second after its encoder appears, sooner than Snakemake starts again: it is held in
+    # those last seconds (SIGSTOP) while the client is killed and the rerun re-attaches, then let go.
+    subprocess.run(["scontrol", "suspend", job_id], check=True, timeout=30)
+    written = (cell / "encoder.pt").read_bytes()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    snakemake(workdir, "--unlock")
+    rerun = subprocess.Popen([sys.executable, "-m", "snakemake", *target], cwd=workdir, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    log = cell / "pretrain.log"
+    wait_for(lambda: log.exists() and f"re-attached to SLURM job {job_id}" in log.read_text(), 300, "the re-attach")
+    assert not (cell / "encoder.pt").exists()  # Snakemake's rerun deleted the running job's output
+    subprocess.run(["scontrol", "resume", job_id], check=True, timeout=30)
+    out, _ = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, out[-3000:]
+    assert f"SLURM job {job_id} COMPLETED; restored" in out, out[-3000:]
+    assert [job[0] for job in sacct_jobs("ring-pretrain-", start)] == [job_id]  # no new job
+    assert (cell / "encoder.pt").read_bytes() == written
 
 
 def test_a_finished_job_array_is_collected_by_all_tables(workdir):

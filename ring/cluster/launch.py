@@ -427,6 +427,20 @@ def submit(job: StageJob, cell: Path, res: Resources) -> submitit.SlurmJob:
     return submitted
 
 
+def accounting_folder(cell: Path, record: dict, config_hash: str | None) -> Path | None:
+    """Where the recorded job's runs are accounted: the cell when the job ran its current config (or a record that
+    names none), else the run of the job's own config kept under ``runs/<its hash>/`` (an edit set it aside there,
+    its provenance with it), or None when nothing of it was kept.  A cell's provenance holds its own config's jobs
+    only: an earlier config's job added there would be counted twice, there and in its kept run."""
+    recorded = record.get("config_hash")
+    if recorded is None or config_hash is None or recorded == config_hash:
+        return cell
+    from ring.plan.rerun import RUNS  # torch-free
+
+    kept = cell / RUNS / recorded
+    return kept if kept.is_dir() else None
+
+
 def account_ended(cell: Path, job_id: str) -> None:
     """Provenance of a job that ended: its runs that wrote no segment (hard-killed), from sacct."""
     added = accounting.add_ended_job(cell, job_id)
@@ -452,15 +466,43 @@ def cell_lock(cell: Path):
 
 
 def collect_exports(job: StageJob, cell: Path) -> bool:
-    """A pretraining job that COMPLETED while no client watched, whose encoders Snakemake deleted since: put back
-    the copies the stage kept (verified against its checksum record, torch-free) instead of submitting again."""
-    if job.stage != "pretrain" or "--config" not in job.argv:
+    """A pretraining job that COMPLETED, whose encoders Snakemake deleted since: put back the copies the stage kept
+    (verified against its checksum record, torch-free) instead of submitting again."""
+    if "--config" not in job.argv:
         return False
     from ring.plan import rerun
 
     cfg = C.load(C.PretrainConfig, job.argv[job.argv.index("--config") + 1])
     restored = rerun.restore_exports(cell, cfg)
     return bool(restored) and (cell / OUTPUT[job.stage]).exists()
+
+
+# Each stage's collector: puts back the outputs a COMPLETED job of this config wrote and Snakemake deleted since
+# (it deletes a rerun rule's outputs as incomplete, even while the job that writes them still runs), from the
+# copies the stage keeps where Snakemake does not look; True when the stage's output is in place again.  A stage
+# without one is submitted again (it resumes from its checkpoint).
+COLLECTORS = {"pretrain": collect_exports}
+
+
+def collect_kept(job: StageJob, cell: Path) -> bool:
+    collector = COLLECTORS.get(job.stage)
+    return collector is not None and collector(job, cell)
+
+
+def completed(job: StageJob, cell: Path, attached: submitit.SlurmJob) -> int:
+    """The launcher's status once the job it waited on COMPLETED: 0 when the stage's output is there, or was put
+    back from the job's kept copies (a client that re-attached to a running job after Snakemake's rerun had
+    deleted what the job already wrote), else 1."""
+    output = cell / OUTPUT[job.stage]
+    if output.exists():
+        return 0
+    if collect_kept(job, cell):
+        print(f"ring: {cell}: SLURM job {attached.job_id} COMPLETED; restored {output} (deleted by Snakemake's rerun "
+              "while the job ran) from the copy the job kept, its checksum verified", file=sys.stderr, flush=True)
+        return 0
+    print(f"ring: {cell}: SLURM job {attached.job_id} COMPLETED without writing {output}; see "
+          f"{attached.paths.stderr}", file=sys.stderr, flush=True)
+    return 1
 
 
 def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
@@ -476,7 +518,9 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
         state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job")
         action = decide(state, output.exists())
         if state in ENDED:  # nothing of this cell runs now: the file has one writer
-            account_ended(cell, record["job_id"])
+            folder = accounting_folder(cell, record, job_config_hash(job))
+            if folder is not None:
+                account_ended(folder, record["job_id"])
         if action == "collect":
             print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; collected {output}",
                   file=sys.stderr, flush=True)
@@ -484,7 +528,7 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
         if action == "wait":
             attached, adopted = recorded_job(record), True
             print(f"ring: {cell}: re-attached to SLURM job {attached.job_id}", file=sys.stderr, flush=True)
-        elif state == "COMPLETED" and collect_exports(job, cell):
+        elif state == "COMPLETED" and collect_kept(job, cell):
             print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; restored {output} (deleted by "
                   "Snakemake's rerun) from the copy the job kept, its checksum verified; nothing submitted",
                   file=sys.stderr, flush=True)
@@ -510,11 +554,7 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
         outcome = wait(attached, cell, res, adopted=adopted)
         adopted = False
         if outcome == "completed":
-            if output.exists():
-                return 0
-            print(f"ring: {cell}: SLURM job {attached.job_id} COMPLETED without writing {output}; see "
-                  f"{attached.paths.stderr}", file=sys.stderr, flush=True)
-            return 1
+            return completed(job, cell, attached)
         if outcome == "failed":
             return 1
         attached = None
