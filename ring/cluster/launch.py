@@ -63,6 +63,8 @@ UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connec
                "Zero Bytes were transmitted", "Connection timed out", "Slurm backup controller in standby mode",
                "Unable to establish connection", "slurmdbd: Getting response")
 LOG_TAIL_LINES = 30
+# ``--verbose``: SLURM's own error lines beside the launcher's retry lines (set once, by main()).
+VERBOSE = {"on": False}
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 
@@ -178,20 +180,24 @@ def slurm_call(args: list[str], timeout: float = 60) -> subprocess.CompletedProc
     return out
 
 
-def retrying(action, res: Resources, what: str, first_delay_s: float = 5.0, max_delay_s: float = 60.0):
+def retrying(action, res: Resources, what: str, first_delay_s: float = 5.0, max_delay_s: float = 60.0,
+             cell: Path | None = None):
     """``action()``, retried with doubling delays while the controller is unreachable, for at most
-    ``res.controller_wait_s`` seconds; then one sentence saying so."""
+    ``res.controller_wait_s`` seconds; then one sentence saying so.  Each retry line names the ``cell`` (many
+    clients wait side by side); SLURM's own words (``sbatch: error: ...``) are added only under ``--verbose``."""
     deadline, delay = time.monotonic() + res.controller_wait_s, first_delay_s
+    where = f"{cell}: " if cell is not None else ""
     while True:
         try:
             return action()
         except ControllerUnreachable as err:
             if time.monotonic() + delay > deadline:
                 raise RuntimeError(
-                    f"the SLURM controller was unreachable for {res.controller_wait_s:.0f} s while {what} ({err}); "
-                    "check `scontrol ping` and rerun: recorded jobs are re-attached, nothing is submitted twice."
-                ) from None
-            print(f"ring: the SLURM controller is unreachable while {what} ({err}); retrying in {delay:.0f} s",
+                    f"{where}the SLURM controller was unreachable for {res.controller_wait_s:.0f} s while {what} "
+                    f"({err}); check `scontrol ping` and rerun: recorded jobs are re-attached, nothing is submitted "
+                    "twice.") from None
+            said = f" ({err})" if VERBOSE["on"] else ""
+            print(f"ring: {where}the SLURM controller is unreachable while {what}{said}; retrying in {delay:.0f} s",
                   file=sys.stderr, flush=True)
             time.sleep(delay)
             delay = min(2 * delay, max_delay_s)
@@ -229,14 +235,14 @@ def sbatch_refusal(res: Resources) -> str | None:
     return " ".join(line.removeprefix("sbatch: error: ") for line in out.stderr.strip().splitlines()) or "no reason"
 
 
-def preflight(res: Resources, checkpoint_interval_min: float | None) -> None:
+def preflight(res: Resources, checkpoint_interval_min: float | None, cell: Path | None = None) -> None:
     """Refuse resources SLURM would refuse, before anything is submitted (one sentence each)."""
     problems = resource_problems(res, checkpoint_interval_min)
     if problems:
         raise ValueError(problems[0])
     if resources_digest(res) in os.environ.get(CHECKED_ENV, "").split(","):
         return  # the workflow checked this resource set before its first submission
-    reason = retrying(lambda: sbatch_refusal(res), res, "checking resources")
+    reason = retrying(lambda: sbatch_refusal(res), res, "checking resources", cell=cell)
     if reason is not None:
         raise ValueError(f"SLURM refuses this stage's resources ({reason}); fix them in profiles/slurm/site.yaml.")
 
@@ -283,6 +289,17 @@ def _array_members(jid: str) -> list[str]:
     return members
 
 
+def parse_states(output: str, job_ids) -> dict[str, str]:
+    """``JobID|State`` lines (sacct's or squeue's) -> the state of each of ``job_ids`` they name."""
+    states = {}
+    for line in output.splitlines():
+        jid, _, state = line.partition("|")
+        for member in _array_members(jid):
+            if member in job_ids and state:
+                states[member] = state.split()[0]
+    return states
+
+
 def job_states(job_ids: list[str]) -> dict[str, str | None]:
     """Each job's state: sacct's record, else squeue's (accounting can lag a submission), else None
     (neither knows it).  One sacct call and at most one squeue call for all of them; raises
@@ -291,20 +308,17 @@ def job_states(job_ids: list[str]) -> dict[str, str | None]:
     out = slurm_call(["sacct", "-j", ",".join(job_ids), "-X", "-n", "-P", "-o", "JobID,State"], timeout=30)
     if out.returncode != 0:
         raise ControllerUnreachable(" ".join(out.stderr.split()) or f"sacct exited {out.returncode}")
-    for line in out.stdout.splitlines():
-        jid, _, state = line.partition("|")
-        for member in _array_members(jid):
-            if member in states and state:
-                states[member] = state.split()[0]
-    if any(state is None for state in states.values()):
+    states.update(parse_states(out.stdout, states))
+    # Accounting lags the controller by a poll or two: a job that has just started is still PENDING in sacct
+    # while squeue shows it RUNNING, and the client printed RUNNING, PENDING, RUNNING.  For a job sacct does
+    # not know or calls PENDING, the controller's word wins while it holds the job (a cancelled pending job,
+    # which it no longer holds, keeps sacct's word).
+    unsure = [jid for jid, state in states.items() if state in (None, "PENDING")]
+    if unsure:
         out = slurm_call(["squeue", "-r", "-h", "-o", "%i|%T"], timeout=30)
         if out.returncode != 0:
             raise ControllerUnreachable(" ".join(out.stderr.split()) or f"squeue exited {out.returncode}")
-        for line in out.stdout.splitlines():
-            jid, _, state = line.partition("|")
-            for member in _array_members(jid):
-                if states.get(member, "known") is None and state:
-                    states[member] = state.split()[0]
+        states.update(parse_states(out.stdout, unsure))
     return states
 
 
@@ -358,7 +372,8 @@ def wait(job: submitit.SlurmJob, cell: Path, res: Resources, adopted: bool = Fal
     cancelled pending job that ``decide`` resubmits, seen late)."""
     start, last, unknown_since, ran = time.monotonic(), None, None, False
     while True:
-        state = retrying(lambda: job_states([job.job_id])[job.job_id], res, f"asking about job {job.job_id}")
+        state = retrying(lambda: job_states([job.job_id])[job.job_id], res, f"asking about job {job.job_id}",
+                         cell=cell)
         if state is None:
             unknown_since = unknown_since if unknown_since is not None else time.monotonic()
             if time.monotonic() - unknown_since >= res.unknown_grace_s:
@@ -419,7 +434,7 @@ def submit(job: StageJob, cell: Path, res: Resources) -> submitit.SlurmJob:
                 raise ControllerUnreachable(" ".join(str(err).split())) from None
             raise ValueError(f"sbatch refused the job ({' '.join(str(err).split())}).") from None
 
-    submitted = retrying(once, res, "submitting")
+    submitted = retrying(once, res, "submitting", cell=cell)
     write_record(cell, submitted.job_id, folder, job.stage, tasks=max(res.gpus_per_node, 1),
                  config_hash=job_config_hash(job))
     print(f"ring: {cell}: submitted SLURM job {submitted.job_id} (log {submitted.paths.stderr})", file=sys.stderr,
@@ -515,7 +530,8 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     record, checked = read_record(cell), False
     attached, adopted = None, False
     if record is not None:
-        state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job")
+        state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job",
+                         cell=cell)
         action = decide(state, output.exists())
         if state in ENDED:  # nothing of this cell runs now: the file has one writer
             folder = accounting_folder(cell, record, job_config_hash(job))
@@ -548,7 +564,7 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     for _ in range(res.max_requeues + 1):
         if attached is None:
             if not checked:
-                preflight(res, checkpoint_interval(job.argv))
+                preflight(res, checkpoint_interval(job.argv), cell)
                 checked = True
             attached = submit(job, cell, res)
         outcome = wait(attached, cell, res, adopted=adopted)
@@ -571,7 +587,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cell", required=True, type=Path)
     parser.add_argument("--launcher", choices=["local", "slurm"], default="local")
     parser.add_argument("--resources", default="{}", help="JSON of Resources fields (slurm launcher)")
+    parser.add_argument("--verbose", action="store_true", help="SLURM's own error lines beside the retry lines")
     args = parser.parse_args(own)
+    VERBOSE["on"] = args.verbose
     try:
         job = StageJob(args.stage, stage_argv)
         if "--config" in stage_argv:
