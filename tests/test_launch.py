@@ -287,3 +287,21 @@ def test_retry_lines_name_the_cell_and_slurms_own_words_only_when_verbose(verbos
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("ring: results/t/pretrain/d/IR/seed0: the SLURM controller is unreachable while submitting")
     assert ("sbatch: error" in line) == verbose
+
+
+def test_stop_signals_after_the_outputs_are_noted_in_the_jobs_segment(tmp_path, capsys):
+    """Issue 34 item 3: the job's log says it ignored USR2 after its outputs; provenance says it too."""
+    import json
+    from types import SimpleNamespace
+
+    from ring.cluster import launch
+    from ring.cluster.jobs import IGNORED_STOP
+
+    log = tmp_path / "7_0_log.err"
+    log.write_text(f"ring: the pretrain job {IGNORED_STOP}; ignored\n" * 2)
+    (tmp_path / "provenance.json").write_text(json.dumps({"segments": [
+        {"job_id": "6", "outcome": "killed (COMPLETED)"}, {"job_id": "7", "outcome": "completed"}]}))
+    launch.note_ignored_stops(tmp_path, SimpleNamespace(job_id="7", paths=SimpleNamespace(stderr=log)))
+    segments = json.loads((tmp_path / "provenance.json").read_text())["segments"]
+    assert [s.get("stop_signals_after_outputs") for s in segments] == [None, 2]
+    assert "SLURM job 7 " + IGNORED_STOP + " (2x)" in capsys.readouterr().err

@@ -71,13 +71,15 @@ def workdir(tmp_path) -> Path:
     return tmp_path
 
 
-def sacct_jobs(name_prefix: str, since: str) -> list[tuple[str, str, str]]:
-    """(JobID, JobName, State) of allocations submitted since ``since`` whose name starts with the prefix (sacct -S
-    also lists jobs submitted earlier that still ran then: on a shared cluster, another run's)."""
-    out = subprocess.run(["sacct", "-n", "-X", "-P", "-S", since, "-o", "JobID,JobName,State,Submit"],
+def sacct_jobs(name_prefix: str, since: str, workdir: Path | None = None) -> list[tuple[str, str, str]]:
+    """(JobID, JobName, State) of allocations submitted since ``since`` whose name starts with the prefix, and that
+    were submitted from ``workdir`` when given (sacct -S also lists jobs submitted earlier that still ran then, and
+    a cluster shared by several test runs has their jobs of the same names)."""
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-S", since, "-o", "JobID,JobName,State,Submit,WorkDir"],
                          capture_output=True, text=True, check=True, timeout=60).stdout
-    rows = [line.split("|") for line in out.splitlines()]
-    return [tuple(row[:3]) for row in rows if row[1].startswith(name_prefix) and row[3] >= since]
+    rows = [line.split("|", 4) for line in out.splitlines()]
+    return [tuple(row[:3]) for row in rows if row[1].startswith(name_prefix) and row[3] >= since
+            and (workdir is None or row[4] == str(workdir))]
 
 
 def now() -> str:
@@ -177,6 +179,8 @@ def test_usr2_after_the_export_ends_the_job_completed(tmp_path, reference):
     assert accounted_runs_of(job_id) == 1  # never requeued
     segments = json.loads((cell / "provenance.json").read_text())["segments"]
     assert [s["outcome"] for s in segments] == ["completed"]
+    # Provenance tells what happened: the signals that came after the outputs, ignored (the launcher says so too).
+    assert segments[0].get("stop_signals_after_outputs", 0) >= 1 and "it ignored it and ended COMPLETED" in out, out
     assert same_weights(reference, cell / "encoder.pt")
 
 
@@ -403,7 +407,7 @@ def test_a_rerun_in_a_jobs_last_seconds_collects_its_output_without_a_new_job(wo
     out, _ = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, out[-3000:]
     assert f"SLURM job {job_id} COMPLETED; restored" in out, out[-3000:]
-    assert [job[0] for job in sacct_jobs("ring-pretrain-", start)] == [job_id]  # no new job
+    assert [job[0] for job in sacct_jobs("ring-pretrain-", start, workdir)] == [job_id]  # no new job
     assert (cell / "encoder.pt").read_bytes() == written
 
 
@@ -476,6 +480,9 @@ def test_an_unreachable_controller_is_retried_not_reported_as_bad_resources(tmp_
     # sbatch itself waits up to 60 s for a controller, so whether the client prints its own retry
     # line depends on timing; what must hold is that the outage is never reported as bad resources.
     assert "refuses" not in out, out
+    # Issue 34 item 7: a retry line says which cell waits; SLURM's own error lines only under --verbose.
+    retries = [line for line in out.splitlines() if "unreachable while" in line]
+    assert all(line.startswith(f"ring: {cell}: ") and "sbatch: error" not in line for line in retries), out
     assert (cell / "encoder.pt").exists()
 
 
@@ -690,8 +697,8 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     assert "ran an earlier config of this cell (it was edited since); submitting the edited cell" in output
     assert f"ring: {cell}: SLURM job" in output and f"{cell}/encoder.pt is missing" not in output
     assert "different config" not in output
-    assert [name for _, name, _ in sacct_jobs("ring-", start)] == ["ring-pretrain-digits-IR-seed0",
-                                                                    "ring-lincls-digits-IR-seed0"]
+    assert [name for _, name, _ in sacct_jobs("ring-", start, workdir)] == ["ring-pretrain-digits-IR-seed0",
+                                                                             "ring-lincls-digits-IR-seed0"]
     metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
     assert re.search(rf"\| IR +\| +{entry(metrics)} ", (workdir / "results/tiny/tables/table1.md").read_text())
     # Issue 34 item 6: the edited cell's provenance holds its own config's job only; the earlier config's job stays
@@ -708,7 +715,7 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     write_grid(workdir, "tiny", values)
     start = now()
     result = snakemake(workdir, "all_tables", *SLURM)
-    assert not sacct_jobs("ring-", start), result.stdout + result.stderr
+    assert not sacct_jobs("ring-", start, workdir), result.stdout + result.stderr
     assert yaml.safe_load((workdir / cell / "config.yaml").read_text())["loss_read_every"] == 10
 
 
@@ -746,8 +753,8 @@ def test_readmes_cluster_rerun_of_one_cell_runs_as_written(workdir):
         result = subprocess.run(command, shell=True, cwd=workdir, capture_output=True, text=True, timeout=1200)
         assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     # The cell and its downstream, each submitted once; the other cells untouched.
-    assert [name for _, name, _ in sacct_jobs("ring-", start)] == ["ring-pretrain-digits-IR-seed0",
-                                                                    "ring-lincls-digits-IR-seed0"]
+    assert [name for _, name, _ in sacct_jobs("ring-", start, workdir)] == ["ring-pretrain-digits-IR-seed0",
+                                                                             "ring-lincls-digits-IR-seed0"]
     assert table1.stat().st_mtime_ns > before
     metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
     assert re.search(rf"\| IR +\| +{entry(metrics)} ", table1.read_text())

@@ -49,7 +49,7 @@ from ring.cluster import accounting
 from ring.plan import checks
 from ring.core import config as C
 from ring.core.files import write_json
-from ring.cluster.jobs import OUTPUT, StageJob
+from ring.cluster.jobs import IGNORED_STOP, OUTPUT, StageJob
 
 RECORD = "job.json"
 LOCK = "launch.lock"  # held by the one client attached to a cell (cell_lock)
@@ -456,6 +456,16 @@ def accounting_folder(cell: Path, record: dict, config_hash: str | None) -> Path
     return kept if kept.is_dir() else None
 
 
+def note_ignored_stops(cell: Path, attached: submitit.SlurmJob) -> None:
+    """A COMPLETED job that got SLURM's stop signal after its outputs were complete says so in its log; the launcher
+    says it too and records it in the job's provenance segment (the segment itself was written before the export)."""
+    stderr = Path(attached.paths.stderr)
+    count = stderr.read_text(errors="replace").count(IGNORED_STOP) if stderr.is_file() else 0
+    if count and accounting.note_ignored_stops(cell, attached.job_id, count):
+        print(f"ring: {cell}: SLURM job {attached.job_id} {IGNORED_STOP} ({count}x); it ignored it and ended "
+              f"COMPLETED (noted in {accounting.FILE})", file=sys.stderr, flush=True)
+
+
 def account_ended(cell: Path, job_id: str) -> None:
     """Provenance of a job that ended: its runs that wrote no segment (hard-killed), from sacct."""
     added = accounting.add_ended_job(cell, job_id)
@@ -509,6 +519,7 @@ def completed(job: StageJob, cell: Path, attached: submitit.SlurmJob) -> int:
     back from the job's kept copies (a client that re-attached to a running job after Snakemake's rerun had
     deleted what the job already wrote), else 1."""
     output = cell / OUTPUT[job.stage]
+    note_ignored_stops(cell, attached)
     if output.exists():
         return 0
     if collect_kept(job, cell):
@@ -530,8 +541,8 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     record, checked = read_record(cell), False
     attached, adopted = None, False
     if record is not None:
-        state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job",
-                         cell=cell)
+        state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res,
+                         "asking about the recorded job", cell=cell)
         action = decide(state, output.exists())
         if state in ENDED:  # nothing of this cell runs now: the file has one writer
             folder = accounting_folder(cell, record, job_config_hash(job))
