@@ -8,19 +8,21 @@ The workflow's rules call this for every GPU stage.  ``local`` runs the stage in
 * it submits the stage as a submitit job with the stage's resources, after ``sbatch --test-only``
   has accepted them, and records the job id in ``CELL/slurm/job.json``;
 * a restarted client (Ctrl-C, lost session, crashed Snakemake) finds that record and re-attaches
-  to the queued or running job instead of submitting a second one; a job that COMPLETED is
-  collected when the stage's output (``ring.cluster.jobs.OUTPUT``) is present, and resubmitted when it is
-  not (Snakemake deletes the outputs of a rule it reruns as incomplete): the stage then resumes
-  from its checkpoint, which is never a declared output.  Jobs that ended badly are resubmitted
+  to the queued or running job instead of submitting a second one; a job that COMPLETED (before the
+  client started, or after it re-attached) is collected when the stage's output (``ring.cluster.jobs.OUTPUT``)
+  is present or its stage's collector (``COLLECTORS``) puts back the copies the job kept (Snakemake deletes
+  the outputs of a rule it reruns as incomplete, even while their job still runs), and resubmitted
+  otherwise: the stage then resumes from its checkpoint, which is never a declared output.  Jobs that
+  ended badly are resubmitted
   and resume too.  Runs of an ended job that wrote no segment (hard-killed) are added to the
   cell's provenance from sacct first (ring.cluster.accounting);
 * it asks SLURM itself every ``poll_s`` seconds (sacct, then squeue for jobs accounting has not
-  recorded yet) and prints one status line per state change;
+  recorded yet or still calls PENDING) and prints one status line per state change;
 * a job that neither sacct nor squeue knows for ``unknown_grace_s`` seconds is gone (e.g. a
   cancelled pending array task): it is resubmitted and resumes;
 * an unreachable controller (sbatch/sacct/squeue "Unable to contact slurm controller") is retried
-  with doubling delays for ``controller_wait_s`` seconds; only a real refusal is reported as bad
-  resources;
+  with doubling delays for ``controller_wait_s`` seconds (one line per retry naming the cell; SLURM's
+  own words only with ``--verbose``); only a real refusal is reported as bad resources;
 * a failed job fails the rule with the tail of its SLURM log and the log's path.
 
 Stopping the client never cancels the cluster job; ``python -m ring.cluster.batch cancel`` does.
