@@ -305,3 +305,23 @@ def test_stop_signals_after_the_outputs_are_noted_in_the_jobs_segment(tmp_path, 
     segments = json.loads((tmp_path / "provenance.json").read_text())["segments"]
     assert [s.get("stop_signals_after_outputs") for s in segments] == [None, 2]
     assert "SLURM job 7 " + IGNORED_STOP + " (2x)" in capsys.readouterr().err
+
+
+def test_a_stop_asked_after_the_last_step_is_noted_not_acted_on(monkeypatch, capsys):
+    """A USR2 between the stage's last step boundary and its return only set the stop flag: the job notes it (for
+    provenance) and ignores it, as it does every later one."""
+    import atexit
+    import signal
+
+    from ring.cluster import jobs
+    from ring.core import stop
+
+    monkeypatch.setattr(atexit, "register", lambda *args: None)
+    before = signal.getsignal(signal.SIGUSR2)
+    try:
+        stop.request_stop()
+        jobs.ignore_stop_signals_from_now_on("pretrain")
+        signal.getsignal(signal.SIGUSR2)(signal.SIGUSR2, None)
+    finally:
+        signal.signal(signal.SIGUSR2, before)
+    assert capsys.readouterr().err.count(jobs.IGNORED_STOP) == 2
