@@ -225,3 +225,103 @@ def test_a_task_exports_submitits_ranks_and_the_jobs_rendezvous_port(monkeypatch
     assert {name: os.environ[name] for name in DDP_VARS} == {
         "MASTER_ADDR": "gpu07", "MASTER_PORT": str(rendezvous_port("1074_1")), "RANK": "1",
         "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+
+
+def _polls(monkeypatch, replies):
+    """SLURM's clients answering each poll from ``replies``: (sacct output, squeue output) pairs, in order."""
+    import subprocess
+
+    from ring.cluster import launch
+
+    answers = iter(replies)
+    current = {}
+
+    def call(args, timeout=60):
+        if args[0] == "sacct":
+            current["squeue"] = None
+            current["sacct"], current["squeue"] = next(answers)
+            return subprocess.CompletedProcess(args, 0, current["sacct"], "")
+        return subprocess.CompletedProcess(args, 0, current["squeue"], "")
+
+    monkeypatch.setattr(launch, "slurm_call", call)
+
+
+def test_status_lines_change_only_when_the_job_does(tmp_path, monkeypatch, capsys):
+    """Issue 34 item 7: accounting learns of a start a poll or two after the controller; the client printed
+    RUNNING, PENDING, RUNNING.  A real requeue (the controller holds the job PENDING again) is still shown."""
+    from ring.cluster import launch
+
+    _polls(monkeypatch, [("", "9_1|RUNNING\n"), ("9_1|PENDING\n", "9_1|RUNNING\n"), ("9_1|RUNNING\n", ""),
+                         ("9_1|REQUEUED\n", ""), ("9_1|PENDING\n", "9_1|PENDING\n"), ("9_1|PENDING\n", "9_1|RUNNING\n"),
+                         ("9_1|COMPLETED\n", "")])
+    assert launch.wait(_fake_job(tmp_path), tmp_path, Resources(poll_s=0)) == "completed"
+    shown = [line.split(" SLURM job 9_1 ")[1].split()[0] for line in capsys.readouterr().err.splitlines()]
+    assert shown == ["RUNNING", "REQUEUED", "PENDING", "RUNNING", "COMPLETED"]
+
+
+def test_a_cancelled_pending_job_keeps_accountings_word(monkeypatch):
+    from ring.cluster import launch
+
+    _polls(monkeypatch, [("9_1|PENDING\n", "")])  # the controller no longer holds it: accounting has not caught up
+    assert launch.job_states(["9_1"]) == {"9_1": "PENDING"}
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_retry_lines_name_the_cell_and_slurms_own_words_only_when_verbose(verbose, monkeypatch, capsys):
+    """Issue 34 item 7: many clients wait side by side; each retry line says which cell it is, and sbatch's raw
+    error lines come only with --verbose."""
+    from ring.cluster import launch
+
+    raw = "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"
+    tries = iter([launch.ControllerUnreachable(raw), "submitted"])
+
+    def action():
+        reply = next(tries)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    monkeypatch.setattr(launch.time, "sleep", lambda s: None)
+    monkeypatch.setitem(launch.VERBOSE, "on", verbose)
+    assert launch.retrying(action, Resources(), "submitting", cell=Path("results/t/pretrain/d/IR/seed0")) == "submitted"
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("ring: results/t/pretrain/d/IR/seed0: the SLURM controller is unreachable while submitting")
+    assert ("sbatch: error" in line) == verbose
+
+
+def test_stop_signals_after_the_outputs_are_noted_in_the_jobs_segment(tmp_path, capsys):
+    """Issue 34 item 3: the job's log says it ignored USR2 after its outputs; provenance says it too."""
+    import json
+    from types import SimpleNamespace
+
+    from ring.cluster import launch
+    from ring.cluster.jobs import IGNORED_STOP
+
+    log = tmp_path / "7_0_log.err"
+    log.write_text(f"ring: the pretrain job {IGNORED_STOP}; ignored\n" * 2)
+    (tmp_path / "provenance.json").write_text(json.dumps({"segments": [
+        {"job_id": "6", "outcome": "killed (COMPLETED)"}, {"job_id": "7", "outcome": "completed"}]}))
+    launch.note_ignored_stops(tmp_path, SimpleNamespace(job_id="7", paths=SimpleNamespace(stderr=log)))
+    segments = json.loads((tmp_path / "provenance.json").read_text())["segments"]
+    assert [s.get("stop_signals_after_outputs") for s in segments] == [None, 2]
+    assert "SLURM job 7 " + IGNORED_STOP + " (2x)" in capsys.readouterr().err
+
+
+def test_a_stop_asked_after_the_last_step_is_noted_not_acted_on(monkeypatch, capsys):
+    """A USR2 between the stage's last step boundary and its return only set the stop flag: the job notes it (for
+    provenance) and ignores it, as it does every later one."""
+    import atexit
+    import signal
+
+    from ring.cluster import jobs
+    from ring.core import stop
+
+    monkeypatch.setattr(atexit, "register", lambda *args: None)
+    before = signal.getsignal(signal.SIGUSR2)
+    try:
+        stop.request_stop()
+        jobs.ignore_stop_signals_from_now_on("pretrain")
+        signal.getsignal(signal.SIGUSR2)(signal.SIGUSR2, None)
+    finally:
+        signal.signal(signal.SIGUSR2, before)
+    assert capsys.readouterr().err.count(jobs.IGNORED_STOP) == 2

@@ -42,6 +42,8 @@ def test_a_longer_schedule_continues_and_keeps_only_the_shorter_runs_outputs_asi
                      f"the 1-epoch encoder is kept in {aside}"]
     assert sorted(p.name for p in aside.iterdir()) == ["encoder.pt", "export.json"]
     assert (tmp_path / "checkpoint.pt").read_text() == C.config_hash(old)  # the stage continues it
+    # The stage decides again when it starts (for configs written by hand): the same decision, said once (issue 34).
+    assert rerun.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue" and len(lines) == 1
 
 
 @pytest.mark.parametrize("new, keys", [

@@ -24,6 +24,7 @@ import yaml
 from ring.core import config as C
 from ring.engine.checkpoint import safe_load
 from ring.cluster.batch import load_config, merge
+from ring.cluster.jobs import IGNORED_STOP
 from ring.cluster.launch import Resources, preflight, stage_resources
 
 from .documented import current_test, section, shell_commands
@@ -71,11 +72,15 @@ def workdir(tmp_path) -> Path:
     return tmp_path
 
 
-def sacct_jobs(name_prefix: str, since: str) -> list[tuple[str, str, str]]:
-    """(JobID, JobName, State) of allocations since ``since`` whose name starts with the prefix."""
-    out = subprocess.run(["sacct", "-n", "-X", "-P", "-S", since, "-o", "JobID,JobName,State"], capture_output=True,
-                         text=True, check=True, timeout=60).stdout
-    return [tuple(line.split("|")) for line in out.splitlines() if line.split("|")[1].startswith(name_prefix)]
+def sacct_jobs(name_prefix: str, since: str, workdir: Path | None = None) -> list[tuple[str, str, str]]:
+    """(JobID, JobName, State) of allocations submitted since ``since`` whose name starts with the prefix, and that
+    were submitted from ``workdir`` when given (sacct -S also lists jobs submitted earlier that still ran then, and
+    a cluster shared by several test runs has their jobs of the same names)."""
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-S", since, "-o", "JobID,JobName,State,Submit,WorkDir"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    rows = [line.split("|", 4) for line in out.splitlines()]
+    return [tuple(row[:3]) for row in rows if row[1].startswith(name_prefix) and row[3] >= since
+            and (workdir is None or row[4] == str(workdir))]
 
 
 def now() -> str:
@@ -91,11 +96,11 @@ def launch_cell(cell: Path, cfg: C.PretrainConfig, resources: dict) -> subproces
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
+def wait_for(predicate, timeout: float, what: str, poll_s: float = 0.5) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
+        time.sleep(poll_s)
 
 
 def log_lines(cell: Path) -> int:
@@ -118,12 +123,26 @@ def reference(tmp_path_factory) -> Path:
     return cell / "encoder.pt"
 
 
+def readme_client_mb() -> float:
+    """The waiting client's resident memory as README.md states it."""
+    match = re.search(r"`ring.cluster.launch` process holds about (\d+) MB resident", (ROOT / "README.md").read_text())
+    assert match, "README.md no longer states the waiting client's memory (the sentence this test checks)"
+    return float(match.group(1))
+
+
+def client_within_readme(rss_kb: int) -> bool:
+    """README's figure is a measurement: within 15% of what is measured (imports and allocator vary that little)."""
+    return abs(rss_kb / 1024 - readme_client_mb()) <= 0.15 * readme_client_mb()
+
+
 def test_client_stays_light():
+    """Issue 34 item 7: README's figure is the client's measured size (it said 27 MB while the client held 45.6)."""
     # VmHWM, not ru_maxrss: the latter can report the forking parent's size (pytest holds torch).
     code = ("import sys, ring.cluster.launch, ring.cluster.batch; print('torch' in sys.modules, "
             "next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')))")
     imported, rss_kb = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert imported == "False" and int(rss_kb) < 100 * 1024
+    assert imported == "False"
+    assert client_within_readme(int(rss_kb)), f"the client holds {int(rss_kb) / 1024:.1f} MB; update README.md's figure"
 
 
 def test_usr2_checkpoints_at_a_step_boundary_requeues_and_resumes(tmp_path, reference):
@@ -140,7 +159,7 @@ def test_usr2_checkpoints_at_a_step_boundary_requeues_and_resumes(tmp_path, refe
     assert [s["outcome"] for s in segments] == ["preempted", "completed"]
     assert segments[1]["restart_count"] >= 1 and segments[0]["job_id"] == job_id
     assert same_weights(reference, cell / "encoder.pt")
-    assert rss_kb < 150 * 1024, f"the waiting client uses {rss_kb} kB"
+    assert client_within_readme(rss_kb), f"the waiting client holds {rss_kb / 1024:.1f} MB; update README.md's figure"
 
 
 def test_usr2_after_the_export_ends_the_job_completed(tmp_path, reference):
@@ -161,6 +180,11 @@ def test_usr2_after_the_export_ends_the_job_completed(tmp_path, reference):
     assert accounted_runs_of(job_id) == 1  # never requeued
     segments = json.loads((cell / "provenance.json").read_text())["segments"]
     assert [s["outcome"] for s in segments] == ["completed"]
+    # Provenance tells what happened: the signals the job noted, ignored, are counted in its segment.  (Those that
+    # land in the interpreter's shutdown are ignored unnoted: no Python code runs there; on the local SLURM every
+    # one did, scancel taking longer than the job's last steps.)
+    noted = (cell / "slurm" / f"{job_id}_0_log.err").read_text().count(IGNORED_STOP)
+    assert segments[0].get("stop_signals_after_outputs", 0) == noted
     assert same_weights(reference, cell / "encoder.pt")
 
 
@@ -361,6 +385,36 @@ def test_jobs_that_finish_while_no_client_watches_are_collected(workdir):
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(snakemake(workdir, "all_tables", *SLURM))
 
 
+def test_a_rerun_in_a_jobs_last_seconds_collects_its_output_without_a_new_job(workdir):
+    """Issue 34 item 1: the client is killed after the job wrote encoder.pt, while the job still runs; `--unlock` and a
+    rerun then delete that encoder as incomplete, and the launcher re-attaches to the running job.  When it COMPLETES,
+    the launcher puts the encoder back from the copy the job kept (it used to fail: "COMPLETED without writing")."""
+    start, cell = now(), workdir / "results/tiny/pretrain/digits/IR/seed0"
+    target = ["results/tiny/pretrain/digits/IR/seed0/encoder.pt", *SLURM]
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", *target], cwd=workdir, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for((cell / "encoder.pt").exists, 600, "the encoder", poll_s=0.02)
+    job_id = recorded_id(cell)
+    # The job ends about a second after its encoder appears, sooner than Snakemake starts again: it is held in
+    # those last seconds (SIGSTOP) while the client is killed and the rerun re-attaches, then let go.
+    subprocess.run(["scontrol", "suspend", job_id], check=True, timeout=30)
+    written = (cell / "encoder.pt").read_bytes()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    snakemake(workdir, "--unlock")
+    rerun = subprocess.Popen([sys.executable, "-m", "snakemake", *target], cwd=workdir, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    log = cell / "pretrain.log"
+    wait_for(lambda: log.exists() and f"re-attached to SLURM job {job_id}" in log.read_text(), 300, "the re-attach")
+    assert not (cell / "encoder.pt").exists()  # Snakemake's rerun deleted the running job's output
+    subprocess.run(["scontrol", "resume", job_id], check=True, timeout=30)
+    out, _ = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, out[-3000:]
+    assert f"SLURM job {job_id} COMPLETED; restored" in out, out[-3000:]
+    assert [job[0] for job in sacct_jobs("ring-pretrain-", start, workdir)] == [job_id]  # no new job
+    assert (cell / "encoder.pt").read_bytes() == written
+
+
 def test_a_finished_job_array_is_collected_by_all_tables(workdir):
     """Issue #11, item 2 (second repro): every array task finished before all_tables runs."""
     start = now()
@@ -430,6 +484,9 @@ def test_an_unreachable_controller_is_retried_not_reported_as_bad_resources(tmp_
     # sbatch itself waits up to 60 s for a controller, so whether the client prints its own retry
     # line depends on timing; what must hold is that the outage is never reported as bad resources.
     assert "refuses" not in out, out
+    # Issue 34 item 7: a retry line says which cell waits; SLURM's own error lines only under --verbose.
+    retries = [line for line in out.splitlines() if "unreachable while" in line]
+    assert all(line.startswith(f"ring: {cell}: ") and "sbatch: error" not in line for line in retries), out
     assert (cell / "encoder.pt").exists()
 
 
@@ -628,6 +685,8 @@ def test_chaos_on_the_cluster_loses_nothing_and_submits_nothing_twice(workdir, l
 def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_number(workdir):
     """Issue #22, items 1, 8 and 9: the same edit as locally, with the shipped profile on the cluster."""
     snakemake(workdir, "all_tables", *SLURM)
+    folder = workdir / "results/tiny/pretrain/digits/IR/seed0"
+    old_job = recorded_id(folder)
     values = {**TINY_SEED0, "pretrain": {**TINY_SEED0["pretrain"], "by_method": {"IR": {"lr": 0.01}}}}
     write_grid(workdir, "tiny", values)
     start = now()
@@ -642,10 +701,17 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     assert "ran an earlier config of this cell (it was edited since); submitting the edited cell" in output
     assert f"ring: {cell}: SLURM job" in output and f"{cell}/encoder.pt is missing" not in output
     assert "different config" not in output
-    assert [name for _, name, _ in sacct_jobs("ring-", start)] == ["ring-pretrain-digits-IR-seed0",
-                                                                    "ring-lincls-digits-IR-seed0"]
+    assert [name for _, name, _ in sacct_jobs("ring-", start, workdir)] == ["ring-pretrain-digits-IR-seed0",
+                                                                             "ring-lincls-digits-IR-seed0"]
     metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
     assert re.search(rf"\| IR +\| +{entry(metrics)} ", (workdir / "results/tiny/tables/table1.md").read_text())
+    # Issue 34 item 6: the edited cell's provenance holds its own config's job only; the earlier config's job stays
+    # in the run kept under runs/ (it used to be added to the new provenance too, as "killed (COMPLETED)"): no
+    # job's hours are counted twice.
+    (kept,) = folder.glob("runs/*/provenance.json")
+    jobs = {path: {s["job_id"] for s in json.loads(path.read_text())["segments"]}
+            for path in (folder / "provenance.json", kept)}
+    assert jobs == {folder / "provenance.json": {recorded_id(folder)}, kept: {old_job}}, jobs
 
     # Runtime knobs are not edits (issue 32 item 7, issue 34 item 5): the configs take them, nothing is submitted.
     values["pretrain"] = {**values["pretrain"], "all": {**values["pretrain"]["all"], "loss_read_every": 10}}
@@ -653,7 +719,7 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     write_grid(workdir, "tiny", values)
     start = now()
     result = snakemake(workdir, "all_tables", *SLURM)
-    assert not sacct_jobs("ring-", start), result.stdout + result.stderr
+    assert not sacct_jobs("ring-", start, workdir), result.stdout + result.stderr
     assert yaml.safe_load((workdir / cell / "config.yaml").read_text())["loss_read_every"] == 10
 
 
@@ -691,8 +757,8 @@ def test_readmes_cluster_rerun_of_one_cell_runs_as_written(workdir):
         result = subprocess.run(command, shell=True, cwd=workdir, capture_output=True, text=True, timeout=1200)
         assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     # The cell and its downstream, each submitted once; the other cells untouched.
-    assert [name for _, name, _ in sacct_jobs("ring-", start)] == ["ring-pretrain-digits-IR-seed0",
-                                                                    "ring-lincls-digits-IR-seed0"]
+    assert [name for _, name, _ in sacct_jobs("ring-", start, workdir)] == ["ring-pretrain-digits-IR-seed0",
+                                                                             "ring-lincls-digits-IR-seed0"]
     assert table1.stat().st_mtime_ns > before
     metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
     assert re.search(rf"\| IR +\| +{entry(metrics)} ", table1.read_text())

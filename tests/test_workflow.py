@@ -387,6 +387,7 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     output = result.stdout + result.stderr
     assert "ring: results/mine/pretrain/digits/IR/seed0: its config changed (epochs): continuing from its checkpoint " \
            "to epochs=2" in output and "resuming results/mine/pretrain/digits/IR/seed0 at epoch 1 step 0" in output
+    assert output.count("continuing from its checkpoint") == 1  # the job does not say the rule's decision again
     assert job_counts(output)["pretrain"] == 1 and len((pre("IR") / "log.jsonl").read_text().splitlines()) == 2
     assert _table_entry(workdir, "mine", "IR").startswith(entry(metrics('IR')))
 

@@ -110,3 +110,18 @@ def add_ended_job(cell: Path, job_id: str) -> int:
         segments = [*segments, *added]
         write_json(path, {**doc, "segments": segments, **totals(segments)})
     return len(added)
+
+
+def note_ignored_stops(cell: Path, job_id: str, count: int) -> bool:
+    """Record in the job's segments of ``cell/provenance.json`` that it got ``count`` stop signals (USR2) after its
+    outputs were complete, which it ignored and ended COMPLETED; False when the file has no segment of that job.
+    Call it once the job ended (the file has one writer)."""
+    path = Path(cell) / FILE
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    segments = doc.get("segments", [])
+    if not count or not any(s.get("job_id") == job_id for s in segments):
+        return False
+    ended = [s.get("job_id") == job_id and s.get("outcome") == "completed" for s in segments]
+    segments = [{**s, "stop_signals_after_outputs": count} if last else s for s, last in zip(segments, ended)]
+    write_json(path, {**doc, "segments": segments})
+    return True

@@ -46,17 +46,24 @@ def export_distributed_env() -> None:
     dist_env.export(set_cuda_visible_devices=False, overwrite=True)
 
 
+# The job log's words for a stop signal that came after the outputs were complete (the launcher counts them
+# into the job's provenance: ring.cluster.accounting.note_ignored_stops).
+IGNORED_STOP = "received SLURM's stop signal (USR2) after its work was done"
+
+
 def ignore_stop_signals_from_now_on(stage: str) -> None:
     """After the stage's outputs are complete, a USR2 (preemption, time limit) has nothing left to save: it must
     neither requeue a finished job (submitit's handler would) nor kill it.  Python puts the default action (terminate)
     back for every signal it handled when the interpreter shuts down, so a USR2 during the seconds of that shutdown
     ended the task with "srun: ... User defined signal 2" and the job FAILED; an ignored signal stays ignored.
-    Until then a USR2 is noted in the job's log (the launcher prints it), then ignored."""
+    Until then a USR2 is noted in the job's log (the launcher prints it and notes it in provenance), then ignored;
+    so is one that came after the stage's last step boundary, which only set the stop flag."""
 
     def note(*_):
-        print(f"ring: the {stage} job received SLURM's stop signal (USR2) after its outputs were complete; "
-              "ignored, the job ends normally", file=sys.stderr, flush=True)
+        print(f"ring: the {stage} job {IGNORED_STOP}; ignored, the job ends normally", file=sys.stderr, flush=True)
 
+    if stop.stop_requested():  # asked after the stage's last step boundary: nothing stopped, the outputs got written
+        note()
     signal.signal(signal.SIGUSR2, note)
     atexit.register(signal.signal, signal.SIGUSR2, signal.SIG_IGN)
 

@@ -8,19 +8,21 @@ The workflow's rules call this for every GPU stage.  ``local`` runs the stage in
 * it submits the stage as a submitit job with the stage's resources, after ``sbatch --test-only``
   has accepted them, and records the job id in ``CELL/slurm/job.json``;
 * a restarted client (Ctrl-C, lost session, crashed Snakemake) finds that record and re-attaches
-  to the queued or running job instead of submitting a second one; a job that COMPLETED is
-  collected when the stage's output (``ring.cluster.jobs.OUTPUT``) is present, and resubmitted when it is
-  not (Snakemake deletes the outputs of a rule it reruns as incomplete): the stage then resumes
-  from its checkpoint, which is never a declared output.  Jobs that ended badly are resubmitted
+  to the queued or running job instead of submitting a second one; a job that COMPLETED (before the
+  client started, or after it re-attached) is collected when the stage's output (``ring.cluster.jobs.OUTPUT``)
+  is present or its stage's collector (``COLLECTORS``) puts back the copies the job kept (Snakemake deletes
+  the outputs of a rule it reruns as incomplete, even while their job still runs), and resubmitted
+  otherwise: the stage then resumes from its checkpoint, which is never a declared output.  Jobs that
+  ended badly are resubmitted
   and resume too.  Runs of an ended job that wrote no segment (hard-killed) are added to the
   cell's provenance from sacct first (ring.cluster.accounting);
 * it asks SLURM itself every ``poll_s`` seconds (sacct, then squeue for jobs accounting has not
-  recorded yet) and prints one status line per state change;
+  recorded yet or still calls PENDING) and prints one status line per state change;
 * a job that neither sacct nor squeue knows for ``unknown_grace_s`` seconds is gone (e.g. a
   cancelled pending array task): it is resubmitted and resumes;
 * an unreachable controller (sbatch/sacct/squeue "Unable to contact slurm controller") is retried
-  with doubling delays for ``controller_wait_s`` seconds; only a real refusal is reported as bad
-  resources;
+  with doubling delays for ``controller_wait_s`` seconds (one line per retry naming the cell; SLURM's
+  own words only with ``--verbose``); only a real refusal is reported as bad resources;
 * a failed job fails the rule with the tail of its SLURM log and the log's path.
 
 Stopping the client never cancels the cluster job; ``ring cancel`` does.
@@ -49,7 +51,7 @@ from ring.cluster import accounting
 from ring.plan import checks
 from ring.core import config as C
 from ring.core.files import write_json
-from ring.cluster.jobs import OUTPUT, StageJob
+from ring.cluster.jobs import IGNORED_STOP, OUTPUT, StageJob
 from ring.plan import rerun
 
 RECORD = "job.json"
@@ -64,6 +66,8 @@ UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connec
                "Zero Bytes were transmitted", "Connection timed out", "Slurm backup controller in standby mode",
                "Unable to establish connection", "slurmdbd: Getting response")
 LOG_TAIL_LINES = 30
+# ``--verbose``: SLURM's own error lines beside the launcher's retry lines (set once, by main()).
+VERBOSE = {"on": False}
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 
@@ -179,20 +183,24 @@ def slurm_call(args: list[str], timeout: float = 60) -> subprocess.CompletedProc
     return out
 
 
-def retrying(action, res: Resources, what: str, first_delay_s: float = 5.0, max_delay_s: float = 60.0):
+def retrying(action, res: Resources, what: str, first_delay_s: float = 5.0, max_delay_s: float = 60.0,
+             cell: Path | None = None):
     """``action()``, retried with doubling delays while the controller is unreachable, for at most
-    ``res.controller_wait_s`` seconds; then one sentence saying so."""
+    ``res.controller_wait_s`` seconds; then one sentence saying so.  Each retry line names the ``cell`` (many
+    clients wait side by side); SLURM's own words (``sbatch: error: ...``) are added only under ``--verbose``."""
     deadline, delay = time.monotonic() + res.controller_wait_s, first_delay_s
+    where = f"{cell}: " if cell is not None else ""
     while True:
         try:
             return action()
         except ControllerUnreachable as err:
             if time.monotonic() + delay > deadline:
                 raise RuntimeError(
-                    f"the SLURM controller was unreachable for {res.controller_wait_s:.0f} s while {what} ({err}); "
-                    "check `scontrol ping` and rerun: recorded jobs are re-attached, nothing is submitted twice."
-                ) from None
-            print(f"ring: the SLURM controller is unreachable while {what} ({err}); retrying in {delay:.0f} s",
+                    f"{where}the SLURM controller was unreachable for {res.controller_wait_s:.0f} s while {what} "
+                    f"({err}); check `scontrol ping` and rerun: recorded jobs are re-attached, nothing is submitted "
+                    "twice.") from None
+            said = f" ({err})" if VERBOSE["on"] else ""
+            print(f"ring: {where}the SLURM controller is unreachable while {what}{said}; retrying in {delay:.0f} s",
                   file=sys.stderr, flush=True)
             time.sleep(delay)
             delay = min(2 * delay, max_delay_s)
@@ -230,14 +238,14 @@ def sbatch_refusal(res: Resources) -> str | None:
     return " ".join(line.removeprefix("sbatch: error: ") for line in out.stderr.strip().splitlines()) or "no reason"
 
 
-def preflight(res: Resources, checkpoint_interval_min: float | None) -> None:
+def preflight(res: Resources, checkpoint_interval_min: float | None, cell: Path | None = None) -> None:
     """Refuse resources SLURM would refuse, before anything is submitted (one sentence each)."""
     problems = resource_problems(res, checkpoint_interval_min)
     if problems:
         raise ValueError(problems[0])
     if resources_digest(res) in os.environ.get(CHECKED_ENV, "").split(","):
         return  # the workflow checked this resource set before its first submission
-    reason = retrying(lambda: sbatch_refusal(res), res, "checking resources")
+    reason = retrying(lambda: sbatch_refusal(res), res, "checking resources", cell=cell)
     if reason is not None:
         raise ValueError(f"SLURM refuses this stage's resources ({reason}); fix them in profiles/slurm/site.yaml.")
 
@@ -284,6 +292,17 @@ def _array_members(jid: str) -> list[str]:
     return members
 
 
+def parse_states(output: str, job_ids) -> dict[str, str]:
+    """``JobID|State`` lines (sacct's or squeue's) -> the state of each of ``job_ids`` they name."""
+    states = {}
+    for line in output.splitlines():
+        jid, _, state = line.partition("|")
+        for member in _array_members(jid):
+            if member in job_ids and state:
+                states[member] = state.split()[0]
+    return states
+
+
 def job_states(job_ids: list[str]) -> dict[str, str | None]:
     """Each job's state: sacct's record, else squeue's (accounting can lag a submission), else None
     (neither knows it).  One sacct call and at most one squeue call for all of them; raises
@@ -292,20 +311,17 @@ def job_states(job_ids: list[str]) -> dict[str, str | None]:
     out = slurm_call(["sacct", "-j", ",".join(job_ids), "-X", "-n", "-P", "-o", "JobID,State"], timeout=30)
     if out.returncode != 0:
         raise ControllerUnreachable(" ".join(out.stderr.split()) or f"sacct exited {out.returncode}")
-    for line in out.stdout.splitlines():
-        jid, _, state = line.partition("|")
-        for member in _array_members(jid):
-            if member in states and state:
-                states[member] = state.split()[0]
-    if any(state is None for state in states.values()):
+    states.update(parse_states(out.stdout, states))
+    # Accounting lags the controller by a poll or two: a job that has just started is still PENDING in sacct
+    # while squeue shows it RUNNING, and the client printed RUNNING, PENDING, RUNNING.  For a job sacct does
+    # not know or calls PENDING, the controller's word wins while it holds the job (a cancelled pending job,
+    # which it no longer holds, keeps sacct's word).
+    unsure = [jid for jid, state in states.items() if state in (None, "PENDING")]
+    if unsure:
         out = slurm_call(["squeue", "-r", "-h", "-o", "%i|%T"], timeout=30)
         if out.returncode != 0:
             raise ControllerUnreachable(" ".join(out.stderr.split()) or f"squeue exited {out.returncode}")
-        for line in out.stdout.splitlines():
-            jid, _, state = line.partition("|")
-            for member in _array_members(jid):
-                if states.get(member, "known") is None and state:
-                    states[member] = state.split()[0]
+        states.update(parse_states(out.stdout, unsure))
     return states
 
 
@@ -351,7 +367,8 @@ def wait(job: submitit.SlurmJob, cell: Path, res: Resources, adopted: bool = Fal
     cancelled pending job that ``decide`` resubmits, seen late)."""
     start, last, unknown_since, ran = time.monotonic(), None, None, False
     while True:
-        state = retrying(lambda: job_states([job.job_id])[job.job_id], res, f"asking about job {job.job_id}")
+        state = retrying(lambda: job_states([job.job_id])[job.job_id], res, f"asking about job {job.job_id}",
+                         cell=cell)
         if state is None:
             unknown_since = unknown_since if unknown_since is not None else time.monotonic()
             if time.monotonic() - unknown_since >= res.unknown_grace_s:
@@ -412,12 +429,36 @@ def submit(job: StageJob, cell: Path, res: Resources) -> submitit.SlurmJob:
                 raise ControllerUnreachable(" ".join(str(err).split())) from None
             raise ValueError(f"sbatch refused the job ({' '.join(str(err).split())}).") from None
 
-    submitted = retrying(once, res, "submitting")
+    submitted = retrying(once, res, "submitting", cell=cell)
     write_record(cell, submitted.job_id, folder, job.stage, tasks=max(res.gpus_per_node, 1),
                  config_hash=job_config_hash(job))
     print(f"ring: {cell}: submitted SLURM job {submitted.job_id} (log {submitted.paths.stderr})", file=sys.stderr,
           flush=True)
     return submitted
+
+
+def accounting_folder(cell: Path, record: dict, config_hash: str | None) -> Path | None:
+    """Where the recorded job's runs are accounted: the cell when the job ran its current config (or a record that
+    names none), else the run of the job's own config kept under ``runs/<its hash>/`` (an edit set it aside there,
+    its provenance with it), or None when nothing of it was kept.  A cell's provenance holds its own config's jobs
+    only: an earlier config's job added there would be counted twice, there and in its kept run."""
+    recorded = record.get("config_hash")
+    if recorded is None or config_hash is None or recorded == config_hash:
+        return cell
+    from ring.plan.rerun import RUNS  # torch-free
+
+    kept = cell / RUNS / recorded
+    return kept if kept.is_dir() else None
+
+
+def note_ignored_stops(cell: Path, attached: submitit.SlurmJob) -> None:
+    """A COMPLETED job that got SLURM's stop signal after its outputs were complete says so in its log; the launcher
+    says it too and records it in the job's provenance segment (the segment itself was written before the export)."""
+    stderr = Path(attached.paths.stderr)
+    count = stderr.read_text(errors="replace").count(IGNORED_STOP) if stderr.is_file() else 0
+    if count and accounting.note_ignored_stops(cell, attached.job_id, count):
+        print(f"ring: {cell}: SLURM job {attached.job_id} {IGNORED_STOP} ({count}x); it ignored it and ended "
+              f"COMPLETED (noted in {accounting.FILE})", file=sys.stderr, flush=True)
 
 
 def account_ended(cell: Path, job_id: str) -> None:
@@ -445,14 +486,43 @@ def cell_lock(cell: Path):
 
 
 def collect_exports(job: StageJob, cell: Path) -> bool:
-    """A pretraining job that COMPLETED while no client watched, whose encoders Snakemake deleted since: put back
-    the copies the stage kept (verified against its checksum record, torch-free) instead of submitting again."""
-    if job.stage != "pretrain" or "--config" not in job.argv:
+    """A pretraining job that COMPLETED, whose encoders Snakemake deleted since: put back the copies the stage kept
+    (verified against its checksum record, torch-free) instead of submitting again."""
+    if "--config" not in job.argv:
         return False
 
     cfg = C.load(C.PretrainConfig, job.argv[job.argv.index("--config") + 1])
     restored = rerun.restore_exports(cell, cfg)
     return bool(restored) and (cell / OUTPUT[job.stage]).exists()
+
+
+# Each stage's collector: puts back the outputs a COMPLETED job of this config wrote and Snakemake deleted since
+# (it deletes a rerun rule's outputs as incomplete, even while the job that writes them still runs), from the
+# copies the stage keeps where Snakemake does not look; True when the stage's output is in place again.  A stage
+# without one is submitted again (it resumes from its checkpoint).
+COLLECTORS = {"pretrain": collect_exports}
+
+
+def collect_kept(job: StageJob, cell: Path) -> bool:
+    collector = COLLECTORS.get(job.stage)
+    return collector is not None and collector(job, cell)
+
+
+def completed(job: StageJob, cell: Path, attached: submitit.SlurmJob) -> int:
+    """The launcher's status once the job it waited on COMPLETED: 0 when the stage's output is there, or was put
+    back from the job's kept copies (a client that re-attached to a running job after Snakemake's rerun had
+    deleted what the job already wrote), else 1."""
+    output = cell / OUTPUT[job.stage]
+    note_ignored_stops(cell, attached)
+    if output.exists():
+        return 0
+    if collect_kept(job, cell):
+        print(f"ring: {cell}: SLURM job {attached.job_id} COMPLETED; restored {output} (deleted by Snakemake's rerun "
+              "while the job ran) from the copy the job kept, its checksum verified", file=sys.stderr, flush=True)
+        return 0
+    print(f"ring: {cell}: SLURM job {attached.job_id} COMPLETED without writing {output}; see "
+          f"{attached.paths.stderr}", file=sys.stderr, flush=True)
+    return 1
 
 
 def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
@@ -465,10 +535,13 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     record, checked = read_record(cell), False
     attached, adopted = None, False
     if record is not None:
-        state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job")
+        state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res,
+                         "asking about the recorded job", cell=cell)
         action = decide(state, output.exists())
         if state in ENDED:  # nothing of this cell runs now: the file has one writer
-            account_ended(cell, record["job_id"])
+            folder = accounting_folder(cell, record, job_config_hash(job))
+            if folder is not None:
+                account_ended(folder, record["job_id"])
         if action == "collect":
             print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; collected {output}",
                   file=sys.stderr, flush=True)
@@ -476,7 +549,7 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
         if action == "wait":
             attached, adopted = recorded_job(record), True
             print(f"ring: {cell}: re-attached to SLURM job {attached.job_id}", file=sys.stderr, flush=True)
-        elif state == "COMPLETED" and collect_exports(job, cell):
+        elif state == "COMPLETED" and collect_kept(job, cell):
             print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; restored {output} (deleted by "
                   "Snakemake's rerun) from the copy the job kept, its checksum verified; nothing submitted",
                   file=sys.stderr, flush=True)
@@ -496,17 +569,13 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     for _ in range(res.max_requeues + 1):
         if attached is None:
             if not checked:
-                preflight(res, checkpoint_interval(job.argv))
+                preflight(res, checkpoint_interval(job.argv), cell)
                 checked = True
             attached = submit(job, cell, res)
         outcome = wait(attached, cell, res, adopted=adopted)
         adopted = False
         if outcome == "completed":
-            if output.exists():
-                return 0
-            print(f"ring: {cell}: SLURM job {attached.job_id} COMPLETED without writing {output}; see "
-                  f"{attached.paths.stderr}", file=sys.stderr, flush=True)
-            return 1
+            return completed(job, cell, attached)
         if outcome == "failed":
             return 1
         attached = None
@@ -523,7 +592,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cell", required=True, type=Path)
     parser.add_argument("--launcher", choices=["local", "slurm"], default="local")
     parser.add_argument("--resources", default="{}", help="JSON of Resources fields (slurm launcher)")
+    parser.add_argument("--verbose", action="store_true", help="SLURM's own error lines beside the retry lines")
     args = parser.parse_args(own)
+    VERBOSE["on"] = args.verbose
     try:
         job = StageJob(args.stage, stage_argv)
         if "--config" in stage_argv:

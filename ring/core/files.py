@@ -137,15 +137,17 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def record_checksums(folder: str | Path, names, **fields) -> dict:
-    """Write ``folder/export.json``: the SHA-256 of each of ``names`` in ``folder`` and ``fields``; the record.
+def record_checksums(folder: str | Path, names, read_from: str | None = None, **fields) -> dict:
+    """Write ``folder/export.json``: the SHA-256 of each of ``names`` in ``folder`` (read from its subfolder
+    ``read_from`` when given: the same bytes, kept where no one deletes them) and ``fields``; the record.
 
     Entries of other files already recorded there are kept (a backbone converted into its encoder's folder
     by hand must not make the encoder unverifiable); the names given, and the fields, are replaced."""
     folder = Path(folder)
     old = read_record(folder / CHECKSUMS).get("files")
     kept = {k: v for k, v in old.items() if k not in names} if isinstance(old, dict) else {}
-    doc = {**fields, "files": {**kept, **{name: sha256_file(folder / name) for name in names}}}
+    source = folder / read_from if read_from else folder
+    doc = {**fields, "files": {**kept, **{name: sha256_file(source / name) for name in names}}}
     write_json(folder / CHECKSUMS, doc)
     return doc
 
@@ -176,6 +178,16 @@ def keep_exports(folder: str | Path, names) -> None:
             link_into_place(folder / name, kept / name)
     except OSError as err:
         raise FileError(write_failure(kept / "encoder.pt", err)) from None
+
+
+def place_exports(folder: str | Path, names) -> None:
+    """Link each kept copy (``folder/exported/NAME``) into ``folder``, in the order given."""
+    folder = Path(folder)
+    for name in names:
+        try:
+            link_into_place(folder / KEPT / name, folder / name)
+        except OSError as err:
+            raise FileError(write_failure(folder / name, err)) from None
 
 
 def verify_checksum(path: str | Path, what: str = "encoder", fix: str = "rerun the pretraining cell that writes it") -> str:

@@ -19,7 +19,7 @@ from torch import nn
 from torchvision.models import resnet18
 
 from ring.engine.checkpoint import atomic_save, safe_load
-from ring.core.files import keep_exports, record_checksums, verify_checksum
+from ring.core.files import KEPT, FileError, place_exports, record_checksums, verify_checksum, write_failure
 from ring.core.methods import method as method_spec
 
 from ring.plan.checks import HEADS  # the one list, which plan-time checks read too
@@ -336,13 +336,22 @@ def export_trunks(encoder: nn.Module) -> dict[str, dict[str, torch.Tensor]]:
 
 
 def save_trunks(trunks: dict[str, dict[str, torch.Tensor]], folder: str | Path, **record) -> dict:
-    """Write each trunk (file name -> state dict) atomically, ``encoder.pt`` last, then the checksum
-    record naming their SHA-256 and ``record`` (the config hash): a reader trusts nothing until it is there."""
+    """Write each trunk (file name -> state dict) atomically into the kept copies' folder (``exported/``), the
+    checksum record naming their SHA-256 and ``record`` (the config hash), then link each into ``folder``,
+    ``encoder.pt`` last: a reader trusts nothing until it is there.  Nothing is read from ``folder`` once
+    encoder.pt is in place: a Snakemake rerun started meanwhile (its client was killed) deletes it as incomplete
+    while this job still runs, and the launcher that re-attaches puts it back from the kept copy."""
     folder = Path(folder)
-    for name, state in sorted(trunks.items(), key=lambda kv: kv[0] == "encoder.pt"):
-        atomic_save(state, folder / name)
-    keep_exports(folder, sorted(trunks))
-    return record_checksums(folder, sorted(trunks), **record)
+    names = sorted(trunks, key=lambda name: name == "encoder.pt")
+    try:
+        (folder / KEPT).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise FileError(write_failure(folder / KEPT, err)) from None
+    for name in names:
+        atomic_save(trunks[name], folder / KEPT / name)
+    doc = record_checksums(folder, names, read_from=KEPT, **record)
+    place_exports(folder, names)
+    return doc
 
 
 class TrunkFeatures(nn.Module):

@@ -38,6 +38,9 @@ from ring.core.files import (CHECKSUMS, KEPT, FileError, link_into_place, read_r
                         write_json)
 
 RUN_RECORD = "run.json"
+# run.json's note that the cell continues to this config hash (its checkpoint still holds the old config until the
+# stage saves it): the decision is made and said once.
+CONTINUING = "continuing_to"
 RUNS = "runs"
 
 # What one run of a stage leaves in its cell folder (glob patterns): they move together.  The
@@ -119,6 +122,8 @@ def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
     old_hash, old_values = record["config_hash"], record.get("config")
     if old_hash == C.config_hash(cfg):
         return "nothing"
+    if record.get(CONTINUING) == C.config_hash(cfg):
+        return "continue"  # decided and said already (by the config rule): the job's log does not say it twice
     new_values = C.hashed_values(cfg)
     keys = changed_keys(old_values, new_values) if old_values else []
     what = f"its config changed ({', '.join(keys)})" if keys else "its config changed"
@@ -126,6 +131,7 @@ def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
         aside = set_aside(cell, old_hash, OUTPUT_FILES)
         kept = f"; the {old_values['epochs']}-epoch encoder is kept in {aside}" if aside else ""
         log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={new_values['epochs']}{kept}")
+        write_json(cell / RUN_RECORD, {**record, CONTINUING: C.config_hash(cfg)})
         return "continue"
     aside = set_aside(cell, old_hash, RUN_FILES[stage])
     kept = f"the previous run is kept in {aside}" if aside is not None else "nothing of the previous run was left"

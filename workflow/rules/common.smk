@@ -358,7 +358,9 @@ def launch_options(stage: str) -> str:
     from ring.cluster.launch import stage_resources  # the same merge as ring.cluster.batch's
 
     resources = stage_resources(config.get("slurm", {}), stage)
-    return f"--launcher slurm --resources {shlex.quote(json.dumps(resources))}"
+    # `snakemake --verbose` also shows SLURM's own error lines beside the launcher's retry lines.
+    verbose = " --verbose" if getattr(workflow.output_settings, "verbose", False) else ""
+    return f"--launcher slurm --resources {shlex.quote(json.dumps(resources))}{verbose}"
 
 
 # Rules that launch a stage, and the checkpoint interval of their cell (time_min must exceed it).
