@@ -41,6 +41,7 @@ ON_OFF = ("on", "off")
 COMPILE = ("auto", "on", "off")  # ring.engine.encoder.resolve_compile resolves them
 PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
+KEEP_SUPERSEDED = ("results", "all")  # ring.plan.rerun.KEEP_SUPERSEDED: what a superseded run keeps
 AUGMENTATIONS = ("crop_flip", "none")
 DETECTION_DATASETS = ("detectron2", "embedded")
 RING_KEYS = ("ring_w_l", "ring_anneal", "ring_anneal_epochs", "ring_inner", "ring_w_u", "ring_anneal_stages",
@@ -306,6 +307,7 @@ def warn_grey_cmc(cfg, where: str) -> None:
 def _runtime(where: str, cfg) -> None:
     _one_of(where, cfg, "precision", PRECISIONS)
     _one_of(where, cfg, "channels_last", CHANNELS_LAST)
+    _one_of(where, cfg, "keep_superseded", KEEP_SUPERSEDED)
     _int_at_least(where, cfg, "num_workers", 0)
     _int_at_least(where, cfg, "threads", 0)
 
@@ -467,6 +469,7 @@ ALLOWED = {
     "loss_read_every": ">= 1",
     "precision": ", ".join(PRECISIONS),
     "channels_last": ", ".join(CHANNELS_LAST),
+    "keep_superseded": ", ".join(KEEP_SUPERSEDED) + " (results: checkpoints dropped)",
     "num_workers": ">= 0",
     "threads": ">= 0 (0: torch's default)",
     "augmentation": ", ".join(AUGMENTATIONS),
