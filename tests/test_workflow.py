@@ -482,7 +482,7 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     assert dry.returncode == 0, dry.stderr
     seed1 = [base / stage / "digits" / "IR" / "seed1" for stage in ("pretrain", "lincls")]
     listed = dry.stdout.splitlines()
-    assert {line.split()[-1] for line in listed[:-1]} == {str(Path("results") / p.relative_to(workdir))
+    assert {line.split()[-1] for line in listed[:-1]} == {str(p.relative_to(workdir))
                                                           for p in [cell / "runs" / edited, *seed1]}
     assert all(re.match(r" *\d+\.\d+ (MB|GB)  ", line) for line in listed[:-1])
     assert re.fullmatch(r"total: 1 superseded run \(.+ MB\) and 2 cell folders the grid no longer names \(.+ MB\); "

@@ -17,11 +17,14 @@ stage runs it again when it starts, for configs written by hand):
   younger).  The previous run's checkpoints, log, snapshots, outputs and records move together to
   ``runs/<old hash>/`` in the cell's folder, and the cell trains from scratch;
 * **restore**: a start over to a config whose run is kept under ``runs/<its hash>/`` (an edit
-  undone) moves that run back instead, and the stage resumes it (a finished one only re-exports).
+  undone) moves that run back instead, and the stage resumes it; a finished one without its checkpoint
+  comes back as finished (its exports verified against its checksum record) and trains nothing.
 
-Nothing is ever deleted: a finished encoder or metrics file of another config is kept under
+No result is ever deleted: a finished encoder or metrics file of another config is kept under
 ``runs/``, named by that config's hash, and the cell's own files always belong to its
-``config.yaml``.
+``config.yaml``.  Only checkpoints go: a superseded run drops them unless the config's ``keep_superseded``
+is ``all`` (:func:`drop_checkpoints`); ``python -m ring.cluster.batch prune`` removes whole superseded runs
+on request (:mod:`ring.plan.disk`).
 """
 
 from __future__ import annotations
