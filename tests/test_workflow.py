@@ -499,5 +499,6 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
     run("--forcerun", "make_table1")
     assert "disk:" not in batch("status").stdout
-    bad = batch("prune", "--grid", str(tmp_path / "nope.yaml"))
+    bad = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "prune", "--grid", str(tmp_path / "nope.yaml")],
+                         cwd=workdir, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
