@@ -39,7 +39,7 @@ from ring.plan import catalog, checks, rerun
 from ring.engine import distributed
 from ring.engine.anneal import build_schedule
 from ring.engine.checkpoint import (CheckpointError, atomic_save, checksummed, load_latest_checkpoint, load_verified, rng_state,
-                             save_checkpoint, set_rng_state)
+                             previous_path, save_checkpoint, set_rng_state)
 from ring.core.files import FileError, check_writable, remove_stale_temporaries
 from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_compile, resolve_precision, save_trunks
 from ring.engine.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
@@ -235,6 +235,7 @@ class Pretraining:
                     aside = rerun.set_aside(self.out, str(found), rerun.RUN_FILES["pretrain"])
                     print(f"ring: {self.out}: its checkpoint was written with another config (hash {found}); the previous "
                           f"run is kept in {aside} and this cell starts over", file=sys.stderr)
+                    rerun.drop_checkpoints(aside, self.cfg, log=lambda line: print(line, file=sys.stderr))
                 return False
         self._load(state, path, "move it away to start again")
         return True
@@ -391,9 +392,23 @@ class Pretraining:
         check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch of training
         if distributed.is_main() and (stale := remove_stale_temporaries(self.out)):
             print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
+        checkpoints = (self.out / CHECKPOINT, previous_path(self.out / CHECKPOINT))
         if distributed.is_main():  # the workflow decided this already; a config written by hand is decided here
             rerun.prepare(self.out, "pretrain", self.cfg, log=lambda line: print(line, file=sys.stderr))
+            if not any(path.exists() for path in checkpoints):
+                rerun.restore_exports(self.out, self.cfg)  # the exports Snakemake deleted, from the verified copies
         distributed.barrier()
+        # A finished run of this config without its checkpoint (an undone edit brought it back after keep_superseded:
+        # results dropped the checkpoint): its verified encoder is the result, and nothing retrains.  Not where a
+        # snapshot that study cells start from went with it: the cell retrains to write it.
+        snapshots = [self.out / C.SNAPSHOT_FILE.format(epoch=epoch) for epoch in self.cfg.snapshot_epochs]
+        if (not any(path.exists() for path in checkpoints) and all(path.exists() for path in snapshots)
+                and rerun.finished_exports(self.out, C.config_hash(self.cfg))):
+            if distributed.is_main():
+                rerun.write_record(self.out, self.cfg)
+                print(f"ring: {self.out}: finished with this config (its encoder verifies against its checksum record) "
+                      "and its checkpoint was dropped; nothing to train", file=sys.stderr)
+            return self.out / ENCODER
         resumed = self.resume()
         if not resumed and self.cfg.init_from:
             self.init_from_snapshot()

@@ -57,11 +57,24 @@ def test_any_other_edit_keeps_the_whole_previous_run_aside_and_starts_over(tmp_p
     lines = []
     assert rerun.prepare(tmp_path, "pretrain", new, log=lines.append) == "start over"
     aside = tmp_path / "runs" / C.config_hash(old)
-    assert lines == [f"ring: {tmp_path}: its config changed ({keys}): the previous run is kept in {aside} and this cell "
-                     "starts over"]
-    assert sorted(p.name for p in aside.iterdir()) == ["checkpoint.pt", "encoder.pt", "export.json", "log.jsonl",
-                                                       "provenance.json", "run.json"]
+    assert lines[0] == (f"ring: {tmp_path}: its config changed ({keys}): the previous run is kept in {aside} and this "
+                        "cell starts over")
+    # keep_superseded: results (the default) drops the superseded run's checkpoint, and says so.
+    assert len(lines) == 2 and lines[1].startswith(f"ring: {tmp_path}: dropped the superseded run's 1 checkpoint file(s)")
+    assert sorted(p.name for p in aside.iterdir()) == ["encoder.pt", "export.json", "log.jsonl", "provenance.json",
+                                                       "run.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs", "slurm"]
+
+
+def test_keep_superseded_all_keeps_the_checkpoints_and_snapshots(tmp_path):
+    old = pretrain_config("IR", epochs=1)
+    _ran(tmp_path, old, files=("checkpoint.pt", "checkpoint.prev.pt", "snapshot_epoch0.pt", "encoder.pt"))
+    lines = []
+    new = pretrain_config("IR", epochs=1, lr=0.1, keep_superseded="all")
+    assert C.config_hash(new) == C.config_hash(pretrain_config("IR", epochs=1, lr=0.1))  # a runtime key
+    assert rerun.prepare(tmp_path, "pretrain", new, log=lines.append) == "start over" and len(lines) == 1
+    assert sorted(p.name for p in (tmp_path / "runs" / C.config_hash(old)).iterdir()) == [
+        "checkpoint.prev.pt", "checkpoint.pt", "encoder.pt", "run.json", "snapshot_epoch0.pt"]
 
 
 def test_a_shorter_schedule_starts_over(tmp_path):
@@ -70,7 +83,8 @@ def test_a_shorter_schedule_starts_over(tmp_path):
 
 
 def test_an_undone_edit_brings_the_kept_run_back(tmp_path):
-    first, second = pretrain_config("IR", epochs=1), pretrain_config("IR", epochs=1, lr=0.1)
+    first, second = pretrain_config("IR", epochs=1, keep_superseded="all"), pretrain_config("IR", epochs=1, lr=0.1,
+                                                                                            keep_superseded="all")
     _ran(tmp_path, first)
     rerun.prepare(tmp_path, "pretrain", second, log=lambda line: None)
     _ran(tmp_path, second)
@@ -82,6 +96,38 @@ def test_an_undone_edit_brings_the_kept_run_back(tmp_path):
     assert (tmp_path / "encoder.pt").read_text() == C.config_hash(first)
     assert json.loads((tmp_path / "run.json").read_text())["config_hash"] == C.config_hash(first)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [C.config_hash(second)]
+
+
+def _finished(cell, cfg):
+    """A finished pretraining run as ring.pretrain leaves it: its record, an encoder with its kept copy and checksum
+    record, its log and checkpoint."""
+    from ring.core.files import keep_exports, record_checksums
+
+    _ran(cell, cfg, files=("checkpoint.pt", "log.jsonl"))
+    (cell / "encoder.pt").write_bytes(C.config_hash(cfg).encode() * 100)
+    keep_exports(cell, ["encoder.pt"])
+    record_checksums(cell, ["encoder.pt"], config_hash=C.config_hash(cfg))
+
+
+def test_an_undone_edit_restores_a_finished_run_without_its_checkpoint_as_finished(tmp_path):
+    first, second = pretrain_config("IR", epochs=1), pretrain_config("IR", epochs=1, lr=0.1)
+    _finished(tmp_path, first)
+    rerun.prepare(tmp_path, "pretrain", second, log=lambda line: None)
+    assert not (tmp_path / "runs" / C.config_hash(first) / "checkpoint.pt").exists()
+    _ran(tmp_path, second, files=("checkpoint.pt", "log.jsonl"))  # the edited run, unfinished
+    lines = []
+    assert rerun.prepare(tmp_path, "pretrain", first, log=lines.append) == "restore"
+    assert "is back in place (finished: its encoder verifies against its checksum record, so nothing retrains)" \
+        in lines[0]
+    assert rerun.finished_exports(tmp_path, C.config_hash(first)) and not (tmp_path / "checkpoint.pt").exists()
+    # The unfinished edited run, its checkpoint dropped, is no run to come back to: undoing again starts over.
+    assert rerun.prepare(tmp_path, "pretrain", second, log=lambda line: None) == "start over"
+    kept = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert kept == sorted([C.config_hash(first), C.config_hash(second)])
+    # A finished run whose encoder was altered on disk does not verify: it is not restored either.
+    (tmp_path / "runs" / C.config_hash(first) / "encoder.pt").write_bytes(b"altered")  # (its kept copy is a hard link)
+    _ran(tmp_path, second, files=("log.jsonl",))
+    assert rerun.prepare(tmp_path, "pretrain", first, log=lambda line: None) == "start over"
 
 
 def test_an_evaluation_cell_keeps_its_metrics_aside_when_its_config_changes(tmp_path):

@@ -404,7 +404,10 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     grid_file.write_text(yaml.safe_dump(values))
     result = run()
     output = result.stdout + result.stderr
-    assert "is back in place (it resumes there)" in output
+    # Its checkpoints were dropped when the edit set it aside (keep_superseded: results): back as finished, untrained.
+    assert "is back in place (finished: its encoder verifies against its checksum record, so nothing retrains)" \
+        in output
+    assert "nothing to train" in output and "resuming results/mine/pretrain/digits/IR/seed0" not in output
     assert _table_entry(workdir, "mine", "IR").startswith(entry(metrics('IR')))
 
     # 4. docs/grids.md "Your own grid": rerun just one linear evaluation, its two commands with this grid's names.
@@ -460,3 +463,76 @@ def test_a_key_moco_never_reads_under_all_retrains_the_ir_cell_and_leaves_the_fi
     assert {name: (pre("MoCo") / name).read_bytes() for name in moco} == moco
     assert yaml.safe_load((pre("IR") / "config.yaml").read_text())["negatives_count"] == "including_positive"
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
+
+
+def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_removes_them(workdir, tmp_path):
+    """Issue 32 item 4: a superseded run keeps its encoder, log and records and drops its checkpoints (unless
+    keep_superseded: all); an undo brings a finished run back without retraining; status shows what prune removes;
+    prune --dry-run lists it with sizes, prune removes superseded runs and the cells of a seed the grid dropped."""
+    from ring.core import config as C
+    from ring.plan import grid as G
+
+    grid_file = tmp_path / "elsewhere" / "mine.yaml"
+    grid_file.parent.mkdir()
+    values = {**TINY, "methods": ["IR"], "seeds": [0, 1]}
+    grid_file.write_text(yaml.safe_dump(values))
+    run = lambda *args: snakemake(workdir, "--profile", "profiles/local", "all_tables", *args,
+                                  "--config", f"grid={grid_file}")
+    batch = lambda *args: subprocess.run([sys.executable, "-m", "ring.cluster.batch", *args, "--grid", str(grid_file),
+                                          "--results", "results"], cwd=workdir, capture_output=True, text=True,
+                                         timeout=120)
+    run()
+    base = workdir / "results" / "mine"
+    cell = base / "pretrain" / "digits" / "IR" / "seed0"
+    first = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IR", 0, "data"))
+    first_encoder = (cell / "encoder.pt").read_bytes()
+    assert (cell / "checkpoint.pt").is_file()
+
+    # An edit of a pretraining key, and seed 1 dropped from the grid.
+    values = {**values, "seeds": [0], "pretrain": {"all": {**TINY["pretrain"]["all"], "lr": 0.01}}}
+    grid_file.write_text(yaml.safe_dump(values))
+    run()
+    kept = cell / "runs" / first
+    assert {"encoder.pt", "export.json", "log.jsonl", "provenance.json", "run.json"} <= {p.name for p in kept.iterdir()}
+    assert not list(kept.glob("checkpoint*.pt")) and (kept / "encoder.pt").read_bytes() == first_encoder
+    edited = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IR", 0, "data"))
+
+    # Undo, with keep_superseded: all (a runtime key): the finished first run is back, nothing trains, and the edited
+    # run set aside keeps its checkpoint.
+    values["pretrain"] = {"all": {**TINY["pretrain"]["all"], "keep_superseded": "all"}}
+    grid_file.write_text(yaml.safe_dump(values))
+    output = (lambda r: r.stdout + r.stderr)(run())
+    assert "nothing retrains" in output and "nothing to train" in output and "ring: seed0 epoch=" not in output
+    assert (cell / "encoder.pt").read_bytes() == first_encoder and not (cell / "checkpoint.pt").exists()
+    assert (cell / "runs" / edited / "checkpoint.pt").is_file() and not (cell / "runs" / first).exists()
+
+    # status counts what prune removes; --dry-run lists it with sizes and removes nothing.
+    status = batch("status")
+    assert status.returncode == 0, status.stderr
+    disk = status.stdout.splitlines()[-1]
+    assert disk.startswith("disk: 1 superseded run (") and "and 2 cell folders the grid no longer names (" in disk
+    assert f"prune --grid {grid_file} --dry-run" in disk
+    dry = batch("prune", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    seed1 = [base / stage / "digits" / "IR" / "seed1" for stage in ("pretrain", "lincls")]
+    listed = dry.stdout.splitlines()
+    assert {line.split()[-1] for line in listed[:-1]} == {str(p.relative_to(workdir))
+                                                          for p in [cell / "runs" / edited, *seed1]}
+    assert all(re.match(r" *\d+\.\d+ (MB|GB)  ", line) for line in listed[:-1])
+    assert re.fullmatch(r"total: 1 superseded run \(.+ MB\) and 2 cell folders the grid no longer names \(.+ MB\); "
+                        r"would free .+ MB \(--dry-run: nothing removed\)", listed[-1]), listed[-1]
+    assert all(p.is_dir() for p in [cell / "runs" / edited, *seed1])
+
+    # prune removes them, and the grid's live cells keep every file: the tables build from them unchanged.
+    live = {p: p.read_bytes() for p in base.rglob("*")
+            if p.is_file() and "seed1" not in p.parts and "runs" not in p.parts}
+    pruned = batch("prune")
+    assert pruned.returncode == 0 and "; freed " in pruned.stdout, pruned.stderr
+    assert not (cell / "runs").exists() and not any(p.exists() for p in seed1)
+    assert all(p.read_bytes() == data for p, data in live.items() if p.suffix != ".log")
+    assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
+    run("--forcerun", "make_table1")
+    assert "disk:" not in batch("status").stdout
+    bad = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "prune", "--grid", str(tmp_path / "nope.yaml")],
+                         cwd=workdir, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

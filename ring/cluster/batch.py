@@ -4,6 +4,7 @@
     python -m ring.cluster.batch status --grid paper                      # done / stale / running / pending / failed / missing
     python -m ring.cluster.batch cancel --grid paper [--stage pretrain]   # scancel the grid's recorded jobs
     python -m ring.cluster.batch estimate --grid paper [--device H100]    # predicted GPU-hours (ring.plan.estimate)
+    python -m ring.cluster.batch prune --grid paper [--dry-run]           # remove superseded runs, unnamed cells
 
 ``submit`` returns at once with the array's id.  Each cell records its array task in
 ``CELL/slurm/job.json``, so ``snakemake --profile profiles/slurm all_tables`` afterwards
@@ -23,7 +24,7 @@ from pathlib import Path
 import jsonschema
 
 from ring.cluster import accounting
-from ring.plan import lineage, ownership, rerun
+from ring.plan import disk, lineage, ownership, rerun
 from ring.core import config as C
 from ring.plan import estimate as E
 from ring.plan import grid as G
@@ -239,15 +240,64 @@ def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
     return ids
 
 
+def busy_cells(cells: list[Path], config: dict) -> set[Path]:
+    """The cells among ``cells`` where a job may still run: a live local launcher, or a recorded SLURM job that is
+    alive or too recently submitted for accounting to know it (one sacct call for all).  Where SLURM cannot be
+    asked, every cell with a SLURM record counts as busy."""
+    records = {cell: record for cell in cells if (record := read_record(cell)) is not None}
+    busy = {cell for cell in cells if cell not in records and progress.local_state(cell)[0] == "running"}
+    try:
+        states = job_states(list(dict.fromkeys(r["job_id"] for r in records.values()))) if records else {}
+    except (RuntimeError, OSError):
+        return busy | set(records)
+    grace_s = stage_resources(config, "pretrain").unknown_grace_s
+    for cell, record in records.items():
+        state = states.get(record["job_id"])
+        age = (datetime.now(timezone.utc) - datetime.fromisoformat(record["submitted"])).total_seconds()
+        if state in ALIVE or (state is None and age < grace_s):
+            busy.add(cell)
+    return busy
+
+
+def prunable(grid: G.Grid, results: Path, config: dict) -> tuple[list[disk.Prunable], set[Path]]:
+    """What ``prune`` removes (ring.plan.disk), and the unnamed cells it leaves because a job may still run there."""
+    busy = busy_cells(disk.unnamed_cells(grid, results), config)
+    return disk.prunable(grid, results, busy), busy
+
+
+def prune(grid: G.Grid, results: Path, config: dict, dry_run: bool) -> list[str]:
+    """The lines of ``prune``: each superseded run and unnamed cell folder with its size, and a total; removed
+    unless ``dry_run``.  A cell the grid names keeps its own files; only its runs/ go."""
+    items, busy = prunable(grid, results, config)
+    lines = [f"{disk.human(item.bytes):>10}  {disk.KINDS[item.kind][0]:38} {item.path}" for item in items]
+    lines += [f"{'':>10}  left alone: a job may still run in {cell}" for cell in sorted(busy)]
+    total = disk.human(sum(item.bytes for item in items))
+    if not dry_run:
+        disk.remove(items, results / grid.name)
+    verb = "would free" if dry_run else "freed"
+    lines.append(f"total: {disk.summary(items)}; {verb} {total}" + (" (--dry-run: nothing removed)" if dry_run else ""))
+    return lines
+
+
+def disk_line(grid: G.Grid, results: Path, config: dict, grid_arg: str) -> str | None:
+    """status's line on superseded runs and unnamed cell folders, with the command that removes them; None if none."""
+    items, _ = prunable(grid, results, config)
+    if not items:
+        return None
+    return (f"disk: {disk.summary(items)}, {disk.human(sum(item.bytes for item in items))} in all; list them with "
+            f"ring prune --grid {grid_arg} --dry-run, remove them without --dry-run")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Batch submission, status and cancellation of a grid on SLURM.")
-    parser.add_argument("command", choices=["submit", "status", "cancel", "estimate"])
+    parser = argparse.ArgumentParser(description="Batch submission, status, cancellation and pruning of a grid.")
+    parser.add_argument("command", choices=["submit", "status", "cancel", "estimate", "prune"])
     parser.add_argument("--grid", required=True, help="a grid's name (workflow/grids/NAME.yaml) or the path of a grid file")
     parser.add_argument("--stage", choices=list(OUTPUT), help="submit: required; cancel: default all stages")
     parser.add_argument("--configfile", nargs="+", type=Path, default=DEFAULT_CONFIGS)
     parser.add_argument("--results", type=Path, default=Path("results"))
     parser.add_argument("--grids-dir", type=Path, default=ROOT / "workflow" / "grids")
     parser.add_argument("--device", help="estimate: figures of the device whose name contains this (default: newest GPU)")
+    parser.add_argument("--dry-run", action="store_true", help="prune: list what would be removed, remove nothing")
     args = parser.parse_args(argv)
     try:
         # estimate needs the grid and the throughput figures only, not the cluster's config.
@@ -265,6 +315,10 @@ def main(argv=None) -> int:
             for stage, dataset, method, seed, state, detail in rows:
                 print(f"{stage:9} {dataset:10} {method:{width}} seed{seed:<3} {state:10} {detail}")
             print(total_line(rows))
+            if line := disk_line(grid, args.results, config, args.grid):
+                print(line)
+        elif args.command == "prune":
+            print("\n".join(prune(grid, args.results, config, args.dry_run)))
         else:
             ids = cancel(grid, [args.stage] if args.stage else list(OUTPUT), args.results)
             print(f"ring: cancelled {len(ids)} jobs: {' '.join(ids)}" if ids else "ring: no live job to cancel")

@@ -154,9 +154,14 @@ class PretrainConfig:
     # about 100 s of compilation per process start; not on CPUs, where short jobs would pay it.  "auto" falls back
     # to eager with a warning if compilation fails, "on" fails.
     compile: str = "auto"
+    # What a superseded run of this cell keeps in runs/<its hash>/ (an edit set it aside, or a longer schedule
+    # continued past it): "results" its encoders, checksum record, log, provenance, metrics and run.json, and not its
+    # checkpoints and snapshots (5x the encoder on digits; with the 1.28M-entry memory bank on ImageNet), which an
+    # undo does not need for a finished run; "all" keeps the checkpoints too (an unfinished run's undo resumes them).
+    keep_superseded: str = "results"
 
     RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements",
-                      "log_window_classes", "loss_read_every", "compile")
+                      "log_window_classes", "loss_read_every", "compile", "keep_superseded")
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
     HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry",
@@ -189,8 +194,10 @@ class LinclsConfig:
     num_workers: int = 4
     threads: int = 0
     device: str = "auto"
+    # What a superseded evaluation run keeps in runs/<its hash>/: "results" drops its checkpoints, "all" keeps them.
+    keep_superseded: str = "results"
 
-    RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device")
+    RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "keep_superseded")
 
 
 @dataclass

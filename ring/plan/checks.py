@@ -43,6 +43,7 @@ AUGMENT_PLACES = ("auto", "cpu", "device", "dali")  # ring.data.augment makes th
 COMPILE = ("auto", "on", "off")  # ring.engine.encoder.resolve_compile resolves them
 PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
+KEEP_SUPERSEDED = ("results", "all")  # ring.plan.rerun.KEEP_SUPERSEDED: what a superseded run keeps
 AUGMENTATIONS = ("crop_flip", "none")
 DETECTION_DATASETS = ("detectron2", "embedded")
 VALIDATION_POLICIES = ("adaptive_val", "adaptive_val_authors")  # the policies that read a validation accuracy
@@ -307,6 +308,7 @@ def warn_grey_cmc(cfg, where: str) -> None:
 def _runtime(where: str, cfg) -> None:
     _one_of(where, cfg, "precision", PRECISIONS)
     _one_of(where, cfg, "channels_last", CHANNELS_LAST)
+    _one_of(where, cfg, "keep_superseded", KEEP_SUPERSEDED)
     _int_at_least(where, cfg, "num_workers", 0)
     _int_at_least(where, cfg, "threads", 0)
 
@@ -468,6 +470,7 @@ ALLOWED = {
     "loss_read_every": ">= 1",
     "precision": ", ".join(PRECISIONS),
     "channels_last": ", ".join(CHANNELS_LAST),
+    "keep_superseded": ", ".join(KEEP_SUPERSEDED) + " (results: checkpoints dropped)",
     "num_workers": ">= 0",
     "threads": ">= 0 (0: torch's default)",
     "augmentation": ", ".join(AUGMENTATIONS),

@@ -17,11 +17,14 @@ stage runs it again when it starts, for configs written by hand):
   younger).  The previous run's checkpoints, log, snapshots, outputs and records move together to
   ``runs/<old hash>/`` in the cell's folder, and the cell trains from scratch;
 * **restore**: a start over to a config whose run is kept under ``runs/<its hash>/`` (an edit
-  undone) moves that run back instead, and the stage resumes it (a finished one only re-exports).
+  undone) moves that run back instead, and the stage resumes it; a finished one without its checkpoint
+  comes back as finished (its exports verified against its checksum record) and trains nothing.
 
-Nothing is ever deleted: a finished encoder or metrics file of another config is kept under
+No result is ever deleted: a finished encoder or metrics file of another config is kept under
 ``runs/``, named by that config's hash, and the cell's own files always belong to its
-``config.yaml``.
+``config.yaml``.  Only checkpoints go: a superseded run drops them unless the config's ``keep_superseded``
+is ``all`` (:func:`drop_checkpoints`); ``python -m ring.cluster.batch prune`` removes whole superseded runs
+on request (:mod:`ring.plan.disk`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,12 @@ RUN_FILES = {
 RUN_FILES["transfer"] = (*RUN_FILES["lincls"], "split-manifest.json")
 # A continued pretraining cell keeps its checkpoint, log and records; only the shorter run's outputs move.
 OUTPUT_FILES = ("encoder*.pt", "export.json", KEPT)
+# What a superseded run drops under keep_superseded: results (the config's default): its checkpoints (the latest, the
+# previous, a corrupt or stale one) and study snapshots, 5x its encoder on digits and the whole memory bank on
+# ImageNet.  Its encoders, checksum record, log, provenance, metrics and run.json stay: what a table or an undo of a
+# finished run reads, and what cannot be recomputed cheaply.
+CHECKPOINT_FILES = ("checkpoint*.pt", "snapshot_epoch*.pt")
+KEEP_SUPERSEDED = ("results", "all")
 
 
 def changed_keys(old: dict, new: dict) -> list[str]:
@@ -107,6 +116,37 @@ def set_aside(cell: Path, old_hash: str, patterns) -> Path | None:
     return aside
 
 
+def drop_checkpoints(aside: Path | None, cfg, log=print) -> int:
+    """Under ``keep_superseded: results``, delete the checkpoints and snapshots (:data:`CHECKPOINT_FILES`) of the
+    superseded run kept in ``aside`` (as :func:`set_aside` returned it); the bytes freed.  ``all`` keeps them."""
+    if aside is None or getattr(cfg, "keep_superseded", "results") == "all":
+        return 0
+    files = _present(Path(aside), CHECKPOINT_FILES)
+    freed = sum(path.stat().st_size for path in files)
+    try:
+        for path in files:
+            path.unlink()
+    except OSError as err:
+        raise FileError(f"Cannot drop the checkpoints of the superseded run in {aside} ({err.strerror or err}); fix "
+                        "the folder's permissions, or set keep_superseded: all to keep them, and rerun.") from None
+    if files:
+        log(f"ring: {Path(aside).parent.parent}: dropped the superseded run's {len(files)} checkpoint file(s) "
+            f"({freed / 1e6:.1f} MB) from {aside}, keeping its encoder, log and records (keep_superseded: all keeps "
+            "them)")
+    return freed
+
+
+def finished_exports(folder: Path, config_hash: str) -> bool:
+    """Whether ``folder`` holds a finished pretraining run's exports made with ``config_hash``: its checksum record
+    names that config and every file it lists verifies, in place or as the copy kept under ``exported/``."""
+    record = read_record(Path(folder) / CHECKSUMS)
+    files = record.get("files")
+    if not isinstance(files, dict) or not files or record.get("config_hash") != config_hash:
+        return False
+    places = lambda name: (Path(folder) / name, Path(folder) / KEPT / name)
+    return all(any(path.is_file() and sha256_file(path) == sha for path in places(name)) for name, sha in files.items())
+
+
 def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
     """Bring ``cell`` in line with ``cfg`` before its stage runs: "nothing", "continue", "start over" or "restore".
 
@@ -131,23 +171,31 @@ def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
         aside = set_aside(cell, old_hash, OUTPUT_FILES)
         kept = f"; the {old_values['epochs']}-epoch encoder is kept in {aside}" if aside else ""
         log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={new_values['epochs']}{kept}")
+        drop_checkpoints(aside, cfg, log)
         write_json(cell / RUN_RECORD, {**record, CONTINUING: C.config_hash(cfg)})
         return "continue"
     aside = set_aside(cell, old_hash, RUN_FILES[stage])
     kept = f"the previous run is kept in {aside}" if aside is not None else "nothing of the previous run was left"
     if restore(cell, C.config_hash(cfg)):
+        how = ("it resumes there" if (cell / "checkpoint.pt").is_file() else
+               "finished: its encoder verifies against its checksum record, so nothing retrains")
         log(f"ring: {cell}: {what}: {kept}, and the run of this config kept in {cell / RUNS / C.config_hash(cfg)} is "
-            "back in place (it resumes there)")
+            f"back in place ({how})")
+        drop_checkpoints(aside, cfg, log)
         return "restore"
     log(f"ring: {cell}: {what}: {kept} and this cell starts over")
+    drop_checkpoints(aside, cfg, log)
     return "start over"
 
 
 def restore(cell: Path, config_hash: str) -> bool:
     """Move a run kept under ``runs/<config_hash>/`` back into the cell (an edit undone); False if there is none
-    with a checkpoint to resume (the encoder a longer schedule left behind is not a run: the cell starts over)."""
+    with a checkpoint to resume or finished (its run.json and verified exports this config's: keep_superseded
+    dropped its checkpoints, and the stage then trains nothing).  The encoder a longer schedule left behind is not a
+    run (no run.json), nor is an unfinished run without its checkpoint: the cell starts over."""
     kept = cell / RUNS / config_hash
-    if not (kept / "checkpoint.pt").is_file():
+    finished = (read_run_record(kept) or {}).get("config_hash") == config_hash and finished_exports(kept, config_hash)
+    if not ((kept / "checkpoint.pt").is_file() or finished):
         return False
     try:
         for path in sorted(kept.iterdir()):

@@ -1,0 +1,132 @@
+"""What a grid's results folder holds beyond its live cells, and its removal: ``python -m ring.cluster.batch prune``.
+
+Two kinds of folders hold no result the grid's tables read, and only grow:
+
+* **superseded runs**: ``runs/<hash>/`` in a cell folder, the run an edit set aside (ring.plan.rerun), kept so that
+  an undo brings it back;
+* **unnamed cell folders**: a cell folder under ``results/<grid>/`` that the grid no longer names (a seed, method,
+  dataset, study variant or detection task removed from the grid file).
+
+Torch-free: it lists folders and adds file sizes (hard links counted once: a kept export is a link of its encoder).
+A cell the grid names is never removed, only its ``runs/``; an unnamed cell whose job still runs is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ring.plan import rerun
+
+SEED = re.compile(r"seed\d+")
+# Where cell folders sit under results/<grid>/, as the workflow names them (workflow/rules/common.smk): the glob of
+# each stage's cell folders, whose last part is seed<N>.
+CELL_GLOBS = ("pretrain/*/*/seed*", "lincls/*/*/seed*", "transfer/*/*/seed*", "detection/*/*/seed*",
+              "detection/*/*/*/seed*", "study/*/*/*/*/seed*", "toy_cnce/seed*")
+
+
+def named_cells(grid, results: Path) -> set[Path]:
+    """Every cell folder the grid names: Table 1's and the grid tables' cells for pretraining and linear evaluation,
+    the transfer and detection cells with the pretraining cells they read, the study cells and the toy seeds."""
+    base = Path(results) / grid.name
+    cells = {base / stage / d / m / f"seed{s}" for stage in ("pretrain", "lincls") for d, m, s in grid.cells()}
+    for d, m, s in grid.transfer_cells():
+        cells |= {base / "transfer" / d / m / f"seed{s}", base / "pretrain" / grid.transfer["source"] / m / f"seed{s}"}
+    for source, m, task, s in grid.detection_cells():
+        cells |= {base / "detection" / source / m / task / f"seed{s}", base / "detection" / source / m / f"seed{s}",
+                  base / "pretrain" / source / m / f"seed{s}"}
+    for name, study in grid.studies.items():
+        cells |= {base / "study" / name / study.dataset / m / v / f"seed{s}" for m, v, s in study.cells()}
+    cells |= {base / "toy_cnce" / f"seed{s}" for s in grid.toy_cnce_seeds()}
+    return cells
+
+
+def cell_folders(grid, results: Path) -> list[Path]:
+    """The cell folders on disk under results/<grid>/ (whatever grid made them)."""
+    base = Path(results) / grid.name
+    return sorted({p for pattern in CELL_GLOBS for p in base.glob(pattern) if p.is_dir() and SEED.fullmatch(p.name)})
+
+
+def size(path: Path, seen: set | None = None) -> int:
+    """Bytes of the files under ``path`` (symbolic links not followed), each inode once (``seen`` shared across
+    calls counts a file linked from two folders once)."""
+    seen = set() if seen is None else seen
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
+
+
+def human(n: int) -> str:
+    """A size in MB below a gigabyte, in GB above (decimal units, as df -H)."""
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+@dataclass
+class Prunable:
+    path: Path
+    kind: str  # KINDS
+    bytes: int
+
+
+KINDS = {"run": ("superseded run", "superseded runs"),
+         "cell": ("cell folder the grid no longer names", "cell folders the grid no longer names")}
+
+
+def unnamed_cells(grid, results: Path) -> list[Path]:
+    named = named_cells(grid, results)
+    return [cell for cell in cell_folders(grid, results) if cell not in named]
+
+
+def prunable(grid, results: Path, busy: set[Path] = frozenset()) -> list[Prunable]:
+    """The superseded runs of the grid's cells and its unnamed cell folders (but those in ``busy``, where a job still
+    runs), with their sizes."""
+    named = named_cells(grid, results)
+    out, seen = [], set()
+    for cell in cell_folders(grid, results):
+        if cell not in named:
+            if cell not in busy:
+                out.append(Prunable(cell, "cell", size(cell, seen)))
+            continue
+        runs = cell / rerun.RUNS
+        if runs.is_dir():
+            out += [Prunable(run, "run", size(run, seen)) for run in sorted(runs.iterdir()) if run.is_dir()]
+    return out
+
+
+def summary(items: list[Prunable]) -> str:
+    """'N superseded runs (X MB) and M cell folders the grid no longer names (Y MB)'."""
+    parts = []
+    for kind, (one, many) in KINDS.items():
+        chosen = [item for item in items if item.kind == kind]
+        parts.append(f"{len(chosen)} {one if len(chosen) == 1 else many} ({human(sum(i.bytes for i in chosen))})")
+    return " and ".join(parts)
+
+
+def remove(items: list[Prunable], base: Path) -> None:
+    """Delete each item, then the folders it leaves empty below ``base`` (results/<grid>: a method folder whose seeds
+    all went, a cell's empty runs/)."""
+    base = Path(base).resolve()
+    for item in items:
+        try:
+            shutil.rmtree(item.path)
+        except OSError as err:
+            raise ValueError(f"Cannot remove {item.path} ({err.strerror or err}); fix its permissions and rerun "
+                             "prune (what it removed before stays removed).") from None
+        parent = item.path.parent.resolve()
+        while parent != base and parent.is_relative_to(base):
+            try:
+                parent.rmdir()  # only an empty folder goes
+            except OSError:
+                break
+            parent = parent.parent
