@@ -35,8 +35,8 @@ def one_method(name: str, tiny: bool, device: torch.device, set_mode=None) -> di
     from benchmarks.throughput import build
 
     n, batch, resize, crop = (512, 16, 32, 32) if tiny else (50_000, 256, 256, 224)
-    cfg, _, model, objective, optimizer = build(name, n, batch, resize, crop, device, compile_=False)
-    views = [torch.randn(batch, 3, crop, crop, device=device) for _ in range(views_per_image(name))]
+    cfg, m, model, objective, optimizer = build(name, n, batch, resize, crop, device, compile_=False)
+    views = [torch.randn(batch, 3, crop, crop, device=device) for _ in range(views_per_image(m))]
     index = torch.randperm(n, device=device)[:batch]
 
     flags = distributed.StepFlags(2)

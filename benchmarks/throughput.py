@@ -58,10 +58,10 @@ def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile
         cfg.queue_size = max(batch, min(cfg.queue_size, n))
     spec_ = method_spec(name)
     bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, device, cfg.bn_groups)
-    encoder = build_encoder(cfg).to(device)
+    encoder = build_encoder(spec_, cfg).to(device)
     net = Precision(encoder, bf16, channels_last, compile_)  # as ring.pretrain with compile: on (auto on CUDA)
     model = Grouped(net, cfg.bn_groups)
-    objective = build_objective(name, cfg, model, n, device).to(device)
+    objective = build_objective(spec_, cfg, model, n, device).to(device)
     optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9, foreach=True)  # as ring.pretrain
     return cfg, spec_, model, objective, optimizer
 
@@ -96,7 +96,7 @@ def main() -> None:
     family = spec_.objective.family(spec_)
     cfg, spec_, model, objective, optimizer = build(args.method, n, batch, resize, crop, device, args.compile,
                                                     args.channels_last)
-    n_views = views_per_image(args.method)
+    n_views = views_per_image(spec_)
     s = spec("cifar10")
     extra = {}
     if spec_.uses_kmeans:

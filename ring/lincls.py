@@ -46,7 +46,8 @@ from ring.engine.checkpoint import load_latest_checkpoint, previous_path, rng_st
 from ring.core.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
 from ring.engine.encoder import Precision, load_feature_extractor, resolve_precision
 from ring.engine import health, provenance
-from ring.engine.runtime import JsonLog, Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
+from ring.engine.logs import JsonLog
+from ring.engine.runtime import Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.json"
@@ -107,18 +108,10 @@ class LinearEval:
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return torch.flatten(self.extractor(x.to(self.device, non_blocking=True)), 1)
 
-    @torch.no_grad()
-    def _all_features(self, dataset) -> tuple[torch.Tensor, torch.Tensor]:
-        batches = epoch_batches(len(dataset), self.cfg.batch_size, 0, 0, shuffle=False, drop_last=False)
-        feats, labels = [], []
-        for x, y, _ in make_loader(dataset, batches, self.cfg.num_workers, self.device):
-            feats.append(self.features(x))
-            labels.append(y.to(self.device))
-        return torch.cat(feats), torch.cat(labels)
-
     def _cached(self, name: str, dataset) -> tuple[torch.Tensor, torch.Tensor]:
         if name not in self._cache:
-            self._cache[name] = self._all_features(dataset)
+            self._cache[name] = all_features(self.features, dataset, self.cfg.batch_size, self.cfg.num_workers,
+                                             self.device)
         return self._cache[name]
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -244,9 +237,9 @@ class LinearEval:
         # The last epoch's accuracy, the very numbers of its log line (a finished checkpoint, found again, is
         # evaluated anew on the same features).
         scores = scores or self.evaluate()
-        last_loss = loss if loss is not None else self._logged_loss(self.epoch - 1)
+        last_loss = loss if loss is not None else logged_loss(self.out, self.epoch - 1)
         verdict = health.probe_verdict(scores, last_loss, self.spec.num_classes, len(self.test_set), str(self.out),
-                                       self.epoch, self.cfg.lr, self.protocol_text())
+                                       self.epoch, self.cfg.lr, protocol_text(self.cfg, self.trunk.description))
         for key in ("diverged", "loss_note"):
             if key in verdict:
                 print(f"ring: {verdict[key]}", file=sys.stderr)
@@ -257,18 +250,30 @@ class LinearEval:
         return metrics
 
 
-    def protocol_text(self) -> str:
-        """How the probe was trained, in the words of a table's footnote."""
-        cfg = self.cfg
-        return (f"the linear protocol (SGD lr={cfg.lr:g}, momentum {cfg.momentum:g}, "
-                f"weight decay {cfg.weight_decay:g}, batch {cfg.batch_size}, {cfg.epochs} epochs, constant lr, "
-                f"on {self.trunk.description})")
+@torch.no_grad()
+def all_features(features, dataset, batch_size: int, num_workers: int,
+                 device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every image of ``dataset`` through ``features``, in order, and its label, on ``device``."""
+    batches = epoch_batches(len(dataset), batch_size, 0, 0, shuffle=False, drop_last=False)
+    feats, labels = [], []
+    for x, y, _ in make_loader(dataset, batches, num_workers, device):
+        feats.append(features(x))
+        labels.append(y.to(device))
+    return torch.cat(feats), torch.cat(labels)
 
-    def _logged_loss(self, epoch: int) -> float | None:
-        """The training loss ``log.jsonl`` holds for ``epoch`` (a finished checkpoint found again), None if absent."""
-        path = self.out / LOG
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-        return next((float(r["loss"]) for r in reversed(records) if r.get("epoch") == epoch and "loss" in r), None)
+
+def protocol_text(cfg: C.LinclsConfig, trunk_description: str) -> str:
+    """How the probe was trained, in the words of a table's footnote."""
+    return (f"the linear protocol (SGD lr={cfg.lr:g}, momentum {cfg.momentum:g}, "
+            f"weight decay {cfg.weight_decay:g}, batch {cfg.batch_size}, {cfg.epochs} epochs, constant lr, "
+            f"on {trunk_description})")
+
+
+def logged_loss(out: Path, epoch: int) -> float | None:
+    """The training loss ``out/log.jsonl`` holds for ``epoch`` (a finished checkpoint found again), None if absent."""
+    path = out / LOG
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return next((float(r["loss"]) for r in reversed(records) if r.get("epoch") == epoch and "loss" in r), None)
 
 
 def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:

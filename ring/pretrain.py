@@ -29,29 +29,82 @@ import argparse
 import time
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from tqdm import tqdm
 
 from ring.core import config as C
-from ring.data import augment, dali, datasets
-from ring.plan import catalog, checks, rerun
+from ring.data import dali, datasets
+from ring.data.views import train_views
+from ring.plan import checks, rerun
 from ring.engine import distributed
 from ring.engine.anneal import build_schedule
-from ring.engine.checkpoint import (CheckpointError, atomic_save, checksummed, load_latest_checkpoint, load_verified, rng_state,
-                             previous_path, save_checkpoint, set_rng_state)
+from ring.engine.checkpoint import (CheckpointError, atomic_save, checksummed, load_verified, resume_state, rng_state,
+                             save_checkpoint, set_rng_state)
 from ring.core.files import FileError, check_writable, remove_stale_temporaries
 from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_compile, resolve_precision, save_trunks
 from ring.engine.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
-from ring.core.methods import check_fixed, method
+from ring.core.methods import Method, check_fixed, method
 from ring.engine.objectives import build_encoder, build_objective, views_per_image
 from ring.engine.objectives.ring import chunk_elements
 from ring.engine import health, provenance
-from ring.engine.runtime import JsonLog, Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
+from ring.engine.logs import JsonLog
+from ring.engine.runtime import Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 
 CHECKPOINT = "checkpoint.pt"
 ENCODER = "encoder.pt"
 LOG = "log.jsonl"
+
+
+class Cell(NamedTuple):
+    """A pretraining cell's method and dataset, looked up by name once (:func:`resolve`) and handed down as objects."""
+
+    method: Method
+    data: datasets.Source
+
+
+def resolve(cfg: C.PretrainConfig) -> Cell:
+    """The cell's method (the registry) and dataset (the catalog), looked up here and nowhere below; unknown or
+    not-implemented methods, unknown datasets, the plan's checks and missing files fail here, before any data."""
+    m = method(cfg.method)
+    check_fixed(cfg.method, C.to_dict(cfg))
+    data = datasets.source(cfg.dataset, cfg.data_root)
+    # The plan's checks (ring.plan.checks), again here for configs written by hand, before any data.
+    checks.check(cfg, f"pretrain cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
+    data.check()
+    return Cell(m, data)
+
+
+class KnnMonitor:
+    """A cell's kNN monitors on its training network: accuracies on the test split (logged) and on the validation
+    images held out of the training split (the validation-adaptive annealing policy's signal; the test split never
+    steers training), and the share of the Ring window's entries of the query's class."""
+
+    def __init__(self, cfg: C.PretrainConfig, data: datasets.Source, net, device: torch.device, chunk: int):
+        self.cfg, self.data, self.net, self.device, self.chunk = cfg, data, net, device, chunk
+
+    def embed(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.cfg
+        images = datasets.Views(self.data.load(split),
+                                datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop, self.data.normalize()))
+        batches = epoch_batches(len(images), cfg.batch_size, 0, 0, shuffle=False, drop_last=False)
+        return embed(self.net, make_loader(images, batches, cfg.num_workers, self.device), self.device)
+
+    def __call__(self, test: bool, validation: bool, window: tuple[float, float] | None = None) -> dict[str, float]:
+        """``window``: the Ring window whose classes to measure (the labels measure it, training never sees them)."""
+        cfg = self.cfg
+        classes = self.data.spec.num_classes
+        train_f, train_y = self.embed("train")
+        out = {}
+        if validation:
+            out["val_knn_top1"] = holdout_accuracy(train_f, train_y, cfg.ring_val_fraction, classes,
+                                                   cfg.knn_k, cfg.knn_temperature)
+        if test:
+            out.update(knn_accuracy(train_f, train_y, *self.embed("test"), classes, cfg.knn_k, cfg.knn_temperature))
+        if window is not None:
+            out["window_same_class"] = window_same_class(train_f, train_y, *window, self.chunk)
+        return out
 
 
 class Losses:
@@ -99,38 +152,121 @@ class Losses:
         self.progress.set_postfix(loss=f"{values[-1]:.4f}")
 
 
+class PretrainCheckpoint:
+    """What a pretraining cell's checkpoint and snapshots hold, and how the cell picks one up (:meth:`resume`, through
+    :func:`ring.engine.checkpoint.resume_state`) or starts from another cell's snapshot (``init_from``)."""
+
+    def __init__(self, run: "Pretraining"):
+        self.run = run
+
+    def state(self) -> dict:
+        """The whole training state: what the checkpoint and the snapshots hold."""
+        run = self.run
+        return {
+            "config_hash": C.config_hash(run.cfg),
+            "config": C.hashed_values(run.cfg),  # what a longer schedule compares against (ring.plan.rerun.continues)
+            "method": run.cfg.method,  # named by the error when another method's cell finds it
+            "epoch": run.epoch,
+            "step_in_epoch": run.step_in_epoch,
+            "loss_sum": run.loss_sum,
+            "encoder": run.encoder.state_dict(),
+            "objective": run.objective.state_dict(),
+            "optimizer": run.optimizer.state_dict(),
+            "scheduler": run.scheduler.state_dict(),
+            "schedule": run.schedule.state_dict() if run.schedule else None,
+            "rng": rng_state(),
+        }
+
+    def save(self) -> None:
+        if distributed.is_main():  # every rank holds the same state
+            save_checkpoint(self.state(), self.run.out / CHECKPOINT)
+
+    def resume(self) -> bool:
+        path = self.run.out / CHECKPOINT
+        # The latest checkpoint that verifies, else the previous one (saying so), else a fresh start.
+        state = resume_state(path, "pretraining checkpoint", self._belongs, self._set_aside)
+        if state is None:
+            return False
+        self.load(state, path, "move it away to start again")
+        return True
+
+    def _belongs(self, state: dict) -> bool:
+        """Whether a checkpoint is this cell's to resume: its config's, or one a longer schedule continues."""
+        cfg = self.run.cfg
+        written_by = state.get("method")  # absent in checkpoints from before it was recorded
+        if written_by is not None and written_by != cfg.method:
+            raise CheckpointError(
+                f"The checkpoint {self.run.out / CHECKPOINT} was written by method {written_by}, but this cell trains "
+                f"{cfg.method}; move the checkpoint away to start this cell again (or back to a {written_by} cell)."
+            )
+        return (state.get("config_hash") == C.config_hash(cfg)
+                or rerun.continues("pretrain", state.get("config"), C.hashed_values(cfg)))
+
+    def _set_aside(self, state: dict) -> None:
+        """Another config's run (a cell without run.json, or a config written by hand): kept, not resumed."""
+        if distributed.is_main():
+            out, found = self.run.out, state.get("config_hash")
+            aside = rerun.set_aside(out, str(found), rerun.RUN_FILES["pretrain"])
+            print(f"ring: {out}: its checkpoint was written with another config (hash {found}); the previous "
+                  f"run is kept in {aside} and this cell starts over", file=sys.stderr)
+            rerun.drop_checkpoints(aside, self.run.cfg, log=lambda line: print(line, file=sys.stderr))
+
+    def init_from_snapshot(self) -> None:
+        """Start from another cell's snapshot (``init_from``): its whole training state, this cell's Ring schedule."""
+        cfg = self.run.cfg
+        path = Path(cfg.init_from)
+        state = load_verified(path, "snapshot", fix="rerun the cell that writes it, with this epoch in its snapshot_epochs")
+        if int(state["epoch"]) >= cfg.epochs:
+            raise ValueError(f"init_from {path} is at epoch {state['epoch']}, not before epochs={cfg.epochs}; "
+                             "raise epochs or start from an earlier snapshot.")
+        self.load({**state, "schedule": None}, path, "start from a snapshot of the same dataset and objective")
+
+    def load(self, state: dict, path: Path, fix: str) -> None:
+        run = self.run
+        try:
+            run.encoder.load_state_dict(state["encoder"])
+            run.objective.load_state_dict(state["objective"])
+            run.optimizer.load_state_dict(state["optimizer"])
+            run.scheduler.load_state_dict(state["scheduler"])
+            if run.schedule and state["schedule"] is not None:
+                run.schedule.load_state_dict(state["schedule"])
+            set_rng_state(state["rng"])
+            run.epoch = int(state["epoch"])
+            run.step_in_epoch = int(state["step_in_epoch"])
+            run.loss_sum = float(state["loss_sum"])
+        except (KeyError, RuntimeError, ValueError) as err:
+            raise CheckpointError(
+                f"The checkpoint {path} does not match this cell ({str(err).splitlines()[0]}); {fix}."
+            ) from None
+
+    def snapshot(self) -> None:
+        """The training state at the start of an epoch of ``snapshot_epochs``, for study cells to start from."""
+        run = self.run
+        path = run.out / C.SNAPSHOT_FILE.format(epoch=run.epoch)
+        if run.step_in_epoch == 0 and run.epoch in run.cfg.snapshot_epochs and not path.exists() and distributed.is_main():
+            atomic_save(checksummed(self.state()), path)
+
+
 class Pretraining:
     """Everything one pretraining cell holds; ``run()`` trains it to the end, resuming if it can."""
 
-    def __init__(self, cfg: C.PretrainConfig, out_dir: str | Path):
+    def __init__(self, cfg: C.PretrainConfig, out_dir: str | Path, cell: Cell | None = None):
+        """``cell``: the method and dataset its entry point resolved (:func:`run`); resolved here when not given."""
         self.cfg = cfg
         self.out = Path(out_dir)
-        self.spec = method(cfg.method)  # unknown / not-implemented methods fail here, before any data
-        check_fixed(cfg.method, C.to_dict(cfg))
-        catalog.spec(cfg.dataset)
-        # The plan's checks (ring.plan.checks), again here for configs written by hand, before any data.
-        checks.check(cfg, f"pretrain cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
-        catalog.check(cfg.dataset, cfg.data_root)
+        self.spec, self.data = cell or resolve(cfg)
         setup_threads(cfg.threads)
-        self.device = pick_device(cfg.device)
         # Data parallel when the environment says so (one process per GPU, see ring.engine.distributed).
-        distributed.init_from_env(self.device.type)
+        self.device = distributed.start(pick_device(cfg.device))
         world = distributed.world_size()
-        if self.device.type == "cuda" and world > 1:
-            self.device = torch.device("cuda", distributed.local_rank())
-            torch.cuda.set_device(self.device)
-        if cfg.batch_size % world or cfg.bn_groups % world:
-            raise ValueError(
-                f"batch_size={cfg.batch_size} and bn_groups={cfg.bn_groups} must be multiples of the {world} processes "
-                f"(each computes its own BatchNorm statistics); set bn_groups to a multiple of {world}."
-            )
-        self.local_batch = cfg.batch_size // world
-        if self.local_batch % (cfg.bn_groups // world):
-            raise ValueError(f"batch_size={cfg.batch_size} does not split into bn_groups={cfg.bn_groups} equal groups.")
+        self.local_batch = distributed.local_batch(cfg.batch_size, cfg.bn_groups)
         torch.manual_seed(cfg.seed)
 
-        self.n_views = views_per_image(cfg.method)
-        self.train_set, self.device_views, self.collate = self._train_views(cfg)
+        self.n_views = views_per_image(self.spec)
+        compiled = resolve_compile(cfg.compile, self.device)  # the views fused as the network is (eager fallback alike)
+        self.views = train_views(cfg, self.data, self.device, self.n_views, compiled, self.local_batch,
+                                 distributed.rank())
+        self.train_set = self.views.dataset
         n_train = len(self.train_set)
         self.steps_per_epoch = n_train // cfg.batch_size
         if self.steps_per_epoch == 0:
@@ -140,16 +276,17 @@ class Pretraining:
         if self.device.type == "cuda":  # fixed input sizes: let cuDNN pick its fastest kernels once
             torch.backends.cudnn.benchmark = True
         bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device, cfg.bn_groups // world)
-        self.encoder = build_encoder(cfg).to(self.device)
+        self.encoder = build_encoder(self.spec, cfg).to(self.device)
         # What trains: the encoder behind its precision/memory-format/compile policy and BatchNorm groups
         # (the same parameters), wrapped for data parallelism when there are several processes.
-        self.net = Precision(self.encoder, bf16, channels_last, resolve_compile(cfg.compile, self.device))
+        self.net = Precision(self.encoder, bf16, channels_last, compiled)
         self.model = Grouped(self.net, cfg.bn_groups // world)
         # Rows of a selection chunk (Ring's window, the kNN monitor's window measure): sized once, by the free memory
         # at the start, not re-measured each epoch while the training's own tensors hold memory.
         self.chunk_elements = chunk_elements(cfg.max_chunk_elements, self.device)
-        self.objective = build_objective(cfg.method, cfg, self.model, n_train, self.device,
+        self.objective = build_objective(self.spec, cfg, self.model, n_train, self.device,
                                          self.chunk_elements).to(self.device)
+        self.monitor = KnnMonitor(cfg, self.data, self.net, self.device, self.chunk_elements)
         self.train_model = self.model
         if world > 1:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
@@ -163,133 +300,20 @@ class Pretraining:
         self.step_in_epoch = 0
         self.loss_sum = 0.0
         self.log = JsonLog(self.out / LOG)
+        self.checkpoint = PretrainCheckpoint(self)
 
-    def _train_views(self, cfg: C.PretrainConfig):
-        """(dataset, device view maker or None, collate_fn or None) for ``augment`` (see ring.data.augment)."""
-        base = datasets.load(cfg.dataset, cfg.data_root, "pretrain")
-        n_views = self.n_views
-        place = augment.resolve(cfg.augment, self.device)
-        if place == "dali":  # image folders' JPEGs decoded and cropped by DALI (ring.data.dali); the loader brings indices
-            if not hasattr(base, "samples"):
-                raise ValueError(f"augment: dali reads image folders; {cfg.dataset} is held in memory: use augment: device.")
-            stats = catalog.spec(cfg.dataset)
-            maker = dali.for_folder(base.samples, self.device, cfg.crop, cfg.crop_scale_min, stats.mean, stats.std,
-                                    n_views, cfg.seed, batch_size=self.local_batch, rank=distributed.rank())
-            return datasets.Views(augment.Labels([t for _, t in base.samples]), None, n_views=0, seed=cfg.seed), maker, None
-        if place == "cpu":
-            view = datasets.pretrain_view(cfg.dataset, cfg.resize, cfg.crop, cfg.crop_scale_min)
-            return datasets.Views(base, view, n_views=n_views, seed=cfg.seed), None, None
-        params = augment.ViewParams(cfg.resize, cfg.crop_scale_min)
-        stats = catalog.spec(cfg.dataset)
-        compiled = resolve_compile(cfg.compile, self.device)  # the views fused as the network is (eager fallback alike)
-        held = augment.in_memory(base)
-        if held is not None:  # the decoded images go to the device once
-            images, targets = held
-            maker = augment.DeviceViews(augment.device_images(images, self.device), self.device, cfg.resize, cfg.crop,
-                                        stats.mean, stats.std, compiled)
-            return datasets.Views(augment.Labels(targets), params, n_views=n_views, seed=cfg.seed), maker, None
-        if not hasattr(base, "samples"):
-            raise ValueError(f"augment=device needs {cfg.dataset} in memory or as an image folder; use augment: cpu.")
-        maker = augment.DeviceViews(None, self.device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled)
-        return augment.JpegViews(base.samples, params, n_views, cfg.seed), maker, augment.collate_jpegs
-
-    # -- checkpoints -------------------------------------------------------------------------
-    def state(self) -> dict:
-        return {
-            "config_hash": C.config_hash(self.cfg),
-            "config": C.hashed_values(self.cfg),  # what a longer schedule compares against (ring.plan.rerun.continues)
-            "method": self.cfg.method,  # named by the error when another method's cell finds it
-            "epoch": self.epoch,
-            "step_in_epoch": self.step_in_epoch,
-            "loss_sum": self.loss_sum,
-            "encoder": self.encoder.state_dict(),
-            "objective": self.objective.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "schedule": self.schedule.state_dict() if self.schedule else None,
-            "rng": rng_state(),
-        }
-
+    # -- checkpoints (PretrainCheckpoint) -------------------------------------------------------
     def save_checkpoint(self) -> None:
-        if distributed.is_main():  # every rank holds the same state
-            save_checkpoint(self.state(), self.out / CHECKPOINT)
+        self.checkpoint.save()
 
     def resume(self) -> bool:
-        path = self.out / CHECKPOINT
-        # The latest checkpoint that verifies, else the previous one (saying so), else a fresh start.
-        state = load_latest_checkpoint(path, "pretraining checkpoint", log=lambda line: print(line, file=sys.stderr))
-        if state is None:
-            return False
-        expected = C.config_hash(self.cfg)
-        written_by = state.get("method")  # absent in checkpoints from before it was recorded
-        if written_by is not None and written_by != self.cfg.method:
-            raise CheckpointError(
-                f"The checkpoint {path} was written by method {written_by}, but this cell trains {self.cfg.method}; "
-                f"move the checkpoint away to start this cell again (or back to a {written_by} cell)."
-            )
-        found = state.get("config_hash")
-        if found != expected:
-            if not rerun.continues("pretrain", state.get("config"), C.hashed_values(self.cfg)):
-                # Another config's run (a cell without run.json, or a config written by hand): kept, not resumed.
-                if distributed.is_main():
-                    aside = rerun.set_aside(self.out, str(found), rerun.RUN_FILES["pretrain"])
-                    print(f"ring: {self.out}: its checkpoint was written with another config (hash {found}); the previous "
-                          f"run is kept in {aside} and this cell starts over", file=sys.stderr)
-                    rerun.drop_checkpoints(aside, self.cfg, log=lambda line: print(line, file=sys.stderr))
-                return False
-        self._load(state, path, "move it away to start again")
-        return True
-
-    def init_from_snapshot(self) -> None:
-        """Start from another cell's snapshot (``init_from``): its whole training state, this cell's Ring schedule."""
-        path = Path(self.cfg.init_from)
-        state = load_verified(path, "snapshot", fix="rerun the cell that writes it, with this epoch in its snapshot_epochs")
-        if int(state["epoch"]) >= self.cfg.epochs:
-            raise ValueError(f"init_from {path} is at epoch {state['epoch']}, not before epochs={self.cfg.epochs}; "
-                             "raise epochs or start from an earlier snapshot.")
-        self._load({**state, "schedule": None}, path, "start from a snapshot of the same dataset and objective")
-
-    def _load(self, state: dict, path: Path, fix: str) -> None:
-        try:
-            self.encoder.load_state_dict(state["encoder"])
-            self.objective.load_state_dict(state["objective"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            if self.schedule and state["schedule"] is not None:
-                self.schedule.load_state_dict(state["schedule"])
-            set_rng_state(state["rng"])
-            self.epoch = int(state["epoch"])
-            self.step_in_epoch = int(state["step_in_epoch"])
-            self.loss_sum = float(state["loss_sum"])
-        except (KeyError, RuntimeError, ValueError) as err:
-            raise CheckpointError(
-                f"The checkpoint {path} does not match this cell ({str(err).splitlines()[0]}); {fix}."
-            ) from None
+        return self.checkpoint.resume()
 
     # -- training ----------------------------------------------------------------------------
-    def _embed(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-        cfg = self.cfg
-        images = datasets.Views(datasets.load(cfg.dataset, cfg.data_root, split),
-                                datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop))
-        batches = epoch_batches(len(images), cfg.batch_size, 0, 0, shuffle=False, drop_last=False)
-        return embed(self.net, make_loader(images, batches, cfg.num_workers, self.device), self.device)
-
     def _monitors(self, test: bool, validation: bool, window_classes: bool = False) -> dict[str, float]:
-        """kNN accuracies on the test split (logged) and on the validation images held out of the training split
-        (the signal of the validation-adaptive annealing policy; the test split never steers training)."""
-        cfg = self.cfg
-        classes = catalog.spec(cfg.dataset).num_classes
-        train_f, train_y = self._embed("train")
-        out = {}
-        if validation:
-            out["val_knn_top1"] = holdout_accuracy(train_f, train_y, cfg.ring_val_fraction, classes,
-                                                   cfg.knn_k, cfg.knn_temperature)
-        if test:
-            out.update(knn_accuracy(train_f, train_y, *self._embed("test"), classes, cfg.knn_k, cfg.knn_temperature))
-        if window_classes:  # the labels only measure the window, training never sees them
-            w_l, w_u = self.schedule.window() if self.schedule else (0.0, 100.0)
-            out["window_same_class"] = window_same_class(train_f, train_y, w_l, w_u, self.chunk_elements)
-        return out
+        """The kNN monitors (:class:`KnnMonitor`); ``window_classes``: measure the Ring window's classes too."""
+        window = (self.schedule.window() if self.schedule else (0.0, 100.0)) if window_classes else None
+        return self.monitor(test, validation, window)
 
     def _validate_before_training(self) -> None:
         """The validation accuracy before the cell's first step, the annealing policy's first signal
@@ -310,13 +334,13 @@ class Pretraining:
         if distributed.world_size() > 1:  # this rank's share of every global batch
             r, n = distributed.rank(), self.local_batch
             batches = [b[r * n:(r + 1) * n] for b in batches]
-        loader = make_loader(self.train_set, batches, cfg.num_workers, self.device, collate_fn=self.collate)
+        loader = make_loader(self.train_set, batches, cfg.num_workers, self.device, collate_fn=self.views.collate)
         since_checkpoint = Timer()
         losses = Losses(self, progress)
         self.encoder.train()
         flags = distributed.StepFlags(2)
         for batch in loader:
-            losses.append(self.train_step(*self._device_batch(batch)))
+            losses.append(self.train_step(*self.views.batch(batch, self.epoch, self.step_in_epoch)))
             self.step_in_epoch += 1
             if self.schedule and not self.schedule.needs_loss:
                 self.schedule.step()  # counts steps; the loss-adaptive policies step as Losses reads each loss
@@ -340,18 +364,6 @@ class Pretraining:
         losses.read()  # before anything is saved: a diverged step never reaches a checkpoint
         self.save_checkpoint()
         raise Preempted(f"{self.out}: checkpointed at epoch {self.epoch} step {self.step_in_epoch}")
-
-    def _device_batch(self, batch) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """A loader batch as the objective takes it: the views and the images' indices, on the device."""
-        *views, _labels, index = batch
-        if isinstance(self.device_views, dali.DaliViews):  # this step's views: a function of (seed, epoch, step)
-            views = self.device_views(index, self.epoch, self.step_in_epoch)
-        elif self.device_views is None:
-            views = [v.to(self.device, non_blocking=True) for v in views]
-        else:  # the loader brought each view's parameters (and, from image folders, the JPEG bytes first)
-            data = views.pop(0) if self.collate is not None else None
-            views = self.device_views(views, index, data)
-        return views, index.to(self.device, non_blocking=True)
 
     def train_step(self, views: list[torch.Tensor], index: torch.Tensor) -> torch.Tensor:
         """One optimisation step.  Returns the loss on the device: nothing here waits for the device
@@ -411,7 +423,7 @@ class Pretraining:
             return self.out / ENCODER
         resumed = self.resume()
         if not resumed and self.cfg.init_from:
-            self.init_from_snapshot()
+            self.checkpoint.init_from_snapshot()
         if distributed.is_main():
             rerun.write_record(self.out, self.cfg)  # from now on, every file here is this config's
             self.log.truncate_from(self.epoch)
@@ -430,27 +442,21 @@ class Pretraining:
             save_trunks(trunks, self.out, config_hash=C.config_hash(self.cfg), epochs=self.cfg.epochs)
         return encoder_path
 
-    def _snapshot(self) -> None:
-        """The training state at the start of an epoch of ``snapshot_epochs``, for study cells to start from."""
-        path = self.out / C.SNAPSHOT_FILE.format(epoch=self.epoch)
-        if self.step_in_epoch == 0 and self.epoch in self.cfg.snapshot_epochs and not path.exists() and distributed.is_main():
-            atomic_save(checksummed(self.state()), path)
-
     def _train(self) -> None:
-        self._snapshot()
+        self.checkpoint.snapshot()
         while self.epoch < self.cfg.epochs:
             with tqdm(total=self.steps_per_epoch, initial=self.step_in_epoch, desc=f"epoch {self.epoch + 1}/{self.cfg.epochs}",
                       file=sys.stderr, leave=False, dynamic_ncols=True, disable=None) as progress:
                 self._train_epoch(progress)
             self._end_epoch()
-            self._snapshot()
+            self.checkpoint.snapshot()
             if distributed.is_main():
                     print(f"ring: {self.out.name} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                                            for k, v in self.log.records()[-1].items()), file=sys.stderr)
 
 
 def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:
-    return Pretraining(cfg, out_dir).run()
+    return Pretraining(cfg, out_dir, resolve(cfg)).run()
 
 
 def main(argv=None) -> int:

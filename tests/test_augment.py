@@ -351,7 +351,7 @@ def test_pretraining_compiles_its_device_views_where_its_compile_setting_resolve
     from .helpers import pretrain_config
 
     run = Pretraining(pretrain_config("IR", augment="device", compile=setting), tmp_path)
-    assert isinstance(run.device_views, augment.DeviceViews) and run.device_views.compiled is compiled
+    assert isinstance(run.views.device_views, augment.DeviceViews) and run.views.device_views.compiled is compiled
 
 
 @pytest.mark.slow

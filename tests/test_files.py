@@ -165,7 +165,7 @@ def test_a_stage_log_past_the_file_size_limit_names_its_file(tmp_path):
 import resource, signal
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 from ring.core.files import FileError
-from ring.engine.runtime import JsonLog
+from ring.engine.logs import JsonLog
 resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))
 try:
     with JsonLog({str(cell / "log.jsonl")!r}) as log:

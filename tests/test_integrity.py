@@ -248,7 +248,7 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
     cases.append((path, lambda p=path: load_verified(p, "pretraining checkpoint")))
     path = planted("snapshot_epoch1.pt", True)
     cases.append((path, lambda p=path: Pretraining(pretrain_config("IR", **FAST, init_from=str(p)),
-                                                   tmp_path / "study").init_from_snapshot()))
+                                                   tmp_path / "study").checkpoint.init_from_snapshot()))
     # encoder: what ring.lincls, ring.transfer and ring.detection.convert read
     path = planted("encoder.pt", True)
     record_checksums(tmp_path, ["encoder.pt"])  # a payload recorded as the cell's own: the loader still refuses it

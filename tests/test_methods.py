@@ -17,7 +17,7 @@ def test_every_method_is_implemented_and_builds_its_objective():
         assert m.objective.load().build_encoder(pretrain_config(name)) is not None, name
         assert m.implemented, name
         cfg = pretrain_config(name, kmeans_k=5, kmeans_clusterings=2)
-        objective = build_objective(name, cfg, encoder=torch.nn.Linear(2, 2), n_train=300)
+        objective = build_objective(m, cfg, encoder=torch.nn.Linear(2, 2), n_train=300)
         assert (getattr(objective, "clusterings", None) is not None) == m.uses_kmeans, name
 
 

@@ -288,7 +288,7 @@ def test_bad_snapshot_use_fails_before_training(tmp_path, method, overrides, err
     snapshot = tmp_path / "snapshot_epoch1.pt"
     source = Pretraining(pretrain_config("IR"), tmp_path / "source")  # a real IR state: bank, optimizer, ...
     source.epoch = 1
-    atomic_save(checksummed(source.state()), snapshot)  # as the cell writes snapshots: verified on load
+    atomic_save(checksummed(source.checkpoint.state()), snapshot)  # as the cell writes snapshots: verified on load
     if "init_from" in overrides:
         overrides = {**overrides, "init_from": str(tmp_path / overrides["init_from"])}
     with pytest.raises(error, match=message):

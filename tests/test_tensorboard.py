@@ -8,7 +8,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from ring.core import stop
-from ring.engine import runtime
+from ring.engine import logs
 from tests.helpers import preempt_resume_and_requeue, pretrain_config
 
 # 16x16 views, 10 steps an epoch, two epochs: the log's shape is the point, not the accuracy.
@@ -50,7 +50,7 @@ def test_resumed_pretraining_appends_each_epoch_once_in_order(tmp_path, monkeypa
 def test_tags_name_the_stage_of_the_cell_folder(tmp_path):
     for path, stage in [("results/g/lincls/cifar10/IR/seed1", "lincls"), ("results/g/transfer/cub/IR/seed0", "transfer"),
                         ("results/g/study/anneal_policies/cifar10/IRing/step/seed0", "pretrain"), ("elsewhere", "train")]:
-        log = runtime.JsonLog(tmp_path / path / "log.jsonl")
+        log = logs.JsonLog(tmp_path / path / "log.jsonl")
         (tmp_path / path).mkdir(parents=True)
         log.append({"epoch": 0, "loss": 1.5, "top1": 40.0, "note": "text is not a scalar"})
         log.tensorboard.close()

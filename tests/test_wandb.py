@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ring.engine import runtime
+from ring.engine import logs
 from tests.helpers import preempt_resume_and_requeue, pretrain_config
 
 wandb = pytest.importorskip("wandb")  # pinned in envs/requirements-cpu.txt; optional for users
@@ -82,7 +82,7 @@ def test_wandb_run_gets_every_record_and_step_once_across_a_resume(tmp_path, mon
     assert [r["epoch"] for r in epochs] == [0, 1]  # once each, in order
     for row, record in zip(epochs, log, strict=True):
         # W&B keeps the float64 JSON values: exactly the log's numbers.
-        assert row == {"epoch": record["epoch"], **{f"pretrain/{k}": v for k, v in runtime.scalars(record).items()}}
+        assert row == {"epoch": record["epoch"], **{f"pretrain/{k}": v for k, v in logs.scalars(record).items()}}
     n = 2 * steps_per_epoch
     per_step = [r for r in rows if "global_step" in r]
     assert [r["global_step"] for r in per_step] == list(range(1, n + 1))
@@ -93,16 +93,16 @@ def test_wandb_run_gets_every_record_and_step_once_across_a_resume(tmp_path, mon
 
 def test_enabled_without_wandb_installed_is_one_sentence(tmp_path, monkeypatch):
     monkeypatch.setenv("RING_WANDB_PROJECT", "p")
-    find_spec = runtime.importlib.util.find_spec
-    monkeypatch.setattr(runtime.importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else find_spec(name, *a))
-    with pytest.raises(runtime.WandbMissing, match=r"^RING_WANDB_PROJECT=p asks for W&B logging but wandb is not "
+    find_spec = logs.importlib.util.find_spec
+    monkeypatch.setattr(logs.importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else find_spec(name, *a))
+    with pytest.raises(logs.WandbMissing, match=r"^RING_WANDB_PROJECT=p asks for W&B logging but wandb is not "
                                                    r"installed; install it .* or unset RING_WANDB_PROJECT\.$"):
-        runtime.JsonLog(tmp_path / "log.jsonl")
+        logs.JsonLog(tmp_path / "log.jsonl")
 
 
 def test_wandb_is_not_imported_unless_asked_for(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "RING_WANDB_PROJECT"}
-    code = ("import sys; from ring.engine.runtime import JsonLog; log = JsonLog(sys.argv[1]); "
+    code = ("import sys; from ring.engine.logs import JsonLog; log = JsonLog(sys.argv[1]); "
             "log.append({'epoch': 0, 'loss': 1.0}); log.step(1, {'loss': 1.0}); log.close(); "
             "assert log.wandb is None and 'wandb' not in sys.modules, sorted(m for m in sys.modules if 'wandb' in m)")
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "log.jsonl")], check=True, env=env)

@@ -19,6 +19,7 @@ on the number of loader workers or on where an interrupted run was resumed.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -29,7 +30,7 @@ from torch.utils.data import Dataset
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
-from ring.plan.catalog import DATASETS, DatasetMissing, check, folder, hint, spec
+from ring.plan.catalog import DATASETS, DatasetMissing, DatasetSpec, check, folder, hint, spec
 
 
 @functools.lru_cache(maxsize=1)
@@ -122,17 +123,48 @@ BUILDERS: dict[str, Callable[[Path, str], Dataset]] = {
 assert BUILDERS.keys() == DATASETS.keys()
 
 
+@dataclass(frozen=True)
+class Source:
+    """A catalog dataset as a stage holds it: looked up by name once, at the stage's entry point (:func:`source`),
+    then handed down, so that nothing below looks the name up again."""
+
+    name: str
+    spec: DatasetSpec  # the catalog's entry: statistics, classes, ...
+    root: Path  # the data root
+    build: Callable[[Path, str], Dataset] | None  # the loader (BUILDERS)
+
+    def check(self) -> None:
+        """Raise :class:`DatasetMissing` with one sentence if the dataset is not usable under its data root."""
+        check(self.name, self.root)
+
+    def load(self, split: str) -> Dataset:
+        """``split``: "pretrain" (the images pretraining sees), "train" or "test" (labelled)."""
+        build_split = split if self.name == "stl10" else ("train" if split == "pretrain" else split)
+        try:
+            return self.build(folder(self.name, self.root), build_split)
+        except (RuntimeError, OSError) as err:  # torchvision's checksum and integrity errors
+            raise DatasetMissing(
+                f"Dataset {self.name} under {folder(self.name, self.root)} is incomplete or corrupted "
+                f"({str(err).splitlines()[0]}); {hint(self.name, self.root)}."
+            ) from None
+
+    def normalize(self) -> T.Normalize:
+        return T.Normalize(self.spec.mean, self.spec.std)
+
+
+def source(name: str, data_root: str | Path) -> Source:
+    """Catalog dataset ``name`` under ``data_root``: an unknown name fails here, missing files in
+    :meth:`Source.check`."""
+    # A transfer dataset has no builder here (ring.data.metadataset loads it); the plan's checks refuse it for
+    # pretraining.
+    return Source(name, spec(name), Path(data_root), BUILDERS.get(name))
+
+
 def load(name: str, data_root: str | Path, split: str) -> Dataset:
     """``split``: "pretrain" (the images pretraining sees), "train" or "test" (labelled)."""
-    check(name, data_root)
-    build_split = split if name == "stl10" else ("train" if split == "pretrain" else split)
-    try:
-        return BUILDERS[name](folder(name, data_root), build_split)
-    except (RuntimeError, OSError) as err:  # torchvision's checksum and integrity errors
-        raise DatasetMissing(
-            f"Dataset {name} under {folder(name, data_root)} is incomplete or corrupted ({str(err).splitlines()[0]}); "
-            f"{hint(name, data_root)}."
-        ) from None
+    data = source(name, data_root)
+    data.check()
+    return data.load(split)
 
 
 def normalize(name: str) -> T.Normalize:
@@ -140,8 +172,10 @@ def normalize(name: str) -> T.Normalize:
     return T.Normalize(s.mean, s.std)
 
 
-def pretrain_view(name: str, resize: int, crop: int, crop_scale_min: float) -> T.Compose:
-    """One random view from the paper's family: resize, random crop, colour jitter, flip, grayscale."""
+def pretrain_view(name: str, resize: int, crop: int, crop_scale_min: float,
+                  norm: T.Normalize | None = None) -> T.Compose:
+    """One random view from the paper's family: resize, random crop, colour jitter, flip, grayscale; ``norm``: the
+    input normalisation, the catalog's statistics of ``name`` unless given."""
     return T.Compose(
         [
             T.Resize((resize, resize)),
@@ -150,7 +184,7 @@ def pretrain_view(name: str, resize: int, crop: int, crop_scale_min: float) -> T
             T.RandomHorizontalFlip(),
             T.RandomGrayscale(p=0.2),
             T.ToTensor(),
-            normalize(name),
+            norm or normalize(name),
         ]
     )
 

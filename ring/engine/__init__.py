@@ -1,3 +1,3 @@
-"""The compute side (torch): encoder, objectives, anneal, runtime, distributed, checkpoint, health,
+"""The compute side (torch): encoder, objectives, anneal, runtime, logs, distributed, checkpoint, health,
 knn, provenance.
 """

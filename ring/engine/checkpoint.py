@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import sys
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -148,6 +150,21 @@ def load_latest_checkpoint(path: str | Path, what: str = "checkpoint", log=print
     if problem:
         log(f"ring: {problem}, and there is no good previous checkpoint; starting this cell from scratch")
     return None
+
+
+def resume_state(path: str | Path, what: str, belongs: Callable[[dict], bool],
+                 set_aside: Callable[[dict], None]) -> dict | None:
+    """The state a stage resumes from, or None (it starts from scratch): the latest checkpoint at ``path`` that
+    verifies, else the previous one (:func:`load_latest_checkpoint`, saying so on stderr), when ``belongs(state)``
+    says it is this cell's; a state that does not belong (another config's, another encoder's) goes to
+    ``set_aside``, which keeps it out of the way, saying where, and the stage starts over."""
+    state = load_latest_checkpoint(path, what, log=lambda line: print(line, file=sys.stderr))
+    if state is None:
+        return None
+    if not belongs(state):
+        set_aside(state)
+        return None
+    return state
 
 
 def rng_state() -> dict:

@@ -47,6 +47,31 @@ def init_from_env(device_type: str) -> bool:
     return True
 
 
+def start(device: torch.device) -> torch.device:
+    """Join the environment's process group, if any (:func:`init_from_env`); the device this process trains on (its
+    local GPU when there are several processes on CUDA)."""
+    init_from_env(device.type)
+    if device.type == "cuda" and world_size() > 1:
+        device = torch.device("cuda", local_rank())
+        torch.cuda.set_device(device)
+    return device
+
+
+def local_batch(batch_size: int, bn_groups: int) -> int:
+    """This process's share of a global batch of ``batch_size`` images in ``bn_groups`` BatchNorm groups; one
+    sentence when the processes cannot split them evenly."""
+    world = world_size()
+    if batch_size % world or bn_groups % world:
+        raise ValueError(
+            f"batch_size={batch_size} and bn_groups={bn_groups} must be multiples of the {world} processes "
+            f"(each computes its own BatchNorm statistics); set bn_groups to a multiple of {world}."
+        )
+    local = batch_size // world
+    if local % (bn_groups // world):
+        raise ValueError(f"batch_size={batch_size} does not split into bn_groups={bn_groups} equal groups.")
+    return local
+
+
 @torch.no_grad()
 def all_gather(t: torch.Tensor) -> torch.Tensor:
     """Rows of every rank, in rank order (the tensor itself in a single process)."""

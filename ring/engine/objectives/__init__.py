@@ -1,7 +1,8 @@
 """Objectives: the loss modules of the methods of :data:`ring.core.methods.METHODS`.
 
 Each method's :class:`ring.core.methods.Objective` names its torch class (``implementation``); the class builds the
-encoder it trains and itself from a pretraining config.  This module only resolves and calls them.
+encoder it trains and itself from a pretraining config.  This module only calls them, with the method its caller
+looked up once.
 """
 
 from __future__ import annotations
@@ -9,26 +10,26 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ring.core.methods import method
+from ring.core.methods import Method
 from ring.engine.objectives.ring import chunk_elements
 
 
-def views_per_image(name: str) -> int:
-    """How many views of each image method ``name``'s objective takes."""
-    return method(name).objective.n_views
+def views_per_image(m: Method) -> int:
+    """How many views of each image method ``m``'s objective takes."""
+    return m.objective.n_views
 
 
-def build_encoder(cfg) -> nn.Module:
-    """The network method ``cfg.method`` trains (one ResNet-18 with its head, or CMC's L and ab pair)."""
-    return method(cfg.method).objective.load().build_encoder(cfg)
+def build_encoder(m: Method, cfg) -> nn.Module:
+    """The network method ``m`` trains (one ResNet-18 with its head, or CMC's L and ab pair)."""
+    return m.objective.load().build_encoder(cfg)
 
 
-def build_objective(name: str, cfg, encoder: nn.Module, n_train: int, device: torch.device | None = None,
+def build_objective(m: Method, cfg, encoder: nn.Module, n_train: int, device: torch.device | None = None,
                     max_chunk_elements: int | None = None) -> nn.Module:
-    """The objective module for method ``name`` with a pretraining config ``cfg``, to train on ``device``.
-    ``max_chunk_elements``: the selection's chunk size when the caller already sized it (see
-    :func:`ring.engine.objectives.ring.chunk_elements`), else sized here from the config and device."""
-    m = method(name)
+    """The objective module of method ``m`` (resolved by the caller's entry point, :func:`ring.core.methods.method`)
+    with a pretraining config ``cfg``, to train on ``device``.  ``max_chunk_elements``: the selection's chunk size when
+    the caller already sized it (see :func:`ring.engine.objectives.ring.chunk_elements`), else sized here from the
+    config and device."""
     if max_chunk_elements is None:
         max_chunk_elements = chunk_elements(cfg.max_chunk_elements, device or torch.device("cpu"))
     return m.objective.load().from_config(m, cfg, encoder, n_train, max_chunk_elements)

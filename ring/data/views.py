@@ -1,0 +1,68 @@
+"""The pretraining stage's view pipeline, chosen once per cell by ``augment`` (:func:`ring.data.augment.resolve`).
+
+Three places make a step's views: the loader's workers with PIL (``cpu``, :func:`ring.data.datasets.pretrain_view`),
+the device from images held there or from the JPEG bytes the loader brings (``device``,
+:class:`ring.data.augment.DeviceViews`), or DALI from image folders (``dali``, :mod:`ring.data.dali`).
+:func:`train_views` picks one and :class:`TrainViews` turns each loader batch into the views on the device.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch.utils.data import Dataset
+
+from ring.data import augment, dali, datasets
+
+
+class TrainViews:
+    """What a pretraining epoch draws its views from: the loader's ``dataset``, the device's view maker
+    (``device_views``; None: the loader brings finished views) and the loader's ``collate`` (None: its default)."""
+
+    def __init__(self, dataset: Dataset, device_views, collate: Callable | None, device: torch.device):
+        self.dataset, self.device_views, self.collate, self.device = dataset, device_views, collate, device
+
+    def batch(self, batch, epoch: int, step: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """A loader batch as the objective takes it: the views and the images' indices, on the device; ``step``: the
+        step in the epoch."""
+        *views, _labels, index = batch
+        if isinstance(self.device_views, dali.DaliViews):  # this step's views: a function of (seed, epoch, step)
+            views = self.device_views(index, epoch, step)
+        elif self.device_views is None:
+            views = [v.to(self.device, non_blocking=True) for v in views]
+        else:  # the loader brought each view's parameters (and, from image folders, the JPEG bytes first)
+            data = views.pop(0) if self.collate is not None else None
+            views = self.device_views(views, index, data)
+        return views, index.to(self.device, non_blocking=True)
+
+
+def train_views(cfg, data: datasets.Source, device: torch.device, n_views: int, compiled: bool, local_batch: int,
+                rank: int) -> TrainViews:
+    """The view pipeline of pretraining config ``cfg`` on ``data``: ``n_views`` views of each image (the method's),
+    ``compiled`` (the views fused as the network is), ``local_batch`` images per step on this process, its ``rank``."""
+    base = data.load("pretrain")
+    stats = data.spec
+    place = augment.resolve(cfg.augment, device)
+    if place == "dali":  # image folders' JPEGs decoded and cropped by DALI (ring.data.dali); the loader brings indices
+        if not hasattr(base, "samples"):
+            raise ValueError(f"augment: dali reads image folders; {cfg.dataset} is held in memory: use augment: device.")
+        maker = dali.for_folder(base.samples, device, cfg.crop, cfg.crop_scale_min, stats.mean, stats.std,
+                                n_views, cfg.seed, batch_size=local_batch, rank=rank)
+        labels = datasets.Views(augment.Labels([t for _, t in base.samples]), None, n_views=0, seed=cfg.seed)
+        return TrainViews(labels, maker, None, device)
+    if place == "cpu":
+        view = datasets.pretrain_view(cfg.dataset, cfg.resize, cfg.crop, cfg.crop_scale_min, data.normalize())
+        return TrainViews(datasets.Views(base, view, n_views=n_views, seed=cfg.seed), None, None, device)
+    params = augment.ViewParams(cfg.resize, cfg.crop_scale_min)
+    held = augment.in_memory(base)
+    if held is not None:  # the decoded images go to the device once
+        images, targets = held
+        maker = augment.DeviceViews(augment.device_images(images, device), device, cfg.resize, cfg.crop,
+                                    stats.mean, stats.std, compiled)
+        return TrainViews(datasets.Views(augment.Labels(targets), params, n_views=n_views, seed=cfg.seed), maker, None,
+                          device)
+    if not hasattr(base, "samples"):
+        raise ValueError(f"augment=device needs {cfg.dataset} in memory or as an image folder; use augment: cpu.")
+    maker = augment.DeviceViews(None, device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled)
+    return TrainViews(augment.JpegViews(base.samples, params, n_views, cfg.seed), maker, augment.collate_jpegs, device)
