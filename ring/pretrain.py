@@ -40,7 +40,7 @@ from ring.data.views import train_views
 from ring.plan import checks, rerun
 from ring.engine import distributed
 from ring.engine.anneal import build_schedule
-from ring.engine.checkpoint import (CheckpointError, atomic_save, checksummed, load_verified, resume_state, rng_state,
+from ring.engine.checkpoint import (CheckpointError, atomic_save, checksummed, load_verified, previous_path, resume_state, rng_state,
                              save_checkpoint, set_rng_state)
 from ring.core.files import FileError, check_writable, remove_stale_temporaries
 from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_compile, resolve_precision, save_trunks
@@ -247,6 +247,28 @@ class PretrainCheckpoint:
             atomic_save(checksummed(self.state()), path)
 
 
+def finished_without_checkpoint(out: Path, cfg: C.PretrainConfig) -> bool:
+    """Bring the cell in line with ``cfg`` (the workflow decided this already; a config written by hand is decided
+    here), and say whether it is a finished run of this config without its checkpoint (an undone edit brought it
+    back after keep_superseded: results dropped the checkpoint): its verified encoder is the result, and nothing
+    retrains.  Not where a snapshot that study cells start from went with it: the cell retrains to write it."""
+    checkpoints = (out / CHECKPOINT, previous_path(out / CHECKPOINT))
+    if distributed.is_main():
+        rerun.prepare(out, "pretrain", cfg, log=lambda line: print(line, file=sys.stderr))
+        if not any(path.exists() for path in checkpoints):
+            rerun.restore_exports(out, cfg)  # the exports Snakemake deleted, from the verified copies
+    distributed.barrier()
+    snapshots = [out / C.SNAPSHOT_FILE.format(epoch=epoch) for epoch in cfg.snapshot_epochs]
+    if (any(path.exists() for path in checkpoints) or not all(path.exists() for path in snapshots)
+            or not rerun.finished_exports(out, C.config_hash(cfg))):
+        return False
+    if distributed.is_main():
+        rerun.write_record(out, cfg)
+        print(f"ring: {out}: finished with this config (its encoder verifies against its checksum record) "
+              "and its checkpoint was dropped; nothing to train", file=sys.stderr)
+    return True
+
+
 class Pretraining:
     """Everything one pretraining cell holds; ``run()`` trains it to the end, resuming if it can."""
 
@@ -404,22 +426,7 @@ class Pretraining:
         check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch of training
         if distributed.is_main() and (stale := remove_stale_temporaries(self.out)):
             print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
-        checkpoints = (self.out / CHECKPOINT, previous_path(self.out / CHECKPOINT))
-        if distributed.is_main():  # the workflow decided this already; a config written by hand is decided here
-            rerun.prepare(self.out, "pretrain", self.cfg, log=lambda line: print(line, file=sys.stderr))
-            if not any(path.exists() for path in checkpoints):
-                rerun.restore_exports(self.out, self.cfg)  # the exports Snakemake deleted, from the verified copies
-        distributed.barrier()
-        # A finished run of this config without its checkpoint (an undone edit brought it back after keep_superseded:
-        # results dropped the checkpoint): its verified encoder is the result, and nothing retrains.  Not where a
-        # snapshot that study cells start from went with it: the cell retrains to write it.
-        snapshots = [self.out / C.SNAPSHOT_FILE.format(epoch=epoch) for epoch in self.cfg.snapshot_epochs]
-        if (not any(path.exists() for path in checkpoints) and all(path.exists() for path in snapshots)
-                and rerun.finished_exports(self.out, C.config_hash(self.cfg))):
-            if distributed.is_main():
-                rerun.write_record(self.out, self.cfg)
-                print(f"ring: {self.out}: finished with this config (its encoder verifies against its checksum record) "
-                      "and its checkpoint was dropped; nothing to train", file=sys.stderr)
+        if finished_without_checkpoint(self.out, self.cfg):
             return self.out / ENCODER
         resumed = self.resume()
         if not resumed and self.cfg.init_from:
