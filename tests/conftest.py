@@ -56,11 +56,12 @@ def encoder_file(tmp_path) -> Path:
 
 
 # The suite's disk footprint (issue 33 item 8; tests/footprint.py).  The peak is README command (1)'s test, whose
-# smoke grid keeps every cell's checkpoint, its previous checkpoint and its encoder (25 pretraining cells, 130-430 MB
-# each); measured with each hard link counted once: PEAK_MEASURED below.  Issue 33 asks 2 GB: that needs the
-# product to keep less per finished cell (docs/development.md, "Disk").  After a green run pytest removes the
-# whole base folder (tmp_path_retention_policy = "failed"): nothing should be left.
-FOOTPRINT_BOUND_BYTES = 12 * 1024**3
+# smoke grid keeps, per pretraining cell (25 of them), its checkpoint, the previous checkpoint and its exported encoder.
+# Measured alone on this 2-core machine (2026-11-28, each hard link counted once): 6.27 GB, of which checkpoints
+# 2.7 GB, previous checkpoints 1.7 GB, encoders 1.3 GB, Detectron2 models 0.3 GB; every other test far below it.
+# Issue 33 asks 2 GB: that needs the product to keep less per finished cell (docs/development.md, "Disk").
+# After a green run pytest removes the whole base folder (tmp_path_retention_policy = "failed"): 0 MB measured.
+FOOTPRINT_BOUND_BYTES = 8 * 1000**3
 RETAINED_BOUND_BYTES = 200 * 1000**2
 
 
