@@ -62,3 +62,13 @@ def test_a_hard_linked_file_counts_once(tmp_path):
     os.link(tmp_path / "encoder.pt", tmp_path / "exported.pt")
     (tmp_path / "alias.pt").symlink_to(tmp_path / "encoder.pt")
     assert disk_bytes(tmp_path) == MB
+
+
+def test_the_compiled_tests_share_a_kernel_cache_outside_the_temporary_folder():
+    """tests/conftest.py: TorchInductor's cache (its default is under the system temporary folder) persists between
+    runs, so that a compiled test loads the kernels an earlier run compiled (317 s cold, 12 s warm, measured)."""
+    import tempfile
+
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    assert not Path(cache_dir()).resolve().is_relative_to(Path(tempfile.gettempdir()).resolve()), cache_dir()
