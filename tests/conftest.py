@@ -10,7 +10,7 @@ sys.path.insert(0, str(ROOT))
 # The compiled-network tests share TorchInductor's kernel cache, in this process and in the stages' subprocesses; kept
 # out of the system temporary folder (its default), which the tests' folders fill and a reboot may wipe, so that the
 # next run on this machine starts warm.  Measured on this 2-core machine, loaded by other work:
-# test_a_compiled_step_computes_the_eager_step[IR] 317 s with a cold cache, 12 s warm (docs/development.md).
+# test_a_compiled_step_computes_the_eager_step[IR] alone 249 s with a cold cache, 7 s warm (docs/development.md).
 INDUCTOR_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ring-bench" / "torchinductor"
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(INDUCTOR_CACHE))
 

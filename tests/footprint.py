@@ -67,13 +67,17 @@ class Footprint:
     def problems(self) -> list[str]:
         found = []
         if self.peak > self.peak_bound:
-            found.append(f"the tests' temporary folder reached {self.peak / 1e9:.2f} GB (after {self.peak_after}), "
-                         f"past the {self.peak_bound / 1e9:.1f} GB bound: a test or a shared fixture writes too much "
-                         "into its temporary folder")
+            found.append(
+                f"the tests' temporary folder reached {self.peak / 1e9:.2f} GB (after {self.peak_after}), "
+                f"past the {self.peak_bound / 1e9:.1f} GB bound: a test or a shared fixture writes too much "
+                "into its temporary folder"
+            )
         if self.retained is not None and self.retained > self.retained_bound:
-            found.append(f"a green run left {self.retained / 1e6:.0f} MB in its temporary folder, past the "
-                         f"{self.retained_bound / 1e6:.0f} MB bound: check tmp_path_retention_policy in pyproject.toml "
-                         "and what a test leaves that pytest cannot remove")
+            found.append(
+                f"a green run left {self.retained / 1e6:.0f} MB in its temporary folder, past the "
+                f"{self.retained_bound / 1e6:.0f} MB bound: check tmp_path_retention_policy in pyproject.toml "
+                "and what a test leaves that pytest cannot remove"
+            )
         return found
 
     def pytest_terminal_summary(self, terminalreporter):

@@ -33,8 +33,14 @@ def _inner_run(tmp_path: Path, size: int, policy: str) -> subprocess.CompletedPr
     (project / "pytest.ini").write_text(f"[pytest]\ntmp_path_retention_policy = {policy}\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DEBUG_TEMPROOT": str(tmp_path / "temproot")}
     (tmp_path / "temproot").mkdir()
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(project)],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(project)],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_run_within_both_bounds_passes_and_leaves_nothing(tmp_path):
@@ -47,8 +53,10 @@ def test_a_run_within_both_bounds_passes_and_leaves_nothing(tmp_path):
 def test_a_test_past_the_peak_bound_fails_the_run_naming_it(tmp_path):
     result = _inner_run(tmp_path, 4 * MB, "failed")
     assert result.returncode == 1, result.stdout
-    assert ("the tests' temporary folder reached 0.00 GB (after test_inner.py::test_writes), past the 0.0 GB bound"
-            in result.stdout)
+    assert (
+        "the tests' temporary folder reached 0.00 GB (after test_inner.py::test_writes), past the 0.0 GB bound"
+        in result.stdout
+    )
 
 
 def test_a_green_run_that_keeps_its_folders_fails(tmp_path):
@@ -66,7 +74,7 @@ def test_a_hard_linked_file_counts_once(tmp_path):
 
 def test_the_compiled_tests_share_a_kernel_cache_outside_the_temporary_folder():
     """tests/conftest.py: TorchInductor's cache (its default is under the system temporary folder) persists between
-    runs, so that a compiled test loads the kernels an earlier run compiled (317 s cold, 12 s warm, measured)."""
+    runs, so that a compiled test loads the kernels an earlier run compiled (249 s cold, 7 s warm, measured)."""
     import tempfile
 
     from torch._inductor.runtime.cache_dir_utils import cache_dir
