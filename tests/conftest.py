@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -5,6 +6,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+# The compiled-network tests share TorchInductor's kernel cache, in this process and in the stages' subprocesses; kept
+# out of the system temporary folder (its default), which the tests' folders fill and a reboot may wipe, so that the
+# next run on this machine starts warm.  Measured on this 2-core machine, loaded by other work:
+# test_a_compiled_step_computes_the_eager_step[IR] alone 249 s with a cold cache, 7 s warm (docs/development.md).
+INDUCTOR_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ring-bench" / "torchinductor"
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(INDUCTOR_CACHE))
 
 
 @pytest.fixture
@@ -55,56 +63,17 @@ def encoder_file(tmp_path) -> Path:
     return path
 
 
-# The suite's disk footprint (issue 33 item 8): with tmp_path_retention_policy = "failed" a passed test's folder goes
-# when it ends, so what stays under pytest's base folder is module- and session-scoped fixtures' data. Its size is
-# sampled at the end of every test, its own folder included, and a run whose peak passes the bound fails at the end, naming the peak.
-# Measured on a fresh-clone CI run: 8.7 GB at the end of README command (1)'s test (its smoke grid's checkpoints
-# and encoders), far below every other test.  The bound catches a regression from there; issue 33's 2 GB needs the
-# training tests' checkpoints made smaller first.
-FOOTPRINT_BOUND_BYTES = 12 * 1024**3
-_footprint = {"peak": 0, "after": ""}
-
-
-def _tree_bytes(folder: Path) -> int:
-    total = 0
-    for path in folder.rglob("*"):
-        try:
-            if path.is_file() and not path.is_symlink():
-                total += path.stat().st_size
-        except OSError:  # a test's own cleanup racing the walk
-            pass
-    return total
-
-
-_session = {}
+# The suite's disk footprint (issue 33 item 8; tests/footprint.py).  The peak is README command (1)'s test, whose
+# smoke grid keeps, per pretraining cell (25 of them), its checkpoint, the previous checkpoint and its exported encoder.
+# Measured alone on this 2-core machine (2026-11-28, each hard link counted once): 6.27 GB, of which checkpoints
+# 2.7 GB, previous checkpoints 1.7 GB, encoders 1.3 GB, Detectron2 models 0.3 GB; every other test far below it.
+# Issue 33 asks 2 GB: that needs the product to keep less per finished cell (docs/development.md, "Disk").
+# After a green run pytest removes the whole base folder (tmp_path_retention_policy = "failed"): 0 MB measured.
+FOOTPRINT_BOUND_BYTES = 8 * 1000**3
+RETAINED_BOUND_BYTES = 200 * 1000**2
 
 
 def pytest_configure(config):
-    _session["config"] = config
+    from tests.footprint import Footprint
 
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_teardown(item):  # before the test's own tmp_path is removed
-    nodeid = item.nodeid
-    factory = getattr(_session.get("config"), "_tmp_path_factory", None)
-    base = getattr(factory, "_basetemp", None)
-    if base is not None and base.is_dir():
-        size = _tree_bytes(base)
-        if size > _footprint["peak"]:
-            _footprint.update(peak=size, after=nodeid)
-
-
-def pytest_sessionfinish(session, exitstatus):
-    if _footprint["peak"] > FOOTPRINT_BOUND_BYTES:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter):
-    peak = _footprint["peak"]
-    terminalreporter.write_line(f"peak size of the tests' temporary folders: {peak / 1e6:.0f} MB")
-    if peak > FOOTPRINT_BOUND_BYTES:
-        terminalreporter.write_line(
-            f"the tests' temporary folders reached {peak / 1e9:.2f} GB (after {_footprint['after']}), past the "
-            f"{FOOTPRINT_BOUND_BYTES / 1e9:.1f} GB bound: a test or a shared fixture writes too much into its temporary "
-            "folder"
-        )
+    config.pluginmanager.register(Footprint(FOOTPRINT_BOUND_BYTES, RETAINED_BOUND_BYTES), "ring-footprint")
