@@ -367,11 +367,13 @@ def test_the_guides_example_installs_and_plans_without_torch(guide_site, tmp_pat
     assert not log.exists(), log.read_text()
     # A job builds the encoder and the loss from the implementation module, and there torch loads (the watch sees it).
     job = run("-c", "from ring.core import config as C\n"
+                    "from ring.core.methods import method\n"
                     "from ring.engine.objectives import build_encoder, build_objective\n"
                     "import torch\n"
                     "cfg = C.PretrainConfig(dataset='digits', method='InBatchRing', batch_size=8)\n"
-                    "model = build_encoder(cfg)\n"
-                    "loss = build_objective('InBatchRing', cfg, model, 100)(model, [torch.randn(8, 3, 32, 32)] * 2,"
+                    "m = method('InBatchRing')\n"
+                    "model = build_encoder(m, cfg)\n"
+                    "loss = build_objective(m, cfg, model, 100)(model, [torch.randn(8, 3, 32, 32)] * 2,"
                     " torch.arange(8), (0.0, 90.0))\n"
                     "assert torch.isfinite(loss), loss\n")
     assert job.returncode == 0, job.stderr
