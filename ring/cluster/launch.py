@@ -45,7 +45,7 @@ from pathlib import Path
 import jsonschema
 import submitit
 
-from ring.cluster import accounting
+from ring.cluster import accounting, detach
 from ring.plan import checks
 from ring.core import config as C
 from ring.core.files import write_json
@@ -463,6 +463,11 @@ def collect_exports(job: StageJob, cell: Path) -> bool:
     return bool(restored) and (cell / OUTPUT[job.stage]).exists()
 
 
+def accepted(job: StageJob, cell: Path, wanted: str | None, job_id: str) -> bool:
+    """Whether the finished output is of the config this client runs (ring.cluster.detach.accepts)."""
+    return detach.accepts(cell, job.stage, wanted, job_id, log=lambda line: print(line, file=sys.stderr, flush=True))
+
+
 def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     with cell_lock(cell):
         return _launch_slurm(job, cell, res)
@@ -470,18 +475,23 @@ def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
 
 def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     output = cell / OUTPUT[job.stage]
+    wanted = job_config_hash(job)  # what this client was asked to run: only a job of it makes the cell's output
     record, checked = read_record(cell), False
     attached, adopted = None, False
+    if record is not None and detach.detach(cell, wanted, res, log=lambda line: print(line, file=sys.stderr)):
+        record = None  # its job ran another config and is cancelled now: the edited cell is submitted
     if record is not None:
         state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job")
         action = decide(state, output.exists())
         if state in ENDED:  # nothing of this cell runs now: the file has one writer
             account_ended(cell, record["job_id"])
-        if action == "collect":
+        if action == "collect" and accepted(job, cell, wanted, record["job_id"]):
             print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; collected {output}",
                   file=sys.stderr, flush=True)
             return 0
-        if action == "wait":
+        if action == "collect":
+            pass  # another config's output, superseded (accepted's sentence): the cell's own config is submitted
+        elif action == "wait":
             attached, adopted = recorded_job(record), True
             print(f"ring: {cell}: re-attached to SLURM job {attached.job_id}", file=sys.stderr, flush=True)
         elif state == "COMPLETED" and collect_exports(job, cell):
@@ -510,6 +520,9 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
         outcome = wait(attached, cell, res, adopted=adopted)
         adopted = False
         if outcome == "completed":
+            if output.exists() and not accepted(job, cell, wanted, attached.job_id):
+                attached = None  # another config's output, superseded: the cell's own config is submitted
+                continue
             if output.exists():
                 return 0
             print(f"ring: {cell}: SLURM job {attached.job_id} COMPLETED without writing {output}; see "
