@@ -177,8 +177,10 @@ def _force(paths) -> None:
 
 def stale_encoder(wildcards) -> list:
     """A pretraining rule's ``stale`` input: forces the cell's encoder when another config than the grid's made it."""
-    cell = Path(PRETRAIN_ENCODER.format(**dict(wildcards.items()))).parent
-    found = ring.plan.lineage.superseded(cell, config_hash(stage_config("pretrain", wildcards)))
+    encoder = Path(PRETRAIN_ENCODER.format(**dict(wildcards.items())))
+    if not encoder.is_file():  # nothing to be stale (and no config to build: plans stay fast)
+        return []
+    found = ring.plan.lineage.superseded(encoder.parent, config_hash(stage_config("pretrain", wildcards)))
     _force([found.target] if found else [])
     return []
 
