@@ -703,6 +703,9 @@ def test_an_edit_while_the_job_runs_cancels_it_before_its_files_move(workdir):
     the previous config's job and waits for its end before that run moves to runs/<old hash>/; the edited cell's
     encoder comes from one new job of its own config, and a second all_tables submits nothing."""
     cell = workdir / "results/tiny/pretrain/digits/IR/seed0"
+    # Three epochs for IR: its job must still run when the rerun's config rule reaches it (one epoch ended first).
+    values = {**TINY_SEED0, "pretrain": {**TINY_SEED0["pretrain"], "by_method": {"IR": {"epochs": 3}}}}
+    write_grid(workdir, "tiny", values)
     client = subprocess.Popen([sys.executable, "-m", "snakemake", "all_tables", *SLURM], cwd=workdir,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     wait_for(lambda: training_started(cell) or client.poll() is not None, 300, "the IR job's training")
@@ -711,7 +714,7 @@ def test_an_edit_while_the_job_runs_cancels_it_before_its_files_move(workdir):
     os.killpg(client.pid, signal.SIGKILL)  # the client and its waiting launchers die; the job trains on
     client.wait()
     old_hash = json.loads((cell / "run.json").read_text())["config_hash"]
-    values = {**TINY_SEED0, "pretrain": {**TINY_SEED0["pretrain"], "by_method": {"IR": {"lr": 0.01}}}}
+    values["pretrain"]["by_method"]["IR"]["lr"] = 0.01
     write_grid(workdir, "tiny", values)
     snakemake(workdir, "--unlock")
     result = snakemake(workdir, "all_tables", *SLURM)
