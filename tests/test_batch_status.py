@@ -226,3 +226,39 @@ def test_status_shows_cells_the_grid_no_longer_describes_as_stale_and_a_failed_d
     failed = rows[("pretrain", "MoCoRing", "seed0")]
     assert failed.split()[4] == "failed" and failed.endswith("data check: Dataset digits is corrupted: replace it.")
     assert lines[-1] == "total 8 stage runs: 1 done, 2 stale, 0 running, 0 pending, 5 failed, 0 missing"
+
+
+def test_submit_submits_a_stale_cell_like_a_missing_one_and_keeps_its_output(tmp_path, monkeypatch, capsys):
+    """Issue 34, item 2: the cell `status` calls stale (an encoder another config made) is submitted by `submit`, never
+    called done; its encoder is set aside in runs/<its hash>/ first, so status shows the job, not the stale output."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from ring.cluster import launch
+
+    grids = _grid(tmp_path)
+    results = tmp_path / "results"
+    cell = lambda method, seed: results / "tiny" / "pretrain" / "digits" / method / f"seed{seed}"
+    for seed in (0, 1):
+        cell("IR", seed).mkdir(parents=True)
+    _finished_pretraining(cell("IR", 0), config_hash="0" * 16)  # stale
+    _finished_pretraining(cell("IR", 1), seed=1)  # done
+    (results / "tiny" / "data").mkdir()
+    (results / "tiny" / "data" / "digits.ok").touch()  # the data check passed
+    submitted = []
+
+    def executor(folder, res, name):
+        def submit(job):
+            submitted.append(Path(job.argv[job.argv.index("--out") + 1]))
+            return SimpleNamespace(job_id=f"5_{len(submitted) - 1}")
+        return SimpleNamespace(batch=nullcontext, submit=submit)
+
+    monkeypatch.setattr(batch, "make_executor", executor)
+    monkeypatch.setattr(batch, "preflight", lambda res, interval: None)
+    grid = G.load(grids / "tiny.yaml")
+    assert batch.submit(grid, "pretrain", batch.load_config(batch.DEFAULT_CONFIGS), results) == "5"
+    assert sorted(submitted) == sorted([cell("IR", 0), cell("MoCoRing", 0), cell("MoCoRing", 1)])
+    assert not (cell("IR", 0) / "encoder.pt").exists()
+    assert (cell("IR", 0) / "runs" / ("0" * 16) / "encoder.pt").read_bytes() == b"trunk"  # kept, not deleted
+    assert "its encoder.pt is superseded (another config made it)" in capsys.readouterr().err
+    assert launch.read_record(cell("IR", 0))["job_id"] == "5_0"

@@ -325,3 +325,82 @@ def test_a_stop_asked_after_the_last_step_is_noted_not_acted_on(monkeypatch, cap
     finally:
         signal.signal(signal.SIGUSR2, before)
     assert capsys.readouterr().err.count(jobs.IGNORED_STOP) == 2
+
+
+def _edited_cell(tmp_path, record_hash):
+    """A pretraining cell whose config.yaml is lr 0.01, with a launcher record of job 7 (``record_hash``) and the
+    encoder that job wrote with the lr 0.03 config."""
+    from ring.cluster.launch import write_record
+    from ring.cluster.jobs import StageJob
+    from ring.core import config as C
+    from ring.core.files import CHECKSUMS, write_json
+
+    from .helpers import TINY_PRETRAIN
+
+    cell = tmp_path / "results" / "g" / "pretrain" / "digits" / "IR" / "seed0"
+    cell.mkdir(parents=True)
+    old, new = (C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "lr": lr}) for lr in (0.03, 0.01))
+    C.save(new, cell / "config.yaml")
+    write_record(cell, "7", cell / "slurm", "pretrain", config_hash=record_hash(C.config_hash(old)))
+    (cell / "encoder.pt").write_bytes(b"lr 0.03")
+    write_json(cell / CHECKSUMS, {"config_hash": C.config_hash(old), "files": {}})
+    return cell, StageJob("pretrain", ["--config", str(cell / "config.yaml"), "--out", str(cell)]), C.config_hash(old)
+
+
+@pytest.mark.parametrize("record_hash, state", [
+    (lambda old: old, "COMPLETED"),  # a job of the previous config that finished while no client watched
+    (lambda old: None, "RUNNING"),  # a record from before hashes were recorded: re-attached, then its output checked
+])
+def test_the_launcher_accepts_only_an_output_of_its_own_config_hash(record_hash, state, tmp_path, monkeypatch, capsys):
+    """Issue 34, item 2: another config's encoder in the cell is one sentence, kept under runs/<its hash>/, and a job
+    of the cell's own config is submitted; its encoder, of the right hash, is accepted."""
+    from ring.cluster import accounting, launch
+    from ring.core import config as C
+    from ring.core.files import CHECKSUMS, write_json
+
+    cell, job, old = _edited_cell(tmp_path, record_hash)
+    wanted = C.config_hash(C.load(C.PretrainConfig, cell / "config.yaml"))
+    submitted = []
+
+    def submit(job, cell, res):
+        submitted.append(_fake_job(tmp_path, job_id="8"))
+        return submitted[-1]
+
+    def wait(attached, cell, res, adopted=False):
+        if attached.job_id == "8":  # the new job writes the edited config's encoder
+            (cell / "encoder.pt").write_bytes(b"lr 0.01")
+            write_json(cell / CHECKSUMS, {"config_hash": wanted, "files": {}})
+        return "completed"
+
+    monkeypatch.setattr(launch, "job_states", lambda ids: {i: state for i in ids})
+    monkeypatch.setattr(launch, "submit", submit)
+    monkeypatch.setattr(launch, "wait", wait)
+    monkeypatch.setattr(launch, "preflight", lambda res, interval: None)
+    monkeypatch.setattr(launch, "recorded_job", lambda record: _fake_job(tmp_path, job_id=record["job_id"]))
+    monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 0)
+    assert launch._launch_slurm(job, cell, Resources(poll_s=0)) == 0
+    said = capsys.readouterr().err
+    assert f"SLURM job 7 wrote encoder.pt with config {old}, not this cell's {wanted}" in said, said
+    assert len(submitted) == 1 and (cell / "encoder.pt").read_bytes() == b"lr 0.01"
+    assert (cell / "runs" / old / "encoder.pt").read_bytes() == b"lr 0.03"  # kept, not deleted
+
+
+def test_a_running_job_of_the_previous_config_is_cancelled_before_anything_moves(tmp_path, monkeypatch, capsys):
+    """Issue 34, item 2: ring.cluster.detach (the config rule's first step) cancels and waits; a job of the cell's
+    own config, or one that ended, is left alone."""
+    from ring.cluster import detach, launch
+    from ring.core import config as C
+
+    cell, job, old = _edited_cell(tmp_path, lambda old: old)
+    wanted = C.config_hash(C.load(C.PretrainConfig, cell / "config.yaml"))
+    cancelled = []
+    monkeypatch.setattr(detach, "cancel_and_wait", lambda cell, job_id, res: cancelled.append(job_id))
+    monkeypatch.setattr(launch, "account_ended", lambda cell, job_id: None)
+    for state, expected in (("COMPLETED", []), ("RUNNING", ["7"])):
+        monkeypatch.setattr(launch, "job_states", lambda ids: {i: state for i in ids})
+        assert detach.detach(cell, old, Resources(), log=print) is False  # its own config: nothing to do
+        assert detach.detach(cell, wanted, Resources(), log=print) is bool(expected)
+        assert cancelled == expected
+    assert "cancelling it first" in capsys.readouterr().out
+    assert launch.read_record(cell) is None and (cell / "slurm" / "job-7.json").is_file()  # retired
+    assert (cell / "encoder.pt").exists()  # detach moves nothing: ring.plan.rerun does, after it

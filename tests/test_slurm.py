@@ -762,3 +762,48 @@ def test_readmes_cluster_rerun_of_one_cell_runs_as_written(workdir):
     assert table1.stat().st_mtime_ns > before
     metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
     assert re.search(rf"\| IR +\| +{entry(metrics)} ", table1.read_text())
+
+
+def test_an_edit_while_the_job_runs_cancels_it_before_its_files_move(workdir):
+    """Issue 34, item 2: the client killed while the IR job trains, lr edited, unlock, rerun.  The config rule cancels
+    the previous config's job and waits for its end before that run moves to runs/<old hash>/; the edited cell's
+    encoder comes from one new job of its own config, and a second all_tables submits nothing."""
+    cell = workdir / "results/tiny/pretrain/digits/IR/seed0"
+    # Three epochs for IR: its job must still run when the rerun's config rule reaches it (one epoch ended first).
+    values = {**TINY_SEED0, "pretrain": {**TINY_SEED0["pretrain"], "by_method": {"IR": {"epochs": 3}}}}
+    write_grid(workdir, "tiny", values)
+    client = subprocess.Popen([sys.executable, "-m", "snakemake", "all_tables", *SLURM], cwd=workdir,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(lambda: training_started(cell) or client.poll() is not None, 300, "the IR job's training")
+    old = recorded_id(cell)
+    assert live_state(old) == "RUNNING", "the IR job ended before the client could be killed"
+    os.killpg(client.pid, signal.SIGKILL)  # the client and its waiting launchers die; the job trains on
+    client.wait()
+    old_hash = json.loads((cell / "run.json").read_text())["config_hash"]
+    values["pretrain"]["by_method"]["IR"]["lr"] = 0.01
+    write_grid(workdir, "tiny", values)
+    snakemake(workdir, "--unlock")
+    result = snakemake(workdir, "all_tables", *SLURM)
+    output = result.stdout + result.stderr
+    assert f"SLURM job {old} of the previous config was RUNNING; cancelling it first" in output, output[-3000:]
+    assert sacct_states([old]) == ["CANCELLED"]
+    assert f"re-attached to SLURM job {old}" not in output
+    # Submissions counted in the cell's own slurm/ folder: the shared test cluster runs other cells of this name.
+    assert submitted(cell) == {old, recorded_id(cell)} and recorded_id(cell) != old
+    wanted = C.config_hash(C.load(C.PretrainConfig, cell / "config.yaml"))
+    assert wanted != old_hash and json.loads((cell / "export.json").read_text())["config_hash"] == wanted
+    assert json.loads((cell / "run.json").read_text())["config_hash"] == wanted
+    # The cancelled run is kept whole under its own hash, its job's record retired beside the new one.
+    assert json.loads((cell / "runs" / old_hash / "run.json").read_text())["config_hash"] == old_hash
+    assert (cell / "slurm" / f"job-{old}.json").is_file()
+    metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
+    table = (workdir / "results/tiny/tables/table1.md").read_text()
+    assert "stale" not in table and re.search(rf"\| IR +\| +{entry(metrics)} ", table), table
+    before = submitted(workdir / "results")
+    snakemake(workdir, "all_tables", *SLURM)
+    assert submitted(workdir / "results") == before
+
+
+def submitted(folder: Path) -> set[str]:
+    """The SLURM jobs submitit submitted from the cells under ``folder`` (their submission scripts)."""
+    return {path.name.split("_")[0] for path in folder.rglob("slurm/*_submission.sh")}

@@ -536,3 +536,34 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     bad = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "prune", "--grid", str(tmp_path / "nope.yaml")],
                          cwd=workdir, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(workdir):
+    """Issue 34, item 2: an encoder that another config made (as a job of the previous config wrote it after an edit,
+    before the launcher checked hashes) makes Table 1 stale; `batch status` says the next all_tables reruns it, a dry
+    run plans it (never "Nothing to be done"), all_tables reruns it, and then the table has its number."""
+    from ring.cluster import batch
+    from ring.plan import lineage
+
+    values = {**TINY, "methods": ["IR"], "seeds": [0]}
+    write_grid(workdir, "tiny", values)
+    run = lambda *args: snakemake(workdir, "--profile", "profiles/local", "all_tables", *args, "--config", "grid=tiny")
+    run()
+    export = workdir / "results/tiny/pretrain/digits/IR/seed0/export.json"
+    made = json.loads(export.read_text())
+    export.write_text(json.dumps({**made, "config_hash": "0" * 16}))  # the files verify; another config made them
+    evaluation = workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json"
+    assert lineage.stale_reason(evaluation, json.loads(evaluation.read_text()))  # Table 1 would show it stale
+    status = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "status", "--grid", "tiny", "--grids-dir",
+                             "workflow/grids", "--configfile", *map(str, batch.DEFAULT_CONFIGS)], cwd=workdir,
+                            capture_output=True, text=True, check=True).stdout
+    row = next(line for line in status.splitlines() if line.startswith("pretrain"))
+    assert row.split()[4] == "stale" and "the next all_tables reruns it" in row, status
+    plan = run("-n")
+    assert {"pretrain": 1, "lincls": 1}.items() <= job_counts(plan.stdout + plan.stderr).items()
+    run()
+    assert json.loads(export.read_text())["config_hash"] == made["config_hash"]
+    metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
+    table = (workdir / "results/tiny/tables/table1.md").read_text()
+    assert "stale" not in table and _table_entry(workdir, "tiny", "IR").startswith(entry(metrics)), table
+    assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))

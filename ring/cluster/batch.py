@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jsonschema
 
-from ring.cluster import accounting
+from ring.cluster import accounting, detach
 from ring.plan import disk, lineage, ownership, rerun
 from ring.core import config as C
 from ring.plan import estimate as E
@@ -126,15 +126,20 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     states = recorded_states([(cell, stage) for cell, *_ in cells])
     for cell, dataset, method, seed in cells:
         status, _ = cell_status(cell, stage, res.unknown_grace_s, states)
-        if status not in ("missing", "failed", "gone"):
+        # A stale cell (status's "stale": its output is another config's, or evaluated another encoder) is submitted
+        # like a missing one, as all_tables reruns it: no command calls it done while a table shows it stale.
+        stale = status == "done" and stale_detail(grid, stage, cell, dataset, method, seed, config["data_root"])
+        if status not in ("missing", "failed", "gone") and not stale:
             continue
         record = read_record(cell)
         if record is not None and states.get(record["job_id"]) in ENDED:
             accounting.add_ended_job(cell, record["job_id"])  # its hard-killed runs, before the record is replaced
-        if stage == "lincls" and not (cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"]).exists():
+        if stage == "lincls" and not pretrained(grid, results, dataset, method, seed, config["data_root"]):
             print(f"ring: {cell} waits for its pretraining; not submitted", file=sys.stderr)
             continue
         todo.append((cell, cell_job(grid, stage, cell, dataset, method, seed, config["data_root"], results)))
+        if stale and (cell / OUTPUT[stage]).exists():  # still there after ring.plan.rerun: set it aside, kept
+            detach.supersede(cell, stage, log=lambda line: print(line, file=sys.stderr))
     if not todo:
         print(f"ring: every {stage} cell of grid {grid.name} is done or already submitted", file=sys.stderr)
         return None
@@ -163,6 +168,13 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     array_id = jobs[0].job_id.split("_")[0]
     print(f"ring: submitted {len(jobs)} {stage} cells of grid {grid.name} as job array {array_id} (logs in {folder})")
     return array_id
+
+
+def pretrained(grid: G.Grid, results: Path, dataset: str, method: str, seed: int, data_root: str) -> bool:
+    """Whether a linear evaluation's encoder is there and its cell's (made with the grid's config of the cell)."""
+    cell = cell_dir(results, grid.name, "pretrain", dataset, method, seed)
+    return (cell / OUTPUT["pretrain"]).exists() and not stale_detail(grid, "pretrain", cell, dataset, method, seed,
+                                                                     data_root)
 
 
 def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]:

@@ -47,7 +47,7 @@ from pathlib import Path
 import jsonschema
 import submitit
 
-from ring.cluster import accounting
+from ring.cluster import accounting, detach
 from ring.plan import checks
 from ring.core import config as C
 from ring.core.files import write_json
@@ -525,6 +525,11 @@ def completed(job: StageJob, cell: Path, attached: submitit.SlurmJob) -> int:
     return 1
 
 
+def accepted(job: StageJob, cell: Path, wanted: str | None, job_id: str) -> bool:
+    """Whether the finished output is of the config this client runs (ring.cluster.detach.accepts)."""
+    return detach.accepts(cell, job.stage, wanted, job_id, log=lambda line: print(line, file=sys.stderr, flush=True))
+
+
 def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     with cell_lock(cell):
         return _launch_slurm(job, cell, res)
@@ -532,21 +537,26 @@ def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
 
 def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     output = cell / OUTPUT[job.stage]
+    wanted = job_config_hash(job)  # what this client was asked to run: only a job of it makes the cell's output
     record, checked = read_record(cell), False
     attached, adopted = None, False
+    if record is not None and detach.detach(cell, wanted, res, log=lambda line: print(line, file=sys.stderr)):
+        record = None  # its job ran another config and is cancelled now: the edited cell is submitted
     if record is not None:
         state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res,
                          "asking about the recorded job", cell=cell)
         action = decide(state, output.exists())
         if state in ENDED:  # nothing of this cell runs now: the file has one writer
-            folder = accounting_folder(cell, record, job_config_hash(job))
+            folder = accounting_folder(cell, record, wanted)
             if folder is not None:
                 account_ended(folder, record["job_id"])
-        if action == "collect":
+        if action == "collect" and accepted(job, cell, wanted, record["job_id"]):
             print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; collected {output}",
                   file=sys.stderr, flush=True)
             return 0
-        if action == "wait":
+        if action == "collect":
+            pass  # another config's output, superseded (accepted's sentence): the cell's own config is submitted
+        elif action == "wait":
             attached, adopted = recorded_job(record), True
             print(f"ring: {cell}: re-attached to SLURM job {attached.job_id}", file=sys.stderr, flush=True)
         elif state == "COMPLETED" and collect_kept(job, cell):
@@ -575,6 +585,9 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
         outcome = wait(attached, cell, res, adopted=adopted)
         adopted = False
         if outcome == "completed":
+            if output.exists() and not accepted(job, cell, wanted, attached.job_id):
+                attached = None  # another config's output, superseded: the cell's own config is submitted
+                continue
             return completed(job, cell, attached)
         if outcome == "failed":
             return 1

@@ -20,6 +20,7 @@ status`` lists it as stale.  Torch-free: the login-node client and the table rul
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from ring.core import config as C
 from ring.core.files import CHECKSUMS, read_record
@@ -54,24 +55,43 @@ def rerun_command(target: Path) -> str:
     return f"snakemake --profile profiles/local all_tables -R {target} (profiles/slurm on a cluster)"
 
 
-def _encoder_reason(cell: Path, pretrain: Path, evaluated: dict | None, target: Path) -> str | None:
+class Stale(NamedTuple):
+    """Why a finished evaluation is stale (one sentence), and the file whose rerun mends it: the file its
+    sentence's command names, which the workflow's all_tables forces (common.smk, STALE) and batch submits."""
+
+    reason: str
+    target: Path
+
+
+def _encoder_reason(cell: Path, pretrain: Path, evaluated: dict | None, target: Path) -> Stale | None:
     """Links 2 and 3: ``evaluated`` (file -> SHA-256) is the pretraining cell's current encoder, made with its config."""
     export = read_record(pretrain / CHECKSUMS)
     encoder = pretrain / "encoder.pt"
     if not export or not encoder.is_file():
-        return (f"{cell} evaluated an encoder that {pretrain} no longer holds (retraining or failed); "
-                f"rerun it: {rerun_command(encoder)}.")
+        return Stale(f"{cell} evaluated an encoder that {pretrain} no longer holds (retraining or failed); "
+                     f"rerun it: {rerun_command(encoder)}.", encoder)
     files = export.get("files") if isinstance(export.get("files"), dict) else {}
     if not evaluated or any(files.get(name) != sha for name, sha in evaluated.items()):
-        return (f"{cell} evaluated another encoder than the one {pretrain} holds now (it was retrained); "
-                f"rerun it: {rerun_command(target)}.")
+        return Stale(f"{cell} evaluated another encoder than the one {pretrain} holds now (it was retrained); "
+                     f"rerun it: {rerun_command(target)}.", target)
     if export.get("config_hash") != _config_hash(pretrain / "config.yaml", C.PretrainConfig):
-        return (f"{pretrain} holds an encoder made with another config than its config.yaml, and {cell} evaluated it; "
-                f"rerun them: {rerun_command(encoder)}.")
+        return Stale(f"{pretrain} holds an encoder made with another config than its config.yaml, and {cell} "
+                     f"evaluated it; rerun them: {rerun_command(encoder)}.", encoder)
     return None
 
 
-def detection_stale_reason(metrics_path: Path, metrics: dict) -> str | None:
+def superseded(pretrain: Path, wanted: str) -> Stale | None:
+    """A pretraining cell whose encoder another config made than ``wanted`` (the hash of the grid's config of the
+    cell): the encoder of an earlier config, or one that a job of it wrote after the cell was edited."""
+    encoder = Path(pretrain) / "encoder.pt"
+    made = read_record(Path(pretrain) / CHECKSUMS).get("config_hash")
+    if not encoder.is_file() or made in (None, wanted):
+        return None
+    return Stale(f"{pretrain} holds an encoder made with another config than the grid's; the next all_tables reruns "
+                 f"it ({rerun_command(encoder)}).", encoder)
+
+
+def detection_stale(metrics_path: Path, metrics: dict) -> Stale | None:
     """The chain of a Table 4 cell (results/<grid>/detection/<source>/<method>/<task>/seed<k>/): its config,
     the converted backbone it trained on (beside: .../<source>/<method>/seed<k>/backbone.pkl), the encoder
     that backbone was converted from, that encoder's config."""
@@ -79,20 +99,26 @@ def detection_stale_reason(metrics_path: Path, metrics: dict) -> str | None:
     cell = path.parent
     results, source, method, seed = Path(*path.parts[:-6]), path.parts[-5], path.parts[-4], path.parts[-2]
     if metrics.get("config_hash") is None:
-        return (f"{cell} was evaluated before ring-bench recorded what each number was made from; "
-                f"rerun it: {rerun_command(path)}.")
+        return Stale(f"{cell} was evaluated before ring-bench recorded what each number was made from; "
+                     f"rerun it: {rerun_command(path)}.", path)
     if metrics["config_hash"] != _config_hash(cell / "config.yaml", C.DetectionConfig):
-        return f"{cell} was trained with another config than its config.yaml; rerun it: {rerun_command(path)}."
+        return Stale(f"{cell} was trained with another config than its config.yaml; rerun it: {rerun_command(path)}.", path)
     backbone = results / "detection" / source / method / seed / "backbone.pkl"
     record = read_record(backbone.parent / CHECKSUMS)
     if not backbone.is_file() or record.get("files", {}).get("backbone.pkl") != metrics.get("backbone_sha256"):
-        return (f"{cell} trained on another backbone than {backbone} (it was converted again, or is gone); "
-                f"rerun it: {rerun_command(path)}.")
+        return Stale(f"{cell} trained on another backbone than {backbone} (it was converted again, or is gone); "
+                     f"rerun it: {rerun_command(path)}.", path)
     return _encoder_reason(cell, results / "pretrain" / source / method / seed, record.get("encoder_files"), backbone)
 
 
 def stale_reason(metrics_path: str | Path, metrics: dict) -> str | None:
-    """Why this evaluation no longer describes its cell (one sentence), or None when its chain holds.
+    """Why this evaluation no longer describes its cell (one sentence), or None when its chain holds."""
+    found = stale(metrics_path, metrics)
+    return None if found is None else found.reason
+
+
+def stale(metrics_path: str | Path, metrics: dict) -> Stale | None:
+    """:func:`stale_reason`'s sentence and the file to rerun, or None when the evaluation's chain holds.
 
     Only cells in the workflow's layout are checked (results/<grid>/{lincls,transfer}/<dataset>/<method>/
     seed<k>/ with a config.yaml beside the metrics); a metrics file elsewhere has no cell to compare with.
@@ -102,14 +128,15 @@ def stale_reason(metrics_path: str | Path, metrics: dict) -> str | None:
     if not (cell / "config.yaml").is_file():
         return None
     if len(path.parts) >= 7 and path.parts[-6] == "detection":
-        return detection_stale_reason(path, metrics)
+        return detection_stale(path, metrics)
     if len(path.parts) < 6 or path.parts[-5] not in EVALUATIONS:
         return None
     evaluation = _config(cell / "config.yaml", EVALUATIONS[path.parts[-5]])
     pretrain = pretrain_cell(path, evaluation)
     if metrics.get("config_hash") is None:
-        return (f"{cell} was evaluated before ring-bench recorded what each number was made from; "
-                f"rerun it: {rerun_command(path)}.")
+        return Stale(f"{cell} was evaluated before ring-bench recorded what each number was made from; "
+                     f"rerun it: {rerun_command(path)}.", path)
     if evaluation is None or metrics["config_hash"] != C.config_hash(evaluation):
-        return f"{cell} was evaluated with another config than its config.yaml; rerun it: {rerun_command(path)}."
+        return Stale(f"{cell} was evaluated with another config than its config.yaml; rerun it: {rerun_command(path)}.",
+                     path)
     return _encoder_reason(cell, pretrain, metrics.get("protocol", {}).get("encoder_files"), path)

@@ -14,8 +14,10 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir)))
 
+import ring.core.files
 import ring.plan.checks
 import ring.plan.grid
+import ring.plan.lineage
 import ring.plan.ownership
 from ring.plan.catalog import DATASETS, TRANSFER, loader_verifies, skip_refusal
 from ring.plan.catalog import fingerprint as dataset_fingerprint
@@ -156,6 +158,45 @@ wildcard_constraints:
 def results_key(build):
     """A hash rule's params entry: the config hash of the cell config ``build(wildcards)``."""
     return lambda wc: config_hash(build(wc))
+
+
+# STALE: an output that the tables would show as stale (ring.plan.lineage: an encoder another config made, a
+# number made from another encoder or config) is forced, as the table footnote's `-R <file>` would: all_tables reruns
+# it and a dry run plans it, instead of "Nothing to be done" beside a stale table (issue 34, item 2).  Mtimes and
+# params cannot say it (an encoder a job of the previous config wrote after the edit is newer than the new
+# config.hash), and a flag in params would rerun the cell again on the next run, once it holds.  The stage rules'
+# `stale` inputs are these functions: no file, only the mark, added where Snakemake adds its incomplete outputs
+# (the DAG's forced files, read when it decides what runs, after every job's inputs are known).
+
+
+def _force(paths) -> None:
+    dag = getattr(workflow, "_dag", None)
+    if dag is not None and paths:
+        dag.forcefiles.update(map(str, paths))
+
+
+def stale_encoder(wildcards) -> list:
+    """A pretraining rule's ``stale`` input: forces the cell's encoder when another config than the grid's made it."""
+    encoder = Path(PRETRAIN_ENCODER.format(**dict(wildcards.items())))
+    if not encoder.is_file():  # nothing to be stale (and no config to build: plans stay fast)
+        return []
+    found = ring.plan.lineage.superseded(encoder.parent, config_hash(stage_config("pretrain", wildcards)))
+    _force([found.target] if found else [])
+    return []
+
+
+def stale_evaluation(pattern: str):
+    """An evaluation rule's ``stale`` input: forces what its finished metrics.json needs rerun (itself, or the
+    encoder it evaluated) when the tables would show it stale."""
+
+    def mark(wildcards) -> list:
+        path = Path(pattern.format(**dict(wildcards.items())))
+        metrics = ring.core.files.read_record(path) if path.is_file() else {}
+        found = ring.plan.lineage.stale(path, metrics) if metrics else None
+        _force([found.target] if found else [])
+        return []
+
+    return mark
 
 
 def write_hash() -> str:
@@ -452,16 +493,25 @@ def cell_dir(path) -> str:
     return str(Path(path).parent)
 
 
+# ring.cluster.launch.RECORD, the SLURM launcher's record in a cell's slurm/ folder (not imported: that module
+# brings submitit into every plan, local ones included).
+SLURM_RECORD = "job.json"
+
+
 def write_cell_config(stage: str) -> str:
     """The shell command of a cell's config rule (params python, text and cell).  It writes config.yaml;
     a cell that already ran (it has a run.json) is then brought in line by ring.plan.rerun, here, before any
     job is submitted: a longer schedule continues, any other edit keeps the previous run under
-    runs/<hash>/ and starts over.  A cell that never ran costs no interpreter.  A shell job, not
-    `run:`: Snakemake runs `run:` jobs in a fresh interpreter (~1.5 s each)."""
+    runs/<hash>/ and starts over.  A cell that a SLURM launcher recorded a job for goes through
+    ring.cluster.detach instead, which first cancels that job when it still runs the previous config (and
+    waits until it has ended), so that nothing of it writes into the cell once its files moved.  A cell that
+    never ran costs no interpreter.  A shell job, not `run:`: Snakemake runs `run:` jobs in a fresh
+    interpreter (~1.5 s each)."""
     return logged(
         "printf '%s' {params.text:q} > {output:q}"
-        f" && if [ -e {{params.cell:q}}/{RUN_RECORD} ]; then {{params.python:q}} -m ring.plan.rerun {{params.cell:q}}"
-        f" --stage {stage}; fi"
+        f" && if [ -e {{params.cell:q}}/slurm/{SLURM_RECORD} ]; then {{params.python:q}} -m ring.cluster.detach"
+        f" {{params.cell:q}} --stage {stage}; elif [ -e {{params.cell:q}}/{RUN_RECORD} ]; then"
+        f" {{params.python:q}} -m ring.plan.rerun {{params.cell:q}} --stage {stage}; fi"
     )
 
 

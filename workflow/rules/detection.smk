@@ -71,6 +71,7 @@ rule detection:
         cfg=ancient(DETECTION_CONFIG),  # CONFIG_HASH in common.smk
         hash=DETECTION_HASH,
         weights=DETECTION_WEIGHTS,
+        stale=stale_evaluation(DETECTION_METRICS),  # STALE in common.smk: no file, a forced rerun
         data=detection_data,
     output:
         DETECTION_METRICS,

@@ -40,7 +40,8 @@ rule lincls:
         pretrain_hash=PRETRAIN_HASH,
         encoder=PRETRAIN_ENCODER,
         companions=encoder_companions,  # CMC's encoder_ab.pt, found beside encoder.pt
-        data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
+        data=ancient(DATA_OK),
+        stale=stale_evaluation(LINCLS_METRICS),  # STALE in common.smk: no file, a forced rerun  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         LINCLS_METRICS,
     log:

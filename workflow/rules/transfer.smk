@@ -41,7 +41,8 @@ rule transfer:
         pretrain_hash=lambda wc: str(Path(transfer_encoders(wc)[0]).with_name("config.hash")),
         encoder=lambda wc: transfer_encoders(wc)[0],
         companions=lambda wc: transfer_encoders(wc)[1:],
-        data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
+        data=ancient(DATA_OK),
+        stale=stale_evaluation(TRANSFER_METRICS),  # STALE in common.smk: no file, a forced rerun  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         metrics=TRANSFER_METRICS,
         manifest=TRANSFER_MANIFEST,
