@@ -375,7 +375,7 @@ def test_the_launcher_accepts_only_an_output_of_its_own_config_hash(record_hash,
     monkeypatch.setattr(launch, "job_states", lambda ids: {i: state for i in ids})
     monkeypatch.setattr(launch, "submit", submit)
     monkeypatch.setattr(launch, "wait", wait)
-    monkeypatch.setattr(launch, "preflight", lambda res, interval: None)
+    monkeypatch.setattr(launch, "preflight", lambda res, interval, cell=None: None)
     monkeypatch.setattr(launch, "recorded_job", lambda record: _fake_job(tmp_path, job_id=record["job_id"]))
     monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 0)
     assert launch._launch_slurm(job, cell, Resources(poll_s=0)) == 0
@@ -388,18 +388,18 @@ def test_the_launcher_accepts_only_an_output_of_its_own_config_hash(record_hash,
 def test_a_running_job_of_the_previous_config_is_cancelled_before_anything_moves(tmp_path, monkeypatch, capsys):
     """Issue 34, item 2: ring.cluster.detach (the config rule's first step) cancels and waits; a job of the cell's
     own config, or one that ended, is left alone."""
-    from ring.cluster import detach, launch
+    from ring.cluster import launch
     from ring.core import config as C
 
     cell, job, old = _edited_cell(tmp_path, lambda old: old)
     wanted = C.config_hash(C.load(C.PretrainConfig, cell / "config.yaml"))
     cancelled = []
-    monkeypatch.setattr(detach, "cancel_and_wait", lambda cell, job_id, res: cancelled.append(job_id))
+    monkeypatch.setattr(launch, "cancel_and_wait", lambda cell, job_id, res: cancelled.append(job_id))
     monkeypatch.setattr(launch, "account_ended", lambda cell, job_id: None)
     for state, expected in (("COMPLETED", []), ("RUNNING", ["7"])):
         monkeypatch.setattr(launch, "job_states", lambda ids: {i: state for i in ids})
-        assert detach.detach(cell, old, Resources(), log=print) is False  # its own config: nothing to do
-        assert detach.detach(cell, wanted, Resources(), log=print) is bool(expected)
+        assert launch.detach(cell, old, Resources(), log=print) is False  # its own config: nothing to do
+        assert launch.detach(cell, wanted, Resources(), log=print) is bool(expected)
         assert cancelled == expected
     assert "cancelling it first" in capsys.readouterr().out
     assert launch.read_record(cell) is None and (cell / "slurm" / "job-7.json").is_file()  # retired

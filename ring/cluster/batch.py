@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jsonschema
 
-from ring.cluster import accounting, detach
+from ring.cluster import accounting
 from ring.plan import disk, lineage, ownership, rerun
 from ring.core import config as C
 from ring.plan import estimate as E
@@ -33,7 +33,7 @@ from ring.core.files import read_record as read_json_record
 from ring.cluster.jobs import StageJob
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.launch import ALIVE, ENDED, Resources, log_tail, make_executor, preflight, read_record, write_record
-from ring.cluster.launch import config_schema, job_config_hash, job_states
+from ring.cluster.launch import config_schema, job_config_hash, job_states, supersede
 from ring.cluster.launch import stage_resources as merged_resources
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
             continue
         todo.append((cell, cell_job(grid, stage, cell, dataset, method, seed, config["data_root"], results)))
         if stale and (cell / OUTPUT[stage]).exists():  # still there after ring.plan.rerun: set it aside, kept
-            detach.supersede(cell, stage, log=lambda line: print(line, file=sys.stderr))
+            supersede(cell, stage, log=lambda line: print(line, file=sys.stderr))
     if not todo:
         print(f"ring: every {stage} cell of grid {grid.name} is done or already submitted", file=sys.stderr)
         return None

@@ -47,10 +47,10 @@ from pathlib import Path
 import jsonschema
 import submitit
 
-from ring.cluster import accounting, detach
+from ring.cluster import accounting
 from ring.plan import checks
 from ring.core import config as C
-from ring.core.files import write_json
+from ring.core.files import CHECKSUMS, read_record as read_json_record, write_json
 from ring.cluster.jobs import IGNORED_STOP, OUTPUT, StageJob
 from ring.plan import rerun
 
@@ -527,7 +527,7 @@ def completed(job: StageJob, cell: Path, attached: submitit.SlurmJob) -> int:
 
 def accepted(job: StageJob, cell: Path, wanted: str | None, job_id: str) -> bool:
     """Whether the finished output is of the config this client runs (ring.cluster.detach.accepts)."""
-    return detach.accepts(cell, job.stage, wanted, job_id, log=lambda line: print(line, file=sys.stderr, flush=True))
+    return accepts(cell, job.stage, wanted, job_id, log=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
@@ -540,7 +540,7 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     wanted = job_config_hash(job)  # what this client was asked to run: only a job of it makes the cell's output
     record, checked = read_record(cell), False
     attached, adopted = None, False
-    if record is not None and detach.detach(cell, wanted, res, log=lambda line: print(line, file=sys.stderr)):
+    if record is not None and detach(cell, wanted, res, log=lambda line: print(line, file=sys.stderr)):
         record = None  # its job ran another config and is cancelled now: the edited cell is submitted
     if record is not None:
         state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res,
@@ -594,6 +594,99 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
         attached = None
     print(f"ring: {cell}: {res.max_requeues + 1} jobs were lost by SLURM; giving up", file=sys.stderr, flush=True)
     return 1
+
+
+
+# An edit while a job runs (ring.cluster.detach, the config rule's first step, and this launcher).
+# How often a cancelled job is looked for until SLURM lets it go (KillWait after its SIGTERM, 30 s by default).
+CANCEL_POLL_S = 1.0
+
+
+def made_with(cell: Path, stage: str) -> str | None:
+    """The config hash a stage recorded in its finished output: ``export.json``'s for pretraining (the checksum
+    record of the encoder files), ``metrics.json``'s for an evaluation; None when there is none."""
+    value = read_json_record(Path(cell) / (CHECKSUMS if stage == "pretrain" else OUTPUT[stage])).get("config_hash")
+    return value if isinstance(value, str) else None
+
+
+def other_config(record: dict | None, wanted: str | None) -> bool:
+    """Whether a launcher's record names a job of another config than ``wanted`` (a record or a job without a hash,
+    from before hashes were recorded, is nobody's other config)."""
+    return record is not None and wanted is not None and record.get("config_hash") not in (None, wanted)
+
+
+def listed(job_id: str) -> bool:
+    """Whether squeue still lists the job (queued, running, or completing: its processes may still write)."""
+    out = slurm_call(["squeue", "-h", "-j", job_id, "-o", "%T"], timeout=30)
+    if out.returncode != 0:
+        if "Invalid job id" in out.stderr:
+            return False  # gone from the controller's memory: ended long enough ago
+        raise ControllerUnreachable(" ".join(out.stderr.split()) or f"squeue exited {out.returncode}")
+    return bool(out.stdout.strip())
+
+
+def cancel_and_wait(cell: Path, job_id: str, res: Resources) -> None:
+    """scancel the job, then wait until SLURM lists it no more and accounting calls it ended."""
+
+    def cancel() -> None:
+        out = slurm_call(["scancel", job_id], timeout=60)
+        if out.returncode != 0 and "already completing or completed" not in out.stderr:
+            raise RuntimeError(f"{cell}: scancel {job_id} failed ({' '.join(out.stderr.split())})")
+
+    retrying(cancel, res, f"cancelling job {job_id}")
+    while retrying(lambda: listed(job_id), res, f"waiting for job {job_id} to end"):
+        time.sleep(CANCEL_POLL_S)
+    # Accounting may record the end a moment after squeue drops the job: its killed runs are read from it.
+    while retrying(lambda: job_states([job_id])[job_id], res, f"asking about job {job_id}") in ALIVE:
+        time.sleep(CANCEL_POLL_S)
+
+
+def retire_record(cell: Path, job_id: str) -> Path:
+    """``slurm/job.json`` kept as ``slurm/job-<id>.json``: the job is no client's to follow any more."""
+    record = Path(cell) / "slurm" / RECORD
+    kept = record.with_name(f"job-{job_id}.json")
+    os.replace(record, kept)
+    return kept
+
+
+def detach(cell: Path, wanted: str | None, res: Resources, log=print) -> bool:
+    """Cancel the cell's recorded job when it runs another config than ``wanted`` and is still queued or running
+    (see the module docstring); True when it did.  Called before any of the cell's files move."""
+    cell = Path(cell)
+    record = read_record(cell)
+    if not other_config(record, wanted):
+        return False
+    job_id = record["job_id"]
+    state = retrying(lambda: job_states([job_id])[job_id], res, "asking about the recorded job")
+    if state is not None and state not in ALIVE:
+        return False  # it ended: nothing of it writes here any more (the launcher tells an earlier config's output)
+    log(f"ring: {cell}: its config changed while SLURM job {job_id} of the previous config was {state or 'queued'}; "
+        "cancelling it first, so that nothing of it writes into the edited cell")
+    cancel_and_wait(cell, job_id, res)
+    account_ended(cell, job_id)  # into the previous run's provenance, which moves aside with it
+    retire_record(cell, job_id)
+    return True
+
+
+def supersede(cell: Path, stage: str, log=print) -> Path | None:
+    """Move a stage's output that another config made to ``runs/<its hash>/``, so that the workflow, ``batch status``
+    and ``batch submit`` all see it missing and its cell's own config runs (nothing is deleted)."""
+    aside = rerun.set_aside(Path(cell), made_with(cell, stage) or "unrecorded", (OUTPUT[stage],))
+    if aside is not None:
+        log(f"ring: {cell}: its {OUTPUT[stage]} is superseded (another config made it); kept in {aside}")
+    return aside
+
+
+def accepts(cell: Path, stage: str, wanted: str | None, job_id: str, log=print) -> bool:
+    """Whether a finished output is the cell's: the config hash its stage recorded is ``wanted``.  Otherwise one
+    sentence, the output superseded, and False (the caller submits the cell's own config)."""
+    made = made_with(cell, stage)
+    if wanted is None or made == wanted:
+        return True
+    log(f"ring: {cell}: SLURM job {job_id} wrote {OUTPUT[stage]} with config {made}, not this cell's {wanted} "
+        "(the cell was edited while it ran); not accepted, submitting the cell's own config")
+    supersede(cell, stage, log=lambda line: None)
+    return False
 
 
 def main(argv=None) -> int:
