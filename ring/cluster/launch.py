@@ -451,16 +451,45 @@ def cell_lock(cell: Path):
         yield
 
 
+# The evaluation stages and the argument naming the encoder each evaluates: their runs are kept per config and
+# encoder, and a finished one is collected (or restored, an edit undone) on the login node without a job.
+EVALUATED_ENCODER = {"lincls": "--encoder", "transfer": "--encoder"}
+
+
+def _stage_config(job: StageJob):
+    return C.load(checks.STAGE_CONFIGS[job.stage], job.argv[job.argv.index("--config") + 1])
+
+
 def collect_exports(job: StageJob, cell: Path) -> bool:
     """A pretraining job that COMPLETED while no client watched, whose encoders Snakemake deleted since: put back
-    the copies the stage kept (verified against its checksum record, torch-free) instead of submitting again."""
-    if job.stage != "pretrain" or "--config" not in job.argv:
+    the copies the stage kept (verified against its checksum record, torch-free) instead of submitting again.
+    An evaluation is collected the same way, for the encoder it is to evaluate (:func:`collect_evaluation`)."""
+    if "--config" not in job.argv or job.stage not in checks.STAGE_CONFIGS:
+        return False
+    if job.stage in EVALUATED_ENCODER:
+        return collect_evaluation(job, cell)
+    from ring.plan import rerun
+
+    restored = rerun.restore_exports(cell, _stage_config(job))
+    return bool(restored) and (cell / OUTPUT[job.stage]).exists()
+
+
+def collect_evaluation(job: StageJob, cell: Path) -> bool:
+    """Before an evaluation runs or is submitted (torch-free): its cell brought in line with its config and the
+    encoder it is to evaluate (ring.plan.rerun.collect: the run of a previous encoder kept under runs/, a kept run
+    of this one restored); True when that evaluation is complete, its outputs put back from their kept copies and
+    verified: then nothing runs and nothing is submitted."""
+    flag = EVALUATED_ENCODER.get(job.stage)
+    if flag is None or "--config" not in job.argv or flag not in job.argv:
         return False
     from ring.plan import rerun
 
-    cfg = C.load(C.PretrainConfig, job.argv[job.argv.index("--config") + 1])
-    restored = rerun.restore_exports(cell, cfg)
-    return bool(restored) and (cell / OUTPUT[job.stage]).exists()
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    if not rerun.collect(cell, job.stage, _stage_config(job), job.argv[job.argv.index(flag) + 1], log=log):
+        return False
+    print(f"ring: {cell}: the evaluation of this encoder with this config is complete ({OUTPUT[job.stage]} put back "
+          "from the copy its run kept, its checksum verified); nothing to run", file=sys.stderr, flush=True)
+    return True
 
 
 def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
@@ -470,6 +499,8 @@ def launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
 
 def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     output = cell / OUTPUT[job.stage]
+    if collect_evaluation(job, cell):  # a finished job's evaluation, or a kept one (an edit undone): no job
+        return 0
     record, checked = read_record(cell), False
     attached, adopted = None, False
     if record is not None:
@@ -539,6 +570,9 @@ def main(argv=None) -> int:
             checks.load_checked(args.stage, stage_argv[stage_argv.index("--config") + 1])
         if args.launcher == "local":
             from ring.cluster import progress  # CELL/running.json for `ring.cluster.batch status`
+
+            if collect_evaluation(job, args.cell):  # as on SLURM: a finished evaluation is not run again
+                return 0
 
             with progress.running(args.cell) as run:
                 run["status"] = job.run_here()

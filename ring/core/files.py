@@ -175,7 +175,7 @@ def keep_exports(folder: str | Path, names) -> None:
         for name in names:
             link_into_place(folder / name, kept / name)
     except OSError as err:
-        raise FileError(write_failure(kept / "encoder.pt", err)) from None
+        raise FileError(write_failure(kept / list(names)[-1], err)) from None
 
 
 def verify_checksum(path: str | Path, what: str = "encoder", fix: str = "rerun the pretraining cell that writes it") -> str:
