@@ -111,7 +111,7 @@ def recorded_encoder(encoder_path: str | Path, method: str) -> str | None:
     """Torch-free, on the login node: the fingerprint of the encoder at ``encoder_path`` (with CMC's ab trunk
     beside it) as its checksum record states it, or None when a file or the record is missing.  The stage
     verifies the files against the record before it uses them; a restored evaluation names what it evaluated."""
-    from ring.core.methods import method_spec
+    from ring.core.methods import method as method_spec
 
     encoder_path = Path(encoder_path)
     files = read_record(encoder_path.with_name(CHECKSUMS)).get("files")
@@ -159,13 +159,16 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     happened and where the previous run's files are.  The record itself is rewritten by the stage
     when it starts training (a continued checkpoint still holds the old config until its next save).
     ``encoder``: an evaluation's, the fingerprint of the encoder it is to evaluate (a retrained encoder is an
-    edit of the evaluation too: its run is set aside, and a kept run of that very encoder restored).
+    edit of the evaluation too: its run is set aside, and a kept run of that very encoder restored); None: the
+    encoder the cell's record names.
     """
     cell = Path(cell)
     record = read_run_record(cell)
     if record is None:
         return "nothing"
     old_hash, old_values = record["config_hash"], record.get("config")
+    # No encoder given (the config rule, on the login node, edits only the evaluation's config): the same one.
+    encoder = encoder or record.get("encoder_sha256")
     old_key, new_key = run_key(old_hash, record.get("encoder_sha256")), run_key(C.config_hash(cfg), encoder)
     if old_key == new_key:
         return "nothing"
