@@ -199,3 +199,28 @@ def test_an_evaluation_config_edit_and_its_undo_keep_the_encoder_in_the_runs_nam
     rerun.write_record(tmp_path, new, "e" * 64)
     assert rerun.prepare(tmp_path, "lincls", old, log=lambda line: None) == "restore"
     assert (tmp_path / "metrics.json").read_text() == C.config_hash(old)
+
+
+@pytest.mark.parametrize("method", ["IR", "CMC"])
+def test_a_finished_detection_cell_is_collected_for_its_backbone_only(tmp_path, method):
+    """Issue 34 item 4 for Table 4: metrics.json kept with its backbone's SHA-256 comes back without a job; after
+    the backbone is converted again (another encoder) it does not, and the cell runs."""
+    from ring.core.files import record_checksums
+
+    weights, cell = tmp_path / "backbone" / "backbone.pkl", tmp_path / "cell"
+    weights.parent.mkdir()
+    cell.mkdir()
+    cfg = C.DetectionConfig(task="voc_det", method=method, source="digits", num_gpus=0)
+
+    def convert(content: bytes) -> str:
+        weights.write_bytes(content)
+        return record_checksums(weights.parent, ["backbone.pkl"])["files"]["backbone.pkl"]
+
+    sha = convert(b"converted")
+    (cell / "metrics.json").write_text("{}")
+    rerun.keep_outputs(cell, "detection", cfg, sha)  # as ring.detection.runner.write_metrics leaves the cell
+    (cell / "metrics.json").unlink()
+    assert rerun.collect(cell, "detection", cfg, weights) and (cell / "metrics.json").read_text() == "{}"
+    convert(b"converted from a retrained encoder")
+    (cell / "metrics.json").unlink()
+    assert not rerun.collect(cell, "detection", cfg, weights) and not (cell / "metrics.json").exists()

@@ -453,7 +453,7 @@ def cell_lock(cell: Path):
 
 # The evaluation stages and the argument naming the encoder each evaluates: their runs are kept per config and
 # encoder, and a finished one is collected (or restored, an edit undone) on the login node without a job.
-EVALUATED_ENCODER = {"lincls": "--encoder", "transfer": "--encoder"}
+EVALUATED_ENCODER = {"lincls": "--encoder", "transfer": "--encoder", "detection": "--weights"}
 
 
 def _stage_config(job: StageJob):

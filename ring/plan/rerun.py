@@ -64,7 +64,9 @@ RUN_FILES["lincls"] += (CHECKSUMS, KEPT)
 RUN_FILES["transfer"] = (*RUN_FILES["lincls"], "split-manifest.json")
 # The evaluation stages: the outputs each keeps under exported/ (the declared ones, the last-written last) and
 # records in export.json with its config hash and the fingerprint of the encoder it evaluated.
-EVALUATIONS = {"lincls": ("metrics.json",), "transfer": ("split-manifest.json", "metrics.json")}
+# A detection cell (no run.json: Detectron2 keeps its own checkpoints) is keyed by its converted backbone.
+EVALUATIONS = {"lincls": ("metrics.json",), "transfer": ("split-manifest.json", "metrics.json"),
+               "detection": ("metrics.json",)}
 # A continued pretraining cell keeps its checkpoint, log and records; only the shorter run's outputs move.
 OUTPUT_FILES = ("encoder*.pt", "export.json", KEPT)
 
@@ -109,13 +111,15 @@ def encoder_fingerprint(hashes: dict[str, str]) -> str:
 
 def recorded_encoder(encoder_path: str | Path, method: str) -> str | None:
     """Torch-free, on the login node: the fingerprint of the encoder at ``encoder_path`` (with CMC's ab trunk
-    beside it) as its checksum record states it, or None when a file or the record is missing.  The stage
+    beside it; or of a converted backbone) as its checksum record states it, or None when a file or the record is missing.  The stage
     verifies the files against the record before it uses them; a restored evaluation names what it evaluated."""
     from ring.core.methods import method as method_spec
 
     encoder_path = Path(encoder_path)
     files = read_record(encoder_path.with_name(CHECKSUMS)).get("files")
-    names = [encoder_path.name, *method_spec(method).encoder_files[1:]]
+    trunks = method_spec(method).encoder_files
+    # CMC's ab trunk beside its encoder.pt; a converted backbone (detection) is one file.
+    names = [encoder_path.name, *trunks[1:]] if encoder_path.name == trunks[0] else [encoder_path.name]
     if not isinstance(files, dict) or not all(isinstance(files.get(n), str) for n in names):
         return None
     if not all((encoder_path.with_name(n)).is_file() for n in names):
