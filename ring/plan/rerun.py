@@ -19,7 +19,7 @@ stage runs it again when it starts, for configs written by hand):
 * **restore**: a start over to a config whose run is kept under ``runs/<its hash>/`` (an edit
   undone) moves that run back instead, and the stage resumes it (a finished one only re-exports).
 
-An evaluation cell (linear, transfer: :data:`EVALUATIONS`) is one run per config *and* encoder: its
+An evaluation cell (linear, transfer) is one run per config *and* encoder: its
 ``run.json`` also records the SHA-256 fingerprint of the encoder it evaluated, and its runs are kept
 under ``runs/<config hash>-<encoder sha256[:12]>/`` (:func:`run_key`).  When its pretraining cell is
 retrained, the evaluation of the old encoder (metrics, log, provenance, checkpoint) moves there; when
@@ -28,7 +28,8 @@ and nothing is evaluated again.  An evaluation keeps its outputs (``metrics.json
 cell's split manifest) under ``exported/`` with a checksum record (``export.json``) naming its
 config hash and encoder, as pretraining keeps its encoders, so that outputs Snakemake deleted (a
 rerun job's outputs, a job that finished while no client watched) come back torch-free on the login
-node (:func:`collect`), verified by checksum.
+node (:func:`collect`), verified by checksum.  A detection cell (:data:`EVALUATIONS`) keeps and collects its
+``metrics.json`` the same way, keyed by its converted backbone, but has no ``run.json`` and no kept runs.
 
 Nothing is ever deleted: a finished encoder or metrics file of another config is kept under
 ``runs/``, named by that config's hash, and the cell's own files always belong to its
@@ -111,8 +112,8 @@ def encoder_fingerprint(hashes: dict[str, str]) -> str:
 
 def recorded_encoder(encoder_path: str | Path, method: str) -> str | None:
     """Torch-free, on the login node: the fingerprint of the encoder at ``encoder_path`` (with CMC's ab trunk
-    beside it; or of a converted backbone) as its checksum record states it, or None when a file or the record is missing.  The stage
-    verifies the files against the record before it uses them; a restored evaluation names what it evaluated."""
+    beside it; or of a converted backbone) as its checksum record states it, or None when a file or the record
+    is missing.  The stage verifies the files against the record before it uses them."""
     from ring.core.methods import method as method_spec
 
     encoder_path = Path(encoder_path)
