@@ -14,7 +14,11 @@ features are its L and ab encoders' maps concatenated (2 x 512 x 7 x 7), as CMC 
 protocol stamp says so (:func:`ring.engine.encoder.load_feature_extractor` builds either).
 
 Resume is the default: ``CELL/checkpoint.pt`` (classifier, optimizer, epoch, RNG) is written
-atomically after every epoch.  ``CELL/metrics.json`` stamps the protocol next to the numbers.
+atomically after every epoch.  ``CELL/metrics.json`` stamps the protocol next to the numbers, and is kept
+under ``CELL/exported/`` with a checksum record naming this config and the encoder evaluated.  A cell is one run per
+config and encoder: a retrained encoder (or an edited config) keeps the previous run whole under
+``CELL/runs/<config hash>-<encoder sha256[:12]>/``, and a kept run of the encoder evaluated now comes back finished,
+trained no further (:mod:`ring.plan.rerun`).
 
 A non-finite loss stops the stage at once (:mod:`ring.engine.health`, exit 1, nothing written).  A test top-1 at
 chance (:func:`ring.engine.health.divergence`: within 3 binomial standard errors of 1/K over the test images) is a
