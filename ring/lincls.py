@@ -14,7 +14,11 @@ features are its L and ab encoders' maps concatenated (2 x 512 x 7 x 7), as CMC 
 protocol stamp says so (:func:`ring.engine.encoder.load_feature_extractor` builds either).
 
 Resume is the default: ``CELL/checkpoint.pt`` (classifier, optimizer, epoch, RNG) is written
-atomically after every epoch.  ``CELL/metrics.json`` stamps the protocol next to the numbers.
+atomically after every epoch.  ``CELL/metrics.json`` stamps the protocol next to the numbers, and is kept
+under ``CELL/exported/`` with a checksum record naming this config and the encoder evaluated.  A cell is one run per
+config and encoder: a retrained encoder (or an edited config) keeps the previous run whole under
+``CELL/runs/<config hash>-<encoder sha256[:12]>/``, and a kept run of the encoder evaluated now comes back finished,
+trained no further (:mod:`ring.plan.rerun`).
 
 A non-finite loss stops the stage at once (:mod:`ring.engine.health`, exit 1, nothing written).  A test top-1 at
 chance (:func:`ring.engine.health.divergence`: within 3 binomial standard errors of 1/K over the test images) is a
@@ -28,7 +32,6 @@ training loss above 100 ln K with a top-1 above chance keeps its accuracy: the s
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -42,7 +45,7 @@ from ring.plan import checks, rerun
 from ring.core import config as C
 from ring.plan import catalog
 from ring.data import datasets
-from ring.engine.checkpoint import load_latest_checkpoint, previous_path, rng_state, save_checkpoint, set_rng_state
+from ring.engine.checkpoint import load_latest_checkpoint, rng_state, save_checkpoint, set_rng_state
 from ring.core.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
 from ring.engine.encoder import Precision, load_feature_extractor, resolve_precision
 from ring.engine import health, provenance
@@ -78,9 +81,8 @@ class LinearEval:
         self.encoder_hashes = self.trunk.sha256  # each file verified against its cell's checksum record
         # The pretraining config the encoder was made with (its checksum record's), for the tables' chain check.
         self.encoder_config_hash = read_record(self.encoder_path.with_name(CHECKSUMS)).get("config_hash")
-        # One fingerprint of every encoder file: a retrained cell invalidates the checkpoint.
-        self.encoder_sha256 = (self.encoder_hashes[self.encoder_path.name] if len(self.encoder_hashes) == 1
-                               else hashlib.sha256(" ".join(self.encoder_hashes.values()).encode()).hexdigest())
+        # One fingerprint of every encoder file: a retrained cell invalidates the checkpoint, and names the run.
+        self.encoder_sha256 = rerun.encoder_fingerprint(self.encoder_hashes)
 
         with torch.no_grad():
             probe = torch.zeros(1, 3, cfg.crop, cfg.crop, device=self.device)
@@ -126,14 +128,13 @@ class LinearEval:
         if state is None:
             return
         if state.get("config_hash") != C.config_hash(self.cfg) or state.get("encoder_sha256") != self.encoder_sha256:
-            # The encoder was retrained (or the protocol changed): this checkpoint is a stale,
-            # unfinished evaluation of something else.  Keep it aside and evaluate from scratch;
-            # linear evaluation is cheap next to the pretraining it follows.
-            stale = path.with_name(f"checkpoint.stale-{str(state.get('encoder_sha256'))[:12]}.pt")
-            if path.exists():
-                path.replace(stale)
-            previous_path(path).unlink(missing_ok=True)  # the same evaluation's older state
-            print(f"ring: {path} belongs to another encoder or protocol; kept as {stale.name}, starting over", file=sys.stderr)
+            # The encoder was retrained (or the protocol changed) and the cell has no run.json saying so (written
+            # by hand, or before it was kept): this run evaluated something else.  Kept whole under runs/, named
+            # by what it evaluated, as ring.plan.rerun keeps any other run; this cell evaluates from scratch.
+            key = rerun.run_key(str(state.get("config_hash")), str(state.get("encoder_sha256") or "unknown"))
+            aside = rerun.set_aside(self.out, key, rerun.RUN_FILES[self.STAGE])
+            print(f"ring: {path} belongs to another encoder or protocol; its run is kept in {aside}, starting over",
+                  file=sys.stderr)
             return
         self.classifier.load_state_dict(state["classifier"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -201,12 +202,22 @@ class LinearEval:
         check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch
         if stale := remove_stale_temporaries(self.out):
             print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
-        rerun.prepare(self.out, self.STAGE, self.cfg, log=lambda line: print(line, file=sys.stderr))
+        rerun.prepare(self.out, self.STAGE, self.cfg, log=lambda line: print(line, file=sys.stderr),
+                      encoder=self.encoder_sha256)
+        if rerun.finished(self.out, self.STAGE, self.cfg, self.encoder_sha256):
+            # This very evaluation is complete (an undone edit brought it back): its numbers, not new ones.
+            print(f"ring: {self.out}: this encoder's evaluation is complete (kept outputs verified); nothing to train",
+                  file=sys.stderr)
+            return json.loads((self.out / METRICS).read_text())
         self.resume()
-        rerun.write_record(self.out, self.cfg)
+        rerun.write_record(self.out, self.cfg, self.encoder_sha256)
+        self.write_inputs()
         self.log.truncate_from(self.epoch)
         with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
             return self._run()
+
+    def write_inputs(self) -> None:
+        """Files that describe what this run reads, written once the cell's folder is this run's (ring.transfer)."""
 
     def _run(self) -> dict:
         with tqdm(total=self.cfg.epochs, initial=self.epoch, desc="linear eval", file=sys.stderr,
@@ -247,6 +258,9 @@ class LinearEval:
         if "top1" in metrics:
             health.check_metrics(metrics, self.out / METRICS, keys=("top1", "top5"))
         atomic_write(self.out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
+        # Kept beside a checksum record, where Snakemake's cleanup does not look: collected without a job, and
+        # kept with this run when the encoder or config changes (ring.plan.rerun).
+        rerun.keep_outputs(self.out, self.STAGE, self.cfg, self.encoder_sha256)
         return metrics
 
 

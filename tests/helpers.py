@@ -1,5 +1,7 @@
 """Small configs on the embedded digits data, shared by the stage tests."""
 
+import json
+import os
 import subprocess
 import sys
 
@@ -68,3 +70,46 @@ def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
     (cell / "encoder.pt").unlink()
     Pretraining(cfg, cell).run()
     return first.steps_per_epoch
+
+
+def retrain_and_undo(evaluate, encoder_file, cell, outputs=("metrics.json",)) -> None:
+    """Issue 32 item 3 at the stage's level: ``evaluate()`` (a fresh LinearEval / TransferEval of ``cell`` on
+    ``encoder_file``, run) after the encoder is retrained keeps the old encoder's finished evaluation under
+    ``runs/<config hash>-<encoder sha256[:12]>/``; with the old encoder back (an undone pretraining edit) the
+    kept evaluation comes back whole and nothing is trained: the same bytes, the same log."""
+    import shutil
+
+    import torch
+
+    from ring.core.files import CHECKSUMS, KEPT
+    from ring.engine.encoder import Encoder, save_trunks, torchvision_state_dict
+    from ring.plan import rerun
+
+    evaluate()
+    first = {name: (cell / name).read_bytes() for name in (*outputs, "log.jsonl", "provenance.json")}
+    record = json.loads((cell / rerun.RUN_RECORD).read_text())
+    kept_encoder = encoder_file.parent / "kept-encoder"  # what ring.plan.rerun keeps of the pretraining run
+    kept_encoder.mkdir()
+    for name in (encoder_file.name, CHECKSUMS, KEPT):
+        os.replace(encoder_file.parent / name, kept_encoder / name)
+    torch.manual_seed(1)
+    save_trunks({"encoder.pt": torchvision_state_dict(Encoder())}, encoder_file.parent)  # pretraining retrained
+    for name in outputs:
+        (cell / name).unlink()  # Snakemake deletes the outputs of a job it reruns
+    evaluate()
+    aside = cell / rerun.RUNS / rerun.run_key(record["config_hash"], record["encoder_sha256"])
+    assert {name: (aside / name).read_bytes() for name in first} == first  # nothing finished is deleted
+    assert not list(cell.glob("checkpoint.stale-*")) and (aside / "checkpoint.pt").is_file()
+    second = {name: (cell / name).read_bytes() for name in outputs}
+    assert second != {name: first[name] for name in outputs}
+
+    shutil.rmtree(encoder_file.parent / KEPT)
+    for path in kept_encoder.iterdir():  # the pretraining edit undone: the old encoder restored
+        os.replace(path, encoder_file.parent / path.name)
+    for name in outputs:
+        (cell / name).unlink()
+    evaluate()
+    assert {name: (cell / name).read_bytes() for name in first} == first  # restored, not recomputed
+    assert json.loads((cell / rerun.RUN_RECORD).read_text()) == record
+    (kept_run,) = (cell / rerun.RUNS).iterdir()  # the retrained encoder's evaluation is kept in turn
+    assert kept_run != aside and {name: (kept_run / name).read_bytes() for name in outputs} == second

@@ -10,7 +10,7 @@ from ring.engine.encoder import Encoder, save_trunks, torchvision_state_dict
 from ring.core.files import FileError, record_checksums
 from ring.lincls import LinearEval
 
-from .helpers import lincls_config
+from .helpers import lincls_config, retrain_and_undo
 
 
 def _state_hash(module) -> str:
@@ -70,15 +70,22 @@ def test_resume_continues_from_the_last_epoch(tmp_path, encoder_file):
 
 
 @pytest.mark.slow
-def test_checkpoint_of_a_retrained_encoder_is_set_aside(tmp_path, encoder_file):
+def test_a_retrained_encoders_evaluation_is_kept_and_an_undo_brings_it_back(tmp_path, encoder_file):
+    cell = tmp_path / "cell"
+    retrain_and_undo(lambda: LinearEval(lincls_config(epochs=1), encoder_file, cell).run(), encoder_file, cell)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_of_another_encoder_without_a_run_record_is_kept_under_runs(tmp_path, encoder_file):
     cell = tmp_path / "cell"
     LinearEval(lincls_config(epochs=1), encoder_file, cell).run()
+    (cell / "run.json").unlink()  # a cell written before run.json named its encoder
     torch.manual_seed(1)
     save_trunks({"encoder.pt": torchvision_state_dict(Encoder())}, encoder_file.parent)  # pretraining was rerun
     evaluation = LinearEval(lincls_config(epochs=1), encoder_file, cell)
     evaluation.resume()
-    assert evaluation.epoch == 0
-    assert len(list(cell.glob("checkpoint.stale-*.pt"))) == 1
+    assert evaluation.epoch == 0 and not (cell / "checkpoint.pt").exists()
+    assert not list(cell.glob("checkpoint.stale-*")) and len(list(cell.glob("runs/*/checkpoint.pt"))) == 1
 
 
 def test_wrong_encoder_files_fail_with_one_sentence(tmp_path):

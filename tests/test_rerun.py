@@ -181,3 +181,94 @@ def test_a_second_client_of_a_cell_waits_for_the_first(tmp_path):
         assert second.poll() is None
     out, err = second.communicate(timeout=60)
     assert out == "inside\n" and f"ring: {tmp_path}: another client is attached to this cell; waiting for it" in err
+
+
+@pytest.mark.parametrize("stage", ["lincls", "transfer"])
+def test_an_evaluation_is_kept_per_encoder_and_collected_torch_free(tmp_path, stage):
+    """Issue 32 item 3 / issue 34 item 4 on the login node: a retrained encoder keeps the old evaluation under
+    runs/<hash>-<sha[:12]>/ (its outputs Snakemake deleted put back from their kept copies), and the restored
+    encoder's kept evaluation is collected whole, verified by checksum."""
+    from ring.core.files import record_checksums
+
+    pretrain, cell = tmp_path / "pretrain", tmp_path / "cell"
+    pretrain.mkdir()
+    cfg = lincls_config(method="IR")
+
+    def encoder(content: bytes) -> str:  # a pretraining cell exports an encoder: its fingerprint
+        (pretrain / "encoder.pt").write_bytes(content)
+        return record_checksums(pretrain, ["encoder.pt"])["files"]["encoder.pt"]
+
+    def evaluate(sha: str) -> None:  # the stage, as LinearEval.run leaves its cell
+        cell.mkdir(exist_ok=True)
+        rerun.write_record(cell, cfg, sha)
+        for name in rerun.EVALUATIONS[stage]:
+            (cell / name).write_text(f"{name} of {sha}")
+        (cell / "checkpoint.pt").write_text(sha)
+        rerun.keep_outputs(cell, stage, cfg, sha)
+
+    old = encoder(b"old")
+    assert not rerun.collect(cell, stage, cfg, pretrain / "encoder.pt")  # never evaluated: the stage runs
+    evaluate(old)
+    for name in rerun.EVALUATIONS[stage]:
+        (cell / name).unlink()  # Snakemake deleted a finished job's outputs: collected, nothing runs
+    assert rerun.collect(cell, stage, cfg, pretrain / "encoder.pt")
+    assert (cell / "metrics.json").read_text() == f"metrics.json of {old}"
+
+    new = encoder(b"retrained")
+    (cell / "metrics.json").unlink()
+    lines = []
+    assert not rerun.collect(cell, stage, cfg, pretrain / "encoder.pt", log=lines.append)
+    kept = cell / "runs" / f"{C.config_hash(cfg)}-{old[:12]}"
+    assert "the encoder it evaluates changed" in lines[0] and str(kept) in lines[0]
+    assert (kept / "metrics.json").read_text() == f"metrics.json of {old}" and (kept / "checkpoint.pt").is_file()
+    assert sorted(p.name for p in cell.iterdir()) == ["runs"]
+    evaluate(new)
+
+    encoder(b"old")  # the pretraining edit undone
+    (cell / "metrics.json").unlink()
+    assert rerun.collect(cell, stage, cfg, pretrain / "encoder.pt", log=lines.append)
+    assert "is back in place" in lines[-1] and (cell / "metrics.json").read_text() == f"metrics.json of {old}"
+    assert [p.name for p in (cell / "runs").iterdir()] == [f"{C.config_hash(cfg)}-{new[:12]}"]
+    (cell / "exported" / "metrics.json").write_text("altered")  # a copy that does not verify is never used
+    (cell / "metrics.json").unlink()
+    assert not rerun.collect(cell, stage, cfg, pretrain / "encoder.pt") and not (cell / "metrics.json").exists()
+
+
+def test_an_evaluation_config_edit_and_its_undo_keep_the_encoder_in_the_runs_name(tmp_path):
+    """The config rule runs ring.plan.rerun without an encoder: a runtime knob moves nothing, an edit keeps the run
+    under runs/<old hash>-<encoder>/, and its undo brings that run back."""
+    old, new = lincls_config(method="IR"), lincls_config(method="IR", lr=0.1)
+    _ran(tmp_path, old, files=("checkpoint.pt", "metrics.json"))
+    rerun.write_record(tmp_path, old, "e" * 64)
+    assert rerun.prepare(tmp_path, "lincls", lincls_config(method="IR", num_workers=3)) == "nothing"
+    assert rerun.prepare(tmp_path, "lincls", new, log=lambda line: None) == "start over"
+    assert (tmp_path / "runs" / f"{C.config_hash(old)}-{'e' * 12}" / "metrics.json").is_file()
+    _ran(tmp_path, new, files=("checkpoint.pt", "metrics.json"))
+    rerun.write_record(tmp_path, new, "e" * 64)
+    assert rerun.prepare(tmp_path, "lincls", old, log=lambda line: None) == "restore"
+    assert (tmp_path / "metrics.json").read_text() == C.config_hash(old)
+
+
+@pytest.mark.parametrize("method", ["IR", "CMC"])
+def test_a_finished_detection_cell_is_collected_for_its_backbone_only(tmp_path, method):
+    """Issue 34 item 4 for Table 4: metrics.json kept with its backbone's SHA-256 comes back without a job; after
+    the backbone is converted again (another encoder) it does not, and the cell runs."""
+    from ring.core.files import record_checksums
+
+    weights, cell = tmp_path / "backbone" / "backbone.pkl", tmp_path / "cell"
+    weights.parent.mkdir()
+    cell.mkdir()
+    cfg = C.DetectionConfig(task="voc_det", method=method, source="digits", num_gpus=0)
+
+    def convert(content: bytes) -> str:
+        weights.write_bytes(content)
+        return record_checksums(weights.parent, ["backbone.pkl"])["files"]["backbone.pkl"]
+
+    sha = convert(b"converted")
+    (cell / "metrics.json").write_text("{}")
+    rerun.keep_outputs(cell, "detection", cfg, sha)  # as ring.detection.runner.write_metrics leaves the cell
+    (cell / "metrics.json").unlink()
+    assert rerun.collect(cell, "detection", cfg, weights) and (cell / "metrics.json").read_text() == "{}"
+    convert(b"converted from a retrained encoder")
+    (cell / "metrics.json").unlink()
+    assert not rerun.collect(cell, "detection", cfg, weights) and not (cell / "metrics.json").exists()

@@ -415,6 +415,33 @@ def test_a_rerun_in_a_jobs_last_seconds_collects_its_output_without_a_new_job(wo
     assert (cell / "encoder.pt").read_bytes() == written
 
 
+def test_linear_evaluations_that_finish_while_no_client_watches_are_collected(workdir):
+    """Issue 34, "Why" item 4: the client is killed while the linear evaluations run (their cells' run.json, written
+    when the stage starts, is watched), the jobs COMPLETE, the rerun collects them: rc 0, no lincls job submitted
+    again, each metrics.json the bytes its job wrote (put back from the copy it kept, checksum verified)."""
+    start = now()
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "all_tables", *SLURM], cwd=workdir,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    cells = [workdir / f"results/tiny/lincls/digits/{m}/seed0" for m in ("IR", "MoCoRing")]
+    wait_for(lambda: all((c / "slurm" / "job.json").exists() and (c / "run.json").exists() for c in cells), 600,
+             "both linear evaluations to start")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    ids = [json.loads((c / "slurm" / "job.json").read_text())["job_id"] for c in cells]
+    wait_for(lambda: all_completed(ids), 600, "the orphaned linear evaluations to complete")
+    written = {c: (c / "metrics.json").read_bytes() for c in cells}
+    snakemake(workdir, "--unlock")
+    result = snakemake(workdir, "all_tables", *SLURM)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and (workdir / "results/tiny/tables/table1.md").exists()
+    # Each evaluation Snakemake reran as incomplete (at least one: the client died while both ran) is collected.
+    rerun_jobs = job_counts(output).get("lincls", 0)
+    assert rerun_jobs >= 1 and "MissingOutputException" not in output, output[-3000:]
+    assert output.count("the evaluation of this encoder with this config is complete") == rerun_jobs, output[-3000:]
+    assert {c: (c / "metrics.json").read_bytes() for c in cells} == written
+    assert len(sacct_jobs("ring-lincls-", start)) == 2 and len(sacct_jobs("ring-pretrain-", start)) == 2
+
+
 def test_a_finished_job_array_is_collected_by_all_tables(workdir):
     """Issue #11, item 2 (second repro): every array task finished before all_tables runs."""
     start = now()

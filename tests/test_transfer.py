@@ -11,7 +11,7 @@ from ring.plan import listings
 from ring import transfer
 from ring.lincls import LinearEval
 
-from .helpers import TINY_LINCLS
+from .helpers import TINY_LINCLS, retrain_and_undo
 from .test_metadataset import write_cub
 
 
@@ -65,6 +65,14 @@ def test_transfer_shares_the_linear_protocol_and_resume(tmp_path, encoder_file, 
     again.resume()
     verdict = "top1" if "top1" in first else "diverged"  # a 2-epoch probe may sit at chance (18.1% measured)
     assert again.epoch == 2 and again.run()[verdict] == first[verdict]
+
+
+@pytest.mark.slow
+def test_a_retrained_encoders_transfer_evaluation_is_kept_and_an_undo_brings_it_back(tmp_path, encoder_file,
+                                                                                     data_root):
+    cell = tmp_path / "cell"
+    retrain_and_undo(lambda: transfer.TransferEval(transfer_config(data_root, epochs=1), encoder_file, cell).run(),
+                     encoder_file, cell, outputs=("split-manifest.json", "metrics.json"))
 
 
 def test_grayscale_transfer_images_become_three_channels(tmp_path, encoder_file):

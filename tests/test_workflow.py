@@ -339,6 +339,41 @@ def _table_entry(workdir: Path, grid: str, method: str) -> str:
     raise AssertionError(f"no row {method}")
 
 
+def test_an_edit_keeps_the_old_encoders_evaluation_and_an_undo_brings_it_back_untrained(workdir, tmp_path):
+    """Issue 32 item 3: a pretraining edit keeps the finished linear evaluation of the old encoder under the
+    evaluation cell's runs/<lincls hash>-<encoder sha256[:12]>/; undoing the edit restores the encoder and that
+    evaluation, decided before any job: the same metrics.json and log.jsonl bytes, nothing trained."""
+    grid_file = tmp_path / "elsewhere" / "undo.yaml"
+    grid_file.parent.mkdir()
+    values = {**TINY, "methods": ["IR"], "seeds": [0]}
+    grid_file.write_text(yaml.safe_dump(values))
+    run = lambda: snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", f"grid={grid_file}")
+    run()
+    cell = workdir / "results" / "undo" / "lincls" / "digits" / "IR" / "seed0"
+    first = {name: (cell / name).read_bytes() for name in ("metrics.json", "log.jsonl", "provenance.json")}
+    record = json.loads((cell / "run.json").read_text())
+    kept = cell / "runs" / f"{record['config_hash']}-{record['encoder_sha256'][:12]}"
+
+    values["pretrain"] = {**values["pretrain"], "by_method": {"IR": {"lr": 0.01}}}
+    grid_file.write_text(yaml.safe_dump(values))
+    output = (lambda r: r.stdout + r.stderr)(run())
+    assert {name: (kept / name).read_bytes() for name in first} == first  # nothing finished is deleted
+    assert (kept / "checkpoint.pt").is_file() and "the encoder it evaluates changed" in output
+    edited = (cell / "metrics.json").read_bytes()
+    assert edited != first["metrics.json"]
+
+    del values["pretrain"]["by_method"]
+    grid_file.write_text(yaml.safe_dump(values))
+    output = (lambda r: r.stdout + r.stderr)(run())
+    assert "the evaluation of this encoder with this config is complete" in output
+    assert {name: (cell / name).read_bytes() for name in first} == first  # restored, not trained again
+    assert json.loads((cell / "run.json").read_text()) == record
+    (edited_run,) = (cell / "runs").iterdir()  # the edited encoder's evaluation, kept in turn
+    assert (edited_run / "metrics.json").read_bytes() == edited
+    assert not list(cell.rglob("checkpoint.stale-*"))
+    assert _table_entry(workdir, "undo", "IR").startswith(entry(json.loads(first["metrics.json"])))
+
+
 def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the_new_number(workdir, tmp_path):
     """Issue #22: a grid file kept outside the repository, edited after its cells finished."""
     from ring.core import config as C

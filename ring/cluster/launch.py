@@ -485,22 +485,49 @@ def cell_lock(cell: Path):
         yield
 
 
+# The evaluation stages and the argument naming the encoder each evaluates: their runs are kept per config and
+# encoder, and a finished one is collected (or restored, an edit undone) on the login node without a job.
+EVALUATED_ENCODER = {"lincls": "--encoder", "transfer": "--encoder", "detection": "--weights"}
+
+
+def _stage_config(job: StageJob):
+    return C.load(checks.STAGE_CONFIGS[job.stage], job.argv[job.argv.index("--config") + 1])
+
+
 def collect_exports(job: StageJob, cell: Path) -> bool:
-    """A pretraining job that COMPLETED, whose encoders Snakemake deleted since: put back the copies the stage kept
-    (verified against its checksum record, torch-free) instead of submitting again."""
-    if "--config" not in job.argv:
+    """A pretraining job that COMPLETED while no client watched, whose encoders Snakemake deleted since: put back
+    the copies the stage kept (verified against its checksum record, torch-free) instead of submitting again.
+    An evaluation is collected the same way, for the encoder it is to evaluate (:func:`collect_evaluation`)."""
+    if "--config" not in job.argv or job.stage not in checks.STAGE_CONFIGS:
+        return False
+    if job.stage in EVALUATED_ENCODER:
+        return collect_evaluation(job, cell)
+    restored = rerun.restore_exports(cell, _stage_config(job))
+    return bool(restored) and (cell / OUTPUT[job.stage]).exists()
+
+
+def collect_evaluation(job: StageJob, cell: Path) -> bool:
+    """Before an evaluation runs or is submitted (torch-free): its cell brought in line with its config and the
+    encoder it is to evaluate (ring.plan.rerun.collect: the run of a previous encoder kept under runs/, a kept run
+    of this one restored); True when that evaluation is complete, its outputs put back from their kept copies and
+    verified: then nothing runs and nothing is submitted."""
+    flag = EVALUATED_ENCODER.get(job.stage)
+    if flag is None or "--config" not in job.argv or flag not in job.argv:
         return False
 
-    cfg = C.load(C.PretrainConfig, job.argv[job.argv.index("--config") + 1])
-    restored = rerun.restore_exports(cell, cfg)
-    return bool(restored) and (cell / OUTPUT[job.stage]).exists()
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    if not rerun.collect(cell, job.stage, _stage_config(job), job.argv[job.argv.index(flag) + 1], log=log):
+        return False
+    print(f"ring: {cell}: the evaluation of this encoder with this config is complete ({OUTPUT[job.stage]} put back "
+          "from the copy its run kept, its checksum verified); nothing to run", file=sys.stderr, flush=True)
+    return True
 
 
 # Each stage's collector: puts back the outputs a COMPLETED job of this config wrote and Snakemake deleted since
 # (it deletes a rerun rule's outputs as incomplete, even while the job that writes them still runs), from the
 # copies the stage keeps where Snakemake does not look; True when the stage's output is in place again.  A stage
 # without one is submitted again (it resumes from its checkpoint).
-COLLECTORS = {"pretrain": collect_exports}
+COLLECTORS = {"pretrain": collect_exports, **dict.fromkeys(EVALUATED_ENCODER, collect_evaluation)}
 
 
 def collect_kept(job: StageJob, cell: Path) -> bool:
@@ -542,6 +569,8 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     attached, adopted = None, False
     if record is not None and detach(cell, wanted, res, log=lambda line: print(line, file=sys.stderr)):
         record = None  # its job ran another config and is cancelled now: the edited cell is submitted
+    if collect_evaluation(job, cell):  # a finished job's evaluation, or a kept one (an edit undone): no job
+        return 0
     if record is not None:
         state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res,
                          "asking about the recorded job", cell=cell)
@@ -708,6 +737,9 @@ def main(argv=None) -> int:
             checks.load_checked(args.stage, stage_argv[stage_argv.index("--config") + 1])
         if args.launcher == "local":
             from ring.cluster import progress  # CELL/running.json for `ring status`
+
+            if collect_evaluation(job, args.cell):  # as on SLURM: a finished evaluation is not run again
+                return 0
 
             with progress.running(args.cell) as run:
                 run["status"] = job.run_here()

@@ -177,7 +177,7 @@ def keep_exports(folder: str | Path, names) -> None:
         for name in names:
             link_into_place(folder / name, kept / name)
     except OSError as err:
-        raise FileError(write_failure(kept / "encoder.pt", err)) from None
+        raise FileError(write_failure(kept / list(names)[-1], err)) from None
 
 
 def place_exports(folder: str | Path, names) -> None:

@@ -28,7 +28,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from ring.plan import checks
+from ring.plan import checks, rerun
 from ring.core import config as C
 from ring.engine import health
 from ring.core.files import CHECKSUMS, FileError, check_writable, verify_checksum, write_json, write_text
@@ -186,6 +186,9 @@ def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict, lineag
     path = Path(out) / METRICS_FILE
     health.check_metrics(metrics, path, keys=("columns",))
     write_json(path, metrics)
+    # Kept with a checksum record naming the backbone: a job that finished while no client watched is collected
+    # by the launcher without a new job (ring.plan.rerun.collect).
+    rerun.keep_outputs(out, "detection", cfg, lineage["backbone_sha256"])
     return metrics
 
 

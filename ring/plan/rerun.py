@@ -20,6 +20,18 @@ stage runs it again when it starts, for configs written by hand):
   undone) moves that run back instead, and the stage resumes it; a finished one without its checkpoint
   comes back as finished (its exports verified against its checksum record) and trains nothing.
 
+An evaluation cell (linear, transfer) is one run per config *and* encoder: its
+``run.json`` also records the SHA-256 fingerprint of the encoder it evaluated, and its runs are kept
+under ``runs/<config hash>-<encoder sha256[:12]>/`` (:func:`run_key`).  When its pretraining cell is
+retrained, the evaluation of the old encoder (metrics, log, provenance, checkpoint) moves there; when
+the pretraining edit is undone, the restored encoder's evaluation comes back from there, finished,
+and nothing is evaluated again.  An evaluation keeps its outputs (``metrics.json``, a transfer
+cell's split manifest) under ``exported/`` with a checksum record (``export.json``) naming its
+config hash and encoder, as pretraining keeps its encoders, so that outputs Snakemake deleted (a
+rerun job's outputs, a job that finished while no client watched) come back torch-free on the login
+node (:func:`collect`), verified by checksum.  A detection cell (:data:`EVALUATIONS`) keeps and collects its
+``metrics.json`` the same way, keyed by its converted backbone, but has no ``run.json`` and no kept runs.
+
 No result is ever deleted: a finished encoder or metrics file of another config is kept under
 ``runs/``, named by that config's hash, and the cell's own files always belong to its
 ``config.yaml``.  Only checkpoints go: a superseded run drops them unless the config's ``keep_superseded``
@@ -30,6 +42,7 @@ on request (:mod:`ring.plan.disk`).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import sys
@@ -37,8 +50,8 @@ from pathlib import Path
 
 from ring.core import config as C
 from ring.plan.checks import STAGE_CONFIGS
-from ring.core.files import (CHECKSUMS, KEPT, FileError, link_into_place, read_record, sha256_file, write_failure,
-                        write_json)
+from ring.core.files import (CHECKSUMS, KEPT, FileError, keep_exports, link_into_place, read_record, record_checksums,
+                             sha256_file, write_failure, write_json)
 
 RUN_RECORD = "run.json"
 # run.json's note that the cell continues to this config hash (its checkpoint still holds the old config until the
@@ -54,7 +67,13 @@ RUN_FILES = {
     "lincls": ("checkpoint*.pt", "metrics.json", "log.jsonl", "events.out.tfevents.*", "steps", "provenance.json",
                "wandb-run.json", RUN_RECORD),
 }
+RUN_FILES["lincls"] += (CHECKSUMS, KEPT)
 RUN_FILES["transfer"] = (*RUN_FILES["lincls"], "split-manifest.json")
+# The evaluation stages: the outputs each keeps under exported/ (the declared ones, the last-written last) and
+# records in export.json with its config hash and the fingerprint of the encoder it evaluated.
+# A detection cell (no run.json: Detectron2 keeps its own checkpoints) is keyed by its converted backbone.
+EVALUATIONS = {"lincls": ("metrics.json",), "transfer": ("split-manifest.json", "metrics.json"),
+               "detection": ("metrics.json",)}
 # A continued pretraining cell keeps its checkpoint, log and records; only the shorter run's outputs move.
 OUTPUT_FILES = ("encoder*.pt", "export.json", KEPT)
 # What a superseded run drops under keep_superseded: results (the config's default): its checkpoints (the latest, the
@@ -83,9 +102,42 @@ def read_run_record(cell: Path) -> dict | None:
     return doc if isinstance(doc.get("config_hash"), str) else None
 
 
-def write_record(cell: Path, cfg) -> None:
-    """Record that the cell's checkpoint and outputs are (being) made with ``cfg``."""
-    write_json(Path(cell) / RUN_RECORD, {"config_hash": C.config_hash(cfg), "config": C.hashed_values(cfg)})
+def write_record(cell: Path, cfg, encoder: str | None = None) -> None:
+    """Record that the cell's checkpoint and outputs are (being) made with ``cfg`` (and, for an evaluation,
+    from the encoder of fingerprint ``encoder``)."""
+    extra = {"encoder_sha256": encoder} if encoder else {}
+    write_json(Path(cell) / RUN_RECORD, {"config_hash": C.config_hash(cfg), "config": C.hashed_values(cfg), **extra})
+
+
+def run_key(config_hash: str, encoder: str | None = None) -> str:
+    """The name of a run under ``runs/``: its config hash, and for an evaluation the encoder it evaluated (the first
+    12 hex digits of its fingerprint: one cell never sees enough encoders for them to collide)."""
+    return f"{config_hash}-{encoder[:12]}" if encoder else config_hash
+
+
+def encoder_fingerprint(hashes: dict[str, str]) -> str:
+    """One SHA-256 for an encoder's files (file name -> SHA-256, ``encoder.pt`` first): the file's own for one
+    trunk, the hash of the joined hashes for CMC's two (what an evaluation's checkpoint and run.json record)."""
+    values = list(hashes.values())
+    return values[0] if len(values) == 1 else hashlib.sha256(" ".join(values).encode()).hexdigest()
+
+
+def recorded_encoder(encoder_path: str | Path, method: str) -> str | None:
+    """Torch-free, on the login node: the fingerprint of the encoder at ``encoder_path`` (with CMC's ab trunk
+    beside it; or of a converted backbone) as its checksum record states it, or None when a file or the record
+    is missing.  The stage verifies the files against the record before it uses them."""
+    from ring.core.methods import method as method_spec
+
+    encoder_path = Path(encoder_path)
+    files = read_record(encoder_path.with_name(CHECKSUMS)).get("files")
+    trunks = method_spec(method).encoder_files
+    # CMC's ab trunk beside its encoder.pt; a converted backbone (detection) is one file.
+    names = [encoder_path.name, *trunks[1:]] if encoder_path.name == trunks[0] else [encoder_path.name]
+    if not isinstance(files, dict) or not all(isinstance(files.get(n), str) for n in names):
+        return None
+    if not all((encoder_path.with_name(n)).is_file() for n in names):
+        return None
+    return encoder_fingerprint({n: files[n] for n in names})
 
 
 def _present(cell: Path, patterns) -> list[Path]:
@@ -147,26 +199,34 @@ def finished_exports(folder: Path, config_hash: str) -> bool:
     return all(any(path.is_file() and sha256_file(path) == sha for path in places(name)) for name, sha in files.items())
 
 
-def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
+def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = None) -> str:
     """Bring ``cell`` in line with ``cfg`` before its stage runs: "nothing", "continue", "start over" or "restore".
 
     The previous config is the one the cell's ``run.json`` records (a cell without one is left to its
     stage, which reads the config hash of its checkpoint).  ``log`` gets the one line saying what
     happened and where the previous run's files are.  The record itself is rewritten by the stage
     when it starts training (a continued checkpoint still holds the old config until its next save).
+    ``encoder``: an evaluation's, the fingerprint of the encoder it is to evaluate (a retrained encoder is an
+    edit of the evaluation too: its run is set aside, and a kept run of that very encoder restored); None: the
+    encoder the cell's record names.
     """
     cell = Path(cell)
     record = read_run_record(cell)
     if record is None:
         return "nothing"
     old_hash, old_values = record["config_hash"], record.get("config")
-    if old_hash == C.config_hash(cfg):
+    # No encoder given (the config rule, on the login node, edits only the evaluation's config): the same one.
+    encoder = encoder or record.get("encoder_sha256")
+    old_key, new_key = run_key(old_hash, record.get("encoder_sha256")), run_key(C.config_hash(cfg), encoder)
+    if old_key == new_key:
         return "nothing"
     if record.get(CONTINUING) == C.config_hash(cfg):
         return "continue"  # decided and said already (by the config rule): the job's log does not say it twice
     new_values = C.hashed_values(cfg)
     keys = changed_keys(old_values, new_values) if old_values else []
     what = f"its config changed ({', '.join(keys)})" if keys else "its config changed"
+    if old_hash == C.config_hash(cfg):
+        what = "the encoder it evaluates changed (its pretraining cell was retrained or restored)"
     if continues(stage, old_values, new_values):
         aside = set_aside(cell, old_hash, OUTPUT_FILES)
         kept = f"; the {old_values['epochs']}-epoch encoder is kept in {aside}" if aside else ""
@@ -174,12 +234,14 @@ def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
         drop_checkpoints(aside, cfg, log)
         write_json(cell / RUN_RECORD, {**record, CONTINUING: C.config_hash(cfg)})
         return "continue"
-    aside = set_aside(cell, old_hash, RUN_FILES[stage])
+    aside = set_aside(cell, old_key, RUN_FILES[stage])
+    if aside is not None:
+        restore_exports(aside, None, last=EVALUATIONS.get(stage, ("encoder.pt",))[-1])  # what Snakemake deleted
     kept = f"the previous run is kept in {aside}" if aside is not None else "nothing of the previous run was left"
-    if restore(cell, C.config_hash(cfg)):
+    if restore(cell, new_key, finished_counts=stage in EVALUATIONS):
         how = ("it resumes there" if (cell / "checkpoint.pt").is_file() else
-               "finished: its encoder verifies against its checksum record, so nothing retrains")
-        log(f"ring: {cell}: {what}: {kept}, and the run of this config kept in {cell / RUNS / C.config_hash(cfg)} is "
+               "finished: its outputs verify against its checksum record, so nothing retrains")
+        log(f"ring: {cell}: {what}: {kept}, and the run of this config kept in {cell / RUNS / new_key} is "
             f"back in place ({how})")
         drop_checkpoints(aside, cfg, log)
         return "restore"
@@ -188,14 +250,15 @@ def prepare(cell: str | Path, stage: str, cfg, log=print) -> str:
     return "start over"
 
 
-def restore(cell: Path, config_hash: str) -> bool:
-    """Move a run kept under ``runs/<config_hash>/`` back into the cell (an edit undone); False if there is none
-    with a checkpoint to resume or finished (its run.json and verified exports this config's: keep_superseded
-    dropped its checkpoints, and the stage then trains nothing).  The encoder a longer schedule left behind is not a
-    run (no run.json), nor is an unfinished run without its checkpoint: the cell starts over."""
-    kept = cell / RUNS / config_hash
-    finished = (read_run_record(kept) or {}).get("config_hash") == config_hash and finished_exports(kept, config_hash)
-    if not ((kept / "checkpoint.pt").is_file() or finished):
+def restore(cell: Path, key: str, finished_counts: bool = False) -> bool:
+    """Move a run kept under ``runs/<key>/`` back into the cell (an edit undone); False if there is none with a
+    checkpoint to resume or finished: a pretraining run whose run.json and verified exports are this config's
+    (keep_superseded dropped its checkpoints, and the stage then trains nothing), or, with ``finished_counts``, an
+    evaluation whose kept outputs verify.  The encoder a longer schedule left behind is not a run (no run.json), nor
+    is an unfinished run without its checkpoint: the cell starts over."""
+    kept = cell / RUNS / key
+    finished = (read_run_record(kept) or {}).get("config_hash") == key and finished_exports(kept, key)
+    if not ((kept / "checkpoint.pt").is_file() or finished or finished_counts and verified_copies(kept)):
         return False
     try:
         for path in sorted(kept.iterdir()):
@@ -207,25 +270,65 @@ def restore(cell: Path, config_hash: str) -> bool:
     return True
 
 
-def restore_exports(cell: str | Path, cfg) -> list[str]:
+def verified_copies(cell: Path) -> dict[str, str]:
+    """The files (name -> SHA-256) of ``cell``'s checksum record when every copy kept under ``exported/``
+    verifies, else {}."""
+    files = read_record(Path(cell) / CHECKSUMS).get("files")
+    kept = Path(cell) / KEPT
+    if not isinstance(files, dict) or not files:
+        return {}
+    if not all((kept / name).is_file() and sha256_file(kept / name) == sha for name, sha in files.items()):
+        return {}
+    return files
+
+
+def restore_exports(cell: str | Path, cfg, encoder: str | None = None, last: str = "encoder.pt") -> list[str]:
     """Put back the exported files Snakemake deleted (a finished job collected after its client was gone), from
-    the copies kept under ``exported/``, when the checksum record is this config's and every copy verifies;
-    the names restored, or an empty list (then the stage must run to export them again)."""
+    the copies kept under ``exported/``, when the checksum record is this config's (and, for an evaluation, this
+    encoder's) and every copy verifies; the names restored, or an empty list (then the stage must run to export
+    them again).  ``cfg`` None: whatever the record's config (a run set aside keeps its own outputs whole)."""
     cell = Path(cell)
     record = read_record(cell / CHECKSUMS)
-    files = record.get("files")
-    if not isinstance(files, dict) or record.get("config_hash") != C.config_hash(cfg):
+    if cfg is not None and (record.get("config_hash") != C.config_hash(cfg) or record.get("encoder_sha256") != encoder):
         return []
-    kept = cell / KEPT
-    if not all((kept / name).is_file() and sha256_file(kept / name) == sha for name, sha in files.items()):
-        return []
+    files = verified_copies(cell)
     missing = [name for name in files if not (cell / name).exists()]
     try:
-        for name in sorted(missing, key=lambda n: n == "encoder.pt"):  # encoder.pt last, as the stage writes it
-            link_into_place(kept / name, cell / name)
+        for name in sorted(missing, key=lambda n: n == last):  # the stage's last output last, as it writes them
+            link_into_place(cell / KEPT / name, cell / name)
     except OSError as err:
-        raise FileError(write_failure(cell / "encoder.pt", err)) from None
+        raise FileError(write_failure(cell / last, err)) from None
     return missing
+
+
+def keep_outputs(cell: str | Path, stage: str, cfg, encoder: str) -> dict:
+    """An evaluation's finished outputs kept under ``exported/`` (hard links) and recorded in ``export.json`` with
+    its config hash and encoder: what :func:`collect` and :func:`restore` verify (see the module docstring)."""
+    names = EVALUATIONS[stage]
+    keep_exports(cell, names)
+    return record_checksums(cell, names, config_hash=C.config_hash(cfg), encoder_sha256=encoder)
+
+
+def finished(cell: str | Path, stage: str, cfg, encoder: str) -> bool:
+    """Whether the evaluation ``cell`` holds is complete for ``cfg`` and ``encoder``: its outputs are there (put
+    back from their kept copies when Snakemake deleted them) and every copy verifies against the record."""
+    cell = Path(cell)
+    restore_exports(cell, cfg, encoder, last=EVALUATIONS[stage][-1])
+    record = read_record(cell / CHECKSUMS)
+    files = verified_copies(cell) if record.get("encoder_sha256") == encoder else {}
+    return (record.get("config_hash") == C.config_hash(cfg) and set(files) == set(EVALUATIONS[stage])
+            and all((cell / name).is_file() and sha256_file(cell / name) == sha for name, sha in files.items()))
+
+
+def collect(cell: str | Path, stage: str, cfg, encoder_path: str | Path, log=print) -> bool:
+    """Torch-free, on the login node, before an evaluation's job is run or submitted: bring ``cell`` in line with
+    its config and the encoder it is to evaluate (:func:`prepare`: a run of the old encoder is kept, a kept run of
+    this one restored), then whether its outputs are complete for them (:func:`finished`): then nothing runs."""
+    encoder = recorded_encoder(encoder_path, getattr(cfg, "method", ""))
+    if encoder is None:
+        return False  # no verifiable encoder: the stage says so in its own sentence
+    prepare(cell, stage, cfg, log=log, encoder=encoder)
+    return finished(cell, stage, cfg, encoder)
 
 
 def main(argv=None) -> int:
