@@ -57,6 +57,18 @@ METRICS = "metrics.json"
 LOG = "log.jsonl"
 
 
+def keep_foreign_run(out: Path, stage: str, cfg, state: dict) -> None:
+    """The encoder was retrained (or the protocol changed) and the cell has no run.json saying so (written by hand,
+    or before it was kept): the checkpoint's run evaluated something else.  Kept under runs/, named by what it
+    evaluated, as ring.plan.rerun keeps any other run (keep_superseded decides its checkpoints); the cell evaluates
+    from scratch."""
+    key = rerun.run_key(str(state.get("config_hash")), str(state.get("encoder_sha256") or "unknown"))
+    aside = rerun.set_aside(out, key, rerun.RUN_FILES[stage])
+    print(f"ring: {out / CHECKPOINT} belongs to another encoder or protocol; its run is kept in {aside}, starting over",
+          file=sys.stderr)
+    rerun.drop_checkpoints(aside, cfg, log=lambda line: print(line, file=sys.stderr))
+
+
 class LinearEval:
     STAGE = "lincls"  # what ring.plan.rerun keeps aside when this cell's config changes
 
@@ -128,13 +140,7 @@ class LinearEval:
         if state is None:
             return
         if state.get("config_hash") != C.config_hash(self.cfg) or state.get("encoder_sha256") != self.encoder_sha256:
-            # The encoder was retrained (or the protocol changed) and the cell has no run.json saying so (written
-            # by hand, or before it was kept): this run evaluated something else.  Kept whole under runs/, named
-            # by what it evaluated, as ring.plan.rerun keeps any other run; this cell evaluates from scratch.
-            key = rerun.run_key(str(state.get("config_hash")), str(state.get("encoder_sha256") or "unknown"))
-            aside = rerun.set_aside(self.out, key, rerun.RUN_FILES[self.STAGE])
-            print(f"ring: {path} belongs to another encoder or protocol; its run is kept in {aside}, starting over",
-                  file=sys.stderr)
+            keep_foreign_run(self.out, self.STAGE, self.cfg, state)
             return
         self.classifier.load_state_dict(state["classifier"])
         self.optimizer.load_state_dict(state["optimizer"])

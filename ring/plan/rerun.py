@@ -49,6 +49,7 @@ import sys
 from pathlib import Path
 
 from ring.core import config as C
+from ring.core.methods import method as method_spec
 from ring.plan.checks import STAGE_CONFIGS
 from ring.core.files import (CHECKSUMS, KEPT, FileError, keep_exports, link_into_place, read_record, record_checksums,
                              sha256_file, write_failure, write_json)
@@ -126,8 +127,6 @@ def recorded_encoder(encoder_path: str | Path, method: str) -> str | None:
     """Torch-free, on the login node: the fingerprint of the encoder at ``encoder_path`` (with CMC's ab trunk
     beside it; or of a converted backbone) as its checksum record states it, or None when a file or the record
     is missing.  The stage verifies the files against the record before it uses them."""
-    from ring.core.methods import method as method_spec
-
     encoder_path = Path(encoder_path)
     files = read_record(encoder_path.with_name(CHECKSUMS)).get("files")
     trunks = method_spec(method).encoder_files
@@ -240,7 +239,8 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     kept = f"the previous run is kept in {aside}" if aside is not None else "nothing of the previous run was left"
     if restore(cell, new_key, finished_counts=stage in EVALUATIONS):
         how = ("it resumes there" if (cell / "checkpoint.pt").is_file() else
-               "finished: its outputs verify against its checksum record, so nothing retrains")
+               "finished: its encoder verifies against its checksum record, so nothing retrains" if stage not in EVALUATIONS
+               else "finished: its outputs verify against their checksum record, so nothing runs again")
         log(f"ring: {cell}: {what}: {kept}, and the run of this config kept in {cell / RUNS / new_key} is "
             f"back in place ({how})")
         drop_checkpoints(aside, cfg, log)
