@@ -26,16 +26,21 @@ def kornia_or_shim() -> str:
     """
     try:
         import kornia
+
         return f"kornia {kornia.__version__}"
     except ImportError:
         import types
 
         def rgb_to_lab(rgb: torch.Tensor) -> torch.Tensor:
             lin = torch.where(rgb > 0.04045, ((rgb + 0.055) / 1.055) ** 2.4, rgb / 12.92)
-            m = torch.tensor([[0.412453, 0.357580, 0.180423], [0.212671, 0.715160, 0.072169],
-                              [0.019334, 0.119193, 0.950227]], device=rgb.device, dtype=rgb.dtype)
-            xyz = torch.einsum("ij,bjhw->bihw", m, lin) / torch.tensor([0.950456, 1.0, 1.088754], device=rgb.device,
-                                                                         dtype=rgb.dtype).view(1, 3, 1, 1)
+            m = torch.tensor(
+                [[0.412453, 0.357580, 0.180423], [0.212671, 0.715160, 0.072169], [0.019334, 0.119193, 0.950227]],
+                device=rgb.device,
+                dtype=rgb.dtype,
+            )
+            xyz = torch.einsum("ij,bjhw->bihw", m, lin) / torch.tensor(
+                [0.950456, 1.0, 1.088754], device=rgb.device, dtype=rgb.dtype
+            ).view(1, 3, 1, 1)
             f = torch.where(xyz > 0.008856, xyz.clamp_min(1e-12) ** (1 / 3), 7.787 * xyz + 4.0 / 29.0)
             L = torch.where(xyz[:, 1:2] > 0.008856, 116.0 * f[:, 1:2] - 16.0, 903.3 * xyz[:, 1:2])
             return torch.cat([L, 500.0 * (f[:, :1] - f[:, 1:2]), 200.0 * (f[:, 1:2] - f[:, 2:])], 1)
@@ -64,6 +69,7 @@ def machine() -> dict:
         info["device"] = "cpu"
     try:
         import torchvision
+
         info["torchvision"] = torchvision.__version__
     except ImportError:
         pass

@@ -54,20 +54,37 @@ def main() -> None:
     index = torch.arange(batch, device=device)
 
     def synthetic_run() -> float:
-        return items_per_second(((x, index) for _ in range(steps + 2)), lambda b: step(*b), device, 2, count=lambda b: len(b[1]))
+        return items_per_second(
+            ((x, index) for _ in range(steps + 2)), lambda b: step(*b), device, 2, count=lambda b: len(b[1])
+        )
 
     def real_run() -> float:
         loader = make_loader(views, epoch_batches(n, batch, 0, 0)[: steps + 2], workers, device)
-        return items_per_second(((x.to(device, non_blocking=True), i.to(device)) for x, _, i in loader), lambda b: step(*b),
-                                device, 2, count=lambda b: len(b[1]))
+        return items_per_second(
+            ((x.to(device, non_blocking=True), i.to(device)) for x, _, i in loader),
+            lambda b: step(*b),
+            device,
+            2,
+            count=lambda b: len(b[1]),
+        )
 
     # Interleaved (synthetic, real, synthetic) so that drift of the machine does not favour either.
     first = synthetic_run()
     real = real_run()
     synthetic = (first + synthetic_run()) / 2
-    write("data_pipeline", {"machine": machine(), "image_size": size, "batch": batch, "workers": workers,
-                            "augmented_images_per_s": real, "device_tensor_images_per_s": synthetic,
-                            "ratio": real / synthetic}, tiny=args.tiny)
+    write(
+        "data_pipeline",
+        {
+            "machine": machine(),
+            "image_size": size,
+            "batch": batch,
+            "workers": workers,
+            "augmented_images_per_s": real,
+            "device_tensor_images_per_s": synthetic,
+            "ratio": real / synthetic,
+        },
+        tiny=args.tiny,
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import items_per_second, machine, write  # noqa: E402
 from ring.data import augment, dali, datasets  # noqa: E402
-from ring.plan.catalog import spec  # noqa: E402
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
+from ring.plan.catalog import spec  # noqa: E402
 
 
 def make_jpegs(root: Path, n: int, seed: int = 0) -> None:
@@ -80,8 +80,9 @@ def main() -> None:
         rates, errors = {}, {}
 
         pil = datasets.Views(folder, datasets.pretrain_view("imagenet", resize, crop, 0.2))
-        rates["pil"] = timed(make_loader(pil, order, workers, device),
-                             lambda b: b[0].to(device, non_blocking=True), warmup, device)
+        rates["pil"] = timed(
+            make_loader(pil, order, workers, device), lambda b: b[0].to(device, non_blocking=True), warmup, device
+        )
         print(f"jpeg_decode: pil {rates['pil']:.1f} views/s", file=sys.stderr, flush=True)
 
         jpegs = augment.JpegViews(folder.samples, augment.ViewParams(resize, 0.2))
@@ -95,8 +96,9 @@ def main() -> None:
             skipped["dali"] = dali.MISSING
         else:
             try:
-                make_dali = dali.DaliViews([path for path, _ in folder.samples], device, crop, 0.2, s.mean, s.std,
-                                           seed=0, batch_size=batch)
+                make_dali = dali.DaliViews(
+                    [path for path, _ in folder.samples], device, crop, 0.2, s.mean, s.std, seed=0, batch_size=batch
+                )
                 first = make_dali(order[0], 0, 0)[0]
                 rates["dali"] = timed(enumerate(order), lambda sb: make_dali(sb[1], 0, sb[0])[0], warmup, device)
                 dali_deterministic = torch.equal(first, make_dali(order[0], 0, 0)[0])
@@ -105,20 +107,40 @@ def main() -> None:
                 errors["dali"] = str(err).splitlines()[0]
 
         from torchvision.io import ImageReadMode, decode_jpeg, read_file
+
         data = [read_file(path) for path, _ in folder.samples[:batch]]
         try:
-            rates["decode_only"] = timed((data for _ in range(warmup + steps)),
-                                         lambda d: decode_jpeg(d, mode=ImageReadMode.RGB, device=device), warmup, device)
+            rates["decode_only"] = timed(
+                (data for _ in range(warmup + steps)),
+                lambda d: decode_jpeg(d, mode=ImageReadMode.RGB, device=device),
+                warmup,
+                device,
+            )
             print(f"jpeg_decode: decode_only {rates['decode_only']:.1f} images/s", file=sys.stderr, flush=True)
         except RuntimeError as err:
             errors["decode_only"] = str(err).splitlines()[0]
-    write("jpeg_decode", {"machine": machine(), "files": n, "jpeg_sizes": "300-500 px a side, quality 90",
-                          "batch": batch, "resize": resize, "image_size": crop, "workers": workers,
-                          "warmup_batches": warmup, "timed_batches": steps, "views_per_s": rates,
-                          # Batches the device path decoded image by image on the CPU (0: all batched on the device).
-                          "device_fallback_batches": augment.fallback_batches,
-                          # The dali mode crops the original images: resize is not applied there (ring/data/dali.py).
-                          "dali_deterministic": dali_deterministic, "skipped": skipped, "errors": errors}, tiny=args.tiny)
+    write(
+        "jpeg_decode",
+        {
+            "machine": machine(),
+            "files": n,
+            "jpeg_sizes": "300-500 px a side, quality 90",
+            "batch": batch,
+            "resize": resize,
+            "image_size": crop,
+            "workers": workers,
+            "warmup_batches": warmup,
+            "timed_batches": steps,
+            "views_per_s": rates,
+            # Batches the device path decoded image by image on the CPU (0: all batched on the device).
+            "device_fallback_batches": augment.fallback_batches,
+            # The dali mode crops the original images: resize is not applied there (ring/data/dali.py).
+            "dali_deterministic": dali_deterministic,
+            "skipped": skipped,
+            "errors": errors,
+        },
+        tiny=args.tiny,
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Planning cost of the workflow: `snakemake -n all_tables` on the paper grid (target <= 5 s).
 
-    python benchmarks/orchestration.py [--tiny]
+python benchmarks/orchestration.py [--tiny]
 """
 
 from __future__ import annotations
@@ -22,8 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def plan(grid: str) -> tuple[float, int]:
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "all_tables", "--config", f"grid={grid}",
-                          "data_root=/nonexistent"], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "all_tables", "--config", f"grid={grid}", "data_root=/nonexistent"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     elapsed = time.perf_counter() - start
     total = int(re.search(r"^total\s+(\d+)", out.stdout + out.stderr, re.M).group(1))
     return elapsed, total
@@ -35,9 +40,17 @@ def main() -> None:
     args = parser.parse_args()
     repeats = 1 if args.tiny else 5
     runs = [plan("paper") for _ in range(repeats)]
-    write("orchestration", {"machine": machine(), "command": "snakemake -n all_tables --config grid=paper",
-                            "jobs_planned": runs[0][1], "median_s": statistics.median(r[0] for r in runs),
-                            "runs_s": [r[0] for r in runs]}, tiny=args.tiny)
+    write(
+        "orchestration",
+        {
+            "machine": machine(),
+            "command": "snakemake -n all_tables --config grid=paper",
+            "jobs_planned": runs[0][1],
+            "median_s": statistics.median(r[0] for r in runs),
+            "runs_s": [r[0] for r in runs],
+        },
+        tiny=args.tiny,
+    )
 
 
 if __name__ == "__main__":

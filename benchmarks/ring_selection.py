@@ -31,9 +31,17 @@ from benchmarks.common import machine, timeit, write  # noqa: E402
 from ring.engine.encoder import Encoder, Grouped, Precision, resolve_precision  # noqa: E402
 from ring.engine.objectives.ir import InstanceDiscrimination  # noqa: E402
 from ring.engine.objectives.moco import MomentumContrast  # noqa: E402
-from ring.engine.objectives.ring import (DEFAULT_MAX_CHUNK_ELEMENTS, _row_bounds, chunk_elements,  # noqa: E402
-                                         padded_mask, sample_from_blocks, sample_from_mask, sample_in_window,
-                                         window_mask, window_ranks)
+from ring.engine.objectives.ring import (  # noqa: E402
+    DEFAULT_MAX_CHUNK_ELEMENTS,
+    _row_bounds,
+    chunk_elements,
+    padded_mask,
+    sample_from_blocks,
+    sample_from_mask,
+    sample_in_window,
+    window_mask,
+    window_ranks,
+)
 
 WINDOW = (90.0, 99.0)  # the window after annealing: the largest selection cost does not depend on it
 
@@ -57,8 +65,16 @@ def bench_selection(batch: int, sizes: list[int], device, repeats: int) -> list[
         assert torch.equal(ours, theirs), f"selections differ at N={n}"
         t_ours = timeit(lambda sims=sims: window_mask(sims, *WINDOW), device, repeats)
         t_sort = timeit(lambda sims=sims: sorted_window(sims, *WINDOW), device, repeats)
-        rows.append({"batch": batch, "n": n, "kthvalue_s": t_ours, "sort_s": t_sort, "speedup": t_sort / t_ours,
-                     "same_set": True})
+        rows.append(
+            {
+                "batch": batch,
+                "n": n,
+                "kthvalue_s": t_ours,
+                "sort_s": t_sort,
+                "speedup": t_sort / t_ours,
+                "same_set": True,
+            }
+        )
         del sims, ours, theirs
     return rows
 
@@ -73,24 +89,39 @@ def bench_draw(batch: int, n: int, k: int, device, repeats: int) -> list[dict]:
     budget = chunk_elements(0, device)
     rows = []
     for window in ((0.0, 90.0), WINDOW):
+
         def select(draw, window=window):
             return sample_in_window(q, bank, *window, u, max_chunk_elements=budget, draw=draw)
 
         assert torch.equal(select(sample_from_blocks), select(sample_from_mask)), f"draws differ at N={n}, {window}"
-        sims = q[:min(batch, max(1, budget // n))] @ bank.T  # one chunk's rows, as the selection draws them
+        sims = q[: min(batch, max(1, budget // n))] @ bank.T  # one chunk's rows, as the selection draws them
         mask = padded_mask(sims, *_row_bounds(sims, *window_ranks(n, *window)))
         del sims
-        part = u[:mask.shape[0]]
-        draw_s = {draw.__name__: timeit(lambda draw=draw, mask=mask, part=part: draw(mask, part), device, 5 * repeats)
-                  for draw in (sample_from_blocks, sample_from_mask)}
-        select_s = {draw.__name__: timeit(lambda draw=draw: select(draw), device, repeats)
-                    for draw in (sample_from_blocks, sample_from_mask)}
-        rows.append({"batch": batch, "n": n, "k": k, "window": window, "draw_rows": mask.shape[0],
-                     "draw_blocks_s": draw_s["sample_from_blocks"], "draw_cumsum_s": draw_s["sample_from_mask"],
-                     "select_blocks_s": select_s["sample_from_blocks"], "select_cumsum_s": select_s["sample_from_mask"],
-                     "draw_speedup": draw_s["sample_from_mask"] / draw_s["sample_from_blocks"],
-                     "select_speedup": select_s["sample_from_mask"] / select_s["sample_from_blocks"],
-                     "same_draws": True})
+        part = u[: mask.shape[0]]
+        draw_s = {
+            draw.__name__: timeit(lambda draw=draw, mask=mask, part=part: draw(mask, part), device, 5 * repeats)
+            for draw in (sample_from_blocks, sample_from_mask)
+        }
+        select_s = {
+            draw.__name__: timeit(lambda draw=draw: select(draw), device, repeats)
+            for draw in (sample_from_blocks, sample_from_mask)
+        }
+        rows.append(
+            {
+                "batch": batch,
+                "n": n,
+                "k": k,
+                "window": window,
+                "draw_rows": mask.shape[0],
+                "draw_blocks_s": draw_s["sample_from_blocks"],
+                "draw_cumsum_s": draw_s["sample_from_mask"],
+                "select_blocks_s": select_s["sample_from_blocks"],
+                "select_cumsum_s": select_s["sample_from_mask"],
+                "draw_speedup": draw_s["sample_from_mask"] / draw_s["sample_from_blocks"],
+                "select_speedup": select_s["sample_from_mask"] / select_s["sample_from_blocks"],
+                "same_draws": True,
+            }
+        )
         del mask
     return rows
 
@@ -102,8 +133,9 @@ def _step(objective, encoder, optimizer, views, index, window):
     optimizer.step()
 
 
-def bench_steps(batch: int, image: int, bank_sizes: list[int], queue: int, device, repeats: int,
-                groups: int = 8) -> list[dict]:
+def bench_steps(
+    batch: int, image: int, bank_sizes: list[int], queue: int, device, repeats: int, groups: int = 8
+) -> list[dict]:
     rows = []
     torch.manual_seed(0)
     x = [torch.randn(batch, 3, image, image, device=device) for _ in range(2)]
@@ -123,12 +155,24 @@ def bench_steps(batch: int, image: int, bank_sizes: list[int], queue: int, devic
                     objective = MomentumContrast(model, 128, n, 0.999, 0.07, ring=ring)
                 objective.to(device)
                 index = torch.randint(0, n if kind == "IR" else batch, (batch,), device=device)
-                times[ring] = timeit(lambda o=objective, m=model, opt=optimizer, i=index: _step(o, m, opt, x, i, WINDOW), device, repeats)
+                times[ring] = timeit(
+                    lambda o=objective, m=model, opt=optimizer, i=index: _step(o, m, opt, x, i, WINDOW), device, repeats
+                )
             name = f"{kind}ing" if kind == "IR" else "MoCoRing"
-            rows.append({"base": kind, "ring": name, "n": n, "batch": batch, "image": image,
-                         "precision": "bf16, channels-last" if device.type == "cuda" else "fp32",
-                         "chunk_elements": chunk_elements(0, device),
-                         "base_step_s": times[False], "ring_step_s": times[True], "ratio": times[True] / times[False]})
+            rows.append(
+                {
+                    "base": kind,
+                    "ring": name,
+                    "n": n,
+                    "batch": batch,
+                    "image": image,
+                    "precision": "bf16, channels-last" if device.type == "cuda" else "fp32",
+                    "chunk_elements": chunk_elements(0, device),
+                    "base_step_s": times[False],
+                    "ring_step_s": times[True],
+                    "ratio": times[True] / times[False],
+                }
+            )
     return rows
 
 
@@ -152,29 +196,44 @@ def _peak_child(n: int, batch: int, budget: int) -> None:
 
 
 def _status_kb(key: str) -> int:
-    return int(next(line.split()[1] for line in Path("/proc/self/status").read_text().splitlines() if line.startswith(key)))
+    return int(
+        next(line.split()[1] for line in Path("/proc/self/status").read_text().splitlines() if line.startswith(key))
+    )
 
 
 def bench_memory(n: int, batch: int, budget: int = DEFAULT_MAX_CHUNK_ELEMENTS) -> dict:
     # A fixed mmap threshold makes glibc return every large freed block at once, so the resident
     # set tracks live tensors instead of heap pages kept for reuse.
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    out = subprocess.run([sys.executable, __file__, "--peak-child", str(n), str(batch), str(budget)],
-                         capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, __file__, "--peak-child", str(n), str(batch), str(budget)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     extra = int(out.stdout.strip())
     cuda = torch.cuda.is_available()
     full = batch * n * 4
-    return {"n": n, "batch": batch,
-            "measure": "cuda max_memory_allocated over the bank" if cuda else "peak RSS (VmHWM) over the RSS before selecting",
-            "selection_peak_bytes": extra, "full_similarity_bytes": full, "fraction_of_full": extra / full,
-            "chunk_budget_bytes": budget * 4}
+    return {
+        "n": n,
+        "batch": batch,
+        "measure": "cuda max_memory_allocated over the bank"
+        if cuda
+        else "peak RSS (VmHWM) over the RSS before selecting",
+        "selection_peak_bytes": extra,
+        "full_similarity_bytes": full,
+        "fraction_of_full": extra / full,
+        "chunk_budget_bytes": budget * 4,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="seconds-long run for the test suite")
-    parser.add_argument("--quick", action="store_true",
-                        help="on a GPU: IRing at the 1.28M bank only (gpu_suite.sh --quick)")
+    parser.add_argument(
+        "--quick", action="store_true", help="on a GPU: IRing at the 1.28M bank only (gpu_suite.sh --quick)"
+    )
     parser.add_argument("--draw-only", action="store_true", help="time IRing's two draws only; print, write nothing")
     parser.add_argument("--peak-child", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -204,13 +263,18 @@ def main() -> None:
         mem = bench_memory(1_281_167, 256, budget=chunk_elements(0, device))
     else:  # CPU scale: the smoke grid's sizes, then the paper's batch, bank and queue sizes on 32x32 images
         sel = bench_selection(64, [65_536, 1_281_167], device, 3)
-        steps = bench_steps(64, 32, [1347], 1024, device, 15) + bench_steps(256, 32, [50_000, 1_281_167], 65_536, device, 5)
+        steps = bench_steps(64, 32, [1347], 1024, device, 15) + bench_steps(
+            256, 32, [50_000, 1_281_167], 65_536, device, 5
+        )
         mem = bench_memory(1_281_167, 256)
     draw = bench_draw(*draw_scale[:3], device, draw_scale[3])
     # The quick run's own name: unpacked, it must not replace a full run's ratios (the estimate reads them all).
     name = "ring_selection_quick" if gpu and args.quick and not args.tiny else "ring_selection"
-    write(name, {"machine": machine(), "window": WINDOW, "selection": sel, "steps": steps, "memory": mem,
-                 "draw": draw}, tiny=args.tiny)
+    write(
+        name,
+        {"machine": machine(), "window": WINDOW, "selection": sel, "steps": steps, "memory": mem, "draw": draw},
+        tiny=args.tiny,
+    )
 
 
 if __name__ == "__main__":

@@ -24,9 +24,9 @@ import shutil
 import sys
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "benchmarks" / "results"
@@ -39,8 +39,11 @@ RESULT_NAME = re.compile(r"^(?:\.tiny-(?P<tiny>[\w]+)|(?P<name>[\w]+)-(?P<device
 
 
 def missing_packages() -> list[str]:
-    return [f"suite: missing python package {mod!r} (pip install {pip})" for mod, pip in PACKAGES.items()
-            if importlib.util.find_spec(mod) is None]
+    return [
+        f"suite: missing python package {mod!r} (pip install {pip})"
+        for mod, pip in PACKAGES.items()
+        if importlib.util.find_spec(mod) is None
+    ]
 
 
 # -- the targets ------------------------------------------------------------------------------------------
@@ -88,23 +91,52 @@ class Target:
 
 def _pipeline_target(method: str, compiled: bool) -> Target:
     name = f"throughput_{method}" + ("_compile" if compiled else "")
-    return Target(f"pipeline_{method}" + ("_compile" if compiled else ""),
-                  f"{method}{' compiled' if compiled else ''}: device pipeline / device tensors", 0.9, True, "x",
-                  lambda r: _pipeline_ratio(r, name))
+    return Target(
+        f"pipeline_{method}" + ("_compile" if compiled else ""),
+        f"{method}{' compiled' if compiled else ''}: device pipeline / device tensors",
+        0.9,
+        True,
+        "x",
+        lambda r: _pipeline_ratio(r, name),
+    )
 
 
 # Issue 31, item 7 (224 px, batch 256, bf16, on an H100 or H200).  The estimate's bound depends on the card.
 TARGETS = (
-    Target("moco_eager", "MoCo eager, device tensors", 7500, True, "images/s",
-           lambda r: _rate(r, "throughput_MoCo", "synthetic")),
-    Target("moco_compiled", "MoCo compiled, device tensors", 10_000, True, "images/s",
-           lambda r: _rate(r, "throughput_MoCo_compile", "synthetic")),
+    Target(
+        "moco_eager",
+        "MoCo eager, device tensors",
+        7500,
+        True,
+        "images/s",
+        lambda r: _rate(r, "throughput_MoCo", "synthetic"),
+    ),
+    Target(
+        "moco_compiled",
+        "MoCo compiled, device tensors",
+        10_000,
+        True,
+        "images/s",
+        lambda r: _rate(r, "throughput_MoCo_compile", "synthetic"),
+    ),
     *(_pipeline_target(m, compiled) for compiled in (False, True) for m in ("IR", "MoCo", "CMC", "LA")),
     Target("jpeg_path", "ImageNet JPEG path (decode_jpeg + device views)", 6000, True, "views/s", _jpeg_views),
-    Target("mocoring_ratio", "MoCoRing / MoCo step time, queue 65,536", 1.05, False, "x",
-           lambda r: _ring_ratio(r, "MoCoRing", 65_536)),
-    Target("iring_ratio", "IRing / IR step time, bank 1,281,167", 1.15, False, "x",
-           lambda r: _ring_ratio(r, "IRing", 1_281_167)),
+    Target(
+        "mocoring_ratio",
+        "MoCoRing / MoCo step time, queue 65,536",
+        1.05,
+        False,
+        "x",
+        lambda r: _ring_ratio(r, "MoCoRing", 65_536),
+    ),
+    Target(
+        "iring_ratio",
+        "IRing / IR step time, bank 1,281,167",
+        1.15,
+        False,
+        "x",
+        lambda r: _ring_ratio(r, "IRing", 1_281_167),
+    ),
 )
 # `estimate --grid paper` bound by the card whose figures price it (issue 31: 450 H100-hours, 400 from H200 figures).
 ESTIMATE_BOUND_H = {"H100": 450.0, "H200": 400.0}
@@ -138,9 +170,13 @@ def _merge_quick_ring(folder: Path) -> None:
 def estimate_row(raw: Path, device: str | None) -> dict:
     """`estimate --grid paper` from the committed figures with this run's results in their place."""
     bound = next((h for card, h in ESTIMATE_BOUND_H.items() if device and card in device), None)
-    row = {"id": "estimate_paper", "what": f"estimate --grid paper ({device or 'no device'} figures)",
-           "target": f"<= {bound:g} GPU-hours" if bound else "<= 450 H100-hours / 400 H200-hours (not an H100 or H200)",
-           "measured": None, "status": "not run"}
+    row = {
+        "id": "estimate_paper",
+        "what": f"estimate --grid paper ({device or 'no device'} figures)",
+        "target": f"<= {bound:g} GPU-hours" if bound else "<= 450 H100-hours / 400 H200-hours (not an H100 or H200)",
+        "measured": None,
+        "status": "not run",
+    }
     try:
         from ring.plan import estimate as E
         from ring.plan import grid as G
@@ -162,37 +198,72 @@ def sync_rows(results: dict) -> list[dict]:
     """The step under torch.cuda.set_sync_debug_mode("error"), one row per method it ran."""
     doc = results.get("sync_step")
     if not doc:
-        return [{"id": "sync_step", "what": "one step, no host sync (set_sync_debug_mode error)", "target": "pass",
-                 "measured": None, "status": "not run"}]
-    return [{"id": f"sync_step_{m}", "what": f"{m}: one step, world size 1, no host sync (set_sync_debug_mode error)",
-             "target": "pass", "measured": r["status"], "status": r["status"].split(":")[0], "error": r.get("error")}
-            for m, r in doc["methods"].items()]
+        return [
+            {
+                "id": "sync_step",
+                "what": "one step, no host sync (set_sync_debug_mode error)",
+                "target": "pass",
+                "measured": None,
+                "status": "not run",
+            }
+        ]
+    return [
+        {
+            "id": f"sync_step_{m}",
+            "what": f"{m}: one step, world size 1, no host sync (set_sync_debug_mode error)",
+            "target": "pass",
+            "measured": r["status"],
+            "status": r["status"].split(":")[0],
+            "error": r.get("error"),
+        }
+        for m, r in doc["methods"].items()
+    ]
 
 
 def summarize(raw: Path, mode: str, missing: list[str]) -> dict:
     results, device = load_results(raw)
     suite = json.loads((raw / "suite.json").read_text()) if (raw / "suite.json").exists() else {}
     rows = [t.row(results) for t in TARGETS] + [estimate_row(raw, device)] + sync_rows(results)
-    return {"mode": mode, "device": device, "seconds": suite.get("seconds"), "missing_packages": missing,
-            "runs": suite.get("runs", []), "targets": rows,
-            # The first compiled step, compilation included: what the next run's budget can come from.
-            "compile_seconds": {name: doc.get("first_step_s") for name, doc in results.items()
-                                if name.endswith("_compile")}}
+    return {
+        "mode": mode,
+        "device": device,
+        "seconds": suite.get("seconds"),
+        "missing_packages": missing,
+        "runs": suite.get("runs", []),
+        "targets": rows,
+        # The first compiled step, compilation included: what the next run's budget can come from.
+        "compile_seconds": {
+            name: doc.get("first_step_s") for name, doc in results.items() if name.endswith("_compile")
+        },
+    }
 
 
 def _fmt(value) -> str:
-    return "—" if value is None else f"{value:,.3g}" if isinstance(value, float) and value < 100 else \
-        f"{value:,.0f}" if isinstance(value, float) else str(value)
+    return (
+        "—"
+        if value is None
+        else f"{value:,.3g}"
+        if isinstance(value, float) and value < 100
+        else f"{value:,.0f}"
+        if isinstance(value, float)
+        else str(value)
+    )
 
 
 def markdown(summary: dict) -> str:
-    lines = [f"# GPU suite ({summary['mode']} mode) on {summary['device'] or 'no device'}", "",
-             f"{summary['seconds']} s in all; results, logs and nvidia-smi in {ARCHIVE} "
-             "(`python benchmarks/suite_summary.py unpack results.tar.gz`).", ""]
+    lines = [
+        f"# GPU suite ({summary['mode']} mode) on {summary['device'] or 'no device'}",
+        "",
+        f"{summary['seconds']} s in all; results, logs and nvidia-smi in {ARCHIVE} "
+        "(`python benchmarks/suite_summary.py unpack results.tar.gz`).",
+        "",
+    ]
     lines += [f"- {m}" for m in summary["missing_packages"]]
     lines += ["| target | what | bound | measured | status |", "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {r['id']} | {r['what']} | {r['target']} | {_fmt(r['measured'])} | {r['status']} |"
-              for r in summary["targets"]]
+    lines += [
+        f"| {r['id']} | {r['what']} | {r['target']} | {_fmt(r['measured'])} | {r['status']} |"
+        for r in summary["targets"]
+    ]
     lines += ["", "| benchmark | exit | seconds |", "| --- | --- | --- |"]
     lines += [f"| {r['name']} | {r['skipped'] or r['rc']} | {r['seconds']} |" for r in summary["runs"]]
     return "\n".join(lines) + "\n"
@@ -219,8 +290,10 @@ def checked_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
     for m in members:
         parts = Path(m.name).parts
         if not m.isfile() or m.name.startswith("/") or ".." in parts or Path(m.name).suffix not in ALLOWED_SUFFIXES:
-            raise ValueError(f"{tar.name}: member {m.name!r} is not a plain .json/.log/.txt file at a relative path "
-                             "without '..'; refusing to unpack this archive.")
+            raise ValueError(
+                f"{tar.name}: member {m.name!r} is not a plain .json/.log/.txt file at a relative path "
+                "without '..'; refusing to unpack this archive."
+            )
     return members
 
 

@@ -55,8 +55,11 @@ def one_method(name: str, tiny: bool, device: torch.device, set_mode=None) -> di
         step()
         return {"status": "pass"}
     except RuntimeError as err:
-        return {"status": "fail", "error": str(err).splitlines()[0],
-                "where": "".join(traceback.format_tb(err.__traceback__)[-3:])}
+        return {
+            "status": "fail",
+            "error": str(err).splitlines()[0],
+            "where": "".join(traceback.format_tb(err.__traceback__)[-3:]),
+        }
     finally:
         set_mode("default")
         sync(device)
@@ -68,9 +71,15 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true")
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
-    methods = {m: one_method(m, args.tiny, torch.device("cuda")) if cuda else {"status": "skipped: no CUDA"} for m in args.methods}
-    write("sync_step", {"machine": machine(), "world_size": 1, "mode": 'torch.cuda.set_sync_debug_mode("error")',
-                        "methods": methods}, tiny=args.tiny)
+    methods = {
+        m: one_method(m, args.tiny, torch.device("cuda")) if cuda else {"status": "skipped: no CUDA"}
+        for m in args.methods
+    }
+    write(
+        "sync_step",
+        {"machine": machine(), "world_size": 1, "mode": 'torch.cuda.set_sync_debug_mode("error")', "methods": methods},
+        tiny=args.tiny,
+    )
 
 
 if __name__ == "__main__":

@@ -31,13 +31,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import LAB_CONVERSION, items_per_second, machine, sync, write  # noqa: E402
-from ring.data import augment, datasets  # noqa: E402
 from ring.core import config as C  # noqa: E402
-from ring.plan.catalog import spec  # noqa: E402
-from ring.engine.encoder import Grouped, Precision, resolve_precision  # noqa: E402
 from ring.core.methods import method as method_spec  # noqa: E402
+from ring.data import augment, datasets  # noqa: E402
+from ring.engine.encoder import Grouped, Precision, resolve_precision  # noqa: E402
 from ring.engine.objectives import build_encoder, build_objective, views_per_image  # noqa: E402
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
+from ring.plan.catalog import spec  # noqa: E402
 
 # The paper's four throughput families, each measured by its base method; any registered method (a plug-in's
 # included) can be measured, and its file is named by its objective's family, what ring.plan.estimate looks up.
@@ -52,8 +52,16 @@ def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile
     if name == "LA":
         overrides["kmeans_warmup_epochs"] = 0  # LA's own step (background neighbours, close positives)
         overrides["kmeans_k"] = min(C.PretrainConfig.kmeans_k, n // 8)  # the tiny run's 512 images
-    cfg = C.PretrainConfig(method=name, dataset="cifar10", batch_size=batch, resize=resize, crop=crop,
-                           bank_negatives=min(4096, n // 2), channels_last=channels_last, **overrides)
+    cfg = C.PretrainConfig(
+        method=name,
+        dataset="cifar10",
+        batch_size=batch,
+        resize=resize,
+        crop=crop,
+        bank_negatives=min(4096, n // 2),
+        channels_last=channels_last,
+        **overrides,
+    )
     if name == "MoCo":
         cfg.queue_size = max(batch, min(cfg.queue_size, n))
     spec_ = method_spec(name)
@@ -68,13 +76,20 @@ def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--method", required=True, help=f"a registered method; the paper's families: {', '.join(METHODS)}")
-    parser.add_argument("--compile", action="store_true",
-                        help="torch.compile the encoder and the device views (default mode)")
+    parser.add_argument(
+        "--method", required=True, help=f"a registered method; the paper's families: {', '.join(METHODS)}"
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="torch.compile the encoder and the device views (default mode)"
+    )
     parser.add_argument("--feeds", default="synthetic,device,pil", help="comma-separated subset")
-    parser.add_argument("--channels-last", default="auto", choices=("auto", "on", "off"),
-                        help="the encoder's memory format (auto: on for CUDA, NCHW with BatchNorm groups); 'on' is "
-                        "written as a _channels_last result, 'off' as a _nchw one")
+    parser.add_argument(
+        "--channels-last",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="the encoder's memory format (auto: on for CUDA, NCHW with BatchNorm groups); 'on' is "
+        "written as a _channels_last result, 'off' as a _nchw one",
+    )
     parser.add_argument("--workers", type=int, default=None, help="loader processes (default: 0 on CPU, 8 on GPU)")
     parser.add_argument("--tiny", action="store_true", help="seconds-long run for the test suite")
     args = parser.parse_args()
@@ -84,7 +99,9 @@ def main() -> None:
     warmup = int(os.environ.get("RING_BENCH_WARMUP", 1 if args.tiny else 3))
     steps = int(os.environ.get("RING_BENCH_STEPS", 2 if args.tiny else 10 if gpu else 4))
     # On a CPU the paper's 224-pixel steps take minutes each: the CPU measures the smoke grid's 32-pixel views.
-    n, batch, resize, crop = (512, 16, 32, 32) if args.tiny else (50_000, 256, 256, 224) if gpu else (50_000, 256, 32, 32)
+    n, batch, resize, crop = (
+        (512, 16, 32, 32) if args.tiny else (50_000, 256, 256, 224) if gpu else (50_000, 256, 32, 32)
+    )
     if args.tiny or not gpu:
         torch.backends.cudnn.benchmark = False
     else:
@@ -94,8 +111,9 @@ def main() -> None:
     images = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
     spec_ = method_spec(args.method)  # one sentence for an unknown name
     family = spec_.objective.family(spec_)
-    cfg, spec_, model, objective, optimizer = build(args.method, n, batch, resize, crop, device, args.compile,
-                                                    args.channels_last)
+    cfg, spec_, model, objective, optimizer = build(
+        args.method, n, batch, resize, crop, device, args.compile, args.channels_last
+    )
     n_views = views_per_image(spec_)
     s = spec("cifar10")
     extra = {}
@@ -136,16 +154,21 @@ def main() -> None:
         def batches():
             for *params, _labels, index in loader:
                 yield make(params, index), index.to(device, non_blocking=True)
+
         return timed(batches())
 
     def pil_feed():
-        views = datasets.Views(datasets.ArrayImages(images, np.zeros(n)),
-                               datasets.pretrain_view("cifar10", resize, crop, cfg.crop_scale_min), n_views)
+        views = datasets.Views(
+            datasets.ArrayImages(images, np.zeros(n)),
+            datasets.pretrain_view("cifar10", resize, crop, cfg.crop_scale_min),
+            n_views,
+        )
         loader = make_loader(views, order, workers, device)
 
         def batches():
             for *v, _labels, index in loader:
                 yield [x.to(device, non_blocking=True) for x in v], index.to(device, non_blocking=True)
+
         return timed(batches())
 
     def augment_only() -> float:
@@ -162,8 +185,10 @@ def main() -> None:
         return steps * batch / (time.perf_counter() - start)
 
     def pil_only() -> float:
-        view = datasets.Views(datasets.ArrayImages(images, np.zeros(n)),
-                              datasets.pretrain_view("cifar10", resize, crop, cfg.crop_scale_min))
+        view = datasets.Views(
+            datasets.ArrayImages(images, np.zeros(n)),
+            datasets.pretrain_view("cifar10", resize, crop, cfg.crop_scale_min),
+        )
         start = time.perf_counter()
         for i in range(batch):
             view[i]
@@ -190,22 +215,38 @@ def main() -> None:
         print(f"throughput {args.method}: feed {name} ...", file=sys.stderr, flush=True)
         images_per_s[name] = feeds[name]()
         print(f"throughput {args.method}: {name} {images_per_s[name]:.1f} images/s", file=sys.stderr, flush=True)
-    payload = {"machine": machine(), "method": family, "measured_method": args.method, "views_per_image": n_views, "image_size": crop,
-               "resize": resize, "batch": batch, "workers": workers, "warmup_steps": warmup, "timed_steps": steps,
-               "compile": args.compile, "bf16": model.module.bf16 if hasattr(model.module, "bf16") else None,
-               "channels_last": resolve_precision(cfg.precision, cfg.channels_last, device, cfg.bn_groups)[1], "bn_groups": cfg.bn_groups,
-               "lab_conversion": LAB_CONVERSION if args.method == "CMC" else None,
-               "images_per_s": images_per_s,
-               "ratio_device_to_synthetic": images_per_s["device"] / images_per_s["synthetic"]
-               if {"device", "synthetic"} <= images_per_s.keys() else None,
-               "ratio_pil_to_synthetic": images_per_s["pil"] / images_per_s["synthetic"]
-               if {"pil", "synthetic"} <= images_per_s.keys() else None,
-               "device_augment_views_per_s": augment_only(),
-               "pil_views_per_s_one_process": pil_only(),
-               # Not with --compile: a no-grad forward would compile the encoder a second time.
-               "eval_images_per_s": None if args.compile else eval_only(),
-               "kmeans": {"n": n, "k": cfg.kmeans_k, "clusterings": cfg.kmeans_clusterings, "iters": cfg.kmeans_iters}
-               if spec_.uses_kmeans else None, **extra}
+    payload = {
+        "machine": machine(),
+        "method": family,
+        "measured_method": args.method,
+        "views_per_image": n_views,
+        "image_size": crop,
+        "resize": resize,
+        "batch": batch,
+        "workers": workers,
+        "warmup_steps": warmup,
+        "timed_steps": steps,
+        "compile": args.compile,
+        "bf16": model.module.bf16 if hasattr(model.module, "bf16") else None,
+        "channels_last": resolve_precision(cfg.precision, cfg.channels_last, device, cfg.bn_groups)[1],
+        "bn_groups": cfg.bn_groups,
+        "lab_conversion": LAB_CONVERSION if args.method == "CMC" else None,
+        "images_per_s": images_per_s,
+        "ratio_device_to_synthetic": images_per_s["device"] / images_per_s["synthetic"]
+        if {"device", "synthetic"} <= images_per_s.keys()
+        else None,
+        "ratio_pil_to_synthetic": images_per_s["pil"] / images_per_s["synthetic"]
+        if {"pil", "synthetic"} <= images_per_s.keys()
+        else None,
+        "device_augment_views_per_s": augment_only(),
+        "pil_views_per_s_one_process": pil_only(),
+        # Not with --compile: a no-grad forward would compile the encoder a second time.
+        "eval_images_per_s": None if args.compile else eval_only(),
+        "kmeans": {"n": n, "k": cfg.kmeans_k, "clusterings": cfg.kmeans_clusterings, "iters": cfg.kmeans_iters}
+        if spec_.uses_kmeans
+        else None,
+        **extra,
+    }
     layout, variant = LAYOUTS[args.channels_last]
     if variant:
         payload["variant"] = variant

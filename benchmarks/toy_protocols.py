@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine, write  # noqa: E402
+from ring import toy_cnce as T  # noqa: E402
 from ring.core import config as C  # noqa: E402
 from ring.reports import tables  # noqa: E402
-from ring import toy_cnce as T  # noqa: E402
 
 PAPER_COLUMNS = [10.0, 25.0, 50.0, 75.0, 90.0, 95.0]
 READINGS = {
@@ -51,8 +51,14 @@ def summarise(results: list[dict]) -> dict:
                 mean = statistics.fmean(values)
                 std = statistics.stdev(values) if len(values) > 1 else float("nan")
                 paper_mean, paper_std = tables.toy_paper(name)
-                rows[name] = {"ours_key": key, "mean": mean, "std": std, "paper_mean": paper_mean,
-                              "paper_std": paper_std, "paper_stds_away": (mean - paper_mean) / paper_std}
+                rows[name] = {
+                    "ours_key": key,
+                    "mean": mean,
+                    "std": std,
+                    "paper_mean": paper_mean,
+                    "paper_std": paper_std,
+                    "paper_stds_away": (mean - paper_mean) / paper_std,
+                }
             out[f"{protocol} | {reading}"] = rows
     return out
 

@@ -34,8 +34,10 @@ class Command:
         except ModuleNotFoundError as err:
             if (err.name or "ring").split(".")[0] == "ring":
                 raise  # our own module missing is a bug, not the environment's
-            raise SystemExit(f"ring: `ring {self.name}` needs the package {err.name}, which this environment lacks; "
-                             "install it there (README.md, Install; Detectron2: docs/detection.md).") from None
+            raise SystemExit(
+                f"ring: `ring {self.name}` needs the package {err.name}, which this environment lacks; "
+                "install it there (README.md, Install; Detectron2: docs/detection.md)."
+            ) from None
 
 
 def _batch(name: str, help: str) -> Command:
@@ -47,8 +49,9 @@ COMMANDS = (
     Command("fetch", "ring.data.fetch:main", "download and verify datasets (by name, or a grid's)"),
     Command("check", "ring.data.verify:main", "check a dataset under the data root (the data check)", ("check",)),
     Command("generate", "ring.data.metadataset:main", "generate an embedded transfer dataset (shapes)", ("generate",)),
-    Command("manifest", "ring.data.metadataset:main", "print a transfer dataset's split: counts and SHA-256",
-            ("manifest",)),
+    Command(
+        "manifest", "ring.data.metadataset:main", "print a transfer dataset's split: counts and SHA-256", ("manifest",)
+    ),
     Command("describe", "ring.plan.reference:describe_main", "describe a stage's configuration keys", ("describe",)),
     _batch("estimate", "a grid's predicted GPU-hours (torch-free, seconds)"),
     _batch("submit", "submit a grid's missing cells to SLURM: one job array"),
@@ -73,10 +76,13 @@ REGISTRY = {command.name: command for command in COMMANDS}
 
 def parser() -> argparse.ArgumentParser:
     listing = "\n".join(f"  {command.name:10} {command.help}" for command in COMMANDS)
-    top = argparse.ArgumentParser(prog="ring", usage="ring [-h] [--version] COMMAND ...",
-                                  description="Reproduce and extend the Ring paper's benchmarks.",
-                                  epilog=f"commands:\n{listing}\n\n`ring COMMAND --help` tells a command's options.",
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    top = argparse.ArgumentParser(
+        prog="ring",
+        usage="ring [-h] [--version] COMMAND ...",
+        description="Reproduce and extend the Ring paper's benchmarks.",
+        epilog=f"commands:\n{listing}\n\n`ring COMMAND --help` tells a command's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     top.add_argument("--version", action="version", version=f"ring-bench {ring.__version__}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS, required=True)
     for command in COMMANDS:

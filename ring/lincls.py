@@ -41,16 +41,15 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from ring.plan import checks, rerun
 from ring.core import config as C
-from ring.plan import catalog
-from ring.data import datasets
-from ring.engine.checkpoint import load_latest_checkpoint, rng_state, save_checkpoint, set_rng_state
 from ring.core.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
-from ring.engine.encoder import Precision, load_feature_extractor, resolve_precision
+from ring.data import datasets
 from ring.engine import health, provenance
+from ring.engine.checkpoint import load_latest_checkpoint, rng_state, save_checkpoint, set_rng_state
+from ring.engine.encoder import Precision, load_feature_extractor, resolve_precision
 from ring.engine.logs import JsonLog
 from ring.engine.runtime import Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
+from ring.plan import catalog, checks, rerun
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.json"
@@ -64,9 +63,20 @@ def keep_foreign_run(out: Path, stage: str, cfg, state: dict) -> None:
     from scratch."""
     key = rerun.run_key(str(state.get("config_hash")), str(state.get("encoder_sha256") or "unknown"))
     aside = rerun.set_aside(out, key, rerun.RUN_FILES[stage])
-    print(f"ring: {out / CHECKPOINT} belongs to another encoder or protocol; its run is kept in {aside}, starting over",
-          file=sys.stderr)
+    print(
+        f"ring: {out / CHECKPOINT} belongs to another encoder or protocol; its run is kept in {aside}, starting over",
+        file=sys.stderr,
+    )
     rerun.drop_checkpoints(aside, cfg, log=lambda line: print(line, file=sys.stderr))
+
+
+def accuracies(logits: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """Top-1 and top-5 accuracy in percent (top-k over the classes there are, when fewer than 5)."""
+    top5 = logits.topk(min(5, logits.shape[1]), dim=1).indices
+    return {
+        "top1": 100.0 * (top5[:, 0] == labels).float().mean().item(),
+        "top5": 100.0 * (top5 == labels[:, None]).any(dim=1).float().mean().item(),
+    }
 
 
 class LinearEval:
@@ -101,10 +111,13 @@ class LinearEval:
             self.feature_shape = tuple(self.extractor(probe).shape[1:])
         n_features = int(torch.tensor(self.feature_shape).prod())
         self.classifier = nn.Linear(n_features, self.spec.num_classes).to(self.device)
-        self.optimizer = torch.optim.SGD(self.classifier.parameters(), lr=cfg.lr, momentum=cfg.momentum,
-                                         weight_decay=cfg.weight_decay)
+        self.optimizer = torch.optim.SGD(
+            self.classifier.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+        )
         self.train_set = datasets.Views(
-            train, datasets.linear_view(cfg.dataset, cfg.resize, cfg.crop, cfg.augmentation, norm), seed=cfg.seed,
+            train,
+            datasets.linear_view(cfg.dataset, cfg.resize, cfg.crop, cfg.augmentation, norm),
+            seed=cfg.seed,
         )
         self.test_set = datasets.Views(test, datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop, norm))
         self.epoch = 0
@@ -114,8 +127,11 @@ class LinearEval:
     def splits(self):
         """The labelled (train, test) images and the input normalisation; ring.transfer evaluates another dataset."""
         cfg = self.cfg
-        return (datasets.load(cfg.dataset, cfg.data_root, "train"), datasets.load(cfg.dataset, cfg.data_root, "test"),
-                datasets.normalize(cfg.dataset))
+        return (
+            datasets.load(cfg.dataset, cfg.data_root, "train"),
+            datasets.load(cfg.dataset, cfg.data_root, "test"),
+            datasets.normalize(cfg.dataset),
+        )
 
     # -- features ----------------------------------------------------------------------------
     @torch.no_grad()
@@ -124,19 +140,30 @@ class LinearEval:
 
     def _cached(self, name: str, dataset) -> tuple[torch.Tensor, torch.Tensor]:
         if name not in self._cache:
-            self._cache[name] = all_features(self.features, dataset, self.cfg.batch_size, self.cfg.num_workers,
-                                             self.device)
+            self._cache[name] = all_features(
+                self.features, dataset, self.cfg.batch_size, self.cfg.num_workers, self.device
+            )
         return self._cache[name]
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self) -> None:
-        save_checkpoint({"config_hash": C.config_hash(self.cfg), "encoder_sha256": self.encoder_sha256, "epoch": self.epoch,
-                     "classifier": self.classifier.state_dict(), "optimizer": self.optimizer.state_dict(),
-                     "rng": rng_state()}, self.out / CHECKPOINT)
+        save_checkpoint(
+            {
+                "config_hash": C.config_hash(self.cfg),
+                "encoder_sha256": self.encoder_sha256,
+                "epoch": self.epoch,
+                "classifier": self.classifier.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "rng": rng_state(),
+            },
+            self.out / CHECKPOINT,
+        )
 
     def resume(self) -> None:
         path = self.out / CHECKPOINT
-        state = load_latest_checkpoint(path, "linear-evaluation checkpoint", log=lambda line: print(line, file=sys.stderr))
+        state = load_latest_checkpoint(
+            path, "linear-evaluation checkpoint", log=lambda line: print(line, file=sys.stderr)
+        )
         if state is None:
             return
         if state.get("config_hash") != C.config_hash(self.cfg) or state.get("encoder_sha256") != self.encoder_sha256:
@@ -174,12 +201,7 @@ class LinearEval:
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         feats, labels = self._cached("test", self.test_set)
-        logits = torch.cat([self.classifier(f) for f in feats.split(self.cfg.batch_size)])
-        top5 = logits.topk(min(5, logits.shape[1]), dim=1).indices
-        return {
-            "top1": 100.0 * (top5[:, 0] == labels).float().mean().item(),
-            "top5": 100.0 * (top5 == labels[:, None]).any(dim=1).float().mean().item(),
-        }
+        return accuracies(torch.cat([self.classifier(f) for f in feats.split(self.cfg.batch_size)]), labels)
 
     def protocol(self) -> dict:
         cfg = self.cfg
@@ -208,12 +230,15 @@ class LinearEval:
         check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch
         if stale := remove_stale_temporaries(self.out):
             print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
-        rerun.prepare(self.out, self.STAGE, self.cfg, log=lambda line: print(line, file=sys.stderr),
-                      encoder=self.encoder_sha256)
+        rerun.prepare(
+            self.out, self.STAGE, self.cfg, log=lambda line: print(line, file=sys.stderr), encoder=self.encoder_sha256
+        )
         if rerun.finished(self.out, self.STAGE, self.cfg, self.encoder_sha256):
             # This very evaluation is complete (an undone edit brought it back): its numbers, not new ones.
-            print(f"ring: {self.out}: this encoder's evaluation is complete (kept outputs verified); nothing to train",
-                  file=sys.stderr)
+            print(
+                f"ring: {self.out}: this encoder's evaluation is complete (kept outputs verified); nothing to train",
+                file=sys.stderr,
+            )
             return json.loads((self.out / METRICS).read_text())
         self.resume()
         rerun.write_record(self.out, self.cfg, self.encoder_sha256)
@@ -226,8 +251,14 @@ class LinearEval:
         """Files that describe what this run reads, written once the cell's folder is this run's (ring.transfer)."""
 
     def _run(self) -> dict:
-        with tqdm(total=self.cfg.epochs, initial=self.epoch, desc="linear eval", file=sys.stderr,
-                  disable=None, dynamic_ncols=True) as progress:
+        with tqdm(
+            total=self.cfg.epochs,
+            initial=self.epoch,
+            desc="linear eval",
+            file=sys.stderr,
+            disable=None,
+            dynamic_ncols=True,
+        ) as progress:
             scores, loss = None, None
             while self.epoch < self.cfg.epochs:
                 loss = self._train_epoch()
@@ -243,36 +274,13 @@ class LinearEval:
                 progress.set_postfix(loss=f"{loss:.4f}", top1=f"{scores['top1']:.2f}")
                 if stop_requested():  # the epoch's checkpoint is written: stop for the requeue
                     raise Preempted(f"{self.out}: checkpointed after epoch {self.epoch}")
-        # What the number was made from: this cell's config and the encoder (its files and its own config),
-        # which ring.reports.tables checks against the cells as they are now before the number reaches a table.
-        metrics = {"dataset": self.cfg.dataset, "method": self.cfg.method, "seed": self.cfg.seed,
-                   "config_hash": C.config_hash(self.cfg), "encoder_config_hash": self.encoder_config_hash,
-                   "protocol": self.protocol()}
-        # A non-finite loss or a test top-1 at chance (health.divergence): the sentence instead of an accuracy, which
-        # the tables print as "diverged" (the workflow goes on; the cell is finished, with that verdict).  A high
-        # loss with an accuracy above chance keeps its accuracy and a note (health.loss_note), which the tables mark.
-        # The last epoch's accuracy, the very numbers of its log line (a finished checkpoint, found again, is
-        # evaluated anew on the same features).
-        scores = scores or self.evaluate()
-        last_loss = loss if loss is not None else logged_loss(self.out, self.epoch - 1)
-        verdict = health.probe_verdict(scores, last_loss, self.spec.num_classes, len(self.test_set), str(self.out),
-                                       self.epoch, self.cfg.lr, protocol_text(self.cfg, self.trunk.description))
-        for key in ("diverged", "loss_note"):
-            if key in verdict:
-                print(f"ring: {verdict[key]}", file=sys.stderr)
-        metrics.update(verdict)
-        if "top1" in metrics:
-            health.check_metrics(metrics, self.out / METRICS, keys=("top1", "top5"))
-        atomic_write(self.out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
-        # Kept beside a checksum record, where Snakemake's cleanup does not look: collected without a job, and
-        # kept with this run when the encoder or config changes (ring.plan.rerun).
-        rerun.keep_outputs(self.out, self.STAGE, self.cfg, self.encoder_sha256)
-        return metrics
+        return write_metrics(self, scores, loss)
 
 
 @torch.no_grad()
-def all_features(features, dataset, batch_size: int, num_workers: int,
-                 device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def all_features(
+    features, dataset, batch_size: int, num_workers: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Every image of ``dataset`` through ``features``, in order, and its label, on ``device``."""
     batches = epoch_batches(len(dataset), batch_size, 0, 0, shuffle=False, drop_last=False)
     feats, labels = [], []
@@ -284,9 +292,11 @@ def all_features(features, dataset, batch_size: int, num_workers: int,
 
 def protocol_text(cfg: C.LinclsConfig, trunk_description: str) -> str:
     """How the probe was trained, in the words of a table's footnote."""
-    return (f"the linear protocol (SGD lr={cfg.lr:g}, momentum {cfg.momentum:g}, "
-            f"weight decay {cfg.weight_decay:g}, batch {cfg.batch_size}, {cfg.epochs} epochs, constant lr, "
-            f"on {trunk_description})")
+    return (
+        f"the linear protocol (SGD lr={cfg.lr:g}, momentum {cfg.momentum:g}, "
+        f"weight decay {cfg.weight_decay:g}, batch {cfg.batch_size}, {cfg.epochs} epochs, constant lr, "
+        f"on {trunk_description})"
+    )
 
 
 def logged_loss(out: Path, epoch: int) -> float | None:
@@ -296,6 +306,48 @@ def logged_loss(out: Path, epoch: int) -> float | None:
     return next((float(r["loss"]) for r in reversed(records) if r.get("epoch") == epoch and "loss" in r), None)
 
 
+def write_metrics(run: LinearEval, scores: dict | None, loss: float | None) -> dict:
+    """The finished cell's metrics.json, written atomically and kept beside its checksum record; its contents."""
+    # What the number was made from: this cell's config and the encoder (its files and its own config),
+    # which ring.reports.tables checks against the cells as they are now before the number reaches a table.
+    metrics = {
+        "dataset": run.cfg.dataset,
+        "method": run.cfg.method,
+        "seed": run.cfg.seed,
+        "config_hash": C.config_hash(run.cfg),
+        "encoder_config_hash": run.encoder_config_hash,
+        "protocol": run.protocol(),
+    }
+    # A non-finite loss or a test top-1 at chance (health.divergence): the sentence instead of an accuracy, which
+    # the tables print as "diverged" (the workflow goes on; the cell is finished, with that verdict).  A high
+    # loss with an accuracy above chance keeps its accuracy and a note (health.loss_note), which the tables mark.
+    # The last epoch's accuracy, the very numbers of its log line (a finished checkpoint, found again, is
+    # evaluated anew on the same features).
+    scores = scores or run.evaluate()
+    last_loss = loss if loss is not None else logged_loss(run.out, run.epoch - 1)
+    verdict = health.probe_verdict(
+        scores,
+        last_loss,
+        run.spec.num_classes,
+        len(run.test_set),
+        str(run.out),
+        run.epoch,
+        run.cfg.lr,
+        protocol_text(run.cfg, run.trunk.description),
+    )
+    for key in ("diverged", "loss_note"):
+        if key in verdict:
+            print(f"ring: {verdict[key]}", file=sys.stderr)
+    metrics.update(verdict)
+    if "top1" in metrics:
+        health.check_metrics(metrics, run.out / METRICS, keys=("top1", "top5"))
+    atomic_write(run.out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
+    # Kept beside a checksum record, where Snakemake's cleanup does not look: collected without a job, and
+    # kept with this run when the encoder or config changes (ring.plan.rerun).
+    rerun.keep_outputs(run.out, run.STAGE, run.cfg, run.encoder_sha256)
+    return metrics
+
+
 def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:
     return LinearEval(cfg, encoder_path, out_dir).run()
 
@@ -303,8 +355,9 @@ def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path) -> d
 def main(argv=None, evaluation=LinearEval, config_cls=C.LinclsConfig, description: str | None = None) -> int:
     """The entry point; ``evaluation`` and ``config_cls`` let ring.transfer share it."""
     parser = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
-    parser.add_argument("--config", required=True,
-                        help=f"cell config (YAML of {config_cls.__name__} fields; {checks.REFERENCE_HINT})")
+    parser.add_argument(
+        "--config", required=True, help=f"cell config (YAML of {config_cls.__name__} fields; {checks.REFERENCE_HINT})"
+    )
     parser.add_argument("--encoder", required=True, help="encoder.pt written by ring.pretrain")
     parser.add_argument("--out", required=True, help="cell folder: checkpoint, log and metrics.json go here")
     args = parser.parse_args(argv)

@@ -26,8 +26,8 @@ The function :func:`run` never knows which launcher called it (this CLI, submiti
 from __future__ import annotations
 
 import argparse
-import time
 import sys
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,22 +35,30 @@ import torch
 from tqdm import tqdm
 
 from ring.core import config as C
+from ring.core.files import FileError, check_writable, remove_stale_temporaries
+from ring.core.methods import Method, check_fixed, method
 from ring.data import dali, datasets
 from ring.data.views import train_views
-from ring.plan import checks, rerun
-from ring.engine import distributed
+from ring.engine import distributed, health, provenance
 from ring.engine.anneal import build_schedule
-from ring.engine.checkpoint import (CheckpointError, atomic_save, checksummed, load_verified, previous_path, resume_state, rng_state,
-                             save_checkpoint, set_rng_state)
-from ring.core.files import FileError, check_writable, remove_stale_temporaries
+from ring.engine.checkpoint import (
+    CheckpointError,
+    atomic_save,
+    checksummed,
+    load_verified,
+    previous_path,
+    resume_state,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_compile, resolve_precision, save_trunks
 from ring.engine.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
-from ring.core.methods import Method, check_fixed, method
+from ring.engine.logs import JsonLog
 from ring.engine.objectives import build_encoder, build_objective, views_per_image
 from ring.engine.objectives.ring import chunk_elements
-from ring.engine import health, provenance
-from ring.engine.logs import JsonLog
 from ring.engine.runtime import Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
+from ring.plan import checks, rerun
 
 CHECKPOINT = "checkpoint.pt"
 ENCODER = "encoder.pt"
@@ -86,8 +94,9 @@ class KnnMonitor:
 
     def embed(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.cfg
-        images = datasets.Views(self.data.load(split),
-                                datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop, self.data.normalize()))
+        images = datasets.Views(
+            self.data.load(split), datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop, self.data.normalize())
+        )
         batches = epoch_batches(len(images), cfg.batch_size, 0, 0, shuffle=False, drop_last=False)
         return embed(self.net, make_loader(images, batches, cfg.num_workers, self.device), self.device)
 
@@ -98,8 +107,9 @@ class KnnMonitor:
         train_f, train_y = self.embed("train")
         out = {}
         if validation:
-            out["val_knn_top1"] = holdout_accuracy(train_f, train_y, cfg.ring_val_fraction, classes,
-                                                   cfg.knn_k, cfg.knn_temperature)
+            out["val_knn_top1"] = holdout_accuracy(
+                train_f, train_y, cfg.ring_val_fraction, classes, cfg.knn_k, cfg.knn_temperature
+            )
         if test:
             out.update(knn_accuracy(train_f, train_y, *self.embed("test"), classes, cfg.knn_k, cfg.knn_temperature))
         if window is not None:
@@ -118,7 +128,7 @@ class Losses:
     policies need each step's loss before the next step's window, so their cells read every step.
     """
 
-    def __init__(self, run: "Pretraining", progress):
+    def __init__(self, run: Pretraining, progress):
         self.run, self.progress = run, progress
         self.pending: list[torch.Tensor] = []
         self.since = time.monotonic()
@@ -146,8 +156,10 @@ class Losses:
                 run.schedule.step(loss=value)
             run.loss_sum += value
             if distributed.is_main():  # per-step curves: TensorBoard, W&B (README "TensorBoard and W&B")
-                run.log.step(run.epoch * run.steps_per_epoch + first + i, {
-                    "loss": value, "lr": run.optimizer.param_groups[0]["lr"], "images_per_s": rate})
+                run.log.step(
+                    run.epoch * run.steps_per_epoch + first + i,
+                    {"loss": value, "lr": run.optimizer.param_groups[0]["lr"], "images_per_s": rate},
+                )
         self.progress.update(len(values))
         self.progress.set_postfix(loss=f"{values[-1]:.4f}")
 
@@ -156,7 +168,7 @@ class PretrainCheckpoint:
     """What a pretraining cell's checkpoint and snapshots hold, and how the cell picks one up (:meth:`resume`, through
     :func:`ring.engine.checkpoint.resume_state`) or starts from another cell's snapshot (``init_from``)."""
 
-    def __init__(self, run: "Pretraining"):
+    def __init__(self, run: Pretraining):
         self.run = run
 
     def state(self) -> dict:
@@ -199,26 +211,34 @@ class PretrainCheckpoint:
                 f"The checkpoint {self.run.out / CHECKPOINT} was written by method {written_by}, but this cell trains "
                 f"{cfg.method}; move the checkpoint away to start this cell again (or back to a {written_by} cell)."
             )
-        return (state.get("config_hash") == C.config_hash(cfg)
-                or rerun.continues("pretrain", state.get("config"), C.hashed_values(cfg)))
+        return state.get("config_hash") == C.config_hash(cfg) or rerun.continues(
+            "pretrain", state.get("config"), C.hashed_values(cfg)
+        )
 
     def _set_aside(self, state: dict) -> None:
         """Another config's run (a cell without run.json, or a config written by hand): kept, not resumed."""
         if distributed.is_main():
             out, found = self.run.out, state.get("config_hash")
             aside = rerun.set_aside(out, str(found), rerun.RUN_FILES["pretrain"])
-            print(f"ring: {out}: its checkpoint was written with another config (hash {found}); the previous "
-                  f"run is kept in {aside} and this cell starts over", file=sys.stderr)
+            print(
+                f"ring: {out}: its checkpoint was written with another config (hash {found}); the previous "
+                f"run is kept in {aside} and this cell starts over",
+                file=sys.stderr,
+            )
             rerun.drop_checkpoints(aside, self.run.cfg, log=lambda line: print(line, file=sys.stderr))
 
     def init_from_snapshot(self) -> None:
         """Start from another cell's snapshot (``init_from``): its whole training state, this cell's Ring schedule."""
         cfg = self.run.cfg
         path = Path(cfg.init_from)
-        state = load_verified(path, "snapshot", fix="rerun the cell that writes it, with this epoch in its snapshot_epochs")
+        state = load_verified(
+            path, "snapshot", fix="rerun the cell that writes it, with this epoch in its snapshot_epochs"
+        )
         if int(state["epoch"]) >= cfg.epochs:
-            raise ValueError(f"init_from {path} is at epoch {state['epoch']}, not before epochs={cfg.epochs}; "
-                             "raise epochs or start from an earlier snapshot.")
+            raise ValueError(
+                f"init_from {path} is at epoch {state['epoch']}, not before epochs={cfg.epochs}; "
+                "raise epochs or start from an earlier snapshot."
+            )
         self.load({**state, "schedule": None}, path, "start from a snapshot of the same dataset and objective")
 
     def load(self, state: dict, path: Path, fix: str) -> None:
@@ -243,7 +263,12 @@ class PretrainCheckpoint:
         """The training state at the start of an epoch of ``snapshot_epochs``, for study cells to start from."""
         run = self.run
         path = run.out / C.SNAPSHOT_FILE.format(epoch=run.epoch)
-        if run.step_in_epoch == 0 and run.epoch in run.cfg.snapshot_epochs and not path.exists() and distributed.is_main():
+        if (
+            run.step_in_epoch == 0
+            and run.epoch in run.cfg.snapshot_epochs
+            and not path.exists()
+            and distributed.is_main()
+        ):
             atomic_save(checksummed(self.state()), path)
 
 
@@ -259,14 +284,40 @@ def finished_without_checkpoint(out: Path, cfg: C.PretrainConfig) -> bool:
             rerun.restore_exports(out, cfg)  # the exports Snakemake deleted, from the verified copies
     distributed.barrier()
     snapshots = [out / C.SNAPSHOT_FILE.format(epoch=epoch) for epoch in cfg.snapshot_epochs]
-    if (any(path.exists() for path in checkpoints) or not all(path.exists() for path in snapshots)
-            or not rerun.finished_exports(out, C.config_hash(cfg))):
+    if (
+        any(path.exists() for path in checkpoints)
+        or not all(path.exists() for path in snapshots)
+        or not rerun.finished_exports(out, C.config_hash(cfg))
+    ):
         return False
     if distributed.is_main():
         rerun.write_record(out, cfg)
-        print(f"ring: {out}: finished with this config (its encoder verifies against its checksum record) "
-              "and its checkpoint was dropped; nothing to train", file=sys.stderr)
+        print(
+            f"ring: {out}: finished with this config (its encoder verifies against its checksum record) "
+            "and its checkpoint was dropped; nothing to train",
+            file=sys.stderr,
+        )
     return True
+
+
+def validate_before_training(run: Pretraining) -> None:
+    """The validation accuracy before the cell's first step, the annealing policy's first signal
+    (``ring_val_before_training``: the authors' trainer's sanity check, see ring.engine.anneal)."""
+    accuracy = run._monitors(test=False, validation=True)["val_knn_top1"]
+    run.schedule.before_training(val_accuracy=accuracy)
+    if distributed.is_main():
+        print(
+            f"ring: {run.out}: validation kNN top-1 before training {accuracy:.2f}% (the annealing policy's "
+            "first signal)",
+            file=sys.stderr,
+        )
+
+
+def stop_here(run: Pretraining, losses: Losses) -> None:
+    """Preemption or time limit: checkpoint this step and stop; the launcher requeues the job."""
+    losses.read()  # before anything is saved: a diverged step never reaches a checkpoint
+    run.save_checkpoint()
+    raise Preempted(f"{run.out}: checkpointed at epoch {run.epoch} step {run.step_in_epoch}")
 
 
 class Pretraining:
@@ -286,8 +337,9 @@ class Pretraining:
 
         self.n_views = views_per_image(self.spec)
         compiled = resolve_compile(cfg.compile, self.device)  # the views fused as the network is (eager fallback alike)
-        self.views = train_views(cfg, self.data, self.device, self.n_views, compiled, self.local_batch,
-                                 distributed.rank())
+        self.views = train_views(
+            cfg, self.data, self.device, self.n_views, compiled, self.local_batch, distributed.rank()
+        )
         self.train_set = self.views.dataset
         n_train = len(self.train_set)
         self.steps_per_epoch = n_train // cfg.batch_size
@@ -306,8 +358,9 @@ class Pretraining:
         # Rows of a selection chunk (Ring's window, the kNN monitor's window measure): sized once, by the free memory
         # at the start, not re-measured each epoch while the training's own tensors hold memory.
         self.chunk_elements = chunk_elements(cfg.max_chunk_elements, self.device)
-        self.objective = build_objective(self.spec, cfg, self.model, n_train, self.device,
-                                         self.chunk_elements).to(self.device)
+        self.objective = build_objective(self.spec, cfg, self.model, n_train, self.device, self.chunk_elements).to(
+            self.device
+        )
         self.monitor = KnnMonitor(cfg, self.data, self.net, self.device, self.chunk_elements)
         self.train_model = self.model
         if world > 1:
@@ -337,25 +390,16 @@ class Pretraining:
         window = (self.schedule.window() if self.schedule else (0.0, 100.0)) if window_classes else None
         return self.monitor(test, validation, window)
 
-    def _validate_before_training(self) -> None:
-        """The validation accuracy before the cell's first step, the annealing policy's first signal
-        (``ring_val_before_training``: the authors' trainer's sanity check, see ring.engine.anneal)."""
-        accuracy = self._monitors(test=False, validation=True)["val_knn_top1"]
-        self.schedule.before_training(val_accuracy=accuracy)
-        if distributed.is_main():
-            print(f"ring: {self.out}: validation kNN top-1 before training {accuracy:.2f}% (the annealing policy's "
-                  "first signal)", file=sys.stderr)
-
     def _train_epoch(self, progress) -> None:
         cfg = self.cfg
         self.train_set.set_epoch(self.epoch)
         start_epoch = getattr(self.objective, "start_epoch", None)
         if start_epoch:  # k-means methods recluster the bank (kept in the checkpoint, so not twice)
             start_epoch(self.epoch)
-        batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch)[self.step_in_epoch:]
+        batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch)[self.step_in_epoch :]
         if distributed.world_size() > 1:  # this rank's share of every global batch
             r, n = distributed.rank(), self.local_batch
-            batches = [b[r * n:(r + 1) * n] for b in batches]
+            batches = [b[r * n : (r + 1) * n] for b in batches]
         loader = make_loader(self.train_set, batches, cfg.num_workers, self.device, collate_fn=self.views.collate)
         since_checkpoint = Timer()
         losses = Losses(self, progress)
@@ -372,20 +416,14 @@ class Pretraining:
             # same step); across processes a few steps late, so that no step waits for the device (StepFlags).
             stop, due = flags(stop_requested(), since_checkpoint.minutes() >= cfg.checkpoint_interval_min)
             if stop:
-                self._stop(losses)
+                stop_here(self, losses)
             if due and self.step_in_epoch < self.steps_per_epoch:
                 losses.read()
                 self.save_checkpoint()
                 since_checkpoint.reset()
         if flags.close(stop_requested(), False)[0]:  # a request still in flight at the epoch's last step
-            self._stop(losses)
+            stop_here(self, losses)
         losses.read()
-
-    def _stop(self, losses: Losses) -> None:
-        """Preemption or time limit: checkpoint this step and stop; the launcher requeues the job."""
-        losses.read()  # before anything is saved: a diverged step never reaches a checkpoint
-        self.save_checkpoint()
-        raise Preempted(f"{self.out}: checkpointed at epoch {self.epoch} step {self.step_in_epoch}")
 
     def train_step(self, views: list[torch.Tensor], index: torch.Tensor) -> torch.Tensor:
         """One optimisation step.  Returns the loss on the device: nothing here waits for the device
@@ -412,8 +450,12 @@ class Pretraining:
         if self.schedule:
             self.schedule.epoch_end(val_accuracy=record.get("val_knn_top1"))
             record["w_l"], record["w_u"] = self.schedule.window()
-        health.check_parameters([*self.encoder.state_dict().items(), *self.objective.state_dict().items()],
-                                str(self.out), self.epoch + 1, cfg.lr)
+        health.check_parameters(
+            [*self.encoder.state_dict().items(), *self.objective.state_dict().items()],
+            str(self.out),
+            self.epoch + 1,
+            cfg.lr,
+        )
         self.scheduler.step()
         self.epoch += 1
         self.step_in_epoch = 0
@@ -438,7 +480,7 @@ class Pretraining:
         if resumed and distributed.is_main():
             print(f"ring: resuming {self.out} at epoch {self.epoch} step {self.step_in_epoch}", file=sys.stderr)
         if not resumed and self.schedule and self.schedule.validates_before_training:
-            self._validate_before_training()  # once per cell: on resume the policy's state holds it
+            validate_before_training(self)  # once per cell: on resume the policy's state holds it
         with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
             self._train()
         encoder_path = self.out / ENCODER
@@ -452,14 +494,27 @@ class Pretraining:
     def _train(self) -> None:
         self.checkpoint.snapshot()
         while self.epoch < self.cfg.epochs:
-            with tqdm(total=self.steps_per_epoch, initial=self.step_in_epoch, desc=f"epoch {self.epoch + 1}/{self.cfg.epochs}",
-                      file=sys.stderr, leave=False, dynamic_ncols=True, disable=None) as progress:
+            with tqdm(
+                total=self.steps_per_epoch,
+                initial=self.step_in_epoch,
+                desc=f"epoch {self.epoch + 1}/{self.cfg.epochs}",
+                file=sys.stderr,
+                leave=False,
+                dynamic_ncols=True,
+                disable=None,
+            ) as progress:
                 self._train_epoch(progress)
             self._end_epoch()
             self.checkpoint.snapshot()
             if distributed.is_main():
-                    print(f"ring: {self.out.name} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                                           for k, v in self.log.records()[-1].items()), file=sys.stderr)
+                print(
+                    f"ring: {self.out.name} "
+                    + " ".join(
+                        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                        for k, v in self.log.records()[-1].items()
+                    ),
+                    file=sys.stderr,
+                )
 
 
 def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:
@@ -468,7 +523,9 @@ def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help=f"cell config (YAML of PretrainConfig fields; {checks.REFERENCE_HINT})")
+    parser.add_argument(
+        "--config", required=True, help=f"cell config (YAML of PretrainConfig fields; {checks.REFERENCE_HINT})"
+    )
     parser.add_argument("--out", required=True, help="cell folder: checkpoint, log and encoder go here")
     args = parser.parse_args(argv)
     try:

@@ -62,13 +62,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ring.plan import checks
 from ring.core import config as C
-from ring.engine import health
 from ring.core.files import FileError, atomic_write, check_writable
-from ring.core.gaussian import (_LEGENDRE, _LOG_U, _mass, _nodes, _window, ceiling_at, cnce_ceiling,  # noqa: F401
-                                correlation, flat_critic_bound)
+from ring.core.gaussian import (  # noqa: F401
+    _LEGENDRE,
+    _LOG_U,
+    _mass,
+    _nodes,
+    _window,
+    ceiling_at,
+    cnce_ceiling,
+    correlation,
+    flat_critic_bound,
+)
+from ring.engine import health
 from ring.engine.runtime import epoch_batches, setup_threads
+from ring.plan import checks
 
 METRICS = "metrics.json"
 EVAL_CHUNK = 1000  # evaluation pairs scored against the whole bank at once
@@ -83,6 +92,7 @@ def generator(seed: int, stream: int) -> torch.Generator:
 
 
 # ---- data and ground truth ----------------------------------------------------------------------
+
 
 def joint_covariance(cov_z, cov_eps) -> torch.Tensor:
     return torch.tensor(cov_z, dtype=torch.float64) + torch.tensor(cov_eps, dtype=torch.float64)
@@ -102,6 +112,7 @@ def sample_pairs(cov: torch.Tensor, n: int, gen: torch.Generator) -> tuple[torch
 
 
 # ---- stacked encoders and the critic ------------------------------------------------------------
+
 
 def init_mlp(layers: int, hidden: int, gen: torch.Generator) -> list[torch.Tensor]:
     """[W1, b1, ..., WL, bL] of a 1 -> hidden -> ... -> hidden MLP, torch.nn.Linear's default init."""
@@ -136,6 +147,7 @@ def critic_scores(gx: torch.Tensor, hy: torch.Tensor, temperature: float) -> tor
 
 # ---- negatives and the estimators ---------------------------------------------------------------
 
+
 def eligible_count(n_bank: int, percentile: float) -> int:
     """Bank entries above the ``percentile``-th percentile: the closest (100 - percentile)%; 0 -> all."""
     if not 0 <= percentile < 100:
@@ -162,7 +174,7 @@ def sample_negatives(scores: torch.Tensor, counts: list[int], uniform: torch.Ten
     for model, count in enumerate(counts):
         if count < n_bank:
             # An O(n) selection (argpartition) puts the top `count` entries, unordered, at the end.
-            top = np.argpartition(values[model], n_bank - count, axis=-1)[:, n_bank - count:]
+            top = np.argpartition(values[model], n_bank - count, axis=-1)[:, n_bank - count :]
             out[model] = torch.from_numpy(top).gather(-1, position[model])
     return out
 
@@ -175,6 +187,7 @@ def bound_terms(positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
 
 
 # ---- one run: train the critics, then evaluate every bound on held-out data ---------------------
+
 
 def estimators(cfg: C.ToyCNCEConfig) -> list[tuple[str, int]]:
     """(name, eligible bank entries) of each estimator: NCE (the whole bank), then CNCE at each percentage."""
@@ -198,8 +211,10 @@ def train(cfg: C.ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -> li
     x = torch.stack([d[0] for d in data]).repeat_interleave(per_seed, 0)  # (M, n_points)
     y = torch.stack([d[1] for d in data]).repeat_interleave(per_seed, 0)
     inits = [two_encoders(cfg, generator(s, INIT)) for s in seeds]
-    params = [torch.stack([init[j] for init in inits]).repeat_interleave(per_seed, 0).requires_grad_()
-              for j in range(len(inits[0]))]
+    params = [
+        torch.stack([init[j] for init in inits]).repeat_interleave(per_seed, 0).requires_grad_()
+        for j in range(len(inits[0]))
+    ]
     half = len(params) // 2
     counts = [count for _, count in critics] * len(seeds)
     optimizer = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -226,8 +241,13 @@ def train(cfg: C.ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -> li
 
 
 @torch.no_grad()
-def evaluate(cfg: C.ToyCNCEConfig, seeds: list[int], params: list[torch.Tensor],
-             jobs: list[tuple[int, int]], split: str = "heldout") -> torch.Tensor:
+def evaluate(
+    cfg: C.ToyCNCEConfig,
+    seeds: list[int],
+    params: list[torch.Tensor],
+    jobs: list[tuple[int, int]],
+    split: str = "heldout",
+) -> torch.Tensor:
     """Bound terms (len(jobs), points): job (model, count) scores that model's critic with negatives
     from the ``count`` closest entries of a bank, on pairs of the model's seed.
 
@@ -255,14 +275,21 @@ def evaluate(cfg: C.ToyCNCEConfig, seeds: list[int], params: list[torch.Tensor],
     gens = [generator(s, EVAL_NEGATIVES) for s in seeds]
     out = []
     for start in range(0, x.shape[1], EVAL_CHUNK):
-        gx = mlp(params[:half], x[:, start:start + EVAL_CHUNK])
-        hy = mlp(params[half:], y[:, start:start + EVAL_CHUNK])
+        gx = mlp(params[:half], x[:, start : start + EVAL_CHUNK])
+        hy = mlp(params[half:], y[:, start : start + EVAL_CHUNK])
         scores = critic_scores(gx, bank, cfg.temperature)
         positive = (gx * hy).sum(-1) / cfg.temperature
         u = uniforms(gens, len(jobs) // len(seeds), gx.shape[1], cfg.negatives)
-        out.append(torch.stack([
-            bound_terms(positive[i], scores[i].gather(-1, sample_negatives(scores[i:i + 1], [count], u[j:j + 1])[0]))
-            for j, (i, (_, count)) in enumerate(zip(slot, jobs, strict=True))]))
+        out.append(
+            torch.stack(
+                [
+                    bound_terms(
+                        positive[i], scores[i].gather(-1, sample_negatives(scores[i : i + 1], [count], u[j : j + 1])[0])
+                    )
+                    for j, (i, (_, count)) in enumerate(zip(slot, jobs, strict=True))
+                ]
+            )
+        )
     return torch.cat(out, dim=1)
 
 
@@ -288,10 +315,14 @@ def run_seeds(cfg: C.ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -
     # training bank at the end of training (what a training log would show, the paper's likely protocol).
     critics = {"nce_critic": [(i * per_seed, count) for i in range(len(seeds)) for _, count in estimators(cfg)]}
     if cfg.own_critics:
-        critics["own_critics"] = [(i * per_seed + j, count) for i in range(len(seeds))
-                                  for j, (_, count) in enumerate(estimators(cfg))]
-    jobs = {f"{name}{suffix}": (job, split) for name, job in critics.items()
-            for suffix, split in (("", "heldout"), ("_train", "train"))}
+        critics["own_critics"] = [
+            (i * per_seed + j, count) for i in range(len(seeds)) for j, (_, count) in enumerate(estimators(cfg))
+        ]
+    jobs = {
+        f"{name}{suffix}": (job, split)
+        for name, job in critics.items()
+        for suffix, split in (("", "heldout"), ("_train", "train"))
+    }
     with threads(cfg.threads):
         params = train(cfg, seeds, where)
         terms = {name: evaluate(cfg, seeds, params, job, split) for name, (job, split) in jobs.items()}
@@ -302,14 +333,17 @@ def run_seeds(cfg: C.ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -
         metrics = {"seed": seed, "true_mi": true_mi(joint_covariance(cfg.cov_z, cfg.cov_eps))}
         for protocol, t in terms.items():
             metrics[protocol] = dict(zip(names, t[mine].mean(dim=1).tolist(), strict=True))
-            metrics[f"{protocol}_sem"] = dict(zip(names, (t[mine].std(dim=1) / math.sqrt(t.shape[1])).tolist(), strict=True))
+            metrics[f"{protocol}_sem"] = dict(
+                zip(names, (t[mine].std(dim=1) / math.sqrt(t.shape[1])).tolist(), strict=True)
+            )
         metrics["protocol"] = {
             "critic": f"L2-normalised {cfg.layers}-layer MLPs, {cfg.hidden} hidden, temperature {cfg.temperature}",
             "nce_critic": "one critic trained with NCE; each bound evaluated on it (Theorem 1's fixed f)",
             "own_critics": "each estimator's own critic, trained with its own bound" if cfg.own_critics else "not run",
             "percentile": "CNCE p: negatives from the closest (100 - p)% of the bank by critic value",
             "evaluation": f"held out: {cfg.eval_points} fresh pairs, an independent fresh bank of {cfg.n_points}",
-            "evaluation_train": f"suffix _train: the {cfg.n_points} training pairs and their Ys as the bank, after training",
+            "evaluation_train": f"suffix _train: the {cfg.n_points} training pairs and their Ys as the bank, after "
+            "training",
             "negatives": f"{cfg.negatives} i.i.d. per pair",
         }
         metrics["seconds"] = seconds / len(seeds)
@@ -337,7 +371,9 @@ def run(cfg: C.ToyCNCEConfig, out_dir: str | Path) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help=f"cell config (YAML of ToyCNCEConfig fields; {checks.REFERENCE_HINT})")
+    parser.add_argument(
+        "--config", required=True, help=f"cell config (YAML of ToyCNCEConfig fields; {checks.REFERENCE_HINT})"
+    )
     parser.add_argument("--out", required=True, help="cell folder: metrics.json goes here")
     args = parser.parse_args(argv)
     try:

@@ -25,12 +25,12 @@ import torch
 from torch.utils.data import DataLoader
 from torchvision import transforms as T
 
-from ring.plan import catalog
-from ring.core import config as C
-from ring.data import datasets, metadataset
 from ring import lincls
+from ring.core import config as C
 from ring.core.files import atomic_write
+from ring.data import datasets, metadataset
 from ring.lincls import LinearEval
+from ring.plan import catalog
 
 MANIFEST = "split-manifest.json"
 
@@ -72,8 +72,13 @@ def normalization(images, split_sha256: str, resize: int, crop: int, cache_dir: 
             cached = {}
         if cached.get("split_sha256") == split_sha256:
             return cached
-    doc = {"split_sha256": split_sha256, "resize": resize, "crop": crop, "images": len(images),
-           **channel_stats(images, resize, crop, num_workers)}
+    doc = {
+        "split_sha256": split_sha256,
+        "resize": resize,
+        "crop": crop,
+        "images": len(images),
+        **channel_stats(images, resize, crop, num_workers),
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(doc, path)
     return doc
@@ -81,12 +86,15 @@ def normalization(images, split_sha256: str, resize: int, crop: int, cache_dir: 
 
 class TransferEval(LinearEval):
     STAGE = "transfer"
+
     def __init__(self, cfg: C.TransferConfig, encoder_path: str | Path, out_dir: str | Path):
         if cfg.dataset not in catalog.TRANSFER:
             raise ValueError(f"{cfg.dataset!r} is not a transfer dataset; choose one of {', '.join(catalog.TRANSFER)}.")
         if cfg.source not in catalog.DATASETS:
-            raise ValueError(f"Transfer source {cfg.source!r} is not a pretraining dataset; "
-                             f"choose one of {', '.join(catalog.DATASETS)}.")
+            raise ValueError(
+                f"Transfer source {cfg.source!r} is not a pretraining dataset; "
+                f"choose one of {', '.join(catalog.DATASETS)}."
+            )
         super().__init__(cfg, encoder_path, out_dir)
 
     def splits(self):
@@ -94,8 +102,9 @@ class TransferEval(LinearEval):
         self.manifest = metadataset.manifest(cfg.dataset, cfg.data_root)
         train = metadataset.load(cfg.dataset, cfg.data_root, "train")
         test = metadataset.load(cfg.dataset, cfg.data_root, "test")
-        self.stats = normalization(train, self.manifest["sha256"], cfg.resize, cfg.crop,
-                                   Path(cfg.stats_cache or self.out), cfg.num_workers)
+        self.stats = normalization(
+            train, self.manifest["sha256"], cfg.resize, cfg.crop, Path(cfg.stats_cache or self.out), cfg.num_workers
+        )
         return train, test, T.Normalize(self.stats["mean"], self.stats["std"])
 
     def protocol(self) -> dict:
@@ -107,8 +116,11 @@ class TransferEval(LinearEval):
             "matches_publisher_counts": self.manifest["matches_publisher"],
             "split_manifest": MANIFEST,
             "split_sha256": self.manifest["sha256"],
-            "normalization": {"mean": self.stats["mean"], "std": self.stats["std"],
-                              "from": f"{self.stats['images']} training images"},
+            "normalization": {
+                "mean": self.stats["mean"],
+                "std": self.stats["std"],
+                "from": f"{self.stats['images']} training images",
+            },
         }
 
     def write_inputs(self) -> None:

@@ -9,9 +9,18 @@ from ring.core import config as C
 from ring.core.methods import METHODS, apply_fixed
 
 TINY_PRETRAIN = dict(
-    dataset="digits", epochs=2, batch_size=64, lr_milestones=[1], resize=32, crop=32,
-    bank_negatives=256, queue_size=256, bn_groups=2, ring_anneal_epochs=1,
-    knn_every=1, num_workers=0,
+    dataset="digits",
+    epochs=2,
+    batch_size=64,
+    lr_milestones=[1],
+    resize=32,
+    crop=32,
+    bank_negatives=256,
+    queue_size=256,
+    bn_groups=2,
+    ring_anneal_epochs=1,
+    knn_every=1,
+    num_workers=0,
 )
 
 # The same as a grid's `pretrain: all:` block holds it: the dataset is the cell's, named by the grid's datasets.
@@ -33,8 +42,9 @@ def lincls_config(**overrides) -> C.LinclsConfig:
 
 
 def run_module(module: str, *args, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True,
-                          check=check, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, check=check, **kwargs
+    )
 
 
 def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:

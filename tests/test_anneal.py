@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from ring.engine.anneal import ConstantPolicy, LinearPolicy, RingSchedule, build_schedule
 from ring.core.config import PretrainConfig
+from ring.engine.anneal import ConstantPolicy, LinearPolicy, RingSchedule, build_schedule
 
 
 def test_paper_default_anneals_threshold_100_to_10_percent_over_100_epochs():
@@ -42,9 +42,13 @@ def test_lesions_no_anneal_and_ball():
 
 @pytest.mark.parametrize(
     "overrides, message",
-    [({"ring_w_l": [0.0, 120.0]}, "outside"), ({"ring_inner": None, "ring_w_u": 50.0, "ring_w_l": [0.0, 60.0]}, "w_l=60.0 >= w_u=50.0"),
-     ({"ring_inner": 1.5}, "ring_inner=1.5"), ({"ring_anneal": "cosine"}, "Unknown ring_anneal 'cosine'"),
-     ({"ring_inner": None}, "exactly one of ring_inner")],
+    [
+        ({"ring_w_l": [0.0, 120.0]}, "outside"),
+        ({"ring_inner": None, "ring_w_u": 50.0, "ring_w_l": [0.0, 60.0]}, "w_l=60.0 >= w_u=50.0"),
+        ({"ring_inner": 1.5}, "ring_inner=1.5"),
+        ({"ring_anneal": "cosine"}, "Unknown ring_anneal 'cosine'"),
+        ({"ring_inner": None}, "exactly one of ring_inner"),
+    ],
 )
 def test_bad_ring_settings_fail_before_training(overrides, message):
     with pytest.raises(ValueError, match=message):
@@ -52,7 +56,9 @@ def test_bad_ring_settings_fail_before_training(overrides, message):
 
 
 def _schedule(anneal, steps_per_epoch=10, **overrides):
-    return build_schedule(PretrainConfig(method="IRing", dataset="cifar10", ring_anneal=anneal, **overrides), steps_per_epoch)
+    return build_schedule(
+        PretrainConfig(method="IRing", dataset="cifar10", ring_anneal=anneal, **overrides), steps_per_epoch
+    )
 
 
 def _thresholds(schedule, steps, **signals):
@@ -78,7 +84,7 @@ def test_exponential_policy_shrinks_the_threshold_by_a_constant_factor():
     thresholds = [100.0, *_thresholds(schedule, 30)]
     ratios = [b / a for a, b in zip(thresholds[:20], thresholds[1:21], strict=True)]
     assert ratios == pytest.approx([0.1 ** (1 / 20)] * 20)
-    assert thresholds[10] == pytest.approx(100.0 * 0.1 ** 0.5)  # halfway in steps, geometric mean in threshold
+    assert thresholds[10] == pytest.approx(100.0 * 0.1**0.5)  # halfway in steps, geometric mean in threshold
     assert thresholds[20:] == pytest.approx([10.0] * 11)
     assert schedule.window()[1] == pytest.approx(99.0)
 
@@ -123,9 +129,21 @@ def test_adaptive_loss_follows_the_loss_against_its_moving_average():
         schedule.step()
 
 
-@pytest.mark.parametrize("anneal", ["linear", "step", "exponential", "adaptive_val", "adaptive_loss", "none",
-                                    "step_authors", "exponential_authors", "adaptive_val_authors",
-                                    "adaptive_loss_authors"])
+@pytest.mark.parametrize(
+    "anneal",
+    [
+        "linear",
+        "step",
+        "exponential",
+        "adaptive_val",
+        "adaptive_loss",
+        "none",
+        "step_authors",
+        "exponential_authors",
+        "adaptive_val_authors",
+        "adaptive_loss_authors",
+    ],
+)
 def test_every_policy_resumes_exactly(anneal):
     """A schedule rebuilt from the config and loaded from a state_dict continues exactly like the original."""
     losses = [3.0 + ((7 * i) % 11) / 5 for i in range(400)]
@@ -152,12 +170,14 @@ def test_every_policy_resumes_exactly(anneal):
 
 # --- the authors' parameterisations (contrastive-ring-public, src/utils/policy.py), hand-computed --------
 
+
 def test_step_authors_ten_levels_one_per_tenth_of_the_annealing():
     schedule = _schedule("step_authors")  # 100 epochs x 10 steps: a level every 100 steps (10 epochs)
     thresholds = [100.0 - schedule.window()[0], *_thresholds(schedule, 1500)]  # thresholds[t]: used at step t
     # The authors' threshold at step t is level min(t // 100, 9) of 1.0, 0.9, ..., 0.1.
     assert [thresholds[t] for t in (0, 99, 100, 199, 200, 899, 900, 999, 1000, 1500)] == pytest.approx(
-        [100.0, 100.0, 90.0, 90.0, 80.0, 20.0, 10.0, 10.0, 10.0, 10.0])
+        [100.0, 100.0, 90.0, 90.0, 80.0, 20.0, 10.0, 10.0, 10.0, 10.0]
+    )
     assert sorted(set(round(t, 6) for t in thresholds)) == [10.0 * i for i in range(1, 11)]  # 10 levels
     assert schedule.window()[1] == pytest.approx(99.0)
 
@@ -214,10 +234,14 @@ def test_adaptive_val_authors_moves_five_points_against_the_mean_of_the_last_fiv
 
 # --- the untrained network's accuracy, measured before training (ring_val_before_training) --------------
 
+
 def test_adaptive_val_authors_with_the_sanity_accuracy_moves_at_epoch_one_and_keeps_it_in_its_mean():
     """Lightning's sanity check put the untrained accuracy first in the authors' history: epoch 1 is compared
     with it, and it stays in the 5-accuracy mean until epoch 5 pushes it out."""
-    with_it, without = _schedule("adaptive_val_authors", ring_val_before_training=True), _schedule("adaptive_val_authors")
+    with_it, without = (
+        _schedule("adaptive_val_authors", ring_val_before_training=True),
+        _schedule("adaptive_val_authors"),
+    )
     assert with_it.validates_before_training and not without.validates_before_training
     with_it.before_training(val_accuracy=10.0)
     assert with_it.window()[0] == 0.0 and with_it.policy.history == [10.0]  # the first entry: nothing to compare
@@ -246,11 +270,15 @@ def test_the_sanity_accuracy_is_refused_for_a_policy_that_reads_no_validation():
 
     with pytest.raises(ValueError, match="ring_val_before_training is read only by the validation-adaptive"):
         _schedule("linear", ring_val_before_training=True)
-    cfg = PretrainConfig(method="IRing", dataset="cifar10", ring_anneal="adaptive_loss_authors",
-                         ring_val_before_training=True)
-    with pytest.raises(checks.ConfigError, match=r"ring_val_before_training=True is read only by the validation-adaptive "
-                                                 r"annealing policies \(adaptive_val, adaptive_val_authors\), not "
-                                                 r"ring_anneal='adaptive_loss_authors'; set it to false"):
+    cfg = PretrainConfig(
+        method="IRing", dataset="cifar10", ring_anneal="adaptive_loss_authors", ring_val_before_training=True
+    )
+    with pytest.raises(
+        checks.ConfigError,
+        match=r"ring_val_before_training=True is read only by the validation-adaptive "
+        r"annealing policies \(adaptive_val, adaptive_val_authors\), not "
+        r"ring_anneal='adaptive_loss_authors'; set it to false",
+    ):
         checks.check(cfg, "here")
 
 
@@ -268,8 +296,12 @@ def test_adaptive_val_authors_measures_before_training_unless_the_config_says_ot
         return C.load(PretrainConfig, path)
 
     assert load(method="IRing", ring_anneal="adaptive_val_authors").ring_val_before_training is True
-    assert load(method="MoCoRing", ring_anneal="adaptive_val_authors",
-                ring_val_before_training=False).ring_val_before_training is False
+    assert (
+        load(
+            method="MoCoRing", ring_anneal="adaptive_val_authors", ring_val_before_training=False
+        ).ring_val_before_training
+        is False
+    )
     assert load(method="IRing", ring_anneal="adaptive_val").ring_val_before_training is False
     assert load(method="IR", ring_anneal="adaptive_val_authors").ring_val_before_training is False
     paper = G.load("workflow/grids/paper.yaml")

@@ -44,8 +44,9 @@ def _both_paths(images: np.ndarray, resize: int, crop: int, seed: int = 3):
 MEAN_LEVELS, P99_LEVELS = 1.0, 6.0
 
 
-@pytest.mark.parametrize("size, resize, crop", [(32, 32, 32), (32, 64, 56), (48, 40, 32)],
-                         ids=["cifar-32", "enlarge", "shrink"])
+@pytest.mark.parametrize(
+    "size, resize, crop", [(32, 32, 32), (32, 64, 56), (48, 40, 32)], ids=["cifar-32", "enlarge", "shrink"]
+)
 def test_fixed_parameters_give_pil_pixels_within_tolerance(size, resize, crop):
     levels, _ = _both_paths(_smooth_images(24, size), resize, crop)
     assert levels.mean() <= MEAN_LEVELS
@@ -75,10 +76,16 @@ def test_parameters_follow_the_paper_laws():
     assert area.min() >= 0.2 * 0.98 and area.max() <= 1.0
     assert ratio.min() >= 0.75 * 0.97 and ratio.max() <= 4 / 3 * 1.03
     assert abs(ratio.log().mean()) < 0.02  # the log-uniform law is symmetric around 0 (sd of the mean ~0.003)
-    assert (p[:, augment.TOP] + p[:, augment.HEIGHT] <= 256).all() and (p[:, augment.LEFT] + p[:, augment.WIDTH] <= 256).all()
+    assert (p[:, augment.TOP] + p[:, augment.HEIGHT] <= 256).all() and (
+        p[:, augment.LEFT] + p[:, augment.WIDTH] <= 256
+    ).all()
     # Jitter factors: uniform on [0.6, 1.4] and hue on [-0.4, 0.4], means 1 and 0 (sd of the mean ~0.004).
-    for col, (lo, hi) in ((augment.BRIGHT, (0.6, 1.4)), (augment.CONTRAST, (0.6, 1.4)), (augment.SAT, (0.6, 1.4)),
-                          (augment.HUE, (-0.4, 0.4))):
+    for col, (lo, hi) in (
+        (augment.BRIGHT, (0.6, 1.4)),
+        (augment.CONTRAST, (0.6, 1.4)),
+        (augment.SAT, (0.6, 1.4)),
+        (augment.HUE, (-0.4, 0.4)),
+    ):
         f = p[:, col]
         assert f.min() >= lo and f.max() <= hi and abs(f.mean() - (lo + hi) / 2) < 0.02
     # Order: a permutation of the four ops, each first about a quarter of the time (sd ~0.007).
@@ -91,7 +98,10 @@ def test_parameters_follow_the_paper_laws():
 def test_views_are_a_function_of_seed_epoch_index():
     draw = datasets.Views(augment.Labels(np.zeros(8)), augment.ViewParams(32, 0.2), n_views=2, seed=1)
     first = [draw[i] for i in range(8)]
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first, [draw[i] for i in range(8)], strict=True))
+    assert all(
+        torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+        for a, b in zip(first, [draw[i] for i in range(8)], strict=True)
+    )
     assert not torch.equal(first[0][0], first[0][1])  # two views of one image differ
     draw.set_epoch(1)
     assert not torch.equal(first[0][0], draw[0][0])
@@ -167,6 +177,7 @@ def test_a_png_among_the_jpegs_is_decoded_too(tmp_path):
     Image.fromarray(images[0]).save(tmp_path / "a.jpg", quality=95)
     Image.fromarray(images[1]).save(tmp_path / "b.jpg", format="PNG")
     from torchvision.io import read_file
+
     decoded = augment.decode_jpegs([read_file(str(tmp_path / n)) for n in ("a.jpg", "b.jpg")], torch.device("cpu"), 40)
     assert decoded.shape == (2, 3, 40, 40)
     assert torch.equal(decoded[1], torch.from_numpy(images[1]).permute(2, 0, 1).float())  # PNG: lossless, no resize
@@ -271,21 +282,23 @@ def test_the_six_jitter_slots_run_every_order_as_colorjitter_does():
     draw = torch.Generator().manual_seed(0)
     params = torch.zeros(n, augment.N_PARAMS, dtype=torch.float64)
     params[:, augment.HEIGHT] = params[:, augment.WIDTH] = 16
-    params[:, augment.BRIGHT:augment.HUE] = 0.6 + 0.8 * torch.rand(n, 3, generator=draw, dtype=torch.float64)
+    params[:, augment.BRIGHT : augment.HUE] = 0.6 + 0.8 * torch.rand(n, 3, generator=draw, dtype=torch.float64)
     params[:, augment.HUE] = 0.8 * torch.rand(n, generator=draw, dtype=torch.float64) - 0.4
     params[:, augment.ORDER] = torch.tensor(orders, dtype=torch.float64)
     got = augment.apply(images, params, 16, 16, (0.0,) * 3, (1 / 255,) * 3).round()
 
     c, black = augment._constants(cpu), torch.zeros(1, 3, 1, 1)
-    ops = (lambda x, f: augment._blend(x, black, 0.0, f),  # ColorJitter's numbering: brightness, contrast,
-           lambda x, f: augment._blend(x, c.luma, 1.0, f),  # saturation, hue
-           lambda x, f: augment._blend(x, c.luma, 0.0, f),
-           lambda x, f: augment._rotate_hue(x, c, 3 * (f * 255).long() + c.channels, 1.0))
+    ops = (
+        lambda x, f: augment._blend(x, black, 0.0, f),  # ColorJitter's numbering: brightness, contrast,
+        lambda x, f: augment._blend(x, c.luma, 1.0, f),  # saturation, hue
+        lambda x, f: augment._blend(x, c.luma, 0.0, f),
+        lambda x, f: augment._rotate_hue(x, c, 3 * (f * 255).long() + c.channels, 1.0),
+    )
     for k, order in enumerate(orders):
-        x, factors = images[k:k + 1].float(), params[k, augment.BRIGHT:augment.HUE + 1].float().view(4, 1, 1, 1, 1)
+        x, factors = images[k : k + 1].float(), params[k, augment.BRIGHT : augment.HUE + 1].float().view(4, 1, 1, 1, 1)
         for op in order:
             x = ops[op](x, factors[op])
-        assert torch.equal(got[k:k + 1], x), f"order {order}"
+        assert torch.equal(got[k : k + 1], x), f"order {order}"
 
 
 # A compiled view batch (compile: auto on CUDA): the parameters' copy, 4 matmuls (the resize's and the crop's, each
@@ -306,8 +319,9 @@ def views_to_compile():
     s = spec("cifar10")
     images = augment.device_images(_smooth_images(batch, size, seed=6), torch.device("cpu"))
     draw = datasets.Views(augment.Labels(np.zeros(batch)), augment.ViewParams(resize, 0.2), seed=6)
-    run = functools.partial(augment.apply, images, torch.stack([draw[i][0] for i in range(batch)]), resize, crop,
-                            s.mean, s.std)
+    run = functools.partial(
+        augment.apply, images, torch.stack([draw[i][0] for i in range(batch)]), resize, crop, s.mean, s.std
+    )
     # The CPU's fused kernels are no aten calls: compiled so, each one records itself in the profiler to be counted.
     with inductor.patch({"cpp.enable_kernel_profile": True}):
         compiled = run(compiled=True)
@@ -371,8 +385,9 @@ def test_under_auto_views_that_fail_to_compile_are_made_eagerly(monkeypatch):
     monkeypatch.setattr(torch._inductor.compile_fx, "compile_fx", broken)
     s, cpu = spec("cifar10"), torch.device("cpu")
     images = augment.device_images(_smooth_images(4, 16, seed=7), cpu)
-    params = torch.stack([datasets.Views(augment.Labels(np.zeros(4)), augment.ViewParams(16, 0.2), seed=7)[i][0]
-                          for i in range(4)])
+    params = torch.stack(
+        [datasets.Views(augment.Labels(np.zeros(4)), augment.ViewParams(16, 0.2), seed=7)[i][0] for i in range(4)]
+    )
     try:
         compiled = augment.apply(images, params, 16, 16, s.mean, s.std, compiled=True)
     finally:

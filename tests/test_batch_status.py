@@ -16,8 +16,12 @@ from ring.core import config as C
 from ring.plan import grid as G
 from tests.helpers import TINY_PRETRAIN, TINY_PRETRAIN_BLOCK
 
-GRID = {"datasets": ["digits"], "methods": ["IR", "MoCoRing"], "seeds": [0, 1],
-        "pretrain": {"all": {**TINY_PRETRAIN_BLOCK, "epochs": 2}}}
+GRID = {
+    "datasets": ["digits"],
+    "methods": ["IR", "MoCoRing"],
+    "seeds": [0, 1],
+    "pretrain": {"all": {**TINY_PRETRAIN_BLOCK, "epochs": 2}},
+}
 
 
 def _grid(tmp_path: Path, values=GRID) -> Path:
@@ -37,12 +41,15 @@ def _finished_pretraining(cell: Path, values=GRID, name="tiny", method="IR", see
 
 
 def _status(tmp_path, grids, capsys) -> list[str]:
-    assert batch.main(["status", "--grid", "tiny", "--grids-dir", str(grids), "--results", str(tmp_path / "results")]) == 0
+    assert (
+        batch.main(["status", "--grid", "tiny", "--grids-dir", str(grids), "--results", str(tmp_path / "results")]) == 0
+    )
     return capsys.readouterr().out.splitlines()
 
 
 def test_status_reads_local_cells_from_their_folders(tmp_path, capsys):
     grids = _grid(tmp_path)
+
     def cell(stage, method, seed):
         return tmp_path / "results" / "tiny" / stage / "digits" / method / f"seed{seed}"
 
@@ -51,13 +58,19 @@ def test_status_reads_local_cells_from_their_folders(tmp_path, capsys):
         (c / "config.yaml").write_text("epochs: 10\n")
     _finished_pretraining(cell("pretrain", "IR", 0))
     running = cell("pretrain", "IR", 1)
-    (running / progress.MARKER).write_text(json.dumps({"state": "running", "pid": os.getpid(), "host": os.uname().nodename}))
-    (running / progress.LOG).write_text('{"epoch": 0, "loss": 9.1, "knn_top1": 38.25}\n{"epoch": 1, "loss": 8.7}\n{"epo')
-    (cell("pretrain", "MoCoRing", 0) / progress.MARKER).write_text(json.dumps({"state": "failed", "pid": 1, "host": "x",
-                                                                             "error": "exit status 1"}))
+    (running / progress.MARKER).write_text(
+        json.dumps({"state": "running", "pid": os.getpid(), "host": os.uname().nodename})
+    )
+    (running / progress.LOG).write_text(
+        '{"epoch": 0, "loss": 9.1, "knn_top1": 38.25}\n{"epoch": 1, "loss": 8.7}\n{"epo'
+    )
+    (cell("pretrain", "MoCoRing", 0) / progress.MARKER).write_text(
+        json.dumps({"state": "failed", "pid": 1, "host": "x", "error": "exit status 1"})
+    )
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())  # no process can have a larger id
     (cell("pretrain", "MoCoRing", 1) / progress.MARKER).write_text(
-        json.dumps({"state": "running", "pid": pid_max + 1, "host": os.uname().nodename}))
+        json.dumps({"state": "running", "pid": pid_max + 1, "host": os.uname().nodename})
+    )
     cell("lincls", "IR", 0).mkdir(parents=True)
     (cell("lincls", "IR", 0) / "config.yaml").write_text("epochs: 100\n")
     lines = _status(tmp_path, grids, capsys)
@@ -74,14 +87,35 @@ def test_status_reads_local_cells_from_their_folders(tmp_path, capsys):
 @pytest.mark.slow
 def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
     # 16x16 views, 10 steps an epoch: the first epoch's log line is the point, not the pixels.
-    grids = _grid(tmp_path, {**GRID, "methods": ["IR"], "seeds": [0],
-                             "pretrain": {"all": {**TINY_PRETRAIN_BLOCK, "epochs": 2, "resize": 16, "crop": 16, "batch_size": 128}}})
+    grids = _grid(
+        tmp_path,
+        {
+            **GRID,
+            "methods": ["IR"],
+            "seeds": [0],
+            "pretrain": {"all": {**TINY_PRETRAIN_BLOCK, "epochs": 2, "resize": 16, "crop": 16, "batch_size": 128}},
+        },
+    )
     cell = tmp_path / "results" / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
     cell.mkdir(parents=True)
     C.save(G.load(grids / "tiny.yaml").pretrain_config("digits", "IR", 0, "data"), cell / "config.yaml")
-    run = subprocess.Popen([sys.executable, "-m", "ring.cluster.launch", "pretrain", "--cell", str(cell), "--",
-                            "--config", str(cell / "config.yaml"), "--out", str(cell)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ring.cluster.launch",
+            "pretrain",
+            "--cell",
+            str(cell),
+            "--",
+            "--config",
+            str(cell / "config.yaml"),
+            "--out",
+            str(cell),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 600
         while not progress.last_records(cell / progress.LOG):
@@ -101,15 +135,26 @@ def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
 def test_local_launcher_marks_a_failed_stage_and_clears_a_finished_one(tmp_path):
     # A config the plan's checks refuse (here: none at all) never starts a stage: no marker, still missing.
     bad = tmp_path / "bad"
-    assert launch.main(["pretrain", "--cell", str(bad), "--", "--config", str(tmp_path / "none.yaml"), "--out", str(bad)]) == 1
+    assert (
+        launch.main(["pretrain", "--cell", str(bad), "--", "--config", str(tmp_path / "none.yaml"), "--out", str(bad)])
+        == 1
+    )
     assert progress.local_state(bad) == ("missing", "")
     # One the checks pass but the stage refuses (its dataset is not under data_root): marked failed.
     failing = tmp_path / "failing"
     failing.mkdir()
-    C.save(C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "dataset": "cifar10", "data_root": str(tmp_path / "no-data")}),
-           failing / "config.yaml")
-    assert launch.main(["pretrain", "--cell", str(failing), "--", "--config", str(failing / "config.yaml"),
-                        "--out", str(failing)]) == 1
+    C.save(
+        C.PretrainConfig(
+            method="IR", **{**TINY_PRETRAIN, "dataset": "cifar10", "data_root": str(tmp_path / "no-data")}
+        ),
+        failing / "config.yaml",
+    )
+    assert (
+        launch.main(
+            ["pretrain", "--cell", str(failing), "--", "--config", str(failing / "config.yaml"), "--out", str(failing)]
+        )
+        == 1
+    )
     assert progress.local_state(failing) == ("failed", f"pid {os.getpid()} on {os.uname().nodename}: exit status 1")
     good = tmp_path / "good"
     with progress.running(good) as run:
@@ -152,14 +197,20 @@ def _fake_slurm(bin_dir: Path, calls: Path, sacct_lines: list[str], squeue_lines
 def test_status_asks_sacct_once_for_every_recorded_job_of_the_grid(tmp_path, capsys, monkeypatch):
     grids = _grid(tmp_path)
     results = tmp_path / "results" / "tiny"
+
     def cell(stage, method, seed):
         return results / stage / "digits" / method / f"seed{seed}"
 
     long_ago = "2020-01-01T00:00:00+00:00"
-    for (stage, method, seed), job_id in {("pretrain", "IR", 0): "201", ("pretrain", "IR", 1): "202_0",
-                                          ("pretrain", "MoCoRing", 0): "202_1", ("pretrain", "MoCoRing", 1): "203",
-                                          ("lincls", "IR", 0): "204", ("lincls", "IR", 1): "205",
-                                          ("lincls", "MoCoRing", 0): "206"}.items():
+    for (stage, method, seed), job_id in {
+        ("pretrain", "IR", 0): "201",
+        ("pretrain", "IR", 1): "202_0",
+        ("pretrain", "MoCoRing", 0): "202_1",
+        ("pretrain", "MoCoRing", 1): "203",
+        ("lincls", "IR", 0): "204",
+        ("lincls", "IR", 1): "205",
+        ("lincls", "MoCoRing", 0): "206",
+    }.items():
         launch.write_record(cell(stage, method, seed), job_id, tmp_path / "logs", stage)
     for stage, method, seed in (("lincls", "IR", 1), ("lincls", "MoCoRing", 0)):  # submitted long ago
         record = cell(stage, method, seed) / "slurm" / "job.json"
@@ -168,25 +219,38 @@ def test_status_asks_sacct_once_for_every_recorded_job_of_the_grid(tmp_path, cap
     (cell("lincls", "MoCoRing", 0) / "metrics.json").write_text("{}")
     calls = tmp_path / "calls.txt"
     # 202_1 still pending shows as the array's range; 204 and 205 are unknown to sacct, 204 queued per squeue.
-    _fake_slurm(tmp_path / "bin", calls, ["201|RUNNING", "202_0|COMPLETED", "202_[1]|PENDING", "203|FAILED"],
-                ["204|PENDING"])
+    _fake_slurm(
+        tmp_path / "bin", calls, ["201|RUNNING", "202_0|COMPLETED", "202_[1]|PENDING", "203|FAILED"], ["204|PENDING"]
+    )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     lines = _status(tmp_path, grids, capsys)
     states = {(line.split()[0], line.split()[2], line.split()[3]): line.split()[4] for line in lines[:-1]}
-    assert states == {("pretrain", "IR", "seed0"): "running", ("pretrain", "IR", "seed1"): "gone",
-                      ("pretrain", "MoCoRing", "seed0"): "pending", ("pretrain", "MoCoRing", "seed1"): "failed",
-                      ("lincls", "IR", "seed0"): "pending", ("lincls", "IR", "seed1"): "gone",
-                      ("lincls", "MoCoRing", "seed0"): "stale", ("lincls", "MoCoRing", "seed1"): "missing"}
-    sacct, squeue = [line for line in calls.read_text().splitlines() if line.startswith("sacct")], \
-        [line for line in calls.read_text().splitlines() if line.startswith("squeue")]
+    assert states == {
+        ("pretrain", "IR", "seed0"): "running",
+        ("pretrain", "IR", "seed1"): "gone",
+        ("pretrain", "MoCoRing", "seed0"): "pending",
+        ("pretrain", "MoCoRing", "seed1"): "failed",
+        ("lincls", "IR", "seed0"): "pending",
+        ("lincls", "IR", "seed1"): "gone",
+        ("lincls", "MoCoRing", "seed0"): "stale",
+        ("lincls", "MoCoRing", "seed1"): "missing",
+    }
+    sacct, squeue = (
+        [line for line in calls.read_text().splitlines() if line.startswith("sacct")],
+        [line for line in calls.read_text().splitlines() if line.startswith("squeue")],
+    )
     assert len(sacct) == 1 and len(squeue) == 1, calls.read_text()
     assert sacct[0].split("-j ")[1].split()[0].split(",") == ["201", "202_0", "202_1", "203", "204", "205"]
 
 
 def test_status_lists_every_study_cell_by_method_and_variant(tmp_path, capsys):
-    study = {"dataset": "digits", "methods": ["IR", "IRing"], "seeds": [0, 1],
-             "variants": {"base": {}, "wl50": {"ring_w_l": [0.0, 50.0]}},
-             "variant_methods": {"base": ["IR"], "wl50": ["IRing"]}}
+    study = {
+        "dataset": "digits",
+        "methods": ["IR", "IRing"],
+        "seeds": [0, 1],
+        "variants": {"base": {}, "wl50": {"ring_w_l": [0.0, 50.0]}},
+        "variant_methods": {"base": ["IR"], "wl50": ["IRing"]},
+    }
     grids = _grid(tmp_path, {**GRID, "studies": {"ring_window": study}})
     folder = tmp_path / "results" / "tiny" / "study" / "ring_window" / "digits"
     (folder / "IR" / "base" / "seed0").mkdir(parents=True)
@@ -195,14 +259,19 @@ def test_status_lists_every_study_cell_by_method_and_variant(tmp_path, capsys):
     (folder / "IRing" / "wl50" / "seed1" / "config.yaml").write_text("epochs: 15\n")
     lines = _status(tmp_path, grids, capsys)
     study_rows = {(line.split()[2], line.split()[3]): line.split()[4] for line in lines if line.startswith("study")}
-    assert study_rows == {("IR/base", "seed0"): "done", ("IR/base", "seed1"): "missing",
-                          ("IRing/wl50", "seed0"): "missing", ("IRing/wl50", "seed1"): "pending"}
+    assert study_rows == {
+        ("IR/base", "seed0"): "done",
+        ("IR/base", "seed1"): "missing",
+        ("IRing/wl50", "seed0"): "missing",
+        ("IRing/wl50", "seed1"): "pending",
+    }
     assert lines[-1] == "total 12 stage runs: 1 done, 0 stale, 0 running, 1 pending, 0 failed, 10 missing"
 
 
 def test_status_shows_cells_the_grid_no_longer_describes_as_stale_and_a_failed_data_check_as_failed(tmp_path, capsys):
     grids = _grid(tmp_path)
     results = tmp_path / "results" / "tiny"
+
     def cell(stage, method, seed):
         return results / stage / "digits" / method / f"seed{seed}"
 
@@ -213,15 +282,19 @@ def test_status_shows_cells_the_grid_no_longer_describes_as_stale_and_a_failed_d
     # IR seed 0's evaluation: of this encoder, but with another linear-evaluation config than the grid's.
     lin = cell("lincls", "IR", 0)
     lin.mkdir(parents=True)
-    (lin / "metrics.json").write_text(json.dumps({"dataset": "digits", "method": "IR", "seed": 0, "top1": 50.0,
-                                                  "config_hash": "1" * 16}))
+    (lin / "metrics.json").write_text(
+        json.dumps({"dataset": "digits", "method": "IR", "seed": 0, "top1": 50.0, "config_hash": "1" * 16})
+    )
     (results / "data").mkdir()
     (results / "data" / "digits.log").write_text("ring: Dataset digits is corrupted: replace it.\n")
     lines = _status(tmp_path, grids, capsys)
     rows = {(line.split()[0], line.split()[2], line.split()[3]): line for line in lines[:-1]}
     assert rows[("pretrain", "IR", "seed0")].split()[4] == "done"
     stale = rows[("pretrain", "IR", "seed1")]
-    assert stale.split()[4] == "stale" and "made with another config than the grid's; the next all_tables reruns it" in stale
+    assert (
+        stale.split()[4] == "stale"
+        and "made with another config than the grid's; the next all_tables reruns it" in stale
+    )
     assert rows[("lincls", "IR", "seed0")].split()[4] == "stale"
     failed = rows[("pretrain", "MoCoRing", "seed0")]
     assert failed.split()[4] == "failed" and failed.endswith("data check: Dataset digits is corrupted: replace it.")
@@ -238,7 +311,10 @@ def test_submit_submits_a_stale_cell_like_a_missing_one_and_keeps_its_output(tmp
 
     grids = _grid(tmp_path)
     results = tmp_path / "results"
-    cell = lambda method, seed: results / "tiny" / "pretrain" / "digits" / method / f"seed{seed}"
+
+    def cell(method, seed):
+        return results / "tiny" / "pretrain" / "digits" / method / f"seed{seed}"
+
     for seed in (0, 1):
         cell("IR", seed).mkdir(parents=True)
     _finished_pretraining(cell("IR", 0), config_hash="0" * 16)  # stale
@@ -251,6 +327,7 @@ def test_submit_submits_a_stale_cell_like_a_missing_one_and_keeps_its_output(tmp
         def submit(job):
             submitted.append(Path(job.argv[job.argv.index("--out") + 1]))
             return SimpleNamespace(job_id=f"5_{len(submitted) - 1}")
+
         return SimpleNamespace(batch=nullcontext, submit=submit)
 
     monkeypatch.setattr(batch, "make_executor", executor)

@@ -16,8 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_tiny(script: str) -> dict:
-    subprocess.run([sys.executable, f"benchmarks/{script}.py", "--tiny"], cwd=ROOT, check=True, capture_output=True,
-                   text=True, timeout=600)
+    subprocess.run(
+        [sys.executable, f"benchmarks/{script}.py", "--tiny"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return json.loads((ROOT / "benchmarks" / "results" / f".tiny-{script}.json").read_text())
 
 
@@ -37,13 +43,31 @@ def test_data_pipeline_benchmark():
 
 
 # Every target of issue 31 the suite's summary lists (benchmarks/suite_summary.py), spelled out.
-TARGET_IDS = {"moco_eager", "moco_compiled", "jpeg_path", "mocoring_ratio", "iring_ratio", "estimate_paper",
-              "sync_step_MoCo", "sync_step_IR",
-              *(f"pipeline_{m}{c}" for m in ("IR", "MoCo", "CMC", "LA") for c in ("", "_compile"))}
-FULL_PLAN = ["throughput_IR", "throughput_MoCo", "throughput_CMC", "throughput_LA", "throughput_MoCo_channels_last",
-             "ring_selection", "jpeg_decode",
-             "sync_step", "throughput_MoCo_compile", "throughput_IR_compile", "throughput_CMC_compile",
-             "throughput_LA_compile"]
+TARGET_IDS = {
+    "moco_eager",
+    "moco_compiled",
+    "jpeg_path",
+    "mocoring_ratio",
+    "iring_ratio",
+    "estimate_paper",
+    "sync_step_MoCo",
+    "sync_step_IR",
+    *(f"pipeline_{m}{c}" for m in ("IR", "MoCo", "CMC", "LA") for c in ("", "_compile")),
+}
+FULL_PLAN = [
+    "throughput_IR",
+    "throughput_MoCo",
+    "throughput_CMC",
+    "throughput_LA",
+    "throughput_MoCo_channels_last",
+    "ring_selection",
+    "jpeg_decode",
+    "sync_step",
+    "throughput_MoCo_compile",
+    "throughput_IR_compile",
+    "throughput_CMC_compile",
+    "throughput_LA_compile",
+]
 QUICK_PLAN = ["sync_step", "jpeg_decode", "ring_selection", "throughput_MoCo_compile", "throughput_IR_compile"]
 
 
@@ -52,14 +76,25 @@ def _run_suite(out: Path, tmp: Path, only: str, *args: str) -> tuple[dict, tarfi
     (the GPU machines' python3 has torch, torchvision, numpy, pillow and pyyaml only)."""
     block = tmp / "block"
     block.mkdir()
-    (block / "sitecustomize.py").write_text("import sys\nfor m in ('pandas', 'sklearn', 'tqdm', 'scipy'):\n"
-                                            "    sys.modules[m] = None\n")
-    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "RING_SUITE_TINY": "1", "RING_SUITE_ONLY": only,
-           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(block), "TMPDIR": str(tmp),
-           # The GPU time limits are seconds; a shared CI CPU must not turn slowness into a failure.
-           "RING_SUITE_TIMEOUT_S": "1500", "RING_SUITE_BUDGET_S": "3000"}
-    subprocess.run(["bash", "benchmarks/gpu_suite.sh", *args], cwd=ROOT, env=env, check=True, capture_output=True,
-                   timeout=3000)
+    (block / "sitecustomize.py").write_text(
+        "import sys\nfor m in ('pandas', 'sklearn', 'tqdm', 'scipy'):\n    sys.modules[m] = None\n"
+    )
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "PYTHON": sys.executable,
+        "RING_SUITE_TINY": "1",
+        "RING_SUITE_ONLY": only,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(block),
+        "TMPDIR": str(tmp),
+        # The GPU time limits are seconds; a shared CI CPU must not turn slowness into a failure.
+        "RING_SUITE_TIMEOUT_S": "1500",
+        "RING_SUITE_BUDGET_S": "3000",
+    }
+    subprocess.run(
+        ["bash", "benchmarks/gpu_suite.sh", *args], cwd=ROOT, env=env, check=True, capture_output=True, timeout=3000
+    )
     # The lent GPU machines return at most 8 files: the suite leaves three, its scratch folder is gone.
     assert sorted(p.name for p in out.rglob("*")) == ["results.tar.gz", "summary.json", "summary.md"]
     assert [p.name for p in tmp.iterdir()] == ["block"]
@@ -80,8 +115,14 @@ def test_gpu_suite_brings_every_result_back_in_three_files(tmp_path):
     assert ran == {"throughput_IR": 0, "jpeg_decode": 0, "sync_step": 0}
     assert {r["skipped"] for r in summary["runs"] if r["name"] not in ran} == {"not in RING_SUITE_ONLY"}
     names = set(tar.getnames())
-    assert {".tiny-throughput_IR.json", ".tiny-jpeg_decode.json", ".tiny-sync_step.json", "suite.json",
-            "logs/throughput_IR.log", "logs/nvidia-smi.txt"} <= names
+    assert {
+        ".tiny-throughput_IR.json",
+        ".tiny-jpeg_decode.json",
+        ".tiny-sync_step.json",
+        "suite.json",
+        "logs/throughput_IR.log",
+        "logs/nvidia-smi.txt",
+    } <= names
     ir = json.loads(tar.extractfile(".tiny-throughput_IR.json").read())
     assert set(ir["images_per_s"]) == {"synthetic", "device", "pil"} and ir["machine"]["torch"]
     assert ir["first_step_s"] > 0
@@ -90,8 +131,11 @@ def test_gpu_suite_brings_every_result_back_in_three_files(tmp_path):
     assert rows["pipeline_IR"]["measured"] == pytest.approx(rates["device"] / rates["synthetic"])
     assert rows["sync_step_MoCo"]["measured"] == "skipped: no CUDA"  # the step under sync debug mode needs CUDA
     written = suite_summary.unpack(tmp_path / "out" / "results.tar.gz", tmp_path / "results")
-    assert sorted(p.name for p in written) == [".tiny-jpeg_decode.json", ".tiny-sync_step.json",
-                                               ".tiny-throughput_IR.json"]
+    assert sorted(p.name for p in written) == [
+        ".tiny-jpeg_decode.json",
+        ".tiny-sync_step.json",
+        ".tiny-throughput_IR.json",
+    ]
 
 
 @pytest.mark.slow
@@ -109,18 +153,44 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
 
     def result(name, **doc):
         (tmp_path / f"{name}-NVIDIA_H200.json").write_text(json.dumps({"machine": machine, **doc}))
-    result("throughput_MoCo_compile", method="MoCo", compile=True, image_size=224,
-           images_per_s={"synthetic": 9000.0, "device": 8500.0})
-    result("ring_selection", steps=[{"ring": "IRing", "n": 1_281_167, "ratio": 1.3},
-                                    {"ring": "MoCoRing", "n": 65_536, "ratio": 1.2}])
+
+    result(
+        "throughput_MoCo_compile",
+        method="MoCo",
+        compile=True,
+        image_size=224,
+        images_per_s={"synthetic": 9000.0, "device": 8500.0},
+    )
+    result(
+        "ring_selection",
+        steps=[{"ring": "IRing", "n": 1_281_167, "ratio": 1.3}, {"ring": "MoCoRing", "n": 65_536, "ratio": 1.2}],
+    )
     result("ring_selection_quick", steps=[{"ring": "IRing", "n": 1_281_167, "ratio": 1.1}])  # --quick: replaces it
     result("jpeg_decode", image_size=224, views_per_s={"device": 6500.0, "decode_only": 30_000.0})
     result("sync_step", methods={"MoCo": {"status": "pass"}, "IR": {"status": "fail", "error": "called a sync"}})
     rows = {r["id"]: r for r in suite_summary.summarize(tmp_path, "quick", [])["targets"]}
-    assert {k: rows[k]["status"] for k in ("moco_compiled", "pipeline_MoCo_compile", "jpeg_path", "iring_ratio",
-                                           "mocoring_ratio", "moco_eager", "sync_step_MoCo", "sync_step_IR")} == {
-        "moco_compiled": "fail", "pipeline_MoCo_compile": "pass", "jpeg_path": "pass", "iring_ratio": "pass",
-        "mocoring_ratio": "fail", "moco_eager": "not run", "sync_step_MoCo": "pass", "sync_step_IR": "fail"}
+    assert {
+        k: rows[k]["status"]
+        for k in (
+            "moco_compiled",
+            "pipeline_MoCo_compile",
+            "jpeg_path",
+            "iring_ratio",
+            "mocoring_ratio",
+            "moco_eager",
+            "sync_step_MoCo",
+            "sync_step_IR",
+        )
+    } == {
+        "moco_compiled": "fail",
+        "pipeline_MoCo_compile": "pass",
+        "jpeg_path": "pass",
+        "iring_ratio": "pass",
+        "mocoring_ratio": "fail",
+        "moco_eager": "not run",
+        "sync_step_MoCo": "pass",
+        "sync_step_IR": "fail",
+    }
     assert rows["pipeline_MoCo_compile"]["measured"] == pytest.approx(8500 / 9000)
     # Priced from the committed H200 figures with this run's files in their place; H200's bound is 400 hours.
     assert rows["estimate_paper"]["target"] == "<= 400 GPU-hours" and rows["estimate_paper"]["measured"] > 0
@@ -160,7 +230,8 @@ def test_suite_summary_names_each_missing_package(monkeypatch, capsys):
     monkeypatch.setitem(suite_summary.PACKAGES, "no_such_module_xyz", "no-such-dist")
     assert suite_summary.main(["check"]) == 1
     assert capsys.readouterr().out.splitlines() == [
-        "suite: missing python package 'no_such_module_xyz' (pip install no-such-dist)"]
+        "suite: missing python package 'no_such_module_xyz' (pip install no-such-dist)"
+    ]
 
 
 def _archive(path: Path, members: dict[str, bytes], link: str | None = None) -> Path:
@@ -176,21 +247,33 @@ def _archive(path: Path, members: dict[str, bytes], link: str | None = None) -> 
     return path
 
 
-@pytest.mark.parametrize("bad", [{"/abs/x-cpu.json": b"{}"}, {"../x-cpu.json": b"{}"}, {"logs/../../x.log": b""},
-                                 {"run.py": b"print()"}, "link"],
-                         ids=["absolute", "dotdot", "nested_dotdot", "suffix", "symlink"])
+@pytest.mark.parametrize(
+    "bad",
+    [{"/abs/x-cpu.json": b"{}"}, {"../x-cpu.json": b"{}"}, {"logs/../../x.log": b""}, {"run.py": b"print()"}, "link"],
+    ids=["absolute", "dotdot", "nested_dotdot", "suffix", "symlink"],
+)
 def test_unpack_refuses_an_archive_with_an_unsafe_member(tmp_path, bad):
     members = {"throughput_IR-GPU_X.json": b"{}"}
-    archive = _archive(tmp_path / "r.tar.gz", {**members, **bad} if isinstance(bad, dict) else members,
-                       link="evil-GPU_X.json" if bad == "link" else None)
+    archive = _archive(
+        tmp_path / "r.tar.gz",
+        {**members, **bad} if isinstance(bad, dict) else members,
+        link="evil-GPU_X.json" if bad == "link" else None,
+    )
     with pytest.raises(ValueError, match="refusing to unpack this archive"):
         suite_summary.unpack(archive, tmp_path / "dest")
     assert not (tmp_path / "dest").exists()  # nothing written before every member is checked
 
 
 def test_unpack_writes_the_results_only(tmp_path):
-    archive = _archive(tmp_path / "r.tar.gz", {"throughput_IR-GPU_X.json": b'{"a": 1}', "suite.json": b"{}",
-                                               "logs/throughput_IR.log": b"log", "logs/nvidia-smi.txt": b"smi"})
+    archive = _archive(
+        tmp_path / "r.tar.gz",
+        {
+            "throughput_IR-GPU_X.json": b'{"a": 1}',
+            "suite.json": b"{}",
+            "logs/throughput_IR.log": b"log",
+            "logs/nvidia-smi.txt": b"smi",
+        },
+    )
     written = suite_summary.unpack(archive, tmp_path / "dest")
     assert written == [tmp_path / "dest" / "throughput_IR-GPU_X.json"]
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["throughput_IR-GPU_X.json"]
@@ -202,21 +285,43 @@ def test_orchestration_benchmark_plans_the_paper_grid():
     assert result["jobs_planned"] > 2 * 84
 
 
-@pytest.mark.parametrize("name", ["ring_selection", "data_pipeline", "orchestration", "quickstart", "throughput_IR",
-                                  "throughput_MoCo", "throughput_CMC", "throughput_LA", "jpeg_decode"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ring_selection",
+        "data_pipeline",
+        "orchestration",
+        "quickstart",
+        "throughput_IR",
+        "throughput_MoCo",
+        "throughput_CMC",
+        "throughput_LA",
+        "jpeg_decode",
+    ],
+)
 def test_committed_results_exist(name):
-    assert list((ROOT / "benchmarks" / "results").glob(f"{name}-*.json")), f"run benchmarks/{name} and commit its result"
+    assert list((ROOT / "benchmarks" / "results").glob(f"{name}-*.json")), (
+        f"run benchmarks/{name} and commit its result"
+    )
 
 
 def test_toy_protocols_benchmark_summarises_both_protocols_and_readings():
-    subprocess.run([sys.executable, "benchmarks/toy_protocols.py", "--tiny", "--seeds", "0", "1"], cwd=ROOT, check=True,
-                   capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "benchmarks/toy_protocols.py", "--tiny", "--seeds", "0", "1"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     result = json.loads((ROOT / "benchmarks" / "results" / ".tiny-toy_protocols.json").read_text())
     assert [r["seed"] for r in result["per_seed"]] == [0, 1]
     summary = result["summary"]
     for protocol in ("nce_critic", "own_critics", "nce_critic_train", "own_critics_train"):
-        ours, literal = (summary[f"{protocol} | {reading}"] for reading in (
-            "closest (100 - w_l)% (main text, ours)", "closest w_l% (appendix, literal)"))
+        ours, literal = (
+            summary[f"{protocol} | {reading}"]
+            for reading in ("closest (100 - w_l)% (main text, ours)", "closest w_l% (appendix, literal)")
+        )
         # the literal reading's w_l = p is our percentage 100 - p, the same measured numbers
         assert ours["CNCE10"]["ours_key"] == "CNCE10" and literal["CNCE10"]["ours_key"] == "CNCE90"
         assert literal["CNCE10"]["mean"] == ours["CNCE90"]["mean"]

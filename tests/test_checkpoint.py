@@ -61,13 +61,15 @@ def test_a_checkpoint_altered_on_disk_fails_its_checksum_and_the_previous_one_is
     assert load_verified(previous_path(path))["epoch"] == 1 and load_verified(path)["epoch"] == 2
     data = bytearray(path.read_bytes())
     middle = len(data) // 2  # inside the tensor's bytes: torch.load itself reads it without complaint
-    data[middle:middle + 4096] = bytes(4096)
+    data[middle : middle + 4096] = bytes(4096)
     path.write_bytes(bytes(data))
     assert torch.load(path, weights_only=True)["epoch"] == 2
     with pytest.raises(CheckpointError, match="checkpoint.pt fails its checksum"):
         load_verified(path)
     lines = []
     assert load_latest_checkpoint(path, log=lines.append)["epoch"] == 1
-    assert lines == [f"ring: The checkpoint {path} fails its checksum (the file was altered on disk); kept as "
-                     "checkpoint.corrupt.pt, resuming from the previous checkpoint checkpoint.prev.pt"]
+    assert lines == [
+        f"ring: The checkpoint {path} fails its checksum (the file was altered on disk); kept as "
+        "checkpoint.corrupt.pt, resuming from the previous checkpoint checkpoint.prev.pt"
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.corrupt.pt", "checkpoint.prev.pt"]

@@ -4,12 +4,12 @@ the console script of pyproject.toml is it, and the docs type ``ring ...`` rathe
 import ast
 import contextlib
 import importlib.util
-import io
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 import ring
 from ring import cli
@@ -18,10 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_help_lists_every_command_with_its_line_and_loads_no_torch():
-    code = ("import sys; from ring.cli import main\n"
-            "try: main(['--help'])\n"
-            "except SystemExit as stop: assert stop.code == 0\n"
-            "assert 'torch' not in sys.modules, 'ring --help imported torch'\n")
+    code = (
+        "import sys; from ring.cli import main\n"
+        "try: main(['--help'])\n"
+        "except SystemExit as stop: assert stop.code == 0\n"
+        "assert 'torch' not in sys.modules, 'ring --help imported torch'\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     listed = re.findall(r"^  (\S+) +(.+)$", out.split("commands:\n")[1], re.MULTILINE)
     assert listed == [(command.name, command.help) for command in cli.COMMANDS]
@@ -49,20 +51,28 @@ def test_every_subcommand_of_a_delegated_main_is_a_ring_command(capsys):
 
 
 def test_a_subcommand_runs_its_module_with_the_rest_of_the_line():
-    out = subprocess.run([sys.executable, "-m", "ring.cli", "describe", "pretrain", "ring_w_l"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "ring.cli", "describe", "pretrain", "ring_w_l"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.startswith("pretrain.ring_w_l: list[float] = [0.0, 90.0]")
-    bad = subprocess.run([sys.executable, "-m", "ring.cli", "estimat", "--grid", "paper"], cwd=ROOT,
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "ring.cli", "estimat", "--grid", "paper"], cwd=ROOT, capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "invalid choice: 'estimat'" in bad.stderr and "Traceback" not in bad.stderr
-    options = subprocess.run([sys.executable, "-m", "ring.cli", "fetch", "--help"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout
+    options = subprocess.run(
+        [sys.executable, "-m", "ring.cli", "fetch", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     assert options.startswith("usage: ring fetch ")
 
 
 def test_version_is_the_packages_and_the_changelogs():
-    out = subprocess.run([sys.executable, "-m", "ring.cli", "--version"], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "ring.cli", "--version"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     assert out == f"ring-bench {ring.__version__}\n"
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" in project["project"]["dynamic"]
@@ -93,5 +103,6 @@ def test_the_docs_type_ring_commands_that_exist():
             text = text.replace("`python -m ring.cluster.batch estimate --grid paper`", "")
         assert "python -m ring." not in text, f"{page.name} types a module path; use its ring command"
         for name in re.findall(r"`(?:\.venv/bin/)?ring ([a-z][\w-]*)", text) + re.findall(
-                r"^(?:\S+=\S+ )?(?:\.venv/bin/)?ring ([a-z][\w-]*)", text, re.MULTILINE):
+            r"^(?:\S+=\S+ )?(?:\.venv/bin/)?ring ([a-z][\w-]*)", text, re.MULTILINE
+        ):
             assert name in cli.REGISTRY, f"{page.name} shows `ring {name}`, which ring/cli.py lacks"

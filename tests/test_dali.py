@@ -14,8 +14,8 @@ import torch
 from PIL import Image
 
 from ring.data import dali
-from ring.plan.catalog import spec
 from ring.engine.runtime import epoch_batches
+from ring.plan.catalog import spec
 
 N_IMAGES, BATCH, CROP, SCALE_MIN, SEED = 96, 32, 24, 0.2, 7
 STATS = spec("imagenet")
@@ -39,8 +39,18 @@ def jpegs(tmp_path_factory):
 
 
 def _views(paths, n_views=2, crop_sizes=False, seed=SEED):
-    return dali.DaliViews(paths, torch.device("cpu"), CROP, SCALE_MIN, STATS.mean, STATS.std, n_views=n_views,
-                          seed=seed, batch_size=BATCH, crop_sizes=crop_sizes)
+    return dali.DaliViews(
+        paths,
+        torch.device("cpu"),
+        CROP,
+        SCALE_MIN,
+        STATS.mean,
+        STATS.std,
+        n_views=n_views,
+        seed=seed,
+        batch_size=BATCH,
+        crop_sizes=crop_sizes,
+    )
 
 
 def _levels(views: torch.Tensor) -> torch.Tensor:
@@ -51,7 +61,11 @@ def _levels(views: torch.Tensor) -> torch.Tensor:
 def test_draws_are_a_pure_function_of_seed_epoch_index_and_view():
     a = dali.draws(SEED, 3, [5, 9, 11], 0)
     assert np.array_equal(a[[1, 0]], dali.draws(SEED, 3, [9, 5], 0)), "an image's draws depend on its batch"
-    for other in (dali.draws(SEED, 4, [5, 9, 11], 0), dali.draws(SEED, 3, [5, 9, 11], 1), dali.draws(SEED + 1, 3, [5, 9, 11], 0)):
+    for other in (
+        dali.draws(SEED, 4, [5, 9, 11], 0),
+        dali.draws(SEED, 3, [5, 9, 11], 1),
+        dali.draws(SEED + 1, 3, [5, 9, 11], 0),
+    ):
         assert not np.any(np.all(a[:, :4] == other[:, :4], axis=1))
 
 
@@ -62,7 +76,12 @@ def test_draws_follow_the_papers_laws():
     seed); the draws are fixed by the seed, so the test cannot flake."""
     n = 20_000
     d = dali.draws(SEED, 0, np.arange(n), 0)
-    for col, (lo, hi) in ((dali.BRIGHT, (0.6, 1.4)), (dali.CONTRAST, (0.6, 1.4)), (dali.SAT, (0.6, 1.4)), (dali.HUE, (-0.4, 0.4))):
+    for col, (lo, hi) in (
+        (dali.BRIGHT, (0.6, 1.4)),
+        (dali.CONTRAST, (0.6, 1.4)),
+        (dali.SAT, (0.6, 1.4)),
+        (dali.HUE, (-0.4, 0.4)),
+    ):
         x = (d[:, col] - lo) / (hi - lo)  # uniform on [0, 1): mean 1/2, variance 1/12, quartiles 1/4 and 3/4
         assert x.min() >= 0 and x.max() < 1
         assert abs(x.mean() - 0.5) < 4 * (1 / 12 / n) ** 0.5
@@ -71,7 +90,7 @@ def test_draws_follow_the_papers_laws():
     for col, p in ((dali.FLIP, dali.FLIP_P), (dali.GRAY, dali.GRAY_P)):
         assert set(np.unique(d[:, col])) == {0.0, 1.0}
         assert abs(d[:, col].mean() - p) < 4 * (p * (1 - p) / n) ** 0.5
-    assert abs(np.corrcoef(d[:, dali.FLIP], d[:, dali.GRAY])[0, 1]) < 4 / n ** 0.5
+    assert abs(np.corrcoef(d[:, dali.FLIP], d[:, dali.GRAY])[0, 1]) < 4 / n**0.5
 
 
 @needs_dali
@@ -100,7 +119,7 @@ def test_views_shape_dtype_normalisation_and_laws_on_the_pixels(jpegs):
                 assert gray.tolist() == (drawn[:, dali.GRAY] == 1).tolist()
                 assert spread[~gray].min() > 20  # the colour images stay visibly colour
                 y = (x * luma).sum(1).mean(1)  # B x crop: the luma profile, left to right
-                slope = y[:, -CROP // 4:].mean(1) - y[:, :CROP // 4].mean(1)
+                slope = y[:, -CROP // 4 :].mean(1) - y[:, : CROP // 4].mean(1)
                 assert slope.abs().min() > 5
                 flip = slope < 0
                 assert flip.tolist() == (drawn[:, dali.FLIP] == 1).tolist()
@@ -145,7 +164,9 @@ def test_resume_mid_epoch_reproduces_the_uninterrupted_views(jpegs):
     uninterrupted = [make(torch.tensor(b), 2, step) for step, b in enumerate(batches)]
     resumed = _views(paths)
     for step, b in enumerate(batches[1:], start=1):
-        assert all(torch.equal(a, r) for a, r in zip(uninterrupted[step], resumed(torch.tensor(b), 2, step), strict=True))
+        assert all(
+            torch.equal(a, r) for a, r in zip(uninterrupted[step], resumed(torch.tensor(b), 2, step), strict=True)
+        )
 
 
 @needs_dali
@@ -190,7 +211,9 @@ def test_jitter_factors_reach_the_colour_twist_in_its_units(jpegs, monkeypatch):
         monkeypatch.setattr(dali, "draws", fixed)
         x = _levels(_views(paths, n_views=1)(batch, 0, 0)[0]).double()
         r, g, b = x.unbind(1)
-        return 0.299 * r + 0.587 * g + 0.114 * b, torch.complex(0.596 * r - 0.274 * g - 0.322 * b, 0.211 * r - 0.523 * g + 0.312 * b)
+        return 0.299 * r + 0.587 * g + 0.114 * b, torch.complex(
+            0.596 * r - 0.274 * g - 0.322 * b, 0.211 * r - 0.523 * g + 0.312 * b
+        )
 
     y, iq = views()
     _, turned = views(HUE=0.25)
@@ -207,5 +230,7 @@ def test_pretraining_refuses_dali_for_an_in_memory_dataset(tmp_path):
 
     from .helpers import pretrain_config
 
-    with pytest.raises(ValueError, match="augment: dali reads image folders; digits is held in memory: use augment: device"):
+    with pytest.raises(
+        ValueError, match="augment: dali reads image folders; digits is held in memory: use augment: device"
+    ):
         Pretraining(pretrain_config("IR", augment="dali"), tmp_path / "cell")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from ring.plan import catalog
 from ring.data import datasets, verify
+from ring.plan import catalog
 
 
 def test_digits_split_is_fixed_and_stratified():
@@ -98,11 +98,14 @@ def test_corrupt_cifar10_files_fail_with_one_sentence(tmp_path):
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch", "batches.meta"]:
         (folder / name).write_bytes(b"not a pickle")
     catalog.check("cifar10", tmp_path)  # the layout is complete ...
-    with pytest.raises(catalog.DatasetMissing, match=r"Dataset cifar10 under .* is incomplete or corrupted .*; fetch it with"):
+    with pytest.raises(
+        catalog.DatasetMissing, match=r"Dataset cifar10 under .* is incomplete or corrupted .*; fetch it with"
+    ):
         datasets.load("cifar10", tmp_path, "pretrain")  # ... but the contents are not CIFAR-10
 
 
 # -- the data check verifies contents against the publisher (README "Datasets") ----------------------
+
 
 def _publish_fake(name, root, monkeypatch) -> dict:
     """Small files in the publisher's format at every path torchvision lists for ``name``, and
@@ -116,11 +119,17 @@ def _publish_fake(name, root, monkeypatch) -> dict:
         path = catalog.folder(name, root) / cls.base_folder / file
         path.parent.mkdir(parents=True, exist_ok=True)
         if name == "stl10":  # raw uint8 pixels (X) or 1-based labels (y), 4 images
-            data = rng.integers(0, 256, 4 * 3 * 96 * 96, dtype=np.uint8) if file.endswith("X.bin") else np.arange(1, 5, dtype=np.uint8)
+            data = (
+                rng.integers(0, 256, 4 * 3 * 96 * 96, dtype=np.uint8)
+                if file.endswith("X.bin")
+                else np.arange(1, 5, dtype=np.uint8)
+            )
             path.write_bytes(data.tobytes())
         else:  # a CIFAR batch: a pickled dict of N x 3072 uint8 pixels and labels
             key = "labels" if name == "cifar10" else "fine_labels"
-            path.write_bytes(pickle.dumps({"data": rng.integers(0, 256, (4, 3072), dtype=np.uint8), key: [i % 10, 1, 2, 3]}))
+            path.write_bytes(
+                pickle.dumps({"data": rng.integers(0, 256, (4, 3072), dtype=np.uint8), key: [i % 10, 1, 2, 3]})
+            )
         md5[file] = catalog.md5_of(path)
     monkeypatch.setattr(cls, "train_list", [[f, md5[f]] for f, _ in cls.train_list])
     monkeypatch.setattr(cls, "test_list", [[f, md5[f]] for f, _ in cls.test_list])
@@ -140,8 +149,9 @@ def test_data_check_verifies_torchvisions_md5_once_and_names_a_truncated_file(tm
     record = json.loads((stamps / f"{name}{catalog.VERIFIED_SUFFIX}").read_text())
     assert record["checksums"] == "verified against the publisher" and record["md5"] == files
     if name != "stl10":
-        assert len(datasets.load(name, tmp_path / "data", "train")) == 4 * len(datasets.BUILDERS[name](
-            catalog.folder(name, tmp_path / "data"), "train").train_list)  # torchvision reads the files
+        assert len(datasets.load(name, tmp_path / "data", "train")) == 4 * len(
+            datasets.BUILDERS[name](catalog.folder(name, tmp_path / "data"), "train").train_list
+        )  # torchvision reads the files
     # The stamp stands in for the md5s while no file changes.
     monkeypatch.setattr(verify, "md5_of", lambda path: pytest.fail(f"{path} hashed again"))
     assert verify.main(args) == 0
@@ -174,10 +184,16 @@ def test_data_check_counts_imagenet_against_the_publisher(tmp_path, monkeypatch,
     assert verify.verify("imagenet", tmp_path)["counts"] == {"train": 3, "val": 2}
     (base / "train" / "n00" / "0.JPEG").unlink()
     assert verify.main(["check", "imagenet", "--data-root", str(tmp_path)]) == 1
-    assert f"Dataset imagenet under {base} holds 2 train, 2 val images, the publisher's release has 3 and 2" in capsys.readouterr().err
+    assert (
+        f"Dataset imagenet under {base} holds 2 train, 2 val images, the publisher's release has 3 and 2"
+        in capsys.readouterr().err
+    )
     (base / "val" / "n02").mkdir()
     assert verify.main(["check", "imagenet", "--data-root", str(tmp_path)]) == 1
-    assert f"Dataset imagenet's {base / 'val'} holds 3 class folders, the publisher's release has 2" in capsys.readouterr().err
+    assert (
+        f"Dataset imagenet's {base / 'val'} holds 3 class folders, the publisher's release has 2"
+        in capsys.readouterr().err
+    )
 
 
 def test_data_check_finds_an_unwritable_results_folder_before_any_job(tmp_path, monkeypatch, capsys):
@@ -187,9 +203,13 @@ def test_data_check_finds_an_unwritable_results_folder_before_any_job(tmp_path, 
     if os.geteuid() == 0:  # root writes whatever the mode bits say: judge by them, as for any other user
         monkeypatch.setattr(catalog.os, "access", lambda path, mode: bool(os.stat(path).st_mode & 0o200))
     try:
-        status = verify.main(["check", "digits", "--data-root", str(tmp_path), "--writable", str(tmp_path / "results" / "smoke")])
+        status = verify.main(
+            ["check", "digits", "--data-root", str(tmp_path), "--writable", str(tmp_path / "results" / "smoke")]
+        )
     finally:
         cell.chmod(0o755)
     assert status == 1
-    assert capsys.readouterr().err.strip() == (f"ring: Results folder {cell} is not writable by this user; fix its "
-                                               "permissions (chmod u+w) or move it away before training.")
+    assert capsys.readouterr().err.strip() == (
+        f"ring: Results folder {cell} is not writable by this user; fix its "
+        "permissions (chmod u+w) or move it away before training."
+    )

@@ -26,8 +26,13 @@ def nav_pages(nav) -> list[str]:
 def test_the_site_builds_in_strict_mode(tmp_path):
     # mkdocs.yml raises broken links, missing anchors and pages left out of the nav to warnings,
     # which --strict turns into a failed build.
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for page in PAGES:
         built = "index.html" if page == "index.md" else page.removesuffix(".md") + "/index.html"
@@ -49,7 +54,9 @@ def test_the_readme_is_a_front_page_that_links_every_page():
     # GitHub shows the README, not the site, so MkDocs never checks its links into docs/: they are checked here.
     assert linked <= set(PAGES), f"README links missing pages {sorted(linked - set(PAGES))}"
     for page, anchor in links:
-        assert not anchor or anchor in anchors(ROOT / "docs" / page), f"README links {page}#{anchor}, which has no such heading"
+        assert not anchor or anchor in anchors(ROOT / "docs" / page), (
+            f"README links {page}#{anchor}, which has no such heading"
+        )
 
 
 def anchors(page: Path) -> set[str]:
@@ -74,8 +81,11 @@ def test_every_test_the_documentation_names_exists():
     missing = []
     for (path, name), docs in sorted(named.items()):
         file = ROOT / path
-        functions = ({node.name for node in ast.walk(ast.parse(file.read_text()))
-                      if isinstance(node, ast.FunctionDef)} if file.is_file() else set())
+        functions = (
+            {node.name for node in ast.walk(ast.parse(file.read_text())) if isinstance(node, ast.FunctionDef)}
+            if file.is_file()
+            else set()
+        )
         if name not in functions or not name.startswith("test_"):
             missing.append(f"{path}::{name} (named in {', '.join(sorted(set(docs)))})")
     assert not missing, "the documentation names tests that do not exist:\n" + "\n".join(missing)
@@ -137,7 +147,7 @@ def test_every_study_and_table_a_grid_can_ask_for_has_a_target_and_a_readme_row(
     targets += schema["tables"]["propertyNames"]["enum"]
     rules = set(re.findall(r"^rule (\w+):", (ROOT / "Snakefile").read_text(), flags=re.M))
     readme = (ROOT / "README.md").read_text()
-    builds = readme[readme.index("### What `all_tables` builds"):]
+    builds = readme[readme.index("### What `all_tables` builds") :]
     builds = builds[: builds.index("\n## ")]
     assert [t for t in targets if t not in rules] == []
     assert [t for t in targets if f"`{t}`" not in builds] == []

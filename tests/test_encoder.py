@@ -5,8 +5,19 @@ import pytest
 import torch
 from torchvision.models import resnet18
 
-from ring.engine.encoder import (LAB_HIGH, LAB_LOW, Encoder, Grouped, LabEncoder, export_trunks, lab_views, load_feature_extractor, save_trunks,
-                          load_trunk, torchvision_state_dict)
+from ring.engine.encoder import (
+    LAB_HIGH,
+    LAB_LOW,
+    Encoder,
+    Grouped,
+    LabEncoder,
+    export_trunks,
+    lab_views,
+    load_feature_extractor,
+    load_trunk,
+    save_trunks,
+    torchvision_state_dict,
+)
 
 
 def test_export_is_torchvision_resnet18_without_fc():
@@ -35,7 +46,9 @@ def test_loading_a_foreign_state_dict_names_the_keys():
     state = torchvision_state_dict(Encoder())
     state["extra.weight"] = torch.zeros(1)
     del state["layer4.1.bn2.bias"]
-    with pytest.raises(ValueError, match=r"missing=\['fc.bias', 'fc.weight', 'layer4.1.bn2.bias'\] unexpected=\['extra.weight'\]"):
+    with pytest.raises(
+        ValueError, match=r"missing=\['fc.bias', 'fc.weight', 'layer4.1.bn2.bias'\] unexpected=\['extra.weight'\]"
+    ):
         load_trunk(state)
 
 
@@ -88,9 +101,13 @@ def test_lab_views_of_known_colours():
     mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
     white, black = (torch.ones(1, 3, 2, 2) - 0.5) / 0.25, (torch.zeros(1, 3, 2, 2) - 0.5) / 0.25
     (l_w, ab_w), (l_b, _) = lab_views(white, mean, std), lab_views(black, mean, std)
-    assert torch.allclose(l_w, torch.ones_like(l_w), atol=1e-4) and torch.allclose(l_b, -torch.ones_like(l_b), atol=1e-4)
+    assert torch.allclose(l_w, torch.ones_like(l_w), atol=1e-4) and torch.allclose(
+        l_b, -torch.ones_like(l_b), atol=1e-4
+    )
     # grey has a = b = 0, i.e. the middle of each channel's sRGB range mapped onto [-1, 1]
-    grey_ab = torch.tensor([(0 - (lo + hi) / 2) / ((hi - lo) / 2) for lo, hi in zip(LAB_LOW[1:], LAB_HIGH[1:], strict=True)])
+    grey_ab = torch.tensor(
+        [(0 - (lo + hi) / 2) / ((hi - lo) / 2) for lo, hi in zip(LAB_LOW[1:], LAB_HIGH[1:], strict=True)]
+    )
     assert torch.allclose(ab_w[0, :, 0, 0], grey_ab, atol=1e-3)
     pure_blue = (torch.tensor([0.0, 0.0, 1.0]).view(1, 3, 1, 1) - 0.5) / 0.25
     assert torch.allclose(lab_views(pure_blue, mean, std)[1].flatten()[1], torch.tensor(-1.0), atol=1e-3)  # b's low end
@@ -118,6 +135,7 @@ def test_cmc_features_concatenate_the_l_and_ab_trunks(tmp_path):
 
 # -- BatchNorm groups in one pass (ring.engine.encoder.Grouped) -------------------------------------------
 
+
 def _chunked(module, x, groups):
     """What Grouped computed before the one-pass layers: the network once per consecutive chunk."""
     return torch.cat([module(chunk) for chunk in x.chunk(groups)], dim=0)
@@ -132,10 +150,14 @@ def test_one_pass_groups_equal_the_network_run_per_chunk(channels_last):
     x = torch.randn(16, 3, 32, 32)
     x32 = x.contiguous(memory_format=torch.channels_last) if channels_last else x
     if channels_last:
-        reference, grouped = reference.to(memory_format=torch.channels_last), grouped.to(memory_format=torch.channels_last)
+        reference, grouped = (
+            reference.to(memory_format=torch.channels_last),
+            grouped.to(memory_format=torch.channels_last),
+        )
     outputs = {"exact": _chunked(exact, x.double(), 4), "chunked": _chunked(reference, x32, 4), "grouped": grouped(x32)}
     for out in outputs.values():
         (out * torch.arange(128.0, dtype=out.dtype)).sum().backward()
+
     # The same statistics of the same values, summed in other orders (one call over 4 x C channels instead of
     # 4 calls over C; a batch of 16 instead of 4 in the convolutions' weight gradients): fp32 rounding.  The
     # one-pass result must be as close to the fp64 computation as the chunked fp32 one is (measured: both about
@@ -164,7 +186,9 @@ def test_running_statistics_are_group_zeros():
     assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
     assert bn.running_mean.shape == (3,) and int(bn.num_batches_tracked) == 1
     bn.eval()  # evaluation normalises with the kept statistics, as nn.BatchNorm2d does
-    torch.testing.assert_close(bn(x), torch.nn.functional.batch_norm(x, bn.running_mean, bn.running_var, bn.weight, bn.bias))
+    torch.testing.assert_close(
+        bn(x), torch.nn.functional.batch_norm(x, bn.running_mean, bn.running_var, bn.weight, bn.bias)
+    )
 
 
 def test_group_statistics_survive_copies_and_moves():
@@ -248,7 +272,10 @@ def test_compile_auto_compiles_on_cuda_only_and_unknown_settings_fail():
     from ring.engine.encoder import resolve_compile
 
     assert [resolve_compile(s, torch.device(d)) for s, d in (("auto", "cpu"), ("off", "cuda"), ("on", "cpu"))] == [
-        False, False, True]
+        False,
+        False,
+        True,
+    ]
     with pytest.raises(ValueError, match="Unknown compile 'yes'; choose auto, on or off"):
         resolve_compile("yes", torch.device("cpu"))
 
@@ -257,7 +284,9 @@ def test_a_compiled_network_keeps_its_keys_and_its_copies_run_their_own_weights(
     """A checkpoint (MoCo's key encoder is a copy of the network) must load whatever the compile setting."""
     from ring.engine.encoder import Precision
 
-    plain, compiled = (Precision(torch.nn.Linear(2, 2), bf16=False, channels_last=False, compile_=c) for c in (False, True))
+    plain, compiled = (
+        Precision(torch.nn.Linear(2, 2), bf16=False, channels_last=False, compile_=c) for c in (False, True)
+    )
     assert compiled.state_dict().keys() == plain.state_dict().keys() == {"module.weight", "module.bias"}
     x = torch.ones(1, 2)
     compiled(x)

@@ -21,13 +21,22 @@ def _write_figures(folder: Path, device: str, date: str, rate: float, image_size
     machine = {"device": device, "torch": "2.11.0", "cuda": "13.0" if device != "cpu" else None, "date": date}
     tag = device.replace(" ", "_")
     for fam in E.FAMILIES:
-        doc = {"machine": machine, "method": fam, "image_size": image_size, "compile": False,
-               "images_per_s": {"synthetic": 2 * rate, "device": rate, "pil": rate / 2}, "eval_images_per_s": 4 * rate}
+        doc = {
+            "machine": machine,
+            "method": fam,
+            "image_size": image_size,
+            "compile": False,
+            "images_per_s": {"synthetic": 2 * rate, "device": rate, "pil": rate / 2},
+            "eval_images_per_s": 4 * rate,
+        }
         if fam == "LA":
             doc.update(kmeans={"n": 50_000, "k": 1000, "clusterings": 10, "iters": 20}, kmeans_recluster_s=2.0)
         (folder / f"throughput_{fam}-{tag}.json").write_text(json.dumps(doc))
-    steps = [{"ring": "IRing", "n": 50_000, "ratio": 1.1}, {"ring": "IRing", "n": 1_281_167, "ratio": 1.3},
-             {"ring": "MoCoRing", "n": 65_536, "ratio": 1.05}]
+    steps = [
+        {"ring": "IRing", "n": 50_000, "ratio": 1.1},
+        {"ring": "IRing", "n": 1_281_167, "ratio": 1.3},
+        {"ring": "MoCoRing", "n": 65_536, "ratio": 1.05},
+    ]
     (folder / f"ring_selection-{tag}.json").write_text(json.dumps({"machine": machine, "steps": steps}))
 
 
@@ -81,8 +90,10 @@ def test_missing_figures_fail_with_one_sentence(tmp_path):
 
 
 def test_cli_prices_the_paper_grid_from_committed_figures_without_torch():
-    code = ("import sys; from ring.cli import main; rc = main(['estimate', '--grid', 'paper']); "
-            "assert 'torch' not in sys.modules; sys.exit(rc)")
+    code = (
+        "import sys; from ring.cli import main; rc = main(['estimate', '--grid', 'paper']); "
+        "assert 'torch' not in sys.modules; sys.exit(rc)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "predicted" in out.stdout and "total" in out.stdout and "imagenet" in out.stdout
@@ -114,14 +125,16 @@ def test_compile_auto_cells_on_a_gpu_are_priced_from_the_compiled_figures(tmp_pa
     _write_figures(tmp_path, "cpu", "2026-11-26T12:00:00Z", 10.0, image_size=32)
     _compiled_figure(tmp_path, "IR", {"synthetic": 1e6}, device="cpu")
     cpu = E.load_figures("cpu", results=tmp_path)  # compile: auto is off on a CPU
-    assert not cpu.compiled and math.isclose(E.pretrain_hours(dataclasses.replace(ir, crop=32, resize=32), cpu),
-                                             300 * 50_000 / 5 / 3600)
+    assert not cpu.compiled and math.isclose(
+        E.pretrain_hours(dataclasses.replace(ir, crop=32, resize=32), cpu), 300 * 50_000 / 5 / 3600
+    )
 
 
 def test_jpeg_datasets_are_priced_by_the_jpeg_path(tmp_path):
     _write_figures(tmp_path, "GPU X", "2026-11-26T11:00:00Z", 5000.0)
-    (tmp_path / "jpeg_decode-GPU_X.json").write_text(json.dumps(
-        {"image_size": 224, "views_per_s": {"device": 2000.0, "decode_only": 10_000.0}}))
+    (tmp_path / "jpeg_decode-GPU_X.json").write_text(
+        json.dumps({"image_size": 224, "views_per_s": {"device": 2000.0, "decode_only": 10_000.0}})
+    )
     figures = E.load_figures(results=tmp_path)
     moco = C.PretrainConfig(method="MoCo", dataset="imagenet", epochs=200, knn_every=0)
     # The device-tensor step (10,000 images/s), one decode per image, then each of MoCo's two views at the
@@ -148,7 +161,10 @@ def test_a_ring_kind_without_a_measured_ratio_is_refused(tmp_path):
     (tmp_path / "ring_selection-GPU_X.json").write_text(json.dumps({"steps": steps}))
     figures = E.load_figures(results=tmp_path)
     moco_ring = C.PretrainConfig(method="MoCoRing", dataset="cifar10", queue_size=65_536, knn_every=0)
-    with pytest.raises(ValueError, match=r"^MoCoRing has no measured step-time ratio in the GPU X figures \(they have "
-                                         r"IRing\); run benchmarks/ring_selection.py on that device"):
+    with pytest.raises(
+        ValueError,
+        match=r"^MoCoRing has no measured step-time ratio in the GPU X figures \(they have "
+        r"IRing\); run benchmarks/ring_selection.py on that device",
+    ):
         E.pretrain_hours(moco_ring, figures)
     assert E.pretrain_hours(C.PretrainConfig(method="IRing", dataset="cifar10", knn_every=0), figures) > 0

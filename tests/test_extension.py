@@ -23,10 +23,10 @@ import pytest
 import yaml
 
 from ring.core import config as C
+from ring.core import methods as M
 from ring.plan import checks
 from ring.plan import estimate as E
 from ring.plan import grid as G
-from ring.core import methods as M
 
 from .test_workflow import ROOT, snakemake, write_grid
 
@@ -82,10 +82,24 @@ PLUGIN = textwrap.dedent('''
 ''')
 
 GRID = {
-    "datasets": ["digits"], "methods": ["Toy", "ToyRing"], "seeds": [0],
-    "pretrain": {"all": {"epochs": 1, "batch_size": 64, "lr_milestones": [], "resize": 32, "crop": 32,
-                         "ring_anneal_epochs": 1, "knn_every": 0, "num_workers": 0}},
-    "lincls": {"all": {"epochs": 2, "batch_size": 64, "resize": 32, "crop": 32, "augmentation": "none", "num_workers": 0}},
+    "datasets": ["digits"],
+    "methods": ["Toy", "ToyRing"],
+    "seeds": [0],
+    "pretrain": {
+        "all": {
+            "epochs": 1,
+            "batch_size": 64,
+            "lr_milestones": [],
+            "resize": 32,
+            "crop": 32,
+            "ring_anneal_epochs": 1,
+            "knn_every": 0,
+            "num_workers": 0,
+        }
+    },
+    "lincls": {
+        "all": {"epochs": 2, "batch_size": 64, "resize": 32, "crop": 32, "augmentation": "none", "num_workers": 0}
+    },
     "resources": {"pretrain": {"threads": 1}, "lincls": {"threads": 1}},
 }
 
@@ -136,9 +150,12 @@ def test_the_plugins_methods_pass_the_plan_checks_and_its_own_check_speaks_one_s
     cfg = grid.pretrain_config("digits", "ToyRing", 0, "data")
     checks.check(cfg, "cell digits/ToyRing/seed0")  # its own check passes at batch 64
     bad = {**GRID, "pretrain": {"all": {**GRID["pretrain"]["all"], "batch_size": 2}}}
-    with pytest.raises(checks.ConfigError, match=r"^Grid ext, stage pretrain, cell digits/Toy/seed0: batch_size=2 must be "
-                                                 r"an integer of at least 4; set batch_size to 4 or more \(the batch holds "
-                                                 r"the negatives\)\.$"):
+    with pytest.raises(
+        checks.ConfigError,
+        match=r"^Grid ext, stage pretrain, cell digits/Toy/seed0: batch_size=2 must be "
+        r"an integer of at least 4; set batch_size to 4 or more \(the batch holds "
+        r"the negatives\)\.$",
+    ):
         G.from_dict("ext", bad)  # the plan checks the workflow runs when it loads a grid, before any job
 
 
@@ -153,12 +170,18 @@ def test_a_plugin_that_declares_no_keys_reads_every_key_and_one_that_declares_th
     class Declared(M.Objective):
         own_keys = ()  # the common keys only (and the Ring keys for a Ring method)
 
-    monkeypatch.setitem(M.METHODS, "Declared", M.Method(Declared("d", "toy_method:InBatchContrast", "InBatch"),
-                                                        ring=True, base="Declared"))
+    monkeypatch.setitem(
+        M.METHODS,
+        "Declared",
+        M.Method(Declared("d", "toy_method:InBatchContrast", "InBatch"), ring=True, base="Declared"),
+    )
     assert "queue_size" in M.unread_keys("Declared") and "ring_w_l" not in M.unread_keys("Declared")
     declared = {**GRID, "methods": ["Declared"], "pretrain": {"by_method": {"Declared": {"queue_size": 512}}}}
-    with pytest.raises(checks.ConfigError, match=r"block by_method Declared: queue_size=512 is a setting Declared "
-                                                 r"never reads \(only MoCo, MoCoRing, Toy, ToyRing do\)"):
+    with pytest.raises(
+        checks.ConfigError,
+        match=r"block by_method Declared: queue_size=512 is a setting Declared "
+        r"never reads \(only MoCo, MoCoRing, Toy, ToyRing do\)",
+    ):
         G.from_dict("ext", declared)
 
 
@@ -172,8 +195,11 @@ def test_a_name_taken_or_unsafe_is_refused():
 def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from_its_own(plugin, tmp_path):
     grid = G.from_dict("ext", GRID)
     figures = E.load_figures("cpu")
-    with pytest.raises(ValueError, match=r"^Method Toy is priced by the throughput of InBatch, which the cpu figures do "
-                                         r"not have \(they have CMC, IR, LA, MoCo\); run benchmarks/throughput.py "):
+    with pytest.raises(
+        ValueError,
+        match=r"^Method Toy is priced by the throughput of InBatch, which the cpu figures do "
+        r"not have \(they have CMC, IR, LA, MoCo\); run benchmarks/throughput.py ",
+    ):
         E.estimate(grid, figures)
     results = tmp_path / "results"
     shutil.copytree(E.RESULTS, results)
@@ -233,29 +259,48 @@ def test_a_plugin_whose_implementation_names_a_missing_class_is_refused_by_the_p
     install(tmp_path, monkeypatch, PLUGIN.replace('f"{__name__}:InBatchContrast"', 'f"{__name__}:InBatchContrst"'))
     result = plan(workdir, grid_file(tmp_path, GRID))
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert re.search(r"^ring: Grid \S+ext.yaml, stage pretrain, cell digits/Toy/seed0: method='Toy' is registered by "
-                     r"the toy plug-in, whose implementation 'toy_method:InBatchContrst' names InBatchContrst, which "
-                     r"module toy_method does not define; fix that package or choose another method\.$",
-                     result.stderr, re.M), result.stderr
+    assert re.search(
+        r"^ring: Grid \S+ext.yaml, stage pretrain, cell digits/Toy/seed0: method='Toy' is registered by "
+        r"the toy plug-in, whose implementation 'toy_method:InBatchContrst' names InBatchContrst, which "
+        r"module toy_method does not define; fix that package or choose another method\.$",
+        result.stderr,
+        re.M,
+    ), result.stderr
 
 
-@pytest.mark.parametrize("edit, reason", [
-    (lambda src: src.replace("def from_config(cls, m, cfg,", "def from_config(cls, cfg,"),
-     r"names InBatchContrast, whose from_config takes \(cfg, model, n_train, max_chunk_elements\) \(the stage calls "
-     r"from_config\(method, cfg, model, n_train, max_chunk_elements\)\)"),
-    (lambda src: src.replace("def build_encoder(cfg)", "def build_encodr(cfg)"),
-     r"names InBatchContrast, whose build_encoder is missing \(the stage calls build_encoder\(cfg\)\)"),
-    (lambda src: src.replace('f"{__name__}:InBatchContrast"', '"toy_method_torch:InBatchContrast"'),
-     r"names module toy_method_torch, which is not installed \(no toy_method_torch on the path\)"),
-    (lambda src: src.replace('f"{__name__}:InBatchContrast"', '"toy_method.InBatchContrast"'),
-     r"names 'toy_method.InBatchContrast', not 'module:Class'"),
-])
-def test_the_plan_checks_resolve_a_plugins_implementation_and_the_calls_the_stage_makes(tmp_path, monkeypatch, edit,
-                                                                                        reason):
+@pytest.mark.parametrize(
+    "edit, reason",
+    [
+        (
+            lambda src: src.replace("def from_config(cls, m, cfg,", "def from_config(cls, cfg,"),
+            r"names InBatchContrast, whose from_config takes \(cfg, model, n_train, max_chunk_elements\) \(the stage "
+            r"calls "
+            r"from_config\(method, cfg, model, n_train, max_chunk_elements\)\)",
+        ),
+        (
+            lambda src: src.replace("def build_encoder(cfg)", "def build_encodr(cfg)"),
+            r"names InBatchContrast, whose build_encoder is missing \(the stage calls build_encoder\(cfg\)\)",
+        ),
+        (
+            lambda src: src.replace('f"{__name__}:InBatchContrast"', '"toy_method_torch:InBatchContrast"'),
+            r"names module toy_method_torch, which is not installed \(no toy_method_torch on the path\)",
+        ),
+        (
+            lambda src: src.replace('f"{__name__}:InBatchContrast"', '"toy_method.InBatchContrast"'),
+            r"names 'toy_method.InBatchContrast', not 'module:Class'",
+        ),
+    ],
+)
+def test_the_plan_checks_resolve_a_plugins_implementation_and_the_calls_the_stage_makes(
+    tmp_path, monkeypatch, edit, reason
+):
     with loaded(tmp_path, monkeypatch, edit(PLUGIN)):
-        with pytest.raises(checks.ConfigError, match=rf"^Grid ext, stage pretrain, cell digits/Toy/seed0: method='Toy' "
-                                                     rf"is registered by the toy plug-in, whose implementation '[^']+' "
-                                                     rf"{reason}; fix that package or choose another method\.$"):
+        with pytest.raises(
+            checks.ConfigError,
+            match=rf"^Grid ext, stage pretrain, cell digits/Toy/seed0: method='Toy' "
+            rf"is registered by the toy plug-in, whose implementation '[^']+' "
+            rf"{reason}; fix that package or choose another method\.$",
+        ):
             G.from_dict("ext", GRID)
 
 
@@ -270,10 +315,12 @@ BROKEN = {  # how a plug-in breaks -> the reason its sentence gives
     "syntax error": (PLUGIN + "\ndef broken(:\n", r"SyntaxError: [^)]+\(toy_method\.py, line \d+\)"),
     "missing import": ("import no_such_package_of_toy\n" + PLUGIN, r"No module named 'no_such_package_of_toy'"),
     # Torch-free, as each case here: Toy registers first, then is taken back with the plug-in.
-    "taken name": ("from ring.core.methods import IR, Method, register\n"
-                   "register('Toy', Method(IR, ring=False, base='Toy'))\n"
-                   "register('IR', Method(IR, ring=False, base='Toy'))\n",
-                   r"Method IR is already registered; choose another name"),
+    "taken name": (
+        "from ring.core.methods import IR, Method, register\n"
+        "register('Toy', Method(IR, ring=False, base='Toy'))\n"
+        "register('IR', Method(IR, ring=False, base='Toy'))\n",
+        r"Method IR is already registered; choose another name",
+    ),
 }
 
 
@@ -285,20 +332,41 @@ def test_a_broken_plugin_blocks_only_the_grids_that_name_a_method_it_lacks(tmp_p
     failed = rf"the ring\.methods entry point toy \(toy_method\) failed to load \({reason}\)"
     ours = plan(workdir, grid_file(tmp_path, IR_GRID, "ours"))
     assert ours.returncode == 0 and "Traceback" not in ours.stderr, ours.stderr
-    assert re.search(rf"^ring: warning: {failed}; its methods are unavailable until that package is fixed or "
-                     r"uninstalled\.$", ours.stderr, re.M), ours.stderr
+    assert re.search(
+        rf"^ring: warning: {failed}; its methods are unavailable until that package is fixed or "
+        r"uninstalled\.$",
+        ours.stderr,
+        re.M,
+    ), ours.stderr
     theirs = plan(workdir, grid_file(tmp_path, GRID))
     assert theirs.returncode == 1 and "Traceback" not in theirs.stderr
-    assert re.search(rf"^ring: Grid ext: method 'Toy' is not registered and may be a broken plug-in's: {failed}; fix "
-                     r"or uninstall that package\.$", theirs.stderr, re.M), theirs.stderr
+    assert re.search(
+        rf"^ring: Grid ext: method 'Toy' is not registered and may be a broken plug-in's: {failed}; fix "
+        r"or uninstall that package\.$",
+        theirs.stderr,
+        re.M,
+    ), theirs.stderr
 
 
 def test_a_broken_plugin_leaves_the_other_entry_points_working(tmp_path, monkeypatch):
     install(tmp_path, monkeypatch, BROKEN["missing import"][0])
 
     def estimate(values: dict, name: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "ring.cluster.batch", "estimate", "--device", "cpu", "--grid",
-                               str(grid_file(tmp_path, values, name))], capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ring.cluster.batch",
+                "estimate",
+                "--device",
+                "cpu",
+                "--grid",
+                str(grid_file(tmp_path, values, name)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     ours = estimate(IR_GRID, "ours")
     assert ours.returncode == 0 and "Traceback" not in ours.stderr, ours.stderr
@@ -306,7 +374,9 @@ def test_a_broken_plugin_leaves_the_other_entry_points_working(tmp_path, monkeyp
     assert theirs.returncode == 1 and re.fullmatch(
         r"ring: Grid ext: method 'Toy' is not registered and may be a broken plug-in's: the ring\.methods entry point "
         r"toy \(toy_method\) failed to load \(No module named 'no_such_package_of_toy'\); fix or uninstall that "
-        r"package\.\n", theirs.stderr), theirs.stderr
+        r"package\.\n",
+        theirs.stderr,
+    ), theirs.stderr
 
 
 # -- the guide's example (docs/adding-a-method.md), installed with pip as a user installs it ----------------------
@@ -314,7 +384,7 @@ def test_a_broken_plugin_leaves_the_other_entry_points_working(tmp_path, monkeyp
 GUIDE = ROOT / "docs" / "adding-a-method.md"
 # sitecustomize for every process a test starts: the first import of torch appends that process's command line and
 # stack to $RING_TORCH_LOG (Snakemake's parse and its children included, which sys.modules of this one cannot show).
-WATCH = textwrap.dedent('''
+WATCH = textwrap.dedent("""
     import os, sys, traceback
 
     def _watch(event, args):
@@ -324,7 +394,7 @@ WATCH = textwrap.dedent('''
 
     if os.environ.get("RING_TORCH_LOG"):
         sys.addaudithook(_watch)
-''')
+""")
 
 
 def guide_files() -> dict[str, str]:
@@ -340,9 +410,26 @@ def guide_site(tmp_path_factory) -> Path:
     assert sorted(files) == ["in_batch.py", "in_batch_torch.py", "pyproject.toml"]
     for name, text in files.items():
         (source / name).write_text(text)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--disable-pip-version-check", "--target", str(site), str(source)],
-                   check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     (site / "sitecustomize.py").write_text(WATCH)
     return site
 
@@ -366,29 +453,32 @@ def test_the_guides_example_installs_and_plans_without_torch(guide_site, tmp_pat
     assert priced.returncode == 1 and "Method InBatch is priced by the throughput of InBatch" in priced.stderr
     assert not log.exists(), log.read_text()
     # A job builds the encoder and the loss from the implementation module, and there torch loads (the watch sees it).
-    job = run("-c", "from ring.core import config as C\n"
-                    "from ring.core.methods import method\n"
-                    "from ring.engine.objectives import build_encoder, build_objective\n"
-                    "import torch\n"
-                    "cfg = C.PretrainConfig(dataset='digits', method='InBatchRing', batch_size=8)\n"
-                    "m = method('InBatchRing')\n"
-                    "model = build_encoder(m, cfg)\n"
-                    "loss = build_objective(m, cfg, model, 100)(model, [torch.randn(8, 3, 32, 32)] * 2,"
-                    " torch.arange(8), (0.0, 90.0))\n"
-                    "assert torch.isfinite(loss), loss\n")
+    job = run(
+        "-c",
+        "from ring.core import config as C\n"
+        "from ring.core.methods import method\n"
+        "from ring.engine.objectives import build_encoder, build_objective\n"
+        "import torch\n"
+        "cfg = C.PretrainConfig(dataset='digits', method='InBatchRing', batch_size=8)\n"
+        "m = method('InBatchRing')\n"
+        "model = build_encoder(m, cfg)\n"
+        "loss = build_objective(m, cfg, model, 100)(model, [torch.randn(8, 3, 32, 32)] * 2,"
+        " torch.arange(8), (0.0, 90.0))\n"
+        "assert torch.isfinite(loss), loss\n",
+    )
     assert job.returncode == 0, job.stderr
     assert log.read_text().startswith("['-c']") and "ring/engine/objectives/__init__.py" in log.read_text()
 
 
 def test_the_guide_lists_the_ring_kinds_of_the_registry_and_the_figures():
     text = GUIDE.read_text()
-    listed = set(re.findall(r"^\| `(\w+)` \|", text[text.index("## The Ring kinds"):], re.M))
+    listed = set(re.findall(r"^\| `(\w+)` \|", text[text.index("## The Ring kinds") :], re.M))
     cfg = C.PretrainConfig(dataset="digits", method="IRing")
     kinds = {m.objective.ring_selection(cfg, 100)[0] for m in M.METHODS.values() if m.ring}
     assert listed == kinds == set(E.load_figures("cpu").ring_ratios)
 
 
-TWO_RANKS = textwrap.dedent('''
+TWO_RANKS = textwrap.dedent("""
     import json, sys
     import torch
     from torch import nn
@@ -409,7 +499,7 @@ TWO_RANKS = textwrap.dedent('''
         out[str(window)] = [loss.item(), torch.cat([p.grad.flatten() for p in model.parameters()]).tolist()]
     with open(f"{sys.argv[1]}.{distributed.rank()}", "w") as f:
         json.dump(out, f)
-''')
+""")
 
 
 @pytest.mark.slow  # three processes of torch and a gloo group
@@ -421,13 +511,24 @@ def test_the_guides_example_on_two_processes_equals_one(guide_site, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(guide_site), str(ROOT)]), "OMP_NUM_THREADS": "1",
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(guide_site), str(ROOT)]),
+        "OMP_NUM_THREADS": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
     runs = [("one", 1, 0), ("two", 2, 0), ("two", 2, 1)]
-    procs = [subprocess.Popen([sys.executable, "-c", TWO_RANKS, str(tmp_path / name)], text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              env={**env, "WORLD_SIZE": str(world), "RANK": str(rank), "LOCAL_RANK": str(rank)})
-             for name, world, rank in runs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", TWO_RANKS, str(tmp_path / name)],
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**env, "WORLD_SIZE": str(world), "RANK": str(rank), "LOCAL_RANK": str(rank)},
+        )
+        for name, world, rank in runs
+    ]
     outputs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
     one, *two = (json.loads((tmp_path / f"{name}.{rank}").read_text()) for name, _, rank in runs)

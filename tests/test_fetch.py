@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from ring.plan import catalog
 from ring import cli
 from ring.data import fetch
+from ring.plan import catalog
 from tests.test_metadataset import WRITERS, _image, _text
 
 
@@ -44,7 +44,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body) - start))
         self.end_headers()
         cut = srv.drop.pop(self.path, None)
-        self.wfile.write(body[start:] if cut is None else body[start:start + cut])
+        self.wfile.write(body[start:] if cut is None else body[start : start + cut])
 
     def log_message(self, *args):
         pass
@@ -63,6 +63,7 @@ def server():
 
 
 # -- archives in each publisher's format, built from the loader tests' tiny trees --------------
+
 
 def _tar(base: Path, members, prefix: str = "") -> bytes:
     out = io.BytesIO()
@@ -103,19 +104,39 @@ ARCHIVES = {
     "aircraft": {"fgvc-aircraft-2013b.tar.gz": ("tar", ["fgvc-aircraft-2013b"])},
     "cub": {"CUB_200_2011.tgz": ("tar", ["CUB_200_2011"])},
     "dtd": {"dtd-r1.0.1.tar.gz": ("tar", ["dtd"])},
-    "fungi": {"fungi_train_val.tgz": ("tar", ["images"]), "train_val_annotations.tgz": ("tar", ["train.json", "val.json"])},
-    "traffic_sign": {"GTSRB-Training_fixed.zip": ("zip", ["GTSRB/Training"]),
-                     "GTSRB_Final_Test_Images.zip": ("zip", ["GTSRB/Final_Test"]),
-                     "GTSRB_Final_Test_GT.zip": ("zip", ["GT-final_test.csv"])},
+    "fungi": {
+        "fungi_train_val.tgz": ("tar", ["images"]),
+        "train_val_annotations.tgz": ("tar", ["train.json", "val.json"]),
+    },
+    "traffic_sign": {
+        "GTSRB-Training_fixed.zip": ("zip", ["GTSRB/Training"]),
+        "GTSRB_Final_Test_Images.zip": ("zip", ["GTSRB/Final_Test"]),
+        "GTSRB_Final_Test_GT.zip": ("zip", ["GT-final_test.csv"]),
+    },
     "vgg_flower": {"102flowers.tgz": ("tar", ["jpg"])},  # the two .mat files are served as they are
-    "mscoco": {"train2017.zip": ("zip", ["train2017"]), "val2017.zip": ("zip", ["val2017"]),
-               "annotations_trainval2017.zip": ("zip", ["annotations"])},
-    "voc2007": {"VOCtrainval_06-Nov-2007.tar": ("tar", ["VOCdevkit/VOC2007/Annotations/000005.xml",
-                                                         "VOCdevkit/VOC2007/JPEGImages/000005.jpg",
-                                                         "VOCdevkit/VOC2007/ImageSets/Main/trainval.txt"]),
-                "VOCtest_06-Nov-2007.tar": ("tar", ["VOCdevkit/VOC2007/Annotations/000001.xml",
-                                                    "VOCdevkit/VOC2007/JPEGImages/000001.jpg",
-                                                    "VOCdevkit/VOC2007/ImageSets/Main/test.txt"])},
+    "mscoco": {
+        "train2017.zip": ("zip", ["train2017"]),
+        "val2017.zip": ("zip", ["val2017"]),
+        "annotations_trainval2017.zip": ("zip", ["annotations"]),
+    },
+    "voc2007": {
+        "VOCtrainval_06-Nov-2007.tar": (
+            "tar",
+            [
+                "VOCdevkit/VOC2007/Annotations/000005.xml",
+                "VOCdevkit/VOC2007/JPEGImages/000005.jpg",
+                "VOCdevkit/VOC2007/ImageSets/Main/trainval.txt",
+            ],
+        ),
+        "VOCtest_06-Nov-2007.tar": (
+            "tar",
+            [
+                "VOCdevkit/VOC2007/Annotations/000001.xml",
+                "VOCdevkit/VOC2007/JPEGImages/000001.jpg",
+                "VOCdevkit/VOC2007/ImageSets/Main/test.txt",
+            ],
+        ),
+    },
 }
 
 
@@ -146,8 +167,9 @@ def publish(server, tmp_path: Path, name: str, monkeypatch, *, tamper=None) -> f
     return recipe
 
 
-@pytest.mark.parametrize("name", ["cifar10", "mnist", "aircraft", "cub", "dtd", "fungi", "traffic_sign",
-                                  "vgg_flower", "mscoco", "voc2007"])
+@pytest.mark.parametrize(
+    "name", ["cifar10", "mnist", "aircraft", "cub", "dtd", "fungi", "traffic_sign", "vgg_flower", "mscoco", "voc2007"]
+)
 def test_fetch_unpacks_each_publishers_archives_into_the_checked_layout(server, tmp_path, monkeypatch, name, capsys):
     recipe = publish(server, tmp_path, name, monkeypatch)
     data = tmp_path / "data"
@@ -179,8 +201,11 @@ def test_publisher_without_checksum_gets_its_sha256_recorded(server, tmp_path, m
 def test_mirror_serving_other_bytes_fails_naming_the_file(server, tmp_path, monkeypatch):
     publish(server, tmp_path, "cub", monkeypatch, tamper=lambda f, body: body[:-1] + bytes([body[-1] ^ 1]))
     data = tmp_path / "data"
-    with pytest.raises(fetch.FetchError, match=r"CUB_200_2011\.tgz from http://127\.0\.0\.1:\d+/data\.caltech\.edu/.* "
-                                               r"has md5 \w+, not the publisher's"):
+    with pytest.raises(
+        fetch.FetchError,
+        match=r"CUB_200_2011\.tgz from http://127\.0\.0\.1:\d+/data\.caltech\.edu/.* "
+        r"has md5 \w+, not the publisher's",
+    ):
         fetch.fetch("cub", data, server.url)
     assert not (data / "cub" / fetch.STAMP).exists()
     assert not list((data / fetch.DOWNLOADS).rglob("CUB_200_2011.tgz*"))  # deleted: a rerun fetches it again
@@ -215,7 +240,9 @@ def test_archive_with_an_unexpected_layout_is_refused(server, tmp_path, monkeypa
     dl = dataclasses.replace(recipe.downloads[0], md5=hashlib.md5(body).hexdigest())
     server.files["/" + dl.mirror_path] = body
     monkeypatch.setattr(fetch, "recipes", lambda: {"cub": dataclasses.replace(recipe, downloads=(dl,))})
-    with pytest.raises(fetch.FetchError, match=r"The archives of cub \(CUB_200_2011\.tgz\) unpacked without the layout"):
+    with pytest.raises(
+        fetch.FetchError, match=r"The archives of cub \(CUB_200_2011\.tgz\) unpacked without the layout"
+    ):
         fetch.fetch("cub", tmp_path / "data", server.url)
     assert not (tmp_path / "data" / "cub" / fetch.STAMP).exists()
 
@@ -246,8 +273,10 @@ def test_data_root_that_is_not_writable(tmp_path, monkeypatch):
     root.mkdir()
     root.chmod(0o555)
     if os.geteuid() == 0:  # root writes anyway (CI containers): the file system refuses instead
+
         def refuse(*args, **kwargs):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
         monkeypatch.setattr(fetch.tempfile, "mkstemp", refuse)
     try:
         with pytest.raises(fetch.FetchError, match=rf"^Data root {root} is not writable \(Permission denied\)"):
@@ -286,13 +315,22 @@ def test_fetch_data_target_runs_the_fetch_for_the_configured_grid(tmp_path):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
     # The smoke grid reads only embedded data (digits, generated shapes): the rule runs and fetches nothing.
-    result = snakemake(tmp_path, "--cores", "1", "-p", "fetch_data", "--config", f"data_root={tmp_path / 'data'}",
-                       "fetch_mirror=http://127.0.0.1:9")
+    result = snakemake(
+        tmp_path,
+        "--cores",
+        "1",
+        "-p",
+        "fetch_data",
+        "--config",
+        f"data_root={tmp_path / 'data'}",
+        "fetch_mirror=http://127.0.0.1:9",
+    )
     assert "digits: nothing to fetch" in result.stdout and "shapes: nothing to fetch" in result.stdout
     assert "--mirror http://127.0.0.1:9" in result.stdout + result.stderr
 
 
 # -- the data check (ring check) and fetch's stamp ----------------------------
+
 
 def _check(name: str, data: Path):
     from tests.helpers import run_module
@@ -305,12 +343,17 @@ def test_missing_dataset_sentences_name_the_fetch_command_or_the_steps_by_hand(t
     data.mkdir()
     result = _check("cifar10", data)
     assert result.returncode == 1
-    assert f"fetch it with `ring fetch cifar10 --data-root {data}` (or every dataset of the grid with " \
-           "`snakemake fetch_data`) on a machine with internet, or by hand:" in result.stderr
+    assert (
+        f"fetch it with `ring fetch cifar10 --data-root {data}` (or every dataset of the grid with "
+        "`snakemake fetch_data`) on a machine with internet, or by hand:" in result.stderr
+    )
     result = _check("imagenet", data)  # behind a login: the steps by hand, no fetch command
     assert result.returncode == 1 and "ring fetch" not in result.stderr
-    assert (f"log in at image-net.org, accept the ILSVRC2012 terms, download ILSVRC2012_img_train.tar, ILSVRC2012_img_val.tar "
-            f"and ILSVRC2012_devkit_t12.tar.gz into {data / 'imagenet'}, then run") in result.stderr
+    assert (
+        f"log in at image-net.org, accept the ILSVRC2012 terms, download ILSVRC2012_img_train.tar, "
+        f"ILSVRC2012_img_val.tar "
+        f"and ILSVRC2012_devkit_t12.tar.gz into {data / 'imagenet'}, then run"
+    ) in result.stderr
 
 
 @pytest.mark.slow

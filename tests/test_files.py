@@ -28,8 +28,11 @@ def test_a_refused_write_keeps_the_old_file_and_says_why(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "fsync", full)
-    with pytest.raises(files.FileError, match=rf"^The disk holding {tmp_path} is full \(no space left while writing "
-                                              r"metrics.json\); the previous file is kept"):
+    with pytest.raises(
+        files.FileError,
+        match=rf"^The disk holding {tmp_path} is full \(no space left while writing "
+        r"metrics.json\); the previous file is kept",
+    ):
         files.write_json(path, {"top1": 99.0})
     assert json.loads(path.read_text()) == {"top1": 50.0}
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # the temporary went with the failure
@@ -44,15 +47,18 @@ def test_stale_temporaries_of_killed_writes_are_removed_by_name(tmp_path):
 
 
 def test_the_login_node_client_writes_without_torch():
-    """ring.cluster.launch and ring.cluster.accounting write job records and provenance through ring.core.files on a login
-    node, where importing torch costs seconds (or torch is not installed)."""
-    code = "import sys, ring.core.files, ring.cluster.launch, ring.cluster.accounting; assert 'torch' not in sys.modules"
+    """ring.cluster.launch and ring.cluster.accounting write job records and provenance through ring.core.files on a
+    login node, where importing torch costs seconds (or torch is not installed)."""
+    code = (
+        "import sys, ring.core.files, ring.cluster.launch, ring.cluster.accounting; assert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_a_writer_that_hides_a_full_disk_still_gets_the_full_disk_sentence(tmp_path, monkeypatch):
     """torch.save turns ENOSPC into "[enforce fail at inline_container.cc:672] unexpected pos ..." (seen
     when this machine's disk filled during CI); with no room left on the disk the sentence says so."""
+
     def torch_like(fh):
         fh.write(b"x" * 10)
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
@@ -117,8 +123,10 @@ def test_torch_save_meeting_a_full_disk_names_the_file_and_the_cause(tmp_path, m
     for save, name in ((save_checkpoint, "checkpoint.pt"), (atomic_save, "encoder.pt")):
         with pytest.raises(files.FileError) as err:
             save(state, tmp_path / name)
-        assert str(err.value) == (f"The disk holding {tmp_path} is full (no space left while writing {name}); the "
-                                  "previous file is kept: free some space and rerun to continue.")
+        assert str(err.value) == (
+            f"The disk holding {tmp_path} is full (no space left while writing {name}); the "
+            "previous file is kept: free some space and rerun to continue."
+        )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -147,13 +155,15 @@ def test_a_checkpoint_past_the_file_size_limit_stops_the_stage_with_one_sentence
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 
-    result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell, check=False,
-                        preexec_fn=limited, timeout=300)
+    result = run_module(
+        "ring.pretrain", "--config", cell / "config.yaml", "--out", cell, check=False, preexec_fn=limited, timeout=300
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == (
         f"ring: Writing {cell / 'checkpoint.pt'} exceeds the largest file this process may write (File too large: the "
         "file-size limit, ulimit -f, or the file system's); the previous file is kept: raise the limit and rerun to "
-        "continue.")
+        "continue."
+    )
     assert not list(cell.glob(".*.tmp"))
 
 
@@ -177,6 +187,9 @@ except FileError as err:
     cell.mkdir(parents=True)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert re.fullmatch(rf"Writing {re.escape(str(cell))}/(log\.jsonl|events\.out\.tfevents\.[\w.]+) exceeds the "
-                        r"largest file this process may write \(File too large: .*; the previous file is kept: raise "
-                        r"the limit and rerun to continue\.\n", result.stdout), result.stdout + result.stderr[-2000:]
+    assert re.fullmatch(
+        rf"Writing {re.escape(str(cell))}/(log\.jsonl|events\.out\.tfevents\.[\w.]+) exceeds the "
+        r"largest file this process may write \(File too large: .*; the previous file is kept: raise "
+        r"the limit and rerun to continue\.\n",
+        result.stdout,
+    ), result.stdout + result.stderr[-2000:]

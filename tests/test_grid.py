@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from ring.plan import grid as G
 from ring.core.config import config_hash
+from ring.plan import grid as G
 
 # The paper's default of 4096 bank negatives exceeds digits' 1347-image bank: grids on digits lower it.
 DIGITS_PRETRAIN = {"pretrain": {"all": {"bank_negatives": 1024}}}
@@ -59,12 +59,13 @@ def test_cell_configs_differ_only_where_they_should(root):
         ({"pretrain": {"all": {"lr_rate": 0.1}}}, "Unknown PretrainConfig key 'lr_rate'. Did you mean 'lr_gamma'"),
         ({"lincls": {"by_method": {"MoCo": {"epoch": 3}}}}, "Unknown LinclsConfig key 'epoch'. Did you mean 'epochs'"),
         ({"pretrain": {"by_method": {"NoSuchMethod": {}}}}, "by_method names unknown method 'NoSuchMethod'"),
-        ({"tables": {"table2": {"datasets": ["digits"], "methods": ["NoSuchMethod"]}}}, "table table2: unknown method 'NoSuchMethod'"),
+        (
+            {"tables": {"table2": {"datasets": ["digits"], "methods": ["NoSuchMethod"]}}},
+            "table table2: unknown method 'NoSuchMethod'",
+        ),
         ({"tables": {"table1": {"datasets": ["digits"], "methods": ["IR"]}}}, "table1's cells are the top-level"),
     ],
 )
-
-
 def test_bad_grids_fail_with_one_sentence(values, message):
     base = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0]}
     with pytest.raises(ValueError, match=message):
@@ -74,20 +75,44 @@ def test_bad_grids_fail_with_one_sentence(values, message):
 def test_paper_grid_plans_every_method_on_the_nine_transfer_datasets(root):
     paper = G.load(root / "workflow" / "grids" / "paper.yaml")
     assert paper.transfer["source"] == "cifar10"
-    assert paper.transfer["datasets"] == ["aircraft", "cub", "dtd", "fungi", "mnist", "fashion_mnist", "traffic_sign",
-                                          "vgg_flower", "mscoco"]
+    assert paper.transfer["datasets"] == [
+        "aircraft",
+        "cub",
+        "dtd",
+        "fungi",
+        "mnist",
+        "fashion_mnist",
+        "traffic_sign",
+        "vgg_flower",
+        "mscoco",
+    ]
     assert len(paper.transfer_cells()) == 9 * 7 * len(paper.seeds)
     cfg = paper.transfer_config("fungi", "MoCoRing", 2, "data", "results/paper/transfer/fungi")
     lin = paper.lincls_config("cifar10", "MoCoRing", 2, "data")
-    assert (cfg.lr, cfg.epochs, cfg.crop, cfg.augmentation, cfg.source) == (lin.lr, lin.epochs, lin.crop, lin.augmentation, "cifar10")
-    assert config_hash(cfg) == config_hash(paper.transfer_config("fungi", "MoCoRing", 2, "/x", "elsewhere"))  # runtime only
+    assert (cfg.lr, cfg.epochs, cfg.crop, cfg.augmentation, cfg.source) == (
+        lin.lr,
+        lin.epochs,
+        lin.crop,
+        lin.augmentation,
+        "cifar10",
+    )
+    assert config_hash(cfg) == config_hash(
+        paper.transfer_config("fungi", "MoCoRing", 2, "/x", "elsewhere")
+    )  # runtime only
 
 
 def test_smoke_grid_transfers_the_digits_encoders_to_generated_shapes(root):
     smoke = G.load(root / "workflow" / "grids" / "smoke.yaml")
-    assert smoke.transfer_cells() == [("shapes", m, 0) for m in ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]]
+    assert smoke.transfer_cells() == [
+        ("shapes", m, 0) for m in ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]
+    ]
     assert smoke.transfer_config("shapes", "IR", 0, "data").source == "digits_colour"
-    assert G.from_dict("plain", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], **DIGITS_PRETRAIN}).transfer_cells() == []
+    assert (
+        G.from_dict(
+            "plain", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], **DIGITS_PRETRAIN}
+        ).transfer_cells()
+        == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -95,13 +120,14 @@ def test_smoke_grid_transfers_the_digits_encoders_to_generated_shapes(root):
     [
         ({"source": "cifar10", "datasets": ["cub"]}, "transfer source 'cifar10' is not one of the grid's datasets"),
         ({"source": "digits", "datasets": ["cifar10"]}, "'cifar10' is not a transfer dataset"),
-        ({"source": "digits", "datasets": ["cub"], "methods": ["MoCo"]}, "transfer method 'MoCo' is not one of the grid's"),
+        (
+            {"source": "digits", "datasets": ["cub"], "methods": ["MoCo"]},
+            "transfer method 'MoCo' is not one of the grid's",
+        ),
         ({"source": "digits", "datasets": ["cub"], "all": {"epoch": 3}}, "Unknown TransferConfig key 'epoch'"),
         ({"datasets": ["cub"]}, "the transfer block needs 'source'"),
     ],
 )
-
-
 def test_bad_transfer_blocks_fail_with_one_sentence(transfer, message):
     with pytest.raises(ValueError, match=message):
         G.from_dict("bad", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], "transfer": transfer})
@@ -119,11 +145,20 @@ def test_paper_grid_plans_table4_for_five_methods_three_models_three_seeds(root)
 
 
 def test_detection_blocks_merge_overrides_key_by_key(root):
-    values = {"datasets": ["digits"], "methods": ["IR", "IRing"], "seeds": [0], **DIGITS_PRETRAIN,
-              "detection": {"source": "digits", "methods": ["IR", "IRing"], "tasks": ["coco_kp", "voc_det"],
-                            "all": {"num_gpus": 0, "overrides": {"SOLVER.MAX_ITER": 5, "SOLVER.BASE_LR": 0.1}},
-                            "by_task": {"voc_det": {"overrides": {"SOLVER.MAX_ITER": 7}}},
-                            "by_method": {"IRing": {"num_workers": 1}}}}
+    values = {
+        "datasets": ["digits"],
+        "methods": ["IR", "IRing"],
+        "seeds": [0],
+        **DIGITS_PRETRAIN,
+        "detection": {
+            "source": "digits",
+            "methods": ["IR", "IRing"],
+            "tasks": ["coco_kp", "voc_det"],
+            "all": {"num_gpus": 0, "overrides": {"SOLVER.MAX_ITER": 5, "SOLVER.BASE_LR": 0.1}},
+            "by_task": {"voc_det": {"overrides": {"SOLVER.MAX_ITER": 7}}},
+            "by_method": {"IRing": {"num_workers": 1}},
+        },
+    }
     grid = G.from_dict("g", values)
     voc = grid.detection_config("IRing", "voc_det", 0, "d")
     assert voc.overrides == {"SOLVER.MAX_ITER": 7, "SOLVER.BASE_LR": 0.1}
@@ -131,14 +166,18 @@ def test_detection_blocks_merge_overrides_key_by_key(root):
     assert grid.detection_config("IR", "coco_kp", 0, "d").overrides["SOLVER.MAX_ITER"] == 5
 
 
-@pytest.mark.parametrize("detection, message", [
-    ({"source": "cifar10", "methods": ["IR"], "tasks": ["voc_det"]}, "detection source 'cifar10' is not one of"),
-    ({"source": "digits", "methods": ["MoCo"], "tasks": ["voc_det"]}, "detection method 'MoCo' is not one of"),
-    ({"source": "digits", "methods": ["IR"], "tasks": ["voc"]}, "unknown detection task 'voc'"),
-    ({"source": "digits", "methods": ["IR"], "tasks": ["voc_det"], "all": {"num_gpu": 1}}, "Did you mean 'num_gpus'?"),
-])
-
-
+@pytest.mark.parametrize(
+    "detection, message",
+    [
+        ({"source": "cifar10", "methods": ["IR"], "tasks": ["voc_det"]}, "detection source 'cifar10' is not one of"),
+        ({"source": "digits", "methods": ["MoCo"], "tasks": ["voc_det"]}, "detection method 'MoCo' is not one of"),
+        ({"source": "digits", "methods": ["IR"], "tasks": ["voc"]}, "unknown detection task 'voc'"),
+        (
+            {"source": "digits", "methods": ["IR"], "tasks": ["voc_det"], "all": {"num_gpu": 1}},
+            "Did you mean 'num_gpus'?",
+        ),
+    ],
+)
 def test_bad_detection_blocks_fail_with_one_sentence(detection, message):
     values = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], "detection": detection, **DIGITS_PRETRAIN}
     with pytest.raises(ValueError, match=message):
@@ -154,16 +193,36 @@ def test_paper_grid_plans_the_appendix_studies_on_cifar10(root):
     source = paper.study_config("hard_negatives", "IR", "source", 0, "data")
     assert (source.epochs, source.snapshot_epochs) == (200, [0, 50, 100, 150])
     branch = paper.study_config("hard_negatives", "IRing", "t25_e100", 0, "data", init_from="snap.pt")
-    assert (branch.ring_w_l, branch.ring_anneal, branch.ring_w_u, branch.init_from) == ([75.0, 75.0], "none", 100.0, "snap.pt")
+    assert (branch.ring_w_l, branch.ring_anneal, branch.ring_w_u, branch.init_from) == (
+        [75.0, 75.0],
+        "none",
+        100.0,
+        "snap.pt",
+    )
     assert hard.init_source("t25_e100") == {"method": "IR", "variant": "source", "epoch": 100}
-    assert {v for _, v, _ in policies.cells()} == {"linear", "step", "adaptive_val", "adaptive_loss", "step_ours",
-                                                   "exponential_ours", "adaptive_val_ours", "adaptive_loss_ours"}
+    assert {v for _, v, _ in policies.cells()} == {
+        "linear",
+        "step",
+        "adaptive_val",
+        "adaptive_loss",
+        "step_ours",
+        "exponential_ours",
+        "adaptive_val_ours",
+        "adaptive_loss_ours",
+    }
     step = paper.study_config("anneal_policies", "IRing", "step", 0, "data")
     assert (step.epochs, step.ring_anneal) == (200, "step_authors")  # the appendix's curves: the authors' policies
     assert paper.study_config("anneal_policies", "IRing", "adaptive_val_ours", 0, "data").ring_anneal == "adaptive_val"
     # k sweep: the appendix's lists, with Table 1's hyperparameters otherwise.
-    ks = {(m, paper.study_config("negatives_k", m, v, s, "data").bank_negatives if m.startswith("IR")
-           else paper.study_config("negatives_k", m, v, s, "data").queue_size) for m, v, s in k.cells()}
+    ks = {
+        (
+            m,
+            paper.study_config("negatives_k", m, v, s, "data").bank_negatives
+            if m.startswith("IR")
+            else paper.study_config("negatives_k", m, v, s, "data").queue_size,
+        )
+        for m, v, s in k.cells()
+    }
     assert sorted(kk for m, kk in ks if m == "IRing") == [16, 32, 64, 128, 256, 512, 1024, 4096]
     assert sorted(kk for m, kk in ks if m == "MoCoRing") == [256, 512, 1024, 4096]
     assert len(k.cells()) == (8 * 2 + 4 * 2) * 3
@@ -174,20 +233,33 @@ def test_paper_grid_plans_the_appendix_studies_on_cifar10(root):
 @pytest.mark.parametrize(
     "study, message",
     [
-        ({"variants": {"a": {"bank_negatves": 16}}}, "study negatives_k, cell IR/a/seed0: Unknown PretrainConfig key 'bank_negatves'"),
+        (
+            {"variants": {"a": {"bank_negatves": 16}}},
+            "study negatives_k, cell IR/a/seed0: Unknown PretrainConfig key 'bank_negatves'",
+        ),
         ({"methods": ["IR", "NoSuchMethod"]}, "study negatives_k: unknown method 'NoSuchMethod'"),
         ({"variant_methods": {"b": ["IR"]}}, "variant_methods b"),
-        ({"variants": {"s": {}, "x": {"init_from": {"method": "IR", "variant": "s", "epoch": 1}}}},
-         r"init_from epoch 1 must be in the snapshot_epochs \[\] of IR/s"),
-        ({"variants": {"x": {"init_from": {"method": "MoCo", "variant": "x", "epoch": 0}}}}, "naming a cell of the same study"),
+        (
+            {"variants": {"s": {}, "x": {"init_from": {"method": "IR", "variant": "s", "epoch": 1}}}},
+            r"init_from epoch 1 must be in the snapshot_epochs \[\] of IR/s",
+        ),
+        (
+            {"variants": {"x": {"init_from": {"method": "MoCo", "variant": "x", "epoch": 0}}}},
+            "naming a cell of the same study",
+        ),
         ({"variants": {"x": {"init_from": "results/x.pt"}}}, "init_from must be .* not 'results/x.pt'"),
     ],
 )
-
-
 def test_bad_studies_fail_with_one_sentence(study, message):
-    values = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], **DIGITS_PRETRAIN,
-              "studies": {"negatives_k": {"dataset": "digits", "methods": ["IR"], "seeds": [0], "variants": {"a": {}}, **study}}}
+    values = {
+        "datasets": ["digits"],
+        "methods": ["IR"],
+        "seeds": [0],
+        **DIGITS_PRETRAIN,
+        "studies": {
+            "negatives_k": {"dataset": "digits", "methods": ["IR"], "seeds": [0], "variants": {"a": {}}, **study}
+        },
+    }
     with pytest.raises(ValueError, match=message):
         G.from_dict("bad", values)
 
@@ -214,7 +286,9 @@ def test_cell_configs_dump_to_the_same_text_with_libyaml(root, name):
     from ring.core.config import dump, to_dict
 
     grid = G.load(root / "workflow" / "grids" / f"{name}.yaml")
-    configs = [build(d, m, s, "data") for d, m, s in grid.cells() for build in (grid.pretrain_config, grid.lincls_config)]
+    configs = [
+        build(d, m, s, "data") for d, m, s in grid.cells() for build in (grid.pretrain_config, grid.lincls_config)
+    ]
     configs += [grid.transfer_config(d, m, s, "data") for d, m, s in grid.transfer_cells()]
     configs += [grid.detection_config(m, t, s, "detectron2") for _, m, t, s in grid.detection_cells()]
     configs += [grid.toy_cnce_config(s) for s in grid.toy_cnce_seeds()]
@@ -225,13 +299,22 @@ def test_cell_configs_dump_to_the_same_text_with_libyaml(root, name):
 
 # ---- a grid cannot name a cell wrongly (issue #22) -------------------------------------------------
 
-@pytest.mark.parametrize("block, key, value, home", [
-    ({"pretrain": {"all": {}}}, "seed", 1, "the grid's top-level seeds: list"),
-    ({"pretrain": {"by_method": {"IRing": {}}}}, "method", "MoCo", "the grid's top-level methods: list"),
-    ({"lincls": {"by_dataset": {"digits": {}}}}, "dataset", "cifar10", "the grid's top-level datasets: list"),
-    ({"pretrain": {"all": {}}}, "data_root", "/elsewhere", "the workflow config (--config data_root=PATH)"),
-    ({"transfer": {"source": "digits", "datasets": ["shapes"], "all": {}}}, "source", "cifar10", "transfer: source:"),
-])
+
+@pytest.mark.parametrize(
+    "block, key, value, home",
+    [
+        ({"pretrain": {"all": {}}}, "seed", 1, "the grid's top-level seeds: list"),
+        ({"pretrain": {"by_method": {"IRing": {}}}}, "method", "MoCo", "the grid's top-level methods: list"),
+        ({"lincls": {"by_dataset": {"digits": {}}}}, "dataset", "cifar10", "the grid's top-level datasets: list"),
+        ({"pretrain": {"all": {}}}, "data_root", "/elsewhere", "the workflow config (--config data_root=PATH)"),
+        (
+            {"transfer": {"source": "digits", "datasets": ["shapes"], "all": {}}},
+            "source",
+            "cifar10",
+            "transfer: source:",
+        ),
+    ],
+)
 def test_a_key_that_names_the_cell_is_refused_inside_a_stage_block_saying_where_it_belongs(block, key, value, home):
     values = {"datasets": ["digits"], "methods": ["IR", "IRing"], "seeds": [0, 1], **DIGITS_PRETRAIN}
     stage = next(iter(block))
@@ -245,24 +328,38 @@ def test_a_key_that_names_the_cell_is_refused_inside_a_stage_block_saying_where_
         values["pretrain"]["all"] = {**DIGITS_PRETRAIN["pretrain"]["all"], **inner.get("all", {})}
     with pytest.raises(ValueError) as err:
         G.from_dict("mine", values, source="grids/mine.yaml")
-    assert str(err.value) == (f"Grid grids/mine.yaml, stage {stage}, block {where}: {key!r} names the cell, so it cannot "
-                              f"be set in a stage block (every cell would train the same {key} under its own name); set "
-                              f"it in {G.IDENTITY_KEYS[key]} and remove it here.")
+    assert str(err.value) == (
+        f"Grid grids/mine.yaml, stage {stage}, block {where}: {key!r} names the cell, so it cannot "
+        f"be set in a stage block (every cell would train the same {key} under its own name); set "
+        f"it in {G.IDENTITY_KEYS[key]} and remove it here."
+    )
     assert home in str(err.value)
 
 
 def test_study_variants_cannot_set_a_key_that_names_the_cell():
     study = {"dataset": "digits", "methods": ["IR"], "seeds": [0], "variants": {"a": {"seed": 3}}}
-    values = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], **DIGITS_PRETRAIN, "studies": {"negatives_k": study}}
+    values = {
+        "datasets": ["digits"],
+        "methods": ["IR"],
+        "seeds": [0],
+        **DIGITS_PRETRAIN,
+        "studies": {"negatives_k": study},
+    }
     with pytest.raises(ValueError, match="Grid g, study negatives_k, variant a: 'seed' names the cell"):
         G.from_dict("g", values)
 
 
-@pytest.mark.parametrize("name, sentence", [
-    (".hidden.yaml", "the file's name '.hidden' names the results folder results/.hidden/"),
-    ("my grid.yaml", "the file's name 'my grid' names the results folder results/my grid/, so it must be a plain name"),
-    ("a.b.yaml", "the file's name 'a.b' names the results folder results/a.b/, so it must be a plain name"),
-])
+@pytest.mark.parametrize(
+    "name, sentence",
+    [
+        (".hidden.yaml", "the file's name '.hidden' names the results folder results/.hidden/"),
+        (
+            "my grid.yaml",
+            "the file's name 'my grid' names the results folder results/my grid/, so it must be a plain name",
+        ),
+        ("a.b.yaml", "the file's name 'a.b' names the results folder results/a.b/, so it must be a plain name"),
+    ],
+)
 def test_a_grid_file_whose_name_is_not_a_plain_name_is_refused(tmp_path, name, sentence):
     path = tmp_path / name
     path.write_text("datasets: [digits]\nmethods: [IR]\nseeds: [0]\n")
@@ -272,31 +369,46 @@ def test_a_grid_file_whose_name_is_not_a_plain_name_is_refused(tmp_path, name, s
 
 def test_grid_naming_a_folder_or_a_path_without_yaml_gets_a_sentence(tmp_path):
     (tmp_path / "grids").mkdir()
-    with pytest.raises(ValueError, match=re.escape(f"grid={str(tmp_path / 'grids')!r} is a folder; give a grid file in it")):
+    with pytest.raises(
+        ValueError, match=re.escape(f"grid={str(tmp_path / 'grids')!r} is a folder; give a grid file in it")
+    ):
         G.resolve(str(tmp_path / "grids"), tmp_path / "grids")
     with pytest.raises(ValueError, match="is neither a grid name .* nor a path ending in .yaml"):
         G.resolve("../results/x", tmp_path / "grids")
 
 
 def test_the_papers_per_method_values_come_with_the_methods_unless_the_grid_sets_them():
-    base = {"datasets": ["digits"], "methods": ["IR", "CMC", "CMCRing", "MoCo", "MoCoRing"], "seeds": [0],
-            "pretrain": {"all": {"bank_negatives": 1024, "queue_size": 1024}}}
+    base = {
+        "datasets": ["digits"],
+        "methods": ["IR", "CMC", "CMCRing", "MoCo", "MoCoRing"],
+        "seeds": [0],
+        "pretrain": {"all": {"bank_negatives": 1024, "queue_size": 1024}},
+    }
     own = G.from_dict("own", base)
-    assert [own.pretrain_config("digits", m, 0, "data").batch_size for m in base["methods"]] == [256, 128, 128, 256, 256]
+    assert [own.pretrain_config("digits", m, 0, "data").batch_size for m in base["methods"]] == [
+        256,
+        128,
+        128,
+        256,
+        256,
+    ]
     assert [own.pretrain_config("digits", m, 0, "data").bn_groups for m in base["methods"]] == [1, 1, 1, 8, 8]
     assert own.pretrain_config("digits", "CMC", 0, "data").cmc_negatives == "shared"
     base["pretrain"]["all"].update(batch_size=64, bn_groups=2)  # the grid's own values win
     set_ = G.from_dict("own", base)
-    assert {(c.batch_size, c.bn_groups) for c in (set_.pretrain_config("digits", m, 0, "data") for m in base["methods"])} \
-        == {(64, 2)}
+    assert {
+        (c.batch_size, c.bn_groups) for c in (set_.pretrain_config("digits", m, 0, "data") for m in base["methods"])
+    } == {(64, 2)}
 
 
 def test_yaml_1_2_floats_are_numbers_and_a_syntax_error_names_file_and_line(tmp_path):
     from ring.core import config as C
 
     grid = tmp_path / "mine.yaml"
-    grid.write_text("datasets: [digits]\nmethods: [IR]\nseeds: [0]\npretrain:\n  all: {lr: 3e-2, weight_decay: 1e-4, "
-                    "bank_negatives: 1024}\n")
+    grid.write_text(
+        "datasets: [digits]\nmethods: [IR]\nseeds: [0]\npretrain:\n  all: {lr: 3e-2, weight_decay: 1e-4, "
+        "bank_negatives: 1024}\n"
+    )
     cfg = G.load(grid).pretrain_config("digits", "IR", 0, "data")
     assert (cfg.lr, cfg.weight_decay) == (0.03, 0.0001)
     hand = tmp_path / "config.yaml"

@@ -15,13 +15,13 @@ import tempfile
 import pytest
 import torch
 
-from ring.core import config as C
 from ring import pretrain, toy_cnce, transfer
-from ring.reports import tables
+from ring.core import config as C
+from ring.core.files import record_checksums
 from ring.engine.checkpoint import CheckpointError, load_verified
 from ring.engine.encoder import LabEncoder, export_trunks, load_feature_extractor, save_trunks
-from ring.core.files import record_checksums
 from ring.pretrain import Pretraining
+from ring.reports import tables
 
 from .helpers import lincls_config, pretrain_config, run_module
 
@@ -41,6 +41,7 @@ def _ring_lines(text: str) -> list[str]:
 
 
 # ---- numerical health ---------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_pretraining_stops_at_the_first_non_finite_loss(tmp_path):
@@ -77,7 +78,9 @@ def test_an_encoder_with_a_non_finite_tensor_is_never_written(tmp_path):
     from ring.engine import health
 
     state = {"conv1.weight": torch.tensor([1.0, float("nan")])}
-    with pytest.raises(health.NonFinite, match=r"Refusing to write .*encoder.pt: its tensor conv1.weight is not finite"):
+    with pytest.raises(
+        health.NonFinite, match=r"Refusing to write .*encoder.pt: its tensor conv1.weight is not finite"
+    ):
         health.check_export(state, tmp_path / "encoder.pt")
 
 
@@ -86,8 +89,9 @@ def test_linear_evaluation_stops_at_a_non_finite_loss(tmp_path, encoder_file):
     # lr near float32's maximum (3.4e38): one update makes the weights ~1e37, so the logits (a sum over
     # 25,088 features) overflow whatever the random encoder's features are; 1e30 could stay finite.
     cell = _cell(tmp_path, "lin", lincls_config(lr=1e38))
-    result = run_module("ring.lincls", "--config", cell / "config.yaml", "--encoder", encoder_file, "--out", cell,
-                        check=False)
+    result = run_module(
+        "ring.lincls", "--config", cell / "config.yaml", "--encoder", encoder_file, "--out", cell, check=False
+    )
     assert result.returncode == 1
     (line,) = _ring_lines(result.stderr)
     assert "the training loss became" in line and "at epoch 1 step" in line and "lr=1e+38" in line, line
@@ -95,8 +99,9 @@ def test_linear_evaluation_stops_at_a_non_finite_loss(tmp_path, encoder_file):
 
 
 def test_toy_stops_at_a_non_finite_loss(tmp_path):
-    cfg = C.ToyCNCEConfig(n_points=256, epochs=2, batch_size=64, negatives=20, eval_points=200, percentages=[50.0],
-                          lr=1e30)
+    cfg = C.ToyCNCEConfig(
+        n_points=256, epochs=2, batch_size=64, negatives=20, eval_points=200, percentages=[50.0], lr=1e30
+    )
     cell = _cell(tmp_path, "toy", cfg)
     assert toy_cnce.main(["--config", str(cell / "config.yaml"), "--out", str(cell)]) == 1
     assert not (cell / "metrics.json").exists()
@@ -114,10 +119,13 @@ def _table_files(tmp_path):
     return files, prefix, args
 
 
-@pytest.mark.parametrize("content, message", [
-    ('{"dataset": "cifar10", "method": "IR", "seed": 1, "top1": NaN}', "holds a non-finite metric \\(top1\\)"),
-    ('{"dataset": "cifar10", "method": "IR", "se', "is unreadable or corrupt"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"dataset": "cifar10", "method": "IR", "seed": 1, "top1": NaN}', "holds a non-finite metric \\(top1\\)"),
+        ('{"dataset": "cifar10", "method": "IR", "se', "is unreadable or corrupt"),
+    ],
+)
 def test_a_table_refuses_a_bad_metrics_file_and_keeps_the_old_table(tmp_path, capsys, content, message):
     files, prefix, args = _table_files(tmp_path)
     before = {p: p.read_bytes() for p in prefix.parent.iterdir()}
@@ -131,6 +139,7 @@ def test_a_table_refuses_a_bad_metrics_file_and_keeps_the_old_table(tmp_path, ca
 
 
 # ---- checkpoints ----------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def finished_cell(tmp_path_factory):
@@ -149,7 +158,7 @@ def _copy(cell, tmp_path):
 def _overwrite_middle(path, size=4096):
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
-    data[middle:middle + size] = os.urandom(size)
+    data[middle : middle + size] = os.urandom(size)
     path.write_bytes(bytes(data))
 
 
@@ -163,8 +172,11 @@ def test_a_corrupted_latest_checkpoint_resumes_from_the_previous_one_bit_exactly
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
     lines = _ring_lines(result.stderr)
     assert any("removed 1 temporary file(s) left by killed writes" in line for line in lines), lines
-    assert any(f"{cell / 'checkpoint.pt'} fails its checksum" in line and "kept as checkpoint.corrupt.pt, "
-               "resuming from the previous checkpoint checkpoint.prev.pt" in line for line in lines), lines
+    assert any(
+        f"{cell / 'checkpoint.pt'} fails its checksum" in line
+        and "kept as checkpoint.corrupt.pt, resuming from the previous checkpoint checkpoint.prev.pt" in line
+        for line in lines
+    ), lines
     assert not list(cell.glob(".*.tmp"))
     # Epoch 2 redone from epoch 1's checkpoint: the same weights as the uninterrupted run.
     a, b = (torch.load(c / "encoder.pt", weights_only=True) for c in (finished_cell, cell))
@@ -196,8 +208,10 @@ def test_a_full_disk_during_a_checkpoint_write_is_one_sentence(tmp_path, monkeyp
     monkeypatch.setattr(os, "fsync", full)  # ENOSPC as a full (network) file system reports it on flush
     assert pretrain.main(["--config", str(cell / "config.yaml"), "--out", str(cell)]) == 1
     (line,) = _ring_lines(capsys.readouterr().err)
-    assert line == (f"ring: The disk holding {cell} is full (no space left while writing checkpoint.pt); the previous "
-                    "file is kept: free some space and rerun to continue.")
+    assert line == (
+        f"ring: The disk holding {cell} is full (no space left while writing checkpoint.pt); the previous "
+        "file is kept: free some space and rerun to continue."
+    )
     assert not list(cell.glob(".*.tmp")) and not (cell / "checkpoint.pt").exists()
 
 
@@ -214,11 +228,14 @@ def test_an_unwritable_cell_folder_fails_before_training(tmp_path, monkeypatch, 
     monkeypatch.setattr(Pretraining, "_train", lambda self: pytest.fail("training started"))
     assert pretrain.main(["--config", str(cell / "config.yaml"), "--out", str(cell)]) == 1
     (line,) = _ring_lines(capsys.readouterr().err)
-    assert line == (f"ring: The cell folder {cell} is not writable (Permission denied); fix its permissions or choose "
-                    "another results folder.")
+    assert line == (
+        f"ring: The cell folder {cell} is not writable (Permission denied); fix its permissions or choose "
+        "another results folder."
+    )
 
 
 # ---- no pickle from disk --------------------------------------------------------------------------
+
 
 class Payload:
     """Unpickling this creates a folder: proof that code from the file ran."""
@@ -247,8 +264,14 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
     path = planted("checkpoint.pt", True)
     cases.append((path, lambda p=path: load_verified(p, "pretraining checkpoint")))
     path = planted("snapshot_epoch1.pt", True)
-    cases.append((path, lambda p=path: Pretraining(pretrain_config("IR", **FAST, init_from=str(p)),
-                                                   tmp_path / "study").checkpoint.init_from_snapshot()))
+    cases.append(
+        (
+            path,
+            lambda p=path: Pretraining(
+                pretrain_config("IR", **FAST, init_from=str(p)), tmp_path / "study"
+            ).checkpoint.init_from_snapshot(),
+        )
+    )
     # encoder: what ring.lincls, ring.transfer and ring.detection.convert read
     path = planted("encoder.pt", True)
     record_checksums(tmp_path, ["encoder.pt"])  # a payload recorded as the cell's own: the loader still refuses it
@@ -256,6 +279,7 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
     # converted Detectron2 weights, through the stage's reader and Detectron2's (safe) checkpointer
     path = planted("backbone.pkl", False)
     from ring.detection.convert import read_converted
+
     cases.append((path, lambda p=path: read_converted(p)))
     # a metrics file, as a table reads it
     path = planted("metrics.json", False)
@@ -276,6 +300,7 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
 
         def __getitem__(self, i):
             from PIL import Image
+
             return Image.new("RGB", (8, 8), (i * 100, 0, 0)), 0
 
     doc = transfer.normalization(Images(), "sha", 32, 32, cache)
@@ -285,13 +310,14 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
 
 # ---- every encoder a later stage reads is verified ------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["encoder.pt", "encoder_ab.pt"])
 def test_an_encoder_overwritten_mid_file_stops_every_reader_with_one_sentence(tmp_path, name):
     """A few KiB overwritten in the middle of a trunk (still a loadable zip of tensors, a plausible wrong
     number) stops linear evaluation, transfer and conversion before they use it, naming the file."""
-    from ring.plan.catalog import spec
-    from ring.detection.convert import convert
     from ring.core.files import FileError
+    from ring.detection.convert import convert
+    from ring.plan.catalog import spec
 
     torch.manual_seed(0)
     s = spec("digits")
@@ -299,10 +325,13 @@ def test_an_encoder_overwritten_mid_file_stops_every_reader_with_one_sentence(tm
     path = tmp_path / name
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
-    data[middle:middle + 4096] = bytes(4096)
+    data[middle : middle + 4096] = bytes(4096)
     path.write_bytes(bytes(data))
-    sentence = re.escape(f"The encoder {path} fails its checksum (sha256 ") + r"[0-9a-f]{12}\.\.\., recorded [0-9a-f]{12}" + \
-        re.escape("...: the file was altered on disk); rerun the pretraining cell that writes it.")
+    sentence = (
+        re.escape(f"The encoder {path} fails its checksum (sha256 ")
+        + r"[0-9a-f]{12}\.\.\., recorded [0-9a-f]{12}"
+        + re.escape("...: the file was altered on disk); rerun the pretraining cell that writes it.")
+    )
     with pytest.raises(FileError, match=sentence):
         load_feature_extractor(tmp_path / "encoder.pt", "CMC", s.mean, s.std)  # ring.lincls and ring.transfer
     if name == "encoder.pt":

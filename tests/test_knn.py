@@ -40,6 +40,7 @@ def test_window_same_class_by_hand():
     import math
 
     from ring.engine.knn import window_same_class
+
     a = math.radians(10)
     feats = torch.tensor([[1.0, 0.0], [math.cos(a), math.sin(a)], [0.0, 1.0], [-1.0, 0.0]])
     labels = torch.tensor([0, 0, 1, 1])

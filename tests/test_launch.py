@@ -8,8 +8,18 @@ import pytest
 
 from ring.cluster.batch import DEFAULT_CONFIGS, load_config
 from ring.cluster.jobs import STAGES
-from ring.cluster.launch import (THREAD_VARIABLES, Resources, _array_members, config_schema, decide, executor_parameters,
-                         resource_problems, sbatch_test_args, stage_resources, unreachable)
+from ring.cluster.launch import (
+    THREAD_VARIABLES,
+    Resources,
+    _array_members,
+    config_schema,
+    decide,
+    executor_parameters,
+    resource_problems,
+    sbatch_test_args,
+    stage_resources,
+    unreachable,
+)
 
 
 def test_jobs_take_their_thread_counts_from_the_allocation():
@@ -20,10 +30,16 @@ def test_jobs_take_their_thread_counts_from_the_allocation():
 
 
 def test_one_task_per_gpu_and_the_documented_fields():
-    params = executor_parameters(Resources(partition="gpu", account="lab", gpus_per_node=4, mem_gb=1.5,
-                                           additional={"gres": "gpu:a100:4"}), "ring-x")
+    params = executor_parameters(
+        Resources(partition="gpu", account="lab", gpus_per_node=4, mem_gb=1.5, additional={"gres": "gpu:a100:4"}),
+        "ring-x",
+    )
     assert (params["gpus_per_node"], params["ntasks_per_node"], params["mem"]) == (4, 4, "1536M")
-    assert (params["partition"], params["account"], params["additional_parameters"]) == ("gpu", "lab", {"gres": "gpu:a100:4"})
+    assert (params["partition"], params["account"], params["additional_parameters"]) == (
+        "gpu",
+        "lab",
+        {"gres": "gpu:a100:4"},
+    )
     assert "qos" not in params  # unset fields are not sent
     args = sbatch_test_args(Resources(partition="gpu", gpus_per_node=2, time_min=90))
     assert args[:2] == ["sbatch", "--test-only"] and "--partition=gpu" in args and "--gpus-per-node=2" in args
@@ -63,13 +79,20 @@ def test_a_badly_typed_resource_is_one_sentence():
         Resources.from_dict({"mem_gb": "lots"})
 
 
-@pytest.mark.parametrize("state, present, action", [
-    ("COMPLETED", True, "collect"),     # finished while no client watched: collected, never rerun
-    ("COMPLETED", False, "resubmit"),   # Snakemake deleted the outputs of an incomplete rule: resume
-    ("RUNNING", False, "wait"), ("REQUEUED", False, "wait"), ("PENDING", True, "wait"),
-    (None, False, "wait"),              # unknown: waited on for unknown_grace_s, then resubmitted
-    ("CANCELLED", False, "resubmit"), ("TIMEOUT", False, "resubmit"), ("NODE_FAIL", True, "resubmit"),
-])
+@pytest.mark.parametrize(
+    "state, present, action",
+    [
+        ("COMPLETED", True, "collect"),  # finished while no client watched: collected, never rerun
+        ("COMPLETED", False, "resubmit"),  # Snakemake deleted the outputs of an incomplete rule: resume
+        ("RUNNING", False, "wait"),
+        ("REQUEUED", False, "wait"),
+        ("PENDING", True, "wait"),
+        (None, False, "wait"),  # unknown: waited on for unknown_grace_s, then resubmitted
+        ("CANCELLED", False, "resubmit"),
+        ("TIMEOUT", False, "resubmit"),
+        ("NODE_FAIL", True, "resubmit"),
+    ],
+)
 def test_a_restarted_client_decides_from_the_recorded_jobs_state(state, present, action):
     assert decide(state, present) == action
 
@@ -86,16 +109,22 @@ def test_signal_delay_must_leave_time_to_run():
 
 
 def test_controller_outages_are_told_apart_from_refusals():
-    assert unreachable("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)")
-    assert not unreachable("sbatch: error: Batch job submission failed: Invalid account or account/partition combination")
+    assert unreachable(
+        "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"
+    )
+    assert not unreachable(
+        "sbatch: error: Batch job submission failed: Invalid account or account/partition combination"
+    )
 
 
 def test_runs_killed_before_writing_a_segment_come_from_accounting(monkeypatch):
     from ring.cluster import accounting
 
-    runs = [{"state": "REQUEUED", "started": "t0", "ended": "t1", "wall_s": 9.0, "node": "n"},
-            {"state": "REQUEUED", "started": "t2", "ended": "t3", "wall_s": 11.0, "node": "n"},
-            {"state": "RUNNING", "started": "t4", "ended": "Unknown", "wall_s": 1.0, "node": "n"}]
+    runs = [
+        {"state": "REQUEUED", "started": "t0", "ended": "t1", "wall_s": 9.0, "node": "n"},
+        {"state": "REQUEUED", "started": "t2", "ended": "t3", "wall_s": 11.0, "node": "n"},
+        {"state": "RUNNING", "started": "t4", "ended": "Unknown", "wall_s": 1.0, "node": "n"},
+    ]
     monkeypatch.setattr(accounting, "accounted_runs", lambda job_id: runs)
     written = [{"job_id": "7", "restart_count": 0, "wall_s": 9.0}]  # the first run was USR2-preempted
     current = {"job_id": "7", "restart_count": 2, "gpus": 1, "gpu_model": None}
@@ -117,8 +146,11 @@ def test_accounting_orders_a_jobs_runs_as_its_restarts():
     from ring.cluster import accounting
 
     runs = accounting.parse_runs(SACCT_41, "41")
-    assert [(r["state"], r["wall_s"], r["node"]) for r in runs] == [("REQUEUED", 9.0, "n1"), ("FAILED", 21.0, "n2"),
-                                                                   ("PENDING", 0.0, "")]
+    assert [(r["state"], r["wall_s"], r["node"]) for r in runs] == [
+        ("REQUEUED", 9.0, "n1"),
+        ("FAILED", 21.0, "n2"),
+        ("PENDING", 0.0, ""),
+    ]
     assert [r["gpus"] for r in runs] == [2, 2, 2]
     assert accounting.allocated_gpus("cpu=1,gres/gpu=4,gres/gpu:a100=4,node=1") == 4
     assert accounting.allocated_gpus("cpu=1") == 0
@@ -138,7 +170,9 @@ def test_a_job_killed_for_good_is_added_to_the_cells_provenance_once(tmp_path, m
     doc = json.loads((tmp_path / "provenance.json").read_text())
     assert doc["seed"] == 3 and [s.get("source") for s in doc["segments"]] == [None, "sacct", "sacct"]
     assert [(s["restart_count"], s["outcome"], s["gpus"]) for s in doc["segments"][1:]] == [
-        (0, "killed (REQUEUED)", 2), (1, "killed (FAILED)", 2)]
+        (0, "killed (REQUEUED)", 2),
+        (1, "killed (FAILED)", 2),
+    ]
     assert (doc["wall_s"], doc["requeues"]) == (60.0, 1)
     assert doc["gpu_hours"] == round((30.0 * 1 + 9.0 * 2 + 21.0 * 2) / 3600, 6)
     assert accounting.add_ended_job(tmp_path, "41") == 0
@@ -153,23 +187,31 @@ def _fake_job(tmp_path, job_id="9_1"):
     from types import SimpleNamespace
 
     (tmp_path / "job.err").write_text("ring: the stage's own reason\n")
-    return SimpleNamespace(job_id=job_id, paths=SimpleNamespace(stderr=tmp_path / "job.err"),
-                           done=lambda force_check=False: True, results=lambda: [0])
+    return SimpleNamespace(
+        job_id=job_id,
+        paths=SimpleNamespace(stderr=tmp_path / "job.err"),
+        done=lambda force_check=False: True,
+        results=lambda: [0],
+    )
 
 
-@pytest.mark.parametrize("states, adopted, outcome", [
-    # Accounting lagged the cancel of a pending array task: a stale PENDING, then CANCELLED.  Adopted
-    # from the cell's record, that is the cancelled pending job decide() resubmits, seen late.
-    (["PENDING", "CANCELLED"], True, "gone"),
-    ([None, "CANCELLED"], True, "gone"),
-    # A job seen running, or one this client submitted itself, was cancelled on purpose: the rule fails.
-    (["PENDING", "RUNNING", "CANCELLED"], True, "failed"),
-    (["PENDING", "CANCELLED"], False, "failed"),
-    (["RUNNING", "FAILED"], True, "failed"),
-    (["PENDING", "RUNNING", "COMPLETED"], True, "completed"),
-])
-def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(states, adopted, outcome, tmp_path, monkeypatch,
-                                                                   capsys):
+@pytest.mark.parametrize(
+    "states, adopted, outcome",
+    [
+        # Accounting lagged the cancel of a pending array task: a stale PENDING, then CANCELLED.  Adopted
+        # from the cell's record, that is the cancelled pending job decide() resubmits, seen late.
+        (["PENDING", "CANCELLED"], True, "gone"),
+        ([None, "CANCELLED"], True, "gone"),
+        # A job seen running, or one this client submitted itself, was cancelled on purpose: the rule fails.
+        (["PENDING", "RUNNING", "CANCELLED"], True, "failed"),
+        (["PENDING", "CANCELLED"], False, "failed"),
+        (["RUNNING", "FAILED"], True, "failed"),
+        (["PENDING", "RUNNING", "COMPLETED"], True, "completed"),
+    ],
+)
+def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(
+    states, adopted, outcome, tmp_path, monkeypatch, capsys
+):
     from ring.cluster import accounting, launch
 
     job = _fake_job(tmp_path)
@@ -205,9 +247,17 @@ def test_the_rendezvous_port_is_below_the_ephemeral_ports_and_the_same_for_every
     assert len(set(ports.values())) > 3000  # spread: two jobs on one node rarely share a port
 
 
-TASK_1_OF_2 = {"SLURM_JOB_ID": "1075", "SLURM_ARRAY_JOB_ID": "1074", "SLURM_ARRAY_TASK_ID": "1",
-               "SLURM_NTASKS": "2", "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0", "SLURM_PROCID": "1",
-               "SLURM_LOCALID": "1", "SLURM_JOB_NODELIST": "gpu07"}
+TASK_1_OF_2 = {
+    "SLURM_JOB_ID": "1075",
+    "SLURM_ARRAY_JOB_ID": "1074",
+    "SLURM_ARRAY_TASK_ID": "1",
+    "SLURM_NTASKS": "2",
+    "SLURM_JOB_NUM_NODES": "1",
+    "SLURM_NODEID": "0",
+    "SLURM_PROCID": "1",
+    "SLURM_LOCALID": "1",
+    "SLURM_JOB_NODELIST": "gpu07",
+}
 DDP_VARS = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"]
 
 
@@ -223,8 +273,13 @@ def test_a_task_exports_submitits_ranks_and_the_jobs_rendezvous_port(monkeypatch
     monkeypatch.setattr(os, "environ", {**env, **TASK_1_OF_2, "_TEST_CLUSTER_": "slurm", **inherited})
     export_distributed_env()
     assert {name: os.environ[name] for name in DDP_VARS} == {
-        "MASTER_ADDR": "gpu07", "MASTER_PORT": str(rendezvous_port("1074_1")), "RANK": "1",
-        "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+        "MASTER_ADDR": "gpu07",
+        "MASTER_PORT": str(rendezvous_port("1074_1")),
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "2",
+    }
 
 
 def _polls(monkeypatch, replies):
@@ -251,9 +306,18 @@ def test_status_lines_change_only_when_the_job_does(tmp_path, monkeypatch, capsy
     RUNNING, PENDING, RUNNING.  A real requeue (the controller holds the job PENDING again) is still shown."""
     from ring.cluster import launch
 
-    _polls(monkeypatch, [("", "9_1|RUNNING\n"), ("9_1|PENDING\n", "9_1|RUNNING\n"), ("9_1|RUNNING\n", ""),
-                         ("9_1|REQUEUED\n", ""), ("9_1|PENDING\n", "9_1|PENDING\n"), ("9_1|PENDING\n", "9_1|RUNNING\n"),
-                         ("9_1|COMPLETED\n", "")])
+    _polls(
+        monkeypatch,
+        [
+            ("", "9_1|RUNNING\n"),
+            ("9_1|PENDING\n", "9_1|RUNNING\n"),
+            ("9_1|RUNNING\n", ""),
+            ("9_1|REQUEUED\n", ""),
+            ("9_1|PENDING\n", "9_1|PENDING\n"),
+            ("9_1|PENDING\n", "9_1|RUNNING\n"),
+            ("9_1|COMPLETED\n", ""),
+        ],
+    )
     assert launch.wait(_fake_job(tmp_path), tmp_path, Resources(poll_s=0)) == "completed"
     shown = [line.split(" SLURM job 9_1 ")[1].split()[0] for line in capsys.readouterr().err.splitlines()]
     assert shown == ["RUNNING", "REQUEUED", "PENDING", "RUNNING", "COMPLETED"]
@@ -299,8 +363,11 @@ def test_stop_signals_after_the_outputs_are_noted_in_the_jobs_segment(tmp_path, 
 
     log = tmp_path / "7_0_log.err"
     log.write_text(f"ring: the pretrain job {IGNORED_STOP}; ignored\n" * 2)
-    (tmp_path / "provenance.json").write_text(json.dumps({"segments": [
-        {"job_id": "6", "outcome": "killed (COMPLETED)"}, {"job_id": "7", "outcome": "completed"}]}))
+    (tmp_path / "provenance.json").write_text(
+        json.dumps(
+            {"segments": [{"job_id": "6", "outcome": "killed (COMPLETED)"}, {"job_id": "7", "outcome": "completed"}]}
+        )
+    )
     launch.note_ignored_stops(tmp_path, SimpleNamespace(job_id="7", paths=SimpleNamespace(stderr=log)))
     segments = json.loads((tmp_path / "provenance.json").read_text())["segments"]
     assert [s.get("stop_signals_after_outputs") for s in segments] == [None, 2]
@@ -330,8 +397,8 @@ def test_a_stop_asked_after_the_last_step_is_noted_not_acted_on(monkeypatch, cap
 def _edited_cell(tmp_path, record_hash):
     """A pretraining cell whose config.yaml is lr 0.01, with a launcher record of job 7 (``record_hash``) and the
     encoder that job wrote with the lr 0.03 config."""
-    from ring.cluster.launch import write_record
     from ring.cluster.jobs import StageJob
+    from ring.cluster.launch import write_record
     from ring.core import config as C
     from ring.core.files import CHECKSUMS, write_json
 
@@ -347,10 +414,16 @@ def _edited_cell(tmp_path, record_hash):
     return cell, StageJob("pretrain", ["--config", str(cell / "config.yaml"), "--out", str(cell)]), C.config_hash(old)
 
 
-@pytest.mark.parametrize("record_hash, state", [
-    (lambda old: old, "COMPLETED"),  # a job of the previous config that finished while no client watched
-    (lambda old: None, "RUNNING"),  # a record from before hashes were recorded: re-attached, then its output checked
-])
+@pytest.mark.parametrize(
+    "record_hash, state",
+    [
+        (lambda old: old, "COMPLETED"),  # a job of the previous config that finished while no client watched
+        (
+            lambda old: None,
+            "RUNNING",
+        ),  # a record from before hashes were recorded: re-attached, then its output checked
+    ],
+)
 def test_the_launcher_accepts_only_an_output_of_its_own_config_hash(record_hash, state, tmp_path, monkeypatch, capsys):
     """Issue 34, item 2: another config's encoder in the cell is one sentence, kept under runs/<its hash>/, and a job
     of the cell's own config is submitted; its encoder, of the right hash, is accepted."""
@@ -397,7 +470,7 @@ def test_a_running_job_of_the_previous_config_is_cancelled_before_anything_moves
     monkeypatch.setattr(launch, "cancel_and_wait", lambda cell, job_id, res: cancelled.append(job_id))
     monkeypatch.setattr(launch, "account_ended", lambda cell, job_id: None)
     for state, expected in (("COMPLETED", []), ("RUNNING", ["7"])):
-        monkeypatch.setattr(launch, "job_states", lambda ids: {i: state for i in ids})
+        monkeypatch.setattr(launch, "job_states", lambda ids, state=state: {i: state for i in ids})
         assert launch.detach(cell, old, Resources(), log=print) is False  # its own config: nothing to do
         assert launch.detach(cell, wanted, Resources(), log=print) is bool(expected)
         assert cancelled == expected

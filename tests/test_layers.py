@@ -35,11 +35,15 @@ def test_the_login_node_side_imports_without_torch():
 
     import ring
 
-    names = [f"ring.{pkg}.{m.name}" for pkg in ("core", "plan", "cluster", "reports")
-             for m in pkgutil.iter_modules([str(Path(ring.__file__).parent / pkg)])]
+    names = [
+        f"ring.{pkg}.{m.name}"
+        for pkg in ("core", "plan", "cluster", "reports")
+        for m in pkgutil.iter_modules([str(Path(ring.__file__).parent / pkg)])
+    ]
     names += ["ring.data.metadataset", "ring.detection.tasks", "ring.data.verify", "ring.data.fetch", "ring.cli"]
-    code = (f"import importlib, sys; [importlib.import_module(n) for n in {names!r}]; "
-            "heavy = sorted(m for m in ('torch', 'torchvision', 'detectron2', 'nvidia.dali') if m in sys.modules); "
-            "assert not heavy, heavy")
+    code = (
+        f"import importlib, sys; [importlib.import_module(n) for n in {names!r}]; "
+        "heavy = sorted(m for m in ('torch', 'torchvision', 'detectron2', 'nvidia.dali') if m in sys.modules); "
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
-

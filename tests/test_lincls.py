@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
+from ring.core.files import FileError, record_checksums
 from ring.engine.checkpoint import CheckpointError
 from ring.engine.encoder import Encoder, save_trunks, torchvision_state_dict
-from ring.core.files import FileError, record_checksums
 from ring.lincls import LinearEval
 
 from .helpers import lincls_config, retrain_and_undo
@@ -110,8 +110,8 @@ def test_wrong_encoder_files_fail_with_one_sentence(tmp_path):
 @pytest.mark.slow
 def test_cmc_cell_is_evaluated_on_both_encoders_and_says_so(tmp_path):
     torch.manual_seed(0)
-    from ring.plan.catalog import spec
     from ring.engine.encoder import LabEncoder, export_trunks
+    from ring.plan.catalog import spec
 
     s = spec("digits")
     save_trunks(export_trunks(LabEncoder("linear", 128, s.mean, s.std)), tmp_path)
@@ -143,7 +143,9 @@ def test_a_diverged_linear_evaluation_says_so_in_one_sentence_and_writes_no_accu
 
     C.save(cfg, C_path)
     cell = tmp_path / "cell"
-    assert main(["--config", str(C_path), "--encoder", str(_constant_feature_encoder(tmp_path)), "--out", str(cell)]) == 0
+    assert (
+        main(["--config", str(C_path), "--encoder", str(_constant_feature_encoder(tmp_path)), "--out", str(cell)]) == 0
+    )
     err = capsys.readouterr().err
     sentence = [line for line in err.splitlines() if "diverged" in line]
     assert len(sentence) == 1 and sentence[0].startswith(f"ring: {cell}: the linear evaluation diverged: ")
@@ -152,7 +154,7 @@ def test_a_diverged_linear_evaluation_says_so_in_one_sentence_and_writes_no_accu
     assert "top1=" not in err
     metrics = json.loads((cell / "metrics.json").read_text())
     assert "top1" not in metrics and "top5" not in metrics  # no number a table could show
-    assert metrics["diverged"] == sentence[0][len("ring: "):]
+    assert metrics["diverged"] == sentence[0][len("ring: ") :]
     last = json.loads((cell / "log.jsonl").read_text().splitlines()[-1])
     assert last["loss"] > health.DIVERGENCE_FACTOR * math.log(10)
     # Found again finished, it reads the last epoch's loss from its log and says the same.

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from ring.core import config as C
-from ring.plan import grid as G
 from ring.core import methods as M
 from ring.engine.objectives import build_objective
+from ring.plan import grid as G
 from ring.reports.tables import published
 
 from .helpers import TINY_PRETRAIN, pretrain_config
@@ -22,8 +22,11 @@ def test_every_method_is_implemented_and_builds_its_objective():
 
 
 def test_display_names_are_the_papers_row_labels():
-    rows = {**published()["table1_linear_eval"]["rows"], **published()["table2_lesions"]["rows"],
-            **published()["table_la_variants"]["rows"]}
+    rows = {
+        **published()["table1_linear_eval"]["rows"],
+        **published()["table2_lesions"]["rows"],
+        **published()["table_la_variants"]["rows"],
+    }
     # ring's own methods: an installed plug-in's (tests/test_extension.py) are no row of the paper.
     ours = {n for n, m in M.METHODS.items() if m.objective.implementation.startswith("ring.")}
     assert {M.display_name(n) for n in ours if n not in M.VARIANT_ROWS} == set(rows)
@@ -31,8 +34,15 @@ def test_display_names_are_the_papers_row_labels():
 
 
 def test_lesions_are_defined_by_the_registry_not_the_grid():
-    grid = G.from_dict("g", {"datasets": ["digits"], "methods": ["IRingNoAnneal", "IRingBall"], "seeds": [0],
-                             "pretrain": {"all": {"bank_negatives": 1024}}})  # digits' bank holds 1347
+    grid = G.from_dict(
+        "g",
+        {
+            "datasets": ["digits"],
+            "methods": ["IRingNoAnneal", "IRingBall"],
+            "seeds": [0],
+            "pretrain": {"all": {"bank_negatives": 1024}},
+        },
+    )  # digits' bank holds 1347
     no_anneal = grid.pretrain_config("digits", "IRingNoAnneal", 0, "data")
     ball = grid.pretrain_config("digits", "IRingBall", 0, "data")
     assert no_anneal.ring_anneal == "none" and (no_anneal.ring_inner, no_anneal.ring_w_u) == (0.1, None)
@@ -43,8 +53,15 @@ def test_lesions_are_defined_by_the_registry_not_the_grid():
 
 def test_a_grid_contradicting_a_lesion_fails_with_one_sentence():
     with pytest.raises(ValueError, match="Method IRingNoAnneal is defined by ring_anneal='none' but the grid sets"):
-        G.from_dict("g", {"datasets": ["digits"], "methods": ["IRingNoAnneal"], "seeds": [0],
-                          "pretrain": {"by_method": {"IRingNoAnneal": {"ring_anneal": "linear"}}}})
+        G.from_dict(
+            "g",
+            {
+                "datasets": ["digits"],
+                "methods": ["IRingNoAnneal"],
+                "seeds": [0],
+                "pretrain": {"by_method": {"IRingNoAnneal": {"ring_anneal": "linear"}}},
+            },
+        )
 
 
 def test_a_hand_written_config_contradicting_its_method_is_refused(tmp_path):
@@ -84,8 +101,15 @@ def test_a_hand_written_config_takes_its_methods_defaults_for_the_keys_it_leaves
     tiny = {k: v for k, v in TINY_PRETRAIN.items() if k not in ("batch_size", "bn_groups")}
     cmc = checks.load_checked("pretrain", _write(tmp_path, method="CMC", **tiny))
     assert (cmc.cmc_negatives, cmc.batch_size) == ("shared", 128)  # CMC's code and the paper's "128 for CMC"
-    grid = G.from_dict("g", {"datasets": ["digits"], "methods": ["CMC"], "seeds": [0],
-                             "pretrain": {"all": {k: v for k, v in tiny.items() if k != "dataset"}}})
+    grid = G.from_dict(
+        "g",
+        {
+            "datasets": ["digits"],
+            "methods": ["CMC"],
+            "seeds": [0],
+            "pretrain": {"all": {k: v for k, v in tiny.items() if k != "dataset"}},
+        },
+    )
     # The grid's cell, from the same source: the same values but queue_size and ring_anneal_epochs, which the file sets
     # and CMC never reads (the grid's all: block applies them only where read), so the same hash.
     cell = grid.pretrain_config("digits", "CMC", 0, "data")
@@ -107,7 +131,9 @@ def test_a_key_the_hand_written_config_sets_keeps_its_value(tmp_path):
     moco = checks.load_checked("pretrain", _hand_written(tmp_path, method="MoCo"))
     assert moco.bn_groups == 2
     path = _hand_written(tmp_path, method="LA", la_own_entry="positive", kmeans_k=5)
-    with pytest.raises(ValueError, match=f"Method LA is defined by la_own_entry='topk' but the config file {path} sets"):
+    with pytest.raises(
+        ValueError, match=f"Method LA is defined by la_own_entry='topk' but the config file {path} sets"
+    ):
         C.load(C.PretrainConfig, path)
 
 
@@ -133,8 +159,12 @@ def grid_hashes(name: str) -> dict[str, str]:
     grid = G.load(f"workflow/grids/{name}.yaml")
     out = {f"{d}/{m}/seed{s}": C.config_hash(grid.pretrain_config(d, m, s, "data")) for d, m, s in grid.cells()}
     for study in grid.studies.values():
-        out.update({f"{study.name}/{m}/{v}/seed{s}": C.config_hash(grid.study_config(study.name, m, v, s, "data"))
-                    for m, v, s in study.cells()})
+        out.update(
+            {
+                f"{study.name}/{m}/{v}/seed{s}": C.config_hash(grid.study_config(study.name, m, v, s, "data"))
+                for m, v, s in study.cells()
+            }
+        )
     return out
 
 
@@ -188,15 +218,26 @@ def test_a_key_a_method_never_reads_hashes_at_its_default_and_one_it_reads_does_
 def test_a_grid_applies_a_shared_key_only_where_read_and_refuses_it_for_one_method_that_never_reads_it():
     from ring.plan import checks
 
-    base = {"datasets": ["digits"], "methods": ["IR", "MoCo"], "seeds": [0],
-            "pretrain": {"all": {**{k: v for k, v in TINY_PRETRAIN.items() if k != "dataset"},
-                                 "negatives_count": "including_positive"}}}
+    base = {
+        "datasets": ["digits"],
+        "methods": ["IR", "MoCo"],
+        "seeds": [0],
+        "pretrain": {
+            "all": {
+                **{k: v for k, v in TINY_PRETRAIN.items() if k != "dataset"},
+                "negatives_count": "including_positive",
+            }
+        },
+    }
     grid = G.from_dict("g", base)
     assert grid.pretrain_config("digits", "IR", 0, "data").negatives_count == "including_positive"
     assert grid.pretrain_config("digits", "MoCo", 0, "data").negatives_count == "excluding_positive"
     assert grid.pretrain_config("digits", "IR", 0, "data").queue_size == 4096  # TINY's 256 is MoCo's only
     bad = {**base, "pretrain": {**base["pretrain"], "by_method": {"MoCo": {"negatives_count": 8}}}}
-    with pytest.raises(checks.ConfigError, match=r"^Grid g, stage pretrain, block by_method MoCo: negatives_count=8 "
-                                                 r"is a setting MoCo never reads \(only IR, IRing, CMC, .*\), so it "
-                                                 r"would change nothing it trains; remove it here"):
+    with pytest.raises(
+        checks.ConfigError,
+        match=r"^Grid g, stage pretrain, block by_method MoCo: negatives_count=8 "
+        r"is a setting MoCo never reads \(only IR, IRing, CMC, .*\), so it "
+        r"would change nothing it trains; remove it here",
+    ):
         G.from_dict("g", bad)

@@ -9,8 +9,8 @@ import torch
 from torchvision.models import resnet18
 
 from ring.core import config as C
-from ring.engine.checkpoint import CheckpointError, atomic_save, checksummed, safe_load
 from ring.core.methods import METHODS
+from ring.engine.checkpoint import CheckpointError, atomic_save, checksummed, safe_load
 from ring.pretrain import Pretraining
 
 from .helpers import pretrain_config, run_module
@@ -35,13 +35,17 @@ def _assert_same_weights(a, b):
 # validation accuracy): a resume must restore it too (16x16 views: the state is the point, not the pixels).
 
 
-@pytest.mark.parametrize("method, overrides", [("IRing", {}), ("MoCoRing", {}),
-                                               ("IRing", {"ring_anneal": "adaptive_loss", "resize": 16, "crop": 16}),
-                                               ("IRing", {"ring_anneal": "adaptive_val", "resize": 16, "crop": 16}),
-                                               ("MoCoRing", {"augment": "device", "resize": 16, "crop": 16})],
-                         ids=["IRing", "MoCoRing", "IRing-adaptive_loss", "IRing-adaptive_val", "MoCoRing-device_augment"])
-
-
+@pytest.mark.parametrize(
+    "method, overrides",
+    [
+        ("IRing", {}),
+        ("MoCoRing", {}),
+        ("IRing", {"ring_anneal": "adaptive_loss", "resize": 16, "crop": 16}),
+        ("IRing", {"ring_anneal": "adaptive_val", "resize": 16, "crop": 16}),
+        ("MoCoRing", {"augment": "device", "resize": 16, "crop": 16}),
+    ],
+    ids=["IRing", "MoCoRing", "IRing-adaptive_loss", "IRing-adaptive_val", "MoCoRing-device_augment"],
+)
 @pytest.mark.slow
 def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, overrides):
     reference = _run_cell(tmp_path, "reference", pretrain_config(method, **overrides))
@@ -85,7 +89,16 @@ def test_outputs_contract(tmp_path):
     assert set(record) == {"epoch", "loss", "lr", "knn_top1", "nn1_top1"}
     assert 10.0 < record["nn1_top1"] <= 100.0
     state = safe_load(cell / "checkpoint.pt")
-    assert {"encoder", "objective", "optimizer", "scheduler", "schedule", "rng", "epoch", "step_in_epoch"} <= state.keys()
+    assert {
+        "encoder",
+        "objective",
+        "optimizer",
+        "scheduler",
+        "schedule",
+        "rng",
+        "epoch",
+        "step_in_epoch",
+    } <= state.keys()
     assert state["objective"]["bank.memory"].shape == (1347, 128)
 
 
@@ -96,13 +109,21 @@ def test_outputs_contract(tmp_path):
         ("LA", {"kmeans_k": 2000}, ValueError, "kmeans_k=2000 must lie between 1 and the 1347 training images"),
         ("IR", {"dataset": "svhn"}, ValueError, "Unknown dataset 'svhn'"),
         ("IRing", {"bank_negatives": 5000}, ValueError, "bank_negatives=5000 is larger than the memory bank"),
-        ("IRing", {"ring_w_l": [0.0, 100.0]}, ValueError, r"ring_w_l=\[0.0, 100.0\] must satisfy 0 <= start <= final < 100"),
+        (
+            "IRing",
+            {"ring_w_l": [0.0, 100.0]},
+            ValueError,
+            r"ring_w_l=\[0.0, 100.0\] must satisfy 0 <= start <= final < 100",
+        ),
         ("IRing", {"ring_inner": None, "ring_w_u": 30.0, "ring_w_l": [40.0, 40.0]}, ValueError, "w_l=40.0 >= w_u=30.0"),
-        ("IR", {"dataset": "cifar10", "data_root": "/nonexistent"}, FileNotFoundError, "Data root /nonexistent does not exist"),
+        (
+            "IR",
+            {"dataset": "cifar10", "data_root": "/nonexistent"},
+            FileNotFoundError,
+            "Data root /nonexistent does not exist",
+        ),
     ],
 )
-
-
 def test_bad_input_fails_before_training(tmp_path, method, overrides, error, message):
     with pytest.raises(error, match=message):
         Pretraining(pretrain_config(method, **overrides), tmp_path / "cell").run()
@@ -127,8 +148,11 @@ def test_checkpoint_of_another_method_names_both_methods(tmp_path):
     cell.mkdir()
     # A verified checkpoint (its checksum holds) of another method: refused by method, not as corrupt.
     torch.save(checksummed({"config_hash": "0" * 16, "method": "IR", "epoch": 1}), cell / "checkpoint.pt")
-    with pytest.raises(CheckpointError, match=f"checkpoint {cell / 'checkpoint.pt'} was written by method IR, but this "
-                                              "cell trains IRing; move the checkpoint away"):
+    with pytest.raises(
+        CheckpointError,
+        match=f"checkpoint {cell / 'checkpoint.pt'} was written by method IR, but this "
+        "cell trains IRing; move the checkpoint away",
+    ):
         Pretraining(pretrain_config("IRing"), cell).run()
     assert torch.load(cell / "checkpoint.pt", weights_only=True)["method"] == "IR"  # never overwritten
 
@@ -141,17 +165,21 @@ def test_an_edited_config_keeps_the_previous_run_aside_and_starts_over(tmp_path)
     C.save(pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1), cell / "config.yaml")
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
     aside = cell / "runs" / C.config_hash(first)
-    assert f"ring: {cell}: its config changed (lr): the previous run is kept in {aside} and this cell starts over" \
+    assert (
+        f"ring: {cell}: its config changed (lr): the previous run is kept in {aside} and this cell starts over"
         in result.stderr.splitlines()
+    )
     # Every file of the first run, byte for byte, under its config's hash, but its checkpoints, which
     # keep_superseded: results (the default) drops; the cell's own are the new run's.
     assert "checkpoint.pt" in before
     assert {name for name in before if not (aside / name).exists()} == {n for n in before if n.startswith("checkpoint")}
     assert {name: (aside / name).read_bytes() for name in before if "checkpoint" not in name} == {
-        name: data for name, data in before.items() if "checkpoint" not in name}
+        name: data for name, data in before.items() if "checkpoint" not in name
+    }
     assert json.loads((cell / "run.json").read_text())["config"]["lr"] == 0.1
     assert json.loads((cell / "export.json").read_text())["config_hash"] == C.config_hash(
-        pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1))
+        pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1)
+    )
     assert (cell / "encoder.pt").read_bytes() != before["encoder.pt"]
 
 
@@ -163,8 +191,10 @@ def test_a_checkpoint_of_another_config_without_a_record_is_kept_aside(tmp_path,
     (cell / "run.json").unlink()
     assert Pretraining(pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1), cell).resume() is False
     aside = cell / "runs" / C.config_hash(first)
-    assert f"ring: {cell}: its checkpoint was written with another config (hash {C.config_hash(first)}); the previous " \
+    assert (
+        f"ring: {cell}: its checkpoint was written with another config (hash {C.config_hash(first)}); the previous "
         f"run is kept in {aside} and this cell starts over" in capsys.readouterr().err
+    )
     assert (aside / "encoder.pt").is_file() and not (cell / "checkpoint.pt").exists()
     assert not (aside / "checkpoint.pt").exists()  # keep_superseded: results
 
@@ -179,8 +209,10 @@ def test_a_longer_schedule_continues_the_checkpoint_and_equals_training_that_lon
     C.save(pretrain_config(method, epochs=2, lr_milestones=[1]), cell / "config.yaml")
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
     aside = cell / "runs" / C.config_hash(pretrain_config(method, epochs=1, lr_milestones=[1]))
-    assert (f"ring: {cell}: its config changed (epochs): continuing from its checkpoint to epochs=2; the 1-epoch encoder "
-            f"is kept in {aside}") in result.stderr.splitlines()
+    assert (
+        f"ring: {cell}: its config changed (epochs): continuing from its checkpoint to epochs=2; the 1-epoch encoder "
+        f"is kept in {aside}"
+    ) in result.stderr.splitlines()
     assert "resuming" in result.stderr and (aside / "encoder.pt").read_bytes() == short
     _assert_same_weights(cell / "encoder.pt", reference / "encoder.pt")
     assert (cell / "log.jsonl").read_text() == (reference / "log.jsonl").read_text()
@@ -247,8 +279,10 @@ def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupte
     Pretraining(pretrain_config("CMCRingCi", **cfg), cell).run()
     for name in METHODS["CMCRingCi"].encoder_files:
         _assert_same_weights(reference / name, cell / name)
-    assert torch.equal(safe_load(cell / "checkpoint.pt")["objective"]["clusterings.labels"],
-                       safe_load(reference / "checkpoint.pt")["objective"]["clusterings.labels"])
+    assert torch.equal(
+        safe_load(cell / "checkpoint.pt")["objective"]["clusterings.labels"],
+        safe_load(reference / "checkpoint.pt")["objective"]["clusterings.labels"],
+    )
 
 
 @pytest.mark.slow
@@ -265,25 +299,40 @@ def test_snapshots_and_a_cell_started_from_one(tmp_path):
     assert [json.loads(line)["epoch"] for line in (same / "log.jsonl").read_text().splitlines()] == [1]
 
     # IRing with a fixed threshold of 10% from the same snapshot: the hard-negatives study's cell.
-    ring = _run_cell(tmp_path, "ring", pretrain_config("IRing", ring_anneal="none", ring_w_l=[90.0, 90.0],
-                                                       init_from=str(source / "snapshot_epoch1.pt"), **FAST))
+    ring = _run_cell(
+        tmp_path,
+        "ring",
+        pretrain_config(
+            "IRing", ring_anneal="none", ring_w_l=[90.0, 90.0], init_from=str(source / "snapshot_epoch1.pt"), **FAST
+        ),
+    )
     record = json.loads((ring / "log.jsonl").read_text())
     assert (record["epoch"], record["w_l"]) == (1, 90.0)
-    assert not torch.equal(torch.load(ring / "encoder.pt", weights_only=True)["conv1.weight"],
-                           torch.load(same / "encoder.pt", weights_only=True)["conv1.weight"])
+    assert not torch.equal(
+        torch.load(ring / "encoder.pt", weights_only=True)["conv1.weight"],
+        torch.load(same / "encoder.pt", weights_only=True)["conv1.weight"],
+    )
 
 
 @pytest.mark.parametrize(
     "method, overrides, error, message",
     [
-        ("MoCo", {"init_from": "snapshot_epoch1.pt"}, CheckpointError, "does not match this cell .*same dataset and objective"),
+        (
+            "MoCo",
+            {"init_from": "snapshot_epoch1.pt"},
+            CheckpointError,
+            "does not match this cell .*same dataset and objective",
+        ),
         ("IR", {"init_from": "snapshot_epoch1.pt", "epochs": 1}, ValueError, "starts at epoch 1, not before epochs=1"),
-        ("IR", {"init_from": "nowhere/snapshot_epoch1.pt"}, CheckpointError, "snapshot .*nowhere/snapshot_epoch1.pt does not exist"),
+        (
+            "IR",
+            {"init_from": "nowhere/snapshot_epoch1.pt"},
+            CheckpointError,
+            "snapshot .*nowhere/snapshot_epoch1.pt does not exist",
+        ),
         ("IR", {"snapshot_epochs": [3]}, ValueError, r"snapshot_epochs=\[3\] must be epochs in 0..epochs=2"),
     ],
 )
-
-
 def test_bad_snapshot_use_fails_before_training(tmp_path, method, overrides, error, message):
     snapshot = tmp_path / "snapshot_epoch1.pt"
     source = Pretraining(pretrain_config("IR"), tmp_path / "source")  # a real IR state: bank, optimizer, ...
@@ -299,8 +348,9 @@ def test_bad_snapshot_use_fails_before_training(tmp_path, method, overrides, err
 def test_window_same_class_is_logged_after_every_epoch(tmp_path):
     """log_window_classes: the share of same-class images in the Ring window, read from labels only."""
     # 16 px and batches of 128 (11 steps): the smallest run that ends an epoch.
-    cfg = pretrain_config("IRing", epochs=1, lr_milestones=[], knn_every=0, resize=16, crop=16, batch_size=128,
-                          log_window_classes=True)
+    cfg = pretrain_config(
+        "IRing", epochs=1, lr_milestones=[], knn_every=0, resize=16, crop=16, batch_size=128, log_window_classes=True
+    )
     Pretraining(cfg, tmp_path / "iring").run()
     record = json.loads((tmp_path / "iring" / "log.jsonl").read_text().splitlines()[0])
     assert 0.0 <= record["window_same_class"] <= 100.0 and record["w_l"] == 90.0
@@ -331,7 +381,11 @@ def test_the_sanity_accuracy_is_measured_once_before_a_cells_first_step_and_not_
     again = Pretraining(cfg, tmp_path / "cell")
     again.run()  # resumed from the checkpoint
     assert len(measured) == 1 and again.schedule.policy.history == measured
-    off = Pretraining(pretrain_config("IRing", ring_anneal="adaptive_val_authors", ring_val_before_training=False,
-                                      resize=16, crop=16), tmp_path / "off")
+    off = Pretraining(
+        pretrain_config(
+            "IRing", ring_anneal="adaptive_val_authors", ring_val_before_training=False, resize=16, crop=16
+        ),
+        tmp_path / "off",
+    )
     off.run()
     assert len(measured) == 1 and off.schedule.policy.history == []

@@ -24,8 +24,12 @@ def test_an_untracked_or_modified_grid_file_makes_the_cell_dirty(tmp_path, monke
 
     state = provenance.run_files_state()
     assert state["grid_file"]["tracked"] is False and state["files_dirty"]
-    assert state["workflow_config"] == {"path": str(cfg.resolve()), "sha256": state["workflow_config"]["sha256"],
-                                        "tracked": True, "modified": False}
+    assert state["workflow_config"] == {
+        "path": str(cfg.resolve()),
+        "sha256": state["workflow_config"]["sha256"],
+        "tracked": True,
+        "modified": False,
+    }
     (tmp_path / "cell0").mkdir()
     with provenance.Segment(tmp_path / "cell0", "hash", 0):
         pass  # one completed segment: the record is written on exit

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_committed_reference_is_the_generated_one():
     committed = (ROOT / reference.DOC).read_text()
     assert committed == reference.markdown(), (
-        "docs/configuration.md is stale; regenerate it with `ring reference --write docs/configuration.md`")
+        "docs/configuration.md is stale; regenerate it with `ring reference --write docs/configuration.md`"
+    )
 
 
 def test_every_key_is_described_and_every_allowed_entry_is_a_real_key():
@@ -34,13 +35,15 @@ def test_describe_prints_one_key_and_suggests_a_typo():
 
 
 def test_every_stage_help_points_to_the_reference():
-    code = ("import contextlib, io, importlib\n"
-            "for name in ('ring.pretrain', 'ring.lincls', 'ring.transfer', 'ring.toy_cnce', 'ring.detection.runner'):\n"
-            "    out = io.StringIO()\n"
-            "    with contextlib.redirect_stdout(out):\n"
-            "        try: importlib.import_module(name).main(['--help'])\n"
-            "        except SystemExit: pass\n"
-            "    print(name, ' '.join(out.getvalue().split()))\n")
+    code = (
+        "import contextlib, io, importlib\n"
+        "for name in ('ring.pretrain', 'ring.lincls', 'ring.transfer', 'ring.toy_cnce', 'ring.detection.runner'):\n"
+        "    out = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out):\n"
+        "        try: importlib.import_module(name).main(['--help'])\n"
+        "        except SystemExit: pass\n"
+        "    print(name, ' '.join(out.getvalue().split()))\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     lines = result.stdout.splitlines()
     assert len(lines) == 5

@@ -24,7 +24,10 @@ def test_an_unchanged_hash_does_nothing(tmp_path):
     cfg = pretrain_config("IR", epochs=1)
     _ran(tmp_path, cfg)
     lines = []
-    assert rerun.prepare(tmp_path, "pretrain", pretrain_config("IR", epochs=1, num_workers=3), log=lines.append) == "nothing"
+    assert (
+        rerun.prepare(tmp_path, "pretrain", pretrain_config("IR", epochs=1, num_workers=3), log=lines.append)
+        == "nothing"
+    )
     assert lines == [] and not (tmp_path / "runs").exists()
 
 
@@ -38,31 +41,47 @@ def test_a_longer_schedule_continues_and_keeps_only_the_shorter_runs_outputs_asi
     lines = []
     assert rerun.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue"
     aside = tmp_path / "runs" / C.config_hash(old)
-    assert lines == [f"ring: {tmp_path}: its config changed (epochs): continuing from its checkpoint to epochs=3; "
-                     f"the 1-epoch encoder is kept in {aside}"]
+    assert lines == [
+        f"ring: {tmp_path}: its config changed (epochs): continuing from its checkpoint to epochs=3; "
+        f"the 1-epoch encoder is kept in {aside}"
+    ]
     assert sorted(p.name for p in aside.iterdir()) == ["encoder.pt", "export.json"]
     assert (tmp_path / "checkpoint.pt").read_text() == C.config_hash(old)  # the stage continues it
     # The stage decides again when it starts (for configs written by hand): the same decision, said once (issue 34).
     assert rerun.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue" and len(lines) == 1
 
 
-@pytest.mark.parametrize("new, keys", [
-    (pretrain_config("IR", epochs=1, lr=0.1), "lr"),
-    (pretrain_config("IR", epochs=1, bank_negatives=128), "bank_negatives"),  # ring_w_l: IR never reads it (no edit)
-    (pretrain_config("IR", epochs=2, lr=0.1), "epochs, lr"),  # a longer schedule and more: starts over
-])
+@pytest.mark.parametrize(
+    "new, keys",
+    [
+        (pretrain_config("IR", epochs=1, lr=0.1), "lr"),
+        (
+            pretrain_config("IR", epochs=1, bank_negatives=128),
+            "bank_negatives",
+        ),  # ring_w_l: IR never reads it (no edit)
+        (pretrain_config("IR", epochs=2, lr=0.1), "epochs, lr"),  # a longer schedule and more: starts over
+    ],
+)
 def test_any_other_edit_keeps_the_whole_previous_run_aside_and_starts_over(tmp_path, new, keys):
     old = pretrain_config("IR", epochs=1)
     _ran(tmp_path, old)
     lines = []
     assert rerun.prepare(tmp_path, "pretrain", new, log=lines.append) == "start over"
     aside = tmp_path / "runs" / C.config_hash(old)
-    assert lines[0] == (f"ring: {tmp_path}: its config changed ({keys}): the previous run is kept in {aside} and this "
-                        "cell starts over")
+    assert lines[0] == (
+        f"ring: {tmp_path}: its config changed ({keys}): the previous run is kept in {aside} and this cell starts over"
+    )
     # keep_superseded: results (the default) drops the superseded run's checkpoint, and says so.
-    assert len(lines) == 2 and lines[1].startswith(f"ring: {tmp_path}: dropped the superseded run's 1 checkpoint file(s)")
-    assert sorted(p.name for p in aside.iterdir()) == ["encoder.pt", "export.json", "log.jsonl", "provenance.json",
-                                                       "run.json"]
+    assert len(lines) == 2 and lines[1].startswith(
+        f"ring: {tmp_path}: dropped the superseded run's 1 checkpoint file(s)"
+    )
+    assert sorted(p.name for p in aside.iterdir()) == [
+        "encoder.pt",
+        "export.json",
+        "log.jsonl",
+        "provenance.json",
+        "run.json",
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs", "slurm"]
 
 
@@ -74,7 +93,12 @@ def test_keep_superseded_all_keeps_the_checkpoints_and_snapshots(tmp_path):
     assert C.config_hash(new) == C.config_hash(pretrain_config("IR", epochs=1, lr=0.1))  # a runtime key
     assert rerun.prepare(tmp_path, "pretrain", new, log=lines.append) == "start over" and len(lines) == 1
     assert sorted(p.name for p in (tmp_path / "runs" / C.config_hash(old)).iterdir()) == [
-        "checkpoint.prev.pt", "checkpoint.pt", "encoder.pt", "run.json", "snapshot_epoch0.pt"]
+        "checkpoint.prev.pt",
+        "checkpoint.pt",
+        "encoder.pt",
+        "run.json",
+        "snapshot_epoch0.pt",
+    ]
 
 
 def test_a_shorter_schedule_starts_over(tmp_path):
@@ -83,16 +107,20 @@ def test_a_shorter_schedule_starts_over(tmp_path):
 
 
 def test_an_undone_edit_brings_the_kept_run_back(tmp_path):
-    first, second = pretrain_config("IR", epochs=1, keep_superseded="all"), pretrain_config("IR", epochs=1, lr=0.1,
-                                                                                            keep_superseded="all")
+    first, second = (
+        pretrain_config("IR", epochs=1, keep_superseded="all"),
+        pretrain_config("IR", epochs=1, lr=0.1, keep_superseded="all"),
+    )
     _ran(tmp_path, first)
     rerun.prepare(tmp_path, "pretrain", second, log=lambda line: None)
     _ran(tmp_path, second)
     lines = []
     assert rerun.prepare(tmp_path, "pretrain", first, log=lines.append) == "restore"
-    assert lines == [f"ring: {tmp_path}: its config changed (lr): the previous run is kept in "
-                     f"{tmp_path / 'runs' / C.config_hash(second)}, and the run of this config kept in "
-                     f"{tmp_path / 'runs' / C.config_hash(first)} is back in place (it resumes there)"]
+    assert lines == [
+        f"ring: {tmp_path}: its config changed (lr): the previous run is kept in "
+        f"{tmp_path / 'runs' / C.config_hash(second)}, and the run of this config kept in "
+        f"{tmp_path / 'runs' / C.config_hash(first)} is back in place (it resumes there)"
+    ]
     assert (tmp_path / "encoder.pt").read_text() == C.config_hash(first)
     assert json.loads((tmp_path / "run.json").read_text())["config_hash"] == C.config_hash(first)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [C.config_hash(second)]
@@ -117,8 +145,9 @@ def test_an_undone_edit_restores_a_finished_run_without_its_checkpoint_as_finish
     _ran(tmp_path, second, files=("checkpoint.pt", "log.jsonl"))  # the edited run, unfinished
     lines = []
     assert rerun.prepare(tmp_path, "pretrain", first, log=lines.append) == "restore"
-    assert "is back in place (finished: its encoder verifies against its checksum record, so nothing retrains)" \
-        in lines[0]
+    assert (
+        "is back in place (finished: its encoder verifies against its checksum record, so nothing retrains)" in lines[0]
+    )
     assert rerun.finished_exports(tmp_path, C.config_hash(first)) and not (tmp_path / "checkpoint.pt").exists()
     # The unfinished edited run, its checkpoint dropped, is no run to come back to: undoing again starts over.
     assert rerun.prepare(tmp_path, "pretrain", second, log=lambda line: None) == "start over"
@@ -172,11 +201,14 @@ def test_a_second_client_of_a_cell_waits_for_the_first(tmp_path):
 
     from ring.cluster.launch import cell_lock
 
-    code = ("import sys; from pathlib import Path; from ring.cluster.launch import cell_lock\n"
-            "with cell_lock(Path(sys.argv[1])): print('inside', flush=True)")
+    code = (
+        "import sys; from pathlib import Path; from ring.cluster.launch import cell_lock\n"
+        "with cell_lock(Path(sys.argv[1])): print('inside', flush=True)"
+    )
     with cell_lock(tmp_path):
-        second = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+        second = subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         time.sleep(2)  # enough to start and block; it must not get in while this one holds the cell
         assert second.poll() is None
     out, err = second.communicate(timeout=60)
@@ -228,7 +260,10 @@ def test_an_evaluation_is_kept_per_encoder_and_collected_torch_free(tmp_path, st
     encoder(b"old")  # the pretraining edit undone
     (cell / "metrics.json").unlink()
     assert rerun.collect(cell, stage, cfg, pretrain / "encoder.pt", log=lines.append)
-    assert any("is back in place" in line for line in lines) and (cell / "metrics.json").read_text() == f"metrics.json of {old}"
+    assert (
+        any("is back in place" in line for line in lines)
+        and (cell / "metrics.json").read_text() == f"metrics.json of {old}"
+    )
     assert [p.name for p in (cell / "runs").iterdir()] == [f"{C.config_hash(cfg)}-{new[:12]}"]
     (cell / "exported" / "metrics.json").write_text("altered")  # a copy that does not verify is never used
     (cell / "metrics.json").unlink()

@@ -6,18 +6,30 @@ import re
 
 import yaml
 
-from ring.plan import checks
+from ring.plan import checks, ownership
 from ring.plan import grid as G
-from ring.plan import ownership
 
 from .test_workflow import snakemake, workdir  # noqa: F401 (the fixture)
 
 MINI = {
-    "datasets": ["digits"], "methods": ["IR"], "seeds": [0],
-    "pretrain": {"all": {"epochs": 1, "batch_size": 64, "bank_negatives": 256, "lr_milestones": [], "resize": 32,
-                         "crop": 32, "knn_every": 0, "num_workers": 0}},
-    "lincls": {"all": {"epochs": 1, "batch_size": 64, "resize": 32, "crop": 32, "augmentation": "none",
-                       "num_workers": 0}},
+    "datasets": ["digits"],
+    "methods": ["IR"],
+    "seeds": [0],
+    "pretrain": {
+        "all": {
+            "epochs": 1,
+            "batch_size": 64,
+            "bank_negatives": 256,
+            "lr_milestones": [],
+            "resize": 32,
+            "crop": 32,
+            "knn_every": 0,
+            "num_workers": 0,
+        }
+    },
+    "lincls": {
+        "all": {"epochs": 1, "batch_size": 64, "resize": 32, "crop": 32, "augmentation": "none", "num_workers": 0}
+    },
 }
 CONFIG = "results/mini/pretrain/digits/IR/seed0/config.yaml"  # a job that writes into results/mini, in a second
 
@@ -40,10 +52,14 @@ def test_a_grid_file_of_the_same_name_elsewhere_is_refused_unless_identical(work
     write(other, {**MINI, "seeds": [1]})  # before: planned, and its run reran mine's cells as edits
     refused = snakemake(workdir, "-n", "table1", "--config", f"grid={other}", check=False)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
-    assert re.search(rf"^ring: The results folder results/mini holds the cells of grid file {re.escape(str(mine))}, "
-                     rf"not of {re.escape(str(other))}, a different file of the same name whose run would share and "
-                     rf"rerun them; rename mini\.yaml \(its name names the results folder\), or delete "
-                     rf"results/mini/{ownership.MARKER} if .* was moved to .*\.$", refused.stderr, re.M), refused.stderr
+    assert re.search(
+        rf"^ring: The results folder results/mini holds the cells of grid file {re.escape(str(mine))}, "
+        rf"not of {re.escape(str(other))}, a different file of the same name whose run would share and "
+        rf"rerun them; rename mini\.yaml \(its name names the results folder\), or delete "
+        rf"results/mini/{ownership.MARKER} if .* was moved to .*\.$",
+        refused.stderr,
+        re.M,
+    ), refused.stderr
 
     write(other, MINI)  # the same content: the same cells, nothing to lose
     snakemake(workdir, "-n", "table1", "--config", f"grid={other}")
@@ -59,7 +75,8 @@ def test_a_folder_made_before_the_marker_is_attributed_by_its_provenance(tmp_pat
     record.write_text(json.dumps({"grid_file": {"path": str(theirs), "sha256": "0" * 64}, "segments": []}))
     grid = G.load(write(tmp_path / "mine" / "mini.yaml", MINI))
     assert checks.environment(grid, results).startswith(
-        f"The results folder {results / 'mini'} holds the cells of grid file {theirs}, not of ")
+        f"The results folder {results / 'mini'} holds the cells of grid file {theirs}, not of "
+    )
     ownership.claim(theirs, results / "mini")  # its own next run records it
     assert ownership.recorded_owner(results / "mini")["path"] == str(theirs)
     assert checks.environment(grid, results).startswith(f"The results folder {results / 'mini'} holds the cells of")

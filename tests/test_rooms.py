@@ -22,8 +22,10 @@ def test_no_class_is_longer_than_200_lines():
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
-                long.append(f"{path.relative_to(root.parent)}:{node.lineno} {node.name} "
-                            f"({node.end_lineno - node.lineno + 1} lines)")
+                long.append(
+                    f"{path.relative_to(root.parent)}:{node.lineno} {node.name} "
+                    f"({node.end_lineno - node.lineno + 1} lines)"
+                )
     assert not long, "classes over 200 lines: " + "; ".join(long)
 
 
@@ -48,13 +50,22 @@ def test_a_resolved_pretraining_cell_trains_without_looking_anything_up_by_name(
             return get_method(registry, name)
         return looked_up(registry, name)
 
-    for module, name in [(catalog, "spec"), (catalog, "check"), (catalog, "hint"), (datasets, "spec"),
-                         (datasets, "check"), (datasets, "source"), (datasets, "normalize"), (methods, "method"),
-                         (methods, "check_fixed"), (pretrain, "method"), (pretrain, "check_fixed"),
-                         (pretrain, "resolve")]:
+    for module, name in [
+        (catalog, "spec"),
+        (catalog, "check"),
+        (catalog, "hint"),
+        (datasets, "spec"),
+        (datasets, "check"),
+        (datasets, "source"),
+        (datasets, "normalize"),
+        (methods, "method"),
+        (methods, "check_fixed"),
+        (pretrain, "method"),
+        (pretrain, "check_fixed"),
+        (pretrain, "resolve"),
+    ]:
         monkeypatch.setattr(module, name, looked_up)
     monkeypatch.setattr(methods.Registry, "__getitem__", looked_up_unless_hashing)
     pretrain.Pretraining(cfg, tmp_path / "cell", cell).run()
     record = (tmp_path / "cell" / "log.jsonl").read_text()
     assert '"knn_top1"' in record and '"window_same_class"' in record  # the monitors ran, on the resolved dataset
-

@@ -21,24 +21,31 @@ import pytest
 import torch
 import yaml
 
-from ring.core import config as C
-from ring.engine.checkpoint import safe_load
 from ring.cluster.batch import load_config, merge
 from ring.cluster.jobs import IGNORED_STOP
 from ring.cluster.launch import Resources, preflight, stage_resources
+from ring.core import config as C
+from ring.engine.checkpoint import safe_load
 
 from .documented import current_test, section, shell_commands
 from .helpers import TINY_PRETRAIN
 from .test_workflow import ROOT, TINY, entry, job_counts, snakemake, write_grid
 
-pytestmark = pytest.mark.slow  # a real SLURM cluster, minutes of jobs: outside the developer loop (pytest -m 'not slow')
+pytestmark = (
+    pytest.mark.slow
+)  # a real SLURM cluster, minutes of jobs: outside the developer loop (pytest -m 'not slow')
 
 ROOT = Path(__file__).resolve().parents[1]
 # The test cluster's site values, written to profiles/slurm/site.yaml as a user would (layered over
 # the SHIPPED cluster.yaml): partition gpu, account ring, and node sizes it can hold (2 CPUs, ~20 GB,
 # 2 fake GPUs); poll_s 1 keeps the tests short.
-SITE = {"slurm": {"defaults": {"partition": "gpu", "account": "ring", "cpus_per_task": 1, "mem_gb": 2, "poll_s": 1},
-                  "lincls": {"mem_gb": 2}, "transfer": {"mem_gb": 2}}}
+SITE = {
+    "slurm": {
+        "defaults": {"partition": "gpu", "account": "ring", "cpus_per_task": 1, "mem_gb": 2, "poll_s": 1},
+        "lincls": {"mem_gb": 2},
+        "transfer": {"mem_gb": 2},
+    }
+}
 TINY_SEED0 = {**TINY, "seeds": [0]}  # the SLURM tests' grid: 2 pretraining and 2 linear-evaluation cells
 SHIPPED = [ROOT / "workflow" / "config.yaml", ROOT / "profiles" / "slurm" / "cluster.yaml"]
 
@@ -76,11 +83,19 @@ def sacct_jobs(name_prefix: str, since: str, workdir: Path | None = None) -> lis
     """(JobID, JobName, State) of allocations submitted since ``since`` whose name starts with the prefix, and that
     were submitted from ``workdir`` when given (sacct -S also lists jobs submitted earlier that still ran then, and
     a cluster shared by several test runs has their jobs of the same names)."""
-    out = subprocess.run(["sacct", "-n", "-X", "-P", "-S", since, "-o", "JobID,JobName,State,Submit,WorkDir"],
-                         capture_output=True, text=True, check=True, timeout=60).stdout
+    out = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-S", since, "-o", "JobID,JobName,State,Submit,WorkDir"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     rows = [line.split("|", 4) for line in out.splitlines()]
-    return [tuple(row[:3]) for row in rows if row[1].startswith(name_prefix) and row[3] >= since
-            and (workdir is None or row[4] == str(workdir))]
+    return [
+        tuple(row[:3])
+        for row in rows
+        if row[1].startswith(name_prefix) and row[3] >= since and (workdir is None or row[4] == str(workdir))
+    ]
 
 
 def now() -> str:
@@ -90,10 +105,31 @@ def now() -> str:
 def launch_cell(cell: Path, cfg: C.PretrainConfig, resources: dict) -> subprocess.Popen:
     cell.mkdir(parents=True, exist_ok=True)
     C.save(cfg, cell / "config.yaml")
-    cmd = [sys.executable, "-m", "ring.cluster.launch", "pretrain", "--cell", str(cell), "--launcher", "slurm",
-           "--resources", json.dumps(resources), "--", "--config", str(cell / "config.yaml"), "--out", str(cell)]
-    return subprocess.Popen(cmd, cwd=cell.parents[5], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "ring.cluster.launch",
+        "pretrain",
+        "--cell",
+        str(cell),
+        "--launcher",
+        "slurm",
+        "--resources",
+        json.dumps(resources),
+        "--",
+        "--config",
+        str(cell / "config.yaml"),
+        "--out",
+        str(cell),
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=cell.parents[5],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
 
 
 def wait_for(predicate, timeout: float, what: str, poll_s: float = 0.5) -> None:
@@ -138,9 +174,13 @@ def client_within_readme(rss_kb: int) -> bool:
 def test_client_stays_light():
     """Issue 34 item 7: README's figure is the client's measured size (it said 27 MB while the client held 45.6)."""
     # VmHWM, not ru_maxrss: the latter can report the forking parent's size (pytest holds torch).
-    code = ("import sys, ring.cluster.launch, ring.cluster.batch; print('torch' in sys.modules, "
-            "next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')))")
-    imported, rss_kb = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    code = (
+        "import sys, ring.cluster.launch, ring.cluster.batch; print('torch' in sys.modules, "
+        "next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')))"
+    )
+    imported, rss_kb = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert imported == "False"
     assert client_within_readme(int(rss_kb)), f"the client holds {int(rss_kb) / 1024:.1f} MB; update README.md's figure"
 
@@ -150,8 +190,13 @@ def test_usr2_checkpoints_at_a_step_boundary_requeues_and_resumes(tmp_path, refe
     proc = launch_cell(cell, C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 3}), CLUSTER)
     wait_for(lambda: log_lines(cell) >= 1, 300, "the first epoch")
     job_id = json.loads((cell / "slurm" / "job.json").read_text())["job_id"]
-    rss_kb = int(next(line.split()[1] for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
-                      if line.startswith("VmRSS")))
+    rss_kb = int(
+        next(
+            line.split()[1]
+            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+            if line.startswith("VmRSS")
+        )
+    )
     subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
@@ -198,8 +243,10 @@ def test_external_requeue_resumes_from_the_periodic_checkpoint(tmp_path, referen
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=30)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
-    assert "resuming" in (Path(json.loads((cell / "slurm" / "job.json").read_text())["folder"]) /
-                          f"{job_id}_0_log.err").read_text()
+    assert (
+        "resuming"
+        in (Path(json.loads((cell / "slurm" / "job.json").read_text())["folder"]) / f"{job_id}_0_log.err").read_text()
+    )
     provenance = json.loads((cell / "provenance.json").read_text())
     assert provenance["requeues"] >= 1
     # The hard-killed first run wrote no segment: accounting's record of it is added (issue #11, item 6).
@@ -231,23 +278,30 @@ def test_slurm_tables_equal_local_tables(workdir, local_run):
     assert "submitted SLURM job" in result.stdout + result.stderr
     assert len(sacct_jobs("ring-", start)) == 4  # 2 pretraining + 2 linear-evaluation cells
     for table in ("table1.csv", "table1.md"):
-        assert (workdir / "results/tiny/tables" / table).read_text() == (local_run / "results/tiny/tables" / table).read_text()
-    stages = [line.split(",")[0] for line in (workdir / "results/tiny/tables/gpu_hours.csv").read_text().splitlines()[1:]]
+        assert (workdir / "results/tiny/tables" / table).read_text() == (
+            local_run / "results/tiny/tables" / table
+        ).read_text()
+    stages = [
+        line.split(",")[0] for line in (workdir / "results/tiny/tables/gpu_hours.csv").read_text().splitlines()[1:]
+    ]
     assert sorted(stages) == ["lincls", "lincls", "pretrain", "pretrain"]
 
 
 def test_killed_client_reattaches_without_a_second_submission(workdir):
     start = now()
     cmd = [sys.executable, "-m", "snakemake", "all_tables", *SLURM]
-    proc = subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     record = workdir / "results/tiny/pretrain/digits/IR/seed0/slurm/job.json"
     wait_for(record.exists, 300, "the first submission")
     time.sleep(3)
     os.killpg(proc.pid, signal.SIGKILL)  # the client and its waiting launchers die; the jobs do not
     proc.wait()
     job_id = json.loads(record.read_text())["job_id"]
-    state = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"], capture_output=True, text=True,
-                           timeout=30).stdout.strip()
+    state = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"], capture_output=True, text=True, timeout=30
+    ).stdout.strip()
     assert state in ("PENDING", "RUNNING", "COMPLETED"), state
     snakemake(workdir, "--unlock")
     result = snakemake(workdir, "all_tables", *SLURM)
@@ -260,14 +314,21 @@ def test_job_array_is_one_sbatch_and_all_tables_reuses_it(workdir):
     start = now()
     batch = [sys.executable, "-m", "ring.cluster.batch"]
     where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
-    out = subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, capture_output=True, text=True,
-                         check=True, timeout=120).stdout
+    out = subprocess.run(
+        [*batch, "submit", "--stage", "pretrain", *where],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
     array_id = out.split("job array ")[1].split()[0]
     wait_for(lambda: sacct_jobs("ring-pretrain-tiny", start), 60, "the array in accounting")
     jobs = sacct_jobs("ring-pretrain-tiny", start)
     assert {jid.split("_")[0] for jid, _, _ in jobs} == {array_id}  # one sbatch, one array
-    status = subprocess.run([*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True,
-                            timeout=120).stdout
+    status = subprocess.run(
+        [*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True, timeout=120
+    ).stdout
     assert status.count("pretrain") == 2 and "missing" in status  # lincls cells not submitted yet
     result = snakemake(workdir, "all_tables", *SLURM)
     assert not [j for j in sacct_jobs("ring-pretrain-", start) if not j[0].startswith(array_id)]
@@ -281,8 +342,7 @@ def test_failing_job_fails_its_rule_with_the_log_tail(workdir):
     # loss non-finite at the second step, whatever the data (ring.engine.health's sentence, exit 1).
     pretrain = {"all": {**TINY["pretrain"]["all"], "lr": 1e38}}
     write_grid(workdir, "tiny", {**TINY, "methods": ["IR"], "seeds": [0], "pretrain": pretrain})
-    result = snakemake(workdir, "results/tiny/pretrain/digits/IR/seed0/encoder.pt", *SLURM,
-                       check=False)
+    result = snakemake(workdir, "results/tiny/pretrain/digits/IR/seed0/encoder.pt", *SLURM, check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "failed (" in output and "last lines of" in output
@@ -291,10 +351,12 @@ def test_failing_job_fails_its_rule_with_the_log_tail(workdir):
 
 @pytest.mark.parametrize(
     "override, message",
-    [({"partition": "nosuch"}, "invalid partition specified: nosuch"),
-     ({"account": "nosuch"}, "Invalid account"),
-     ({"gpus_per_node": 8}, "Requested node configuration is not available"),
-     ({"time_min": 1}, "time_min=1 is shorter than one checkpoint interval")],
+    [
+        ({"partition": "nosuch"}, "invalid partition specified: nosuch"),
+        ({"account": "nosuch"}, "Invalid account"),
+        ({"gpus_per_node": 8}, "Requested node configuration is not available"),
+        ({"time_min": 1}, "time_min=1 is shorter than one checkpoint interval"),
+    ],
 )
 def test_bad_resources_fail_before_submission(override, message):
     with pytest.raises(ValueError, match=message):
@@ -304,8 +366,18 @@ def test_bad_resources_fail_before_submission(override, message):
 def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
     """gpus_per_node=2: two tasks, one per (fake) GPU, ranks from submitit; gloo on this CPU machine."""
     # Two steps, from the same start (the epoch-0 snapshot): as tests/test_distributed.py, the updates are compared.
-    cfg = C.PretrainConfig(method="MoCoRing", **{**TINY_PRETRAIN, "epochs": 1, "knn_every": 0, "bn_groups": 2,
-                                                 "batch_size": 640, "queue_size": 1280, "snapshot_epochs": [0]})
+    cfg = C.PretrainConfig(
+        method="MoCoRing",
+        **{
+            **TINY_PRETRAIN,
+            "epochs": 1,
+            "knn_every": 0,
+            "bn_groups": 2,
+            "batch_size": 640,
+            "queue_size": 1280,
+            "snapshot_epochs": [0],
+        },
+    )
     single = tmp_path / "results" / "t" / "pretrain" / "digits" / "MoCoRing" / "seed0"
     proc = launch_cell(single, cfg, CLUSTER)
     out, _ = proc.communicate(timeout=600)
@@ -328,29 +400,39 @@ def test_cancel_stops_the_grids_jobs_and_status_reports_them(workdir):
     write_grid(workdir, "tiny", {**TINY, "pretrain": {"all": {**TINY["pretrain"]["all"], "epochs": 50}}})
     batch = [sys.executable, "-m", "ring.cluster.batch"]
     where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
-    subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, check=True, timeout=120,
-                   capture_output=True)
-    status = subprocess.run([*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True,
-                            timeout=120).stdout
+    subprocess.run(
+        [*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, check=True, timeout=120, capture_output=True
+    )
+    status = subprocess.run(
+        [*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True, timeout=120
+    ).stdout
     assert any(state in status for state in ("pending", "running"))
-    out = subprocess.run([*batch, "cancel", *where], cwd=workdir, capture_output=True, text=True, check=True,
-                         timeout=120).stdout
+    out = subprocess.run(
+        [*batch, "cancel", *where], cwd=workdir, capture_output=True, text=True, check=True, timeout=120
+    ).stdout
     assert "cancelled 4 jobs" in out  # 2 methods x 2 seeds
-    array_id = json.loads((workdir / "results/tiny/pretrain/digits/IR/seed0/slurm/job.json").read_text())["job_id"].split("_")[0]
+    array_id = json.loads((workdir / "results/tiny/pretrain/digits/IR/seed0/slurm/job.json").read_text())[
+        "job_id"
+    ].split("_")[0]
 
     def nothing_left() -> bool:
         # Asked of squeue, not sacct: a task cancelled while still pending may never get an accounting
         # record of its own (issue 11, item 2), so waiting for its CANCELLED state could wait forever.
-        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i", "-j", array_id], capture_output=True, text=True,
-                             timeout=30)
+        out = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i", "-j", array_id], capture_output=True, text=True, timeout=30
+        )
         return not out.stdout.strip() and (out.returncode == 0 or "Invalid job id" in out.stderr)
 
     wait_for(nothing_left, 60, "the cancellation")
 
 
 def sacct_states(job_ids: list[str]) -> list[str]:
-    out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", ",".join(job_ids), "-o", "JobID,State"],
-                         capture_output=True, text=True, timeout=30).stdout
+    out = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-j", ",".join(job_ids), "-o", "JobID,State"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
     return [line.split("|")[1].split()[0] for line in out.splitlines() if line.split("|")[0] in job_ids]
 
 
@@ -362,8 +444,13 @@ def all_completed(job_ids: list[str]) -> bool:
 def test_jobs_that_finish_while_no_client_watches_are_collected(workdir):
     """Issue #11, item 2 (first repro): kill the client, let the jobs complete, unlock, rerun."""
     start = now()
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "all_tables", *SLURM], cwd=workdir,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "all_tables", *SLURM],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     records = [workdir / f"results/tiny/pretrain/digits/{m}/seed0/slurm/job.json" for m in ("IR", "MoCoRing")]
     wait_for(lambda: all(r.exists() for r in records), 300, "both submissions")
     os.killpg(proc.pid, signal.SIGKILL)
@@ -391,8 +478,13 @@ def test_a_rerun_in_a_jobs_last_seconds_collects_its_output_without_a_new_job(wo
     the launcher puts the encoder back from the copy the job kept (it used to fail: "COMPLETED without writing")."""
     start, cell = now(), workdir / "results/tiny/pretrain/digits/IR/seed0"
     target = ["results/tiny/pretrain/digits/IR/seed0/encoder.pt", *SLURM]
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", *target], cwd=workdir, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", *target],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for((cell / "encoder.pt").exists, 600, "the encoder", poll_s=0.02)
     job_id = recorded_id(cell)
     # The job ends about a second after its encoder appears, sooner than Snakemake starts again: it is held in
@@ -402,8 +494,13 @@ def test_a_rerun_in_a_jobs_last_seconds_collects_its_output_without_a_new_job(wo
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     snakemake(workdir, "--unlock")
-    rerun = subprocess.Popen([sys.executable, "-m", "snakemake", *target], cwd=workdir, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    rerun = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", *target],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     log = cell / "pretrain.log"
     wait_for(lambda: log.exists() and f"re-attached to SLURM job {job_id}" in log.read_text(), 300, "the re-attach")
     assert not (cell / "encoder.pt").exists()  # Snakemake's rerun deleted the running job's output
@@ -420,11 +517,19 @@ def test_linear_evaluations_that_finish_while_no_client_watches_are_collected(wo
     when the stage starts, is watched), the jobs COMPLETE, the rerun collects them: rc 0, no lincls job submitted
     again, each metrics.json the bytes its job wrote (put back from the copy it kept, checksum verified)."""
     start = now()
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "all_tables", *SLURM], cwd=workdir,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "all_tables", *SLURM],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     cells = [workdir / f"results/tiny/lincls/digits/{m}/seed0" for m in ("IR", "MoCoRing")]
-    wait_for(lambda: all((c / "slurm" / "job.json").exists() and (c / "run.json").exists() for c in cells), 600,
-             "both linear evaluations to start")
+    wait_for(
+        lambda: all((c / "slurm" / "job.json").exists() and (c / "run.json").exists() for c in cells),
+        600,
+        "both linear evaluations to start",
+    )
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     ids = [json.loads((c / "slurm" / "job.json").read_text())["job_id"] for c in cells]
@@ -447,8 +552,14 @@ def test_a_finished_job_array_is_collected_by_all_tables(workdir):
     start = now()
     batch = [sys.executable, "-m", "ring.cluster.batch"]
     where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
-    out = subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, capture_output=True, text=True,
-                         check=True, timeout=120).stdout
+    out = subprocess.run(
+        [*batch, "submit", "--stage", "pretrain", *where],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
     array_id = out.split("job array ")[1].split()[0]
     ids = [f"{array_id}_{i}" for i in range(int(out.split("submitted ")[1].split()[0]))]
     wait_for(lambda: all_completed(ids), 900, "every array task to complete")
@@ -464,8 +575,13 @@ def test_a_finished_job_array_is_collected_by_all_tables(workdir):
 def test_every_stages_resources_are_checked_once_before_the_first_submission(workdir):
     """Issue #11, item 5: a bad lincls partition is found before pretraining is submitted, and a
     signal_delay_s that is not shorter than time_min too; each problem is printed once."""
-    site = {"slurm": {**SITE["slurm"], "lincls": {**SITE["slurm"]["lincls"], "partition": "nosuch"},
-                      "pretrain": {"time_min": 2, "signal_delay_s": 120}}}
+    site = {
+        "slurm": {
+            **SITE["slurm"],
+            "lincls": {**SITE["slurm"]["lincls"], "partition": "nosuch"},
+            "pretrain": {"time_min": 2, "signal_delay_s": 120},
+        }
+    }
     (workdir / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(site))
     start = now()
     result = snakemake(workdir, "all_tables", *SLURM, check=False)
@@ -478,18 +594,29 @@ def test_every_stages_resources_are_checked_once_before_the_first_submission(wor
 
 def test_a_cancelled_pending_array_task_is_resubmitted_not_waited_on_forever(workdir):
     """Issue #11, item 3: a record sacct and squeue no longer know is gone after unknown_grace_s."""
-    site = {"slurm": {**SITE["slurm"], "defaults": {**SITE["slurm"]["defaults"], "array_parallelism": 1,
-                                                    "unknown_grace_s": 5}}}
+    site = {
+        "slurm": {
+            **SITE["slurm"],
+            "defaults": {**SITE["slurm"]["defaults"], "array_parallelism": 1, "unknown_grace_s": 5},
+        }
+    }
     (workdir / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(site))
     batch = [sys.executable, "-m", "ring.cluster.batch"]
     where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
-    out = subprocess.run([*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, capture_output=True, text=True,
-                         check=True, timeout=120).stdout
+    out = subprocess.run(
+        [*batch, "submit", "--stage", "pretrain", *where],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
     array_id = out.split("job array ")[1].split()[0]
     subprocess.run(["scancel", f"{array_id}_1"], check=True, timeout=30)  # pending: parallelism 1
     time.sleep(6)  # past unknown_grace_s, so status may call it gone
-    status = subprocess.run([*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True,
-                            timeout=120).stdout
+    status = subprocess.run(
+        [*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True, timeout=120
+    ).stdout
     cancelled = next(line for line in status.splitlines() if line.startswith("pretrain") and "MoCoRing" in line)
     assert "pending" not in cancelled and ("gone" in cancelled or "failed" in cancelled), status
     result = snakemake(workdir, "all_tables", *SLURM, timeout=600)
@@ -577,8 +704,9 @@ def live_state(job_id: str | None) -> str | None:
 
 
 def accounted_runs_of(job_id: str) -> int:
-    out = subprocess.run(["sacct", "-n", "-X", "-D", "-P", "-j", job_id, "-o", "JobID"], capture_output=True,
-                         text=True, timeout=30).stdout
+    out = subprocess.run(
+        ["sacct", "-n", "-X", "-D", "-P", "-j", job_id, "-o", "JobID"], capture_output=True, text=True, timeout=30
+    ).stdout
     return sum(line == job_id for line in out.splitlines())
 
 
@@ -607,8 +735,12 @@ def test_chaos_on_the_cluster_loses_nothing_and_submits_nothing_twice(workdir, l
     moments, slurmctld stopped and restarted, the client killed mid-run and rerun after its jobs
     finished; then the tables are byte-equal to the local run's and the encoders equal its encoders."""
     chaos = Chaos(CHAOS_SEED, tmp_path / "chaos.log")
-    site = {"slurm": {**SITE["slurm"], "defaults": {**SITE["slurm"]["defaults"], "array_parallelism": 1,
-                                                    "unknown_grace_s": 5}}}
+    site = {
+        "slurm": {
+            **SITE["slurm"],
+            "defaults": {**SITE["slurm"]["defaults"], "array_parallelism": 1, "unknown_grace_s": 5},
+        }
+    }
     (workdir / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(site))
     methods = ("IR", "MoCoRing")
     pretrain = {m: workdir / f"results/tiny/pretrain/digits/{m}/seed0" for m in methods}
@@ -617,9 +749,25 @@ def test_chaos_on_the_cluster_loses_nothing_and_submits_nothing_twice(workdir, l
     start = now()
 
     # 1. The pretraining cells as one array, one task at a time; the second, still pending, is cancelled.
-    subprocess.run([sys.executable, "-m", "ring.cluster.batch", "submit", "--stage", "pretrain", "--grid", "tiny",
-                    *BATCH_CONFIGS, "--grids-dir", "workflow/grids"], cwd=workdir, check=True, timeout=120,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ring.cluster.batch",
+            "submit",
+            "--stage",
+            "pretrain",
+            "--grid",
+            "tiny",
+            *BATCH_CONFIGS,
+            "--grids-dir",
+            "workflow/grids",
+        ],
+        cwd=workdir,
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
     array_tasks = {recorded_id(pretrain[m]): f"pretrain/{m}" for m in methods}
     cancelled = recorded_id(pretrain["MoCoRing"])
     assert live_state(cancelled) == "PENDING"
@@ -630,12 +778,19 @@ def test_chaos_on_the_cluster_loses_nothing_and_submits_nothing_twice(workdir, l
     # moment of its training (USR2) or of its run (requeue).
     client_log = tmp_path / "client1.log"
     with open(client_log, "w") as sink:
-        client = subprocess.Popen([sys.executable, "-m", "snakemake", "all_tables", *SLURM], cwd=workdir,
-                                  stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        client = subprocess.Popen(
+            [sys.executable, "-m", "snakemake", "all_tables", *SLURM],
+            cwd=workdir,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     usr2_cell, requeue_cell = chaos.rng.sample(methods, 2)
     delays = {usr2_cell: chaos.rng.uniform(0, 3), requeue_cell: chaos.rng.uniform(1, 8)}
-    chaos.say(f"USR2 to {usr2_cell} {delays[usr2_cell]:.1f} s into its training; "
-              f"requeue of {requeue_cell} {delays[requeue_cell]:.1f} s after it starts running")
+    chaos.say(
+        f"USR2 to {usr2_cell} {delays[usr2_cell]:.1f} s into its training; "
+        f"requeue of {requeue_cell} {delays[requeue_cell]:.1f} s after it starts running"
+    )
     due: dict[str, float] = {}
     hit: dict[str, str] = {}
     deadline = time.monotonic() + 300
@@ -649,9 +804,11 @@ def test_chaos_on_the_cluster_loses_nothing_and_submits_nothing_twice(workdir, l
             if method not in due and started:
                 due[method] = time.monotonic() + delays[method]
             if method in due and time.monotonic() >= due[method]:
-                cmd = (["scancel", "--signal=USR2", job_id] if method == usr2_cell else ["scontrol", "requeue", job_id])
+                cmd = ["scancel", "--signal=USR2", job_id] if method == usr2_cell else ["scontrol", "requeue", job_id]
                 result = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-                chaos.say(f"{' '.join(cmd)} (state {live_state(job_id)}): rc {result.returncode} {result.stderr.strip()}")
+                chaos.say(
+                    f"{' '.join(cmd)} (state {live_state(job_id)}): rc {result.returncode} {result.stderr.strip()}"
+                )
                 assert result.returncode == 0, result.stderr
                 hit[method] = job_id
         time.sleep(0.2)
@@ -670,15 +827,24 @@ def test_chaos_on_the_cluster_loses_nothing_and_submits_nothing_twice(workdir, l
     chaos.say("slurmctld back")
 
     # 4. The client is killed while a linear evaluation runs; its jobs finish without it.
-    wait_for(lambda: any(live_state(recorded_id(lincls[m])) == "RUNNING" for m in methods) or client.poll() is not None,
-             300, "a linear-evaluation job to run")
+    wait_for(
+        lambda: any(live_state(recorded_id(lincls[m])) == "RUNNING" for m in methods) or client.poll() is not None,
+        300,
+        "a linear-evaluation job to run",
+    )
     time.sleep(chaos.rng.uniform(0, 4))
     assert client.poll() is None, "the client finished before it could be killed:\n" + client_log.read_text()[-3000:]
     os.killpg(client.pid, signal.SIGKILL)
     client.wait()
-    chaos.say(f"client killed; jobs alive: {[m for m in methods for c in (pretrain, lincls) if live_state(recorded_id(c[m]))]}")
-    wait_for(lambda: not subprocess.run(["squeue", "-h"], capture_output=True, text=True, timeout=30).stdout.strip(),
-             300, "the orphaned jobs to finish")
+    chaos.say(
+        f"client killed; jobs alive: "
+        f"{[m for m in methods for c in (pretrain, lincls) if live_state(recorded_id(c[m]))]}"
+    )
+    wait_for(
+        lambda: not subprocess.run(["squeue", "-h"], capture_output=True, text=True, timeout=30).stdout.strip(),
+        300,
+        "the orphaned jobs to finish",
+    )
     chaos.say("every job ended; unlock and rerun")
     snakemake(workdir, "--unlock")
     rerun = snakemake(workdir, "all_tables", *SLURM)
@@ -689,12 +855,14 @@ def test_chaos_on_the_cluster_loses_nothing_and_submits_nothing_twice(workdir, l
     for cell in (*pretrain.values(), *lincls.values()):
         assert (cell / ("encoder.pt" if "pretrain" in cell.parts else "metrics.json")).exists(), cell
     for table in ("table1.csv", "table1.md"):
-        assert (workdir / "results/tiny/tables" / table).read_bytes() == \
-            (local_run / "results/tiny/tables" / table).read_bytes(), table
+        assert (workdir / "results/tiny/tables" / table).read_bytes() == (
+            local_run / "results/tiny/tables" / table
+        ).read_bytes(), table
     # The final encoders are the undisturbed (local) run's.
     for method in methods:
-        assert same_weights(local_run / f"results/tiny/pretrain/digits/{method}/seed0/encoder.pt",
-                            pretrain[method] / "encoder.pt"), method
+        assert same_weights(
+            local_run / f"results/tiny/pretrain/digits/{method}/seed0/encoder.pt", pretrain[method] / "encoder.pt"
+        ), method
     # One submission per cell, plus one for each resubmission the issue allows (an output deleted by the
     # rerun of an incomplete rule, the gone array task), each announced by its launcher.
     counts = submissions_per_cell(start, array_tasks)
@@ -728,16 +896,20 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     assert "ran an earlier config of this cell (it was edited since); submitting the edited cell" in output
     assert f"ring: {cell}: SLURM job" in output and f"{cell}/encoder.pt is missing" not in output
     assert "different config" not in output
-    assert [name for _, name, _ in sacct_jobs("ring-", start, workdir)] == ["ring-pretrain-digits-IR-seed0",
-                                                                             "ring-lincls-digits-IR-seed0"]
+    assert [name for _, name, _ in sacct_jobs("ring-", start, workdir)] == [
+        "ring-pretrain-digits-IR-seed0",
+        "ring-lincls-digits-IR-seed0",
+    ]
     metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
     assert re.search(rf"\| IR +\| +{entry(metrics)} ", (workdir / "results/tiny/tables/table1.md").read_text())
     # Issue 34 item 6: the edited cell's provenance holds its own config's job only; the earlier config's job stays
     # in the run kept under runs/ (it used to be added to the new provenance too, as "killed (COMPLETED)"): no
     # job's hours are counted twice.
     (kept,) = folder.glob("runs/*/provenance.json")
-    jobs = {path: {s["job_id"] for s in json.loads(path.read_text())["segments"]}
-            for path in (folder / "provenance.json", kept)}
+    jobs = {
+        path: {s["job_id"] for s in json.loads(path.read_text())["segments"]}
+        for path in (folder / "provenance.json", kept)
+    }
     assert jobs == {folder / "provenance.json": {recorded_id(folder)}, kept: {old_job}}, jobs
 
     # Runtime knobs are not edits (issue 32 item 7, issue 34 item 5): the configs take them, nothing is submitted.
@@ -784,8 +956,10 @@ def test_readmes_cluster_rerun_of_one_cell_runs_as_written(workdir):
         result = subprocess.run(command, shell=True, cwd=workdir, capture_output=True, text=True, timeout=1200)
         assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     # The cell and its downstream, each submitted once; the other cells untouched.
-    assert [name for _, name, _ in sacct_jobs("ring-", start, workdir)] == ["ring-pretrain-digits-IR-seed0",
-                                                                             "ring-lincls-digits-IR-seed0"]
+    assert [name for _, name, _ in sacct_jobs("ring-", start, workdir)] == [
+        "ring-pretrain-digits-IR-seed0",
+        "ring-lincls-digits-IR-seed0",
+    ]
     assert table1.stat().st_mtime_ns > before
     metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
     assert re.search(rf"\| IR +\| +{entry(metrics)} ", table1.read_text())
@@ -799,8 +973,13 @@ def test_an_edit_while_the_job_runs_cancels_it_before_its_files_move(workdir):
     # Three epochs for IR: its job must still run when the rerun's config rule reaches it (one epoch ended first).
     values = {**TINY_SEED0, "pretrain": {**TINY_SEED0["pretrain"], "by_method": {"IR": {"epochs": 3}}}}
     write_grid(workdir, "tiny", values)
-    client = subprocess.Popen([sys.executable, "-m", "snakemake", "all_tables", *SLURM], cwd=workdir,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    client = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "all_tables", *SLURM],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for(lambda: training_started(cell) or client.poll() is not None, 300, "the IR job's training")
     old = recorded_id(cell)
     assert live_state(old) == "RUNNING", "the IR job ended before the client could be killed"

@@ -52,8 +52,11 @@ def markdown_anchors(path: Path) -> set[str]:
 
 def caption_links() -> list[tuple[str, str]]:
     """(caption, target) of every RST hyperlink (`text <target>`_) in the report's captions."""
-    return [(p.name, target) for p in sorted((ROOT / "workflow" / "report").glob("*.rst"))
-            for target in re.findall(r"`[^`]*<([^<>\s`]+)>`__?", p.read_text())]
+    return [
+        (p.name, target)
+        for p in sorted((ROOT / "workflow" / "report").glob("*.rst"))
+        for target in re.findall(r"`[^`]*<([^<>\s`]+)>`__?", p.read_text())
+    ]
 
 
 def test_every_caption_link_resolves_from_where_the_report_is_written():

@@ -117,8 +117,15 @@ UPDATE_ROUNDING = 1e-2
 
 def _two_losses(tmp_path, method, compile_):
     # fp32 NCHW: the comparison is of the compiler, not of bf16's rounding.
-    run = _run(tmp_path / compile_, method, batch_size=COMPARE_BATCH, precision="fp32", channels_last="off", bn_groups=8,
-               compile=compile_)
+    run = _run(
+        tmp_path / compile_,
+        method,
+        batch_size=COMPARE_BATCH,
+        precision="fp32",
+        channels_last="off",
+        bn_groups=8,
+        compile=compile_,
+    )
     views, index = _batch(run)
     return torch.stack([run.train_step(views, index) for _ in range(2)])
 

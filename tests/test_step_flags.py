@@ -67,8 +67,9 @@ class _Unread:
 
 def _rank(rank: int, world: int, port: int, cell: str, out: str) -> None:
     """One rank of a preempted run: writes the step it stopped at and its host reads per step."""
-    os.environ.update(WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port))
+    os.environ.update(
+        WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
     import ring.pretrain
     from ring.core import stop
     from ring.engine import distributed
@@ -80,8 +81,9 @@ def _rank(rank: int, world: int, port: int, cell: str, out: str) -> None:
     ring.pretrain.make_loader = lambda *args, **kwargs: _Unread(make_loader(*args, **kwargs), counting)
 
     # 16 images per rank and step, 16 px: 42 steps an epoch; no loss read but an epoch's first and last.
-    cfg = pretrain_config("IR", epochs=1, batch_size=32, resize=16, crop=16, knn_every=0, threads=1,
-                          loss_read_every=10**6)
+    cfg = pretrain_config(
+        "IR", epochs=1, batch_size=32, resize=16, crop=16, knn_every=0, threads=1, loss_read_every=10**6
+    )
     run = Pretraining(cfg, cell)
     reads, step = Counter(), [0]  # step[0]: the training step the loop is in (0 before the first)
     train_step = run.train_step
@@ -99,6 +101,7 @@ def _rank(rank: int, world: int, port: int, cell: str, out: str) -> None:
         def read(self, *args, **kwargs):
             reads[step[0]] += counting[0]
             return originals[name](self, *args, **kwargs)
+
         return read
 
     for name in READS:
@@ -113,8 +116,15 @@ def _rank(rank: int, world: int, port: int, cell: str, out: str) -> None:
         for name, original in originals.items():
             setattr(torch.Tensor, name, original)
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
-        json.dump({"stopped": stopped, "steps": step[0], "reads": {str(k): v for k, v in reads.items()},
-                   "close": _close_answers(rank)}, f)
+        json.dump(
+            {
+                "stopped": stopped,
+                "steps": step[0],
+                "reads": {str(k): v for k, v in reads.items()},
+                "close": _close_answers(rank),
+            },
+            f,
+        )
     distributed.shutdown()
 
 

@@ -29,8 +29,10 @@ def _late_imports(path: Path):
         if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         for node in ast.walk(func):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "ring" or (
-                isinstance(node, ast.Import) and any(a.name.split(".")[0] == "ring" for a in node.names)
+            if (
+                isinstance(node, ast.ImportFrom)
+                and (node.module or "").split(".")[0] == "ring"
+                or (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "ring" for a in node.names))
             ):
                 here, above = lines[node.lineno - 1], lines[node.lineno - 2] if node.lineno > 1 else ""
                 if "#" not in here and not above.strip().startswith("#"):

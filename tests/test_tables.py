@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from ring.reports import tables
 from ring import toy_cnce
+from ring.reports import tables
 
 
 def _evaluated_cell(root, dataset, method, seed, pre_cfg, lin_cfg, top1, encoder=b"trunk bytes"):
@@ -22,9 +22,19 @@ def _evaluated_cell(root, dataset, method, seed, pre_cfg, lin_cfg, top1, encoder
     (pre / "encoder.pt").write_bytes(encoder)
     record = record_checksums(pre, ["encoder.pt"], config_hash=C.config_hash(pre_cfg))
     metrics = lin / "metrics.json"
-    metrics.write_text(json.dumps({"dataset": dataset, "method": method, "seed": seed, "top1": top1,
-                                   "config_hash": C.config_hash(lin_cfg), "encoder_config_hash": C.config_hash(pre_cfg),
-                                   "protocol": {"encoder_files": record["files"]}}))
+    metrics.write_text(
+        json.dumps(
+            {
+                "dataset": dataset,
+                "method": method,
+                "seed": seed,
+                "top1": top1,
+                "config_hash": C.config_hash(lin_cfg),
+                "encoder_config_hash": C.config_hash(pre_cfg),
+                "protocol": {"encoder_files": record["files"]},
+            }
+        )
+    )
     return metrics
 
 
@@ -42,16 +52,26 @@ def _detection_cell(root, method, pre_cfg, det_cfg, columns=None):
     conv = root / "detection" / "imagenet" / method / "seed0"
     conv.mkdir(parents=True)
     (conv / "backbone.pkl").write_bytes(b"backbone")
-    backbone = record_checksums(conv, ["backbone.pkl"], encoder_files=encoder["files"],
-                                encoder_config_hash=encoder["config_hash"])
+    backbone = record_checksums(
+        conv, ["backbone.pkl"], encoder_files=encoder["files"], encoder_config_hash=encoder["config_hash"]
+    )
     cell = conv.parent / "voc_det" / "seed0"
     cell.mkdir(parents=True)
     C.save(det_cfg, cell / "config.yaml")
-    (cell / "metrics.json").write_text(json.dumps({
-        "task": "voc_det", "method": method, "seed": 0, "config_hash": C.config_hash(det_cfg),
-        "backbone_sha256": backbone["files"]["backbone.pkl"], "encoder_files": encoder["files"],
-        "encoder_config_hash": encoder["config_hash"],
-        "columns": columns or {"voc_det_AP": 6.0, "voc_det_AP50": 15.0, "voc_det_AP75": 3.5}}))
+    (cell / "metrics.json").write_text(
+        json.dumps(
+            {
+                "task": "voc_det",
+                "method": method,
+                "seed": 0,
+                "config_hash": C.config_hash(det_cfg),
+                "backbone_sha256": backbone["files"]["backbone.pkl"],
+                "encoder_files": encoder["files"],
+                "encoder_config_hash": encoder["config_hash"],
+                "columns": columns or {"voc_det_AP": 6.0, "voc_det_AP50": 15.0, "voc_det_AP75": 3.5},
+            }
+        )
+    )
     return cell / "metrics.json"
 
 
@@ -65,11 +85,16 @@ def _metrics(tmp_path, rows):
 
 
 def test_table1_means_stds_ring_deltas_and_paper_numbers(tmp_path):
-    files = _metrics(tmp_path, [
-        ("cifar10", "IR", 0, 80.0), ("cifar10", "IR", 1, 82.0),
-        ("cifar10", "IRing", 0, 84.0), ("cifar10", "IRing", 1, 85.0),
-        ("cifar10", "MoCo", 0, 83.0),
-    ])
+    files = _metrics(
+        tmp_path,
+        [
+            ("cifar10", "IR", 0, 80.0),
+            ("cifar10", "IR", 1, 82.0),
+            ("cifar10", "IRing", 0, 84.0),
+            ("cifar10", "IRing", 1, 85.0),
+            ("cifar10", "MoCo", 0, 83.0),
+        ],
+    )
     wide = tables.build("table1", files, ["IR", "IRing", "MoCo", "MoCoRing"], ["cifar10"], tmp_path / "t" / "table1")
     assert wide.loc["IR", "CIFAR10"] == "81.0 ± 1.4"
     assert wide.loc["IRing", "CIFAR10"] == "84.5 ± 0.7 (+3.5)"
@@ -105,14 +130,22 @@ def test_gpu_hours_add_up_requeued_segments(tmp_path):
         cell = tmp_path / "results" / "g" / stage / "cifar10" / "IR" / "seed0"
         cell.mkdir(parents=True)
         segments = [{"wall_s": w, "gpus": gpus, "restart_count": r} for w, r in zip(walls, restarts, strict=True)]
-        doc = {"segments": segments, "wall_s": sum(walls), "gpu_hours": sum(walls) * gpus / 3600, "requeues": max(restarts)}
+        doc = {
+            "segments": segments,
+            "wall_s": sum(walls),
+            "gpu_hours": sum(walls) * gpus / 3600,
+            "requeues": max(restarts),
+        }
         (cell / "provenance.json").write_text(json.dumps(doc))
         cells.append(cell / "provenance.json")
     summary = tables.gpu_hours(cells, tmp_path / "gpu_hours")
     assert summary.loc["pretrain", "gpu_hours"] == pytest.approx(2.0)
     assert summary.loc["total", "gpu_hours"] == pytest.approx(2.1)
     assert summary.loc["pretrain", "requeues"] == 1 and summary.loc["total", "cells"] == 2
-    assert "| pretrain |       1 |          2 |          1 |    1.000 |       2.000 |" in (tmp_path / "gpu_hours.md").read_text()
+    assert (
+        "| pretrain |       1 |          2 |          1 |    1.000 |       2.000 |"
+        in (tmp_path / "gpu_hours.md").read_text()
+    )
 
 
 def test_gpu_hours_show_predicted_beside_measured(tmp_path, monkeypatch):
@@ -125,13 +158,20 @@ def test_gpu_hours_show_predicted_beside_measured(tmp_path, monkeypatch):
     _write_figures(figures_dir, "GPU X", "2026-11-26T11:00:00Z", 5000.0)
     monkeypatch.setattr(estimate, "RESULTS", figures_dir)
     cells = []
-    for stage, cfg in [("pretrain", C.PretrainConfig(method="MoCo", dataset="cifar10", knn_every=0)),
-                       ("transfer", None)]:
+    for stage, cfg in [
+        ("pretrain", C.PretrainConfig(method="MoCo", dataset="cifar10", knn_every=0)),
+        ("transfer", None),
+    ]:
         cell = tmp_path / "results" / "g" / stage / "cifar10" / "MoCo" / "seed0"
         cell.mkdir(parents=True)
         if cfg:
             C.save(cfg, cell / "config.yaml")
-        doc = {"segments": [{"wall_s": 3600, "gpus": 1, "restart_count": 0}], "wall_s": 3600, "gpu_hours": 1.0, "requeues": 0}
+        doc = {
+            "segments": [{"wall_s": 3600, "gpus": 1, "restart_count": 0}],
+            "wall_s": 3600,
+            "gpu_hours": 1.0,
+            "requeues": 0,
+        }
         (cell / "provenance.json").write_text(json.dumps(doc))
         cells.append(cell / "provenance.json")
     summary = tables.gpu_hours(cells, tmp_path / "gpu_hours")
@@ -163,8 +203,15 @@ def test_toy_cnce_table_means_stds_paper_and_true_mi(tmp_path):
     assert wide.loc["paper: mean († above the ceiling)"].tolist() == ["0.02041", "0.01345", "7.29e-05"]
     assert wide.loc["paper: stdev"].tolist() == ["—", "0.001", "9e-06"]
     assert wide.loc["ceiling, k → ∞ (any critic)"].tolist() == [
-        "—", "0.02041", f"{toy_cnce.cnce_ceiling(0.2, 50.0):.4g}"]
-    assert wide.loc["ceiling, k = 101 (any critic)"].tolist() == ["—", "—", f"{toy_cnce.cnce_ceiling(0.2, 50.0, 101):.4g}"]
+        "—",
+        "0.02041",
+        f"{toy_cnce.cnce_ceiling(0.2, 50.0):.4g}",
+    ]
+    assert wide.loc["ceiling, k = 101 (any critic)"].tolist() == [
+        "—",
+        "—",
+        f"{toy_cnce.cnce_ceiling(0.2, 50.0, 101):.4g}",
+    ]
     summary = pd.read_csv(tmp_path / "t" / "table_toy_cnce.csv")
     row = summary[(summary.protocol == "nce_critic") & (summary.estimator == "CNCE50")].iloc[0]
     assert (row.n, row.percentile, row.paper_mean) == (2, 50.0, 7.29e-05)
@@ -176,7 +223,9 @@ def test_toy_table_marks_a_published_mean_above_the_ceiling(tmp_path, monkeypatc
     # between the paper's w_l = 10 and w_l = 25 means marks the first and not the second.
     monkeypatch.setattr(tables, "toy_ceiling", lambda e: (math.nan, 0.005) if e != "NCE" else (math.nan, 0.02041))
     path = tmp_path / "toy0.json"
-    path.write_text(json.dumps({"seed": 0, "true_mi": 0.0204110, "nce_critic": {"NCE": 0.01, "CNCE10": 0.0, "CNCE25": 0.0}}))
+    path.write_text(
+        json.dumps({"seed": 0, "true_mi": 0.0204110, "nce_critic": {"NCE": 0.01, "CNCE10": 0.0, "CNCE25": 0.0}})
+    )
     wide = tables.toy_cnce([path], tmp_path / "t" / "table_toy_cnce")
     assert wide.loc["paper: mean († above the ceiling)"].tolist() == ["0.02041", "0.01345", "0.01241 †", "0.0022"]
     assert "† a published mean above" in (tmp_path / "t" / "table_toy_cnce.md").read_text()
@@ -185,9 +234,27 @@ def test_toy_table_marks_a_published_mean_above_the_ceiling(tmp_path, monkeypatc
 
 
 def test_table3_columns_ring_deltas_recomputed_and_paper_numbers(tmp_path):
-    files = _metrics(tmp_path, [("fashion_mnist", "IR", 0, 91.0), ("fashion_mnist", "IRing", 0, 92.0),
-                                ("cub", "IRing", 0, 18.0), ("shapes", "IR", 0, 50.0)])
-    datasets = ["aircraft", "cub", "dtd", "fungi", "mnist", "fashion_mnist", "traffic_sign", "vgg_flower", "mscoco", "shapes"]
+    files = _metrics(
+        tmp_path,
+        [
+            ("fashion_mnist", "IR", 0, 91.0),
+            ("fashion_mnist", "IRing", 0, 92.0),
+            ("cub", "IRing", 0, 18.0),
+            ("shapes", "IR", 0, 50.0),
+        ],
+    )
+    datasets = [
+        "aircraft",
+        "cub",
+        "dtd",
+        "fungi",
+        "mnist",
+        "fashion_mnist",
+        "traffic_sign",
+        "vgg_flower",
+        "mscoco",
+        "shapes",
+    ]
     wide = tables.build("table3", files, ["IR", "IRing"], datasets, tmp_path / "table3")
     assert wide.loc["IRing", "FashionMNIST"] == "92.0 (+1.0)"
     # The paper prints IRing's FashionMNIST delta as (+0.1); its numbers give 91.6 - 91.7 = -0.1.
@@ -199,12 +266,14 @@ def test_table3_columns_ring_deltas_recomputed_and_paper_numbers(tmp_path):
 
 def test_table4_means_ring_deltas_and_paper_numbers_per_column(tmp_path):
     files = []
-    for i, (method, seed, task, columns) in enumerate([
-        ("IR", 0, "voc_det", {"voc_det_AP": 5.0, "voc_det_AP50": 14.0, "voc_det_AP75": 3.0}),
-        ("IR", 1, "voc_det", {"voc_det_AP": 6.0, "voc_det_AP50": 15.0, "voc_det_AP75": 3.5}),
-        ("IRing", 0, "voc_det", {"voc_det_AP": 7.5, "voc_det_AP50": 20.0, "voc_det_AP75": 4.0}),
-        ("IRing", 0, "coco_kp", {"coco_kp_AP": 37.0, "coco_kp_AP50": 66.0, "coco_kp_AP75": 35.0}),
-    ]):
+    for i, (method, seed, task, columns) in enumerate(
+        [
+            ("IR", 0, "voc_det", {"voc_det_AP": 5.0, "voc_det_AP50": 14.0, "voc_det_AP75": 3.0}),
+            ("IR", 1, "voc_det", {"voc_det_AP": 6.0, "voc_det_AP50": 15.0, "voc_det_AP75": 3.5}),
+            ("IRing", 0, "voc_det", {"voc_det_AP": 7.5, "voc_det_AP50": 20.0, "voc_det_AP75": 4.0}),
+            ("IRing", 0, "coco_kp", {"coco_kp_AP": 37.0, "coco_kp_AP50": 66.0, "coco_kp_AP75": 35.0}),
+        ]
+    ):
         path = tmp_path / f"d{i}.json"
         path.write_text(json.dumps({"task": task, "method": method, "seed": seed, "columns": columns}))
         files.append(path)
@@ -215,15 +284,20 @@ def test_table4_means_ring_deltas_and_paper_numbers_per_column(tmp_path):
     assert wide.loc["IR", "coco_kp_AP"] == "—" and wide.loc["IRing", "coco_kp_AP"] == "37.0"
     assert wide.loc["LA", "coco_det_AP50 paper (ours − paper)"] == "22.0"
     csv = pd.read_csv(tmp_path / "table4.csv")
-    assert len(csv) == 3 * 12 and set(csv.column) == set(yaml.safe_load(tables.PUBLISHED.read_text())["table4_detection"]["columns"])
+    assert len(csv) == 3 * 12 and set(csv.column) == set(
+        yaml.safe_load(tables.PUBLISHED.read_text())["table4_detection"]["columns"]
+    )
     assert "**table4**" in (tmp_path / "table4.md").read_text()
 
 
 def test_table2_rows_are_the_papers_lesion_labels(tmp_path):
-    files = _metrics(tmp_path, [("cifar10", "IR", 0, 80.0), ("cifar10", "IRingNoAnneal", 0, 81.0),
-                                ("imagenet", "IRingBall", 0, 47.0)])
-    wide = tables.build("table2", files, ["IR", "IRing", "IRingNoAnneal", "IRingBall"], ["cifar10", "imagenet"],
-                        tmp_path / "table2")
+    files = _metrics(
+        tmp_path,
+        [("cifar10", "IR", 0, 80.0), ("cifar10", "IRingNoAnneal", 0, 81.0), ("imagenet", "IRingBall", 0, 47.0)],
+    )
+    wide = tables.build(
+        "table2", files, ["IR", "IRing", "IRingNoAnneal", "IRingBall"], ["cifar10", "imagenet"], tmp_path / "table2"
+    )
     assert list(wide.index) == ["IR", "IRing", "IRing (No Anneal)", "IRing (w_u = 100)"]
     assert wide.loc["IRing (No Anneal)", "CIFAR10"] == "81.0 (+1.0)"  # a lesion is compared with IR
     assert wide.loc["IRing (No Anneal)", "CIFAR10 paper (ours − paper)"] == "81.4 (-0.4)"
@@ -246,8 +320,10 @@ def test_a_cell_off_the_papers_protocol_gets_a_footnote_instead_of_a_paper_delta
     paper = G.load(tables.PAPER_GRID)
     files = []
     # MoCoRing on CIFAR100 as the README's own grid: final w_l 50, 100 epochs, 30 linear epochs; IR as the paper.
-    for method, pre, lin, top1 in [("MoCoRing", {"epochs": 100, "ring_w_l": [0.0, 50.0]}, {"epochs": 30}, 60.0),
-                                   ("IR", {}, {}, 60.0)]:
+    for method, pre, lin, top1 in [
+        ("MoCoRing", {"epochs": 100, "ring_w_l": [0.0, 50.0]}, {"epochs": 30}, 60.0),
+        ("IR", {}, {}, 60.0),
+    ]:
         root = tmp_path / "results" / "mine"
         pre_cfg = paper.pretrain_config("cifar100", method, 3, "/data")
         lin_cfg = paper.lincls_config("cifar100", method, 3, "/data")
@@ -258,8 +334,10 @@ def test_a_cell_off_the_papers_protocol_gets_a_footnote_instead_of_a_paper_delta
     wide = tables.build("table1", files, ["IR", "MoCoRing"], ["cifar100"], tmp_path / "table1")
     assert wide.loc["MoCoRing", "CIFAR100 paper (ours − paper)"] == "61.5 [1]"
     assert wide.loc["IR", "CIFAR100 paper (ours − paper)"] == "60.4 (-0.4)"  # same protocol: compared
-    assert ("[1] protocol differs from the paper's in lincls.epochs, pretrain.epochs, pretrain.ring_w_l: no difference "
-            "to the paper shown.") in (tmp_path / "table1.md").read_text()
+    assert (
+        "[1] protocol differs from the paper's in lincls.epochs, pretrain.epochs, pretrain.ring_w_l: no difference "
+        "to the paper shown."
+    ) in (tmp_path / "table1.md").read_text()
     csv = pd.read_csv(tmp_path / "table1.csv", keep_default_na=False)
     assert csv.set_index("method").loc["MoCoRing", "differs"] == "lincls.epochs, pretrain.epochs, pretrain.ring_w_l"
 
@@ -282,21 +360,27 @@ def test_a_detection_cell_off_the_papers_schedule_gets_a_footnote_in_table4(tmp_
     assert wide.loc["IR", "voc_det_AP paper (ours − paper)"] == "5.5 (+0.5)"  # the paper's protocol: compared
     assert wide.loc["IRing", "voc_det_AP paper (ours − paper)"] == "7.6 [1]"
     assert wide.loc["IRing", "coco_kp_AP paper (ours − paper)"] == "37.2"  # no cell: nothing to mark
-    assert ("[1] protocol differs from the paper's in detection.SOLVER.MAX_ITER, pretrain.epochs: no difference to the "
-            "paper shown.") in (tmp_path / "table4.md").read_text()
+    assert (
+        "[1] protocol differs from the paper's in detection.SOLVER.MAX_ITER, pretrain.epochs: no difference to the "
+        "paper shown."
+    ) in (tmp_path / "table4.md").read_text()
 
 
 def test_ring_base_differences_beyond_the_seed_noise_are_marked_by_welchs_test(tmp_path):
-    files = _metrics(tmp_path, [
-        # CIFAR10: IRing 5 points above IR, seed spread 1 on both sides: t = 6.1 at 4 degrees of freedom, p = 0.004.
-        *(("cifar10", "IR", s, v) for s, v in enumerate((80.0, 81.0, 82.0))),
-        *(("cifar10", "IRing", s, v) for s, v in enumerate((85.0, 86.0, 87.0))),
-        # CIFAR100: 1 point above with a spread of 2 a side: t = 0.6, p = 0.57, within the noise.
-        *(("cifar100", "IR", s, v) for s, v in enumerate((50.0, 52.0, 54.0))),
-        *(("cifar100", "IRing", s, v) for s, v in enumerate((51.0, 53.0, 55.0))),
-        # STL10: one seed a side, 10 points apart: no spread to test against, no mark.
-        ("stl10", "IR", 0, 70.0), ("stl10", "IRing", 0, 80.0),
-    ])
+    files = _metrics(
+        tmp_path,
+        [
+            # CIFAR10: IRing 5 points above IR, seed spread 1 on both sides: t = 6.1 at 4 degrees of freedom, p = 0.004.
+            *(("cifar10", "IR", s, v) for s, v in enumerate((80.0, 81.0, 82.0))),
+            *(("cifar10", "IRing", s, v) for s, v in enumerate((85.0, 86.0, 87.0))),
+            # CIFAR100: 1 point above with a spread of 2 a side: t = 0.6, p = 0.57, within the noise.
+            *(("cifar100", "IR", s, v) for s, v in enumerate((50.0, 52.0, 54.0))),
+            *(("cifar100", "IRing", s, v) for s, v in enumerate((51.0, 53.0, 55.0))),
+            # STL10: one seed a side, 10 points apart: no spread to test against, no mark.
+            ("stl10", "IR", 0, 70.0),
+            ("stl10", "IRing", 0, 80.0),
+        ],
+    )
     wide = tables.build("table1", files, ["IR", "IRing"], ["cifar10", "cifar100", "stl10"], tmp_path / "t1")
     assert wide.loc["IR", "CIFAR10"] == "81.0 ± 1.0"
     assert wide.loc["IRing", "CIFAR10"] == "86.0 ± 1.0 (+5.0*)"
@@ -321,12 +405,15 @@ def test_welch_p_agrees_with_the_formula_and_needs_two_seeds_a_side():
 
 
 def test_table2_and_la_variants_mark_a_significant_difference_too(tmp_path):
-    files = _metrics(tmp_path, [
-        *(("cifar10", "IR", s, v) for s, v in enumerate((80.0, 80.5, 81.0))),
-        *(("cifar10", "IRingNoAnneal", s, v) for s, v in enumerate((83.0, 83.5, 84.0))),
-        *(("cifar10", "LA", s, v) for s, v in enumerate((83.0, 84.0, 85.0))),
-        *(("cifar10", "IRingCi", s, v) for s, v in enumerate((83.5, 84.5, 85.5))),
-    ])
+    files = _metrics(
+        tmp_path,
+        [
+            *(("cifar10", "IR", s, v) for s, v in enumerate((80.0, 80.5, 81.0))),
+            *(("cifar10", "IRingNoAnneal", s, v) for s, v in enumerate((83.0, 83.5, 84.0))),
+            *(("cifar10", "LA", s, v) for s, v in enumerate((83.0, 84.0, 85.0))),
+            *(("cifar10", "IRingCi", s, v) for s, v in enumerate((83.5, 84.5, 85.5))),
+        ],
+    )
     table2 = tables.build("table2", files, ["IR", "IRingNoAnneal"], ["cifar10"], tmp_path / "t2")
     assert table2.loc["IRing (No Anneal)", "CIFAR10"] == "83.5 ± 0.5 (+3.0*)"
     la = tables.build("table_la_variants", files, ["LA", "IRingCi"], ["cifar10"], tmp_path / "la")
@@ -342,8 +429,9 @@ def _probe(tmp_path, method, top1, loss, seed=0):
     ring.engine.health.probe_verdict (digits: 10 classes, 450 test images)."""
     from ring.engine import health
 
-    verdict = health.probe_verdict({"top1": top1, "top5": min(100.0, 3 * top1)}, loss, 10, 450,
-                                   f"cells/{method}/seed{seed}", 30, 0.01, PROTOCOL)
+    verdict = health.probe_verdict(
+        {"top1": top1, "top5": min(100.0, 3 * top1)}, loss, 10, 450, f"cells/{method}/seed{seed}", 30, 0.01, PROTOCOL
+    )
     path = tmp_path / f"{method}-{seed}.json"
     path.write_text(json.dumps({"dataset": "digits", "method": method, "seed": seed, **verdict}))
     return path
@@ -351,14 +439,17 @@ def _probe(tmp_path, method, top1, loss, seed=0):
 
 def test_a_high_loss_probe_above_chance_shows_its_accuracy_marked_with_the_loss_and_protocol(tmp_path):
     # README command (1)'s CMC probe: 26.9% top-1 (chance 10%) at a last-epoch loss of 1.5e6 (6500 ln 10).
-    files = [_probe(tmp_path, "CMC", 26.9, 1.5e6), _probe(tmp_path, "CMCRing", 30.0, 2.2e6),
-             _probe(tmp_path, "IR", 90.0, 0.2)]
+    files = [
+        _probe(tmp_path, "CMC", 26.9, 1.5e6),
+        _probe(tmp_path, "CMCRing", 30.0, 2.2e6),
+        _probe(tmp_path, "IR", 90.0, 0.2),
+    ]
     wide = tables.build("table1", files, ["IR", "CMC", "CMCRing"], ["digits"], tmp_path / "t")
     assert wide.loc["CMC", "Digits"] == "26.9 [h1]"
     assert wide.loc["CMCRing", "Digits"] == "30.0 [h2] (+3.1)"  # a measured number: its delta to CMC too
     assert wide.loc["IR", "Digits"] == "90.0"  # a healthy probe is unmarked
     md = (tmp_path / "t.md").read_text()
-    note = md[md.index("[h1] accuracy measured, training loss high: "):]
+    note = md[md.index("[h1] accuracy measured, training loss high: ") :]
     assert "loss 1.5e+06" in note and "ln(10) = 230" in note and PROTOCOL in note.split("[h2]")[0]
     assert "test top-1 26.9% against chance 10.0% + 3 binomial standard errors over 450 test images = 14.2%" in note
     assert "diverged" not in md
@@ -393,7 +484,9 @@ def test_a_non_finite_loss_shows_diverged_even_with_an_accuracy_above_chance(tmp
 
 
 def test_a_diverged_evaluation_shows_its_sentence_and_no_non_finite_value_reaches_a_table(tmp_path):
-    files = _metrics(tmp_path, [("digits", "IR", 0, 90.0), ("digits", "IRing", 0, 91.0), ("digits", "CMCRing", 0, 80.0)])
+    files = _metrics(
+        tmp_path, [("digits", "IR", 0, 90.0), ("digits", "IRing", 0, 91.0), ("digits", "CMCRing", 0, 80.0)]
+    )
     sentence = "cells/CMC: the linear evaluation diverged: its last epoch's mean training loss 1.2e+06 exceeds 230."
     diverged = tmp_path / "diverged.json"
     diverged.write_text(json.dumps({"dataset": "digits", "method": "CMC", "seed": 0, "diverged": sentence}))

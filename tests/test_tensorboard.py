@@ -29,8 +29,9 @@ def test_resumed_pretraining_appends_each_epoch_once_in_order(tmp_path, monkeypa
 
     log = [json.loads(line) for line in (cell / "log.jsonl").read_text().splitlines()]
     scalars = _scalars(cell)
-    assert {"pretrain/loss", "pretrain/lr", "pretrain/knn_top1", "pretrain/nn1_top1", "pretrain/w_l"} - set(scalars) \
-        == {"pretrain/w_l"}  # IR has no Ring window
+    assert {"pretrain/loss", "pretrain/lr", "pretrain/knn_top1", "pretrain/nn1_top1", "pretrain/w_l"} - set(
+        scalars
+    ) == {"pretrain/w_l"}  # IR has no Ring window
     for tag, series in scalars.items():
         key = tag.split("/", 1)[1]
         assert [s for s, _ in series] == [0, 1], tag  # once each, in order
@@ -48,8 +49,12 @@ def test_resumed_pretraining_appends_each_epoch_once_in_order(tmp_path, monkeypa
 
 
 def test_tags_name_the_stage_of_the_cell_folder(tmp_path):
-    for path, stage in [("results/g/lincls/cifar10/IR/seed1", "lincls"), ("results/g/transfer/cub/IR/seed0", "transfer"),
-                        ("results/g/study/anneal_policies/cifar10/IRing/step/seed0", "pretrain"), ("elsewhere", "train")]:
+    for path, stage in [
+        ("results/g/lincls/cifar10/IR/seed1", "lincls"),
+        ("results/g/transfer/cub/IR/seed0", "transfer"),
+        ("results/g/study/anneal_policies/cifar10/IRing/step/seed0", "pretrain"),
+        ("elsewhere", "train"),
+    ]:
         log = logs.JsonLog(tmp_path / path / "log.jsonl")
         (tmp_path / path).mkdir(parents=True)
         log.append({"epoch": 0, "loss": 1.5, "top1": 40.0, "note": "text is not a scalar"})

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from ring import toy_cnce as T
 from ring.core import config as C
 from ring.plan import grid as G
 from ring.reports import tables
-from ring import toy_cnce as T
 from tests.helpers import run_module
 
 TINY = dict(n_points=256, epochs=2, batch_size=64, negatives=20, eval_points=500, percentages=[50.0, 90.0])
@@ -45,7 +45,7 @@ def test_percentile_restriction_on_a_hand_made_bank():
 def test_bound_terms_on_hand_computed_values():
     positive = torch.tensor([1.0, 0.5])
     negative = torch.tensor([[0.0, 0.0, 2.0], [0.5, 0.5, 0.5]])
-    expected = 1.0 - math.log((math.e + 1.0 + 1.0 + math.e ** 2) / 4)  # = -0.107517...
+    expected = 1.0 - math.log((math.e + 1.0 + 1.0 + math.e**2) / 4)  # = -0.107517...
     got = T.bound_terms(positive, negative)
     assert got[0].item() == pytest.approx(expected, abs=1e-6) and expected == pytest.approx(-0.107517, abs=1e-6)
     assert got[1].item() == pytest.approx(0.0, abs=1e-7)  # a constant critic bounds MI by exactly 0
@@ -78,11 +78,14 @@ def test_a_seed_gives_the_same_numbers_alone_and_stacked():
     assert alone["nce_critic"]["NCE"] == pytest.approx(alone["own_critics"]["NCE"], abs=STACK_TOL)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"percentages": [100]}, "outside \\[0, 100\\)"),
-    ({"batch_size": 4096}, "exceeds n_points"),
-    ({"cov_z": [[1, 2], [2, 1]], "cov_eps": [[0, 0], [0, 0]]}, "positive-definite"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"percentages": [100]}, "outside \\[0, 100\\)"),
+        ({"batch_size": 4096}, "exceeds n_points"),
+        ({"cov_z": [[1, 2], [2, 1]], "cov_eps": [[0, 0], [0, 0]]}, "positive-definite"),
+    ],
+)
 def test_bad_configs_fail_with_one_sentence(overrides, message):
     with pytest.raises(ValueError, match=message):
         T.check(C.ToyCNCEConfig(**overrides))
@@ -97,7 +100,10 @@ def test_entry_point_writes_metrics_and_rejects_bad_configs(tmp_path, capsys):
     assert metrics["seed"] == 3 and list(metrics["nce_critic"]) == ["NCE", "CNCE50", "CNCE90"]
     assert "own_critics" not in metrics
     assert T.main(["--config", str(bad), "--out", str(tmp_path / "bad")]) == 1
-    assert capsys.readouterr().err == f"ring: Config {bad} (toy_cnce): negatives=0 must be an integer of at least 1; set negatives to 1 or more.\n"
+    assert (
+        capsys.readouterr().err
+        == f"ring: Config {bad} (toy_cnce): negatives=0 must be an integer of at least 1; set negatives to 1 or more.\n"
+    )
     assert not (tmp_path / "bad").exists()
 
 
@@ -110,8 +116,9 @@ def test_grids_carry_the_toy_block(root):
     assert (full.layers, full.hidden, full.negatives, full.percentages) == (5, 10, 100, [10, 25, 50, 75, 90, 95])
     assert smoke.toy_cnce_seeds() == [0] and smoke.toy_cnce_config(0).epochs < full.epochs
     with pytest.raises(ValueError, match="toy_cnce: Unknown ToyCNCEConfig key 'epoch'"):
-        G.from_dict("bad", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0],
-                            "toy_cnce": {"seeds": [0], "epoch": 3}})
+        G.from_dict(
+            "bad", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], "toy_cnce": {"seeds": [0], "epoch": 3}}
+        )
 
 
 @pytest.mark.slow
@@ -134,8 +141,9 @@ def test_own_critics_keep_the_supremum_order_under_both_protocols():
     """Each estimator trained with its own bound: sup_f CNCE(f) <= sup_f NCE(f), since CNCE(f) <= NCE(f)
     for every f.  A shortened run (3 seeds, 500 points, 20 epochs): NCE's critic beats every CNCE critic
     on its mean, held out and on the training data."""
-    cfg = C.ToyCNCEConfig(n_points=500, epochs=20, negatives=50, eval_points=5000, percentages=[10.0, 90.0],
-                          own_critics=True)
+    cfg = C.ToyCNCEConfig(
+        n_points=500, epochs=20, negatives=50, eval_points=5000, percentages=[10.0, 90.0], own_critics=True
+    )
     results = T.run_seeds(cfg, [0, 1, 2])
     for protocol in ("own_critics", "own_critics_train"):
         mean = {name: sum(r[protocol][name] for r in results) / len(results) for name, _ in T.estimators(cfg)}
@@ -176,8 +184,9 @@ def _gaussian_atoms(x, n=1500, span=8.0):
     """y on n equal bins of [-span, span] (midpoint rule; the tails beyond hold < 1e-14): masses under
     N(0, 1) and under y | x, and the midpoints."""
     from scipy.stats import norm
+
     y = np.linspace(-span, span, n)
-    p, pc = norm.pdf(y), norm.pdf(y, RHO * x, math.sqrt(1 - RHO ** 2))
+    p, pc = norm.pdf(y), norm.pdf(y, RHO * x, math.sqrt(1 - RHO**2))
     return p / p.sum(), pc / pc.sum(), y
 
 
@@ -187,6 +196,7 @@ def _gaussian_atoms(x, n=1500, span=8.0):
 def test_no_critic_beats_the_ceiling_and_the_flat_critic_attains_it(percentile, k):
     # At x = 2 (per x the ceiling is ~0.01-0.04 nats: far from 0, so a beaten ceiling would show).
     from scipy.optimize import minimize
+
     x, share = 2.0, 1 - percentile / 100
     ceiling, d = T.ceiling_at(x, RHO, share, k)
     p, pc, y = _gaussian_atoms(x, 1500 if k is None else 800)  # k = 2 enumerates n^2 pairs
@@ -194,8 +204,8 @@ def test_no_critic_beats_the_ceiling_and_the_flat_critic_attains_it(percentile, 
     # The optimal critic of the derivation, on the grid: log r above the level, flat below it.  The
     # grid's bins (0.01 to 0.02 wide) cost ~1e-4 of the value: the stated tolerance, 0.2%.
     level = T.flat_critic_bound(d, x, RHO, share, k)  # the production value at that level
-    m, beta = x / RHO, RHO ** 2 / (2 * (1 - RHO ** 2))
-    peak = -0.5 * math.log(1 - RHO ** 2) - (m - RHO * x) ** 2 / (2 * (1 - RHO ** 2)) + m * m / 2  # log r(x / rho)
+    m, beta = x / RHO, RHO**2 / (2 * (1 - RHO**2))
+    peak = -0.5 * math.log(1 - RHO**2) - (m - RHO * x) ** 2 / (2 * (1 - RHO**2)) + m * m / 2  # log r(x / rho)
     flat = np.maximum(log_r, peak - beta * d * d)
     assert level == pytest.approx(ceiling, abs=1e-12) and ceiling > 1e-3
     assert _brute_bound(flat, p, pc, share, k) == pytest.approx(ceiling, rel=2e-3)
@@ -209,12 +219,18 @@ def test_no_critic_beats_the_ceiling_and_the_flat_critic_attains_it(percentile, 
     quad = np.polyfit(z[np.abs(z) < 3], log_r[np.abs(z) < 3], 4)
     best = -np.inf
     for start in (np.r_[quad, flat.min()], np.r_[quad, -50.0], np.r_[0, 0, 0, 1.0, 0, -50.0]):
-        found = minimize(lambda t: -_brute_bound(critic(t), p, pc, share, k), start, method="Nelder-Mead",
-                         options={"maxiter": 600, "xatol": 1e-6, "fatol": 1e-10})
+        found = minimize(
+            lambda t: -_brute_bound(critic(t), p, pc, share, k),
+            start,
+            method="Nelder-Mead",
+            options={"maxiter": 600, "xatol": 1e-6, "fatol": 1e-10},
+        )
         best = max(best, -found.fun)
     rng = np.random.default_rng(0)
-    best = max(best, *(_brute_bound(critic(np.r_[quad, flat.min()] + rng.normal(0, 0.3, 6)), p, pc, share, k)
-                       for _ in range(20)))
+    best = max(
+        best,
+        *(_brute_bound(critic(np.r_[quad, flat.min()] + rng.normal(0, 0.3, 6)), p, pc, share, k) for _ in range(20)),
+    )
     assert best <= ceiling * (1 + 2e-3)
     assert best >= ceiling * 0.9  # the family is rich enough to come close: the check has teeth
 
@@ -223,17 +239,26 @@ def test_on_discrete_laws_no_critic_beats_the_best_flat_critic_at_finite_k():
     # The finite-k shape (docstring step 4) is numerical: every critic on 5 atoms, k = 3, exact
     # enumeration of the negatives, optimised from random starts, against the best level of max(log r, c).
     from scipy.optimize import minimize, minimize_scalar
+
     rng = np.random.default_rng(3)
     for _ in range(2):
         p, pc, share = rng.dirichlet(np.ones(5) * 3), rng.dirichlet(np.ones(5) * 0.5), 0.8
         log_r = np.log(pc / p)
-        level = minimize_scalar(lambda c, log_r=log_r, p=p, pc=pc, share=share: -_brute_bound(np.maximum(log_r, c), p, pc, share, 3),
-                                bounds=(log_r.min() - 1, log_r.max()), method="bounded", options={"xatol": 1e-10})
+        level = minimize_scalar(
+            lambda c, log_r=log_r, p=p, pc=pc, share=share: -_brute_bound(np.maximum(log_r, c), p, pc, share, 3),
+            bounds=(log_r.min() - 1, log_r.max()),
+            method="bounded",
+            options={"xatol": 1e-10},
+        )
         flat = -level.fun
         assert (log_r > level.x).sum() >= 2  # the shape above the level is at stake, not just one atom
         for _ in range(6):
-            found = minimize(lambda f, p=p, pc=pc, share=share: -_brute_bound(f, p, pc, share, 3), rng.normal(0, 2, 5), method="Nelder-Mead",
-                             options={"maxiter": 4000, "xatol": 1e-9, "fatol": 1e-13})
+            found = minimize(
+                lambda f, p=p, pc=pc, share=share: -_brute_bound(f, p, pc, share, 3),
+                rng.normal(0, 2, 5),
+                method="Nelder-Mead",
+                options={"maxiter": 4000, "xatol": 1e-9, "fatol": 1e-13},
+            )
             assert -found.fun <= flat + 1e-9
 
 
@@ -244,8 +269,9 @@ def test_finite_k_bound_agrees_with_monte_carlo_and_the_level_shortcut():
     assert T.ceiling_at(x, RHO, share, k, level_at_k=True)[0] == pytest.approx(value, abs=1e-9)
     # Monte Carlo of the same critic: positives from y | x, 100 negatives from the window.
     from scipy.stats import norm
+
     rng = np.random.default_rng(0)
-    m, beta, s = x / RHO, RHO ** 2 / (2 * (1 - RHO ** 2)), math.sqrt(1 - RHO ** 2)
+    m, beta, s = x / RHO, RHO**2 / (2 * (1 - RHO**2)), math.sqrt(1 - RHO**2)
     top = T._window(m, share)
     lo, hi = norm.cdf(m - top), norm.cdf(m + top)
     y = RHO * x + s * rng.standard_normal(100_000)
@@ -265,7 +291,9 @@ def test_ceiling_of_the_papers_gaussian():
     assert T.cnce_ceiling(rho, 0.0) == pytest.approx(T.true_mi(cov), abs=1e-7)
     paper = tables.published()["table_toy_cnce"]["cnce"]
     at_k, at_inf = ([T.cnce_ceiling(rho, float(w), kk) for w in (10, 25, 50)] for kk in (k, None))
-    assert at_inf[0] < T.true_mi(cov) and all(a > b for a, b in zip(at_inf, at_inf[1:], strict=True))  # looser as w_l grows
+    assert at_inf[0] < T.true_mi(cov) and all(
+        a > b for a, b in zip(at_inf, at_inf[1:], strict=True)
+    )  # looser as w_l grows
     assert all(0 < a < b for a, b in zip(at_k, at_inf, strict=True))  # fewer negatives, a lower ceiling
     # The finding: the published w_l = 10 mean lies above the ceiling by many of its own stdevs.
     assert (paper[10]["mean"] - at_inf[0]) / paper[10]["stdev"] > 10

@@ -5,11 +5,11 @@ import pytest
 import torch
 from PIL import Image
 
+from ring import transfer
 from ring.core import config as C
 from ring.data import metadataset
-from ring.plan import listings
-from ring import transfer
 from ring.lincls import LinearEval
+from ring.plan import listings
 
 from .helpers import TINY_LINCLS, retrain_and_undo
 from .test_metadataset import write_cub
@@ -22,8 +22,16 @@ def data_root(tmp_path):
 
 
 def transfer_config(data_root, **overrides) -> C.TransferConfig:
-    return C.TransferConfig(**{**TINY_LINCLS, "dataset": "shapes", "source": "digits", "method": "IRing",
-                               "data_root": str(data_root), **overrides})
+    return C.TransferConfig(
+        **{
+            **TINY_LINCLS,
+            "dataset": "shapes",
+            "source": "digits",
+            "method": "IRing",
+            "data_root": str(data_root),
+            **overrides,
+        }
+    )
 
 
 def test_transfer_cell_writes_manifest_statistics_and_metrics(tmp_path, encoder_file, data_root):
@@ -33,7 +41,8 @@ def test_transfer_cell_writes_manifest_statistics_and_metrics(tmp_path, encoder_
     assert manifest["counts"] == {"train": 288, "test": 72} and manifest["dataset"] == "shapes"
     saved = json.loads((cell / "metrics.json").read_text())
     # A random-init encoder's short probe may sit at chance on the 72 shape images (ring.engine.health.chance_bar:
-    # 16.7% + 3 standard errors = 29.8%), then its verdict is "diverged" instead of a top-1: either is written as returned.
+    # 16.7% + 3 standard errors = 29.8%), then its verdict is "diverged" instead of a top-1: either is written as
+    # returned.
     verdict = "top1" if "top1" in metrics else "diverged"
     assert saved["dataset"] == "shapes" and saved["method"] == "IRing" and saved[verdict] == metrics[verdict]
     protocol = saved["protocol"]
@@ -41,7 +50,9 @@ def test_transfer_cell_writes_manifest_statistics_and_metrics(tmp_path, encoder_
     stats = json.loads((tmp_path / "stats" / "normalization-32x32.json").read_text())
     assert protocol["normalization"]["mean"] == stats["mean"] and stats["split_sha256"] == manifest["sha256"]
     # The statistics are the training split's own (32x32 PNGs: no resize or crop changes a pixel).
-    pixels = np.stack([np.asarray(Image.open(data_root / "shapes" / rel)) for rel, _ in manifest["files"]["train"]]) / 255.0
+    pixels = (
+        np.stack([np.asarray(Image.open(data_root / "shapes" / rel)) for rel, _ in manifest["files"]["train"]]) / 255.0
+    )
     assert stats["mean"] == pytest.approx(pixels.mean(axis=(0, 1, 2)).tolist(), abs=1e-5)
     assert stats["std"] == pytest.approx(pixels.std(axis=(0, 1, 2)).tolist(), abs=1e-5)
 
@@ -68,11 +79,14 @@ def test_transfer_shares_the_linear_protocol_and_resume(tmp_path, encoder_file, 
 
 
 @pytest.mark.slow
-def test_a_retrained_encoders_transfer_evaluation_is_kept_and_an_undo_brings_it_back(tmp_path, encoder_file,
-                                                                                     data_root):
+def test_a_retrained_encoders_transfer_evaluation_is_kept_and_an_undo_brings_it_back(tmp_path, encoder_file, data_root):
     cell = tmp_path / "cell"
-    retrain_and_undo(lambda: transfer.TransferEval(transfer_config(data_root, epochs=1), encoder_file, cell).run(),
-                     encoder_file, cell, outputs=("split-manifest.json", "metrics.json"))
+    retrain_and_undo(
+        lambda: transfer.TransferEval(transfer_config(data_root, epochs=1), encoder_file, cell).run(),
+        encoder_file,
+        cell,
+        outputs=("split-manifest.json", "metrics.json"),
+    )
 
 
 def test_grayscale_transfer_images_become_three_channels(tmp_path, encoder_file):
@@ -94,14 +108,16 @@ def test_bad_transfer_cells_fail_with_one_sentence(tmp_path, encoder_file, data_
     C.save(transfer_config(tmp_path / "nodata", dataset="dtd"), cfg)
     status = transfer.main(["--config", str(cfg), "--encoder", str(encoder_file), "--out", str(tmp_path / "cell")])
     assert status == 1
-    assert f"ring: Dataset dtd is missing {tmp_path / 'nodata' / 'dtd' / 'dtd' / 'dtd' / 'labels' / 'train1.txt'}; fetch it with" \
-        in capsys.readouterr().err
+    assert (
+        f"ring: Dataset dtd is missing {tmp_path / 'nodata' / 'dtd' / 'dtd' / 'dtd' / 'labels' / 'train1.txt'}; fetch "
+        f"it with" in capsys.readouterr().err
+    )
 
 
 def test_cmc_transfer_uses_both_trunks_and_undoes_the_transfer_normalisation(tmp_path, data_root):
     """CMC's Lab split must invert the transfer dataset's own statistics, not the source's."""
-    from ring.plan.catalog import spec
     from ring.engine.encoder import LabEncoder, export_trunks, save_trunks
+    from ring.plan.catalog import spec
 
     torch.manual_seed(0)
     source = spec("digits")

@@ -35,10 +35,10 @@ def wandb_records(path: Path):
         if block - pos % block < 7:  # a block's tail too short for a chunk header is padding
             pos += block - pos % block
             continue
-        crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if kind == 0:  # zero fill after the last record
             break
-        body = data[pos + 7:pos + 7 + length]
+        body = data[pos + 7 : pos + 7 + length]
         assert zlib.crc32(body, zlib.crc32(bytes([kind]))) == crc, f"{path}: bad checksum at byte {pos}"
         pos += 7 + length
         pending += body
@@ -55,7 +55,10 @@ def history(run_dirs: list[Path]) -> list[dict]:
         for (path,) in [list(run_dir.glob("run-*.wandb"))]:
             for record in wandb_records(path):
                 if record.WhichOneof("record_type") == "history":
-                    row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+                    row = {
+                        item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                        for item in record.history.item
+                    }
                     rows.append({k: v for k, v in row.items() if not k.startswith("_")})  # not W&B's _step, _runtime
     return rows
 
@@ -74,8 +77,12 @@ def test_wandb_run_gets_every_record_and_step_once_across_a_resume(tmp_path, mon
     assert len(runs) == 3 and all(r.name.endswith("-" + marker["id"]) for r in runs)  # one W&B run, resumed
     for path in (r / f"run-{marker['id']}.wandb" for r in runs):
         (run,) = [rec.run for rec in wandb_records(path) if rec.WhichOneof("record_type") == "run"]
-        assert (run.run_id, run.display_name, run.project, run.run_group) == \
-            (marker["id"], "g/pretrain/digits/IR/seed0", "ring-tests", "g/pretrain/digits/IR")
+        assert (run.run_id, run.display_name, run.project, run.run_group) == (
+            marker["id"],
+            "g/pretrain/digits/IR/seed0",
+            "ring-tests",
+            "g/pretrain/digits/IR",
+        )
     rows = history(runs)
     log = [json.loads(line) for line in (cell / "log.jsonl").read_text().splitlines()]
     epochs = [r for r in rows if "epoch" in r]
@@ -86,24 +93,33 @@ def test_wandb_run_gets_every_record_and_step_once_across_a_resume(tmp_path, mon
     n = 2 * steps_per_epoch
     per_step = [r for r in rows if "global_step" in r]
     assert [r["global_step"] for r in per_step] == list(range(1, n + 1))
-    assert all(set(r) == {"global_step", "pretrain_step/loss", "pretrain_step/lr", "pretrain_step/images_per_s"}
-               for r in per_step)
+    assert all(
+        set(r) == {"global_step", "pretrain_step/loss", "pretrain_step/lr", "pretrain_step/images_per_s"}
+        for r in per_step
+    )
     assert marker["epoch"] == 1 and marker["step"] == n
 
 
 def test_enabled_without_wandb_installed_is_one_sentence(tmp_path, monkeypatch):
     monkeypatch.setenv("RING_WANDB_PROJECT", "p")
     find_spec = logs.importlib.util.find_spec
-    monkeypatch.setattr(logs.importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else find_spec(name, *a))
-    with pytest.raises(logs.WandbMissing, match=r"^RING_WANDB_PROJECT=p asks for W&B logging but wandb is not "
-                                                   r"installed; install it .* or unset RING_WANDB_PROJECT\.$"):
+    monkeypatch.setattr(
+        logs.importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else find_spec(name, *a)
+    )
+    with pytest.raises(
+        logs.WandbMissing,
+        match=r"^RING_WANDB_PROJECT=p asks for W&B logging but wandb is not "
+        r"installed; install it .* or unset RING_WANDB_PROJECT\.$",
+    ):
         logs.JsonLog(tmp_path / "log.jsonl")
 
 
 def test_wandb_is_not_imported_unless_asked_for(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "RING_WANDB_PROJECT"}
-    code = ("import sys; from ring.engine.logs import JsonLog; log = JsonLog(sys.argv[1]); "
-            "log.append({'epoch': 0, 'loss': 1.0}); log.step(1, {'loss': 1.0}); log.close(); "
-            "assert log.wandb is None and 'wandb' not in sys.modules, sorted(m for m in sys.modules if 'wandb' in m)")
+    code = (
+        "import sys; from ring.engine.logs import JsonLog; log = JsonLog(sys.argv[1]); "
+        "log.append({'epoch': 0, 'loss': 1.0}); log.step(1, {'loss': 1.0}); log.close(); "
+        "assert log.wandb is None and 'wandb' not in sys.modules, sorted(m for m in sys.modules if 'wandb' in m)"
+    )
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "log.jsonl")], check=True, env=env)
     assert not (tmp_path / "wandb").exists() and not (tmp_path / "wandb-run.json").exists()

@@ -29,8 +29,9 @@ def workdir(tmp_path) -> Path:
 
 
 def snakemake(workdir: Path, *args, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir, capture_output=True, text=True,
-                            timeout=timeout)
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args], cwd=workdir, capture_output=True, text=True, timeout=timeout
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result
@@ -70,11 +71,27 @@ def write_grid(workdir: Path, name: str, values: dict) -> None:
 
 
 TINY = {
-    "datasets": ["digits"], "methods": ["IR", "MoCoRing"], "seeds": [0, 1],
-    "pretrain": {"all": {"epochs": 1, "batch_size": 64, "lr_milestones": [], "resize": 32, "crop": 32,
-                         "bank_negatives": 256, "queue_size": 256, "bn_groups": 2, "ring_anneal_epochs": 1,
-                         "knn_every": 0, "num_workers": 0}},
-    "lincls": {"all": {"epochs": 2, "batch_size": 64, "resize": 32, "crop": 32, "augmentation": "none", "num_workers": 0}},
+    "datasets": ["digits"],
+    "methods": ["IR", "MoCoRing"],
+    "seeds": [0, 1],
+    "pretrain": {
+        "all": {
+            "epochs": 1,
+            "batch_size": 64,
+            "lr_milestones": [],
+            "resize": 32,
+            "crop": 32,
+            "bank_negatives": 256,
+            "queue_size": 256,
+            "bn_groups": 2,
+            "ring_anneal_epochs": 1,
+            "knn_every": 0,
+            "num_workers": 0,
+        }
+    },
+    "lincls": {
+        "all": {"epochs": 2, "batch_size": 64, "resize": 32, "crop": 32, "augmentation": "none", "num_workers": 0}
+    },
     "resources": {"pretrain": {"threads": 1}, "lincls": {"threads": 1}},
 }
 
@@ -89,7 +106,11 @@ def test_paper_grid_plans_every_table1_cell_without_any_dataset(workdir):
     assert counts["pretrain"] + counts["pretrain_two_encoders"] == counts["lincls"] == (28 + 4 + 4) * 3
     assert counts["pretrain_two_encoders"] == (2 * 4 + 2) * 3
     # Table 1's four datasets and Table 3's nine transfer datasets each get one data check.
-    assert counts["data_check"] == 4 + 9 and counts["make_table1"] == 1 and counts["make_table2"] == counts["make_table_la_variants"] == 1
+    assert (
+        counts["data_check"] == 4 + 9
+        and counts["make_table1"] == 1
+        and counts["make_table2"] == counts["make_table_la_variants"] == 1
+    )
     assert elapsed < 60, f"planning took {elapsed:.1f}s"  # ~2 s here; the benchmark tracks the real figure
     # The job count README and docs/performance.md quote comes from the committed benchmark, which must be current.
     recorded = json.loads((ROOT / "benchmarks" / "results" / "orchestration-cpu.json").read_text())["jobs_planned"]
@@ -110,13 +131,24 @@ def test_bad_config_fails_on_load_with_one_sentence(workdir):
 
 
 def test_missing_dataset_fails_the_dag_before_any_training_job(workdir, tmp_path):
-    result = snakemake(workdir, "--cores", "1", "results/paper/lincls/cifar10/IR/seed0/metrics.json",
-                       "--config", "grid=paper", f"data_root={tmp_path / 'data'}", check=False, timeout=120)
+    result = snakemake(
+        workdir,
+        "--cores",
+        "1",
+        "results/paper/lincls/cifar10/IR/seed0/metrics.json",
+        "--config",
+        "grid=paper",
+        f"data_root={tmp_path / 'data'}",
+        check=False,
+        timeout=120,
+    )
     assert result.returncode != 0
     assert f"ring: Data root {tmp_path / 'data'} does not exist" in result.stderr
     # The run ends with its summary: one line per failed job, its cell and its one sentence.
-    assert (f"ring: 1 job failed:\n  data cifar10 (rule data_check): Data root {tmp_path / 'data'} does not exist"
-            in result.stderr.split("Error in rule")[-1])
+    assert (
+        f"ring: 1 job failed:\n  data cifar10 (rule data_check): Data root {tmp_path / 'data'} does not exist"
+        in result.stderr.split("Error in rule")[-1]
+    )
     assert not (workdir / "results" / "paper" / "pretrain" / "cifar10" / "IR" / "seed0" / "pretrain.log").exists()
 
 
@@ -136,18 +168,35 @@ def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
     # and force its output; only its jobs run, then the table they feed.
     cell = "results/tiny/lincls/digits/MoCoRing/seed1"
     shutil.rmtree(workdir / cell)
-    result = snakemake(workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/metrics.json", "--config", "grid=tiny")
+    result = snakemake(
+        workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/metrics.json", "--config", "grid=tiny"
+    )
     assert job_counts(result.stdout + result.stderr) == {
-        "all_tables": 1, "lincls": 1, "lincls_config": 1, "lincls_hash": 1, "make_gpu_hours": 1, "make_table1": 1,
-        "total": 6}
+        "all_tables": 1,
+        "lincls": 1,
+        "lincls_config": 1,
+        "lincls_hash": 1,
+        "make_gpu_hours": 1,
+        "make_table1": 1,
+        "total": 6,
+    }
 
     # Retrain one pretraining cell: it, its linear evaluation and the table.
     cell = "results/tiny/pretrain/digits/IR/seed0"
     shutil.rmtree(workdir / cell)
-    result = snakemake(workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/encoder.pt", "--config", "grid=tiny")
+    result = snakemake(
+        workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/encoder.pt", "--config", "grid=tiny"
+    )
     assert job_counts(result.stdout + result.stderr) == {
-        "all_tables": 1, "lincls": 1, "make_gpu_hours": 1, "make_table1": 1, "pretrain": 1, "pretrain_config": 1,
-        "pretrain_hash": 1, "total": 7}
+        "all_tables": 1,
+        "lincls": 1,
+        "make_gpu_hours": 1,
+        "make_table1": 1,
+        "pretrain": 1,
+        "pretrain_config": 1,
+        "pretrain_hash": 1,
+        "total": 7,
+    }
     # Training is deterministic on the CPU: the retrained cell reproduces its metrics exactly.
     assert "Nothing to be done" in snakemake(workdir, "-n", "all_tables", "--config", "grid=tiny").stdout
 
@@ -163,12 +212,27 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     tables = workdir / "results" / "smoke" / "tables"
     for name in ("table1.md", "table2.md", "table_la_variants.md"):
         assert "diverged [d" not in (tables / name).read_text(), name
-    for method in ("IR", "IRing", "MoCo", "MoCoRing", "LA", "IRCave", r"IRing \(\+C_i\)", "CMC", "CMCRing", "CMCCave",
-                   r"CMCRing \(\+C_i\)", r"IRing \(No Anneal\)", r"IRing \(w_u = 100\)"):
+    for method in (
+        "IR",
+        "IRing",
+        "MoCo",
+        "MoCoRing",
+        "LA",
+        "IRCave",
+        r"IRing \(\+C_i\)",
+        "CMC",
+        "CMCRing",
+        "CMCCave",
+        r"CMCRing \(\+C_i\)",
+        r"IRing \(No Anneal\)",
+        r"IRing \(w_u = 100\)",
+    ):
         assert re.search(rf"\| {method} +\| \d+\.\d", printed), method
+
     def rows(name: str, dataset: str) -> int:  # rows, not mentions: a diverged row's sentence names its cell's path
         with open(tables / name, newline="") as fh:
             return sum(dataset in (row.get("dataset"), row.get("column")) for row in csv.DictReader(fh))
+
     assert rows("table1.csv", "digits_colour") == 7
     assert rows("table2.csv", "digits_colour") == 4
     assert rows("table_la_variants.csv", "digits_colour") == 5
@@ -188,9 +252,19 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     # The report (README): every table and figure, each captioned with the cells that produced it.
     snakemake(workdir, "--profile", "profiles/local", "--report", "report.html", "all_tables")
     html = (workdir / "report.html").read_text()
-    for name in ("table1.csv", "table2.csv", "table_la_variants.csv", "table3.csv", "table4.csv", "table_toy_cnce.csv",
-                 "fig_hard_negatives.png", "fig_anneal_policies.png", "fig_negatives_k.png", "table_negatives_k.csv",
-                 "gpu_hours.csv"):
+    for name in (
+        "table1.csv",
+        "table2.csv",
+        "table_la_variants.csv",
+        "table3.csv",
+        "table4.csv",
+        "table_toy_cnce.csv",
+        "fig_hard_negatives.png",
+        "fig_anneal_policies.png",
+        "fig_negatives_k.png",
+        "table_negatives_k.csv",
+        "gpu_hours.csv",
+    ):
         assert name in html, name
     # Table 2's caption lists its cells.
     assert "results/smoke/lincls/digits_colour/IRingBall/seed0/metrics.json" in html
@@ -201,8 +275,10 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
     table1 = caption_text(captions["table1.csv"])
     assert "rows IR, IRing, CMC, CMCRing, MoCo, MoCoRing, LA, columns the pretraining datasets digits_colour" in table1
     assert "IR, IRing, MoCo, MoCoRing, LA: resnet18.layer4 (pre-pool), flattened, 512 x 1 x 1" in table1, table1
-    assert ("CMC, CMCRing: resnet18.layer4 (pre-pool) of the L and ab encoders, concatenated (CMC's protocol), flattened, "
-            "1024 x 1 x 1") in table1, table1
+    assert (
+        "CMC, CMCRing: resnet18.layer4 (pre-pool) of the L and ab encoders, concatenated (CMC's protocol), flattened, "
+        "1024 x 1 x 1"
+    ) in table1, table1
     assert "512 x 7 x 7" not in html  # the paper's 224-pixel map, which the smoke grid never computes
     assert "results/smoke/pretrain/digits_colour/IR/seed0/provenance.json" in captions["gpu_hours.csv"]
     assert "IRingBall" in captions["table2.csv"] and "CMC" not in captions["table2.csv"]
@@ -213,11 +289,18 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
         if not re.match(r"[a-z]+:", href):
             assert (ROOT / unescape(href).partition("#")[0]).is_file(), href
     # The grid's progress view after the run: every Table 1 and study cell done, nothing else.
-    status = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "status", "--grid", "smoke"], cwd=workdir,
-                            capture_output=True, text=True, timeout=120)
+    status = subprocess.run(
+        [sys.executable, "-m", "ring.cluster.batch", "status", "--grid", "smoke"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert status.returncode == 0, status.stderr
-    assert re.fullmatch(r"total (\d+) stage runs: \1 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing",
-                        status.stdout.splitlines()[-1]), status.stdout.splitlines()[-1]
+    assert re.fullmatch(
+        r"total (\d+) stage runs: \1 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing",
+        status.stdout.splitlines()[-1],
+    ), status.stdout.splitlines()[-1]
     assert any(line.startswith("study ") for line in status.stdout.splitlines())
 
     # README's "Rerunning one cell", its commands run literally (.venv is this interpreter's).
@@ -240,8 +323,15 @@ def test_readme_quick_start_builds_every_table_and_figure_and_the_report(workdir
 def test_toy_cnce_target_plans_the_paper_seeds_and_builds_its_table(workdir):
     counts = job_counts(snakemake(workdir, "-n", "table_toy_cnce", "--config", "grid=paper").stdout)
     assert counts["toy_cnce"] == counts["toy_cnce_config"] == 5 and counts["make_table_toy_cnce"] == 1
-    toy = {"seeds": [0, 1], "epochs": 1, "n_points": 256, "batch_size": 64, "negatives": 10, "eval_points": 200,
-           "percentages": [50, 90]}
+    toy = {
+        "seeds": [0, 1],
+        "epochs": 1,
+        "n_points": 256,
+        "batch_size": 64,
+        "negatives": 10,
+        "eval_points": 200,
+        "percentages": [50, 90],
+    }
     write_grid(workdir, "tiny", {**TINY, "toy_cnce": toy})
     planned = job_counts(snakemake(workdir, "-n", "all_tables", "--config", "grid=tiny").stdout)
     assert planned["toy_cnce"] == 2 and planned["make_table_toy_cnce"] == 1
@@ -262,9 +352,13 @@ def test_paper_grid_plans_every_transfer_cell_on_the_cifar10_encoders(workdir):
 
 def test_transfer_column_end_to_end_on_generated_shapes(workdir, tmp_path):
     """The smoke grid's transfer column, shrunk: shapes generated under the data root, table3 built."""
-    tiny = {**TINY, "methods": ["IR"], "seeds": [0],
-            "transfer": {"source": "digits", "datasets": ["shapes"], "all": TINY["lincls"]["all"]},
-            "resources": {**TINY["resources"], "transfer": {"threads": 1}}}
+    tiny = {
+        **TINY,
+        "methods": ["IR"],
+        "seeds": [0],
+        "transfer": {"source": "digits", "datasets": ["shapes"], "all": TINY["lincls"]["all"]},
+        "resources": {**TINY["resources"], "transfer": {"threads": 1}},
+    }
     write_grid(workdir, "tiny", tiny)
     data = tmp_path / "data"
     snakemake(workdir, "--profile", "profiles/local", "table3", "--config", "grid=tiny", f"data_root={data}")
@@ -274,19 +368,33 @@ def test_transfer_column_end_to_end_on_generated_shapes(workdir, tmp_path):
     assert manifest["counts"] == {"train": 288, "test": 72}
     assert json.loads((cell / "metrics.json").read_text())["protocol"]["split_sha256"] == manifest["sha256"]
     assert (cell.parent.parent / "normalization-32x32.json").is_file()  # shared by the dataset's cells
-    assert re.search(r"\| IR +\| +(\d+\.\d|diverged \[d\d\]) +\| —",
-                     (workdir / "results" / "tiny" / "tables" / "table3.md").read_text())
+    assert re.search(
+        r"\| IR +\| +(\d+\.\d|diverged \[d\d\]) +\| —",
+        (workdir / "results" / "tiny" / "tables" / "table3.md").read_text(),
+    )
     again = snakemake(workdir, "-n", "table3", "--config", "grid=tiny", f"data_root={data}")
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
 def test_paper_grid_plans_the_appendix_studies(workdir):
-    result = snakemake(workdir, "-n", "fig_hard_negatives", "fig_anneal_policies", "fig_negatives_k",
-                       "--config", "grid=paper", "data_root=/nonexistent")
+    result = snakemake(
+        workdir,
+        "-n",
+        "fig_hard_negatives",
+        "fig_anneal_policies",
+        "fig_negatives_k",
+        "--config",
+        "grid=paper",
+        "data_root=/nonexistent",
+    )
     counts = job_counts(result.stdout + result.stderr)
     # hard negatives 1 + 12, policies 8 (the authors' 4, ours 4), k sweep (8 + 8 + 4 + 4) x 3 seeds; all on CIFAR10.
     assert counts["study_pretrain"] == counts["study_config"] == 13 + 8 + 72
-    assert counts["make_fig_hard_negatives"] == counts["make_fig_anneal_policies"] == counts["make_fig_negatives_k"] == 1 and counts["make_table_negatives_k"] == 1 and counts["data_check"] == 1
+    assert (
+        counts["make_fig_hard_negatives"] == counts["make_fig_anneal_policies"] == counts["make_fig_negatives_k"] == 1
+        and counts["make_table_negatives_k"] == 1
+        and counts["data_check"] == 1
+    )
     # A branch of the hard-negatives study needs its IR source cell (whose snapshot it starts from).
     branch = "results/paper/study/hard_negatives/cifar10/IRing/t25_e100/seed0/encoder.pt"
     result = snakemake(workdir, "-n", branch, "--config", "grid=paper", "data_root=/nonexistent")
@@ -319,9 +427,22 @@ def test_the_shipped_slurm_profile_plans_the_paper_grid(workdir):
     counts = job_counts(result.stdout + result.stderr)
     assert counts["pretrain"] + counts["pretrain_two_encoders"] == 108 and counts["detection"] == 45
     assert "--launcher slurm" in result.stdout + result.stderr
-    status = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "status", "--grid", "paper",
-                             "--results", str(workdir / "results")], cwd=workdir, capture_output=True, text=True,
-                            timeout=120)
+    status = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ring.cluster.batch",
+            "status",
+            "--grid",
+            "paper",
+            "--results",
+            str(workdir / "results"),
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert status.returncode == 0, status.stderr
     rows = [line.split() for line in status.stdout.splitlines() if not line.startswith("total")]
     # Every pretraining and linear-evaluation cell, then the appendix studies' 93 cells (13 + 8 + 72).
@@ -347,7 +468,10 @@ def test_an_edit_keeps_the_old_encoders_evaluation_and_an_undo_brings_it_back_un
     grid_file.parent.mkdir()
     values = {**TINY, "methods": ["IR"], "seeds": [0]}
     grid_file.write_text(yaml.safe_dump(values))
-    run = lambda: snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", f"grid={grid_file}")
+
+    def run():
+        return snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", f"grid={grid_file}")
+
     run()
     cell = workdir / "results" / "undo" / "lincls" / "digits" / "IR" / "seed0"
     first = {name: (cell / name).read_bytes() for name in ("metrics.json", "log.jsonl", "provenance.json")}
@@ -383,14 +507,19 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     grid_file.parent.mkdir()
     values = {**TINY, "methods": ["IR", "IRing"], "seeds": [0]}
     grid_file.write_text(yaml.safe_dump(values))
+
     def run(*args, **kw):
-        return snakemake(workdir, "--profile", "profiles/local", "all_tables", *args, "--config", f"grid={grid_file}", **kw)
+        return snakemake(
+            workdir, "--profile", "profiles/local", "all_tables", *args, "--config", f"grid={grid_file}", **kw
+        )
 
     def pre(method):
         return workdir / "results" / "mine" / "pretrain" / "digits" / method / "seed0"
 
     def metrics(method):
-        return json.loads((workdir / "results" / "mine" / "lincls" / "digits" / method / "seed0" / "metrics.json").read_text())
+        return json.loads(
+            (workdir / "results" / "mine" / "lincls" / "digits" / method / "seed0" / "metrics.json").read_text()
+        )
 
     run()
     first_iring = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IRing", 0, "data"))
@@ -402,16 +531,30 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     grid_file.write_text(yaml.safe_dump(values))
     result = run()
     output = result.stdout + result.stderr
-    assert job_counts(output) == {"all_tables": 1, "lincls": 1, "make_gpu_hours": 1, "make_table1": 1, "pretrain": 1,
-                                  "pretrain_config": 1, "pretrain_hash": 1, "total": 7}
+    assert job_counts(output) == {
+        "all_tables": 1,
+        "lincls": 1,
+        "make_gpu_hours": 1,
+        "make_table1": 1,
+        "pretrain": 1,
+        "pretrain_config": 1,
+        "pretrain_hash": 1,
+        "total": 7,
+    }
     kept = pre("IRing") / "runs" / first_iring
-    assert (f"ring: results/mine/pretrain/digits/IRing/seed0: its config changed (ring_w_l): the previous run is kept in "
-            f"{kept.relative_to(workdir)} and this cell starts over") in output
+    assert (
+        f"ring: results/mine/pretrain/digits/IRing/seed0: its config changed (ring_w_l): the previous run is kept in "
+        f"{kept.relative_to(workdir)} and this cell starts over"
+    ) in output
     assert (kept / "encoder.pt").read_bytes() == old_encoder  # nothing finished is deleted
     new = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IRing", 0, "data"))
-    assert json.loads((pre("IRing") / "export.json").read_text())["config_hash"] == new == metrics("IRing")["encoder_config_hash"]
+    assert (
+        json.loads((pre("IRing") / "export.json").read_text())["config_hash"]
+        == new
+        == metrics("IRing")["encoder_config_hash"]
+    )
     assert yaml.safe_load((pre("IRing") / "config.yaml").read_text())["ring_w_l"] == [0.0, 50.0]
-    assert _table_entry(workdir, "mine", "IRing").startswith(entry(metrics('IRing')))
+    assert _table_entry(workdir, "mine", "IRing").startswith(entry(metrics("IRing")))
     assert metrics("IR") == old_ir  # the other cell is untouched
 
     # 2. A longer schedule for IR continues its checkpoint.
@@ -420,11 +563,15 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     grid_file.write_text(yaml.safe_dump(values))
     result = run()
     output = result.stdout + result.stderr
-    assert "ring: results/mine/pretrain/digits/IR/seed0: its config changed (epochs): continuing from its checkpoint " \
-           "to epochs=2" in output and "resuming results/mine/pretrain/digits/IR/seed0 at epoch 1 step 0" in output
+    assert (
+        "ring: results/mine/pretrain/digits/IR/seed0: its config changed (epochs): continuing from its checkpoint "
+        "to epochs=2"
+        in output
+        and "resuming results/mine/pretrain/digits/IR/seed0 at epoch 1 step 0" in output
+    )
     assert output.count("continuing from its checkpoint") == 1  # the job does not say the rule's decision again
     assert job_counts(output)["pretrain"] == 1 and len((pre("IR") / "log.jsonl").read_text().splitlines()) == 2
-    assert _table_entry(workdir, "mine", "IR").startswith(entry(metrics('IR')))
+    assert _table_entry(workdir, "mine", "IR").startswith(entry(metrics("IR")))
 
     # 3. An edit whose training fails: the run says so, and the next plan retrains (never "Nothing to be done").
     values["pretrain"]["by_method"]["IR"] = {"lr": 1e6}
@@ -440,24 +587,36 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
     result = run()
     output = result.stdout + result.stderr
     # Its checkpoints were dropped when the edit set it aside (keep_superseded: results): back as finished, untrained.
-    assert "is back in place (finished: its encoder verifies against its checksum record, so nothing retrains)" \
-        in output
+    assert (
+        "is back in place (finished: its encoder verifies against its checksum record, so nothing retrains)" in output
+    )
     assert "nothing to train" in output and "resuming results/mine/pretrain/digits/IR/seed0" not in output
-    assert _table_entry(workdir, "mine", "IR").startswith(entry(metrics('IR')))
+    assert _table_entry(workdir, "mine", "IR").startswith(entry(metrics("IR")))
 
     # 4. docs/grids.md "Your own grid": rerun just one linear evaluation, its two commands with this grid's names.
     *_, remove, rerun_eval = documented_commands("docs/grids.md", "Your own grid")
+
     def here(command):
-        return (command.replace("$HOME/grids/c100_ring50.yaml", str(grid_file)).replace("c100_ring50", "mine")
-                .replace("cifar100/MoCoRing/seed3", "digits/IRing/seed0").replace(" data_root=/datasets", "")
-                .replace(".venv/bin/snakemake", f"{sys.executable} -m snakemake"))
+        return (
+            command.replace("$HOME/grids/c100_ring50.yaml", str(grid_file))
+            .replace("c100_ring50", "mine")
+            .replace("cifar100/MoCoRing/seed3", "digits/IRing/seed0")
+            .replace(" data_root=/datasets", "")
+            .replace(".venv/bin/snakemake", f"{sys.executable} -m snakemake")
+        )
 
     subprocess.run(here(remove), shell=True, cwd=workdir, check=True)
     result = subprocess.run(here(rerun_eval), shell=True, cwd=workdir, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert job_counts(result.stdout + result.stderr) == {"lincls": 1, "lincls_config": 1, "lincls_hash": 1,
-                                                         "make_table1": 1, "table1": 1, "total": 5}
-    assert _table_entry(workdir, "mine", "IRing").startswith(entry(metrics('IRing')))
+    assert job_counts(result.stdout + result.stderr) == {
+        "lincls": 1,
+        "lincls_config": 1,
+        "lincls_hash": 1,
+        "make_table1": 1,
+        "table1": 1,
+        "total": 5,
+    }
+    assert _table_entry(workdir, "mine", "IRing").startswith(entry(metrics("IRing")))
 
     # 5. Runtime knobs are not edits (issue 32 item 7): the cells' config.yaml take the new values for any later
     # job, and nothing trains, exports or evaluates again.
@@ -480,10 +639,15 @@ def test_a_key_moco_never_reads_under_all_retrains_the_ir_cell_and_leaves_the_fi
     grid_file.parent.mkdir()
     values = {**TINY, "methods": ["IR", "MoCo"], "seeds": [0]}
     grid_file.write_text(yaml.safe_dump(values))
-    pre = lambda m: workdir / "results" / "unread" / "pretrain" / "digits" / m / "seed0"
+
+    def pre(m):
+        return workdir / "results" / "unread" / "pretrain" / "digits" / m / "seed0"
+
     encoders = [str(pre(m).relative_to(workdir) / "encoder.pt") for m in ("IR", "MoCo")]
-    run = lambda *args: snakemake(workdir, "--profile", "profiles/local", *args, *encoders,
-                                  "--config", f"grid={grid_file}")
+
+    def run(*args):
+        return snakemake(workdir, "--profile", "profiles/local", *args, *encoders, "--config", f"grid={grid_file}")
+
     run()
     moco = {name: (pre("MoCo") / name).read_bytes() for name in ("config.yaml", "config.hash")}
 
@@ -491,8 +655,12 @@ def test_a_key_moco_never_reads_under_all_retrains_the_ir_cell_and_leaves_the_fi
     grid_file.write_text(yaml.safe_dump(values))
     plan = run("-n")
     # The IR cell's hash rule, config rule and training; nothing of MoCo's (its config.yaml and hash unchanged).
-    assert job_counts(plan.stdout + plan.stderr) == {"pretrain": 1, "pretrain_config": 1, "pretrain_hash": 1,
-                                                     "total": 3}
+    assert job_counts(plan.stdout + plan.stderr) == {
+        "pretrain": 1,
+        "pretrain_config": 1,
+        "pretrain_hash": 1,
+        "total": 3,
+    }
     assert "method=IR," in plan.stdout and "method=MoCo," not in plan.stdout
     run()
     assert {name: (pre("MoCo") / name).read_bytes() for name in moco} == moco
@@ -511,11 +679,19 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     grid_file.parent.mkdir()
     values = {**TINY, "methods": ["IR"], "seeds": [0, 1]}
     grid_file.write_text(yaml.safe_dump(values))
-    run = lambda *args: snakemake(workdir, "--profile", "profiles/local", "all_tables", *args,
-                                  "--config", f"grid={grid_file}")
-    batch = lambda *args: subprocess.run([sys.executable, "-m", "ring.cluster.batch", *args, "--grid", str(grid_file),
-                                          "--results", "results"], cwd=workdir, capture_output=True, text=True,
-                                         timeout=120)
+
+    def run(*args):
+        return snakemake(workdir, "--profile", "profiles/local", "all_tables", *args, "--config", f"grid={grid_file}")
+
+    def batch(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "ring.cluster.batch", *args, "--grid", str(grid_file), "--results", "results"],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
     run()
     base = workdir / "results" / "mine"
     cell = base / "pretrain" / "digits" / "IR" / "seed0"
@@ -551,16 +727,21 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     assert dry.returncode == 0, dry.stderr
     seed1 = [base / stage / "digits" / "IR" / "seed1" for stage in ("pretrain", "lincls")]
     listed = dry.stdout.splitlines()
-    assert {line.split()[-1] for line in listed[:-1]} == {str(p.relative_to(workdir))
-                                                          for p in [cell / "runs" / edited, *seed1]}
+    assert {line.split()[-1] for line in listed[:-1]} == {
+        str(p.relative_to(workdir)) for p in [cell / "runs" / edited, *seed1]
+    }
     assert all(re.match(r" *\d+\.\d+ (MB|GB)  ", line) for line in listed[:-1])
-    assert re.fullmatch(r"total: 1 superseded run \(.+ MB\) and 2 cell folders the grid no longer names \(.+ MB\); "
-                        r"would free .+ MB \(--dry-run: nothing removed\)", listed[-1]), listed[-1]
+    assert re.fullmatch(
+        r"total: 1 superseded run \(.+ MB\) and 2 cell folders the grid no longer names \(.+ MB\); "
+        r"would free .+ MB \(--dry-run: nothing removed\)",
+        listed[-1],
+    ), listed[-1]
     assert all(p.is_dir() for p in [cell / "runs" / edited, *seed1])
 
     # prune removes them, and the grid's live cells keep every file: the tables build from them unchanged.
-    live = {p: p.read_bytes() for p in base.rglob("*")
-            if p.is_file() and "seed1" not in p.parts and "runs" not in p.parts}
+    live = {
+        p: p.read_bytes() for p in base.rglob("*") if p.is_file() and "seed1" not in p.parts and "runs" not in p.parts
+    }
     pruned = batch("prune")
     assert pruned.returncode == 0 and "; freed " in pruned.stdout, pruned.stderr
     assert not (cell / "runs").exists() and not any(p.exists() for p in seed1)
@@ -568,8 +749,13 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
     run("--forcerun", "make_table1")
     assert "disk:" not in batch("status").stdout
-    bad = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "prune", "--grid", str(tmp_path / "nope.yaml")],
-                         cwd=workdir, capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "ring.cluster.batch", "prune", "--grid", str(tmp_path / "nope.yaml")],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
@@ -582,16 +768,34 @@ def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(wo
 
     values = {**TINY, "methods": ["IR"], "seeds": [0]}
     write_grid(workdir, "tiny", values)
-    run = lambda *args: snakemake(workdir, "--profile", "profiles/local", "all_tables", *args, "--config", "grid=tiny")
+
+    def run(*args):
+        return snakemake(workdir, "--profile", "profiles/local", "all_tables", *args, "--config", "grid=tiny")
+
     run()
     export = workdir / "results/tiny/pretrain/digits/IR/seed0/export.json"
     made = json.loads(export.read_text())
     export.write_text(json.dumps({**made, "config_hash": "0" * 16}))  # the files verify; another config made them
     evaluation = workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json"
     assert lineage.stale_reason(evaluation, json.loads(evaluation.read_text()))  # Table 1 would show it stale
-    status = subprocess.run([sys.executable, "-m", "ring.cluster.batch", "status", "--grid", "tiny", "--grids-dir",
-                             "workflow/grids", "--configfile", *map(str, batch.DEFAULT_CONFIGS)], cwd=workdir,
-                            capture_output=True, text=True, check=True).stdout
+    status = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ring.cluster.batch",
+            "status",
+            "--grid",
+            "tiny",
+            "--grids-dir",
+            "workflow/grids",
+            "--configfile",
+            *map(str, batch.DEFAULT_CONFIGS),
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     row = next(line for line in status.splitlines() if line.startswith("pretrain"))
     assert row.split()[4] == "stale" and "the next all_tables reruns it" in row, status
     plan = run("-n")

@@ -52,8 +52,16 @@ def parse_runs(sacct_output: str, job_id: str) -> list[dict]:
     for line in sacct_output.splitlines():
         jid, state, start, end, elapsed, node, tres = (line.split("|") + [""] * 7)[:7]
         if jid == job_id and elapsed.isdigit():
-            runs.append({"state": state.split()[0] if state else "", "started": start, "ended": end,
-                         "wall_s": float(elapsed), "node": node, "gpus": allocated_gpus(tres)})
+            runs.append(
+                {
+                    "state": state.split()[0] if state else "",
+                    "started": start,
+                    "ended": end,
+                    "wall_s": float(elapsed),
+                    "node": node,
+                    "gpus": allocated_gpus(tres),
+                }
+            )
     return sorted(runs, key=lambda run: (not started(run), run["started"]))
 
 
@@ -61,24 +69,43 @@ def accounted_runs(job_id: str) -> list[dict]:
     """Every run of a SLURM job, requeued ones included, from SLURM's accounting, oldest first; []
     where sacct cannot be asked (provenance then lacks them, as it would without SLURM)."""
     try:
-        out = subprocess.run(["sacct", "-j", job_id, "-D", "-X", "-n", "-P", "-o",
-                              "JobID,State,Start,End,ElapsedRaw,NodeList,AllocTRES"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [
+                "sacct",
+                "-j",
+                job_id,
+                "-D",
+                "-X",
+                "-n",
+                "-P",
+                "-o",
+                "JobID,State,Start,End,ElapsedRaw,NodeList,AllocTRES",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     return parse_runs(out.stdout, job_id)
 
 
 def killed_segment(run: dict, job_id: str, restart: int, gpus: int, gpu_model: str | None) -> dict:
-    return {**run, "outcome": f"killed ({run['state']})", "gpus": gpus, "gpu_model": gpu_model, "job_id": job_id,
-            "restart_count": restart, "source": "sacct"}
+    return {
+        **run,
+        "outcome": f"killed ({run['state']})",
+        "gpus": gpus,
+        "gpu_model": gpu_model,
+        "job_id": job_id,
+        "restart_count": restart,
+        "source": "sacct",
+    }
 
 
 def unrecorded(segments: list[dict], job_id: str, runs: list[dict]) -> list[tuple[int, dict]]:
     """(restart count, run) of the job's runs that started and that no segment records."""
     seen = {s.get("restart_count") or 0 for s in segments if s.get("job_id") == job_id}
-    return [(restart, run) for restart, run in enumerate(runs)
-            if restart not in seen and started(run)]
+    return [(restart, run) for restart, run in enumerate(runs) if restart not in seen and started(run)]
 
 
 def missing_runs(segments: list[dict], record: dict) -> list[dict]:
@@ -86,15 +113,19 @@ def missing_runs(segments: list[dict], record: dict) -> list[dict]:
     job_id, current = record.get("job_id"), record.get("restart_count") or 0
     if not job_id or not current:
         return []
-    return [killed_segment(run, job_id, restart, record["gpus"], record["gpu_model"])
-            for restart, run in unrecorded(segments, job_id, accounted_runs(job_id)[:current])]
+    return [
+        killed_segment(run, job_id, restart, record["gpus"], record["gpu_model"])
+        for restart, run in unrecorded(segments, job_id, accounted_runs(job_id)[:current])
+    ]
 
 
 def totals(segments: list[dict]) -> dict:
     """provenance.json's sums over its segments."""
-    return {"wall_s": round(sum(s["wall_s"] for s in segments), 3),
-            "gpu_hours": round(sum(s["wall_s"] * s["gpus"] for s in segments) / 3600.0, 6),
-            "requeues": max([s.get("restart_count") or 0 for s in segments], default=0)}
+    return {
+        "wall_s": round(sum(s["wall_s"] for s in segments), 3),
+        "gpu_hours": round(sum(s["wall_s"] * s["gpus"] for s in segments) / 3600.0, 6),
+        "requeues": max([s.get("restart_count") or 0 for s in segments], default=0),
+    }
 
 
 def add_ended_job(cell: Path, job_id: str) -> int:
@@ -104,8 +135,10 @@ def add_ended_job(cell: Path, job_id: str) -> int:
     path = Path(cell) / FILE
     doc = json.loads(path.read_text()) if path.exists() else {}
     segments = doc.get("segments", [])
-    added = [killed_segment(run, job_id, restart, run["gpus"], None)
-             for restart, run in unrecorded(segments, job_id, accounted_runs(job_id))]
+    added = [
+        killed_segment(run, job_id, restart, run["gpus"], None)
+        for restart, run in unrecorded(segments, job_id, accounted_runs(job_id))
+    ]
     if added:
         segments = [*segments, *added]
         write_json(path, {**doc, "segments": segments, **totals(segments)})
@@ -122,6 +155,8 @@ def note_ignored_stops(cell: Path, job_id: str, count: int) -> bool:
     if not count or not any(s.get("job_id") == job_id for s in segments):
         return False
     ended = [s.get("job_id") == job_id and s.get("outcome") == "completed" for s in segments]
-    segments = [{**s, "stop_signals_after_outputs": count} if last else s for s, last in zip(segments, ended)]
+    segments = [
+        {**s, "stop_signals_after_outputs": count} if last else s for s, last in zip(segments, ended, strict=True)
+    ]
     write_json(path, {**doc, "segments": segments})
     return True

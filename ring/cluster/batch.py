@@ -1,7 +1,8 @@
 """Batch submission, status and cancellation of a grid's cells on SLURM.
 
     python -m ring.cluster.batch submit --grid paper --stage pretrain     # every missing cell: ONE job array
-    python -m ring.cluster.batch status --grid paper                      # done / stale / running / pending / failed / missing
+    python -m ring.cluster.batch status --grid paper                      # done / stale / running / pending / failed
+    / missing
     python -m ring.cluster.batch cancel --grid paper [--stage pretrain]   # scancel the grid's recorded jobs
     python -m ring.cluster.batch estimate --grid paper [--device H100]    # predicted GPU-hours (ring.plan.estimate)
     python -m ring.cluster.batch prune --grid paper [--dry-run]           # remove superseded runs, unnamed cells
@@ -23,23 +24,37 @@ from pathlib import Path
 
 import jsonschema
 
-from ring.cluster import accounting
-from ring.plan import disk, lineage, ownership, rerun
+from ring.cluster import accounting, progress
+from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
+from ring.cluster.jobs import StageJob
+from ring.cluster.launch import (
+    ALIVE,
+    ENDED,
+    Resources,
+    config_schema,
+    job_config_hash,
+    job_states,
+    log_tail,
+    make_executor,
+    preflight,
+    read_record,
+    supersede,
+    write_record,
+)
+from ring.cluster.launch import stage_resources as merged_resources
 from ring.core import config as C
+from ring.core.files import read_record as read_json_record
+from ring.plan import disk, lineage, ownership, rerun
 from ring.plan import estimate as E
 from ring.plan import grid as G
-from ring.cluster import progress
-from ring.core.files import read_record as read_json_record
-from ring.cluster.jobs import StageJob
-from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
-from ring.cluster.launch import ALIVE, ENDED, Resources, log_tail, make_executor, preflight, read_record, write_record
-from ring.cluster.launch import config_schema, job_config_hash, job_states, supersede
-from ring.cluster.launch import stage_resources as merged_resources
 
 ROOT = Path(__file__).resolve().parents[2]
 # The slurm profile's config files, in its order (profiles/slurm/config.yaml).
-DEFAULT_CONFIGS = [ROOT / "workflow" / "config.yaml", ROOT / "profiles" / "slurm" / "cluster.yaml",
-                   ROOT / "profiles" / "slurm" / "site.yaml"]
+DEFAULT_CONFIGS = [
+    ROOT / "workflow" / "config.yaml",
+    ROOT / "profiles" / "slurm" / "cluster.yaml",
+    ROOT / "profiles" / "slurm" / "site.yaml",
+]
 OUTPUT = {stage: STAGE_OUTPUT[stage] for stage in ("pretrain", "lincls")}  # the stages batch submits
 
 
@@ -67,8 +82,9 @@ def cell_dir(results: Path, grid: str, stage: str, dataset: str, method: str, se
     return results / grid / stage / dataset / method / f"seed{seed}"
 
 
-def cell_job(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str,
-             results: Path) -> StageJob:
+def cell_job(
+    grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str, results: Path
+) -> StageJob:
     """Write the cell's config as the workflow would, and the job that runs the cell."""
     build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
     cell.mkdir(parents=True, exist_ok=True)
@@ -84,8 +100,11 @@ def cell_job(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, se
 def recorded_states(cells: list[tuple[Path, str]]) -> dict[str, str | None]:
     """The SLURM state of the recorded job of every (cell, stage) whose output is missing: ONE sacct
     call (and at most one squeue call) for all of them, not one per cell."""
-    ids = [record["job_id"] for cell, stage in cells
-           if not (cell / OUTPUT[stage]).exists() and (record := read_record(cell)) is not None]
+    ids = [
+        record["job_id"]
+        for cell, stage in cells
+        if not (cell / OUTPUT[stage]).exists() and (record := read_record(cell)) is not None
+    ]
     return job_states(list(dict.fromkeys(ids))) if ids else {}
 
 
@@ -150,8 +169,21 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
         marker = results / grid.name / "data" / f"{dataset}.ok"
         if not marker.exists():
             marker.parent.mkdir(parents=True, exist_ok=True)
-            check = subprocess.run([sys.executable, "-m", "ring.data.verify", "check", dataset, "--data-root",
-                                    str(config["data_root"]), "--touch", str(marker)], capture_output=True, text=True)
+            check = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "ring.data.verify",
+                    "check",
+                    dataset,
+                    "--data-root",
+                    str(config["data_root"]),
+                    "--touch",
+                    str(marker),
+                ],
+                capture_output=True,
+                text=True,
+            )
             if check.returncode != 0:
                 raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")
     first_cfg = C.read_yaml(todo[0][0] / "config.yaml", "Cell config")
@@ -164,7 +196,9 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     with executor.batch():
         jobs = [executor.submit(job) for _, job in todo]
     for (cell, stage_job), job in zip(todo, jobs, strict=True):
-        write_record(cell, job.job_id, folder, stage, tasks=max(res.gpus_per_node, 1), config_hash=job_config_hash(stage_job))
+        write_record(
+            cell, job.job_id, folder, stage, tasks=max(res.gpus_per_node, 1), config_hash=job_config_hash(stage_job)
+        )
     array_id = jobs[0].job_id.split("_")[0]
     print(f"ring: submitted {len(jobs)} {stage} cells of grid {grid.name} as job array {array_id} (logs in {folder})")
     return array_id
@@ -173,14 +207,23 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
 def pretrained(grid: G.Grid, results: Path, dataset: str, method: str, seed: int, data_root: str) -> bool:
     """Whether a linear evaluation's encoder is there and its cell's (made with the grid's config of the cell)."""
     cell = cell_dir(results, grid.name, "pretrain", dataset, method, seed)
-    return (cell / OUTPUT["pretrain"]).exists() and not stale_detail(grid, "pretrain", cell, dataset, method, seed,
-                                                                     data_root)
+    return (cell / OUTPUT["pretrain"]).exists() and not stale_detail(
+        grid, "pretrain", cell, dataset, method, seed, data_root
+    )
 
 
 def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]:
     """(cell folder, dataset, method/variant, seed) of every study cell: the workflow's STUDY_CELL folders."""
-    return [(results / grid.name / "study" / name / study.dataset / method / variant / f"seed{seed}", study.dataset,
-             f"{method}/{variant}", seed) for name, study in grid.studies.items() for method, variant, seed in study.cells()]
+    return [
+        (
+            results / grid.name / "study" / name / study.dataset / method / variant / f"seed{seed}",
+            study.dataset,
+            f"{method}/{variant}",
+            seed,
+        )
+        for name, study in grid.studies.items()
+        for method, variant, seed in study.cells()
+    ]
 
 
 def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str) -> str:
@@ -191,7 +234,9 @@ def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str
     output = cell / OUTPUT[stage]
     made = read_json_record(cell / "export.json" if stage == "pretrain" else output).get("config_hash")
     if made != wanted:
-        return f"made with another config than the grid's; the next all_tables reruns it ({lineage.rerun_command(output)})"
+        return (
+            f"made with another config than the grid's; the next all_tables reruns it ({lineage.rerun_command(output)})"
+        )
     if stage == "lincls":
         return lineage.stale_reason(output, read_json_record(output)) or ""
     return ""
@@ -213,8 +258,9 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
     rows = []
     cells = {stage: grid_cells(grid, stage, results) for stage in OUTPUT}
     cells["study"] = study_cells(grid, results)
-    states = recorded_states([(cell, "pretrain" if stage == "study" else stage)
-                              for stage in cells for cell, *_ in cells[stage]])
+    states = recorded_states(
+        [(cell, "pretrain" if stage == "study" else stage) for stage in cells for cell, *_ in cells[stage]]
+    )
     for stage, stage_cells in cells.items():
         grace_s = stage_resources(config, stage).unknown_grace_s
         for cell, dataset, method, seed in stage_cells:
@@ -245,8 +291,13 @@ def total_line(rows: list[tuple]) -> str:
 def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
     cells = [(cell, stage) for stage in stages for cell, *_ in grid_cells(grid, stage, results)]
     states = recorded_states(cells)  # one sacct call for the grid
-    ids = list(dict.fromkeys(record["job_id"] for cell, _ in cells
-                             if (record := read_record(cell)) and states.get(record["job_id"]) in ALIVE))
+    ids = list(
+        dict.fromkeys(
+            record["job_id"]
+            for cell, _ in cells
+            if (record := read_record(cell)) and states.get(record["job_id"]) in ALIVE
+        )
+    )
     if ids:
         subprocess.run(["scancel", *ids], check=True, timeout=60)
     return ids
@@ -296,19 +347,25 @@ def disk_line(grid: G.Grid, results: Path, config: dict, grid_arg: str) -> str |
     items, _ = prunable(grid, results, config)
     if not items:
         return None
-    return (f"disk: {disk.summary(items)}, {disk.human(sum(item.bytes for item in items))} in all; list them with "
-            f"ring prune --grid {grid_arg} --dry-run, remove them without --dry-run")
+    return (
+        f"disk: {disk.summary(items)}, {disk.human(sum(item.bytes for item in items))} in all; list them with "
+        f"ring prune --grid {grid_arg} --dry-run, remove them without --dry-run"
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Batch submission, status, cancellation and pruning of a grid.")
     parser.add_argument("command", choices=["submit", "status", "cancel", "estimate", "prune"])
-    parser.add_argument("--grid", required=True, help="a grid's name (workflow/grids/NAME.yaml) or the path of a grid file")
+    parser.add_argument(
+        "--grid", required=True, help="a grid's name (workflow/grids/NAME.yaml) or the path of a grid file"
+    )
     parser.add_argument("--stage", choices=list(OUTPUT), help="submit: required; cancel: default all stages")
     parser.add_argument("--configfile", nargs="+", type=Path, default=DEFAULT_CONFIGS)
     parser.add_argument("--results", type=Path, default=Path("results"))
     parser.add_argument("--grids-dir", type=Path, default=ROOT / "workflow" / "grids")
-    parser.add_argument("--device", help="estimate: figures of the device whose name contains this (default: newest GPU)")
+    parser.add_argument(
+        "--device", help="estimate: figures of the device whose name contains this (default: newest GPU)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="prune: list what would be removed, remove nothing")
     args = parser.parse_args(argv)
     try:

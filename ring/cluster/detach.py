@@ -8,7 +8,8 @@ config may still be queued or running there (its client was killed, the grid edi
 writing into the cell after its files moved (a crash on its moved step log, or an encoder of the old config in the
 edited cell), and a launcher re-attached to it would take that encoder for the edited cell's.  So, first:
 
-* :func:`ring.cluster.launch.detach`: the job that ``CELL/slurm/job.json`` records, when it runs another config hash than ``config.yaml``'s
+* :func:`ring.cluster.launch.detach`: the job that ``CELL/slurm/job.json`` records, when it runs another config hash
+than ``config.yaml``'s
   and is still queued or running, is cancelled (``scancel``) and waited for until SLURM no longer lists it (its
   processes are gone); its runs that wrote no segment go to the cell's provenance, which then moves to
   ``runs/<old hash>/`` with the rest of that run (an undo of the edit resumes it from there), and its record is
@@ -17,7 +18,8 @@ edited cell), and a launcher re-attached to it would take that encoder for the e
 
 The launcher (ring.cluster.launch) detaches the same way from a record it finds (a config written by hand), and
 accepts a finished output only when the config hash the stage recorded in it (``export.json`` of a pretraining
-cell, ``metrics.json`` of an evaluation) is the one it was asked to run (:func:`ring.cluster.launch.accepts`): a mismatch is one sentence,
+cell, ``metrics.json`` of an evaluation) is the one it was asked to run (:func:`ring.cluster.launch.accepts`): a
+mismatch is one sentence,
 the output is superseded (moved to ``runs/<its hash>/``) and the cell's own config is submitted.
 """
 
@@ -31,6 +33,7 @@ from ring.cluster import launch
 from ring.core import config as C
 from ring.core.files import FileError
 from ring.plan import checks, rerun
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

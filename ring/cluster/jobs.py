@@ -20,8 +20,12 @@ from submitit.helpers import Checkpointable
 
 from ring.core import stop
 
-STAGES = {"pretrain": "ring.pretrain", "lincls": "ring.lincls", "transfer": "ring.transfer",
-          "detection": "ring.detection.runner"}
+STAGES = {
+    "pretrain": "ring.pretrain",
+    "lincls": "ring.lincls",
+    "transfer": "ring.transfer",
+    "detection": "ring.detection.runner",
+}
 # The file each stage writes last in its --out folder: present means the stage's outputs are complete.
 OUTPUT = {"pretrain": "encoder.pt", "lincls": "metrics.json", "transfer": "metrics.json", "detection": "metrics.json"}
 

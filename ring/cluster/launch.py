@@ -34,8 +34,8 @@ import argparse
 import fcntl
 import hashlib
 import json
-import os
 import math
+import os
 import subprocess
 import sys
 import time
@@ -48,28 +48,63 @@ import jsonschema
 import submitit
 
 from ring.cluster import accounting
-from ring.plan import checks
-from ring.core import config as C
-from ring.core.files import CHECKSUMS, read_record as read_json_record, write_json
 from ring.cluster.jobs import IGNORED_STOP, OUTPUT, StageJob
-from ring.plan import rerun
+from ring.core import config as C
+from ring.core.files import CHECKSUMS, write_json
+from ring.core.files import read_record as read_json_record
+from ring.plan import checks, rerun
 
 RECORD = "job.json"
 LOCK = "launch.lock"  # held by the one client attached to a cell (cell_lock)
-ALIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD",
-         "REQUEUE_FED", "SIGNALING", "STAGE_OUT"}
+ALIVE = {
+    "PENDING",
+    "RUNNING",
+    "REQUEUED",
+    "CONFIGURING",
+    "COMPLETING",
+    "SUSPENDED",
+    "RESIZING",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "SIGNALING",
+    "STAGE_OUT",
+}
 # States after which a job never runs again (sacct's; REQUEUED and the like are alive).
-ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
-         "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
+ENDED = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "REVOKED",
+    "SPECIAL_EXIT",
+}
 # What SLURM's clients print when slurmctld / slurmdbd cannot be reached (not a refusal).
-UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connection refused",
-               "Zero Bytes were transmitted", "Connection timed out", "Slurm backup controller in standby mode",
-               "Unable to establish connection", "slurmdbd: Getting response")
+UNREACHABLE = (
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Connection refused",
+    "Zero Bytes were transmitted",
+    "Connection timed out",
+    "Slurm backup controller in standby mode",
+    "Unable to establish connection",
+    "slurmdbd: Getting response",
+)
 LOG_TAIL_LINES = 30
 # ``--verbose``: SLURM's own error lines beside the launcher's retry lines (set once, by main()).
 VERBOSE = {"on": False}
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
-                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "GOTO_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 
 
 # The one definition of a stage's resource keys and types: the workflow's config schema.  Resources
@@ -108,7 +143,7 @@ class Resources:
     controller_wait_s: float = 900.0
 
     @classmethod
-    def from_dict(cls, values: dict) -> "Resources":
+    def from_dict(cls, values: dict) -> Resources:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -151,9 +186,15 @@ def make_executor(folder: Path, res: Resources, name: str) -> submitit.SlurmExec
 
 
 def sbatch_test_args(res: Resources) -> list[str]:
-    args = ["sbatch", "--test-only", f"--time={res.time_min}", f"--gpus-per-node={res.gpus_per_node}",
-            f"--ntasks-per-node={max(res.gpus_per_node, 1)}", f"--cpus-per-task={res.cpus_per_task}",
-            f"--mem={int(math.ceil(res.mem_gb * 1024))}M"]
+    args = [
+        "sbatch",
+        "--test-only",
+        f"--time={res.time_min}",
+        f"--gpus-per-node={res.gpus_per_node}",
+        f"--ntasks-per-node={max(res.gpus_per_node, 1)}",
+        f"--cpus-per-task={res.cpus_per_task}",
+        f"--mem={int(math.ceil(res.mem_gb * 1024))}M",
+    ]
     for key in ("partition", "account", "qos", "constraint"):
         if getattr(res, key):
             args.append(f"--{key}={getattr(res, key)}")
@@ -183,8 +224,9 @@ def slurm_call(args: list[str], timeout: float = 60) -> subprocess.CompletedProc
     return out
 
 
-def retrying(action, res: Resources, what: str, first_delay_s: float = 5.0, max_delay_s: float = 60.0,
-             cell: Path | None = None):
+def retrying(
+    action, res: Resources, what: str, first_delay_s: float = 5.0, max_delay_s: float = 60.0, cell: Path | None = None
+):
     """``action()``, retried with doubling delays while the controller is unreachable, for at most
     ``res.controller_wait_s`` seconds; then one sentence saying so.  Each retry line names the ``cell`` (many
     clients wait side by side); SLURM's own words (``sbatch: error: ...``) are added only under ``--verbose``."""
@@ -198,10 +240,14 @@ def retrying(action, res: Resources, what: str, first_delay_s: float = 5.0, max_
                 raise RuntimeError(
                     f"{where}the SLURM controller was unreachable for {res.controller_wait_s:.0f} s while {what} "
                     f"({err}); check `scontrol ping` and rerun: recorded jobs are re-attached, nothing is submitted "
-                    "twice.") from None
+                    "twice."
+                ) from None
             said = f" ({err})" if VERBOSE["on"] else ""
-            print(f"ring: {where}the SLURM controller is unreachable while {what}{said}; retrying in {delay:.0f} s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ring: {where}the SLURM controller is unreachable while {what}{said}; retrying in {delay:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
             time.sleep(delay)
             delay = min(2 * delay, max_delay_s)
 
@@ -212,11 +258,13 @@ def resource_problems(res: Resources, checkpoint_interval_min: float | None) -> 
     if checkpoint_interval_min is not None and res.time_min < checkpoint_interval_min:
         problems.append(
             f"time_min={res.time_min} is shorter than one checkpoint interval ({checkpoint_interval_min} min); "
-            "raise time_min or lower checkpoint_interval_min, or every requeue would restart from scratch.")
+            "raise time_min or lower checkpoint_interval_min, or every requeue would restart from scratch."
+        )
     if res.signal_delay_s >= res.time_min * 60:
         problems.append(
             f"signal_delay_s={res.signal_delay_s} is not shorter than time_min={res.time_min} min; lower "
-            "signal_delay_s, or every job is signalled to stop as it starts and requeues until max_requeues.")
+            "signal_delay_s, or every job is signalled to stop as it starts and requeues until max_requeues."
+        )
     return problems
 
 
@@ -275,8 +323,9 @@ def check_resource_sets(sets: dict[str, tuple[dict, float | None]]) -> tuple[lis
         if key not in refusals:
             refusals[key] = retrying(lambda res=res: sbatch_refusal(res), res, f"checking the {label} resources")
         if refusals[key] is not None:
-            problems.append(f"{label}: SLURM refuses these resources ({refusals[key]}); "
-                            "fix them in profiles/slurm/site.yaml.")
+            problems.append(
+                f"{label}: SLURM refuses these resources ({refusals[key]}); fix them in profiles/slurm/site.yaml."
+            )
     return list(dict.fromkeys(problems)), [key for key, reason in refusals.items() if reason is None]
 
 
@@ -337,10 +386,18 @@ def job_config_hash(job: StageJob) -> str | None:
     return C.config_hash(C.load(checks.STAGE_CONFIGS[job.stage], job.argv[job.argv.index("--config") + 1]))
 
 
-def write_record(cell: Path, job_id: str, folder: Path, stage: str, tasks: int = 1, config_hash: str | None = None) -> None:
+def write_record(
+    cell: Path, job_id: str, folder: Path, stage: str, tasks: int = 1, config_hash: str | None = None
+) -> None:
     # config_hash: what the job ran, so that a later client tells a finished job of an edited cell from its own.
-    record = {"job_id": job_id, "folder": str(folder), "stage": stage, "tasks": tasks, "config_hash": config_hash,
-              "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    record = {
+        "job_id": job_id,
+        "folder": str(folder),
+        "stage": stage,
+        "tasks": tasks,
+        "config_hash": config_hash,
+        "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
     write_json(cell / "slurm" / RECORD, record)
 
 
@@ -367,13 +424,16 @@ def wait(job: submitit.SlurmJob, cell: Path, res: Resources, adopted: bool = Fal
     cancelled pending job that ``decide`` resubmits, seen late)."""
     start, last, unknown_since, ran = time.monotonic(), None, None, False
     while True:
-        state = retrying(lambda: job_states([job.job_id])[job.job_id], res, f"asking about job {job.job_id}",
-                         cell=cell)
+        state = retrying(lambda: job_states([job.job_id])[job.job_id], res, f"asking about job {job.job_id}", cell=cell)
         if state is None:
             unknown_since = unknown_since if unknown_since is not None else time.monotonic()
             if time.monotonic() - unknown_since >= res.unknown_grace_s:
-                print(f"ring: {cell}: SLURM job {job.job_id} is unknown to sacct and squeue for "
-                      f"{res.unknown_grace_s:.0f} s; treating it as gone", file=sys.stderr, flush=True)
+                print(
+                    f"ring: {cell}: SLURM job {job.job_id} is unknown to sacct and squeue for "
+                    f"{res.unknown_grace_s:.0f} s; treating it as gone",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return "gone"
         else:
             unknown_since = None
@@ -397,12 +457,18 @@ def wait(job: submitit.SlurmJob, cell: Path, res: Resources, adopted: bool = Fal
         reason = state
     account_ended(cell, job.job_id)  # first, so that the failure below stays the log's last sentence
     if state == "CANCELLED" and adopted and not ran:
-        print(f"ring: {cell}: SLURM job {job.job_id} was cancelled before it ran; submitting again (it resumes)",
-              file=sys.stderr, flush=True)
+        print(
+            f"ring: {cell}: SLURM job {job.job_id} was cancelled before it ran; submitting again (it resumes)",
+            file=sys.stderr,
+            flush=True,
+        )
         return "gone"
     stderr = Path(job.paths.stderr)
-    print(f"ring: {cell}: SLURM job {job.job_id} failed ({reason}); last lines of {stderr}:\n"
-          f"{log_tail(stderr)}", file=sys.stderr, flush=True)
+    print(
+        f"ring: {cell}: SLURM job {job.job_id} failed ({reason}); last lines of {stderr}:\n{log_tail(stderr)}",
+        file=sys.stderr,
+        flush=True,
+    )
     return "failed"
 
 
@@ -430,10 +496,14 @@ def submit(job: StageJob, cell: Path, res: Resources) -> submitit.SlurmJob:
             raise ValueError(f"sbatch refused the job ({' '.join(str(err).split())}).") from None
 
     submitted = retrying(once, res, "submitting", cell=cell)
-    write_record(cell, submitted.job_id, folder, job.stage, tasks=max(res.gpus_per_node, 1),
-                 config_hash=job_config_hash(job))
-    print(f"ring: {cell}: submitted SLURM job {submitted.job_id} (log {submitted.paths.stderr})", file=sys.stderr,
-          flush=True)
+    write_record(
+        cell, submitted.job_id, folder, job.stage, tasks=max(res.gpus_per_node, 1), config_hash=job_config_hash(job)
+    )
+    print(
+        f"ring: {cell}: submitted SLURM job {submitted.job_id} (log {submitted.paths.stderr})",
+        file=sys.stderr,
+        flush=True,
+    )
     return submitted
 
 
@@ -457,16 +527,24 @@ def note_ignored_stops(cell: Path, attached: submitit.SlurmJob) -> None:
     stderr = Path(attached.paths.stderr)
     count = stderr.read_text(errors="replace").count(IGNORED_STOP) if stderr.is_file() else 0
     if count and accounting.note_ignored_stops(cell, attached.job_id, count):
-        print(f"ring: {cell}: SLURM job {attached.job_id} {IGNORED_STOP} ({count}x); it ignored it and ended "
-              f"COMPLETED (noted in {accounting.FILE})", file=sys.stderr, flush=True)
+        print(
+            f"ring: {cell}: SLURM job {attached.job_id} {IGNORED_STOP} ({count}x); it ignored it and ended "
+            f"COMPLETED (noted in {accounting.FILE})",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def account_ended(cell: Path, job_id: str) -> None:
     """Provenance of a job that ended: its runs that wrote no segment (hard-killed), from sacct."""
     added = accounting.add_ended_job(cell, job_id)
     if added:
-        print(f"ring: {cell}: added {added} run(s) of SLURM job {job_id} that wrote no segment to "
-              f"{accounting.FILE} (from sacct)", file=sys.stderr, flush=True)
+        print(
+            f"ring: {cell}: added {added} run(s) of SLURM job {job_id} that wrote no segment to "
+            f"{accounting.FILE} (from sacct)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 @contextmanager
@@ -479,8 +557,11 @@ def cell_lock(cell: Path):
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"ring: {cell}: another client is attached to this cell; waiting for it, then re-attaching",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ring: {cell}: another client is attached to this cell; waiting for it, then re-attaching",
+                file=sys.stderr,
+                flush=True,
+            )
             fcntl.flock(fh, fcntl.LOCK_EX)
         yield
 
@@ -518,8 +599,12 @@ def collect_evaluation(job: StageJob, cell: Path) -> bool:
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if not rerun.collect(cell, job.stage, _stage_config(job), job.argv[job.argv.index(flag) + 1], log=log):
         return False
-    print(f"ring: {cell}: the evaluation of this encoder with this config is complete ({OUTPUT[job.stage]} put back "
-          "from the copy its run kept, its checksum verified); nothing to run", file=sys.stderr, flush=True)
+    print(
+        f"ring: {cell}: the evaluation of this encoder with this config is complete ({OUTPUT[job.stage]} put back "
+        "from the copy its run kept, its checksum verified); nothing to run",
+        file=sys.stderr,
+        flush=True,
+    )
     return True
 
 
@@ -544,11 +629,18 @@ def completed(job: StageJob, cell: Path, attached: submitit.SlurmJob) -> int:
     if output.exists():
         return 0
     if collect_kept(job, cell):
-        print(f"ring: {cell}: SLURM job {attached.job_id} COMPLETED; restored {output} (deleted by Snakemake's rerun "
-              "while the job ran) from the copy the job kept, its checksum verified", file=sys.stderr, flush=True)
+        print(
+            f"ring: {cell}: SLURM job {attached.job_id} COMPLETED; restored {output} (deleted by Snakemake's rerun "
+            "while the job ran) from the copy the job kept, its checksum verified",
+            file=sys.stderr,
+            flush=True,
+        )
         return 0
-    print(f"ring: {cell}: SLURM job {attached.job_id} COMPLETED without writing {output}; see "
-          f"{attached.paths.stderr}", file=sys.stderr, flush=True)
+    print(
+        f"ring: {cell}: SLURM job {attached.job_id} COMPLETED without writing {output}; see {attached.paths.stderr}",
+        file=sys.stderr,
+        flush=True,
+    )
     return 1
 
 
@@ -572,16 +664,20 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
     if collect_evaluation(job, cell):  # a finished job's evaluation, or a kept one (an edit undone): no job
         return 0
     if record is not None:
-        state = retrying(lambda: job_states([record["job_id"]])[record["job_id"]], res,
-                         "asking about the recorded job", cell=cell)
+        state = retrying(
+            lambda: job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job", cell=cell
+        )
         action = decide(state, output.exists())
         if state in ENDED:  # nothing of this cell runs now: the file has one writer
             folder = accounting_folder(cell, record, wanted)
             if folder is not None:
                 account_ended(folder, record["job_id"])
         if action == "collect" and accepted(job, cell, wanted, record["job_id"]):
-            print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; collected {output}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; collected {output}",
+                file=sys.stderr,
+                flush=True,
+            )
             return 0
         if action == "collect":
             pass  # another config's output, superseded (accepted's sentence): the cell's own config is submitted
@@ -589,21 +685,34 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
             attached, adopted = recorded_job(record), True
             print(f"ring: {cell}: re-attached to SLURM job {attached.job_id}", file=sys.stderr, flush=True)
         elif state == "COMPLETED" and collect_kept(job, cell):
-            print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; restored {output} (deleted by "
-                  "Snakemake's rerun) from the copy the job kept, its checksum verified; nothing submitted",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; restored {output} (deleted by "
+                "Snakemake's rerun) from the copy the job kept, its checksum verified; nothing submitted",
+                file=sys.stderr,
+                flush=True,
+            )
             return 0
         elif state == "COMPLETED" and record.get("config_hash") not in (None, job_config_hash(job)):
-            print(f"ring: {cell}: SLURM job {record['job_id']} ran an earlier config of this cell (it was edited since); "
-                  "submitting the edited cell", file=sys.stderr, flush=True)
+            print(
+                f"ring: {cell}: SLURM job {record['job_id']} ran an earlier config of this cell (it was edited since); "
+                "submitting the edited cell",
+                file=sys.stderr,
+                flush=True,
+            )
         elif state == "COMPLETED":
-            print(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED but {output} is missing (Snakemake deletes "
-                  "the outputs of a job it reruns); submitting again: the stage resumes from its checkpoint where that "
-                  "is still this cell's", 
-                  file=sys.stderr, flush=True)
+            print(
+                f"ring: {cell}: SLURM job {record['job_id']} COMPLETED but {output} is missing (Snakemake deletes "
+                "the outputs of a job it reruns); submitting again: the stage resumes from its checkpoint where that "
+                "is still this cell's",
+                file=sys.stderr,
+                flush=True,
+            )
         else:
-            print(f"ring: {cell}: previous job {record['job_id']} ended {state}; submitting again (it resumes)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ring: {cell}: previous job {record['job_id']} ended {state}; submitting again (it resumes)",
+                file=sys.stderr,
+                flush=True,
+            )
     # A gone job is resubmitted; bounded like requeues, so a cluster that loses every job cannot loop.
     for _ in range(res.max_requeues + 1):
         if attached is None:
@@ -623,7 +732,6 @@ def _launch_slurm(job: StageJob, cell: Path, res: Resources) -> int:
         attached = None
     print(f"ring: {cell}: {res.max_requeues + 1} jobs were lost by SLURM; giving up", file=sys.stderr, flush=True)
     return 1
-
 
 
 # An edit while a job runs (ring.cluster.detach, the config rule's first step, and this launcher).
@@ -689,8 +797,10 @@ def detach(cell: Path, wanted: str | None, res: Resources, log=print) -> bool:
     state = retrying(lambda: job_states([job_id])[job_id], res, "asking about the recorded job")
     if state is not None and state not in ALIVE:
         return False  # it ended: nothing of it writes here any more (the launcher tells an earlier config's output)
-    log(f"ring: {cell}: its config changed while SLURM job {job_id} of the previous config was {state or 'queued'}; "
-        "cancelling it first, so that nothing of it writes into the edited cell")
+    log(
+        f"ring: {cell}: its config changed while SLURM job {job_id} of the previous config was {state or 'queued'}; "
+        "cancelling it first, so that nothing of it writes into the edited cell"
+    )
     cancel_and_wait(cell, job_id, res)
     account_ended(cell, job_id)  # into the previous run's provenance, which moves aside with it
     retire_record(cell, job_id)
@@ -712,15 +822,17 @@ def accepts(cell: Path, stage: str, wanted: str | None, job_id: str, log=print) 
     made = made_with(cell, stage)
     if wanted is None or made == wanted:
         return True
-    log(f"ring: {cell}: SLURM job {job_id} wrote {OUTPUT[stage]} with config {made}, not this cell's {wanted} "
-        "(the cell was edited while it ran); not accepted, submitting the cell's own config")
+    log(
+        f"ring: {cell}: SLURM job {job_id} wrote {OUTPUT[stage]} with config {made}, not this cell's {wanted} "
+        "(the cell was edited while it ran); not accepted, submitting the cell's own config"
+    )
     supersede(cell, stage, log=lambda line: None)
     return False
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    stage_argv = argv[argv.index("--") + 1:] if "--" in argv else []
+    stage_argv = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description="Run one cell's stage locally or on SLURM.")
     parser.add_argument("stage")

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ring.core.files import write_json
 from ring.core.config import read_yaml
+from ring.core.files import write_json
 
 MARKER = "running.json"
 LOG = "log.jsonl"
@@ -33,8 +33,12 @@ def running(cell: Path):
     yielded dict, or an exception, leaves it marked failed."""
     cell.mkdir(parents=True, exist_ok=True)
     marker = cell / MARKER
-    record = {"state": "running", "pid": os.getpid(), "host": socket.gethostname(),
-              "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    record = {
+        "state": "running",
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
     _write(marker, record)
     result = {"status": 0}
     try:
@@ -92,7 +96,6 @@ def progress(cell: Path) -> str:
         return ""
     text = f"epoch {records[-1].get('epoch', -1) + 1}"
     try:
-
         epochs = read_yaml(cell / "config.yaml", "Cell config").get("epochs")
         text += f"/{epochs}" if epochs else ""
     except (OSError, ValueError, AttributeError):

@@ -160,12 +160,31 @@ class PretrainConfig:
     # undo does not need for a finished run; "all" keeps the checkpoints too (an unfinished run's undo resumes them).
     keep_superseded: str = "results"
 
-    RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "checkpoint_interval_min", "max_chunk_elements",
-                      "log_window_classes", "loss_read_every", "compile", "keep_superseded")
+    RUNTIME_FIELDS = (
+        "data_root",
+        "num_workers",
+        "threads",
+        "device",
+        "checkpoint_interval_min",
+        "max_chunk_elements",
+        "log_window_classes",
+        "loss_read_every",
+        "compile",
+        "keep_superseded",
+    )
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
-    HASHED_WHEN_SET = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs", "la_own_entry",
-                       "cmc_negatives", "augment", "ring_val_before_training", "negatives_count")
+    HASHED_WHEN_SET = (
+        "kmeans_k",
+        "kmeans_clusterings",
+        "kmeans_iters",
+        "kmeans_warmup_epochs",
+        "la_own_entry",
+        "cmc_negatives",
+        "augment",
+        "ring_val_before_training",
+        "negatives_count",
+    )
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).
@@ -203,6 +222,7 @@ class LinclsConfig:
 @dataclass
 class ToyCNCEConfig:
     """The appendix's toy experiment (ring.toy_cnce): one seed's NCE and CNCE critics."""
+
     seed: int = 0  # seeds data, critics and negatives (the grid's toy_cnce seeds)
     # Data: (X, Y) = Z + eps with the appendix's covariances; 2000 training points, whose Y
     # embeddings form the memory bank the negatives come from.
@@ -259,10 +279,10 @@ class TransferConfig(LinclsConfig):
 class DetectionConfig:
     """One Table 4 cell: a converted encoder trained frozen in one Detectron2 model (ring.detection)."""
 
-    task: str                       # ring.plan.detection_tasks.TASKS: coco_det_seg, coco_kp, voc_det
-    method: str                     # the pretraining method whose encoder is the backbone
-    source: str                     # the dataset it was pretrained on (imagenet in the paper)
-    seed: int = 0                   # Detectron2's SEED: sampling, augmentation and head initialisation
+    task: str  # ring.plan.detection_tasks.TASKS: coco_det_seg, coco_kp, voc_det
+    method: str  # the pretraining method whose encoder is the backbone
+    source: str  # the dataset it was pretrained on (imagenet in the paper)
+    seed: int = 0  # Detectron2's SEED: sampling, augmentation and head initialisation
     # "detectron2": COCO / VOC in Detectron2's layout under datasets_root ($DETECTRON2_DATASETS);
     # "embedded": the generated dataset in the same layout (ring.detection.embedded).
     datasets: str = "detectron2"
@@ -349,8 +369,10 @@ def read_yaml(path: str | Path, what: str = "YAML file"):
             return yaml.load(fh, Loader=Loader)
     except DuplicateKey as err:
         lines = f"lines {err.first} and {err.second}" if err.first != err.second else f"line {err.first}"
-        raise ValueError(f"{what} {path} gives the key {err.key!r} twice, at {lines} (YAML would keep only the last); "
-                         "merge the two into one.") from None
+        raise ValueError(
+            f"{what} {path} gives the key {err.key!r} twice, at {lines} (YAML would keep only the last); "
+            "merge the two into one."
+        ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -367,15 +389,22 @@ def load(cls, path: str | Path):
         raise FileNotFoundError(f"Config file {path} does not exist; the workflow writes it, or pass an existing file.")
     values = read_yaml(path, "Config file")
     if values is None:
-        raise ValueError(f"Config file {path} is empty (no keys, at most comments); write its {cls.__name__} keys, one "
-                         "key: value per line.")
+        raise ValueError(
+            f"Config file {path} is empty (no keys, at most comments); write its {cls.__name__} keys, one "
+            "key: value per line."
+        )
     if not isinstance(values, dict):
         raise ValueError(f"Config file {path} holds no mapping of {cls.__name__} keys; write one key: value per line.")
-    required = [f.name for f in dataclasses.fields(cls)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
     if missing := [name for name in required if name not in values]:
-        raise ValueError(f"Config file {path} does not set {' and '.join(missing)}, which {cls.__name__} needs; add "
-                         f"{'them' if len(missing) > 1 else 'it'} (the workflow writes every key of a cell).")
+        raise ValueError(
+            f"Config file {path} does not set {' and '.join(missing)}, which {cls.__name__} needs; add "
+            f"{'them' if len(missing) > 1 else 'it'} (the workflow writes every key of a cell)."
+        )
     if cls is PretrainConfig and isinstance(values.get("method"), str) and values["method"] in METHODS:
         values = apply_fixed(values["method"], values, source=f"the config file {path}")  # unknown: the checks say so
     return from_dict(cls, values)

@@ -44,9 +44,11 @@ def reason(logs: list[str]) -> str:
     for name in logs:
         path = Path(name)
         if path.is_file():
-            lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.startswith("ring: ")]
+            lines = [
+                line.strip() for line in path.read_text(errors="replace").splitlines() if line.startswith("ring: ")
+            ]
             if lines:
-                return lines[-1][len("ring: "):]
+                return lines[-1][len("ring: ") :]
     return f"no one-sentence reason recorded; see {', '.join(logs)}" if logs else "see the job's output above"
 
 

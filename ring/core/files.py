@@ -190,7 +190,9 @@ def place_exports(folder: str | Path, names) -> None:
             raise FileError(write_failure(folder / name, err)) from None
 
 
-def verify_checksum(path: str | Path, what: str = "encoder", fix: str = "rerun the pretraining cell that writes it") -> str:
+def verify_checksum(
+    path: str | Path, what: str = "encoder", fix: str = "rerun the pretraining cell that writes it"
+) -> str:
     """The SHA-256 of ``path``, after checking it against the checksum record beside it; one sentence otherwise.
 
     A file altered on disk (a block overwritten, a copy cut short) or a record that is missing,
@@ -204,14 +206,18 @@ def verify_checksum(path: str | Path, what: str = "encoder", fix: str = "rerun t
         doc = json.loads(record.read_text())
         expected = doc["files"][path.name]
     except FileNotFoundError:
-        raise FileError(f"The {what} {path} has no checksum record ({record.name} beside it, written with it), so it "
-                        f"cannot be verified; {fix}.") from None
+        raise FileError(
+            f"The {what} {path} has no checksum record ({record.name} beside it, written with it), so it "
+            f"cannot be verified; {fix}."
+        ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
         raise FileError(f"The checksum record {record} is unreadable or does not list {path.name}; {fix}.") from None
     actual = sha256_file(path)
     if actual != expected:
-        raise FileError(f"The {what} {path} fails its checksum (sha256 {actual[:12]}..., recorded {str(expected)[:12]}...: "
-                        f"the file was altered on disk); {fix}.")
+        raise FileError(
+            f"The {what} {path} fails its checksum (sha256 {actual[:12]}..., recorded {str(expected)[:12]}...: "
+            f"the file was altered on disk); {fix}."
+        )
     return actual
 
 
@@ -226,16 +232,25 @@ def _no_room(folder: Path, margin: int = 1 << 20) -> bool:
 def write_failure(path: Path, err: OSError) -> str:
     """One sentence for a write that the file system refused."""
     if err.errno == errno.ENOSPC:
-        return (f"The disk holding {path.parent} is full (no space left while writing {path.name}); the previous file "
-                "is kept: free some space and rerun to continue.")
+        return (
+            f"The disk holding {path.parent} is full (no space left while writing {path.name}); the previous file "
+            "is kept: free some space and rerun to continue."
+        )
     if err.errno == errno.EFBIG:
-        return (f"Writing {path} exceeds the largest file this process may write (File too large: the file-size limit, "
-                "ulimit -f, or the file system's); the previous file is kept: raise the limit and rerun to continue.")
+        return (
+            f"Writing {path} exceeds the largest file this process may write (File too large: the file-size limit, "
+            "ulimit -f, or the file system's); the previous file is kept: raise the limit and rerun to continue."
+        )
     if err.errno == errno.EDQUOT:
-        return (f"Writing {path} exceeds this user's disk quota on {path.parent} (Disk quota exceeded); the previous "
-                "file is kept: free some space or raise the quota and rerun to continue.")
+        return (
+            f"Writing {path} exceeds this user's disk quota on {path.parent} (Disk quota exceeded); the previous "
+            "file is kept: free some space or raise the quota and rerun to continue."
+        )
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"The folder {path.parent} is not writable ({err.strerror}); fix its permissions or choose another results folder."
+        return (
+            f"The folder {path.parent} is not writable ({err.strerror}); "
+            "fix its permissions or choose another results folder."
+        )
     return f"Writing {path} failed ({err.strerror or err}); the previous file is kept: fix the cause and rerun."
 
 
@@ -250,7 +265,8 @@ def check_writable(folder: str | Path) -> None:
     except OSError as err:
         raise FileError(
             f"The cell folder {folder} is not writable ({err.strerror or err}); fix its permissions or choose another "
-            "results folder.") from None
+            "results folder."
+        ) from None
 
 
 def unwritable(folder: str | Path) -> str | None:
@@ -268,8 +284,10 @@ def unwritable(folder: str | Path) -> str | None:
         return f"The results folder {folder} {where}; move it away or choose another grid name."
     if not os.access(existing, os.W_OK | os.X_OK):
         what = "is" if existing == folder else f"cannot be created: {existing} is"
-        return (f"The results folder {folder} {what} not writable by this user; fix its permissions or run from a "
-                "folder you can write.")
+        return (
+            f"The results folder {folder} {what} not writable by this user; fix its permissions or run from a "
+            "folder you can write."
+        )
     return None
 
 
@@ -282,8 +300,10 @@ def unwritable_below(folder: str | Path) -> str | None:
         for name in sorted(folders):
             cell = Path(parent, name)
             if not os.access(cell, os.W_OK | os.X_OK):
-                return (f"The cell folder {cell} is not writable by this user; fix its permissions "
-                        f"(chmod -R u+w {cell}) or move it away, and rerun.")
+                return (
+                    f"The cell folder {cell} is not writable by this user; fix its permissions "
+                    f"(chmod -R u+w {cell}) or move it away, and rerun."
+                )
     return None
 
 

@@ -7,12 +7,12 @@ compares their estimates with these ceilings on a login node.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
-
 # ---- the ceiling: the largest value CNCE can take on the Gaussian, whatever the critic -----------
+
 
 def correlation(cov) -> float:
     """rho of a bivariate Gaussian with covariance ``cov``."""
@@ -30,6 +30,7 @@ def true_mi(cov) -> float:
 def _mass(lo, hi, mean=0.0, sd=1.0):
     """P(lo < Y < hi) for Y ~ N(mean, sd^2), accurate in either tail (differences of sf or of cdf)."""
     from scipy.stats import norm
+
     lo, hi = (np.asarray(lo) - mean) / sd, (np.asarray(hi) - mean) / sd
     return np.where(lo > 0, norm.sf(lo) - norm.sf(hi), norm.cdf(hi) - norm.cdf(lo))
 
@@ -37,6 +38,7 @@ def _mass(lo, hi, mean=0.0, sd=1.0):
 def _window(centre: float, share: float) -> float:
     """Half-width d of the interval centre +- d that holds ``share`` of N(0, 1)."""
     from scipy.optimize import brentq
+
     if share >= 1:
         return math.inf
     return brentq(lambda d: float(_mass(centre - d, centre + d)) - share, 0.0, abs(centre) + 40.0, xtol=1e-13)
@@ -52,6 +54,7 @@ _LOG_U = np.linspace(-25.0, 6.0, 400)
 def _nodes(lo: float, hi: float, mean: float, sd: float) -> tuple[np.ndarray, np.ndarray]:
     """Points in (lo, hi) and their N(mean, sd^2) probabilities, equally weighted by that normal's CDF."""
     from scipy.stats import norm
+
     t, w = _LEGENDRE
     a, b = (lo - mean) / sd, (hi - mean) / sd
     if a > 0:  # the upper tail: work with survival functions, whose values keep their digits there
@@ -75,6 +78,7 @@ def flat_critic_bound(d: float, x: float, rho: float, share: float, k: int | Non
     mu = rho * x - m  # y - m given x is N(mu, s2)
     lo, hi = (-d - mu) / s, (d - mu) / s
     from scipy.stats import norm
+
     inside = float(_mass(lo, hi))  # P(y in m +- d | x)
     e_u = norm.pdf(lo) - norm.pdf(hi)
     e_u2 = inside + lo * norm.pdf(lo) - hi * norm.pdf(hi)
@@ -97,20 +101,27 @@ def flat_critic_bound(d: float, x: float, rho: float, share: float, k: int | Non
     return math.log(k) + positive - log_sum
 
 
-def ceiling_at(x: float, rho: float, share: float, k: int | None = None, level_at_k: bool = False) -> tuple[float, float]:
+def ceiling_at(
+    x: float, rho: float, share: float, k: int | None = None, level_at_k: bool = False
+) -> tuple[float, float]:
     """(sup over critics of the CNCE bound at X = x, the optimal half-width d): the level optimised.
 
     At finite k the level is the k -> inf optimum unless ``level_at_k``: re-optimising it at k = 3
     or 101 moves d by < 1e-4 and the bound by less than the quadrature's error (tested), at 30x the cost.
     """
     from scipy.optimize import minimize_scalar
+
     top = _window(x / rho, share)
     if not math.isfinite(top):  # NCE (no window): f = log r; its tails beyond x/rho +- (|x/rho| + 40) hold nothing
         top = abs(x / rho) + 40.0
 
     def best(limit):
-        found = minimize_scalar(lambda d: -flat_critic_bound(d, x, rho, share, limit), bounds=(0.0, top),
-                                method="bounded", options={"xatol": 1e-10})
+        found = minimize_scalar(
+            lambda d: -flat_critic_bound(d, x, rho, share, limit),
+            bounds=(0.0, top),
+            method="bounded",
+            options={"xatol": 1e-10},
+        )
         # d = 0 is the constant critic (bound 0); the bounded search may stop short of an endpoint.
         return max((-found.fun, found.x), (flat_critic_bound(top, x, rho, share, limit), top), (0.0, 0.0))
 
@@ -120,7 +131,7 @@ def ceiling_at(x: float, rho: float, share: float, k: int | None = None, level_a
     return max((flat_critic_bound(d, x, rho, share, k), d), (0.0, 0.0))
 
 
-@lru_cache(maxsize=None)  # seconds per value; a table asks for each (rho, percentile, k) once per process
+@cache  # seconds per value; a table asks for each (rho, percentile, k) once per process
 def cnce_ceiling(rho: float, percentile: float, k: int | None = None) -> float:
     """The largest value the CNCE bound can take, for any critic, on the bivariate Gaussian with
     correlation ``rho`` when the k - 1 negatives are drawn from the closest (100 - ``percentile``)%
@@ -152,12 +163,14 @@ def cnce_ceiling(rho: float, percentile: float, k: int | None = None) -> float:
     """
     from scipy.integrate import quad
     from scipy.stats import norm
+
     share = 1 - percentile / 100
     if not 0 < share <= 1:
         raise ValueError(f"CNCE percentile {percentile} is outside [0, 100).")
     if share == 1 and k is not None:  # NCE's optimum log r is flat nowhere: its e^f outrun the quadrature
         raise ValueError("The ceiling at finite k is for CNCE (percentile > 0); NCE's at k -> inf is the true MI.")
     # ceiling_at(-x) = ceiling_at(x) (y -> -y), so integrate over x >= 0 with density 2 phi(x).
-    value, _ = quad(lambda x: 2 * norm.pdf(x) * ceiling_at(x, rho, share, k)[0], 0.0, 9.0,
-                    limit=200, epsabs=1e-13, epsrel=1e-6)
+    value, _ = quad(
+        lambda x: 2 * norm.pdf(x) * ceiling_at(x, rho, share, k)[0], 0.0, 9.0, limit=200, epsabs=1e-13, epsrel=1e-6
+    )
     return value

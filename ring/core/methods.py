@@ -35,7 +35,6 @@ from importlib.metadata import entry_points
 
 from ring.core import sources
 
-
 # PretrainConfig keys that only some methods read, by what reads them; every other key is read by every method.  A
 # key a method never reads takes its default in that method's cells (see :func:`unread_keys`).
 BANK_KEYS = ("bank_negatives", "bank_momentum", "negatives_count")  # a memory bank's (ring.engine.objectives.ir)
@@ -44,8 +43,17 @@ CMC_KEYS = ("cmc_negatives",)  # CMC's two banks' draw (ring.engine.objectives.c
 KMEANS_KEYS = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs")  # Method.uses_kmeans
 LA_KEYS = ("la_own_entry",)  # LA's background sampler only (ring.engine.objectives.ir)
 # The Ring window and its annealing (ring.engine.anneal): the trainer builds them for Ring methods only.
-RING_KEYS = ("ring_w_l", "ring_anneal", "ring_anneal_epochs", "ring_inner", "ring_w_u", "ring_anneal_stages",
-             "ring_loss_ema", "ring_val_fraction", "ring_val_before_training")
+RING_KEYS = (
+    "ring_w_l",
+    "ring_anneal",
+    "ring_anneal_epochs",
+    "ring_inner",
+    "ring_w_u",
+    "ring_anneal_stages",
+    "ring_loss_ema",
+    "ring_val_fraction",
+    "ring_val_before_training",
+)
 METHOD_KEYS = (*BANK_KEYS, *QUEUE_KEYS, *CMC_KEYS, *KMEANS_KEYS, *LA_KEYS, *RING_KEYS)
 
 
@@ -68,7 +76,7 @@ class Objective:
     # cells' hashes and accepts every key.
     own_keys: tuple[str, ...] | None = None
 
-    def reads(self, m: "Method") -> frozenset[str] | None:
+    def reads(self, m: Method) -> frozenset[str] | None:
         """The keys of :data:`METHOD_KEYS` method ``m`` reads (None: all of them)."""
         if self.own_keys is None:
             return None
@@ -82,7 +90,7 @@ class Objective:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.label!r})"
 
-    def family(self, m: "Method") -> str:
+    def family(self, m: Method) -> str:
         """The throughput family that prices method ``m`` (ring.plan.estimate refuses one it has no figures for)."""
         return self.cost_family
 
@@ -90,7 +98,7 @@ class Objective:
         """(the Ring step-time ratio's kind, the size of the set the window selects from), for ring.plan.estimate."""
         raise NotImplementedError(f"{self!r} has no Ring variant to price")
 
-    def check(self, c, n_images: int, m: "Method") -> None:
+    def check(self, c, n_images: int, m: Method) -> None:
         """Its own config checks through ``c`` (:class:`ring.plan.checks.Checker`), for ``n_images`` training images."""
 
     def load(self):
@@ -113,30 +121,37 @@ class BankObjective(Objective):
 
     own_keys = BANK_KEYS
 
-    def reads(self, m: "Method") -> frozenset[str] | None:
+    def reads(self, m: Method) -> frozenset[str] | None:
         # The k-means keys build its clusterings and la_own_entry steers LA's background sampler: only those methods'.
         base = super().reads(m)
         extra = (*(KMEANS_KEYS if m.uses_kmeans else ()), *(LA_KEYS if m.sampler == "background" else ()))
         return None if base is None else base | frozenset(extra)
 
-    def family(self, m: "Method") -> str:
+    def family(self, m: Method) -> str:
         return "LA" if m.uses_kmeans else self.cost_family  # a reclustering per epoch: LA's measured figures
 
     def ring_selection(self, cfg, n_images: int) -> tuple[str, int]:
         return "IRing", n_images  # the window ranks the whole bank
 
-    def check(self, c, n_images: int, m: "Method") -> None:
+    def check(self, c, n_images: int, m: Method) -> None:
         cfg = c.cfg
         c.int_at_least("bank_negatives", 1)
         # LA's background neighbours exclude the instance's own entry: strictly fewer than the bank.
         limit = n_images - 1 if m.sampler == "background" else n_images
         if cfg.bank_negatives > limit:
-            c.fail("bank_negatives", f"is larger than the memory bank ({n_images} {cfg.dataset} training images"
-                   f"{', its own entry excluded' if limit < n_images else ''})", f"set it to at most {limit}")
+            c.fail(
+                "bank_negatives",
+                f"is larger than the memory bank ({n_images} {cfg.dataset} training images"
+                f"{', its own entry excluded' if limit < n_images else ''})",
+                f"set it to at most {limit}",
+            )
         c.in_range("bank_momentum", 0.0, 1.0)
         if cfg.negatives_count == "including_positive" and cfg.bank_negatives < 2:
-            c.fail("bank_negatives", "counts the positive (negatives_count: including_positive), so no negative is left",
-                   "set it to at least 2")
+            c.fail(
+                "bank_negatives",
+                "counts the positive (negatives_count: including_positive), so no negative is left",
+                "set it to at least 2",
+            )
 
 
 class TwoViewBankObjective(BankObjective):
@@ -146,8 +161,9 @@ class TwoViewBankObjective(BankObjective):
     grey_blind = True
     own_keys = (*BANK_KEYS, *CMC_KEYS)
 
-    def family(self, m: "Method") -> str:
-        # No CMC figures with k-means: its variants take CMC's step rate, and ring.plan.estimate adds their reclustering.
+    def family(self, m: Method) -> str:
+        # No CMC figures with k-means: its variants take CMC's step rate, and ring.plan.estimate adds their
+        # reclustering.
         return self.cost_family
 
 
@@ -161,14 +177,21 @@ class QueueObjective(Objective):
     def ring_selection(self, cfg, n_images: int) -> tuple[str, int]:
         return "MoCoRing", cfg.queue_size  # the window ranks the queue
 
-    def check(self, c, n_images: int, m: "Method") -> None:
+    def check(self, c, n_images: int, m: Method) -> None:
         cfg = c.cfg
         if not isinstance(cfg.queue_size, int) or cfg.queue_size < cfg.batch_size:
-            c.fail("queue_size", f"is smaller than batch_size={cfg.batch_size} (each step enqueues a whole batch)",
-                   f"raise queue_size to at least {cfg.batch_size}")
+            c.fail(
+                "queue_size",
+                f"is smaller than batch_size={cfg.batch_size} (each step enqueues a whole batch)",
+                f"raise queue_size to at least {cfg.batch_size}",
+            )
         if cfg.queue_size > n_images:
-            c.fail("queue_size", f"is larger than the {n_images} {cfg.dataset} training images (the queue would hold "
-                   "several keys of one image, a query's own among its negatives)", f"set it to at most {n_images}")
+            c.fail(
+                "queue_size",
+                f"is larger than the {n_images} {cfg.dataset} training images (the queue would hold "
+                "several keys of one image, a query's own among its negatives)",
+                f"set it to at most {n_images}",
+            )
         c.in_range("key_momentum", 0.0, 1.0)
 
 
@@ -190,7 +213,8 @@ class Method:
     negatives: str = ""  # one of NEGATIVES; empty: "ring" for Ring methods, else "uniform"
     close_positives: bool = False
     fixed: tuple[tuple[str, object], ...] = ()  # PretrainConfig values that define the method
-    # PretrainConfig values the method takes unless a grid or config file sets them (a reference's rule, with ours a switch).
+    # PretrainConfig values the method takes unless a grid or config file sets them (a reference's rule, with ours a
+    # switch).
     defaults: tuple[tuple[str, object], ...] = ()
 
     @property
@@ -222,6 +246,7 @@ MOCO_DEFAULTS = (("bn_groups", 8),)
 # The values a Ring method's config takes from its annealing policy (ring_anneal) unless it sets them: the
 # authors' trainer gave its validation-adaptive policy the untrained network's accuracy first (ring.engine.anneal).
 POLICY_DEFAULTS = {"adaptive_val_authors": (("ring_val_before_training", True),)}
+
 
 class Registry(MutableMapping):
     """Method name -> :class:`Method`: the paper's below, then those the installed packages' entry points register.
@@ -262,31 +287,45 @@ class Registry(MutableMapping):
         return f"Registry({', '.join(self)})"
 
 
-METHODS = Registry({
-    "IR": Method(IR, ring=False, base="IR"),
-    "IRing": Method(IR, ring=True, base="IR"),
-    "CMC": Method(CMC, ring=False, base="CMC", defaults=CMC_DEFAULTS),
-    "CMCRing": Method(CMC, ring=True, base="CMC", defaults=CMC_DEFAULTS),
-    "MoCo": Method(MOCO, ring=False, base="MoCo", defaults=MOCO_DEFAULTS),
-    "MoCoRing": Method(MOCO, ring=True, base="MoCo", defaults=MOCO_DEFAULTS),
-    # LA's own-entry rule (ring.engine.objectives.la): LA's code's by default, ours as a variant row.
-    "LA": Method(IR, ring=False, base="LA", negatives="background", close_positives=True,
-                 fixed=(("la_own_entry", "topk"),)),
-    "LAOwnPositive": Method(IR, ring=False, base="LA", negatives="background", close_positives=True,
-                            display="LA (own entry always positive)", fixed=(("la_own_entry", "positive"),)),
-    # Table 2, the lesions: the window stays at its final value from the first step, and a ball
-    # (w_u = 100: no close entry excluded) instead of a ring.
-    "IRingNoAnneal": Method(IR, ring=True, base="IR", display="IRing (No Anneal)", fixed=(("ring_anneal", "none"),)),
-    "IRingBall": Method(IR, ring=True, base="IR", display="IRing (w_u = 100)",
-                        fixed=(("ring_inner", None), ("ring_w_u", 100.0))),
-    # The appendix's "Variants of Ring" (LA-variants table).
-    "IRCave": Method(IR, ring=False, base="IR", negatives="cave"),
-    "CMCCave": Method(CMC, ring=False, base="CMC", negatives="cave", defaults=CMC_DEFAULTS),
-    # LA and IRing (+C_i) "differ only by the lower threshold w_l" (appendix): LA is the base.
-    "IRingCi": Method(IR, ring=True, base="LA", display="IRing (+C_i)", close_positives=True),
-    "CMCRingCi": Method(CMC, ring=True, base="CMC", display="CMCRing (+C_i)", close_positives=True,
-                        defaults=CMC_DEFAULTS),
-})
+METHODS = Registry(
+    {
+        "IR": Method(IR, ring=False, base="IR"),
+        "IRing": Method(IR, ring=True, base="IR"),
+        "CMC": Method(CMC, ring=False, base="CMC", defaults=CMC_DEFAULTS),
+        "CMCRing": Method(CMC, ring=True, base="CMC", defaults=CMC_DEFAULTS),
+        "MoCo": Method(MOCO, ring=False, base="MoCo", defaults=MOCO_DEFAULTS),
+        "MoCoRing": Method(MOCO, ring=True, base="MoCo", defaults=MOCO_DEFAULTS),
+        # LA's own-entry rule (ring.engine.objectives.la): LA's code's by default, ours as a variant row.
+        "LA": Method(
+            IR, ring=False, base="LA", negatives="background", close_positives=True, fixed=(("la_own_entry", "topk"),)
+        ),
+        "LAOwnPositive": Method(
+            IR,
+            ring=False,
+            base="LA",
+            negatives="background",
+            close_positives=True,
+            display="LA (own entry always positive)",
+            fixed=(("la_own_entry", "positive"),),
+        ),
+        # Table 2, the lesions: the window stays at its final value from the first step, and a ball
+        # (w_u = 100: no close entry excluded) instead of a ring.
+        "IRingNoAnneal": Method(
+            IR, ring=True, base="IR", display="IRing (No Anneal)", fixed=(("ring_anneal", "none"),)
+        ),
+        "IRingBall": Method(
+            IR, ring=True, base="IR", display="IRing (w_u = 100)", fixed=(("ring_inner", None), ("ring_w_u", 100.0))
+        ),
+        # The appendix's "Variants of Ring" (LA-variants table).
+        "IRCave": Method(IR, ring=False, base="IR", negatives="cave"),
+        "CMCCave": Method(CMC, ring=False, base="CMC", negatives="cave", defaults=CMC_DEFAULTS),
+        # LA and IRing (+C_i) "differ only by the lower threshold w_l" (appendix): LA is the base.
+        "IRingCi": Method(IR, ring=True, base="LA", display="IRing (+C_i)", close_positives=True),
+        "CMCRingCi": Method(
+            CMC, ring=True, base="CMC", display="CMCRing (+C_i)", close_positives=True, defaults=CMC_DEFAULTS
+        ),
+    }
+)
 
 
 # Method names become wildcards, folder names and table keys: one path-safe word.
@@ -302,8 +341,10 @@ ENTRY_POINT_GROUP = "ring.methods"
 def register(name: str, m: Method) -> Method:
     """Add method ``name`` to :data:`METHODS`; one sentence when the name is taken or not path-safe."""
     if not NAME.match(name):
-        raise ValueError(f"Method name {name!r} must be one word of letters, digits and _ (it names folders and "
-                         "wildcards); rename it.")
+        raise ValueError(
+            f"Method name {name!r} must be one word of letters, digits and _ (it names folders and "
+            "wildcards); rename it."
+        )
     if name in METHODS and METHODS[name] != m:
         raise ValueError(f"Method {name} is already registered; choose another name.")
     if m.base != name and m.base not in METHODS:
@@ -327,8 +368,9 @@ def _load_entry_points() -> None:
         except Exception as err:  # a broken plug-in names itself, not a traceback deep in ours
             for name in set(METHODS._methods) - before:
                 del METHODS._methods[name]
-            METHODS.broken[ep.name] = f"the {ENTRY_POINT_GROUP} entry point {ep.name} ({ep.value}) failed to load " \
-                                      f"({_reason(err)})"
+            METHODS.broken[ep.name] = (
+                f"the {ENTRY_POINT_GROUP} entry point {ep.name} ({ep.value}) failed to load ({_reason(err)})"
+            )
             continue
         METHODS.broken.pop(ep.name, None)
         METHODS.plugins.update(dict.fromkeys(set(METHODS._methods) - before, ep.name))
@@ -339,8 +381,10 @@ def missing(name: str) -> str | None:
     sentence to give instead of "unknown method": what failed and the fix.  None otherwise."""
     if name in METHODS or not METHODS.broken:
         return None
-    return (f"method {name!r} is not registered and may be a broken plug-in's: {'; '.join(METHODS.broken.values())}; "
-            "fix or uninstall that package.")
+    return (
+        f"method {name!r} is not registered and may be a broken plug-in's: {'; '.join(METHODS.broken.values())}; "
+        "fix or uninstall that package."
+    )
 
 
 def implementation_problem(name: str) -> str | None:
@@ -352,8 +396,10 @@ def implementation_problem(name: str) -> str | None:
 
 
 # What the pretraining stage calls on a method's implementation (ring.engine.objectives): name -> the arguments.
-IMPLEMENTATION_CALLS = {"build_encoder": ("cfg",), "from_config": ("method", "cfg", "model", "n_train",
-                                                                  "max_chunk_elements")}
+IMPLEMENTATION_CALLS = {
+    "build_encoder": ("cfg",),
+    "from_config": ("method", "cfg", "model", "n_train", "max_chunk_elements"),
+}
 
 
 # Methods that are no row of the paper: the other side of a fidelity switch (README, "Fidelity").
@@ -367,8 +413,9 @@ def display_name(name: str) -> str:
 def method(name: str, *, require_implemented: bool = True) -> Method:
     if name not in METHODS:
         broken = missing(name)  # a clause: capitalised to start the sentence
-        raise ValueError(f"M{broken[1:]}" if broken else
-                         f"Unknown method {name!r}; choose one of {', '.join(METHODS)}.")
+        raise ValueError(
+            f"M{broken[1:]}" if broken else f"Unknown method {name!r}; choose one of {', '.join(METHODS)}."
+        )
     m = METHODS[name]
     if require_implemented and not m.implemented:
         raise NotImplementedError(
@@ -417,4 +464,6 @@ def check_fixed(name: str, values: dict) -> None:
     """Fail with one sentence when a config contradicts its method's definition (hand-written configs)."""
     for key, value in method(name, require_implemented=False).fixed:
         if values.get(key) != value:
-            raise ValueError(f"Method {name} needs {key}={value!r} but the config has {values.get(key)!r}; fix the config.")
+            raise ValueError(
+                f"Method {name} needs {key}={value!r} but the config has {values.get(key)!r}; fix the config."
+            )

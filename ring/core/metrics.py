@@ -29,5 +29,7 @@ def check_metrics(doc: Mapping, path, keys: Iterable[str] | None = None) -> None
     part = doc if keys is None else {k: doc[k] for k in keys if k in doc}
     bad = non_finite_values(part)
     if bad:
-        raise NonFinite(f"{path} holds a non-finite metric ({', '.join(bad[:3])}); the cell that wrote it diverged: "
-                        "rerun it with a lower lr.")
+        raise NonFinite(
+            f"{path} holds a non-finite metric ({', '.join(bad[:3])}); the cell that wrote it diverged: "
+            "rerun it with a lower lr."
+        )

@@ -25,7 +25,7 @@ def source_file(module: str) -> Path | None:
     ``__init__`` may import torch); None if there is none."""
     locations, spec, parts = None, None, module.split(".")
     for i in range(len(parts)):
-        spec = PathFinder.find_spec(".".join(parts[:i + 1]), locations)
+        spec = PathFinder.find_spec(".".join(parts[: i + 1]), locations)
         if spec is None:
             return None
         locations = spec.submodule_search_locations
@@ -102,11 +102,15 @@ def signature(fn: ast.FunctionDef) -> inspect.Signature | None:
     a, P = fn.args, inspect.Parameter
     positional = a.posonlyargs + a.args
     defaults = [P.empty] * (len(positional) - len(a.defaults)) + [_Source(ast.unparse(d)) for d in a.defaults]
-    params = [P(arg.arg, P.POSITIONAL_ONLY if i < len(a.posonlyargs) else P.POSITIONAL_OR_KEYWORD, default=d)
-              for i, (arg, d) in enumerate(zip(positional, defaults))]
+    params = [
+        P(arg.arg, P.POSITIONAL_ONLY if i < len(a.posonlyargs) else P.POSITIONAL_OR_KEYWORD, default=d)
+        for i, (arg, d) in enumerate(zip(positional, defaults, strict=True))
+    ]
     params += [P(a.vararg.arg, P.VAR_POSITIONAL)] if a.vararg else []
-    params += [P(arg.arg, P.KEYWORD_ONLY, default=P.empty if d is None else _Source(ast.unparse(d)))
-               for arg, d in zip(a.kwonlyargs, a.kw_defaults)]
+    params += [
+        P(arg.arg, P.KEYWORD_ONLY, default=P.empty if d is None else _Source(ast.unparse(d)))
+        for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
+    ]
     params += [P(a.kwarg.arg, P.VAR_KEYWORD)] if a.kwarg else []
     return inspect.Signature(params[1:] if "classmethod" in decorators else params)
 

@@ -3,6 +3,7 @@
 :func:`stop_requested` at its step boundaries, checkpoints and raises :class:`Preempted`.
 """
 
+
 class Preempted(Exception):
     """Raised at a step boundary after a stop was requested and a checkpoint was written."""
 

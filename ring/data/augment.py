@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import torch
 from torchvision import transforms as T
+
 from ring.data.datasets import Views
 
 # Layout of one view's parameter vector (float64: crop boxes and factors exactly as torchvision drew them).
@@ -50,13 +51,19 @@ LUMA = (0.299, 0.587, 0.114)  # PIL's convert("L") weights (ITU-R 601-2)
 JITTER_OPS = ("brightness", "contrast", "saturation", "hue")  # ColorJitter's fn_idx numbering of its ops
 
 
-AUGMENT = ("auto", "cpu", "device", "dali")  # ring.plan.checks.AUGMENT_PLACES (torch-free) lists the same; tests keep them equal
+AUGMENT = (
+    "auto",
+    "cpu",
+    "device",
+    "dali",
+)  # ring.plan.checks.AUGMENT_PLACES (torch-free) lists the same; tests keep them equal
 
 
 def resolve(augment: str, device: torch.device) -> str:
-    """"auto" -> "device" on CUDA, "cpu" elsewhere.  On this project's CPU (benchmarks/results/throughput_*-cpu.json,
+    """ "auto" -> "device" on CUDA, "cpu" elsewhere.  On this project's CPU (benchmarks/results/throughput_*-cpu.json,
     32-px views) training images/s were the same with either path within the machine's noise (device ahead for IR
-    and LA, PIL for MoCo and CMC, by 3-12%): a CPU step dwarfs its views, so CPUs keep today's path.  On a GPU the loader's
+    and LA, PIL for MoCo and CMC, by 3-12%): a CPU step dwarfs its views, so CPUs keep today's path.  On a GPU the
+    loader's
     workers are the bottleneck the device path removes."""
     if augment not in AUGMENT:
         raise ValueError(f"Unknown augment {augment!r}; choose auto, cpu, device or dali.")
@@ -81,15 +88,17 @@ class ViewParams:
 
     def __call__(self, _img) -> torch.Tensor:
         i, j, h, w = T.RandomResizedCrop.get_params(self.shape, self.crop.scale, self.crop.ratio)
-        order, b, c, s, hue = T.ColorJitter.get_params(self.jitter.brightness, self.jitter.contrast,
-                                                       self.jitter.saturation, self.jitter.hue)
+        order, b, c, s, hue = T.ColorJitter.get_params(
+            self.jitter.brightness, self.jitter.contrast, self.jitter.saturation, self.jitter.hue
+        )
         flip = torch.rand(1) < FLIP_P
         gray = torch.rand(1) < GRAY_P
         return torch.tensor([i, j, h, w, float(flip), float(gray), b, c, s, hue, *order.tolist()], dtype=torch.float64)
 
 
 def device_images(images, device: torch.device) -> torch.Tensor:
-    """A decoded uint8 array (N x H x W grey, N x H x W x 3 or N x 3 x H x W) as one N x C x H x W tensor on ``device``."""
+    """A decoded uint8 array (N x H x W grey, N x H x W x 3 or N x 3 x H x W) as one N x C x H x W tensor on
+    ``device``."""
     x = torch.as_tensor(images)
     if x.dtype != torch.uint8:
         raise ValueError(f"In-memory images must be uint8, not {x.dtype}; use augment: cpu for this dataset.")
@@ -150,8 +159,12 @@ def _resize_each(images: list[torch.Tensor], size: int) -> torch.Tensor:
     wy = {h: rows[index[h]].narrow(-1, 0, h) for h in {img.shape[-2] for img in images}}  # size x h
     wx_t = {w: columns[index[w]].narrow(0, 0, w) for w in {img.shape[-1] for img in images}}  # w x size
     # PIL's order and storage: horizontal, then vertical, each rounded to uint8 levels (see _resample).
-    return torch.stack([torch.matmul(wy[img.shape[-2]], torch.matmul(img.float(), wx_t[img.shape[-1]]).round_()).round_()
-                        for img in images])
+    return torch.stack(
+        [
+            torch.matmul(wy[img.shape[-2]], torch.matmul(img.float(), wx_t[img.shape[-1]]).round_()).round_()
+            for img in images
+        ]
+    )
 
 
 class _Grid(NamedTuple):
@@ -168,8 +181,9 @@ def _grid(out: int, size: int, device: torch.device) -> _Grid:
     return _Grid(out_centres, out - out_centres, in_centres, torch.zeros((), device=device))
 
 
-def _weights(start: torch.Tensor, length: torch.Tensor, grid: _Grid,
-             out_centres: torch.Tensor | None = None) -> torch.Tensor:
+def _weights(
+    start: torch.Tensor, length: torch.Tensor, grid: _Grid, out_centres: torch.Tensor | None = None
+) -> torch.Tensor:
     """PIL's bilinear resampling of the pixels [start, start + length) of an axis of ``size`` to ``out`` pixels
     (``grid``: ``_grid(out, size, device)``).
 
@@ -215,10 +229,12 @@ def _resize(x: torch.Tensor, size: int) -> torch.Tensor:
 # leaves it as it is (factor 1); a hue slot rotates the hue or leaves the image as it is; per-sample tensors
 # choose.  Every order fits in the six slots.  For hue at position h of the order: the order's position each
 # blend slot runs (None: unchanged), and whether each hue slot rotates.
-_SCHEDULE = {0: ((None, 1, 2, 3), (True, False)),
-             1: ((0, 2, 3, None), (True, False)),
-             2: ((0, 1, None, 3), (False, True)),
-             3: ((0, 1, 2, None), (False, True))}
+_SCHEDULE = {
+    0: ((None, 1, 2, 3), (True, False)),
+    1: ((0, 2, 3, None), (True, False)),
+    2: ((0, 1, None, 3), (False, True)),
+    3: ((0, 1, 2, None), (False, True)),
+}
 # The per-sample tensors come from one gather of the columns [params | 0, 1, LUMA] by the row of _plan() of the
 # sample's order, split into these pieces: crop start (top, left) and length (height, width); the flip of
 # each axis (y: never); gray; the hue factor; per blend slot the grey weights (0 for black), "contrast?"
@@ -239,7 +255,7 @@ def _plan_row(order: list[int]) -> list[int]:
 
 def _plan() -> list[list[int]]:
     """Rows numbered by the order read as a base-4 number; numbers that are no permutation never occur."""
-    orders = [[n // 4 ** (3 - k) % 4 for k in range(4)] for n in range(4 ** 4)]
+    orders = [[n // 4 ** (3 - k) % 4 for k in range(4)] for n in range(4**4)]
     return [_plan_row(order if sorted(order) == [0, 1, 2, 3] else [0, 1, 2, 3]) for order in orders]
 
 
@@ -254,16 +270,21 @@ class _Constants(NamedTuple):
     hsv_to_rgb: torch.Tensor
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _constants(device: torch.device) -> _Constants:
     """What apply reads besides the batch, made once per device."""
     order_number = torch.zeros(N_PARAMS)
     order_number[ORDER] = torch.tensor([64.0, 16.0, 4.0, 1.0])
     channel = (1, 3, 1, 1)
-    return _Constants(order_number.to(device), torch.tensor([[0.0, 1.0, *LUMA]], device=device),
-                      torch.tensor(_plan(), device=device), torch.tensor(LUMA, device=device).view(channel),
-                      torch.tensor([65536.0, 256.0, 1.0], device=device).view(channel),
-                      torch.arange(3, device=device).view(channel), *_hue_tables(device))
+    return _Constants(
+        order_number.to(device),
+        torch.tensor([[0.0, 1.0, *LUMA]], device=device),
+        torch.tensor(_plan(), device=device),
+        torch.tensor(LUMA, device=device).view(channel),
+        torch.tensor([65536.0, 256.0, 1.0], device=device).view(channel),
+        torch.arange(3, device=device).view(channel),
+        *_hue_tables(device),
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -349,7 +370,7 @@ def _hue_tables(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     hsv_to_rgb = torch.empty(3, 1 << 24, dtype=torch.uint8, device=device)
     for first in range(0, 256, 16):  # entries 1M at a time: 16 values of the first of three base-256 digits
         chunk = slice(first << 16, (first + 16) << 16)
-        digits = levels[first:first + 16].view(-1, 1, 1), levels.view(-1, 1), levels
+        digits = levels[first : first + 16].view(-1, 1, 1), levels.view(-1, 1), levels
         h, s, v = _rgb_to_hsv(*digits)  # r, g, b
         rgb_to_hsv[chunk] = (((s.int() * 256 + v.int()) * 512 + h.int() + 128) * 3).flatten()
         s, v, h = digits
@@ -363,6 +384,7 @@ class _Tables(NamedTuple):
 
     Passed to :func:`_views` as tensors, so that a compiled :func:`_views` holds no construction of its own:
     traced into the graph, the lookups' constructions (the hue tables' 160 MB among them) ran in every call."""
+
     constants: _Constants
     grid: _Grid  # the crop's: _grid(crop, resize)
     extra_columns: torch.Tensor  # B x 5: _extra_columns
@@ -372,11 +394,17 @@ class _Tables(NamedTuple):
 
 
 @functools.lru_cache(maxsize=8)
-def _tables(device: torch.device, batch: int, size: tuple[int, int], resize: int, crop: int, mean: tuple,
-            std: tuple) -> _Tables:
+def _tables(
+    device: torch.device, batch: int, size: tuple[int, int], resize: int, crop: int, mean: tuple, std: tuple
+) -> _Tables:
     resized = None if size == (resize, resize) else tuple(_resize_weights(n, resize, device) for n in size)
-    return _Tables(_constants(device), _grid(crop, resize, device), _extra_columns(batch, device), resized,
-                   *_normalisation(device, mean, std))
+    return _Tables(
+        _constants(device),
+        _grid(crop, resize, device),
+        _extra_columns(batch, device),
+        resized,
+        *_normalisation(device, mean, std),
+    )
 
 
 def _views(images: torch.Tensor, params: torch.Tensor, t: _Tables) -> torch.Tensor:
@@ -397,7 +425,7 @@ def _views(images: torch.Tensor, params: torch.Tensor, t: _Tables) -> torch.Tens
     wy, wx = _weights(start, length, t.grid, centres).unsqueeze(2).unbind(1)
     x = _resample(x, wy, wx)
     shift = torch.add(c.channels, (hue * 255.0).long(), alpha=3)  # int(factor * 255): PIL's path truncates it
-    blends, rotates = [slots[k:k + 3] for k in range(0, 12, 3)], slots[12:]
+    blends, rotates = [slots[k : k + 3] for k in range(0, 12, 3)], slots[12:]
     x = _blend(x, *blends[0])
     x = _rotate_hue(x, c, shift, rotates[0])
     x = _blend(_blend(x, *blends[1]), *blends[2])
@@ -416,8 +444,9 @@ def _compiled_views():
     return torch.compile(_views, dynamic=False)
 
 
-def apply(images: torch.Tensor, params: torch.Tensor, resize: int, crop: int, mean, std,
-          compiled: bool = False) -> torch.Tensor:
+def apply(
+    images: torch.Tensor, params: torch.Tensor, resize: int, crop: int, mean, std, compiled: bool = False
+) -> torch.Tensor:
     """Views of uint8 ``images`` (B x C x H x W, C = 1 or 3) with ``params`` (B x N_PARAMS from :class:`ViewParams`).
 
     Returns normalised float32 B x 3 x crop x crop views on the images' device.  The same torch calls whatever
@@ -442,16 +471,25 @@ class DeviceViews:
     its own size (a graph each), and its five calls (conversion, two matmuls, two roundings) would stay five.
     """
 
-    def __init__(self, images: torch.Tensor | None, device: torch.device, resize: int, crop: int, mean, std,
-                 compiled: bool = False):
+    def __init__(
+        self,
+        images: torch.Tensor | None,
+        device: torch.device,
+        resize: int,
+        crop: int,
+        mean,
+        std,
+        compiled: bool = False,
+    ):
         self.images, self.device, self.compiled = images, torch.device(device), compiled
         self.resize, self.crop, self.mean, self.std = resize, crop, tuple(mean), tuple(std)
         # The constants and hue tables now, not in the first batch; keyed as apply looks them up, by the
         # device its tensors report ("cuda" -> "cuda:0").
         _constants(torch.empty(0, device=self.device).device)
 
-    def __call__(self, params: list[torch.Tensor], index: torch.Tensor,
-                 data: tuple[torch.Tensor, torch.Tensor] | None = None):
+    def __call__(
+        self, params: list[torch.Tensor], index: torch.Tensor, data: tuple[torch.Tensor, torch.Tensor] | None = None
+    ):
         """``data``: a batch's JPEG files as :func:`collate_jpegs` packs them, or None for in-memory images."""
         if data is not None:
             images = decode_jpegs(unpack_jpegs(data), self.device, self.resize)

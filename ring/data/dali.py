@@ -64,8 +64,10 @@ from ring.data.augment import FLIP_P, GRAY_P, JITTER  # the laws of augment: dev
 ASPECT = (3 / 4, 4 / 3)  # RandomResizedCrop's default ratio range, as pretrain_view uses
 CROP_ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 boxes before its centre-crop fallback
 
-MISSING = ("augment: dali needs NVIDIA DALI, which is not installed: pip install 'ring-bench[dali]' "
-           "(the nvidia-dali-cuda130 pin of envs/requirements-dali.txt), or choose augment: cpu or device.")
+MISSING = (
+    "augment: dali needs NVIDIA DALI, which is not installed: pip install 'ring-bench[dali]' "
+    "(the nvidia-dali-cuda130 pin of envs/requirements-dali.txt), or choose augment: cpu or device."
+)
 
 # The columns of draws(): jitter factors (brightness, contrast, saturation), hue in turns, flip, gray.
 BRIGHT, CONTRAST, SAT, HUE, FLIP, GRAY = range(6)
@@ -77,7 +79,8 @@ class DaliMissing(ImportError):
 
 
 def require():
-    """The ``nvidia.dali`` modules this path uses, or :class:`DaliMissing` with the one sentence that says what to do."""
+    """The ``nvidia.dali`` modules this path uses, or :class:`DaliMissing` with the one sentence that says what to
+    do."""
     try:
         dali = importlib.import_module("nvidia.dali")
         fn = importlib.import_module("nvidia.dali.fn")
@@ -126,9 +129,9 @@ def draws(seed: int, epoch: int, index, view: int) -> np.ndarray:
     RandomHorizontalFlip(), RandomGrayscale(0.2)).
     """
     index = np.asarray(index, dtype=np.int64).reshape(-1, 1)
-    u = (_hash(seed, epoch, view, index, np.arange(N_DRAWS)) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    u = (_hash(seed, epoch, view, index, np.arange(N_DRAWS)) >> np.uint64(11)).astype(np.float64) * 2.0**-53
     out = np.empty_like(u)
-    out[:, BRIGHT:SAT + 1] = 1.0 - JITTER + 2.0 * JITTER * u[:, BRIGHT:SAT + 1]
+    out[:, BRIGHT : SAT + 1] = 1.0 - JITTER + 2.0 * JITTER * u[:, BRIGHT : SAT + 1]
     out[:, HUE] = -JITTER + 2.0 * JITTER * u[:, HUE]
     out[:, FLIP] = u[:, FLIP] < FLIP_P
     out[:, GRAY] = u[:, GRAY] < GRAY_P
@@ -154,9 +157,21 @@ class DaliViews:
     crop shape (the tests of the crop's law).
     """
 
-    def __init__(self, files, device, crop: int, crop_scale_min: float, mean, std, n_views: int = 1,
-                 seed: int = 0, batch_size: int = 256, num_threads: int | None = None, rank: int = 0,
-                 crop_sizes: bool = False):
+    def __init__(
+        self,
+        files,
+        device,
+        crop: int,
+        crop_scale_min: float,
+        mean,
+        std,
+        n_views: int = 1,
+        seed: int = 0,
+        batch_size: int = 256,
+        num_threads: int | None = None,
+        rank: int = 0,
+        crop_sizes: bool = False,
+    ):
         if crop < 1:
             raise ValueError(f"crop must be a positive number of pixels, not {crop}.")
         if not 0.0 < crop_scale_min <= 1.0:
@@ -178,15 +193,23 @@ class DaliViews:
         self.crop, self.n_views, self.seed, self.rank = crop, n_views, seed, rank
         self.batch_size, self.crop_sizes = batch_size, crop_sizes
         gpu = self.device.type == "cuda"
-        device_id = (self.device.index if self.device.index is not None else torch.cuda.current_device()) if gpu else None
+        device_id = (
+            (self.device.index if self.device.index is not None else torch.cuda.current_device()) if gpu else None
+        )
         decoder, ops = ("mixed", "gpu") if gpu else ("cpu", "cpu")
         scale = [255.0 * m for m in mean], [255.0 * s for s in std]
 
-        @dali.pipeline_def(batch_size=batch_size, num_threads=num_threads or min(8, os.cpu_count() or 1),
-                           device_id=device_id, seed=seed & 0x7FFFFFFF,
-                           # Run on demand, one batch per call: the batch fed is the batch returned,
-                           # so nothing is decoded ahead of a resume or past the epoch's end.
-                           exec_pipelined=False, exec_async=False, prefetch_queue_depth=1)
+        @dali.pipeline_def(
+            batch_size=batch_size,
+            num_threads=num_threads or min(8, os.cpu_count() or 1),
+            device_id=device_id,
+            seed=seed & 0x7FFFFFFF,
+            # Run on demand, one batch per call: the batch fed is the batch returned,
+            # so nothing is decoded ahead of a resume or past the epoch's end.
+            exec_pipelined=False,
+            exec_async=False,
+            prefetch_queue_depth=1,
+        )
         def graph():
             jpegs = fn.io.file.read(fn.external_source(name="files", dtype=types.UINT8))
             outputs = []
@@ -194,16 +217,31 @@ class DaliViews:
                 state = fn.external_source(name=f"state{v}", dtype=types.UINT32)
                 p = fn.external_source(name=f"draws{v}", dtype=types.FLOAT)
                 image = fn.decoders.image_random_crop(
-                    jpegs, device=decoder, output_type=types.RGB, random_area=[crop_scale_min, 1.0],
-                    random_aspect_ratio=list(ASPECT), num_attempts=CROP_ATTEMPTS, _random_state=state)
+                    jpegs,
+                    device=decoder,
+                    output_type=types.RGB,
+                    random_area=[crop_scale_min, 1.0],
+                    random_aspect_ratio=list(ASPECT),
+                    num_attempts=CROP_ATTEMPTS,
+                    _random_state=state,
+                )
                 if crop_sizes:  # the decoded crop's H x W, for the tests of the crop's law
                     outputs.append(image.shape(device="cpu"))
                 image = fn.resize(image, device=ops, resize_x=crop, resize_y=crop)
-                image = fn.color_twist(image, device=ops, brightness=p[BRIGHT], contrast=p[CONTRAST],
-                                       saturation=p[SAT], hue=p[HUE])
-                outputs.append(fn.crop_mirror_normalize(
-                    image, device=ops, dtype=types.FLOAT, output_layout="CHW", mean=scale[0], std=scale[1],
-                    mirror=fn.cast(p[FLIP], dtype=types.INT32)))
+                image = fn.color_twist(
+                    image, device=ops, brightness=p[BRIGHT], contrast=p[CONTRAST], saturation=p[SAT], hue=p[HUE]
+                )
+                outputs.append(
+                    fn.crop_mirror_normalize(
+                        image,
+                        device=ops,
+                        dtype=types.FLOAT,
+                        output_layout="CHW",
+                        mean=scale[0],
+                        std=scale[1],
+                        mirror=fn.cast(p[FLIP], dtype=types.INT32),
+                    )
+                )
             return tuple(outputs)
 
         self.pipe = graph()
@@ -221,9 +259,13 @@ class DaliViews:
         """
         index = np.asarray(index.cpu() if isinstance(index, torch.Tensor) else index, dtype=np.int64).reshape(-1)
         if not 0 < len(index) <= self.batch_size:
-            raise ValueError(f"A batch holds 1 to {self.batch_size} images (the pipeline's batch_size), not {len(index)}.")
+            raise ValueError(
+                f"A batch holds 1 to {self.batch_size} images (the pipeline's batch_size), not {len(index)}."
+            )
         if index.min() < 0 or index.max() >= len(self.files):
-            raise ValueError(f"Image indices must lie in [0, {len(self.files)}); this batch has {index.min()}..{index.max()}.")
+            raise ValueError(
+                f"Image indices must lie in [0, {len(self.files)}); this batch has {index.min()}..{index.max()}."
+            )
         self.pipe.feed_input("files", [self.files[i] for i in index])
         for v in range(self.n_views):
             p = self.draws(index, epoch, v)
@@ -235,8 +277,11 @@ class DaliViews:
             self.pipe.feed_input(f"state{v}", np.broadcast_to(state, (len(index), len(state))).copy())
         outputs = self.pipe.run()
         if self.crop_sizes:  # (shapes, view) pairs
-            return [t for i in range(0, len(outputs), 2)
-                    for t in (torch.from_numpy(np.array(outputs[i].as_tensor())), self._torch(outputs[i + 1]))]
+            return [
+                t
+                for i in range(0, len(outputs), 2)
+                for t in (torch.from_numpy(np.array(outputs[i].as_tensor())), self._torch(outputs[i + 1]))
+            ]
         return [self._torch(out) for out in outputs]
 
     def _torch(self, batch) -> torch.Tensor:
@@ -248,8 +293,28 @@ class DaliViews:
         return out
 
 
-def for_folder(samples, device, crop: int, crop_scale_min: float, mean, std, n_views: int, seed: int,
-               batch_size: int, rank: int = 0) -> DaliViews:
+def for_folder(
+    samples,
+    device,
+    crop: int,
+    crop_scale_min: float,
+    mean,
+    std,
+    n_views: int,
+    seed: int,
+    batch_size: int,
+    rank: int = 0,
+) -> DaliViews:
     """The :class:`DaliViews` of an ``ImageFolder``'s ``samples`` ((path, label) pairs), as pretraining builds it."""
-    return DaliViews([path for path, _ in samples], device, crop, crop_scale_min, mean, std, n_views=n_views,
-                     seed=seed, batch_size=batch_size, rank=rank)
+    return DaliViews(
+        [path for path, _ in samples],
+        device,
+        crop,
+        crop_scale_min,
+        mean,
+        std,
+        n_views=n_views,
+        seed=seed,
+        batch_size=batch_size,
+        rank=rank,
+    )

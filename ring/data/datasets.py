@@ -19,9 +19,9 @@ on the number of loader workers or on where an interrupted run was resumed.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -172,8 +172,9 @@ def normalize(name: str) -> T.Normalize:
     return T.Normalize(s.mean, s.std)
 
 
-def pretrain_view(name: str, resize: int, crop: int, crop_scale_min: float,
-                  norm: T.Normalize | None = None) -> T.Compose:
+def pretrain_view(
+    name: str, resize: int, crop: int, crop_scale_min: float, norm: T.Normalize | None = None
+) -> T.Compose:
     """One random view from the paper's family: resize, random crop, colour jitter, flip, grayscale; ``norm``: the
     input normalisation, the catalog's statistics of ``name`` unless given."""
     return T.Compose(

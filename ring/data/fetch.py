@@ -32,7 +32,6 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import sys
 import tarfile
 import tempfile
@@ -93,8 +92,10 @@ def _torchvision():
 
 def _idx(cls) -> Recipe:
     """MNIST / FashionMNIST: torchvision's mirrors and per-file md5s, gunzipped into <cls>/raw like torchvision."""
-    return Recipe(tuple(Download(tuple(m + f for m in cls.mirrors), md5, "gunzip") for f, md5 in cls.resources),
-                  into=f"{cls.__name__}/raw")
+    return Recipe(
+        tuple(Download(tuple(m + f for m in cls.mirrors), md5, "gunzip") for f, md5 in cls.resources),
+        into=f"{cls.__name__}/raw",
+    )
 
 
 def recipes() -> dict[str, Recipe]:
@@ -106,10 +107,13 @@ def recipes() -> dict[str, Recipe]:
     gtsrb = "https://sid.erda.dk/public/archives/daaeac0d7ce1152aea9b61d9f1e19370/"
     coco = "http://images.cocodataset.org/"
     # COCO publishes no checksums; these md5s are the ones other downloaders verify (PaddleDetection, ...).
-    coco_zips = {"train2017": Download((coco + "zips/train2017.zip",), "cced6f7f71b7629ddf16f17bbcfab6b2"),
-                 "val2017": Download((coco + "zips/val2017.zip",), "442b8da7639aecaf257c1dceb8ba8c80"),
-                 "annotations": Download((coco + "annotations/annotations_trainval2017.zip",),
-                                         "f4bbac642086de4f52a3fdda2de5fa2c")}
+    coco_zips = {
+        "train2017": Download((coco + "zips/train2017.zip",), "cced6f7f71b7629ddf16f17bbcfab6b2"),
+        "val2017": Download((coco + "zips/val2017.zip",), "442b8da7639aecaf257c1dceb8ba8c80"),
+        "annotations": Download(
+            (coco + "annotations/annotations_trainval2017.zip",), "f4bbac642086de4f52a3fdda2de5fa2c"
+        ),
+    }
     # The FGVCx 2018 page (github.com/visipedia/fgvcx_fungi_comp) publishes these md5s; its labs.gbif.org
     # links moved, Meta-Dataset's instructions point at a copy on data.deic.dk.
     deic = "https://data.deic.dk/public.php?service=files&t={}&download"
@@ -117,10 +121,17 @@ def recipes() -> dict[str, Recipe]:
 
     def voc_year(*years: str) -> Recipe:
         base = voc.DATASET_YEAR_DICT[years[0]]["base_dir"]  # VOCdevkit/VOC2007
-        return Recipe(tuple(Download((voc.DATASET_YEAR_DICT[y]["url"],), voc.DATASET_YEAR_DICT[y]["md5"], strip=base)
-                            for y in years), detection=True,
-                      required=("Annotations", "JPEGImages", *(f"ImageSets/Main/{s}.txt" for s in
-                                                               (("trainval", "test") if "2007-test" in years else ("trainval",)))))
+        return Recipe(
+            tuple(
+                Download((voc.DATASET_YEAR_DICT[y]["url"],), voc.DATASET_YEAR_DICT[y]["md5"], strip=base) for y in years
+            ),
+            detection=True,
+            required=(
+                "Annotations",
+                "JPEGImages",
+                *(f"ImageSets/Main/{s}.txt" for s in (("trainval", "test") if "2007-test" in years else ("trainval",))),
+            ),
+        )
 
     return {
         "cifar10": Recipe((Download((D.CIFAR10.url,), D.CIFAR10.tgz_md5),)),
@@ -132,24 +143,52 @@ def recipes() -> dict[str, Recipe]:
         "dtd": Recipe((Download((D.DTD._URL,), D.DTD._MD5),), into="dtd"),
         # The publisher (and torchvision) give no checksum for FGVC-Aircraft: the stamp records its sha256.
         "aircraft": Recipe((Download((D.FGVCAircraft._URL,), None),)),
-        "vgg_flower": Recipe(tuple(Download((flowers._download_url_prefix + f,), md5, "extract" if f.endswith("tgz") else "copy")
-                                   for f, md5 in flowers._file_dict.values()), into="flowers-102"),
-        "traffic_sign": Recipe((Download((gtsrb + "GTSRB-Training_fixed.zip",), "513f3c79a4c5141765e10e952eaa2478"),
-                                Download((gtsrb + "GTSRB_Final_Test_Images.zip",), "c7e4e6327067d32654124b0fe9e82185"),
-                                Download((gtsrb + "GTSRB_Final_Test_GT.zip",), "fe31e9c9270bbcd7b84b7f21a9d9d9e5")),
-                               into="gtsrb"),
+        "vgg_flower": Recipe(
+            tuple(
+                Download((flowers._download_url_prefix + f,), md5, "extract" if f.endswith("tgz") else "copy")
+                for f, md5 in flowers._file_dict.values()
+            ),
+            into="flowers-102",
+        ),
+        "traffic_sign": Recipe(
+            (
+                Download((gtsrb + "GTSRB-Training_fixed.zip",), "513f3c79a4c5141765e10e952eaa2478"),
+                Download((gtsrb + "GTSRB_Final_Test_Images.zip",), "c7e4e6327067d32654124b0fe9e82185"),
+                Download((gtsrb + "GTSRB_Final_Test_GT.zip",), "fe31e9c9270bbcd7b84b7f21a9d9d9e5"),
+            ),
+            into="gtsrb",
+        ),
         # CaltechDATA's record lists the archive's md5.
-        "cub": Recipe((Download(("https://data.caltech.edu/records/65de6-vzc43/files/CUB_200_2011.tgz?download=1",),
-                                "97eceeb196236b17998738112f37df78"),)),
-        "fungi": Recipe((Download((fungi + "fungi_train_val.tgz", deic.format("2fd47962a38e2a70570f3be027cea57f")),
-                                  "df2b2980835668ed1d9a0e286e4bdadd"),
-                         Download((fungi + "train_val_annotations.tgz", deic.format("8dc110f312677d2b53003de983b3a26e")),
-                                  "c3c0f1b8a8d0b60619c43d9c89bdbc7e"))),
+        "cub": Recipe(
+            (
+                Download(
+                    ("https://data.caltech.edu/records/65de6-vzc43/files/CUB_200_2011.tgz?download=1",),
+                    "97eceeb196236b17998738112f37df78",
+                ),
+            )
+        ),
+        "fungi": Recipe(
+            (
+                Download(
+                    (fungi + "fungi_train_val.tgz", deic.format("2fd47962a38e2a70570f3be027cea57f")),
+                    "df2b2980835668ed1d9a0e286e4bdadd",
+                ),
+                Download(
+                    (fungi + "train_val_annotations.tgz", deic.format("8dc110f312677d2b53003de983b3a26e")),
+                    "c3c0f1b8a8d0b60619c43d9c89bdbc7e",
+                ),
+            )
+        ),
         "mscoco": Recipe(tuple(coco_zips.values())),
         # Detectron2's layout (README "Detection"), below $DETECTRON2_DATASETS or <data_root>/detectron2.
-        "coco": Recipe(tuple(coco_zips.values()), detection=True,
-                       required=tuple(f"annotations/{k}_{s}2017.json" for k in ("instances", "person_keypoints")
-                                      for s in ("train", "val")) + ("train2017", "val2017")),
+        "coco": Recipe(
+            tuple(coco_zips.values()),
+            detection=True,
+            required=tuple(
+                f"annotations/{k}_{s}2017.json" for k in ("instances", "person_keypoints") for s in ("train", "val")
+            )
+            + ("train2017", "val2017"),
+        ),
         "voc2007": voc_year("2007", "2007-test"),
         "voc2012": voc_year("2012"),
     }
@@ -175,6 +214,7 @@ def folder(name: str, data_root: Path, detectron2_root: Path) -> Path:
 
 # -- downloading -------------------------------------------------------------------------------
 
+
 def source_urls(dl: Download, mirror: str | None) -> list[str]:
     """Where to fetch ``dl``: the mirror's copy at the publisher's host/path, else the publisher's URLs."""
     return [f"{mirror.rstrip('/')}/{dl.mirror_path}"] if mirror else list(dl.urls)
@@ -182,10 +222,14 @@ def source_urls(dl: Download, mirror: str | None) -> list[str]:
 
 def _disk_error(err: OSError, path: Path) -> FetchError | None:
     if err.errno == errno.ENOSPC:
-        return FetchError(f"No space left on the device while writing {path}; free space (or pick another --data-root) "
-                          "and rerun, which resumes where it stopped.")
+        return FetchError(
+            f"No space left on the device while writing {path}; free space (or pick another --data-root) "
+            "and rerun, which resumes where it stopped."
+        )
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return FetchError(f"Cannot write {path} ({err.strerror}); make the data root writable or pick another --data-root.")
+        return FetchError(
+            f"Cannot write {path} ({err.strerror}); make the data root writable or pick another --data-root."
+        )
     return None
 
 
@@ -241,13 +285,15 @@ def download(dl: Download, downloads: Path, mirror: str | None) -> tuple[Path, s
             except HTTPError as err:
                 last = err
                 break  # the next URL; retrying the same answer is useless
-            except (URLError, ConnectionError, http.client.HTTPException, TimeoutError, socket.timeout) as err:
+            except (URLError, ConnectionError, http.client.HTTPException, TimeoutError) as err:
                 last = err  # dropped mid-file: the next try resumes from the part
             except OSError as err:
                 raise (_disk_error(err, part) or err) from None
     have = part.stat().st_size if part.exists() else 0
-    raise FetchError(f"Could not download {dl.filename} from {', '.join(urls)} ({last}); rerun to resume from byte {have}, "
-                     "or use --mirror.")
+    raise FetchError(
+        f"Could not download {dl.filename} from {', '.join(urls)} ({last}); rerun to resume from byte {have}, "
+        "or use --mirror."
+    )
 
 
 def checksums(path: Path) -> tuple[str, str]:
@@ -263,13 +309,22 @@ def verify(dl: Download, path: Path, url: str) -> dict:
     md5, sha = checksums(path)
     if dl.md5 is not None and md5 != dl.md5:
         path.unlink()  # a wrong file is no result: the next run downloads it again
-        raise FetchError(f"{dl.filename} from {url} has md5 {md5}, not the publisher's {dl.md5}, so that server serves "
-                         "different bytes; it was deleted: fix the mirror (or drop --mirror) and rerun.")
-    return {"url": url, "file": dl.mirror_path, "bytes": path.stat().st_size, "publisher_md5": dl.md5, "md5": md5,
-            "sha256": sha}
+        raise FetchError(
+            f"{dl.filename} from {url} has md5 {md5}, not the publisher's {dl.md5}, so that server serves "
+            "different bytes; it was deleted: fix the mirror (or drop --mirror) and rerun."
+        )
+    return {
+        "url": url,
+        "file": dl.mirror_path,
+        "bytes": path.stat().st_size,
+        "publisher_md5": dl.md5,
+        "md5": md5,
+        "sha256": sha,
+    }
 
 
 # -- unpacking ---------------------------------------------------------------------------------
+
 
 def _merge(src: Path, dst: Path) -> None:
     """Move ``src``'s contents into ``dst``; folders merge (VOC's trainval and test share VOC2007/)."""
@@ -307,14 +362,17 @@ def unpack(dl: Download, archive: Path, dest: Path) -> None:
                 tf.extractall(staging, filter="data")  # no absolute paths or links out of the folder
         top = staging / dl.strip
         if not top.is_dir():
-            raise FetchError(f"{archive.name} has no {dl.strip}/ folder, unlike the publisher's archive; delete {archive} "
-                             "and rerun, or check the mirror.")
+            raise FetchError(
+                f"{archive.name} has no {dl.strip}/ folder, unlike the publisher's archive; delete {archive} "
+                "and rerun, or check the mirror."
+            )
         _merge(top, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
 # -- one dataset -------------------------------------------------------------------------------
+
 
 def check_layout(name: str, recipe: Recipe, base: Path, data_root: Path) -> None:
     if recipe.detection:
@@ -344,11 +402,15 @@ def _writable(path: Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        raise FetchError(f"Data root {path} is not writable ({err.strerror or err}); pick a writable --data-root "
-                         "or fix its permissions.") from None
+        raise FetchError(
+            f"Data root {path} is not writable ({err.strerror or err}); pick a writable --data-root "
+            "or fix its permissions."
+        ) from None
 
 
-def fetch(name: str, data_root: str | Path, mirror: str | None = None, detectron2_root: str | Path | None = None) -> str:
+def fetch(
+    name: str, data_root: str | Path, mirror: str | None = None, detectron2_root: str | Path | None = None
+) -> str:
     """Fetch ``name`` (see :func:`recipes`); returns one line saying what was done."""
     data_root = Path(data_root)
     det_root = Path(detectron2_root) if detectron2_root else data_root / "detectron2"
@@ -377,11 +439,18 @@ def fetch(name: str, data_root: str | Path, mirror: str | None = None, detectron
         try:
             check_layout(name, recipe, base, data_root)
         except catalog.DatasetMissing as err:
-            raise FetchError(f"The archives of {name} ({', '.join(d.filename for d in recipe.downloads)}) unpacked without "
-                             f"the layout the data check expects ({str(err).split(';')[0]}); the publisher may have changed "
-                             "them, so check the mirror or report it.") from None
-        stamp = {"format": STAMP_FORMAT, "dataset": name, "folder": str(base),
-                 "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "files": files}
+            raise FetchError(
+                f"The archives of {name} ({', '.join(d.filename for d in recipe.downloads)}) unpacked without "
+                f"the layout the data check expects ({str(err).split(';')[0]}); the publisher may have changed "
+                "them, so check the mirror or report it."
+            ) from None
+        stamp = {
+            "format": STAMP_FORMAT,
+            "dataset": name,
+            "folder": str(base),
+            "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "files": files,
+        }
         if not recipe.detection:  # what the data check compares before it trusts the stamp
             stamp["fingerprint"] = catalog.fingerprint(name, data_root)
         with tempfile.NamedTemporaryFile("w", dir=base, delete=False, suffix=".tmp") as tmp:
@@ -406,20 +475,24 @@ def grid_targets(grid) -> list[str]:
 def main(argv=None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="ring fetch",
-                                     description="Download datasets from their publishers, verify and unpack them.")
+    parser = argparse.ArgumentParser(
+        prog="ring fetch", description="Download datasets from their publishers, verify and unpack them."
+    )
     parser.add_argument("names", nargs="*", metavar="NAME")
-    parser.add_argument("--grid", help="every dataset of a grid: a name (workflow/grids/GRID.yaml) or a grid file's path")
+    parser.add_argument(
+        "--grid", help="every dataset of a grid: a name (workflow/grids/GRID.yaml) or a grid file's path"
+    )
     parser.add_argument("--grids-dir", type=Path, default=Path(__file__).resolve().parents[2] / "workflow" / "grids")
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--mirror", help="fetch URL/<host>/<path> instead of each publisher's URL")
-    parser.add_argument("--detectron2-root", help="Detectron2's datasets folder (default $DETECTRON2_DATASETS, "
-                                                  "else <data-root>/detectron2)")
+    parser.add_argument(
+        "--detectron2-root",
+        help="Detectron2's datasets folder (default $DETECTRON2_DATASETS, else <data-root>/detectron2)",
+    )
     args = parser.parse_args(argv)
     names = list(args.names)
     try:
         if args.grid:
-
             names += grid_targets(G.load(G.resolve(args.grid, args.grids_dir)))
         if not names:
             raise FetchError("Name datasets to fetch, or --grid GRID.")

@@ -25,18 +25,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from ring.plan import catalog
-from ring.plan.catalog import DatasetMissing
-from ring.plan.catalog import _listing, check_listing, listing, manifest  # noqa: F401  (this module's names before)
-from ring.plan.listings import (DTD_PARTS, GENERATED, GENERATORS, LISTINGS, PART, SPLITS, Item, Listing,  # noqa: F401
-                                generate_shapes, per_class_split)
-
+from ring.plan.catalog import DatasetMissing, _listing, check_listing, listing, manifest  # noqa: F401  (this module's names before)
+from ring.plan.listings import (  # noqa: F401
+    DTD_PARTS,
+    GENERATED,
+    GENERATORS,
+    LISTINGS,
+    PART,
+    SPLITS,
+    Item,
+    Listing,
+    generate_shapes,
+    per_class_split,
+)
 
 
 # -- loaders (torch imported here only) --------------------------------------------------------------
@@ -95,8 +103,10 @@ def _torchvision(make_parts: Callable[[Path, str], list]) -> Callable[[Path, str
         # Array datasets have no per-image file to compare: their labels must agree.
         want = [(None if path is None else rel, label) for (path, _), (rel, label) in zip(got, listing, strict=True)]
         if len(got) != len(listing) or got != want:
-            raise DatasetMissing(f"torchvision reads {len(got)} {split} images (or other labels) from {base} where its "
-                                 f"annotation files list {len(listing)}; extract the dataset again from its publisher's archives.")
+            raise DatasetMissing(
+                f"torchvision reads {len(got)} {split} images (or other labels) from {base} where its "
+                f"annotation files list {len(listing)}; extract the dataset again from its publisher's archives."
+            )
         return dataset
 
     return build
@@ -164,8 +174,9 @@ def load(name: str, data_root: str | Path, split: str):
         raise
     except (RuntimeError, OSError) as err:  # torchvision's "Dataset not found or corrupted"
         hint = catalog.hint(name, data_root)
-        raise DatasetMissing(f"Dataset {name} under {base} is incomplete or corrupted "
-                             f"({str(err).splitlines()[0]}); {hint}.") from None
+        raise DatasetMissing(
+            f"Dataset {name} under {base} is incomplete or corrupted ({str(err).splitlines()[0]}); {hint}."
+        ) from None
 
 
 def main(argv=None) -> int:

@@ -11,9 +11,23 @@ import sys
 from pathlib import Path
 
 from ring.core.files import FileError, write_json
-from ring.plan.catalog import (DATASETS, SKIP_HINT, VERIFIED_SUFFIX, DatasetMissing, _counts, _fingerprint,
-                               check, check_writable, fetched_from_publisher, folder, hint, loader_verifies, md5_of,
-                               skip_refusal, spec)
+from ring.plan.catalog import (
+    DATASETS,
+    SKIP_HINT,
+    VERIFIED_SUFFIX,
+    DatasetMissing,
+    _counts,
+    _fingerprint,
+    check,
+    check_writable,
+    fetched_from_publisher,
+    folder,
+    hint,
+    loader_verifies,
+    md5_of,
+    skip_refusal,
+    spec,
+)
 
 
 def published_md5(name: str) -> dict[str, str]:
@@ -50,8 +64,11 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
     if stamp is not None and stamp.is_file():
         try:
             previous = json.loads(stamp.read_text())
-            if (previous["folder"] == str(base.resolve()) and (skip_checksums or not previous["skip_checksums"])
-                    and previous["fingerprint"] == _fingerprint([base / rel for rel in previous["fingerprint"]], base)):
+            if (
+                previous["folder"] == str(base.resolve())
+                and (skip_checksums or not previous["skip_checksums"])
+                and previous["fingerprint"] == _fingerprint([base / rel for rel in previous["fingerprint"]], base)
+            ):
                 return previous
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a stale, torn or foreign stamp: verify again
@@ -69,7 +86,8 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
             if actual != expected:
                 raise DatasetMissing(
                     f"Dataset {name} file {path} is corrupted or truncated: its md5 is {actual}, the publisher's "
-                    f"(torchvision's) is {expected}; replace the file ({how}).")  # no skip_checksums: see loader_verifies
+                    f"(torchvision's) is {expected}; replace the file ({how})."
+                )  # no skip_checksums: see loader_verifies
             record["md5"][rel] = actual
             read.append(path)
     publisher = getattr(s, "publisher_counts", None)
@@ -81,16 +99,23 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
             for split in counts:
                 n = sum(1 for p in (base / split).iterdir() if p.is_dir())
                 if n != s.num_classes:
-                    raise DatasetMissing(f"Dataset {name}'s {base / split} holds {n} class folders, the publisher's "
-                                         f"release has {s.num_classes}; complete it ({how}), {SKIP_HINT}.")
+                    raise DatasetMissing(
+                        f"Dataset {name}'s {base / split} holds {n} class folders, the publisher's "
+                        f"release has {s.num_classes}; complete it ({how}), {SKIP_HINT}."
+                    )
         if not skip_checksums and tuple(counts.values()) != tuple(publisher):
             found = ", ".join(f"{n} {split}" for split, n in counts.items())
             raise DatasetMissing(
                 f"Dataset {name} under {base} holds {found} images, the publisher's release has "
-                f"{' and '.join(map(str, publisher))}; complete it ({how}), {SKIP_HINT}.")
-    record["checksums"] = ("skipped (skip_checksums): layout and listings only" if skip_checksums
-                           else f"verified by ring.data.fetch on {fetched['fetched_at']} (the publisher's md5 of its archives)"
-                           if fetched is not None else "verified against the publisher")
+                f"{' and '.join(map(str, publisher))}; complete it ({how}), {SKIP_HINT}."
+            )
+    record["checksums"] = (
+        "skipped (skip_checksums): layout and listings only"
+        if skip_checksums
+        else f"verified by ring.data.fetch on {fetched['fetched_at']} (the publisher's md5 of its archives)"
+        if fetched is not None
+        else "verified against the publisher"
+    )
     record["fingerprint"] = _fingerprint(list(dict.fromkeys(read)), base)
     if stamp is not None:
         write_json(stamp, record, indent=1)
@@ -103,11 +128,18 @@ def main(argv=None) -> int:
     parser.add_argument("dataset")
     parser.add_argument("--data-root", required=True)
     parser.add_argument("--touch", help="file to create when the check passes")
-    parser.add_argument("--skip-checksums", action="store_true",
-                        help="check layout and listings only, not md5s and publisher counts (a modified copy)")
+    parser.add_argument(
+        "--skip-checksums",
+        action="store_true",
+        help="check layout and listings only, not md5s and publisher counts (a modified copy)",
+    )
     parser.add_argument("--stamp-dir", help="folder of the verified stamps (<dataset>.verified.json), so it runs once")
-    parser.add_argument("--writable", action="append", default=[],
-                        help="a results folder that the jobs will write (checked before any of them runs)")
+    parser.add_argument(
+        "--writable",
+        action="append",
+        default=[],
+        help="a results folder that the jobs will write (checked before any of them runs)",
+    )
     args = parser.parse_args(argv)
     try:
         for path in args.writable:
@@ -117,8 +149,11 @@ def main(argv=None) -> int:
         print(f"ring: {err}", file=sys.stderr)
         return 1
     except OSError as err:  # unreadable file (I/O error, permissions) met while verifying
-        print(f"ring: Dataset {args.dataset} cannot be read under {args.data_root} ({err}); fix the file or its "
-              "permissions.", file=sys.stderr)
+        print(
+            f"ring: Dataset {args.dataset} cannot be read under {args.data_root} ({err}); fix the file or its "
+            "permissions.",
+            file=sys.stderr,
+        )
         return 1
     if args.touch:
         try:

@@ -8,7 +8,7 @@ the device from images held there or from the JPEG bytes the loader brings (``de
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.utils.data import Dataset
@@ -37,8 +37,9 @@ class TrainViews:
         return views, index.to(self.device, non_blocking=True)
 
 
-def train_views(cfg, data: datasets.Source, device: torch.device, n_views: int, compiled: bool, local_batch: int,
-                rank: int) -> TrainViews:
+def train_views(
+    cfg, data: datasets.Source, device: torch.device, n_views: int, compiled: bool, local_batch: int, rank: int
+) -> TrainViews:
     """The view pipeline of pretraining config ``cfg`` on ``data``: ``n_views`` views of each image (the method's),
     ``compiled`` (the views fused as the network is), ``local_batch`` images per step on this process, its ``rank``."""
     base = data.load("pretrain")
@@ -46,9 +47,21 @@ def train_views(cfg, data: datasets.Source, device: torch.device, n_views: int, 
     place = augment.resolve(cfg.augment, device)
     if place == "dali":  # image folders' JPEGs decoded and cropped by DALI (ring.data.dali); the loader brings indices
         if not hasattr(base, "samples"):
-            raise ValueError(f"augment: dali reads image folders; {cfg.dataset} is held in memory: use augment: device.")
-        maker = dali.for_folder(base.samples, device, cfg.crop, cfg.crop_scale_min, stats.mean, stats.std,
-                                n_views, cfg.seed, batch_size=local_batch, rank=rank)
+            raise ValueError(
+                f"augment: dali reads image folders; {cfg.dataset} is held in memory: use augment: device."
+            )
+        maker = dali.for_folder(
+            base.samples,
+            device,
+            cfg.crop,
+            cfg.crop_scale_min,
+            stats.mean,
+            stats.std,
+            n_views,
+            cfg.seed,
+            batch_size=local_batch,
+            rank=rank,
+        )
         labels = datasets.Views(augment.Labels([t for _, t in base.samples]), None, n_views=0, seed=cfg.seed)
         return TrainViews(labels, maker, None, device)
     if place == "cpu":
@@ -58,10 +71,12 @@ def train_views(cfg, data: datasets.Source, device: torch.device, n_views: int, 
     held = augment.in_memory(base)
     if held is not None:  # the decoded images go to the device once
         images, targets = held
-        maker = augment.DeviceViews(augment.device_images(images, device), device, cfg.resize, cfg.crop,
-                                    stats.mean, stats.std, compiled)
-        return TrainViews(datasets.Views(augment.Labels(targets), params, n_views=n_views, seed=cfg.seed), maker, None,
-                          device)
+        maker = augment.DeviceViews(
+            augment.device_images(images, device), device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled
+        )
+        return TrainViews(
+            datasets.Views(augment.Labels(targets), params, n_views=n_views, seed=cfg.seed), maker, None, device
+        )
     if not hasattr(base, "samples"):
         raise ValueError(f"augment=device needs {cfg.dataset} in memory or as an image folder; use augment: cpu.")
     maker = augment.DeviceViews(None, device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled)

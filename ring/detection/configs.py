@@ -21,28 +21,33 @@ from ring.plan.detection_tasks import task as get_task
 
 # The appendix's changes to Detectron2's defaults for a frozen torchvision ResNet-18.
 PAPER = {
-    "INPUT.FORMAT": "RGB",                      # torchvision encoders take RGB
-    "MODEL.BACKBONE.FREEZE_AT": 5,              # stem and res2-res5 of the backbone frozen
+    "INPUT.FORMAT": "RGB",  # torchvision encoders take RGB
+    "MODEL.BACKBONE.FREEZE_AT": 5,  # stem and res2-res5 of the backbone frozen
     # torchvision's ImageNet normalisation in 0-255 units.  The appendix prints the mean as
     # (123.675, 103.53, 116.28), which swaps G and B; RGB order is (R 123.675, G 116.28, B 103.53),
     # the order torchvision normalised with during pretraining.
     "MODEL.PIXEL_MEAN": [123.675, 116.28, 103.53],
     "MODEL.PIXEL_STD": [58.395, 57.12, 57.375],
     "MODEL.RESNETS.DEPTH": 18,
-    "MODEL.RESNETS.RES2_OUT_CHANNELS": 64,      # R18/R34 have 64-channel res2 (R50: 256)
-    "MODEL.RESNETS.STRIDE_IN_1X1": False,       # torchvision strides in the 3x3 convolution
+    "MODEL.RESNETS.RES2_OUT_CHANNELS": 64,  # R18/R34 have 64-channel res2 (R50: 256)
+    "MODEL.RESNETS.STRIDE_IN_1X1": False,  # torchvision strides in the 3x3 convolution
 }
 
 VOC_SPLITS = {  # Detectron2's builtin Pascal VOC names: folder, split, year
-    "voc_2007_trainval": ("VOC2007", "trainval", 2007), "voc_2007_train": ("VOC2007", "train", 2007),
-    "voc_2007_val": ("VOC2007", "val", 2007), "voc_2007_test": ("VOC2007", "test", 2007),
-    "voc_2012_trainval": ("VOC2012", "trainval", 2012), "voc_2012_train": ("VOC2012", "train", 2012),
+    "voc_2007_trainval": ("VOC2007", "trainval", 2007),
+    "voc_2007_train": ("VOC2007", "train", 2007),
+    "voc_2007_val": ("VOC2007", "val", 2007),
+    "voc_2007_test": ("VOC2007", "test", 2007),
+    "voc_2012_trainval": ("VOC2012", "trainval", 2012),
+    "voc_2012_train": ("VOC2012", "train", 2012),
     "voc_2012_val": ("VOC2012", "val", 2012),
 }
 
-DATASETS_HINT = ("put the datasets in Detectron2's layout (coco/annotations/*.json, coco/train2017, coco/val2017, "
-                 "VOC2007/{Annotations,JPEGImages,ImageSets/Main}, VOC2012/...) under that folder, or point "
-                 "DETECTRON2_DATASETS (the workflow's detection datasets_root) to where they are")
+DATASETS_HINT = (
+    "put the datasets in Detectron2's layout (coco/annotations/*.json, coco/train2017, coco/val2017, "
+    "VOC2007/{Annotations,JPEGImages,ImageSets/Main}, VOC2012/...) under that folder, or point "
+    "DETECTRON2_DATASETS (the workflow's detection datasets_root) to where they are"
+)
 
 
 def base_config_path(name: str) -> Path:
@@ -94,14 +99,16 @@ def build(cfg: C.DetectionConfig, weights: str | Path, out_dir: str | Path):
     ours = {**PAPER, **task.schedule}
     if task.roi_heads:
         ours["MODEL.ROI_HEADS.NAME"] = task.roi_heads
-    ours.update({
-        "MODEL.WEIGHTS": str(weights),
-        "OUTPUT_DIR": str(out_dir),
-        "SEED": cfg.seed,
-        "MODEL.DEVICE": resolve_device(cfg),
-        "DATALOADER.NUM_WORKERS": cfg.num_workers,
-        "TEST.EVAL_PERIOD": 0,  # evaluate once, after the last iteration (Detectron2's EvalHook)
-    })
+    ours.update(
+        {
+            "MODEL.WEIGHTS": str(weights),
+            "OUTPUT_DIR": str(out_dir),
+            "SEED": cfg.seed,
+            "MODEL.DEVICE": resolve_device(cfg),
+            "DATALOADER.NUM_WORKERS": cfg.num_workers,
+            "TEST.EVAL_PERIOD": 0,  # evaluate once, after the last iteration (Detectron2's EvalHook)
+        }
+    )
     apply(d2cfg, ours, f"the {cfg.task} settings")
     apply(d2cfg, cfg.overrides, f"the overrides of cell {cfg.method}/{cfg.task}")
     d2cfg.freeze()
@@ -119,7 +126,11 @@ def dataset_files(name: str, root: str | Path) -> list[Path]:
             return [root / json_file, root / image_root]
     if name in VOC_SPLITS:
         folder, split, _ = VOC_SPLITS[name]
-        return [root / folder / "ImageSets" / "Main" / f"{split}.txt", root / folder / "Annotations", root / folder / "JPEGImages"]
+        return [
+            root / folder / "ImageSets" / "Main" / f"{split}.txt",
+            root / folder / "Annotations",
+            root / folder / "JPEGImages",
+        ]
     raise ValueError(f"Dataset {name!r} is not one of Detectron2's builtin COCO or Pascal VOC datasets.")
 
 

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import torch
 
-from ring.engine.checkpoint import safe_load
 from ring.core.files import CHECKSUMS, FileError, atomic_write, record_checksums, verify_checksum
-from ring.engine.encoder import load_trunk
 from ring.detection import missing_detectron2
+from ring.engine.checkpoint import safe_load
+from ring.engine.encoder import load_trunk
 
 AUTHOR = "ring-bench (torchvision resnet18 encoder)"
 PICKLE_PROTOCOL = 4  # numpy arrays as numpy._core.multiarray._reconstruct + ndarray + dtype: all SafeUnpickler admits
@@ -42,9 +42,12 @@ PICKLE_PROTOCOL = 4  # numpy arrays as numpy._core.multiarray._reconstruct + nda
 # The only globals a converted file may name: how numpy pickles an array (protocols 2-5, numpy 1 and
 # 2 module names) and the latin-1 bytes helper of protocol-2 files.  Nothing here runs code of the file's choosing.
 _SAFE_GLOBALS = {
-    ("numpy", "ndarray"), ("numpy", "dtype"),
-    ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.numeric", "_frombuffer"),
+    ("numpy.core.numeric", "_frombuffer"),
     ("_codecs", "encode"),
 }
 
@@ -57,12 +60,25 @@ class SafeUnpickler(pickle.Unpickler):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"it names {module}.{name}, which a converted-weights file never holds")
 
-_STEM = {"conv1.weight": "stem.conv1.weight", "bn1.weight": "stem.conv1.norm.weight",
-         "bn1.bias": "stem.conv1.norm.bias", "bn1.running_mean": "stem.conv1.norm.running_mean",
-         "bn1.running_var": "stem.conv1.norm.running_var"}
-_BLOCK_PART = {"conv1": "conv1", "bn1": "conv1.norm", "conv2": "conv2", "bn2": "conv2.norm",
-               "downsample.0": "shortcut", "downsample.1": "shortcut.norm"}
-_BLOCK_KEY = re.compile(r"layer([1-4])\.(\d+)\.(conv[12]|bn[12]|downsample\.[01])\.(weight|bias|running_mean|running_var)")
+
+_STEM = {
+    "conv1.weight": "stem.conv1.weight",
+    "bn1.weight": "stem.conv1.norm.weight",
+    "bn1.bias": "stem.conv1.norm.bias",
+    "bn1.running_mean": "stem.conv1.norm.running_mean",
+    "bn1.running_var": "stem.conv1.norm.running_var",
+}
+_BLOCK_PART = {
+    "conv1": "conv1",
+    "bn1": "conv1.norm",
+    "conv2": "conv2",
+    "bn2": "conv2.norm",
+    "downsample.0": "shortcut",
+    "downsample.1": "shortcut.norm",
+}
+_BLOCK_KEY = re.compile(
+    r"layer([1-4])\.(\d+)\.(conv[12]|bn[12]|downsample\.[01])\.(weight|bias|running_mean|running_var)"
+)
 
 
 class ConversionError(ValueError):
@@ -81,7 +97,9 @@ def d2_key(key: str) -> str | None:
         return _STEM[key]
     match = _BLOCK_KEY.fullmatch(key)
     if match is None:
-        raise ConversionError(f"Encoder key {key!r} has no Detectron2 name; only a torchvision resnet18 trunk converts.")
+        raise ConversionError(
+            f"Encoder key {key!r} has no Detectron2 name; only a torchvision resnet18 trunk converts."
+        )
     layer, block, part, tensor = match.groups()
     return f"res{int(layer) + 1}.{block}.{_BLOCK_PART[part]}.{tensor}"
 
@@ -122,11 +140,14 @@ def check_against_detectron2(trunk: torch.nn.Module, converted: dict[str, torch.
     if missing or unused:
         raise ConversionError(
             f"The converted encoder does not match Detectron2's ResNet-18: {len(missing)} of its tensors missing "
-            f"(e.g. {missing[:3]}) and {len(unused)} converted tensors unused (e.g. {unused[:3]}).")
+            f"(e.g. {missing[:3]}) and {len(unused)} converted tensors unused (e.g. {unused[:3]})."
+        )
     for name, value in backbone.state_dict().items():
         if tuple(value.shape) != tuple(converted[name].shape):
-            raise ConversionError(f"Converted tensor {name} has shape {tuple(converted[name].shape)}, "
-                                  f"Detectron2's ResNet-18 expects {tuple(value.shape)}.")
+            raise ConversionError(
+                f"Converted tensor {name} has shape {tuple(converted[name].shape)}, "
+                f"Detectron2's ResNet-18 expects {tuple(value.shape)}."
+            )
     backbone.load_state_dict(converted, strict=True)
     trunk = trunk.eval()
     x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
@@ -137,8 +158,10 @@ def check_against_detectron2(trunk: torch.nn.Module, converted: dict[str, torch.
         d2_block = backbone.res2[0](d2_stem)
     diff = max((tv_stem - d2_stem).abs().max().item(), (tv_block - d2_block).abs().max().item())
     if not diff <= 1e-5:
-        raise ConversionError(f"Detectron2's stem and first block with the converted weights differ from "
-                              f"torchvision's by up to {diff:.3g} on the same input; the key map is wrong.")
+        raise ConversionError(
+            f"Detectron2's stem and first block with the converted weights differ from "
+            f"torchvision's by up to {diff:.3g} on the same input; the key map is wrong."
+        )
     return diff
 
 
@@ -163,7 +186,9 @@ def read_converted(path: str | Path) -> dict:
     path = Path(path)
     redo = "rerun ring.detection.convert on its encoder"
     if not path.is_file():
-        raise ConversionError(f"The converted backbone {path} does not exist; run the conversion rule (ring.detection.convert) first.")
+        raise ConversionError(
+            f"The converted backbone {path} does not exist; run the conversion rule (ring.detection.convert) first."
+        )
     try:
         with open(path, "rb") as fh:
             doc = SafeUnpickler(fh, encoding="latin1").load()
@@ -171,9 +196,14 @@ def read_converted(path: str | Path) -> dict:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ConversionError(f"The converted backbone {path} is unreadable ({reason}); {redo}.") from None
     model = doc.get("model") if isinstance(doc, dict) else None
-    if not isinstance(model, dict) or not doc.get("matching_heuristics") or \
-            not all(isinstance(k, str) and isinstance(v, np.ndarray) for k, v in model.items()):
-        raise ConversionError(f"The converted backbone {path} is not a Detectron2 .pkl written by ring.detection.convert; {redo}.")
+    if (
+        not isinstance(model, dict)
+        or not doc.get("matching_heuristics")
+        or not all(isinstance(k, str) and isinstance(v, np.ndarray) for k, v in model.items())
+    ):
+        raise ConversionError(
+            f"The converted backbone {path} is not a Detectron2 .pkl written by ring.detection.convert; {redo}."
+        )
     check_complete(model, path)
     return model
 
@@ -191,8 +221,12 @@ def convert(encoder_path: str | Path, out_path: str | Path) -> float:
     converted = convert_state(trunk.state_dict())
     diff = check_against_detectron2(trunk, converted)
     write_pkl(converted, out_path)
-    record_checksums(Path(out_path).parent, [Path(out_path).name], encoder_files=encoder.get("files"),
-                     encoder_config_hash=encoder.get("config_hash"))
+    record_checksums(
+        Path(out_path).parent,
+        [Path(out_path).name],
+        encoder_files=encoder.get("files"),
+        encoder_config_hash=encoder.get("config_hash"),
+    )
     return diff
 
 
@@ -214,7 +248,8 @@ def check_complete(converted: dict, path: str | Path) -> None:
         raise ConversionError(
             f"The converted backbone {path} does not hold a ResNet-18 as ring.detection.convert writes it: "
             f"{len(missing)} tensors missing (e.g. {missing[:2]}) and {len(unknown)} unknown (e.g. {unknown[:2]}); "
-            f"rerun the conversion (ring convert --encoder <pretraining cell>/encoder.pt --out {path}).")
+            f"rerun the conversion (ring convert --encoder <pretraining cell>/encoder.pt --out {path})."
+        )
 
 
 def backbone_short_key(model_key: str) -> str | None:
@@ -248,15 +283,19 @@ def check_loaded(model_state: dict[str, torch.Tensor], converted: dict, where: s
     if missing or differ or unused:
         raise ConversionError(
             f"The converted backbone does not load completely into {where}: {len(missing)} backbone tensors "
-            f"missing from it (e.g. {missing[:2]}), {len(differ)} not holding the converted values (e.g. {differ[:2]}), "
+            f"missing from it (e.g. {missing[:2]}), {len(differ)} not holding the converted values (e.g. "
+            f"{differ[:2]}), "
             f"{len(unused)} converted tensors unused (e.g. {unused[:2]}); the model's ResNet depth or res5 head does "
-            "not match a ResNet-18 (R18-C4 needs ROI_HEADS.NAME BasicRes5ROIHeads).")
+            "not match a ResNet-18 (R18-C4 needs ROI_HEADS.NAME BasicRes5ROIHeads)."
+        )
     return len(used)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--encoder", required=True, help="encoder.pt written by ring.pretrain (torchvision resnet18 trunk)")
+    parser.add_argument(
+        "--encoder", required=True, help="encoder.pt written by ring.pretrain (torchvision resnet18 trunk)"
+    )
     parser.add_argument("--out", required=True, help="Detectron2 .pkl to write")
     args = parser.parse_args(argv)
     try:
@@ -265,12 +304,13 @@ def main(argv=None) -> int:
         print(f"ring: {err}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as err:
-
         if missing_detectron2(err) is None:
             raise
         print(f"ring: {missing_detectron2(err)}", file=sys.stderr)
         return 1
-    print(f"ring: {args.out}: converted; stem and first block match torchvision (max |diff| {diff:.2e})", file=sys.stderr)
+    print(
+        f"ring: {args.out}: converted; stem and first block match torchvision (max |diff| {diff:.2e})", file=sys.stderr
+    )
     return 0
 
 

@@ -26,15 +26,66 @@ from PIL import Image, ImageDraw
 # (COCO category id, COCO name, VOC name, RGB fill)
 CLASSES = [(1, "person", "person", (220, 60, 60)), (3, "car", "car", (60, 90, 220)), (18, "dog", "dog", (60, 180, 80))]
 
-KEYPOINT_NAMES = ("nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
-                  "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip",
-                  "left_knee", "right_knee", "left_ankle", "right_ankle")
+KEYPOINT_NAMES = (
+    "nose",
+    "left_eye",
+    "right_eye",
+    "left_ear",
+    "right_ear",
+    "left_shoulder",
+    "right_shoulder",
+    "left_elbow",
+    "right_elbow",
+    "left_wrist",
+    "right_wrist",
+    "left_hip",
+    "right_hip",
+    "left_knee",
+    "right_knee",
+    "left_ankle",
+    "right_ankle",
+)
 # Keypoint positions in a person's box (x, y in [0, 1]), the image's left being the person's right.
-KEYPOINT_LAYOUT = [(0.5, 0.08), (0.56, 0.05), (0.44, 0.05), (0.62, 0.08), (0.38, 0.08), (0.7, 0.25), (0.3, 0.25),
-                   (0.85, 0.42), (0.15, 0.42), (0.92, 0.58), (0.08, 0.58), (0.62, 0.58), (0.38, 0.58),
-                   (0.64, 0.78), (0.36, 0.78), (0.66, 0.97), (0.34, 0.97)]
-SKELETON = [[16, 14], [14, 12], [17, 15], [15, 13], [12, 13], [6, 12], [7, 13], [6, 7], [6, 8], [7, 9],
-            [8, 10], [9, 11], [2, 3], [1, 2], [1, 3], [2, 4], [3, 5], [4, 6], [5, 7]]  # COCO's, 1-based
+KEYPOINT_LAYOUT = [
+    (0.5, 0.08),
+    (0.56, 0.05),
+    (0.44, 0.05),
+    (0.62, 0.08),
+    (0.38, 0.08),
+    (0.7, 0.25),
+    (0.3, 0.25),
+    (0.85, 0.42),
+    (0.15, 0.42),
+    (0.92, 0.58),
+    (0.08, 0.58),
+    (0.62, 0.58),
+    (0.38, 0.58),
+    (0.64, 0.78),
+    (0.36, 0.78),
+    (0.66, 0.97),
+    (0.34, 0.97),
+]
+SKELETON = [
+    [16, 14],
+    [14, 12],
+    [17, 15],
+    [15, 13],
+    [12, 13],
+    [6, 12],
+    [7, 13],
+    [6, 7],
+    [6, 8],
+    [7, 9],
+    [8, 10],
+    [9, 11],
+    [2, 3],
+    [1, 2],
+    [1, 3],
+    [2, 4],
+    [3, 5],
+    [4, 6],
+    [5, 7],
+]  # COCO's, 1-based
 
 
 def _coco_categories() -> list[dict]:
@@ -46,8 +97,23 @@ def _coco_categories() -> list[dict]:
 
 def _shape(kind: str, x0: float, y0: float, w: float, h: float) -> list[tuple[float, float]]:
     if kind == "person":  # a body outline: head, shoulders, arms out, legs
-        rel = [(0.4, 0.0), (0.6, 0.0), (0.62, 0.18), (1.0, 0.55), (0.95, 0.62), (0.66, 0.45), (0.7, 1.0),
-               (0.56, 1.0), (0.5, 0.62), (0.44, 1.0), (0.3, 1.0), (0.34, 0.45), (0.05, 0.62), (0.0, 0.55), (0.38, 0.18)]
+        rel = [
+            (0.4, 0.0),
+            (0.6, 0.0),
+            (0.62, 0.18),
+            (1.0, 0.55),
+            (0.95, 0.62),
+            (0.66, 0.45),
+            (0.7, 1.0),
+            (0.56, 1.0),
+            (0.5, 0.62),
+            (0.44, 1.0),
+            (0.3, 1.0),
+            (0.34, 0.45),
+            (0.05, 0.62),
+            (0.0, 0.55),
+            (0.38, 0.18),
+        ]
     elif kind == "car":
         rel = [(0.0, 0.3), (0.25, 0.3), (0.35, 0.0), (0.7, 0.0), (0.8, 0.3), (1.0, 0.3), (1.0, 1.0), (0.0, 1.0)]
     else:  # dog
@@ -68,8 +134,12 @@ def _image(rng: np.random.Generator, size: int) -> tuple[Image.Image, list[dict]
         x0, y0 = float(rng.uniform(0, size - w - 1)), float(rng.uniform(0, size - h - 1))
         polygon = _shape(coco_name, x0, y0, w, h)
         draw.polygon(polygon, fill=colour)
-        obj = {"category_id": cat_id, "voc_name": voc_name, "bbox": [x0, y0, w, h],
-               "segmentation": [[round(c, 2) for xy in polygon for c in xy]]}
+        obj = {
+            "category_id": cat_id,
+            "voc_name": voc_name,
+            "bbox": [x0, y0, w, h],
+            "segmentation": [[round(c, 2) for xy in polygon for c in xy]],
+        }
         if coco_name == "person":
             keypoints = []
             for u, v in KEYPOINT_LAYOUT:
@@ -87,14 +157,25 @@ def _coco_json(images: list[dict], objects: list[list[dict]], categories: list[d
         for obj in objs:
             if persons_only and "keypoints" not in obj:
                 continue
-            ann = {"id": len(annotations) + 1, "image_id": image["id"], "category_id": obj["category_id"],
-                   "bbox": [round(v, 2) for v in obj["bbox"]], "area": round(obj["bbox"][2] * obj["bbox"][3], 2),
-                   "iscrowd": 0, "segmentation": obj["segmentation"]}
+            ann = {
+                "id": len(annotations) + 1,
+                "image_id": image["id"],
+                "category_id": obj["category_id"],
+                "bbox": [round(v, 2) for v in obj["bbox"]],
+                "area": round(obj["bbox"][2] * obj["bbox"][3], 2),
+                "iscrowd": 0,
+                "segmentation": obj["segmentation"],
+            }
             if persons_only:
                 ann.update(keypoints=obj["keypoints"], num_keypoints=len(KEYPOINT_NAMES))
             annotations.append(ann)
-    return {"info": {"description": "ring-bench embedded detection default (generated)"}, "licenses": [],
-            "images": images, "annotations": annotations, "categories": categories}
+    return {
+        "info": {"description": "ring-bench embedded detection default (generated)"},
+        "licenses": [],
+        "images": images,
+        "annotations": annotations,
+        "categories": categories,
+    }
 
 
 def _voc_xml(name: str, size: int, objects: list[dict]) -> ET.ElementTree:
@@ -121,7 +202,13 @@ def generate(out: str | Path, n_train: int = 8, n_val: int = 4, size: int = 64, 
     out = Path(out)
     rng = np.random.default_rng(seed)
     categories = _coco_categories()
-    person = {"id": 1, "name": "person", "supercategory": "person", "keypoints": list(KEYPOINT_NAMES), "skeleton": SKELETON}
+    person = {
+        "id": 1,
+        "name": "person",
+        "supercategory": "person",
+        "keypoints": list(KEYPOINT_NAMES),
+        "skeleton": SKELETON,
+    }
     (out / "coco" / "annotations").mkdir(parents=True, exist_ok=True)
     voc_ids: dict[str, list[str]] = {"trainval": [], "test": []}
     for split, voc_split, count in (("train2017", "trainval", n_train), ("val2017", "test", n_val)):
@@ -142,9 +229,11 @@ def generate(out: str | Path, n_train: int = 8, n_val: int = 4, size: int = 64, 
             voc_ids[voc_split].append(name)
         tag = split.replace("2017", "")
         (out / "coco" / "annotations" / f"instances_{tag}2017.json").write_text(
-            json.dumps(_coco_json(images, objects, categories, persons_only=False)))
+            json.dumps(_coco_json(images, objects, categories, persons_only=False))
+        )
         (out / "coco" / "annotations" / f"person_keypoints_{tag}2017.json").write_text(
-            json.dumps(_coco_json(images, objects, [person], persons_only=True)))
+            json.dumps(_coco_json(images, objects, [person], persons_only=True))
+        )
     for year, splits in (("VOC2007", ("trainval", "test")), ("VOC2012", ("trainval",))):
         for split in splits:
             (out / year / "ImageSets" / "Main" / f"{split}.txt").write_text("\n".join(voc_ids[split]) + "\n")

@@ -24,8 +24,16 @@ class BasicRes5ROIHeads(Res5ROIHeads):
     def _build_res5_block(cls, cfg):
         depth = cfg.MODEL.RESNETS.DEPTH
         if depth not in RES5_BLOCKS:
-            raise ValueError(f"BasicRes5ROIHeads is for ResNet-18/34 (RESNETS.DEPTH {depth}); use Res5ROIHeads for deeper ResNets.")
+            raise ValueError(
+                f"BasicRes5ROIHeads is for ResNet-18/34 (RESNETS.DEPTH {depth}); use Res5ROIHeads for deeper ResNets."
+            )
         out_channels = cfg.MODEL.RESNETS.RES2_OUT_CHANNELS * 8  # res5 is 8x res2
-        blocks = ResNet.make_stage(BasicBlock, RES5_BLOCKS[depth], stride_per_block=[2] + [1] * (RES5_BLOCKS[depth] - 1),
-                                   in_channels=out_channels // 2, out_channels=out_channels, norm=cfg.MODEL.RESNETS.NORM)
+        blocks = ResNet.make_stage(
+            BasicBlock,
+            RES5_BLOCKS[depth],
+            stride_per_block=[2] + [1] * (RES5_BLOCKS[depth] - 1),
+            in_channels=out_channels // 2,
+            out_channels=out_channels,
+            norm=cfg.MODEL.RESNETS.NORM,
+        )
         return nn.Sequential(*blocks), out_channels

@@ -28,17 +28,15 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from ring.plan import checks, rerun
 from ring.core import config as C
-from ring.engine import health
 from ring.core.files import CHECKSUMS, FileError, check_writable, verify_checksum, write_json, write_text
-from ring.detection import missing_detectron2
+from ring.detection import configs, missing_detectron2
 from ring.detection.convert import check_loaded, read_converted
+from ring.engine import health, provenance
+from ring.engine.runtime import setup_threads
+from ring.plan import checks, rerun
 from ring.plan.detection_tasks import METRICS
 from ring.plan.detection_tasks import task as get_task
-from ring.engine.runtime import setup_threads
-from ring.engine import provenance
-from ring.detection import configs
 
 METRICS_FILE = "metrics.json"
 D2_CONFIG = "detectron2.yaml"
@@ -55,8 +53,11 @@ def read_weights(path: str | Path) -> dict:
 def weights_lineage(path: str | Path) -> dict:
     """What a detection cell's number is made from: the backbone's SHA-256 and the encoder it was converted from."""
     record = json.loads(Path(path).with_name(CHECKSUMS).read_text())
-    return {"backbone_sha256": record["files"][Path(path).name], "encoder_files": record.get("encoder_files"),
-            "encoder_config_hash": record.get("encoder_config_hash")}
+    return {
+        "backbone_sha256": record["files"][Path(path).name],
+        "encoder_files": record.get("encoder_files"),
+        "encoder_config_hash": record.get("encoder_config_hash"),
+    }
 
 
 def table_columns(cfg: C.DetectionConfig, results: dict) -> dict[str, float]:
@@ -71,9 +72,11 @@ def table_columns(cfg: C.DetectionConfig, results: dict) -> dict[str, float]:
 def check_resumable(out: Path, config_hash: str) -> None:
     stamp = out / HASH_FILE
     if (out / "last_checkpoint").exists() and stamp.exists() and stamp.read_text().strip() != config_hash:
-        raise ValueError(f"The Detectron2 checkpoints in {out} were written with a different config "
-                         f"(hash {stamp.read_text().strip()} != {config_hash}); restore the config or move the "
-                         "cell folder away to train from scratch.")
+        raise ValueError(
+            f"The Detectron2 checkpoints in {out} were written with a different config "
+            f"(hash {stamp.read_text().strip()} != {config_hash}); restore the config or move the "
+            "cell folder away to train from scratch."
+        )
     write_text(stamp, config_hash + "\n")
 
 
@@ -124,8 +127,15 @@ def _slurm_worker(d2cfg, converted, datasets_root, where) -> dict:
     def work(*args):
         box["results"] = train_and_evaluate(*args)
 
-    _distributed_worker(int(os.environ.get("LOCAL_RANK", rank % local)), work, world, local, rank // local, url,
-                        (d2cfg, converted, datasets_root, where))
+    _distributed_worker(
+        int(os.environ.get("LOCAL_RANK", rank % local)),
+        work,
+        world,
+        local,
+        rank // local,
+        url,
+        (d2cfg, converted, datasets_root, where),
+    )
     return box.get("results", {})
 
 
@@ -162,8 +172,10 @@ def non_finite_loss_is_one_sentence(out, cfg: C.DetectionConfig):
         match = re.search(r"iteration=(\d+)", str(err))
         step = int(match.group(1)) + 1 if match else "?"
         lr = cfg.overrides.get("SOLVER.BASE_LR") if isinstance(getattr(cfg, "overrides", None), dict) else None
-        raise health.NonFinite(f"{out}: the training loss became non-finite at iteration {step} (Detectron2 counts "
-                               f"iterations, not epochs); {health.likely_cause(lr)}.") from None
+        raise health.NonFinite(
+            f"{out}: the training loss became non-finite at iteration {step} (Detectron2 counts "
+            f"iterations, not epochs); {health.likely_cause(lr)}."
+        ) from None
 
 
 def _write_metrics_worker(cfg, out, lineage, *args) -> None:
@@ -178,11 +190,21 @@ def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict, lineag
     """metrics.json: the columns, Detectron2's results, the protocol, and ``lineage`` (the config hash, the
     backbone's SHA-256 and its encoder's identity) that ring.plan.lineage checks before a table shows the cell."""
     task = get_task(cfg.task)
-    metrics = {"task": cfg.task, "method": cfg.method, "source": cfg.source, "seed": cfg.seed, **lineage,
-               "columns": table_columns(cfg, results),
-               "results": {k: {m: float(v) for m, v in d.items()} for k, d in results.items()},
-               "protocol": {"base_config": task.base_config, "backbone": "ResNet-18, frozen (FREEZE_AT 5), FrozenBN",
-                            "detectron2_config": D2_CONFIG, "datasets": cfg.datasets}}
+    metrics = {
+        "task": cfg.task,
+        "method": cfg.method,
+        "source": cfg.source,
+        "seed": cfg.seed,
+        **lineage,
+        "columns": table_columns(cfg, results),
+        "results": {k: {m: float(v) for m, v in d.items()} for k, d in results.items()},
+        "protocol": {
+            "base_config": task.base_config,
+            "backbone": "ResNet-18, frozen (FREEZE_AT 5), FrozenBN",
+            "detectron2_config": D2_CONFIG,
+            "datasets": cfg.datasets,
+        },
+    }
     path = Path(out) / METRICS_FILE
     health.check_metrics(metrics, path, keys=("columns",))
     write_json(path, metrics)
@@ -194,7 +216,9 @@ def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict, lineag
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help=f"cell config (YAML of DetectionConfig fields; {checks.REFERENCE_HINT})")
+    parser.add_argument(
+        "--config", required=True, help=f"cell config (YAML of DetectionConfig fields; {checks.REFERENCE_HINT})"
+    )
     parser.add_argument("--weights", required=True, help="backbone.pkl written by ring.detection.convert")
     parser.add_argument("--out", required=True, help="cell folder: Detectron2's checkpoints, logs and metrics.json")
     args = parser.parse_args(argv)

@@ -1,6 +1,7 @@
 """Detectron2's trainer as Table 4 uses it, and Detectron2's command line to rerun a cell by hand.
 
-    python -m ring.detection.train_net --config-file CELL/detectron2.yaml [--num-gpus N] [--resume] [--eval-only] [KEY VALUE ...]
+    python -m ring.detection.train_net --config-file CELL/detectron2.yaml [--num-gpus N] [--resume] [--eval-only] [KEY
+    VALUE ...]
     DETECTRON2_DATASETS=/datasets python -m ring.detection.train_net --config-file ...
 
 This is Detectron2's ``tools/train_net.py`` (its argument parser, ``default_setup`` and
@@ -23,12 +24,12 @@ from detectron2.evaluation import COCOEvaluator, PascalVOCDetectionEvaluator
 from detectron2.utils.events import CommonMetricPrinter, JSONWriter, TensorboardXWriter
 
 import ring.detection.heads  # noqa: F401  (registers BasicRes5ROIHeads)
-from ring.engine import health
-from ring.engine.checkpoint import safe_load
 from ring.core.files import atomic_write, remove_stale_temporaries
-from ring.engine.runtime import Preempted, stop_requested
 from ring.detection import configs
 from ring.detection.convert import AUTHOR, read_converted
+from ring.engine import health
+from ring.engine.checkpoint import safe_load
+from ring.engine.runtime import Preempted, stop_requested
 
 TRAIN_LOG = "log.jsonl"
 
@@ -93,7 +94,9 @@ class SafeCheckpointer(DetectionCheckpointer):
             model = self.preloaded.get(str(Path(filename).resolve())) or read_converted(filename)
             return {"model": dict(model), "__author__": AUTHOR, "matching_heuristics": True}
         # weights_only, and any refusal as the project's sentence (torch's own would advise weights_only=False).
-        loaded = safe_load(filename, "Detectron2 checkpoint", "delete it (and last_checkpoint beside it) to start this cell again")
+        loaded = safe_load(
+            filename, "Detectron2 checkpoint", "delete it (and last_checkpoint beside it) to start this cell again"
+        )
         return loaded if "model" in loaded else {"model": loaded}
 
     def save(self, name: str, **kwargs) -> None:
@@ -108,8 +111,10 @@ class SafeCheckpointer(DetectionCheckpointer):
         if bad is not None:
             iteration = kwargs.get("iteration")
             when = f"after iteration {iteration + 1}" if isinstance(iteration, int) else f"at checkpoint {name}"
-            raise health.NonFinite(f"{self.save_dir}: tensor {bad} became non-finite {when} (Detectron2 counts "
-                                   f"iterations, not epochs); {health.likely_cause(self._base_lr())}.")
+            raise health.NonFinite(
+                f"{self.save_dir}: tensor {bad} became non-finite {when} (Detectron2 counts "
+                f"iterations, not epochs); {health.likely_cause(self._base_lr())}."
+            )
         if not self.save_to_disk:  # ranks other than 0 checked, rank 0 writes
             return
         data = {"model": state, **{key: obj.state_dict() for key, obj in self.checkpointables.items()}, **kwargs}
@@ -140,17 +145,25 @@ class Trainer(DefaultTrainer):
     def build_evaluator(cls, cfg, dataset_name, output_folder=None):
         kind = MetadataCatalog.get(dataset_name).evaluator_type
         if kind == "coco":
-            tasks = ("bbox",) + (("segm",) if cfg.MODEL.MASK_ON else ()) + (("keypoints",) if cfg.MODEL.KEYPOINT_ON else ())
+            tasks = (
+                ("bbox",) + (("segm",) if cfg.MODEL.MASK_ON else ()) + (("keypoints",) if cfg.MODEL.KEYPOINT_ON else ())
+            )
             output = output_folder or os.path.join(cfg.OUTPUT_DIR, "inference")
             return COCOEvaluator(dataset_name, tasks=tasks, distributed=True, output_dir=output, use_fast_impl=False)
         if kind == "pascal_voc":
             return PascalVOCDetectionEvaluator(dataset_name)
-        raise ValueError(f"Dataset {dataset_name} has evaluator type {kind!r}; Table 4 evaluates COCO and Pascal VOC only.")
+        raise ValueError(
+            f"Dataset {dataset_name} has evaluator type {kind!r}; Table 4 evaluates COCO and Pascal VOC only."
+        )
 
     def build_writers(self):
-        # Detectron2's defaults: its event storage to the console, the JSON log and TensorBoard (README "TensorBoard and W&B").
-        return [CommonMetricPrinter(self.max_iter), JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, TRAIN_LOG)),
-                TensorboardXWriter(self.cfg.OUTPUT_DIR)]
+        # Detectron2's defaults: its event storage to the console, the JSON log and TensorBoard (README "TensorBoard
+        # and W&B").
+        return [
+            CommonMetricPrinter(self.max_iter),
+            JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, TRAIN_LOG)),
+            TensorboardXWriter(self.cfg.OUTPUT_DIR),
+        ]
 
     def train(self):
         super().train()
@@ -165,7 +178,6 @@ class Trainer(DefaultTrainer):
 def main(argv=None) -> int:
     from detectron2.config import get_cfg
     from detectron2.engine import default_argument_parser, launch
-
 
     args = default_argument_parser().parse_args(argv)
 
@@ -184,8 +196,14 @@ def main(argv=None) -> int:
         trainer.resume_or_load(resume=args.resume)
         return trainer.train()
 
-    launch(run, args.num_gpus, num_machines=args.num_machines, machine_rank=args.machine_rank,
-           dist_url=args.dist_url, args=(args,))
+    launch(
+        run,
+        args.num_gpus,
+        num_machines=args.num_machines,
+        machine_rank=args.machine_rank,
+        dist_url=args.dist_url,
+        args=(args,),
+    )
     return 0
 
 

@@ -69,8 +69,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ring.plan import checks
 from ring.engine.objectives.ring import validate_window
+from ring.plan import checks
 
 
 class _StepCounted:
@@ -210,10 +210,10 @@ class LossAdaptivePolicy(_Adaptive):
 
 
 # The authors' constants (src/utils/policy.py and src/systems/systems.py of contrastive-ring-public).
-AUTHORS_STEP_LEVELS = 10          # np.arange(0.1, 1.1, 0.1): thresholds 1.0, 0.9, ..., 0.1
-AUTHORS_EXP_DECAY = 0.1           # exp(-0.1 * step)
-AUTHORS_LOSS_DELTA, AUTHORS_LOSS_WINDOW = 1.0, 10   # threshold 0.01 per step, mean of the last 10 losses
-AUTHORS_VAL_DELTA, AUTHORS_VAL_WINDOW = 5.0, 5      # threshold 0.05 per epoch, mean of the last 5 accuracies
+AUTHORS_STEP_LEVELS = 10  # np.arange(0.1, 1.1, 0.1): thresholds 1.0, 0.9, ..., 0.1
+AUTHORS_EXP_DECAY = 0.1  # exp(-0.1 * step)
+AUTHORS_LOSS_DELTA, AUTHORS_LOSS_WINDOW = 1.0, 10  # threshold 0.01 per step, mean of the last 10 losses
+AUTHORS_VAL_DELTA, AUTHORS_VAL_WINDOW = 5.0, 5  # threshold 0.05 per epoch, mean of the last 5 accuracies
 
 
 @dataclass
@@ -270,7 +270,7 @@ class _AuthorsAdaptive(_StepCounted):
                 direction = 1.0 if self.end >= self.start else -1.0
                 moved = self.value() + direction * (self.delta if harder else -self.delta)
                 self.w_l = min(max(moved, lo), hi)
-        self.history = (self.history + [metric])[-self.window:]
+        self.history = (self.history + [metric])[-self.window :]
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "w_l": self.w_l, "history": list(self.history)}
@@ -321,14 +321,16 @@ def _exponential_authors(cfg, steps_per_epoch: int):
 
 def _adaptive_loss_authors(cfg, steps_per_epoch: int):
     start, end = cfg.ring_w_l
-    return AuthorsLossAdaptivePolicy(start=start, end=end, delta=AUTHORS_LOSS_DELTA, window=AUTHORS_LOSS_WINDOW,
-                                     lower_is_better=True)
+    return AuthorsLossAdaptivePolicy(
+        start=start, end=end, delta=AUTHORS_LOSS_DELTA, window=AUTHORS_LOSS_WINDOW, lower_is_better=True
+    )
 
 
 def _adaptive_val_authors(cfg, steps_per_epoch: int):
     start, end = cfg.ring_w_l
-    return AuthorsValidationAdaptivePolicy(start=start, end=end, delta=AUTHORS_VAL_DELTA, window=AUTHORS_VAL_WINDOW,
-                                           lower_is_better=False)
+    return AuthorsValidationAdaptivePolicy(
+        start=start, end=end, delta=AUTHORS_VAL_DELTA, window=AUTHORS_VAL_WINDOW, lower_is_better=False
+    )
 
 
 def _linear(cfg, steps_per_epoch: int):
@@ -338,7 +340,9 @@ def _linear(cfg, steps_per_epoch: int):
 
 def _step(cfg, steps_per_epoch: int):
     start, end = cfg.ring_w_l
-    return StepPolicy(start=start, end=end, steps=cfg.ring_anneal_epochs * steps_per_epoch, stages=cfg.ring_anneal_stages)
+    return StepPolicy(
+        start=start, end=end, steps=cfg.ring_anneal_epochs * steps_per_epoch, stages=cfg.ring_anneal_stages
+    )
 
 
 def _exponential(cfg, steps_per_epoch: int):
@@ -385,15 +389,21 @@ assert tuple(ANNEAL_POLICIES) == checks.ANNEAL_POLICIES, "ring.plan.checks lists
 class RingSchedule:
     """The current Ring window ``(w_l, w_u)`` and how it moves."""
 
-    def __init__(self, policy, inner: float | None = None, w_u: float | None = None, validate_before_training: bool = False):
+    def __init__(
+        self, policy, inner: float | None = None, w_u: float | None = None, validate_before_training: bool = False
+    ):
         if validate_before_training and not getattr(policy, "needs_validation", False):
-            raise ValueError("ring_val_before_training is read only by the validation-adaptive annealing policies "
-                             "(adaptive_val, adaptive_val_authors); set it to false or use one of them.")
+            raise ValueError(
+                "ring_val_before_training is read only by the validation-adaptive annealing policies "
+                "(adaptive_val, adaptive_val_authors); set it to false or use one of them."
+            )
         self.validates_before_training = validate_before_training
         if (inner is None) == (w_u is None):
             raise ValueError("Give exactly one of ring_inner (relative upper bound) or ring_w_u (fixed upper bound).")
         if inner is not None and not (0.0 <= inner < 1.0):
-            raise ValueError(f"ring_inner={inner} must lie in [0, 1): it is the excluded fraction of the eligible slice.")
+            raise ValueError(
+                f"ring_inner={inner} must lie in [0, 1): it is the excluded fraction of the eligible slice."
+            )
         self.policy = policy
         self.inner = inner
         self.fixed_w_u = w_u
@@ -414,7 +424,8 @@ class RingSchedule:
         self.policy.epoch_end(**signals)
 
     def before_training(self, val_accuracy: float) -> None:
-        """The validation accuracy before the cell's first step (``validates_before_training``): the policy's first signal."""
+        """The validation accuracy before the cell's first step (``validates_before_training``): the policy's first
+        signal."""
         self.policy.before_training(val_accuracy=float(val_accuracy))
 
     @property
@@ -447,7 +458,8 @@ def build_schedule(cfg, steps_per_epoch: int) -> RingSchedule:
     if cfg.ring_anneal not in ANNEAL_POLICIES:
         raise ValueError(f"Unknown ring_anneal {cfg.ring_anneal!r}; choose one of {sorted(ANNEAL_POLICIES)}.")
     policy = ANNEAL_POLICIES[cfg.ring_anneal](cfg, steps_per_epoch)
-    schedule = RingSchedule(policy, inner=cfg.ring_inner, w_u=cfg.ring_w_u,
-                            validate_before_training=cfg.ring_val_before_training)
+    schedule = RingSchedule(
+        policy, inner=cfg.ring_inner, w_u=cfg.ring_w_u, validate_before_training=cfg.ring_val_before_training
+    )
     schedule.validate()
     return schedule

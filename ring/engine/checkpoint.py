@@ -15,8 +15,8 @@ import hashlib
 import os
 import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -47,6 +47,7 @@ def safe_load(path: str | Path, what: str = "checkpoint", fix: str = "delete it 
 
 
 # ---- verified checkpoints -------------------------------------------------------------------------
+
 
 def payload_digest(obj) -> str:
     """SHA-256 of a checkpoint payload: its structure, keys, numbers, strings and every tensor's bytes."""
@@ -106,13 +107,14 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def load_verified(path: str | Path, what: str = "checkpoint",
-                  fix: str = "delete it to start this stage again") -> dict:
+def load_verified(path: str | Path, what: str = "checkpoint", fix: str = "delete it to start this stage again") -> dict:
     """A checkpoint written by :func:`save_checkpoint`, its checksum verified; one sentence otherwise."""
     path = Path(path)
     doc = safe_load(path, what, fix)
     if not isinstance(doc, dict) or CHECKSUM_KEY not in doc:
-        raise CheckpointError(f"The {what} {path} carries no checksum (not written by this version of ring-bench); {fix}.")
+        raise CheckpointError(
+            f"The {what} {path} carries no checksum (not written by this version of ring-bench); {fix}."
+        )
     stored = doc.pop(CHECKSUM_KEY)
     actual = payload_digest(doc)
     if stored != actual:
@@ -145,15 +147,19 @@ def load_latest_checkpoint(path: str | Path, what: str = "checkpoint", log=print
                 problem = str(err).split(";")[0]
         else:
             if problem:
-                log(f"ring: {problem}; kept as {path.stem}.corrupt{path.suffix}, resuming from the previous checkpoint {previous.name}")
+                log(
+                    f"ring: {problem}; kept as {path.stem}.corrupt{path.suffix}, resuming from the previous "
+                    f"checkpoint {previous.name}"
+                )
             return state
     if problem:
         log(f"ring: {problem}, and there is no good previous checkpoint; starting this cell from scratch")
     return None
 
 
-def resume_state(path: str | Path, what: str, belongs: Callable[[dict], bool],
-                 set_aside: Callable[[dict], None]) -> dict | None:
+def resume_state(
+    path: str | Path, what: str, belongs: Callable[[dict], bool], set_aside: Callable[[dict], None]
+) -> dict | None:
     """The state a stage resumes from, or None (it starts from scratch): the latest checkpoint at ``path`` that
     verifies, else the previous one (:func:`load_latest_checkpoint`, saying so on stderr), when ``belongs(state)``
     says it is this cell's; a state that does not belong (another config's, another encoder's) goes to

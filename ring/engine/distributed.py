@@ -42,8 +42,11 @@ def init_from_env(device_type: str) -> bool:
         return True
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return False
-    dist.init_process_group("nccl" if device_type == "cuda" else "gloo",
-                            rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    dist.init_process_group(
+        "nccl" if device_type == "cuda" else "gloo",
+        rank=int(os.environ["RANK"]),
+        world_size=int(os.environ["WORLD_SIZE"]),
+    )
     return True
 
 
@@ -85,7 +88,7 @@ def all_gather(t: torch.Tensor) -> torch.Tensor:
 def local_rows(t: torch.Tensor) -> torch.Tensor:
     """This rank's equal share of the rows of a global tensor."""
     n = t.shape[0] // world_size()
-    return t[rank() * n:(rank() + 1) * n]
+    return t[rank() * n : (rank() + 1) * n]
 
 
 def _scalar_device() -> torch.device:

@@ -18,10 +18,9 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.models import resnet18
 
-from ring.engine.checkpoint import atomic_save, safe_load
 from ring.core.files import KEPT, FileError, place_exports, record_checksums, verify_checksum, write_failure
 from ring.core.methods import method as method_spec
-
+from ring.engine.checkpoint import atomic_save, safe_load
 from ring.plan.checks import HEADS  # the one list, which plan-time checks read too
 
 # The exact contract of an exported encoder: torchvision's resnet18 state_dict without the
@@ -50,7 +49,9 @@ class Encoder(nn.Module):
         if head == "linear":
             self.head = nn.Linear(feat_dim, out_dim)
         else:
-            self.head = nn.Sequential(nn.Linear(feat_dim, feat_dim), nn.ReLU(inplace=True), nn.Linear(feat_dim, out_dim))
+            self.head = nn.Sequential(
+                nn.Linear(feat_dim, feat_dim), nn.ReLU(inplace=True), nn.Linear(feat_dim, out_dim)
+            )
 
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
         """Pre-pool output of the last convolutional stage: B x 512 x h x w (7 x 7 at 224 input)."""
@@ -81,7 +82,9 @@ def load_trunk(state: dict[str, torch.Tensor], in_channels: int = 3) -> nn.Modul
         model.load_state_dict(state, strict=False)
     except RuntimeError as err:
         detail = str(err).splitlines()[-1].strip()
-        raise ValueError(f"Encoder file does not fit resnet18 ({detail}); point to an encoder.pt written by ring.pretrain.") from None
+        raise ValueError(
+            f"Encoder file does not fit resnet18 ({detail}); point to an encoder.pt written by ring.pretrain."
+        ) from None
     model.fc = nn.Identity()
     return model
 
@@ -117,7 +120,9 @@ class Precision(nn.Module):
         return out.float()
 
 
-def resolve_precision(precision: str, channels_last: str, device: torch.device, bn_groups: int = 1) -> tuple[bool, bool]:
+def resolve_precision(
+    precision: str, channels_last: str, device: torch.device, bn_groups: int = 1
+) -> tuple[bool, bool]:
     """("auto" means on for CUDA devices, off elsewhere) -> (bf16, channels_last).
 
     Channels-last "auto" stays off where BatchNorm runs in groups (``bn_groups`` per process > 1): the grouped
@@ -132,8 +137,10 @@ def resolve_precision(precision: str, channels_last: str, device: torch.device, 
     if channels_last not in ("auto", "on", "off"):
         raise ValueError(f"Unknown channels_last {channels_last!r}; choose auto, on or off.")
     gpu = device.type == "cuda"
-    return (precision == "bf16" or (precision == "auto" and gpu),
-            channels_last == "on" or (channels_last == "auto" and gpu and bn_groups == 1))
+    return (
+        precision == "bf16" or (precision == "auto" and gpu),
+        channels_last == "on" or (channels_last == "auto" and gpu and bn_groups == 1),
+    )
 
 
 def resolve_compile(setting: str, device: torch.device) -> bool:
@@ -234,10 +241,13 @@ class GroupBatchNorm2d(nn.BatchNorm2d):
             raise ValueError("BatchNorm groups need a fixed momentum (momentum=None averages over all batches).")
         self.groups = groups
         stats = getattr(self, "_group_stats", None)
-        if (stats is not None and len(stats[0]) == groups * len(self.running_mean)
-                and stats[0].data_ptr() == self.running_mean.data_ptr()
-                and stats[1].data_ptr() == self.running_var.data_ptr()
-                and all(r.data_ptr() == s.data_ptr() for r, s in zip(self._group_rows, stats, strict=True))):
+        if (
+            stats is not None
+            and len(stats[0]) == groups * len(self.running_mean)
+            and stats[0].data_ptr() == self.running_mean.data_ptr()
+            and stats[1].data_ptr() == self.running_var.data_ptr()
+            and all(r.data_ptr() == s.data_ptr() for r, s in zip(self._group_rows, stats, strict=True))
+        ):
             return
         c = len(self.running_mean)
         stats = (self.running_mean.detach().repeat(groups), self.running_var.detach().repeat(groups))
@@ -257,8 +267,16 @@ class GroupBatchNorm2d(nn.BatchNorm2d):
             torch._foreach_lerp_(self._group_rows, (mean, var.mul_(count / (count - 1))), self.momentum)
             return y
         mean, var = self._group_stats
-        y = F.batch_norm(x.reshape(n // g, g * c, h, w), mean, var, self.weight.repeat(g), self.bias.repeat(g),
-                         True, self.momentum, self.eps)
+        y = F.batch_norm(
+            x.reshape(n // g, g * c, h, w),
+            mean,
+            var,
+            self.weight.repeat(g),
+            self.bias.repeat(g),
+            True,
+            self.momentum,
+            self.eps,
+        )
         # Not a view of y: torchvision's ReLU works in place on this output, and an in-place op on a view
         # makes autograd copy the whole base tensor back (CopySlices) in the backward pass.
         return torch.ops.aten._unsafe_view(y, (n, c, h, w))
@@ -379,7 +397,9 @@ class LabFeatures(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lum, ab = lab_views(x, self.mean, self.std)
-        return torch.cat([trunk_feature_map(self.trunk_l, lum.to(x.dtype)), trunk_feature_map(self.trunk_ab, ab.to(x.dtype))], dim=1)
+        return torch.cat(
+            [trunk_feature_map(self.trunk_l, lum.to(x.dtype)), trunk_feature_map(self.trunk_ab, ab.to(x.dtype))], dim=1
+        )
 
 
 def encoder_files(encoder_path: str | Path, method: str) -> list[Path]:

@@ -20,8 +20,10 @@ from ring.core.metrics import NonFinite, check_metrics, non_finite_values  # noq
 
 def likely_cause(lr: float | None) -> str:
     lr_text = f" (lr={lr:g})" if lr is not None else ""
-    return (f"the learning rate{lr_text} is likely too high for this batch size or the inputs are corrupt; "
-            "lower lr and rerun (the last good checkpoint is kept)")
+    return (
+        f"the learning rate{lr_text} is likely too high for this batch size or the inputs are corrupt; "
+        "lower lr and rerun (the last good checkpoint is kept)"
+    )
 
 
 def check_loss(value: float, where: str, epoch: int, step: int, lr: float | None = None) -> None:
@@ -63,17 +65,28 @@ def high_loss(last_epoch_loss: float, num_classes: int) -> bool:
 def _loss_text(last_epoch_loss: float | None, num_classes: int, epochs: int) -> str:
     chance = math.log(num_classes)
     value = "unknown (no log line)" if last_epoch_loss is None else f"{last_epoch_loss:.3g}"
-    return (f"last epoch's mean training loss {value} (epoch {epochs}; {DIVERGENCE_FACTOR:g} x "
-            f"ln({num_classes}) = {DIVERGENCE_FACTOR * chance:.3g}, where predicting every class equally scores ln(K))")
+    return (
+        f"last epoch's mean training loss {value} (epoch {epochs}; {DIVERGENCE_FACTOR:g} x "
+        f"ln({num_classes}) = {DIVERGENCE_FACTOR * chance:.3g}, where predicting every class equally scores ln(K))"
+    )
 
 
 def _chance_text(top1: float, num_classes: int, test_images: int) -> str:
-    return (f"test top-1 {top1:.1f}% against chance {100.0 / num_classes:.1f}% + {CHANCE_SE:g} binomial standard "
-            f"errors over {test_images} test images = {chance_bar(num_classes, test_images):.1f}%")
+    return (
+        f"test top-1 {top1:.1f}% against chance {100.0 / num_classes:.1f}% + {CHANCE_SE:g} binomial standard "
+        f"errors over {test_images} test images = {chance_bar(num_classes, test_images):.1f}%"
+    )
 
 
-def divergence(last_epoch_loss: float | None, num_classes: int, where: str, epochs: int, lr: float | None = None,
-               top1: float | None = None, test_images: int = 0) -> str | None:
+def divergence(
+    last_epoch_loss: float | None,
+    num_classes: int,
+    where: str,
+    epochs: int,
+    lr: float | None = None,
+    top1: float | None = None,
+    test_images: int = 0,
+) -> str | None:
     """The one sentence saying a linear evaluation diverged, or None when it did not: a non-finite loss, or a test
     top-1 at chance (:func:`chance_bar`); without a ``top1`` to judge, a high loss (:func:`high_loss`)."""
     loss = _loss_text(last_epoch_loss, num_classes, epochs)
@@ -88,31 +101,45 @@ def divergence(last_epoch_loss: float | None, num_classes: int, where: str, epoc
     else:
         why = f"its {_chance_text(top1, num_classes, test_images)} is at chance ({loss})"
     lr_text = f"lr={lr:g}" if lr is not None else "the learning rate"
-    return (f"{where}: the linear evaluation diverged: {why}, so no accuracy is reported; the features are too large "
-            f"for {lr_text} or carry nothing the classes differ in (as CMC's ab trunk on grey images, whose ab view is "
-            "constant): lower lr or fix the encoder.")
+    return (
+        f"{where}: the linear evaluation diverged: {why}, so no accuracy is reported; the features are too large "
+        f"for {lr_text} or carry nothing the classes differ in (as CMC's ab trunk on grey images, whose ab view is "
+        "constant): lower lr or fix the encoder."
+    )
 
 
-def loss_note(last_epoch_loss: float, num_classes: int, where: str, epochs: int, protocol: str, top1: float,
-              test_images: int) -> str | None:
+def loss_note(
+    last_epoch_loss: float, num_classes: int, where: str, epochs: int, protocol: str, top1: float, test_images: int
+) -> str | None:
     """The footnote of a probe whose accuracy is reported although its training loss stayed high (:func:`high_loss`,
     its top-1 above chance), or None for a probe whose loss is not high.  ``protocol`` says how it was trained."""
     if not high_loss(last_epoch_loss, num_classes):
         return None
-    return (f"{where}: the linear probe's {_loss_text(last_epoch_loss, num_classes, epochs)} stayed high under "
-            f"{protocol}: its steps overshoot, so the classifier did not converge; its "
-            f"{_chance_text(top1, num_classes, test_images)} is above chance, so it is reported, marked.")
+    return (
+        f"{where}: the linear probe's {_loss_text(last_epoch_loss, num_classes, epochs)} stayed high under "
+        f"{protocol}: its steps overshoot, so the classifier did not converge; its "
+        f"{_chance_text(top1, num_classes, test_images)} is above chance, so it is reported, marked."
+    )
 
 
-def probe_verdict(scores: Mapping[str, float], last_epoch_loss: float | None, num_classes: int, test_images: int,
-                  where: str, epochs: int, lr: float | None, protocol: str) -> dict:
+def probe_verdict(
+    scores: Mapping[str, float],
+    last_epoch_loss: float | None,
+    num_classes: int,
+    test_images: int,
+    where: str,
+    epochs: int,
+    lr: float | None,
+    protocol: str,
+) -> dict:
     """What a linear evaluation's ``metrics.json`` reports of its last epoch: ``{"diverged": sentence}`` without the
     accuracy (:func:`divergence`), or the ``scores`` (top1, top5), with a ``loss_note`` where the loss stayed high."""
     diverged = divergence(last_epoch_loss, num_classes, where, epochs, lr, scores["top1"], test_images)
     if diverged:
         return {"diverged": diverged}
-    note = last_epoch_loss is not None and loss_note(last_epoch_loss, num_classes, where, epochs, protocol,
-                                                     scores["top1"], test_images)
+    note = last_epoch_loss is not None and loss_note(
+        last_epoch_loss, num_classes, where, epochs, protocol, scores["top1"], test_images
+    )
     return {**scores, **({"loss_note": note} if note else {})}
 
 
@@ -136,5 +163,7 @@ def check_export(state: Mapping[str, torch.Tensor], path) -> None:
     """An encoder (or any exported state dict) is finite before it is written to ``path``."""
     bad = first_non_finite(state)
     if bad is not None:
-        raise NonFinite(f"Refusing to write {path}: its tensor {bad} is not finite; the training diverged, "
-                        "lower lr and rerun the cell.")
+        raise NonFinite(
+            f"Refusing to write {path}: its tensor {bad} is not finite; the training diverged, "
+            "lower lr and rerun the cell."
+        )

@@ -21,19 +21,27 @@ def embed(encoder: nn.Module, loader, device) -> tuple[torch.Tensor, torch.Tenso
 
 
 @torch.no_grad()
-def knn_accuracy(train_f: torch.Tensor, train_y: torch.Tensor, test_f: torch.Tensor, test_y: torch.Tensor,
-                 num_classes: int, k: int = 200, temperature: float = 0.07, chunk: int = 256) -> dict[str, float]:
+def knn_accuracy(
+    train_f: torch.Tensor,
+    train_y: torch.Tensor,
+    test_f: torch.Tensor,
+    test_y: torch.Tensor,
+    num_classes: int,
+    k: int = 200,
+    temperature: float = 0.07,
+    chunk: int = 256,
+) -> dict[str, float]:
     """Top-1 accuracy (percent) of the weighted kNN vote and of the single nearest neighbour."""
     k = min(k, len(train_f))
     correct_knn = correct_nn = 0
     for start in range(0, len(test_f), chunk):
-        sims = test_f[start:start + chunk] @ train_f.T
+        sims = test_f[start : start + chunk] @ train_f.T
         top_sims, top_idx = sims.topk(k, dim=1)
         top_labels = train_y[top_idx]
         weights = (top_sims / temperature).exp()
         votes = torch.zeros(len(sims), num_classes, device=sims.device)
         votes.scatter_add_(1, top_labels, weights)
-        y = test_y[start:start + chunk]
+        y = test_y[start : start + chunk]
         correct_knn += (votes.argmax(dim=1) == y).sum().item()
         correct_nn += (top_labels[:, 0] == y).sum().item()
     n = len(test_f)
@@ -56,17 +64,25 @@ def holdout_split(n: int, fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def holdout_accuracy(train_f: torch.Tensor, train_y: torch.Tensor, fraction: float, num_classes: int,
-                     k: int = 200, temperature: float = 0.07) -> float:
+def holdout_accuracy(
+    train_f: torch.Tensor,
+    train_y: torch.Tensor,
+    fraction: float,
+    num_classes: int,
+    k: int = 200,
+    temperature: float = 0.07,
+) -> float:
     """Weighted kNN top-1 (percent) of the held-out training images against the rest of the training split."""
     memory, val = (i.to(train_f.device) for i in holdout_split(len(train_f), fraction))
-    return knn_accuracy(train_f[memory], train_y[memory], train_f[val], train_y[val], num_classes, k,
-                        temperature)["knn_top1"]
+    return knn_accuracy(train_f[memory], train_y[memory], train_f[val], train_y[val], num_classes, k, temperature)[
+        "knn_top1"
+    ]
 
 
 @torch.no_grad()
-def window_same_class(features: torch.Tensor, labels: torch.Tensor, w_l: float, w_u: float,
-                      max_chunk_elements: int) -> float:
+def window_same_class(
+    features: torch.Tensor, labels: torch.Tensor, w_l: float, w_u: float, max_chunk_elements: int
+) -> float:
     """Percent of same-class entries among the Ring window's entries, averaged over queries.
 
     Every training embedding is a query against all training embeddings (IRing's bank, of which
@@ -80,7 +96,7 @@ def window_same_class(features: torch.Tensor, labels: torch.Tensor, w_l: float, 
     n = len(features)
     total, step = 0.0, max(1, min(n, max_chunk_elements // max(n, 1)))
     for start in range(0, n, step):
-        mask = window_mask(features[start:start + step] @ features.T, w_l, w_u)
-        same = labels[start:start + step, None] == labels[None, :]
+        mask = window_mask(features[start : start + step] @ features.T, w_l, w_u)
+        same = labels[start : start + step, None] == labels[None, :]
         total += ((mask & same).sum(1).float() / mask.sum(1).clamp(min=1).float()).sum().item()
     return 100.0 * total / n

@@ -34,7 +34,9 @@ class JsonLog:
             self.wandb.resume_from(epoch=epoch)
         if not self.path.exists():
             return
-        kept = [line for line in self.path.read_text().splitlines() if line.strip() and json.loads(line)["epoch"] < epoch]
+        kept = [
+            line for line in self.path.read_text().splitlines() if line.strip() and json.loads(line)["epoch"] < epoch
+        ]
         text = "".join(line + "\n" for line in kept)
         atomic_write(self.path, lambda fh: fh.write(text.encode()))
 
@@ -81,8 +83,7 @@ class JsonLog:
 
 def scalars(record: dict) -> dict[str, float]:
     """The numbers of a record that become curves: not its epoch, not text or flags."""
-    return {k: v for k, v in record.items()
-            if k != "epoch" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {k: v for k, v in record.items() if k != "epoch" and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 # A cell folder's stage (results/<grid>/<stage>/<dataset>/<method>/seed<k>, README "TensorBoard and W&B") and
@@ -100,7 +101,7 @@ def cell_name(folder: Path) -> str:
     absolute path of a folder outside a grid's results."""
     parts = Path(folder).resolve().parts
     i = _stage_index(parts)
-    return "/".join(parts[i - 1:]) if i else str(Path(folder).resolve())
+    return "/".join(parts[i - 1 :]) if i else str(Path(folder).resolve())
 
 
 class TensorBoardLog:
@@ -135,7 +136,9 @@ class TensorBoardLog:
 
         # Event files are read in name order, whose first key is the creation second: a writer
         # opened in the second of an earlier file (a quick resume) waits for the next one.
-        stamps = [int(p.name.split(".")[3]) for p in folder.glob("events.out.tfevents.*") if p.name.split(".")[3].isdigit()]
+        stamps = [
+            int(p.name.split(".")[3]) for p in folder.glob("events.out.tfevents.*") if p.name.split(".")[3].isdigit()
+        ]
         while stamps and int(time.time()) <= max(stamps):
             time.sleep(0.05)
         return SummaryWriter(log_dir=str(folder), purge_step=purge_step, flush_secs=30)
@@ -217,8 +220,10 @@ class WandbLog:
         if not project:
             return None
         if importlib.util.find_spec("wandb") is None:  # found without importing it
-            raise WandbMissing(f"{WANDB_PROJECT_ENV}={project} asks for W&B logging but wandb is not installed; "
-                               f"install it (pip install wandb, pinned in envs/requirements-cpu.txt) or unset {WANDB_PROJECT_ENV}.")
+            raise WandbMissing(
+                f"{WANDB_PROJECT_ENV}={project} asks for W&B logging but wandb is not installed; "
+                f"install it (pip install wandb, pinned in envs/requirements-cpu.txt) or unset {WANDB_PROJECT_ENV}."
+            )
         return cls(folder, stage, project)
 
     def resume_from(self, epoch: int | None = None, step: int | None = None) -> None:
@@ -254,7 +259,11 @@ class WandbLog:
 
         parts = self.name.split("/")
         self.run = wandb.init(
-            project=self.project, id=run_id, name=self.name, resume="allow", job_type=self.stage,
+            project=self.project,
+            id=run_id,
+            name=self.name,
+            resume="allow",
+            job_type=self.stage,
             group="/".join(parts[:-1]) if len(parts) > 1 else None,
             config={"cell": self.name, "stage": self.stage},
             dir=None if os.environ.get("WANDB_DIR") else str(self.folder),

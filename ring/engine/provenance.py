@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
-from ring.engine import distributed
 from ring.cluster.accounting import missing_runs, totals
 from ring.core.files import FileError, write_json
+from ring.engine import distributed
 from ring.engine.runtime import Preempted
 
 FILE = "provenance.json"
@@ -34,8 +34,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def git_state(repo: Path = REPO) -> dict:
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
 
     try:
         return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
@@ -66,8 +67,11 @@ def file_state(path: str | Path) -> dict:
 def run_files_state(env=os.environ) -> dict:
     """The grid file and workflow config of this run (when the workflow started it), and whether
     either makes the run dirty: untracked or modified counts as dirty."""
-    files = {key: file_state(env[var]) for key, var in (("grid_file", GRID_ENV), ("workflow_config", WORKFLOW_CONFIG_ENV))
-             if env.get(var)}
+    files = {
+        key: file_state(env[var])
+        for key, var in (("grid_file", GRID_ENV), ("workflow_config", WORKFLOW_CONFIG_ENV))
+        if env.get(var)
+    }
     return {**files, "files_dirty": any(not f["tracked"] or f["modified"] for f in files.values())}
 
 
@@ -98,7 +102,7 @@ class Segment:
         self.config_hash = config_hash
         self.seed = seed
 
-    def __enter__(self) -> "Segment":
+    def __enter__(self) -> Segment:
         self.started = _now()
         self.t0 = time.monotonic()
         return self
@@ -109,8 +113,16 @@ class Segment:
         outcome = "completed" if exc_type is None else ("preempted" if issubclass(exc_type, Preempted) else "failed")
         gpus, gpu_model = gpus_in_use()
         wall = time.monotonic() - self.t0
-        record = {"started": self.started, "ended": _now(), "wall_s": round(wall, 3), "outcome": outcome,
-                  "node": socket.gethostname(), "gpus": gpus, "gpu_model": gpu_model, **slurm_env()}
+        record = {
+            "started": self.started,
+            "ended": _now(),
+            "wall_s": round(wall, 3),
+            "outcome": outcome,
+            "node": socket.gethostname(),
+            "gpus": gpus,
+            "gpu_model": gpu_model,
+            **slurm_env(),
+        }
         previous = json.loads(self.path.read_text()) if self.path.exists() else {}
         earlier = previous.get("segments", [])
         segments = [*earlier, *missing_runs(earlier, record), record]

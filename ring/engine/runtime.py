@@ -24,8 +24,9 @@ def setup_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, shuffle: bool = True,
-                  drop_last: bool = True) -> list[list[int]]:
+def epoch_batches(
+    n: int, batch_size: int, seed: int, epoch: int, shuffle: bool = True, drop_last: bool = True
+) -> list[list[int]]:
     """The batches of one epoch, a pure function of (seed, epoch): a resumed epoch sees the same order."""
     if shuffle:
         g = torch.Generator().manual_seed(seed * 100_003 + epoch)
@@ -33,12 +34,14 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, shuffle: bool 
     else:
         order = list(range(n))
     stop = (n // batch_size) * batch_size if drop_last else n
-    return [order[i:i + batch_size] for i in range(0, stop, batch_size)]
+    return [order[i : i + batch_size] for i in range(0, stop, batch_size)]
 
 
-def make_loader(dataset: Dataset, batches: list[list[int]], num_workers: int, device: torch.device,
-                collate_fn=None) -> DataLoader:
-    """``collate_fn``: the DataLoader's default unless given (``ring.data.augment.collate_jpegs`` keeps JPEG bytes a list)."""
+def make_loader(
+    dataset: Dataset, batches: list[list[int]], num_workers: int, device: torch.device, collate_fn=None
+) -> DataLoader:
+    """``collate_fn``: the DataLoader's default unless given (``ring.data.augment.collate_jpegs`` keeps JPEG bytes a
+    list)."""
     return DataLoader(
         dataset,
         batch_sampler=batches,

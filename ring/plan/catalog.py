@@ -55,58 +55,85 @@ class DatasetSpec:
 
 
 def _torchvision_hint(cls: str, name: str, extra: str = "") -> str:
-    return (f"run `python -c \"import torchvision; torchvision.datasets.{cls}('<data_root>/{name}'{extra}, download=True)\"` "
-            "on a machine with internet and copy the folder there")
+    return (
+        f"run `python -c \"import torchvision; torchvision.datasets.{cls}('<data_root>/{name}'{extra}, "
+        f'download=True)"` '
+        "on a machine with internet and copy the folder there"
+    )
 
 
 DATASETS: dict[str, DatasetSpec] = {
     # The embedded default: scikit-learn's UCI optical digits, real 8x8 grey images (see ring.data.datasets).
     "digits": DatasetSpec(
-        display="Digits", num_classes=10,
+        display="Digits",
+        num_classes=10,
         # Mean/std of the training split's 0..255 pixels (asserted by tests/test_datasets.py).
-        mean=(0.3053,) * 3, std=(0.3758,) * 3,
-        required=(), how_to_get="it ships inside scikit-learn; install scikit-learn",
+        mean=(0.3053,) * 3,
+        std=(0.3758,) * 3,
+        required=(),
+        how_to_get="it ships inside scikit-learn; install scikit-learn",
         train_images=1347,  # the fixed 75% split of ring.data.datasets
         grey=True,
     ),
     # Its colour variant (the smoke grid's): the same images and split, each tinted by a seeded hue, so that CMC's ab
     # view draws the digit (ring.data.datasets.tint).
     "digits_colour": DatasetSpec(
-        display="Digits (colour)", num_classes=10,
+        display="Digits (colour)",
+        num_classes=10,
         # Per-channel mean/std of the training split's 0..255 pixels (asserted by tests/test_datasets.py).
-        mean=(0.2323, 0.2260, 0.2297), std=(0.3058, 0.2977, 0.3017),
-        required=(), how_to_get="it ships inside scikit-learn (tinted by ring.data.datasets); install scikit-learn",
+        mean=(0.2323, 0.2260, 0.2297),
+        std=(0.3058, 0.2977, 0.3017),
+        required=(),
+        how_to_get="it ships inside scikit-learn (tinted by ring.data.datasets); install scikit-learn",
         train_images=1347,
     ),
     "cifar10": DatasetSpec(
-        display="CIFAR10", num_classes=10,
-        mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616),
-        required=("cifar-10-batches-py/data_batch_1", "cifar-10-batches-py/data_batch_5", "cifar-10-batches-py/test_batch"),
-        how_to_get=_torchvision_hint("CIFAR10", "cifar10"), train_images=50000, torchvision_md5="CIFAR10",
+        display="CIFAR10",
+        num_classes=10,
+        mean=(0.4914, 0.4822, 0.4465),
+        std=(0.2470, 0.2435, 0.2616),
+        required=(
+            "cifar-10-batches-py/data_batch_1",
+            "cifar-10-batches-py/data_batch_5",
+            "cifar-10-batches-py/test_batch",
+        ),
+        how_to_get=_torchvision_hint("CIFAR10", "cifar10"),
+        train_images=50000,
+        torchvision_md5="CIFAR10",
     ),
     "cifar100": DatasetSpec(
-        display="CIFAR100", num_classes=100,
-        mean=(0.5071, 0.4865, 0.4409), std=(0.2673, 0.2564, 0.2762),
+        display="CIFAR100",
+        num_classes=100,
+        mean=(0.5071, 0.4865, 0.4409),
+        std=(0.2673, 0.2564, 0.2762),
         required=("cifar-100-python/train", "cifar-100-python/test"),
-        how_to_get=_torchvision_hint("CIFAR100", "cifar100"), train_images=50000, torchvision_md5="CIFAR100",
+        how_to_get=_torchvision_hint("CIFAR100", "cifar100"),
+        train_images=50000,
+        torchvision_md5="CIFAR100",
     ),
     "stl10": DatasetSpec(
-        display="STL10", num_classes=10,
-        mean=(0.4467, 0.4398, 0.4066), std=(0.2603, 0.2566, 0.2713),
+        display="STL10",
+        num_classes=10,
+        mean=(0.4467, 0.4398, 0.4066),
+        std=(0.2603, 0.2566, 0.2713),
         required=("stl10_binary/train_X.bin", "stl10_binary/test_X.bin", "stl10_binary/unlabeled_X.bin"),
-        how_to_get=_torchvision_hint("STL10", "stl10", ", split='train+unlabeled'"), torchvision_md5="STL10",
-        train_images=5000, pretrain_images=105000,  # pretraining adds the 100k unlabeled images
+        how_to_get=_torchvision_hint("STL10", "stl10", ", split='train+unlabeled'"),
+        torchvision_md5="STL10",
+        train_images=5000,
+        pretrain_images=105000,  # pretraining adds the 100k unlabeled images
     ),
     "imagenet": DatasetSpec(
-        display="ImageNet", num_classes=1000,
-        mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+        display="ImageNet",
+        num_classes=1000,
+        mean=(0.485, 0.456, 0.406),
+        std=(0.229, 0.224, 0.225),
         required=("train", "val"),
         # ImageNet needs an account: ring.data.fetch cannot get it, so these are the steps by hand.
         how_to_get="log in at image-net.org, accept the ILSVRC2012 terms, download ILSVRC2012_img_train.tar, "
-                   "ILSVRC2012_img_val.tar and ILSVRC2012_devkit_t12.tar.gz into <data_root>/imagenet, then run "
-                   "`python -c \"import torchvision as tv; [tv.datasets.ImageNet('<data_root>/imagenet', split=s) for s in "
-                   "('train', 'val')]\"`, which checks their md5s and unpacks them into <data_root>/imagenet/{train,val}/"
-                   "<wnid>/*.JPEG (validation images sorted into class folders)",
+        "ILSVRC2012_img_val.tar and ILSVRC2012_devkit_t12.tar.gz into <data_root>/imagenet, then run "
+        "`python -c \"import torchvision as tv; [tv.datasets.ImageNet('<data_root>/imagenet', split=s) for s in "
+        "('train', 'val')]\"`, which checks their md5s and unpacks them into <data_root>/imagenet/{train,val}/"
+        "<wnid>/*.JPEG (validation images sorted into class folders)",
         train_images=1281167,  # ILSVRC2012 train
         publisher_counts=(1281167, 50000),  # ILSVRC2012's train and validation images
     ),
@@ -128,16 +155,23 @@ class TransferSpec:
 
 _FUNGI_HINT = (
     "the FGVCx Fungi 2018 release (fungi_train_val.tgz and train_val_annotations.tgz) has moved from its original "
-    "labs.gbif.org links: find the current links in the README of github.com/visipedia/fgvcx_fungi_comp (or Meta-Dataset's "
+    "labs.gbif.org links: find the current links in the README of github.com/visipedia/fgvcx_fungi_comp (or "
+    "Meta-Dataset's "
     "conversion instructions), then extract both archives into <data_root>/fungi so that it holds train.json, val.json "
     "and images/"
 )
 
+
 def _idx_spec(cls: str, name: str) -> TransferSpec:
     """MNIST and FashionMNIST: the publisher's idx files, where torchvision puts them (<root>/<cls>/raw)."""
     return TransferSpec(
-        display=cls, num_classes=10,
-        required=tuple(f"{cls}/raw/{split}-{kind}" for split in ("train", "t10k") for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")),
+        display=cls,
+        num_classes=10,
+        required=tuple(
+            f"{cls}/raw/{split}-{kind}"
+            for split in ("train", "t10k")
+            for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")
+        ),
         how_to_get=_torchvision_hint(cls, name),
         split="the publisher's 60,000 train / 10,000 t10k images",
         publisher_counts=(60000, 10000),
@@ -148,68 +182,90 @@ TRANSFER: dict[str, TransferSpec] = {
     # The nine Meta-Dataset image sets of Table 3, each in the layout its publisher (or torchvision's
     # downloader with root=<data_root>/<name>) produces.  README "Transfer (Table 3)" lists them.
     "aircraft": TransferSpec(
-        display="Aircraft", num_classes=100,
-        required=("fgvc-aircraft-2013b/data/variants.txt", "fgvc-aircraft-2013b/data/images_variant_trainval.txt",
-                  "fgvc-aircraft-2013b/data/images_variant_test.txt", "fgvc-aircraft-2013b/data/images"),
+        display="Aircraft",
+        num_classes=100,
+        required=(
+            "fgvc-aircraft-2013b/data/variants.txt",
+            "fgvc-aircraft-2013b/data/images_variant_trainval.txt",
+            "fgvc-aircraft-2013b/data/images_variant_test.txt",
+            "fgvc-aircraft-2013b/data/images",
+        ),
         how_to_get=_torchvision_hint("FGVCAircraft", "aircraft"),
         split="the publisher's variant-level images_variant_trainval.txt / images_variant_test.txt",
         publisher_counts=(6667, 3333),
     ),
     "cub": TransferSpec(
-        display="CUBirds", num_classes=200,
-        required=("CUB_200_2011/images.txt", "CUB_200_2011/image_class_labels.txt",
-                  "CUB_200_2011/train_test_split.txt", "CUB_200_2011/images"),
-        how_to_get="download CUB_200_2011.tgz from data.caltech.edu/records/65de6-vzc43 and extract it into <data_root>/cub",
+        display="CUBirds",
+        num_classes=200,
+        required=(
+            "CUB_200_2011/images.txt",
+            "CUB_200_2011/image_class_labels.txt",
+            "CUB_200_2011/train_test_split.txt",
+            "CUB_200_2011/images",
+        ),
+        how_to_get=(
+            "download CUB_200_2011.tgz from data.caltech.edu/records/65de6-vzc43 and extract it into <data_root>/cub"
+        ),
         split="the publisher's CUB_200_2011/train_test_split.txt (1 = train, 0 = test)",
         publisher_counts=(5994, 5794),
     ),
     "dtd": TransferSpec(
-        display="DTD", num_classes=47,
+        display="DTD",
+        num_classes=47,
         required=("dtd/dtd/labels/train1.txt", "dtd/dtd/labels/val1.txt", "dtd/dtd/labels/test1.txt", "dtd/dtd/images"),
         how_to_get=_torchvision_hint("DTD", "dtd"),
         split="the publisher's split 1: labels/train1.txt + val1.txt for training, labels/test1.txt for testing",
         publisher_counts=(3760, 1880),
     ),
     "fungi": TransferSpec(
-        display="Fungi", num_classes=1394,
+        display="Fungi",
+        num_classes=1394,
         required=("train.json", "val.json", "images"),
         how_to_get=_FUNGI_HINT,
-        split="the FGVCx 2018 competition's train.json for training and val.json for testing (its test labels are private)",
+        split=(
+            "the FGVCx 2018 competition's train.json for training and val.json for testing "
+            "(its test labels are private)"
+        ),
         publisher_counts=(85578, 4182),
     ),
     "mnist": _idx_spec("MNIST", "mnist"),
     "fashion_mnist": _idx_spec("FashionMNIST", "fashion_mnist"),
     "traffic_sign": TransferSpec(
-        display="TrafficSign", num_classes=43,
+        display="TrafficSign",
+        num_classes=43,
         required=("gtsrb/GT-final_test.csv", "gtsrb/GTSRB/Training", "gtsrb/GTSRB/Final_Test/Images"),
         how_to_get=_torchvision_hint("GTSRB", "traffic_sign", ", split='test'") + " (and again with split='train')",
         split="GTSRB's training images (GTSRB/Training/<class>/*.ppm) / its final test set (GT-final_test.csv)",
         publisher_counts=(26640, 12630),
     ),
     "vgg_flower": TransferSpec(
-        display="VGGFlower", num_classes=102,
+        display="VGGFlower",
+        num_classes=102,
         required=("flowers-102/imagelabels.mat", "flowers-102/setid.mat", "flowers-102/jpg"),
         how_to_get=_torchvision_hint("Flowers102", "vgg_flower"),
         split="the publisher's setid.mat: trnid + valid for training, tstid for testing",
         publisher_counts=(2040, 6149),
     ),
     "mscoco": TransferSpec(
-        display="MSCOCO", num_classes=80,
+        display="MSCOCO",
+        num_classes=80,
         required=("annotations/instances_train2017.json", "annotations/instances_val2017.json", "train2017", "val2017"),
-        how_to_get="download train2017.zip, val2017.zip and annotations_trainval2017.zip from cocodataset.org/#download "
-                   "and extract them into <data_root>/mscoco",
+        how_to_get="download train2017.zip, val2017.zip and annotations_trainval2017.zip from "
+        "cocodataset.org/#download "
+        "and extract them into <data_root>/mscoco",
         split="object crops (non-crowd boxes of at least 32x32 pixels) of train2017 for training, of val2017 for "
-              "testing, at most 500 / 100 per class drawn with seed 0",
+        "testing, at most 500 / 100 per class drawn with seed 0",
         publisher_counts=None,
     ),
     # The embedded default's transfer column: procedurally generated shapes (ring.data.metadataset),
     # written as PNG class folders plus generated.json, split 80/20 per class with seed 0 as for a
     # dataset that ships no split.
     "shapes": TransferSpec(
-        display="Shapes", num_classes=6,
+        display="Shapes",
+        num_classes=6,
         required=("generated.json",),
         how_to_get="generate it with `ring generate shapes --data-root <data_root>` "
-                   "(the smoke workflow does this itself)",
+        "(the smoke workflow does this itself)",
         split="80/20 per class with seed 0",
         publisher_counts=(288, 72),
     ),
@@ -231,8 +287,22 @@ def folder(name: str, data_root: str | Path) -> Path:
 
 # The catalog datasets that ring.data.fetch downloads (its recipes need torchvision, so they are named here
 # for the torch-free check; tests/test_fetch.py asserts that the two agree).
-FETCHED = frozenset({"cifar10", "cifar100", "stl10", "mnist", "fashion_mnist", "aircraft", "cub", "dtd", "fungi",
-                     "traffic_sign", "vgg_flower", "mscoco"})
+FETCHED = frozenset(
+    {
+        "cifar10",
+        "cifar100",
+        "stl10",
+        "mnist",
+        "fashion_mnist",
+        "aircraft",
+        "cub",
+        "dtd",
+        "fungi",
+        "traffic_sign",
+        "vgg_flower",
+        "mscoco",
+    }
+)
 FETCH_STAMP = ".ring-fetch.json"  # written by ring.data.fetch into a dataset folder it filled
 
 
@@ -243,8 +313,10 @@ def hint(name: str, data_root: str | Path) -> str:
     by_hand = spec(name).how_to_get.replace("<data_root>", str(root))
     if name not in FETCHED:
         return by_hand
-    return (f"fetch it with `ring fetch {name} --data-root {root}` (or every dataset of the grid with "
-            f"`snakemake fetch_data`) on a machine with internet, or by hand: {by_hand}")
+    return (
+        f"fetch it with `ring fetch {name} --data-root {root}` (or every dataset of the grid with "
+        f"`snakemake fetch_data`) on a machine with internet, or by hand: {by_hand}"
+    )
 
 
 def check(name: str, data_root: str | Path) -> None:
@@ -297,16 +369,23 @@ def fetched_from_publisher(name: str, data_root: str | Path) -> dict | None:
     try:
         stamp = json.loads((base / FETCH_STAMP).read_text())
         archives = stamp["files"]
-        trusted = (stamp["dataset"] == name and Path(stamp["folder"]).resolve() == base.resolve()
-                   and isinstance(archives, list) and archives
-                   and all(a["publisher_md5"] is not None and a["md5"] == a["publisher_md5"] for a in archives)
-                   and stamp.get("fingerprint") == fingerprint(name, data_root) != "")
+        trusted = (
+            stamp["dataset"] == name
+            and Path(stamp["folder"]).resolve() == base.resolve()
+            and isinstance(archives, list)
+            and archives
+            and all(a["publisher_md5"] is not None and a["md5"] == a["publisher_md5"] for a in archives)
+            and stamp.get("fingerprint") == fingerprint(name, data_root) != ""
+        )
     except (OSError, ValueError, KeyError, TypeError):  # no stamp, or a torn or foreign one
         return None
     if not trusted:
         return None
-    return {"stamp": str(base / FETCH_STAMP), "fetched_at": stamp.get("fetched_at"),
-            "archives": {a["file"]: a["md5"] for a in archives}}
+    return {
+        "stamp": str(base / FETCH_STAMP),
+        "fetched_at": stamp.get("fetched_at"),
+        "archives": {a["file"]: a["md5"] for a in archives},
+    }
 
 
 VERIFIED_SUFFIX = ".verified.json"
@@ -320,12 +399,18 @@ def loader_verifies(name: str) -> bool:
 
 def skip_refusal(name: str) -> str:
     """The sentence refusing skip_checksums for a dataset whose loader verifies md5s itself."""
-    return (f"skip_checksums cannot be honoured for {name}: its loader reads the files only when their md5 is the "
-            f"publisher's (torchvision's; {'CIFAR' if name.startswith('cifar') else 'its'} files are never read "
-            "unverified), so a modified copy would pass the data check and fail in the job; restore the publisher's "
-            "files and set skip_checksums: false.")
-SKIP_HINT = ("or, for your own modified copy, skip the comparison with the publisher with --skip-checksums "
-             "(workflow config: skip_checksums: true)")
+    return (
+        f"skip_checksums cannot be honoured for {name}: its loader reads the files only when their md5 is the "
+        f"publisher's (torchvision's; {'CIFAR' if name.startswith('cifar') else 'its'} files are never read "
+        "unverified), so a modified copy would pass the data check and fail in the job; restore the publisher's "
+        "files and set skip_checksums: false."
+    )
+
+
+SKIP_HINT = (
+    "or, for your own modified copy, skip the comparison with the publisher with --skip-checksums "
+    "(workflow config: skip_checksums: true)"
+)
 
 
 def md5_of(path: Path) -> str:
@@ -392,12 +477,15 @@ def check_writable(path: str | Path) -> None:
     existing = path
     while not existing.exists():  # a folder still to be created: its nearest existing parent decides
         existing = existing.parent
-    folders = [existing] + ([Path(d) / sub for d, subs, _ in os.walk(existing) for sub in subs] if path.exists() else [])
+    folders = [existing] + (
+        [Path(d) / sub for d, subs, _ in os.walk(existing) for sub in subs] if path.exists() else []
+    )
     for f in folders:
         if f.is_dir() and not os.access(f, os.W_OK | os.X_OK):
             raise PermissionError(
                 f"Results folder {f} is not writable by this user; fix its permissions (chmod u+w) or move it away "
-                "before training.")
+                "before training."
+            )
 
 
 # -- the transfer datasets' listings and manifests (the parsers: ring.plan.listings) -----------------
@@ -418,8 +506,10 @@ def listing(name: str, data_root: str | Path) -> Listing:
     except FileNotFoundError as err:
         raise DatasetMissing(f"Dataset {name} is missing {err.filename}; {how}.") from None
     except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
-        raise DatasetMissing(f"Dataset {name} under {base} has an unreadable annotation file "
-                             f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); {how}.") from None
+        raise DatasetMissing(
+            f"Dataset {name} under {base} has an unreadable annotation file "
+            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); {how}."
+        ) from None
 
 
 def check_listing(name: str, data_root: str | Path, hint: str) -> None:
@@ -435,8 +525,10 @@ def check_listing(name: str, data_root: str | Path, hint: str) -> None:
         files = dict.fromkeys(rel.partition(PART)[0] for rel, _ in items)
         missing = [f for f in files if not (base / f).is_file()]
         if missing:
-            raise DatasetMissing(f"Dataset {name} lists {len(files)} {split} image files but {len(missing)} are missing "
-                                 f"(first: {base / missing[0]}); {hint}.")
+            raise DatasetMissing(
+                f"Dataset {name} lists {len(files)} {split} image files but {len(missing)} are missing "
+                f"(first: {base / missing[0]}); {hint}."
+            )
 
 
 def manifest(name: str, data_root: str | Path) -> dict:

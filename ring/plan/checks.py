@@ -18,11 +18,10 @@ import re
 import sys
 from pathlib import Path
 
-from ring.plan import catalog
 from ring.core import config as C
-from ring.core.methods import METHODS, implementation_problem, missing
-from ring.plan import ownership
 from ring.core.files import unwritable, unwritable_below
+from ring.core.methods import METHODS, implementation_problem, missing
+from ring.plan import catalog, ownership
 from ring.plan.detection_tasks import missing_detectron2
 
 # Smallest crop/resize a ResNet-18 trunk takes meaningfully: its total stride is 32 (conv1 2, max
@@ -33,8 +32,18 @@ from ring.plan.detection_tasks import missing_detectron2
 # of the smoke grid's study cells.
 MIN_INPUT_PX = 16
 # ring_anneal names (ring.engine.anneal.ANNEAL_POLICIES builds them; it asserts the two lists agree).
-ANNEAL_POLICIES = ("linear", "step", "exponential", "adaptive_val", "adaptive_loss", "none",
-                   "step_authors", "exponential_authors", "adaptive_loss_authors", "adaptive_val_authors")
+ANNEAL_POLICIES = (
+    "linear",
+    "step",
+    "exponential",
+    "adaptive_val",
+    "adaptive_loss",
+    "none",
+    "step_authors",
+    "exponential_authors",
+    "adaptive_loss_authors",
+    "adaptive_val_authors",
+)
 HEADS = ("linear", "mlp")  # ring.engine.encoder builds them
 LA_OWN_ENTRY_RULES = ("topk", "positive")  # ring.engine.objectives.la implements them
 CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.engine.objectives.cmc implements them
@@ -115,16 +124,27 @@ def _one_of(where: str, cfg, key: str, names) -> None:
     if isinstance(v, bool):  # `compile: on` unquoted: YAML hands over True, not the word the user wrote
         words = [w for w in YAML_BOOLEAN_WORDS[v] if w in names]
         fix = f"write {key}: '{words[0]}' (quoted)" if words else f"write one of {', '.join(names)}"
-        _fail(where, key, v, f"is a YAML boolean: YAML reads an unquoted {'/'.join(YAML_BOOLEAN_WORDS[v])} as {v}, "
-              "and this key takes a word", fix)
+        _fail(
+            where,
+            key,
+            v,
+            f"is a YAML boolean: YAML reads an unquoted {'/'.join(YAML_BOOLEAN_WORDS[v])} as {v}, "
+            "and this key takes a word",
+            fix,
+        )
     if v not in names:
         _fail(where, key, v, f"is not one of {', '.join(names)}", "choose one of them")
 
 
 def _dataset(where: str, name: str, registry: dict, kind: str) -> None:
     if name not in registry:
-        _fail(where, "dataset" if kind != "source" else "source", name, f"is not a {kind} dataset",
-              f"choose one of {', '.join(registry)}")
+        _fail(
+            where,
+            "dataset" if kind != "source" else "source",
+            name,
+            f"is not a {kind} dataset",
+            f"choose one of {', '.join(registry)}",
+        )
 
 
 def pretrain_images(dataset: str) -> int:
@@ -137,18 +157,31 @@ def _views(where: str, cfg) -> None:
     for key in ("resize", "crop"):
         v = getattr(cfg, key)
         if not isinstance(v, int) or v < MIN_INPUT_PX:
-            _fail(where, key, v, f"is below {MIN_INPUT_PX} px, the smallest view a ResNet-18 trunk (total stride 32) "
-                  "still sees spatially", f"set {key} to at least {MIN_INPUT_PX}")
+            _fail(
+                where,
+                key,
+                v,
+                f"is below {MIN_INPUT_PX} px, the smallest view a ResNet-18 trunk (total stride 32) "
+                "still sees spatially",
+                f"set {key} to at least {MIN_INPUT_PX}",
+            )
     if cfg.crop > cfg.resize:
-        _fail(where, "crop", cfg.crop, f"exceeds resize={cfg.resize} (the crop is taken from the resized image)",
-              "lower crop or raise resize")
+        _fail(
+            where,
+            "crop",
+            cfg.crop,
+            f"exceeds resize={cfg.resize} (the crop is taken from the resized image)",
+            "lower crop or raise resize",
+        )
 
 
 def _optimizer(where: str, cfg, n_train: int, what: str) -> None:
     _int_at_least(where, cfg, "epochs", 1, "train at least one epoch (epochs: 1 or more)")
     _int_at_least(where, cfg, "batch_size", 1)
     if cfg.batch_size > n_train:
-        _fail(where, "batch_size", cfg.batch_size, f"exceeds the {n_train} {what}", f"set batch_size to at most {n_train}")
+        _fail(
+            where, "batch_size", cfg.batch_size, f"exceeds the {n_train} {what}", f"set batch_size to at most {n_train}"
+        )
     _positive(where, cfg, "lr")
     if hasattr(cfg, "momentum"):
         _in_range(where, cfg, "momentum", 0.0, 1.0)
@@ -163,12 +196,22 @@ def _ring(where: str, cfg) -> None:
         _fail(where, "ring_w_l", w, "must be a [start, final] pair of percentiles", "write e.g. ring_w_l: [0.0, 90.0]")
     start, final = w
     if not (0 <= start <= final < 100):
-        _fail(where, "ring_w_l", list(w), "must satisfy 0 <= start <= final < 100 (w_l only rises: the window gets harder)",
-              "order the pair [start, final] and keep final below 100")
+        _fail(
+            where,
+            "ring_w_l",
+            list(w),
+            "must satisfy 0 <= start <= final < 100 (w_l only rises: the window gets harder)",
+            "order the pair [start, final] and keep final below 100",
+        )
     if (cfg.ring_inner is None) == (cfg.ring_w_u is None):
-        _fail(where, "ring_w_u", cfg.ring_w_u, f"and ring_inner={cfg.ring_inner!r} must have exactly one set "
-              "(ring_inner: a fraction of the eligible slice excluded; ring_w_u: a fixed upper percentile)",
-              "set the other one to null")
+        _fail(
+            where,
+            "ring_w_u",
+            cfg.ring_w_u,
+            f"and ring_inner={cfg.ring_inner!r} must have exactly one set "
+            "(ring_inner: a fraction of the eligible slice excluded; ring_w_u: a fixed upper percentile)",
+            "set the other one to null",
+        )
     if cfg.ring_inner is not None:
         _in_range(where, cfg, "ring_inner", 0.0, 1.0)
     else:
@@ -176,8 +219,13 @@ def _ring(where: str, cfg) -> None:
         if not _number(w_u) or not 0 < w_u <= 100:
             _fail(where, "ring_w_u", w_u, "must lie in (0, 100]", "choose a percentile, 100 for a ball")
         if final >= w_u:
-            _fail(where, "ring_w_l", list(w), f"ends at w_l={final} >= w_u={w_u} (ring_w_u), a window that selects nothing",
-                  "keep ring_w_l below ring_w_u")
+            _fail(
+                where,
+                "ring_w_l",
+                list(w),
+                f"ends at w_l={final} >= w_u={w_u} (ring_w_u), a window that selects nothing",
+                "keep ring_w_l below ring_w_u",
+            )
     _one_of(where, cfg, "ring_anneal", ANNEAL_POLICIES)
     _int_at_least(where, cfg, "ring_anneal_epochs", 1)
     _int_at_least(where, cfg, "ring_anneal_stages", 1)
@@ -189,8 +237,14 @@ def _ring(where: str, cfg) -> None:
     if not isinstance(v, bool):
         _fail(where, "ring_val_before_training", v, "must be true or false", "write true or false")
     if v and cfg.ring_anneal not in VALIDATION_POLICIES:
-        _fail(where, "ring_val_before_training", v, f"is read only by the validation-adaptive annealing policies "
-              f"({', '.join(VALIDATION_POLICIES)}), not ring_anneal={cfg.ring_anneal!r}", "set it to false or use one of them")
+        _fail(
+            where,
+            "ring_val_before_training",
+            v,
+            f"is read only by the validation-adaptive annealing policies "
+            f"({', '.join(VALIDATION_POLICIES)}), not ring_anneal={cfg.ring_anneal!r}",
+            "set it to false or use one of them",
+        )
 
 
 def _registered(where: str, name) -> None:
@@ -203,8 +257,14 @@ def _implementation(where: str, name: str) -> None:
     """A plug-in's torch class checked here, at plan time, from its source (never imported: no torch on the login
     node), instead of in the training job (after submission)."""
     if problem := implementation_problem(name):
-        _fail(where, "method", name, f"is registered by the {METHODS.plugins[name]} plug-in, whose implementation "
-              f"{METHODS[name].objective.implementation!r} {problem}", "fix that package or choose another method")
+        _fail(
+            where,
+            "method",
+            name,
+            f"is registered by the {METHODS.plugins[name]} plug-in, whose implementation "
+            f"{METHODS[name].objective.implementation!r} {problem}",
+            "fix that package or choose another method",
+        )
 
 
 def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
@@ -214,16 +274,28 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     m = METHODS[cfg.method]
     _implementation(where, cfg.method)
     if cfg.dataset not in catalog.DATASETS:
-        _fail(where, "dataset", cfg.dataset, "is not a pretraining dataset (Unknown dataset)",
-              f"choose one of {', '.join(catalog.DATASETS)}")
+        _fail(
+            where,
+            "dataset",
+            cfg.dataset,
+            "is not a pretraining dataset (Unknown dataset)",
+            f"choose one of {', '.join(catalog.DATASETS)}",
+        )
     for key, value in m.fixed:
         if getattr(cfg, key) != value:
-            _fail(where, key, getattr(cfg, key), f"contradicts method {cfg.method}, which is defined by {key}={value!r}",
-                  "remove that override or use another method")
+            _fail(
+                where,
+                key,
+                getattr(cfg, key),
+                f"contradicts method {cfg.method}, which is defined by {key}={value!r}",
+                "remove that override or use another method",
+            )
     n = pretrain_images(cfg.dataset)
     _optimizer(where, cfg, n, f"{cfg.dataset} training images")
     if not all(isinstance(e, int) and e >= 0 for e in cfg.lr_milestones):
-        _fail(where, "lr_milestones", cfg.lr_milestones, "must be epochs (integers >= 0)", "list epochs, e.g. [200, 250]")
+        _fail(
+            where, "lr_milestones", cfg.lr_milestones, "must be epochs (integers >= 0)", "list epochs, e.g. [200, 250]"
+        )
     _positive(where, cfg, "lr_gamma")
     _views(where, cfg)
     if not _number(cfg.crop_scale_min) or not 0 < cfg.crop_scale_min <= 1:
@@ -233,34 +305,64 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     _positive(where, cfg, "temperature")
     _int_at_least(where, cfg, "bn_groups", 1)
     if cfg.batch_size % cfg.bn_groups:
-        _fail(where, "bn_groups", cfg.bn_groups, f"does not split batch_size={cfg.batch_size} into equal groups",
-              "choose a divisor of batch_size")
+        _fail(
+            where,
+            "bn_groups",
+            cfg.bn_groups,
+            f"does not split batch_size={cfg.batch_size} into equal groups",
+            "choose a divisor of batch_size",
+        )
     m.objective.check(Checker(where, cfg), n, m)
     _ring(where, cfg)
     if m.uses_kmeans:
         if not isinstance(cfg.kmeans_k, int) or not 1 <= cfg.kmeans_k <= n:
-            _fail(where, "kmeans_k", cfg.kmeans_k, f"must lie between 1 and the {n} training images of {cfg.dataset}",
-                  "lower kmeans_k")
+            _fail(
+                where,
+                "kmeans_k",
+                cfg.kmeans_k,
+                f"must lie between 1 and the {n} training images of {cfg.dataset}",
+                "lower kmeans_k",
+            )
         _int_at_least(where, cfg, "kmeans_clusterings", 1)
         _int_at_least(where, cfg, "kmeans_iters", 1)
         _int_at_least(where, cfg, "kmeans_warmup_epochs", 0)
         if cfg.kmeans_warmup_epochs >= cfg.epochs:
-            _fail(where, "kmeans_warmup_epochs", cfg.kmeans_warmup_epochs, f"is not below epochs={cfg.epochs}, so k-means "
-                  f"never runs and {cfg.method} trains as its base method", "lower it or raise epochs")
+            _fail(
+                where,
+                "kmeans_warmup_epochs",
+                cfg.kmeans_warmup_epochs,
+                f"is not below epochs={cfg.epochs}, so k-means never runs and {cfg.method} trains as its base method",
+                "lower it or raise epochs",
+            )
     _int_at_least(where, cfg, "knn_every", 0)
     _int_at_least(where, cfg, "knn_k", 1)
     _positive(where, cfg, "knn_temperature")
     if not all(isinstance(e, int) and 0 <= e <= cfg.epochs for e in cfg.snapshot_epochs):
-        _fail(where, "snapshot_epochs", cfg.snapshot_epochs, f"must be epochs in 0..epochs={cfg.epochs}",
-              "drop the later ones or raise epochs")
+        _fail(
+            where,
+            "snapshot_epochs",
+            cfg.snapshot_epochs,
+            f"must be epochs in 0..epochs={cfg.epochs}",
+            "drop the later ones or raise epochs",
+        )
     if cfg.init_from:
         match = SNAPSHOT.search(str(cfg.init_from))
         if not match:
-            _fail(where, "init_from", cfg.init_from, f"does not name a snapshot file ({C.SNAPSHOT_FILE})",
-                  "point it at a snapshot another cell writes through its snapshot_epochs, or set it to ''")
+            _fail(
+                where,
+                "init_from",
+                cfg.init_from,
+                f"does not name a snapshot file ({C.SNAPSHOT_FILE})",
+                "point it at a snapshot another cell writes through its snapshot_epochs, or set it to ''",
+            )
         if int(match.group(1)) >= cfg.epochs:
-            _fail(where, "init_from", cfg.init_from, f"starts at epoch {match.group(1)}, not before epochs={cfg.epochs}",
-                  "raise epochs or start from an earlier snapshot")
+            _fail(
+                where,
+                "init_from",
+                cfg.init_from,
+                f"starts at epoch {match.group(1)}, not before epochs={cfg.epochs}",
+                "raise epochs or start from an earlier snapshot",
+            )
     _one_of(where, cfg, "la_own_entry", LA_OWN_ENTRY_RULES)
     _one_of(where, cfg, "cmc_negatives", CMC_NEGATIVE_DRAWS)
     _one_of(where, cfg, "negatives_count", NEGATIVES_COUNTS)
@@ -268,8 +370,13 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     _one_of(where, cfg, "compile", COMPILE)
     v = cfg.checkpoint_interval_min  # 0 checkpoints after every step (the kill/resume tests use it)
     if not _number(v) or v < 0:
-        _fail(where, "checkpoint_interval_min", v, "must be a finite number of at least 0 (0: after every step)",
-              "set checkpoint_interval_min >= 0")
+        _fail(
+            where,
+            "checkpoint_interval_min",
+            v,
+            "must be a finite number of at least 0 (0: after every step)",
+            "set checkpoint_interval_min >= 0",
+        )
     _int_at_least(where, cfg, "max_chunk_elements", 0)
     _int_at_least(where, cfg, "loss_read_every", 1)
     _runtime(where, cfg)
@@ -281,7 +388,8 @@ _GREY_CMC_WARNED: set[str] = set()
 
 
 def grey_cmc_warning(cfg, where: str) -> str | None:
-    """One sentence when ``cfg`` pretrains a CMC-based method on a grey dataset (``catalog.DatasetSpec.grey``), else None.
+    """One sentence when ``cfg`` pretrains a CMC-based method on a grey dataset (``catalog.DatasetSpec.grey``), else
+    None.
 
     A warning, not a refusal: a grid may run CMC's methods on the grey digits to exercise their code path (the smoke
     grid, README command (1), runs them on digits_colour instead).  There the ab view is a constant image, the ab trunk
@@ -291,10 +399,13 @@ def grey_cmc_warning(cfg, where: str) -> str | None:
     method = METHODS.get(cfg.method)
     if spec is None or not spec.grey or method is None or not method.objective.grey_blind:
         return None
-    return (f"{where}: warning: {cfg.dataset} holds grey images, so CMC's ab view is a constant image and the ab trunk of "
-            f"{cfg.method} (and of every CMC-based cell on {cfg.dataset}) learns nothing; its linear evaluation is expected "
-            "to diverge (a huge loss, an accuracy at or near chance), so pretrain CMC on a colour dataset "
-            "(digits_colour) for a result.")
+    return (
+        f"{where}: warning: {cfg.dataset} holds grey images, so CMC's ab view is a constant image and the ab trunk of "
+        f"{cfg.method} (and of every CMC-based cell on {cfg.dataset}) learns nothing; its linear evaluation is "
+        f"expected "
+        "to diverge (a huge loss, an accuracy at or near chance), so pretrain CMC on a colour dataset "
+        "(digits_colour) for a result."
+    )
 
 
 def warn_grey_cmc(cfg, where: str) -> None:
@@ -330,11 +441,17 @@ def check_transfer(cfg: C.TransferConfig, where: str) -> None:
         _registered(where, cfg.method)
         _fail(where, "method", cfg.method, "is not a method", f"choose one of {', '.join(METHODS)}")
     if cfg.dataset not in catalog.TRANSFER:
-        _fail(where, "dataset", cfg.dataset, "is not a transfer dataset",
-              f"choose one of {', '.join(catalog.TRANSFER)}")
+        _fail(
+            where, "dataset", cfg.dataset, "is not a transfer dataset", f"choose one of {', '.join(catalog.TRANSFER)}"
+        )
     if cfg.source not in catalog.DATASETS:
-        _fail(where, "source", cfg.source, "is not a pretraining dataset (Transfer source)",
-              f"choose one of {', '.join(catalog.DATASETS)}")
+        _fail(
+            where,
+            "source",
+            cfg.source,
+            "is not a pretraining dataset (Transfer source)",
+            f"choose one of {', '.join(catalog.DATASETS)}",
+        )
     counts = catalog.TRANSFER[cfg.dataset].publisher_counts
     # MSCOCO's crops depend on filters (no count): the job checks the batch after listing its split.
     n = counts[0] if counts else 2**62
@@ -352,17 +469,26 @@ def check_detection(cfg: C.DetectionConfig, where: str) -> None:
         _registered(where, cfg.method)
         _fail(where, "method", cfg.method, "is not a method", f"choose one of {', '.join(METHODS)}")
     if cfg.source not in catalog.DATASETS:
-        _fail(where, "source", cfg.source, "is not a pretraining dataset", f"choose one of {', '.join(catalog.DATASETS)}")
+        _fail(
+            where, "source", cfg.source, "is not a pretraining dataset", f"choose one of {', '.join(catalog.DATASETS)}"
+        )
     _one_of(where, cfg, "datasets", DETECTION_DATASETS)
     _int_at_least(where, cfg, "num_gpus", 0)
     _int_at_least(where, cfg, "num_workers", 0)
     _int_at_least(where, cfg, "threads", 0)
     if not isinstance(cfg.overrides, dict):
-        _fail(where, "overrides", cfg.overrides, "must map Detectron2 keys to values", "write e.g. {SOLVER.MAX_ITER: 100}")
+        _fail(
+            where, "overrides", cfg.overrides, "must map Detectron2 keys to values", "write e.g. {SOLVER.MAX_ITER: 100}"
+        )
     for key, value in cfg.overrides.items():
         if not D2_KEY.match(str(key)):
-            _fail(where, f"overrides.{key}", value, "is not a Detectron2 config key (dotted upper case)",
-                  "write it as Detectron2 does, e.g. SOLVER.MAX_ITER")
+            _fail(
+                where,
+                f"overrides.{key}",
+                value,
+                "is not a Detectron2 config key (dotted upper case)",
+                "write it as Detectron2 does, e.g. SOLVER.MAX_ITER",
+            )
     for key in ("SOLVER.MAX_ITER", "SOLVER.IMS_PER_BATCH"):
         v = cfg.overrides.get(key, 1)
         if not isinstance(v, int) or v < 1:
@@ -383,23 +509,42 @@ def check_toy(cfg: C.ToyCNCEConfig, where: str) -> None:
     _positive(where, cfg, "lr")
     for p in cfg.percentages:
         if not _number(p) or not 0 <= p < 100:
-            _fail(where, "percentages", cfg.percentages, f"has {p}, outside [0, 100)", "use e.g. 10, 25, 50, 75, 90, 95")
+            _fail(
+                where, "percentages", cfg.percentages, f"has {p}, outside [0, 100)", "use e.g. 10, 25, 50, 75, 90, 95"
+            )
     try:
-        (a, b), (c, d) = ([x + y for x, y in zip(rz, re, strict=True)] for rz, re in zip(cfg.cov_z, cfg.cov_eps, strict=True))
+        (a, b), (c, d) = (
+            [x + y for x, y in zip(rz, re, strict=True)] for rz, re in zip(cfg.cov_z, cfg.cov_eps, strict=True)
+        )
         ok = all(_number(x) for x in (a, b, c, d)) and b == c and a > 0 and a * d - b * c > 0
     except (TypeError, ValueError):
         ok = False
     if not ok:
-        _fail(where, "cov_z", cfg.cov_z, f"plus cov_eps={cfg.cov_eps} must be a positive-definite 2x2 matrix",
-              "fix the covariances")
+        _fail(
+            where,
+            "cov_z",
+            cfg.cov_z,
+            f"plus cov_eps={cfg.cov_eps} must be a positive-definite 2x2 matrix",
+            "fix the covariances",
+        )
     _int_at_least(where, cfg, "threads", 0)
 
 
-CHECKS = {C.PretrainConfig: check_pretrain, C.LinclsConfig: check_lincls, C.TransferConfig: check_transfer,
-          C.DetectionConfig: check_detection, C.ToyCNCEConfig: check_toy}
+CHECKS = {
+    C.PretrainConfig: check_pretrain,
+    C.LinclsConfig: check_lincls,
+    C.TransferConfig: check_transfer,
+    C.DetectionConfig: check_detection,
+    C.ToyCNCEConfig: check_toy,
+}
 # Stage name (ring.cluster.jobs.STAGES and the workflow's) -> config class its --config holds.
-STAGE_CONFIGS = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig,
-                 "detection": C.DetectionConfig, "toy_cnce": C.ToyCNCEConfig}
+STAGE_CONFIGS = {
+    "pretrain": C.PretrainConfig,
+    "lincls": C.LinclsConfig,
+    "transfer": C.TransferConfig,
+    "detection": C.DetectionConfig,
+    "toy_cnce": C.ToyCNCEConfig,
+}
 
 
 def check(cfg, where: str) -> None:
@@ -421,8 +566,11 @@ REFERENCE_HINT = "every key is described in docs/configuration.md and by `ring d
 # not listed takes any value of its type.  tests/test_reference.py keeps each entry a real field.
 ALLOWED = {
     "method": f"one of {', '.join(METHODS)}",
-    "dataset": "a catalog dataset (pretraining: " + ", ".join(catalog.DATASETS) + "; transfer: "
-               + ", ".join(catalog.TRANSFER) + ")",
+    "dataset": "a catalog dataset (pretraining: "
+    + ", ".join(catalog.DATASETS)
+    + "; transfer: "
+    + ", ".join(catalog.TRANSFER)
+    + ")",
     "source": "a pretraining dataset: " + ", ".join(catalog.DATASETS),
     "epochs": ">= 1",
     "batch_size": ">= 1, at most the training set (catalog count)",
@@ -493,9 +641,11 @@ def environment(grid, results: str | Path = "results") -> str | None:
     without Detectron2 in this interpreter (the jobs run it too), a results folder, or a cell folder in it, that
     cannot be written, or a results folder that another grid file of the same name made (ring.plan.ownership)."""
     if grid.detection and importlib.util.find_spec("detectron2") is None:
-
         return missing_detectron2(ModuleNotFoundError(name="detectron2"))
 
     folder = Path(results) / grid.name
-    return (unwritable(folder) or unwritable_below(folder)
-            or (ownership.conflict(grid.source, folder) if grid.source else None))
+    return (
+        unwritable(folder)
+        or unwritable_below(folder)
+        or (ownership.conflict(grid.source, folder) if grid.source else None)
+    )

@@ -24,8 +24,15 @@ from ring.plan import rerun
 SEED = re.compile(r"seed\d+")
 # Where cell folders sit under results/<grid>/, as the workflow names them (workflow/rules/common.smk): the glob of
 # each stage's cell folders, whose last part is seed<N>.
-CELL_GLOBS = ("pretrain/*/*/seed*", "lincls/*/*/seed*", "transfer/*/*/seed*", "detection/*/*/seed*",
-              "detection/*/*/*/seed*", "study/*/*/*/*/seed*", "toy_cnce/seed*")
+CELL_GLOBS = (
+    "pretrain/*/*/seed*",
+    "lincls/*/*/seed*",
+    "transfer/*/*/seed*",
+    "detection/*/*/seed*",
+    "detection/*/*/*/seed*",
+    "study/*/*/*/*/seed*",
+    "toy_cnce/seed*",
+)
 
 
 def named_cells(grid, results: Path) -> set[Path]:
@@ -36,8 +43,11 @@ def named_cells(grid, results: Path) -> set[Path]:
     for d, m, s in grid.transfer_cells():
         cells |= {base / "transfer" / d / m / f"seed{s}", base / "pretrain" / grid.transfer["source"] / m / f"seed{s}"}
     for source, m, task, s in grid.detection_cells():
-        cells |= {base / "detection" / source / m / task / f"seed{s}", base / "detection" / source / m / f"seed{s}",
-                  base / "pretrain" / source / m / f"seed{s}"}
+        cells |= {
+            base / "detection" / source / m / task / f"seed{s}",
+            base / "detection" / source / m / f"seed{s}",
+            base / "pretrain" / source / m / f"seed{s}",
+        }
     for name, study in grid.studies.items():
         cells |= {base / "study" / name / study.dataset / m / v / f"seed{s}" for m, v, s in study.cells()}
     cells |= {base / "toy_cnce" / f"seed{s}" for s in grid.toy_cnce_seeds()}
@@ -79,8 +89,10 @@ class Prunable:
     bytes: int
 
 
-KINDS = {"run": ("superseded run", "superseded runs"),
-         "cell": ("cell folder the grid no longer names", "cell folders the grid no longer names")}
+KINDS = {
+    "run": ("superseded run", "superseded runs"),
+    "cell": ("cell folder the grid no longer names", "cell folders the grid no longer names"),
+}
 
 
 def unnamed_cells(grid, results: Path) -> list[Path]:
@@ -121,8 +133,10 @@ def remove(items: list[Prunable], base: Path) -> None:
         try:
             shutil.rmtree(item.path)
         except OSError as err:
-            raise ValueError(f"Cannot remove {item.path} ({err.strerror or err}); fix its permissions and rerun "
-                             "prune (what it removed before stays removed).") from None
+            raise ValueError(
+                f"Cannot remove {item.path} ({err.strerror or err}); fix its permissions and rerun "
+                "prune (what it removed before stays removed)."
+            ) from None
         parent = item.path.parent.resolve()
         while parent != base and parent.is_relative_to(base):
             try:

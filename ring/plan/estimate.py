@@ -94,34 +94,45 @@ class Figures:
         return ((now or datetime.now(timezone.utc)) - measured).total_seconds() / 86400.0
 
     def describe(self) -> str:
-        return (f"{self.device} figures measured {self.date} ({self.age_days():.0f} days old; {self.versions}; "
-                f"'{self.feed}' pipeline at {self.image_size} px; {', '.join(self.files)})")
+        return (
+            f"{self.device} figures measured {self.date} ({self.age_days():.0f} days old; {self.versions}; "
+            f"'{self.feed}' pipeline at {self.image_size} px; {', '.join(self.files)})"
+        )
 
     def sources(self) -> list[str]:
         """One line per figure the price reads, naming its file: what `estimate`'s header shows."""
         lines = []
         for fam in sorted(self.images_per_s):
-            eager = (f"eager '{self.feed}' pipeline {self.images_per_s[fam]:,.0f} images/s"
-                     f"{' (' + self.eager_files[fam] + ')' if fam in self.eager_files else ''}")
+            eager = (
+                f"eager '{self.feed}' pipeline {self.images_per_s[fam]:,.0f} images/s"
+                f"{' (' + self.eager_files[fam] + ')' if fam in self.eager_files else ''}"
+            )
             c = self.compiled.get(fam)
             if not self.gpu:
                 lines.append(f"{fam}: {eager} (compile: auto is off on a CPU)")
             elif c:
-                lines.append(f"{fam}: compiled {c['pipeline']:,.0f} images/s with the views ({c['source']}); "
-                             f"compile: off cells {eager}")
+                lines.append(
+                    f"{fam}: compiled {c['pipeline']:,.0f} images/s with the views ({c['source']}); "
+                    f"compile: off cells {eager}"
+                )
             else:
-                lines.append(f"{fam}: {eager} (no throughput_{fam}_compile file for this device: compile: auto "
-                             "cells priced eager)")
+                lines.append(
+                    f"{fam}: {eager} (no throughput_{fam}_compile file for this device: compile: auto "
+                    "cells priced eager)"
+                )
         if self.jpeg:
             j = self.jpeg
-            lines.append(f"JPEG datasets ({', '.join(sorted(JPEG_DATASETS))}): the JPEG path {j['views_per_s']:,.0f} "
-                         f"views/s, decoding {j['decode_per_s'] or 0:,.0f} images/s ({j['file']}), after the "
-                         "device-tensor step (compiled where the family's is)")
+            lines.append(
+                f"JPEG datasets ({', '.join(sorted(JPEG_DATASETS))}): the JPEG path {j['views_per_s']:,.0f} "
+                f"views/s, decoding {j['decode_per_s'] or 0:,.0f} images/s ({j['file']}), after the "
+                "device-tensor step (compiled where the family's is)"
+            )
         elif self.gpu:
             lines.append("JPEG datasets: no jpeg_decode file for this device, priced as in-memory views")
         for kind, rows in sorted(self.ring_ratios.items()):
-            lines.append(f"{kind}: step-time ratio {', '.join(f'{r:.3g} at {n:,}' for n, r in sorted(rows))} "
-                         f"({self.ring_file})")
+            lines.append(
+                f"{kind}: step-time ratio {', '.join(f'{r:.3g} at {n:,}' for n, r in sorted(rows))} ({self.ring_file})"
+            )
         return lines
 
 
@@ -129,7 +140,9 @@ def _read(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as err:
-        raise ValueError(f"Throughput file {path} is unreadable ({err}); rerun benchmarks/gpu_suite.sh and copy it again.") from None
+        raise ValueError(
+            f"Throughput file {path} is unreadable ({err}); rerun benchmarks/gpu_suite.sh and copy it again."
+        ) from None
 
 
 def _positive(x) -> bool:
@@ -160,8 +173,10 @@ def _compiled_figures(fam: str, path: Path, doc: dict, eager: tuple[Path, dict],
     if not _positive(step):
         return None
     if doc.get("image_size") != image_size:
-        raise ValueError(f"{path} was measured at {doc.get('image_size')} px, the eager figures at {image_size} px; "
-                         f"rerun benchmarks/throughput.py --method {fam} --compile on that device.")
+        raise ValueError(
+            f"{path} was measured at {doc.get('image_size')} px, the eager figures at {image_size} px; "
+            f"rerun benchmarks/throughput.py --method {fam} --compile on that device."
+        )
     if _positive(rates.get("device")):
         return {"pipeline": float(rates["device"]), "step": float(step), "source": f"{path.name}"}
     eager_path, eager_doc = eager
@@ -169,8 +184,11 @@ def _compiled_figures(fam: str, path: Path, doc: dict, eager: tuple[Path, dict],
     if _positive(e.get("device")) and _positive(e.get("synthetic")):
         # The views run in the training stream: their seconds per image add to the compiled step's.
         views_s = max(1.0 / e["device"] - 1.0 / e["synthetic"], 0.0)
-        return {"pipeline": 1.0 / (1.0 / step + views_s), "step": float(step),
-                "source": f"{path.name}'s device tensors {step:,.0f} + the views of {eager_path.name}"}
+        return {
+            "pipeline": 1.0 / (1.0 / step + views_s),
+            "step": float(step),
+            "source": f"{path.name}'s device tensors {step:,.0f} + the views of {eager_path.name}",
+        }
     return {"pipeline": float(step), "step": float(step), "source": f"{path.name}'s device tensors, views not measured"}
 
 
@@ -180,8 +198,12 @@ def _jpeg_figures(path: Path) -> dict | None:
     if not _positive(views.get("device")):
         return None
     decode = views.get("decode_only")
-    return {"views_per_s": float(views["device"]), "decode_per_s": float(decode) if _positive(decode) else None,
-            "image_size": int(doc.get("image_size", 224)), "file": path.name}
+    return {
+        "views_per_s": float(views["device"]),
+        "decode_per_s": float(decode) if _positive(decode) else None,
+        "image_size": int(doc.get("image_size", 224)),
+        "file": path.name,
+    }
 
 
 def load_figures(device: str | None = None, results: Path | None = None) -> Figures:
@@ -194,8 +216,11 @@ def load_figures(device: str | None = None, results: Path | None = None) -> Figu
         complete = {d: docs for d, docs in complete.items() if device.lower() in d.lower()}
     if not complete:
         known = ", ".join(sorted(by_device)) or "none"
-        raise ValueError(f"No complete throughput figures (IR, MoCo, CMC and LA) {'for device ' + repr(device) + ' ' if device else ''}"
-                         f"under {results} (devices with figures: {known}); run benchmarks/gpu_suite.sh and commit its JSON there.")
+        raise ValueError(
+            f"No complete throughput figures (IR, MoCo, CMC and LA) "
+            f"{'for device ' + repr(device) + ' ' if device else ''}"
+            f"under {results} (devices with figures: {known}); run benchmarks/gpu_suite.sh and commit its JSON there."
+        )
 
     def newest(d):
         return max(doc["machine"].get("date", "") for _, doc in complete[d].values())
@@ -208,25 +233,38 @@ def load_figures(device: str | None = None, results: Path | None = None) -> Figu
     for fam, (path, doc) in docs.items():
         rate = doc["images_per_s"].get(feed) or doc["images_per_s"].get("synthetic")
         if not _positive(rate):
-            raise ValueError(f"{path} has no positive images/s for the {feed} pipeline; rerun benchmarks/throughput.py --method {fam}.")
+            raise ValueError(
+                f"{path} has no positive images/s for the {feed} pipeline; rerun benchmarks/throughput.py --method "
+                f"{fam}."
+            )
         rates[fam] = float(rate)
         step = doc["images_per_s"].get("synthetic")
         steps[fam] = float(step) if _positive(step) else float(rate)  # no device-tensor figure: the pipeline bounds it
     sizes = {doc["image_size"] for _, doc in docs.values()}
     if len(sizes) != 1:
-        raise ValueError(f"The {name} throughput files were measured at different image sizes {sorted(sizes)}; rerun them together.")
+        raise ValueError(
+            f"The {name} throughput files were measured at different image sizes {sorted(sizes)}; rerun them together."
+        )
     image_size = sizes.pop()
     la = docs["LA"][1]
     eval_rates = [doc["eval_images_per_s"] for _, doc in docs.values() if doc.get("eval_images_per_s")]
     machine = docs["IR"][1]["machine"]
     versions = f"torch {machine['torch']}" + (f", CUDA {machine['cuda']}" if machine.get("cuda") else "")
-    figures = Figures(device=name, date=newest(name), versions=versions, image_size=image_size, feed=feed,
-                      images_per_s=rates, step_images_per_s=steps,
-                      # Forward-only passes; where not measured, a training step's rate bounds them from below.
-                      eval_images_per_s=max(eval_rates) if eval_rates else rates["IR"],
-                      kmeans={**la["kmeans"], "seconds": la["kmeans_recluster_s"]} if la.get("kmeans") else None,
-                      files=[p.name for p, _ in docs.values()], gpu_devices=gpu_devices,
-                      eager_files={fam: p.name for fam, (p, _) in docs.items()})
+    figures = Figures(
+        device=name,
+        date=newest(name),
+        versions=versions,
+        image_size=image_size,
+        feed=feed,
+        images_per_s=rates,
+        step_images_per_s=steps,
+        # Forward-only passes; where not measured, a training step's rate bounds them from below.
+        eval_images_per_s=max(eval_rates) if eval_rates else rates["IR"],
+        kmeans={**la["kmeans"], "seconds": la["kmeans_recluster_s"]} if la.get("kmeans") else None,
+        files=[p.name for p, _ in docs.values()],
+        gpu_devices=gpu_devices,
+        eager_files={fam: p.name for fam, (p, _) in docs.items()},
+    )
     if name != "cpu":  # compile: auto compiles on CUDA only (ring.engine.encoder.resolve_compile)
         for fam, (path, doc) in sorted(compiled_by_device.get(name, {}).items()):
             if fam in docs and (c := _compiled_figures(fam, path, doc, docs[fam], image_size)):
@@ -252,9 +290,11 @@ def _ring_ratio(figures: Figures, kind: str, n: int) -> float:
     rows = figures.ring_ratios.get(kind)
     if not rows:
         have = ", ".join(sorted(figures.ring_ratios)) or "none"
-        raise ValueError(f"{kind} has no measured step-time ratio in the {figures.device} figures (they have {have}); "
-                         "run benchmarks/ring_selection.py on that device and commit its JSON under "
-                         "benchmarks/results.")
+        raise ValueError(
+            f"{kind} has no measured step-time ratio in the {figures.device} figures (they have {have}); "
+            "run benchmarks/ring_selection.py on that device and commit its JSON under "
+            "benchmarks/results."
+        )
     return min(rows, key=lambda row: abs(math.log(row[0] / n)))[1]
 
 
@@ -262,9 +302,11 @@ def _family(name: str, figures: Figures) -> str:
     m = method_spec(name)
     family = m.objective.family(m)
     if family not in figures.images_per_s:
-        raise ValueError(f"Method {name} is priced by the throughput of {family}, which the {figures.device} figures do "
-                         f"not have (they have {', '.join(sorted(figures.images_per_s))}); run benchmarks/throughput.py "
-                         f"--method {family} on that device and commit its JSON under benchmarks/results.")
+        raise ValueError(
+            f"Method {name} is priced by the throughput of {family}, which the {figures.device} figures do "
+            f"not have (they have {', '.join(sorted(figures.images_per_s))}); run benchmarks/throughput.py "
+            f"--method {family} on that device and commit its JSON under benchmarks/results."
+        )
     return family
 
 
@@ -317,8 +359,9 @@ def pretrain_hours(cfg: C.PretrainConfig, figures: Figures) -> float:
     compiled = _compiles(cfg, figures)
     if cfg.dataset in JPEG_DATASETS and figures.jpeg:
         # JPEG files: decoded and made into views on the device, in the training stream, before each step.
-        per_image = (1.0 / (_step_rate(figures, cfg.method, compiled) * _scale(figures, cfg.crop))
-                     + _jpeg_seconds(figures, m.objective.n_views, cfg.crop))
+        per_image = 1.0 / (_step_rate(figures, cfg.method, compiled) * _scale(figures, cfg.crop)) + _jpeg_seconds(
+            figures, m.objective.n_views, cfg.crop
+        )
     else:
         per_image = 1.0 / (_rate(figures, cfg.method, compiled) * _scale(figures, cfg.crop))
     seconds = cfg.epochs * n_pre * per_image
@@ -329,8 +372,13 @@ def pretrain_hours(cfg: C.PretrainConfig, figures: Figures) -> float:
         seconds += passes * (n_train + n_test) / (figures.eval_images_per_s * _scale(figures, cfg.crop))
     if m.uses_kmeans and figures.kmeans:
         k = figures.kmeans
-        per_epoch = (k["seconds"] * (n_pre / k["n"]) * (cfg.kmeans_k / k["k"]) * (cfg.kmeans_clusterings / k["clusterings"])
-                     * (cfg.kmeans_iters / k["iters"]))
+        per_epoch = (
+            k["seconds"]
+            * (n_pre / k["n"])
+            * (cfg.kmeans_k / k["k"])
+            * (cfg.kmeans_clusterings / k["clusterings"])
+            * (cfg.kmeans_iters / k["iters"])
+        )
         seconds += max(cfg.epochs - cfg.kmeans_warmup_epochs, 0) * per_epoch
     return seconds / 3600.0
 
@@ -371,9 +419,11 @@ def report(grid, figures: Figures) -> str:
         unit = f"CPU-hours (GPU figures are committed too, for {', '.join(figures.gpu_devices)}: pass --device)"
     else:
         unit = "CPU-hours (no GPU figures committed)"
-    lines = [f"ring: predicted {unit} of grid {grid.name} from {figures.describe()}",
-             *(f"  {line}" for line in figures.sources()),
-             f"{'stage':10} {'dataset':10} {'cells':>6} {'hours':>12}"]
+    lines = [
+        f"ring: predicted {unit} of grid {grid.name} from {figures.describe()}",
+        *(f"  {line}" for line in figures.sources()),
+        f"{'stage':10} {'dataset':10} {'cells':>6} {'hours':>12}",
+    ]
     for stage, dataset, cells, hours in rows:
         lines.append(f"{stage:10} {dataset:10} {cells:6d} {hours:12.4g}")
     for stage in ("pretrain", "lincls"):

@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 
-
-from ring.plan import catalog, checks
 from ring.core import config as C
 from ring.core.methods import METHODS, RING_KEYS, apply_fixed, missing, read_only, unread_keys
+from ring.plan import catalog, checks
 from ring.plan.detection_tasks import TASKS
 
 STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
@@ -66,15 +65,22 @@ class Study:
 
     def cells(self) -> list[tuple[str, str, int]]:
         """(method, variant, seed) of every cell of the study."""
-        return [(m, v, s) for m in self.methods for v in self.variants
-                if m in self.variant_methods.get(v, self.methods) for s in self.seeds]
+        return [
+            (m, v, s)
+            for m in self.methods
+            for v in self.variants
+            if m in self.variant_methods.get(v, self.methods)
+            for s in self.seeds
+        ]
 
     def init_source(self, variant: str) -> dict | None:
         """The cell a variant starts from, ``{method, variant, epoch}``, or None."""
         ref = self.variants[variant].get("init_from")
         if ref and not isinstance(ref, dict):
-            raise ValueError(f"Study {self.name}, variant {variant}: init_from must be {{method, variant, epoch}} "
-                             f"naming a cell of the study, not {ref!r}.")
+            raise ValueError(
+                f"Study {self.name}, variant {variant}: init_from must be {{method, variant, epoch}} "
+                f"naming a cell of the study, not {ref!r}."
+            )
         return dict(ref) if ref else None
 
 
@@ -97,7 +103,9 @@ class Grid:
         if table == "table1":
             return list(self.methods), list(self.datasets)
         if table not in self.tables:
-            raise ValueError(f"Grid {self.name} has no table {table!r}; its tables are table1, {', '.join(self.tables)}.")
+            raise ValueError(
+                f"Grid {self.name} has no table {table!r}; its tables are table1, {', '.join(self.tables)}."
+            )
         return list(self.tables[table]["methods"]), list(self.tables[table]["datasets"])
 
     def table_cells(self, table: str) -> list[tuple[str, str, int]]:
@@ -106,6 +114,7 @@ class Grid:
 
     def table_names(self) -> list[str]:
         return ["table1", *self.tables]
+
     studies: dict[str, Study] = field(default_factory=dict)
     source: str = ""  # the grid file, named by every error (empty: a grid built in code, named by its name)
 
@@ -137,10 +146,22 @@ class Grid:
             return []
         return list(product(self.transfer["datasets"], self.transfer_methods(), self.seeds))
 
-    def transfer_config(self, dataset: str, method: str, seed: int, data_root: str, stats_cache: str = "") -> C.TransferConfig:
+    def transfer_config(
+        self, dataset: str, method: str, seed: int, data_root: str, stats_cache: str = ""
+    ) -> C.TransferConfig:
         values = self.stage_values("transfer", dataset, method)
-        return C.from_dict(C.TransferConfig, {"method": method, "dataset": dataset, "seed": seed, "data_root": data_root,
-                                              "source": self.transfer["source"], "stats_cache": stats_cache, **values})
+        return C.from_dict(
+            C.TransferConfig,
+            {
+                "method": method,
+                "dataset": dataset,
+                "seed": seed,
+                "data_root": data_root,
+                "source": self.transfer["source"],
+                "stats_cache": stats_cache,
+                **values,
+            },
+        )
 
     def pretrain_values(self, dataset: str, method: str) -> dict:
         """A pretraining cell's overrides.  ``all`` and ``by_dataset`` serve several methods, so a key there applies
@@ -153,13 +174,15 @@ class Grid:
 
     def pretrain_config(self, dataset: str, method: str, seed: int, data_root: str) -> C.PretrainConfig:
         values = apply_fixed(method, self.pretrain_values(dataset, method))
-        return C.from_dict(C.PretrainConfig, {"method": method, "dataset": dataset, "seed": seed,
-                                              "data_root": data_root, **values})
+        return C.from_dict(
+            C.PretrainConfig, {"method": method, "dataset": dataset, "seed": seed, "data_root": data_root, **values}
+        )
 
     def lincls_config(self, dataset: str, method: str, seed: int, data_root: str) -> C.LinclsConfig:
         values = self.stage_values("lincls", dataset, method)
-        return C.from_dict(C.LinclsConfig, {"method": method, "dataset": dataset, "seed": seed,
-                                            "data_root": data_root, **values})
+        return C.from_dict(
+            C.LinclsConfig, {"method": method, "dataset": dataset, "seed": seed, "data_root": data_root, **values}
+        )
 
     def toy_cnce_seeds(self) -> list[int]:
         return [int(s) for s in (self.toy_cnce or {}).get("seeds", [])]
@@ -167,7 +190,6 @@ class Grid:
     def toy_cnce_config(self, seed: int) -> C.ToyCNCEConfig:
         values = {k: v for k, v in (self.toy_cnce or {}).items() if k != "seeds"}
         return C.from_dict(C.ToyCNCEConfig, {**values, "seed": seed})
-
 
     # -- Table 4 (optional ``detection:`` block) ---------------------------------------------
     # detection: {source: DATASET, methods: [...], tasks: [...], datasets: embedded|detectron2,
@@ -184,15 +206,30 @@ class Grid:
     def detection_config(self, method: str, task: str, seed: int, datasets_root: str) -> C.DetectionConfig:
         block = self.detection
         values, overrides = {}, {}
-        for part in (block.get("all", {}), block.get("by_task", {}).get(task, {}), block.get("by_method", {}).get(method, {})):
+        for part in (
+            block.get("all", {}),
+            block.get("by_task", {}).get(task, {}),
+            block.get("by_method", {}).get(method, {}),
+        ):
             values.update({k: v for k, v in part.items() if k != "overrides"})
             overrides.update(part.get("overrides", {}))
-        return C.from_dict(C.DetectionConfig, {"task": task, "method": method, "source": block["source"], "seed": seed,
-                                               "datasets": block.get("datasets", "detectron2"),
-                                               "datasets_root": datasets_root, **values, "overrides": overrides})
+        return C.from_dict(
+            C.DetectionConfig,
+            {
+                "task": task,
+                "method": method,
+                "source": block["source"],
+                "seed": seed,
+                "datasets": block.get("datasets", "detectron2"),
+                "datasets_root": datasets_root,
+                **values,
+                "overrides": overrides,
+            },
+        )
 
-    def study_config(self, study: str, method: str, variant: str, seed: int, data_root: str,
-                     init_from: str = "") -> C.PretrainConfig:
+    def study_config(
+        self, study: str, method: str, variant: str, seed: int, data_root: str, init_from: str = ""
+    ) -> C.PretrainConfig:
         """A study cell's config: the grid's pretraining overrides, then the study's, then the variant's.
 
         ``init_from`` is the path of the snapshot the variant starts from (the workflow builds it).
@@ -204,17 +241,28 @@ class Grid:
         values.update(read_only(method, s.pretrain))
         values.update(read_only(method, {k: v for k, v in s.variants[variant].items() if k != "init_from"}))
         values = apply_fixed(method, values)
-        return C.from_dict(C.PretrainConfig, {"method": method, "dataset": s.dataset, "seed": seed,
-                                              "data_root": data_root, **values, "init_from": init_from})
+        return C.from_dict(
+            C.PretrainConfig,
+            {
+                "method": method,
+                "dataset": s.dataset,
+                "seed": seed,
+                "data_root": data_root,
+                **values,
+                "init_from": init_from,
+            },
+        )
 
 
 def check_no_identity_keys(values: dict, where: str) -> None:
     """A block of stage overrides sets no key that names the cell (see IDENTITY_KEYS); one sentence otherwise."""
     for key in values:
         if key in IDENTITY_KEYS:
-            raise checks.ConfigError(f"{where}: {key!r} names the cell, so it cannot be set in a stage block (every "
-                                     f"cell would train the same {key} under its own name); set it in "
-                                     f"{IDENTITY_KEYS[key]} and remove it here.")
+            raise checks.ConfigError(
+                f"{where}: {key!r} names the cell, so it cannot be set in a stage block (every "
+                f"cell would train the same {key} under its own name); set it in "
+                f"{IDENTITY_KEYS[key]} and remove it here."
+            )
 
 
 def check_read(method: str, values: dict, where: str) -> None:
@@ -225,28 +273,39 @@ def check_read(method: str, values: dict, where: str) -> None:
         return
     key = unread[0]
     if key in RING_KEYS:  # the window's settings: name the methods that have one
-        what = (f"is a Ring setting but {method} has no Ring window, so it would be ignored; remove it or use "
-                f"{method}Ring-style methods ({', '.join(n for n, m in METHODS.items() if m.ring)})")
+        what = (
+            f"is a Ring setting but {method} has no Ring window, so it would be ignored; remove it or use "
+            f"{method}Ring-style methods ({', '.join(n for n, m in METHODS.items() if m.ring)})"
+        )
     else:
         readers = [n for n in METHODS if key not in unread_keys(n)]
-        what = (f"is a setting {method} never reads (only {', '.join(readers)} do), so it would change nothing it "
-                "trains; remove it here (under all: or by_dataset it applies only to the methods that read it)")
+        what = (
+            f"is a setting {method} never reads (only {', '.join(readers)} do), so it would change nothing it "
+            "trains; remove it here (under all: or by_dataset it applies only to the methods that read it)"
+        )
     raise checks.ConfigError(f"{where}: {key}={values[key]!r} {what}.")
 
 
 def validate_detection(grid: Grid) -> None:
 
     block = grid.detection
-    for part, values in [("all", block.get("all", {})), *((f"by_task {k}", v) for k, v in block.get("by_task", {}).items()),
-                         *((f"by_method {k}", v) for k, v in block.get("by_method", {}).items())]:
+    for part, values in [
+        ("all", block.get("all", {})),
+        *((f"by_task {k}", v) for k, v in block.get("by_task", {}).items()),
+        *((f"by_method {k}", v) for k, v in block.get("by_method", {}).items()),
+    ]:
         check_no_identity_keys(values, f"Grid {grid.file}, block detection {part}")
     if block["source"] not in grid.datasets:
-        raise ValueError(f"Grid {grid.name}: detection source {block['source']!r} is not one of the grid's datasets "
-                         f"({', '.join(grid.datasets)}), so no encoder is pretrained on it.")
+        raise ValueError(
+            f"Grid {grid.name}: detection source {block['source']!r} is not one of the grid's datasets "
+            f"({', '.join(grid.datasets)}), so no encoder is pretrained on it."
+        )
     for name in [*block["methods"], *block.get("by_method", {})]:
         if name not in grid.methods:
-            raise ValueError(f"Grid {grid.name}: detection method {name!r} is not one of the grid's methods "
-                             f"({', '.join(grid.methods)}), so no encoder is pretrained with it.")
+            raise ValueError(
+                f"Grid {grid.name}: detection method {name!r} is not one of the grid's methods "
+                f"({', '.join(grid.methods)}), so no encoder is pretrained with it."
+            )
     for name in [*block["tasks"], *block.get("by_task", {})]:
         if name not in TASKS:
             raise ValueError(f"Grid {grid.name}: unknown detection task {name!r}; choose from {', '.join(TASKS)}.")
@@ -266,14 +325,18 @@ def unknown_method(name: str) -> str:
 def validate(grid: Grid) -> None:
     """Names and config keys; one sentence per problem, raised before anything runs."""
     if "table1" in grid.tables:
-        raise ValueError(f"Grid {grid.name}: table1's cells are the top-level datasets x methods; remove it from tables.")
+        raise ValueError(
+            f"Grid {grid.name}: table1's cells are the top-level datasets x methods; remove it from tables."
+        )
     for table, axes in [("", {"methods": grid.methods, "datasets": grid.datasets}), *grid.tables.items()]:
         where = f"table {table}: " if table else ""
         for name in axes["datasets"]:
             catalog.spec(name)
             if name in catalog.TRANSFER:
-                raise ValueError(f"Grid {grid.name}: {where}{name!r} is a transfer dataset, not a pretraining one; "
-                                 "list it under transfer: datasets.")
+                raise ValueError(
+                    f"Grid {grid.name}: {where}{name!r} is a transfer dataset, not a pretraining one; "
+                    "list it under transfer: datasets."
+                )
         for name in axes["methods"]:
             if name not in METHODS:
                 raise ValueError(f"Grid {grid.name}: {where}{unknown_method(name)}")
@@ -285,9 +348,11 @@ def validate(grid: Grid) -> None:
         for name in block.get("by_method", {}):
             if name not in METHODS:
                 raise ValueError(f"Grid {grid.name}: by_method names {unknown_method(name)}")
-        overrides = [("all", block.get("all", {})),
-                     *((f"by_dataset {k}", v) for k, v in block.get("by_dataset", {}).items()),
-                     *((f"by_method {k}", v) for k, v in block.get("by_method", {}).items())]
+        overrides = [
+            ("all", block.get("all", {})),
+            *((f"by_dataset {k}", v) for k, v in block.get("by_dataset", {}).items()),
+            *((f"by_method {k}", v) for k, v in block.get("by_method", {}).items()),
+        ]
         for where, values in overrides:
             check_no_identity_keys(values, f"Grid {grid.file}, stage {stage}, block {where}")
             for key in values:
@@ -320,15 +385,21 @@ def validate_transfer(grid: Grid) -> None:
         if key not in block:
             raise ValueError(f"Grid {grid.name}: the transfer block needs {key!r}.")
     if block["source"] not in grid.datasets:
-        raise ValueError(f"Grid {grid.name}: transfer source {block['source']!r} is not one of the grid's datasets "
-                         f"({', '.join(grid.datasets)}), whose pretraining cells it reuses; add it or change the source.")
+        raise ValueError(
+            f"Grid {grid.name}: transfer source {block['source']!r} is not one of the grid's datasets "
+            f"({', '.join(grid.datasets)}), whose pretraining cells it reuses; add it or change the source."
+        )
     for name in [*block["datasets"], *block.get("by_dataset", {})]:
         if name not in catalog.TRANSFER:
-            raise ValueError(f"Grid {grid.name}: {name!r} is not a transfer dataset; choose from {', '.join(catalog.TRANSFER)}.")
+            raise ValueError(
+                f"Grid {grid.name}: {name!r} is not a transfer dataset; choose from {', '.join(catalog.TRANSFER)}."
+            )
     for name in grid.transfer_methods():
         if name not in grid.methods:
-            raise ValueError(f"Grid {grid.name}: transfer method {name!r} is not one of the grid's methods, "
-                             "whose pretraining cells it reuses.")
+            raise ValueError(
+                f"Grid {grid.name}: transfer method {name!r} is not one of the grid's methods, "
+                "whose pretraining cells it reuses."
+            )
     for dataset, method, seed in grid.transfer_cells():
         try:
             cfg = grid.transfer_config(dataset, method, seed, "data")
@@ -343,15 +414,19 @@ def validate_study(grid: Grid, study: Study) -> None:
         raise ValueError(f"{where}: unknown study; studies are {', '.join(STUDIES)}.")
     check_no_identity_keys(study.pretrain, f"Grid {grid.file}, study {study.name}, block pretrain")
     for variant, values in study.variants.items():
-        check_no_identity_keys({k: v for k, v in values.items() if k != "init_from"},
-                               f"Grid {grid.file}, study {study.name}, variant {variant}")
+        check_no_identity_keys(
+            {k: v for k, v in values.items() if k != "init_from"},
+            f"Grid {grid.file}, study {study.name}, variant {variant}",
+        )
     catalog.spec(study.dataset)
     for name in study.methods:
         if name not in METHODS:
             raise ValueError(f"{where}: {unknown_method(name)}")
     for variant, methods in study.variant_methods.items():
         if variant not in study.variants or not set(methods) <= set(study.methods):
-            raise ValueError(f"{where}: variant_methods {variant}: {methods} must name a variant and methods of the study.")
+            raise ValueError(
+                f"{where}: variant_methods {variant}: {methods} must name a variant and methods of the study."
+            )
     cells = study.cells()
     for method, variant, seed in cells:
         ref = study.init_source(variant)
@@ -362,24 +437,39 @@ def validate_study(grid: Grid, study: Study) -> None:
         except ValueError as err:
             raise ValueError(f"{where}, cell {method}/{variant}/seed{seed}: {err}") from None
         if ref is None:
-            checks.check(cfg, f"Grid {grid.file}, stage studies ({study.name}), cell {study.dataset}/{method}/{variant}/seed{seed}")
+            checks.check(
+                cfg,
+                f"Grid {grid.file}, stage studies ({study.name}), cell {study.dataset}/{method}/{variant}/seed{seed}",
+            )
             continue
         if sorted(ref) != sorted(INIT_KEYS) or (ref["method"], ref["variant"], seed) not in cells:
-            raise ValueError(f"{where}, variant {variant}: init_from {ref} must be {{method, variant, epoch}} "
-                             "naming a cell of the same study.")
+            raise ValueError(
+                f"{where}, variant {variant}: init_from {ref} must be {{method, variant, epoch}} "
+                "naming a cell of the same study."
+            )
         source = grid.study_config(study.name, ref["method"], ref["variant"], seed, "data")
         if ref["epoch"] not in source.snapshot_epochs or not ref["epoch"] < cfg.epochs:
-            raise ValueError(f"{where}, variant {variant}: init_from epoch {ref['epoch']} must be in the snapshot_epochs "
-                             f"{source.snapshot_epochs} of {ref['method']}/{ref['variant']} and below epochs={cfg.epochs}.")
+            raise ValueError(
+                f"{where}, variant {variant}: init_from epoch {ref['epoch']} must be in the snapshot_epochs "
+                f"{source.snapshot_epochs} of {ref['method']}/{ref['variant']} and below epochs={cfg.epochs}."
+            )
         cfg.init_from = init
-        checks.check(cfg, f"Grid {grid.file}, stage studies ({study.name}), cell {study.dataset}/{method}/{variant}/seed{seed}")
+        checks.check(
+            cfg, f"Grid {grid.file}, stage studies ({study.name}), cell {study.dataset}/{method}/{variant}/seed{seed}"
+        )
 
 
 def _study(name: str, values: dict) -> Study:
-    return Study(name=name, dataset=values["dataset"], methods=list(values["methods"]),
-                 seeds=[int(s) for s in values["seeds"]], variants=dict(values["variants"]),
-                 variant_methods=dict(values.get("variant_methods", {})), pretrain=dict(values.get("pretrain", {})),
-                 description=values.get("description", ""))
+    return Study(
+        name=name,
+        dataset=values["dataset"],
+        methods=list(values["methods"]),
+        seeds=[int(s) for s in values["seeds"]],
+        variants=dict(values["variants"]),
+        variant_methods=dict(values.get("variant_methods", {})),
+        pretrain=dict(values.get("pretrain", {})),
+        description=values.get("description", ""),
+    )
 
 
 def from_dict(name: str, values: dict, source: str = "") -> Grid:
@@ -408,28 +498,37 @@ def resolve(value: str, grid_dir: str | Path) -> Path:
     its stem (which names the results folder) is another grid's of ``grid_dir``.  One sentence otherwise."""
     grid_dir = Path(grid_dir)
     if Path(value).expanduser().is_dir():
-        raise ValueError(f"grid={value!r} is a folder; give a grid file in it (grid=path/to/mine.yaml) or a name of "
-                         f"{grid_dir}.")
+        raise ValueError(
+            f"grid={value!r} is a folder; give a grid file in it (grid=path/to/mine.yaml) or a name of {grid_dir}."
+        )
     if value.endswith((".yaml", ".yml")):
         path = Path(value).expanduser()
         if not path.is_file():
             raise ValueError(f"grid={value!r} names no file; give an existing grid file or a name of {grid_dir}.")
         if not GRID_NAME.fullmatch(path.stem):
-            raise ValueError(f"grid={value!r}: the file's name {path.stem!r} names the results folder results/{path.stem}/, "
-                             "so it must be a plain name (letters, digits, - and _); rename the file.")
+            raise ValueError(
+                f"grid={value!r}: the file's name {path.stem!r} names the results folder results/{path.stem}/, "
+                "so it must be a plain name (letters, digits, - and _); rename the file."
+            )
         named = grid_dir / f"{path.stem}.yaml"
         if named.is_file() and named.resolve() != path.resolve():
-            raise ValueError(f"grid={value!r} would write results/{path.stem}/, which belongs to {named}; "
-                             "rename your file (its name names the results folder).")
+            raise ValueError(
+                f"grid={value!r} would write results/{path.stem}/, which belongs to {named}; "
+                "rename your file (its name names the results folder)."
+            )
         return path
     if not GRID_NAME.fullmatch(value):
-        raise ValueError(f"grid={value!r} is neither a grid name (letters, digits, - and _) of {grid_dir} nor a "
-                         "path ending in .yaml; give one of those.")
+        raise ValueError(
+            f"grid={value!r} is neither a grid name (letters, digits, - and _) of {grid_dir} nor a "
+            "path ending in .yaml; give one of those."
+        )
     path = grid_dir / f"{value}.yaml"
     if not path.is_file():
         names = sorted(p.stem for p in grid_dir.glob("*.yaml"))
-        raise ValueError(f"grid={value!r} has no file {path}; choose one of {', '.join(names)} "
-                         "or give the path of a grid file (grid=path/to/mine.yaml).")
+        raise ValueError(
+            f"grid={value!r} has no file {path}; choose one of {', '.join(names)} "
+            "or give the path of a grid file (grid=path/to/mine.yaml)."
+        )
     return path
 
 
@@ -439,12 +538,16 @@ def read(path: str | Path) -> dict:
     path = Path(path)
     values = C.read_yaml(path, "Grid file")
     if values is None:
-        raise ValueError(f"Grid file {path} is empty (no keys, at most comments); write its datasets:, methods: and "
-                         "seeds: (workflow/grids/smoke.yaml is an example).")
+        raise ValueError(
+            f"Grid file {path} is empty (no keys, at most comments); write its datasets:, methods: and "
+            "seeds: (workflow/grids/smoke.yaml is an example)."
+        )
     if not isinstance(values, dict):
         kind = "a list" if isinstance(values, list) else f"a single {type(values).__name__} value"
-        raise ValueError(f"Grid file {path} holds {kind}, not key: value lines; write its datasets:, methods: and "
-                         "seeds: as keys at the top level (workflow/grids/smoke.yaml is an example).")
+        raise ValueError(
+            f"Grid file {path} holds {kind}, not key: value lines; write its datasets:, methods: and "
+            "seeds: as keys at the top level (workflow/grids/smoke.yaml is an example)."
+        )
     return values
 
 

@@ -64,19 +64,29 @@ class Stale(NamedTuple):
 
 
 def _encoder_reason(cell: Path, pretrain: Path, evaluated: dict | None, target: Path) -> Stale | None:
-    """Links 2 and 3: ``evaluated`` (file -> SHA-256) is the pretraining cell's current encoder, made with its config."""
+    """Links 2 and 3: ``evaluated`` (file -> SHA-256) is the pretraining cell's current encoder, made with its
+    config."""
     export = read_record(pretrain / CHECKSUMS)
     encoder = pretrain / "encoder.pt"
     if not export or not encoder.is_file():
-        return Stale(f"{cell} evaluated an encoder that {pretrain} no longer holds (retraining or failed); "
-                     f"rerun it: {rerun_command(encoder)}.", encoder)
+        return Stale(
+            f"{cell} evaluated an encoder that {pretrain} no longer holds (retraining or failed); "
+            f"rerun it: {rerun_command(encoder)}.",
+            encoder,
+        )
     files = export.get("files") if isinstance(export.get("files"), dict) else {}
     if not evaluated or any(files.get(name) != sha for name, sha in evaluated.items()):
-        return Stale(f"{cell} evaluated another encoder than the one {pretrain} holds now (it was retrained); "
-                     f"rerun it: {rerun_command(target)}.", target)
+        return Stale(
+            f"{cell} evaluated another encoder than the one {pretrain} holds now (it was retrained); "
+            f"rerun it: {rerun_command(target)}.",
+            target,
+        )
     if export.get("config_hash") != _config_hash(pretrain / "config.yaml", C.PretrainConfig):
-        return Stale(f"{pretrain} holds an encoder made with another config than its config.yaml, and {cell} "
-                     f"evaluated it; rerun them: {rerun_command(encoder)}.", encoder)
+        return Stale(
+            f"{pretrain} holds an encoder made with another config than its config.yaml, and {cell} "
+            f"evaluated it; rerun them: {rerun_command(encoder)}.",
+            encoder,
+        )
     return None
 
 
@@ -87,8 +97,11 @@ def superseded(pretrain: Path, wanted: str) -> Stale | None:
     made = read_record(Path(pretrain) / CHECKSUMS).get("config_hash")
     if not encoder.is_file() or made in (None, wanted):
         return None
-    return Stale(f"{pretrain} holds an encoder made with another config than the grid's; the next all_tables reruns "
-                 f"it ({rerun_command(encoder)}).", encoder)
+    return Stale(
+        f"{pretrain} holds an encoder made with another config than the grid's; the next all_tables reruns "
+        f"it ({rerun_command(encoder)}).",
+        encoder,
+    )
 
 
 def detection_stale(metrics_path: Path, metrics: dict) -> Stale | None:
@@ -99,15 +112,23 @@ def detection_stale(metrics_path: Path, metrics: dict) -> Stale | None:
     cell = path.parent
     results, source, method, seed = Path(*path.parts[:-6]), path.parts[-5], path.parts[-4], path.parts[-2]
     if metrics.get("config_hash") is None:
-        return Stale(f"{cell} was evaluated before ring-bench recorded what each number was made from; "
-                     f"rerun it: {rerun_command(path)}.", path)
+        return Stale(
+            f"{cell} was evaluated before ring-bench recorded what each number was made from; "
+            f"rerun it: {rerun_command(path)}.",
+            path,
+        )
     if metrics["config_hash"] != _config_hash(cell / "config.yaml", C.DetectionConfig):
-        return Stale(f"{cell} was trained with another config than its config.yaml; rerun it: {rerun_command(path)}.", path)
+        return Stale(
+            f"{cell} was trained with another config than its config.yaml; rerun it: {rerun_command(path)}.", path
+        )
     backbone = results / "detection" / source / method / seed / "backbone.pkl"
     record = read_record(backbone.parent / CHECKSUMS)
     if not backbone.is_file() or record.get("files", {}).get("backbone.pkl") != metrics.get("backbone_sha256"):
-        return Stale(f"{cell} trained on another backbone than {backbone} (it was converted again, or is gone); "
-                     f"rerun it: {rerun_command(path)}.", path)
+        return Stale(
+            f"{cell} trained on another backbone than {backbone} (it was converted again, or is gone); "
+            f"rerun it: {rerun_command(path)}.",
+            path,
+        )
     return _encoder_reason(cell, results / "pretrain" / source / method / seed, record.get("encoder_files"), backbone)
 
 
@@ -134,9 +155,13 @@ def stale(metrics_path: str | Path, metrics: dict) -> Stale | None:
     evaluation = _config(cell / "config.yaml", EVALUATIONS[path.parts[-5]])
     pretrain = pretrain_cell(path, evaluation)
     if metrics.get("config_hash") is None:
-        return Stale(f"{cell} was evaluated before ring-bench recorded what each number was made from; "
-                     f"rerun it: {rerun_command(path)}.", path)
+        return Stale(
+            f"{cell} was evaluated before ring-bench recorded what each number was made from; "
+            f"rerun it: {rerun_command(path)}.",
+            path,
+        )
     if evaluation is None or metrics["config_hash"] != C.config_hash(evaluation):
-        return Stale(f"{cell} was evaluated with another config than its config.yaml; rerun it: {rerun_command(path)}.",
-                     path)
+        return Stale(
+            f"{cell} was evaluated with another config than its config.yaml; rerun it: {rerun_command(path)}.", path
+        )
     return _encoder_reason(cell, pretrain, metrics.get("protocol", {}).get("encoder_files"), path)

@@ -19,8 +19,8 @@ import json
 import os
 import struct
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -67,18 +67,24 @@ def _list_dtd(base: Path) -> Listing:
     lines = {part: _lines(labels / f"{part}1.txt") for parts in DTD_PARTS.values() for part in parts}
     # torchvision numbers DTD's classes in sorted order, per file; every file of split 1 has all 47.
     classes = {c: i for i, c in enumerate(sorted({line.split("/")[0] for part in lines.values() for line in part}))}
-    return {split: [(f"dtd/dtd/images/{line}", classes[line.split("/")[0]]) for part in parts for line in lines[part]]
-            for split, parts in DTD_PARTS.items()}
+    return {
+        split: [(f"dtd/dtd/images/{line}", classes[line.split("/")[0]]) for part in parts for line in lines[part]]
+        for split, parts in DTD_PARTS.items()
+    }
 
 
 def _list_fungi(base: Path) -> Listing:
-    docs = {split: json.loads((base / name).read_text()) for split, name in (("train", "train.json"), ("test", "val.json"))}
+    docs = {
+        split: json.loads((base / name).read_text()) for split, name in (("train", "train.json"), ("test", "val.json"))
+    }
     # Labels number the training release's category ids in increasing order.
     classes = {c: i for i, c in enumerate(sorted(cat["id"] for cat in docs["train"]["categories"]))}
     out = {}
     for split, doc in docs.items():
         category = {ann["image_id"]: ann["category_id"] for ann in doc["annotations"]}
-        out[split] = [(img["file_name"], classes[category[img["id"]]]) for img in sorted(doc["images"], key=lambda i: i["id"])]
+        out[split] = [
+            (img["file_name"], classes[category[img["id"]]]) for img in sorted(doc["images"], key=lambda i: i["id"])
+        ]
     return out
 
 
@@ -97,12 +103,17 @@ def _list_idx(folder: str) -> Callable[[Path], Listing]:
     def listing(base: Path) -> Listing:
         out = {}
         for split, prefix in (("train", "train"), ("test", "t10k")):
-            images, labels = base / folder / "raw" / f"{prefix}-images-idx3-ubyte", base / folder / "raw" / f"{prefix}-labels-idx1-ubyte"
+            images, labels = (
+                base / folder / "raw" / f"{prefix}-images-idx3-ubyte",
+                base / folder / "raw" / f"{prefix}-labels-idx1-ubyte",
+            )
             (n_labels,) = _idx_header(labels, 2049)
             n_images, rows, cols = _idx_header(images, 2051)
             if n_images != n_labels or images.stat().st_size != 16 + n_images * rows * cols:
-                raise ValueError(f"{images} holds {n_images} images of {rows}x{cols} in {images.stat().st_size} bytes "
-                                 f"for {n_labels} labels")
+                raise ValueError(
+                    f"{images} holds {n_images} images of {rows}x{cols} in {images.stat().st_size} bytes "
+                    f"for {n_labels} labels"
+                )
             values = np.fromfile(labels, dtype=np.uint8, offset=8)
             rel = images.relative_to(base).as_posix()
             out[split] = [(f"{rel}{PART}{i}", int(v)) for i, v in enumerate(values)]
@@ -129,11 +140,17 @@ def _list_gtsrb(base: Path) -> Listing:
         if annotations.is_file():
             names = [name for name, _ in _csv_column(annotations, "ClassId")]
         else:
-            names = [str((Path(root) / n).relative_to(training / cls)) for root, _, files in os.walk(training / cls)
-                     for n in files if n.lower().endswith(".ppm")]
+            names = [
+                str((Path(root) / n).relative_to(training / cls))
+                for root, _, files in os.walk(training / cls)
+                for n in files
+                if n.lower().endswith(".ppm")
+            ]
         train += [(f"gtsrb/GTSRB/Training/{cls}/{name}", label) for name in sorted(names)]
-    test = [(f"gtsrb/GTSRB/Final_Test/Images/{name}", int(label))
-            for name, label in _csv_column(base / "gtsrb" / "GT-final_test.csv", "ClassId")]
+    test = [
+        (f"gtsrb/GTSRB/Final_Test/Images/{name}", int(label))
+        for name, label in _csv_column(base / "gtsrb" / "GT-final_test.csv", "ClassId")
+    ]
     return {"train": train, "test": test}
 
 
@@ -143,9 +160,14 @@ def _list_flowers(base: Path) -> Listing:
     root = base / "flowers-102"
     sets = loadmat(root / "setid.mat", squeeze_me=True)
     labels = dict(enumerate((loadmat(root / "imagelabels.mat", squeeze_me=True)["labels"] - 1).tolist(), 1))
-    ids = {"train": [*np.atleast_1d(sets["trnid"]), *np.atleast_1d(sets["valid"])], "test": list(np.atleast_1d(sets["tstid"]))}
-    return {split: [(f"flowers-102/jpg/image_{int(i):05d}.jpg", int(labels[int(i)])) for i in image_ids]
-            for split, image_ids in ids.items()}
+    ids = {
+        "train": [*np.atleast_1d(sets["trnid"]), *np.atleast_1d(sets["valid"])],
+        "test": list(np.atleast_1d(sets["tstid"])),
+    }
+    return {
+        split: [(f"flowers-102/jpg/image_{int(i):05d}.jpg", int(labels[int(i)])) for i in image_ids]
+        for split, image_ids in ids.items()
+    }
 
 
 # MSCOCO has no classification split: Table 3's column classifies object crops.  Crowd boxes are
@@ -167,9 +189,15 @@ def _list_mscoco(base: Path) -> Listing:
         classes = classes or sorted(coco.getCatIds())  # train2017's 80 category ids, numbered in order
         items = []
         for label, cat in enumerate(classes):
-            anns = sorted((a for a in coco.loadAnns(coco.getAnnIds(catIds=[cat], iscrowd=False))
-                           if min(a["bbox"][2], a["bbox"][3]) >= COCO_MIN_SIDE), key=lambda a: a["id"])
-            keep = np.sort(np.random.default_rng([0, label]).permutation(len(anns))[:COCO_PER_CLASS[split]])
+            anns = sorted(
+                (
+                    a
+                    for a in coco.loadAnns(coco.getAnnIds(catIds=[cat], iscrowd=False))
+                    if min(a["bbox"][2], a["bbox"][3]) >= COCO_MIN_SIDE
+                ),
+                key=lambda a: a["id"],
+            )
+            keep = np.sort(np.random.default_rng([0, label]).permutation(len(anns))[: COCO_PER_CLASS[split]])
             for a in (anns[i] for i in keep):
                 x, y, w, h = a["bbox"]
                 box = f"{int(np.floor(x))},{int(np.floor(y))},{int(np.ceil(x + w))},{int(np.ceil(y + h))}"
@@ -199,8 +227,13 @@ def _list_shapes(base: Path) -> Listing:
     """The generated shapes: generated.json names the classes and the images per class (its
     annotation file); the dataset ships no split, so it is split 80/20 per class with seed 0."""
     marker = json.loads((base / GENERATED).read_text())
-    return per_class_split([(f"{cls}/{cls}_{i:03d}.png", label) for label, cls in enumerate(marker["classes"])
-                            for i in range(marker["images_per_class"])])
+    return per_class_split(
+        [
+            (f"{cls}/{cls}_{i:03d}.png", label)
+            for label, cls in enumerate(marker["classes"])
+            for i in range(marker["images_per_class"])
+        ]
+    )
 
 
 # -- the embedded default's transfer column: generated shapes ------------------------------------
@@ -250,8 +283,13 @@ def generate_shapes(base: Path, seed: int = 0) -> None:
             cx, cy = rng.uniform(r, SHAPES_SIZE - r, 2)
             _draw_shape(ImageDraw.Draw(image), shape, cx, cy, r, tuple(int(v) for v in fill))
             image.save(base / shape / f"{shape}_{i:03d}.png")
-    marker = {"generator": "ring.data.metadataset.generate_shapes", "seed": seed, "classes": list(SHAPES),
-              "images_per_class": SHAPES_PER_CLASS, "size": SHAPES_SIZE}
+    marker = {
+        "generator": "ring.data.metadataset.generate_shapes",
+        "seed": seed,
+        "classes": list(SHAPES),
+        "images_per_class": SHAPES_PER_CLASS,
+        "size": SHAPES_SIZE,
+    }
     write_json(base / GENERATED, marker)
 
 

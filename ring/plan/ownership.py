@@ -53,9 +53,11 @@ def conflict(grid_file: str | Path, folder: str | Path) -> str | None:
     theirs = Path(owner["path"])
     if _sha(mine) in {owner.get("sha256"), _sha(theirs)}:
         return None  # the same content: the same cells
-    return (f"The results folder {folder} holds the cells of grid file {theirs}, not of {mine}, a different file of "
-            f"the same name whose run would share and rerun them; rename {mine.name} (its name names the results "
-            f"folder), or delete {folder / MARKER} if {theirs} was moved to {mine}.")
+    return (
+        f"The results folder {folder} holds the cells of grid file {theirs}, not of {mine}, a different file of "
+        f"the same name whose run would share and rerun them; rename {mine.name} (its name names the results "
+        f"folder), or delete {folder / MARKER} if {theirs} was moved to {mine}."
+    )
 
 
 def claim(grid_file: str | Path, folder: str | Path) -> None:

@@ -49,10 +49,20 @@ import sys
 from pathlib import Path
 
 from ring.core import config as C
+from ring.core.files import (
+    CHECKSUMS,
+    KEPT,
+    FileError,
+    keep_exports,
+    link_into_place,
+    read_record,
+    record_checksums,
+    sha256_file,
+    write_failure,
+    write_json,
+)
 from ring.core.methods import method as method_spec
 from ring.plan.checks import STAGE_CONFIGS
-from ring.core.files import (CHECKSUMS, KEPT, FileError, keep_exports, link_into_place, read_record, record_checksums,
-                             sha256_file, write_failure, write_json)
 
 RUN_RECORD = "run.json"
 # run.json's note that the cell continues to this config hash (its checkpoint still holds the old config until the
@@ -63,18 +73,40 @@ RUNS = "runs"
 # What one run of a stage leaves in its cell folder (glob patterns): they move together.  The
 # launcher's records (slurm/) and Snakemake's log stay: they describe jobs, not results.
 RUN_FILES = {
-    "pretrain": ("checkpoint*.pt", "encoder*.pt", "export.json", KEPT, "log.jsonl", "events.out.tfevents.*", "steps",
-                 "snapshot_epoch*.pt", "provenance.json", "wandb-run.json", RUN_RECORD),
-    "lincls": ("checkpoint*.pt", "metrics.json", "log.jsonl", "events.out.tfevents.*", "steps", "provenance.json",
-               "wandb-run.json", RUN_RECORD),
+    "pretrain": (
+        "checkpoint*.pt",
+        "encoder*.pt",
+        "export.json",
+        KEPT,
+        "log.jsonl",
+        "events.out.tfevents.*",
+        "steps",
+        "snapshot_epoch*.pt",
+        "provenance.json",
+        "wandb-run.json",
+        RUN_RECORD,
+    ),
+    "lincls": (
+        "checkpoint*.pt",
+        "metrics.json",
+        "log.jsonl",
+        "events.out.tfevents.*",
+        "steps",
+        "provenance.json",
+        "wandb-run.json",
+        RUN_RECORD,
+    ),
 }
 RUN_FILES["lincls"] += (CHECKSUMS, KEPT)
 RUN_FILES["transfer"] = (*RUN_FILES["lincls"], "split-manifest.json")
 # The evaluation stages: the outputs each keeps under exported/ (the declared ones, the last-written last) and
 # records in export.json with its config hash and the fingerprint of the encoder it evaluated.
 # A detection cell (no run.json: Detectron2 keeps its own checkpoints) is keyed by its converted backbone.
-EVALUATIONS = {"lincls": ("metrics.json",), "transfer": ("split-manifest.json", "metrics.json"),
-               "detection": ("metrics.json",)}
+EVALUATIONS = {
+    "lincls": ("metrics.json",),
+    "transfer": ("split-manifest.json", "metrics.json"),
+    "detection": ("metrics.json",),
+}
 # A continued pretraining cell keeps its checkpoint, log and records; only the shorter run's outputs move.
 OUTPUT_FILES = ("encoder*.pt", "export.json", KEPT)
 # What a superseded run drops under keep_superseded: results (the config's default): its checkpoints (the latest, the
@@ -162,8 +194,10 @@ def set_aside(cell: Path, old_hash: str, patterns) -> Path | None:
                 shutil.rmtree(target)  # a kept folder of the same run (its step curves) gives way to the newer one
             os.replace(path, target)
     except OSError as err:
-        raise FileError(f"Cannot keep the previous run of {cell} aside in {aside} ({err.strerror or err}); "
-                        "free the folder or fix its permissions and rerun.") from None
+        raise FileError(
+            f"Cannot keep the previous run of {cell} aside in {aside} ({err.strerror or err}); "
+            "free the folder or fix its permissions and rerun."
+        ) from None
     return aside
 
 
@@ -178,12 +212,16 @@ def drop_checkpoints(aside: Path | None, cfg, log=print) -> int:
         for path in files:
             path.unlink()
     except OSError as err:
-        raise FileError(f"Cannot drop the checkpoints of the superseded run in {aside} ({err.strerror or err}); fix "
-                        "the folder's permissions, or set keep_superseded: all to keep them, and rerun.") from None
+        raise FileError(
+            f"Cannot drop the checkpoints of the superseded run in {aside} ({err.strerror or err}); fix "
+            "the folder's permissions, or set keep_superseded: all to keep them, and rerun."
+        ) from None
     if files:
-        log(f"ring: {Path(aside).parent.parent}: dropped the superseded run's {len(files)} checkpoint file(s) "
+        log(
+            f"ring: {Path(aside).parent.parent}: dropped the superseded run's {len(files)} checkpoint file(s) "
             f"({freed / 1e6:.1f} MB) from {aside}, keeping its encoder, log and records (keep_superseded: all keeps "
-            "them)")
+            "them)"
+        )
     return freed
 
 
@@ -194,7 +232,10 @@ def finished_exports(folder: Path, config_hash: str) -> bool:
     files = record.get("files")
     if not isinstance(files, dict) or not files or record.get("config_hash") != config_hash:
         return False
-    places = lambda name: (Path(folder) / name, Path(folder) / KEPT / name)
+
+    def places(name):
+        return (Path(folder) / name, Path(folder) / KEPT / name)
+
     return all(any(path.is_file() and sha256_file(path) == sha for path in places(name)) for name, sha in files.items())
 
 
@@ -238,11 +279,17 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
         restore_exports(aside, None, last=EVALUATIONS.get(stage, ("encoder.pt",))[-1])  # what Snakemake deleted
     kept = f"the previous run is kept in {aside}" if aside is not None else "nothing of the previous run was left"
     if restore(cell, new_key, finished_counts=stage in EVALUATIONS):
-        how = ("it resumes there" if (cell / "checkpoint.pt").is_file() else
-               "finished: its encoder verifies against its checksum record, so nothing retrains" if stage not in EVALUATIONS
-               else "finished: its outputs verify against their checksum record, so nothing runs again")
-        log(f"ring: {cell}: {what}: {kept}, and the run of this config kept in {cell / RUNS / new_key} is "
-            f"back in place ({how})")
+        how = (
+            "it resumes there"
+            if (cell / "checkpoint.pt").is_file()
+            else "finished: its encoder verifies against its checksum record, so nothing retrains"
+            if stage not in EVALUATIONS
+            else "finished: its outputs verify against their checksum record, so nothing runs again"
+        )
+        log(
+            f"ring: {cell}: {what}: {kept}, and the run of this config kept in {cell / RUNS / new_key} is "
+            f"back in place ({how})"
+        )
         drop_checkpoints(aside, cfg, log)
         return "restore"
     log(f"ring: {cell}: {what}: {kept} and this cell starts over")
@@ -265,8 +312,10 @@ def restore(cell: Path, key: str, finished_counts: bool = False) -> bool:
             os.replace(path, cell / path.name)
         kept.rmdir()
     except OSError as err:
-        raise FileError(f"Cannot bring the run kept in {kept} back into {cell} ({err.strerror or err}); "
-                        "free the folder or fix its permissions and rerun.") from None
+        raise FileError(
+            f"Cannot bring the run kept in {kept} back into {cell} ({err.strerror or err}); "
+            "free the folder or fix its permissions and rerun."
+        ) from None
     return True
 
 
@@ -316,8 +365,11 @@ def finished(cell: str | Path, stage: str, cfg, encoder: str) -> bool:
     restore_exports(cell, cfg, encoder, last=EVALUATIONS[stage][-1])
     record = read_record(cell / CHECKSUMS)
     files = verified_copies(cell) if record.get("encoder_sha256") == encoder else {}
-    return (record.get("config_hash") == C.config_hash(cfg) and set(files) == set(EVALUATIONS[stage])
-            and all((cell / name).is_file() and sha256_file(cell / name) == sha for name, sha in files.items()))
+    return (
+        record.get("config_hash") == C.config_hash(cfg)
+        and set(files) == set(EVALUATIONS[stage])
+        and all((cell / name).is_file() and sha256_file(cell / name) == sha for name, sha in files.items())
+    )
 
 
 def collect(cell: str | Path, stage: str, cfg, encoder_path: str | Path, log=print) -> bool:

@@ -25,8 +25,8 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display (cluster login nodes, CI)
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from ring.core.config import read_yaml  # noqa: E402
 from ring.core.files import FileError, atomic_write, write_text  # noqa: E402
@@ -109,7 +109,9 @@ def hard_negatives(cells, prefix) -> pd.DataFrame:
         raise ValueError("The hard-negatives study needs exactly one source cell (a method other than IRing).")
     branches = curves[curves.method == "IRing"]
     thresholds = sorted(branches["threshold"].unique())
-    colours = dict(zip(thresholds, plt.cm.viridis([i / max(len(thresholds), 1) for i in range(len(thresholds))]), strict=True))
+    colours = dict(
+        zip(thresholds, plt.cm.viridis([i / max(len(thresholds), 1) for i in range(len(thresholds))]), strict=True)
+    )
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(source["x"], source[metric], color="black", lw=2, label=f"{source['method'].iloc[0]} (= IRing 100%)")
     seen = set()
@@ -118,8 +120,14 @@ def hard_negatives(cells, prefix) -> pd.DataFrame:
         anchor = source[source["x"] == start]
         xs = [*anchor["x"], *branch["x"]]
         ys = [*anchor[metric], *branch[metric]]
-        ax.plot(xs, ys, color=colours[threshold], marker="o", ms=3,
-                label=None if threshold in seen else f"IRing {threshold:g}%")
+        ax.plot(
+            xs,
+            ys,
+            color=colours[threshold],
+            marker="o",
+            ms=3,
+            label=None if threshold in seen else f"IRing {threshold:g}%",
+        )
         seen.add(threshold)
     ax.set(xlabel="epoch", ylabel=label, title="Hard negatives: IRing from IR snapshots")
     _epoch_axes(ax, title="threshold")
@@ -137,7 +145,7 @@ def anneal_policies(cells, prefix) -> pd.DataFrame:
     for variant, curve in curves.groupby("variant", sort=False):
         # Our parameterisations (variants suffixed _ours) dashed beside the authors' solid ones.
         ls = "--" if variant.endswith("_ours") else "-"
-        line, = acc.plot(curve["x"], curve[metric], marker="o", ms=3, ls=ls, label=variant)
+        (line,) = acc.plot(curve["x"], curve[metric], marker="o", ms=3, ls=ls, label=variant)
         acc.plot(curve["x"], curve["knn_top1"], ls=":", color=line.get_color())
         thr.plot(curve["x"], curve["threshold"], marker="o", ms=3, ls=ls, color=line.get_color(), label=variant)
     acc.set(xlabel="epoch", ylabel=f"{label}; dotted: kNN top-1 (%)", title="Annealing policies: accuracy")
@@ -170,13 +178,24 @@ def negatives_k(cells, prefix) -> pd.DataFrame:
     metric, label = ACCURACY
     fig, ax = plt.subplots(figsize=(6, 4))
     for method, part in summary.groupby("method", sort=False):
-        ax.errorbar(part["k"], part[f"{metric}_mean"], yerr=part[f"{metric}_std"].fillna(0.0), marker="o", ms=4,
-                    capsize=3, ls="--" if METHODS[method].ring else "-", label=method)
+        ax.errorbar(
+            part["k"],
+            part[f"{metric}_mean"],
+            yerr=part[f"{metric}_std"].fillna(0.0),
+            marker="o",
+            ms=4,
+            capsize=3,
+            ls="--" if METHODS[method].ring else "-",
+            label=method,
+        )
     ax.set_xscale("log", base=2)
     ks = sorted(summary["k"].unique())
     ax.set_xticks(ks, [str(k) for k in ks])
-    ax.set(xlabel="negatives k (bank samples; MoCo: queue size)", ylabel=label,
-           title="Bias and variance: accuracy vs k (mean ± std over seeds)")
+    ax.set(
+        xlabel="negatives k (bank samples; MoCo: queue size)",
+        ylabel=label,
+        title="Bias and variance: accuracy vs k (mean ± std over seeds)",
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     _save(fig, final, prefix)
@@ -199,11 +218,16 @@ def table_negatives_k(cells, prefix) -> pd.DataFrame:
     wide = summary.pivot(index="method", columns="k", values="text").reindex(summary["method"].unique()).fillna("—")
     wide.columns = [f"k={k}" for k in wide.columns]
     seeds = sorted(summary["seeds"].unique())
-    note = (f"Final-epoch 1-NN top-1 (%) on the test split; mean ± sample standard deviation (ddof 1) over "
-            f"{'/'.join(map(str, seeds))} seed(s) per cell (one seed: no deviation). IR/IRing: k negatives drawn "
-            "from the memory bank; MoCo/MoCoRing: queue size k; —: not run.")
-    write_text(prefix.with_suffix(".md"), f"**table_negatives_k**: accuracy versus the number of negatives k\n\n"
-                                          f"{wide.to_markdown(disable_numparse=True)}\n\n{note}\n")
+    note = (
+        f"Final-epoch 1-NN top-1 (%) on the test split; mean ± sample standard deviation (ddof 1) over "
+        f"{'/'.join(map(str, seeds))} seed(s) per cell (one seed: no deviation). IR/IRing: k negatives drawn "
+        "from the memory bank; MoCo/MoCoRing: queue size k; —: not run."
+    )
+    write_text(
+        prefix.with_suffix(".md"),
+        f"**table_negatives_k**: accuracy versus the number of negatives k\n\n"
+        f"{wide.to_markdown(disable_numparse=True)}\n\n{note}\n",
+    )
     return wide
 
 
@@ -221,9 +245,16 @@ def ring_window(cells, prefix) -> pd.DataFrame:
     fig, (acc, same) = plt.subplots(1, 2, figsize=(11, 4))
     for (method, variant), curve in curves.groupby(["method", "variant"], sort=False):
         ls = "--" if METHODS[method].ring else "-"
-        line, = acc.plot(curve["x"], curve[metric], ls=ls, marker="o", ms=2, label=f"{method} {variant}")
-        same.plot(curve["x"], curve["window_same_class"], ls=ls, marker="o", ms=2, color=line.get_color(),
-                  label=f"{method} {variant}")
+        (line,) = acc.plot(curve["x"], curve[metric], ls=ls, marker="o", ms=2, label=f"{method} {variant}")
+        same.plot(
+            curve["x"],
+            curve["window_same_class"],
+            ls=ls,
+            marker="o",
+            ms=2,
+            color=line.get_color(),
+            label=f"{method} {variant}",
+        )
     acc.set(xlabel="epoch", ylabel=label, title="Accuracy (dashed: Ring)")
     same.set(xlabel="epoch", ylabel="same-class entries in the window (%)", title="Window's same-class share")
     _epoch_axes(acc, same, legend_size=6)
@@ -235,37 +266,60 @@ def table_ring_window(cells, prefix) -> pd.DataFrame:
     """Final-epoch 1-NN and kNN top-1 and the window's same-class share, mean ± std over seeds per (method, variant)."""
     rows = read_cells(cells)
     last = rows[rows["epoch"] == rows["epochs"] - 1]
-    stats = last.groupby(["method", "variant"], sort=False)[["nn1_top1", "knn_top1", "window_same_class"]].agg(["mean", "std"])
+    stats = last.groupby(["method", "variant"], sort=False)[["nn1_top1", "knn_top1", "window_same_class"]].agg(
+        ["mean", "std"]
+    )
     stats.columns = [f"{metric}_{stat}" for metric, stat in stats.columns]
     stats.insert(0, "seeds", last.groupby(["method", "variant"], sort=False)["seed"].nunique())
     summary = stats.reset_index()
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     write_text(prefix.with_suffix(".csv"), summary.to_csv(index=False, float_format="%.4f"))
-    wide = pd.DataFrame({
-        "method": summary["method"], "variant": summary["variant"], "seeds": summary["seeds"],
-        "1-NN top-1": [_mean_std(m, s) for m, s in zip(summary["nn1_top1_mean"], summary["nn1_top1_std"], strict=True)],
-        "kNN top-1": [_mean_std(m, s) for m, s in zip(summary["knn_top1_mean"], summary["knn_top1_std"], strict=True)],
-        "same-class in window (%)": [_mean_std(m, s) for m, s in zip(summary["window_same_class_mean"],
-                                                                      summary["window_same_class_std"], strict=True)],
-    })
-    note = ("Final epoch, test split; mean ± sample standard deviation over seeds. Variants: wl<final w_l>_a<percent "
-            "of training the window anneals over>; base: the base method. Same-class share: of the entries in the "
-            "final window of each training image (base methods: the whole bank, i.e. chance).")
-    write_text(prefix.with_suffix(".md"), f"**table_ring_window**: Ring on the embedded default\n\n"
-                                          f"{wide.to_markdown(index=False, disable_numparse=True)}\n\n{note}\n")
+    wide = pd.DataFrame(
+        {
+            "method": summary["method"],
+            "variant": summary["variant"],
+            "seeds": summary["seeds"],
+            "1-NN top-1": [
+                _mean_std(m, s) for m, s in zip(summary["nn1_top1_mean"], summary["nn1_top1_std"], strict=True)
+            ],
+            "kNN top-1": [
+                _mean_std(m, s) for m, s in zip(summary["knn_top1_mean"], summary["knn_top1_std"], strict=True)
+            ],
+            "same-class in window (%)": [
+                _mean_std(m, s)
+                for m, s in zip(summary["window_same_class_mean"], summary["window_same_class_std"], strict=True)
+            ],
+        }
+    )
+    note = (
+        "Final epoch, test split; mean ± sample standard deviation over seeds. Variants: wl<final w_l>_a<percent "
+        "of training the window anneals over>; base: the base method. Same-class share: of the entries in the "
+        "final window of each training image (base methods: the whole bank, i.e. chance)."
+    )
+    write_text(
+        prefix.with_suffix(".md"),
+        f"**table_ring_window**: Ring on the embedded default\n\n"
+        f"{wide.to_markdown(index=False, disable_numparse=True)}\n\n{note}\n",
+    )
     return wide
 
 
-FIGURES = {"hard_negatives": hard_negatives, "anneal_policies": anneal_policies, "negatives_k": negatives_k,
-           "ring_window": ring_window}
+FIGURES = {
+    "hard_negatives": hard_negatives,
+    "anneal_policies": anneal_policies,
+    "negatives_k": negatives_k,
+    "ring_window": ring_window,
+}
 TABLES = {"table_negatives_k": table_negatives_k, "table_ring_window": table_ring_window}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Build a figure or table of the appendix's studies from study cells.")
     parser.add_argument("what", choices=[*FIGURES, *TABLES])
-    parser.add_argument("--out", required=True, help="path prefix; a figure writes .png, .pdf and .csv, a table .csv and .md")
+    parser.add_argument(
+        "--out", required=True, help="path prefix; a figure writes .png, .pdf and .csv, a table .csv and .md"
+    )
     parser.add_argument("--cells", nargs="+", required=True, help="study cell folders (config.yaml and log.jsonl)")
     args = parser.parse_args(argv)
     try:
@@ -273,7 +327,9 @@ def main(argv=None) -> int:
     except (ValueError, FileNotFoundError, FileError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
-    print(result.to_markdown(disable_numparse=True) if args.what in TABLES else f"ring: wrote {args.out}.png, .pdf, .csv")
+    print(
+        result.to_markdown(disable_numparse=True) if args.what in TABLES else f"ring: wrote {args.out}.png, .pdf, .csv"
+    )
     return 0
 
 

@@ -1,6 +1,7 @@
 """Aggregation of finished cells into the paper's tables (CSV, Markdown, LaTeX).
 
-    python -m ring.reports.tables table1 --out results/<grid>/tables/table1 --methods ... --datasets ... --metrics M1 M2 ...
+    python -m ring.reports.tables table1 --out results/<grid>/tables/table1 --methods ... --datasets ... --metrics M1
+    M2 ...
 
 Each cell of a table is the mean +- std over seeds of the cells' metric; a Ring row also shows its
 difference to its base method (IRing vs IR, ...), recomputed from our numbers, marked ``*`` where it
@@ -19,7 +20,7 @@ import argparse
 import json
 import math
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -27,29 +28,42 @@ import pandas as pd
 
 from ring.core import config as C
 from ring.core import gaussian
-from ring.plan import lineage
-from ring.plan.catalog import DATASETS, TRANSFER
-from ring.core.files import FileError, atomic_write
-from ring.core.metrics import NonFinite, check_metrics
-from ring.core.methods import METHODS, display_name
-from ring.plan import estimate
-from ring.plan.detection_tasks import COLUMNS
 from ring.core.config import to_dict
+from ring.core.files import FileError, atomic_write
+from ring.core.methods import METHODS, display_name
+from ring.core.metrics import NonFinite, check_metrics
+from ring.plan import estimate, lineage
+from ring.plan.catalog import DATASETS, TRANSFER
+from ring.plan.detection_tasks import COLUMNS
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "published-results.yaml"
 
 # table name -> (key in the published-results file, metric key in metrics.json, caption)
 TABLES = {
     "table1": ("table1_linear_eval", "top1", "Linear evaluation top-1 (%) on frozen ResNet-18 features"),
-    "table3": ("table3_meta_dataset_transfer", "top1",
-               "Transfer of encoders pretrained on the source dataset: linear evaluation top-1 (%) on each new image "
-               "distribution (frozen ResNet-18 features, each dataset's own normalisation)"),
+    "table3": (
+        "table3_meta_dataset_transfer",
+        "top1",
+        "Transfer of encoders pretrained on the source dataset: linear evaluation top-1 (%) on each new image "
+        "distribution (frozen ResNet-18 features, each dataset's own normalisation)",
+    ),
     # Table 4's cells hold several metrics each: metrics.json["columns"] of ring.detection.
-    "table4": ("table4_detection", "columns",
-               "Frozen ResNet-18 backbones in Detectron2: COCO detection and instance segmentation (Mask R-CNN R18-FPN 1x), "
-               "COCO keypoints (Keypoint R-CNN R18-FPN 1x), VOC07 detection (Faster R-CNN R18-C4), AP / AP50 / AP75"),
-    "table2": ("table2_lesions", "top1", "Lesioning the effects of annealing and choice of w_u (linear evaluation top-1, %)"),
-    "table_la_variants": ("table_la_variants", "top1", "Variants of Ring: Cave and +C_i beside LA (linear evaluation top-1, %)"),
+    "table4": (
+        "table4_detection",
+        "columns",
+        "Frozen ResNet-18 backbones in Detectron2: COCO detection and instance segmentation (Mask R-CNN R18-FPN 1x), "
+        "COCO keypoints (Keypoint R-CNN R18-FPN 1x), VOC07 detection (Faster R-CNN R18-C4), AP / AP50 / AP75",
+    ),
+    "table2": (
+        "table2_lesions",
+        "top1",
+        "Lesioning the effects of annealing and choice of w_u (linear evaluation top-1, %)",
+    ),
+    "table_la_variants": (
+        "table_la_variants",
+        "top1",
+        "Variants of Ring: Cave and +C_i beside LA (linear evaluation top-1, %)",
+    ),
 }
 # Column name of every dataset a table can show: pretraining and transfer datasets.
 DISPLAY = {name: s.display for name, s in {**DATASETS, **TRANSFER}.items()}
@@ -58,7 +72,7 @@ DISPLAY = {name: s.display for name, s in {**DATASETS, **TRANSFER}.items()}
 SINGLE_COLUMN = {"table_la_variants": "CIFAR10"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def published() -> dict:
     return C.read_yaml(PUBLISHED, "Published results file")
 
@@ -77,14 +91,35 @@ def published_value(table_key: str, method: str, column: str) -> float:
 # (Sec. 5 and the appendix); runtime knobs and our own additions (monitoring, k-means sizes) are not.
 PAPER_GRID = Path(__file__).resolve().parents[2] / "workflow" / "grids" / "paper.yaml"
 PAPER_KEYS = {
-    "pretrain": ("epochs", "batch_size", "lr", "momentum", "weight_decay", "lr_milestones", "lr_gamma", "resize", "crop",
-                 "crop_scale_min", "head", "out_dim", "temperature", "bank_negatives", "bank_momentum", "queue_size",
-                 "key_momentum", "ring_w_l", "ring_anneal", "ring_anneal_epochs", "ring_inner", "ring_w_u"),
+    "pretrain": (
+        "epochs",
+        "batch_size",
+        "lr",
+        "momentum",
+        "weight_decay",
+        "lr_milestones",
+        "lr_gamma",
+        "resize",
+        "crop",
+        "crop_scale_min",
+        "head",
+        "out_dim",
+        "temperature",
+        "bank_negatives",
+        "bank_momentum",
+        "queue_size",
+        "key_momentum",
+        "ring_w_l",
+        "ring_anneal",
+        "ring_anneal_epochs",
+        "ring_inner",
+        "ring_w_u",
+    ),
     "lincls": ("epochs", "batch_size", "lr", "momentum", "weight_decay", "resize", "crop", "augmentation"),
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _paper_grid():
     from ring.plan import grid  # torch-free
 
@@ -119,12 +154,19 @@ def protocol_differences(metrics_path: str | Path) -> list[str]:
     if evaluation.get("method") not in _paper_methods():  # a method the paper never ran has no protocol to differ from
         return []
     try:
-        ours_paper = [(pretrain, C_dict(paper.pretrain_config(source, evaluation["method"], 0, "data")), "pretrain"),
-                      (evaluation, C_dict(paper.lincls_config(source, evaluation["method"], 0, "data")), "lincls")]
+        ours_paper = [
+            (pretrain, C_dict(paper.pretrain_config(source, evaluation["method"], 0, "data")), "pretrain"),
+            (evaluation, C_dict(paper.lincls_config(source, evaluation["method"], 0, "data")), "lincls"),
+        ]
     except ValueError:
         return []
-    return [f"{stage}.{key}" for ours, theirs, stage in ours_paper if ours is not None
-            for key in PAPER_KEYS[stage] if key in ours and ours[key] != theirs[key]]
+    return [
+        f"{stage}.{key}"
+        for ours, theirs, stage in ours_paper
+        if ours is not None
+        for key in PAPER_KEYS[stage]
+        if key in ours and ours[key] != theirs[key]
+    ]
 
 
 def detection_differences(path: Path, cell: dict) -> list[str]:
@@ -140,14 +182,20 @@ def detection_differences(path: Path, cell: dict) -> list[str]:
         return []
     ours_overrides, paper_overrides = cell.get("overrides") or {}, theirs["overrides"]
     keys = ["detection.datasets"] if cell.get("datasets", theirs["datasets"]) != theirs["datasets"] else []
-    keys += [f"detection.{key}" for key in sorted({*ours_overrides, *paper_overrides})
-             if ours_overrides.get(key) != paper_overrides.get(key)]
+    keys += [
+        f"detection.{key}"
+        for key in sorted({*ours_overrides, *paper_overrides})
+        if ours_overrides.get(key) != paper_overrides.get(key)
+    ]
     if cell.get("source", theirs["source"]) != theirs["source"]:
         keys.append("detection.source")
     seed_dir, method_dir, source_dir = path.parts[-2], path.parts[-4], path.parts[-5]  # [-3] is the task
     pretrain = _read_yaml(Path(*path.parts[:-6], "pretrain", source_dir, method_dir, seed_dir, "config.yaml"))
-    keys += [f"pretrain.{key}" for key in PAPER_KEYS["pretrain"]
-             if pretrain is not None and key in pretrain and pretrain[key] != paper_pretrain[key]]
+    keys += [
+        f"pretrain.{key}"
+        for key in PAPER_KEYS["pretrain"]
+        if pretrain is not None and key in pretrain and pretrain[key] != paper_pretrain[key]
+    ]
     return keys
 
 
@@ -184,8 +232,10 @@ def read_metrics(path: str | Path, keys: tuple[str, ...], diverged_ok: bool = Fa
         m = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise MetricsError(f"The metrics file {path} is unreadable or corrupt ({reason}); rerun the cell that writes it "
-                           "(delete the file first).") from None
+        raise MetricsError(
+            f"The metrics file {path} is unreadable or corrupt ({reason}); rerun the cell that writes it "
+            "(delete the file first)."
+        ) from None
     if diverged_ok and diverged_reason(m):
         keys = tuple(k for k in keys if k in IDENTITY_KEYS)
     missing = [k for k in keys if not isinstance(m, dict) or k not in m]
@@ -205,15 +255,19 @@ def check_contents(m: dict, path: Path) -> None:
     (.../<dataset>/<method>/seed<k>/metrics.json): a mislabelled file never fills another row."""
     for key in PERCENT_KEYS:
         if key in m and not (isinstance(m[key], (int, float)) and not isinstance(m[key], bool) and 0 <= m[key] <= 100):
-            raise MetricsError(f"The metrics file {path} holds {key}={m[key]!r}, not a percentage in [0, 100]; "
-                               "rerun the cell that writes it.")
+            raise MetricsError(
+                f"The metrics file {path} holds {key}={m[key]!r}, not a percentage in [0, 100]; "
+                "rerun the cell that writes it."
+            )
     parts = path.parts
     if len(parts) >= 5 and parts[-2].startswith("seed") and parts[-2][4:].isdigit() and "task" not in m:
         folder = {"dataset": parts[-4], "method": parts[-3], "seed": int(parts[-2][4:])}
         wrong = [f"{k}={m[k]!r} (its folder says {v!r})" for k, v in folder.items() if k in m and m[k] != v]
         if wrong:
-            raise MetricsError(f"The metrics file {path} is labelled {', '.join(wrong)}; it belongs to another cell: "
-                               "rerun the cell that writes it.")
+            raise MetricsError(
+                f"The metrics file {path} is labelled {', '.join(wrong)}; it belongs to another cell: "
+                "rerun the cell that writes it."
+            )
 
 
 def stale_reason(path: str | Path, m: dict) -> str:
@@ -233,20 +287,30 @@ def collect(metric_files: list[str | Path], metric: str) -> pd.DataFrame:
         m = read_metrics(path, (*IDENTITY_KEYS, metric), diverged_ok=True)
         stale = stale_reason(path, m)
         diverged = "" if stale else diverged_reason(m)
-        rows.append({"dataset": m["dataset"], "method": m["method"], "seed": int(m["seed"]),
-                     "value": math.nan if stale or diverged else float(m[metric]),
-                     "differs": ", ".join(protocol_differences(path)), "stale": stale, "diverged": diverged,
-                     "loss_note": "" if stale or diverged else loss_note(m)})
-    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs", "stale", "diverged",
-                                       "loss_note"])
+        rows.append(
+            {
+                "dataset": m["dataset"],
+                "method": m["method"],
+                "seed": int(m["seed"]),
+                "value": math.nan if stale or diverged else float(m[metric]),
+                "differs": ", ".join(protocol_differences(path)),
+                "stale": stale,
+                "diverged": diverged,
+                "loss_note": "" if stale or diverged else loss_note(m),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["dataset", "method", "seed", "value", "differs", "stale", "diverged", "loss_note"]
+    )
 
 
 def dataset_display(name: str) -> str:
     return DISPLAY[name]
 
 
-def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets: list[str],
-              display=dataset_display) -> pd.DataFrame:
+def summarize(
+    cells: pd.DataFrame, table_key: str, methods: list[str], datasets: list[str], display=dataset_display
+) -> pd.DataFrame:
     """One row per (method, dataset): n, mean, std, delta to the base method, paper, diff to paper.
 
     ``display`` names a ``dataset`` value's column in the paper (Table 4's values are its columns).
@@ -258,8 +322,11 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
             reasons = cells.groupby(["method", "dataset"])[why].agg(lambda v: " ".join(t for t in v if t)).reset_index()
             stats = stats.merge(reasons, on=["method", "dataset"], how="left")
     if "differs" in cells:  # paper-fixed keys in which any seed's cell differs from the paper's protocol
-        keys = cells.groupby(["method", "dataset"])["differs"].agg(
-            lambda v: ", ".join(sorted({k for text in v for k in text.split(", ") if k}))).reset_index()
+        keys = (
+            cells.groupby(["method", "dataset"])["differs"]
+            .agg(lambda v: ", ".join(sorted({k for text in v for k in text.split(", ") if k})))
+            .reset_index()
+        )
         stats = stats.merge(keys, on=["method", "dataset"], how="left")
     grid = pd.MultiIndex.from_product([methods, datasets], names=["method", "dataset"]).to_frame(index=False)
     out = grid.merge(stats, on=["method", "dataset"], how="left")
@@ -274,13 +341,20 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
 
     def base_row(row):
         spec = METHODS[row.method]
-        return by_cell.loc[(spec.base, row.dataset)] if spec.ring and (spec.base, row.dataset) in by_cell.index else None
+        return (
+            by_cell.loc[(spec.base, row.dataset)] if spec.ring and (spec.base, row.dataset) in by_cell.index else None
+        )
 
-    out["delta_to_base"] = [row["mean"] - base["mean"] if (base := base_row(row)) is not None else math.nan
-                            for _, row in out.iterrows()]
+    out["delta_to_base"] = [
+        row["mean"] - base["mean"] if (base := base_row(row)) is not None else math.nan for _, row in out.iterrows()
+    ]
     # Welch's p of each Ring - base difference (NaN with fewer than 2 seeds on a side: no spread to test against).
-    out["delta_p"] = [welch_p(row["mean"], row["std"], row.n, base["mean"], base["std"], base.n)
-                      if (base := base_row(row)) is not None else math.nan for _, row in out.iterrows()]
+    out["delta_p"] = [
+        welch_p(row["mean"], row["std"], row.n, base["mean"], base["std"], base.n)
+        if (base := base_row(row)) is not None
+        else math.nan
+        for _, row in out.iterrows()
+    ]
     out["delta_significant"] = out["delta_p"] < SIGNIFICANCE
     out["paper"] = [published_value(table_key, m, display(d)) for m, d in zip(out.method, out.dataset, strict=True)]
     out["diff_to_paper"] = out["mean"] - out["paper"]
@@ -293,9 +367,11 @@ def summarize(cells: pd.DataFrame, table_key: str, methods: list[str], datasets:
 # differ (ring_digits: 1.6 vs 3.9 points).  With 3 seeds a side it needs the difference beyond roughly 2.8 to 4.3
 # standard errors (the t quantile at Welch's 2 to 4 degrees of freedom), so a gain within the seed noise is unmarked.
 SIGNIFICANCE = 0.05
-SIGNIFICANCE_NOTE = (f"* after a difference: it exceeds the seed noise, Welch's two-sided t-test over the seeds of the "
-                     f"Ring method and of its base at p < {SIGNIFICANCE:g}; no mark: within the noise, or a side with "
-                     "one seed, which has no spread to test against.")
+SIGNIFICANCE_NOTE = (
+    f"* after a difference: it exceeds the seed noise, Welch's two-sided t-test over the seeds of the "
+    f"Ring method and of its base at p < {SIGNIFICANCE:g}; no mark: within the noise, or a side with "
+    "one seed, which has no spread to test against."
+)
 
 
 def welch_p(mean_a: float, std_a: float, n_a: int, mean_b: float, std_b: float, n_b: int) -> float:
@@ -317,10 +393,13 @@ def _fmt(x: float, signed: bool = False) -> str:
     return f"{x:+.1f}" if signed else f"{x:.1f}"
 
 
-def cell_text(row, stale_notes: dict | None = None, diverged_notes: dict | None = None,
-              loss_notes: dict | None = None) -> str:
+def cell_text(
+    row, stale_notes: dict | None = None, diverged_notes: dict | None = None, loss_notes: dict | None = None
+) -> str:
     if row.stale:  # one stale seed makes the whole entry stale: a mean over the rest would be another number
-        mark = (stale_notes if stale_notes is not None else {}).setdefault(row.stale, f"[s{len(stale_notes or {}) + 1}]")
+        mark = (stale_notes if stale_notes is not None else {}).setdefault(
+            row.stale, f"[s{len(stale_notes or {}) + 1}]"
+        )
         return f"stale {mark}"
     if getattr(row, "diverged", ""):  # likewise one diverged seed: its evaluation has no accuracy to average
         notes = diverged_notes if diverged_notes is not None else {}
@@ -359,12 +438,15 @@ def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str], displ
         part = summary[summary.dataset == d].set_index("method")
         wide[col] = [cell_text(part.loc[m], stale_notes, diverged_notes, loss_notes) for m in methods]
         wide[f"{col} paper (ours − paper)"] = [paper_text(part.loc[m], footnotes) for m in methods]
-    wide.attrs["footnotes"] = [*(f"{mark} protocol differs from the paper's in {keys}: no difference to the paper shown."
-                                 for keys, mark in footnotes.items()),
-                               *(f"{mark} stale: {reason}" for reason, mark in stale_notes.items()),
-                               *(f"{mark} diverged, no accuracy: {reason}" for reason, mark in diverged_notes.items()),
-                               *(f"{mark} accuracy measured, training loss high: {note}"
-                                 for note, mark in loss_notes.items())]
+    wide.attrs["footnotes"] = [
+        *(
+            f"{mark} protocol differs from the paper's in {keys}: no difference to the paper shown."
+            for keys, mark in footnotes.items()
+        ),
+        *(f"{mark} stale: {reason}" for reason, mark in stale_notes.items()),
+        *(f"{mark} diverged, no accuracy: {reason}" for reason, mark in diverged_notes.items()),
+        *(f"{mark} accuracy measured, training loss high: {note}" for note, mark in loss_notes.items()),
+    ]
     return wide
 
 
@@ -373,12 +455,18 @@ def write(name: str, summary: pd.DataFrame, wide: pd.DataFrame, prefix: str | Pa
     prefix.parent.mkdir(parents=True, exist_ok=True)
     caption = TABLES[name][2]
     paths = [prefix.with_suffix(".csv"), prefix.with_suffix(".md"), prefix.with_suffix(".tex")]
-    note = ("mean ± std over seeds; (±x) after a Ring method: difference to its base method; "
-            f"{SIGNIFICANCE_NOTE} paper: the published number, in brackets ours minus the paper's.")
+    note = (
+        "mean ± std over seeds; (±x) after a Ring method: difference to its base method; "
+        f"{SIGNIFICANCE_NOTE} paper: the published number, in brackets ours minus the paper's."
+    )
     note = " ".join([note, *wide.attrs.get("footnotes", [])])
-    write_texts({paths[0]: summary.to_csv(index=False, float_format="%.4f"),
-                 paths[1]: f"**{name}**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n",
-                 paths[2]: wide.to_latex(caption=f"{caption}. {note}", label=f"tab:{name}", escape=True)})
+    write_texts(
+        {
+            paths[0]: summary.to_csv(index=False, float_format="%.4f"),
+            paths[1]: f"**{name}**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n",
+            paths[2]: wide.to_latex(caption=f"{caption}. {note}", label=f"tab:{name}", escape=True),
+        }
+    )
     return paths
 
 
@@ -388,7 +476,9 @@ def write_texts(texts: dict[Path, str]) -> None:
         atomic_write(path, lambda fh, text=text: fh.write(text.encode()))
 
 
-def build(name: str, metric_files: list[str | Path], methods: list[str], datasets: list[str], prefix: str | Path) -> pd.DataFrame:
+def build(
+    name: str, metric_files: list[str | Path], methods: list[str], datasets: list[str], prefix: str | Path
+) -> pd.DataFrame:
     table_key, metric, _ = TABLES[name]
     summary = summarize(collect(metric_files, metric), table_key, methods, datasets)
     wide = layout(summary, methods, datasets)
@@ -403,9 +493,17 @@ def collect_columns(metric_files: list[str | Path]) -> pd.DataFrame:
         m = read_metrics(path, ("method", "seed", "columns"))
         differs = ", ".join(protocol_differences(path))
         stale = stale_reason(path, m)
-        rows.extend({"dataset": column, "method": m["method"], "seed": int(m["seed"]),
-                     "value": math.nan if stale else float(value), "differs": differs, "stale": stale}
-                    for column, value in m["columns"].items())
+        rows.extend(
+            {
+                "dataset": column,
+                "method": m["method"],
+                "seed": int(m["seed"]),
+                "value": math.nan if stale else float(value),
+                "differs": differs,
+                "stale": stale,
+            }
+            for column, value in m["columns"].items()
+        )
     return pd.DataFrame(rows, columns=["dataset", "method", "seed", "value", "differs", "stale"])
 
 
@@ -444,37 +542,59 @@ def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.Data
     for path in map(Path, provenance_files):
         doc = json.loads(path.read_text())
         stage = path.parts[-5]  # results/<grid>/<stage>/<dataset>/<method>/seed<seed>/provenance.json
-        rows.append({"stage": stage, "cell": str(path.parent), "segments": len(doc["segments"]),
-                     "requeues": doc["requeues"], "wall_h": doc["wall_s"] / 3600.0, "gpu_hours": doc["gpu_hours"],
-                     "predicted_gpu_hours": _predicted_hours(stage, path.parent, figures)})
-    cells = pd.DataFrame(rows, columns=["stage", "cell", "segments", "requeues", "wall_h", "gpu_hours", "predicted_gpu_hours"])
-    summary = cells.groupby("stage").agg(cells=("cell", "count"), segments=("segments", "sum"),
-                                         requeues=("requeues", "sum"), wall_h=("wall_h", "sum"),
-                                         gpu_hours=("gpu_hours", "sum"))
+        rows.append(
+            {
+                "stage": stage,
+                "cell": str(path.parent),
+                "segments": len(doc["segments"]),
+                "requeues": doc["requeues"],
+                "wall_h": doc["wall_s"] / 3600.0,
+                "gpu_hours": doc["gpu_hours"],
+                "predicted_gpu_hours": _predicted_hours(stage, path.parent, figures),
+            }
+        )
+    cells = pd.DataFrame(
+        rows, columns=["stage", "cell", "segments", "requeues", "wall_h", "gpu_hours", "predicted_gpu_hours"]
+    )
+    summary = cells.groupby("stage").agg(
+        cells=("cell", "count"),
+        segments=("segments", "sum"),
+        requeues=("requeues", "sum"),
+        wall_h=("wall_h", "sum"),
+        gpu_hours=("gpu_hours", "sum"),
+    )
     summary.loc["total"] = summary.sum()
     summary[["cells", "segments", "requeues"]] = summary[["cells", "segments", "requeues"]].astype(int)
     # Predicted hours of the cells the model prices; "n/a" (never NaN) where none of a stage's cells is priced.
     priced = cells.dropna(subset=["predicted_gpu_hours"])
     predicted = priced.groupby("stage")["predicted_gpu_hours"].sum()
     predicted.loc["total"] = predicted.sum() if len(priced) else None
-    summary["predicted_gpu_hours"] = [f"{predicted[s]:.3f}" if s in predicted and predicted[s] is not None else "n/a"
-                                      for s in summary.index]
+    summary["predicted_gpu_hours"] = [
+        f"{predicted[s]:.3f}" if s in predicted and predicted[s] is not None else "n/a" for s in summary.index
+    ]
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    source = (f"; predicted from {figures.describe()} (ring.plan.estimate)" if figures is not None
-              else "; no throughput figures committed, nothing predicted")
-    write_texts({prefix.with_suffix(".csv"): cells.to_csv(index=False, float_format="%.6f"),
-                 prefix.with_suffix(".md"): "**gpu_hours**: compute spent per stage (from each cell's provenance.json, "
-                 f"requeued segments included){source}\n\n"
-                 f"{summary.to_markdown(floatfmt=('', 'g', 'g', 'g', '.3f', '.3f', ''))}\n"})
+    source = (
+        f"; predicted from {figures.describe()} (ring.plan.estimate)"
+        if figures is not None
+        else "; no throughput figures committed, nothing predicted"
+    )
+    write_texts(
+        {
+            prefix.with_suffix(".csv"): cells.to_csv(index=False, float_format="%.6f"),
+            prefix.with_suffix(".md"): "**gpu_hours**: compute spent per stage (from each cell's provenance.json, "
+            f"requeued segments included){source}\n\n"
+            f"{summary.to_markdown(floatfmt=('', 'g', 'g', 'g', '.3f', '.3f', ''))}\n",
+        }
+    )
     return summary
 
 
 # ---- the appendix's toy table: "Looseness of CNCE as w_l increases" -----------------------------
 
 TOY_PROTOCOLS = {
-    "nce_critic": "ours, NCE's critic",       # one NCE-trained critic, every bound evaluated on it (held out)
-    "own_critics": "ours, own critics",       # each estimator's critic trained with its own bound (held out)
+    "nce_critic": "ours, NCE's critic",  # one NCE-trained critic, every bound evaluated on it (held out)
+    "own_critics": "ours, own critics",  # each estimator's critic trained with its own bound (held out)
     # The same critics on the training pairs and the training bank at the end of training: what a
     # training log shows, the protocol closest to the appendix's (README, "Fidelity").
     "nce_critic_train": "training data, NCE's critic",
@@ -488,7 +608,7 @@ def toy_paper(estimator: str) -> tuple[float, float]:
     if estimator == "NCE":
         entry = table["nce"]
     else:
-        entry = {float(p): v for p, v in table["cnce"].items()}.get(float(estimator[len("CNCE"):]))
+        entry = {float(p): v for p, v in table["cnce"].items()}.get(float(estimator[len("CNCE") :]))
     return (float(entry["mean"]), float(entry["stdev"])) if entry else (math.nan, math.nan)
 
 
@@ -500,13 +620,22 @@ def toy_summary(metric_files: list[str | Path]) -> pd.DataFrame:
         check_metrics(m, path, TOY_PROTOCOLS)  # the estimates it shows (a protocol not run is absent)
         for protocol in TOY_PROTOCOLS:
             for estimator, value in m.get(protocol, {}).items():
-                rows.append({"protocol": protocol, "estimator": estimator, "seed": m["seed"],
-                             "value": value, "true_mi": m["true_mi"]})
+                rows.append(
+                    {
+                        "protocol": protocol,
+                        "estimator": estimator,
+                        "seed": m["seed"],
+                        "value": value,
+                        "true_mi": m["true_mi"],
+                    }
+                )
     cells = pd.DataFrame(rows, columns=["protocol", "estimator", "seed", "value", "true_mi"])
-    out = (cells.groupby(["protocol", "estimator"], sort=False)
-           .agg(n=("value", "count"), mean=("value", "mean"), std=("value", "std"), true_mi=("true_mi", "first"))
-           .reset_index())
-    out["percentile"] = [0.0 if e == "NCE" else float(e[len("CNCE"):]) for e in out.estimator]
+    out = (
+        cells.groupby(["protocol", "estimator"], sort=False)
+        .agg(n=("value", "count"), mean=("value", "mean"), std=("value", "std"), true_mi=("true_mi", "first"))
+        .reset_index()
+    )
+    out["percentile"] = [0.0 if e == "NCE" else float(e[len("CNCE") :]) for e in out.estimator]
     out["paper_mean"], out["paper_std"] = zip(*map(toy_paper, out.estimator), strict=True) if len(out) else ([], [])
     # How far our mean lies from the paper's, in units of the paper's stdev (its own seed spread).
     out["paper_stds_away"] = (out["mean"] - out["paper_mean"]) / out["paper_std"] if len(out) else []
@@ -522,7 +651,7 @@ def _g(x: float) -> str:
 def toy_layout(summary: pd.DataFrame) -> pd.DataFrame:
     """The paper's layout: columns True, NCE, CNCE at each w_l; rows mean and stdev, ours then the paper's."""
     estimators = list(dict.fromkeys(summary.estimator))
-    columns = ["True"] + [("NCE" if e == "NCE" else f"CNCE w_l={e[len('CNCE'):]}") for e in estimators]
+    columns = ["True"] + [("NCE" if e == "NCE" else f"CNCE w_l={e[len('CNCE') :]}") for e in estimators]
     true = _g(summary.true_mi.iloc[0]) if len(summary) else "—"
     rows = {}
     for protocol, label in TOY_PROTOCOLS.items():
@@ -532,11 +661,13 @@ def toy_layout(summary: pd.DataFrame) -> pd.DataFrame:
             rows[f"{label}: mean ({n} seed{'s' * (n != 1)})"] = [true] + [_g(part.loc[e, "mean"]) for e in estimators]
             rows[f"{label}: std"] = ["—"] + [_g(part.loc[e, "std"]) for e in estimators]
             rows[f"{label}: (mean - paper) / paper stdev"] = ["—"] + [
-                _g(round(part.loc[e, "paper_stds_away"], 1)) for e in estimators]
+                _g(round(part.loc[e, "paper_stds_away"], 1)) for e in estimators
+            ]
     paper = summary.drop_duplicates("estimator").set_index("estimator")
     # A published mean above the k -> inf ceiling (the larger one) is marked: no critic reaches it.
     rows["paper: mean († above the ceiling)"] = [_g(published()["table_toy_cnce"]["true_mi"])] + [
-        _g(paper.loc[e, "paper_mean"]) + (" †" if paper.loc[e, "paper_above_ceiling"] else "") for e in estimators]
+        _g(paper.loc[e, "paper_mean"]) + (" †" if paper.loc[e, "paper_above_ceiling"] else "") for e in estimators
+    ]
     rows["paper: stdev"] = ["—"] + [_g(paper.loc[e, "paper_std"]) for e in estimators]
     k = C.ToyCNCEConfig().negatives + 1
     rows[f"ceiling, k = {k} (any critic)"] = ["—"] + [_g(paper.loc[e, "ceiling_k"]) for e in estimators]
@@ -552,7 +683,7 @@ def toy_ceiling(estimator: str) -> tuple[float, float]:
     rho = gaussian.correlation(cov)
     if estimator == "NCE":
         return math.nan, gaussian.true_mi(cov)
-    percentile = float(estimator[len("CNCE"):])
+    percentile = float(estimator[len("CNCE") :])
     return gaussian.cnce_ceiling(rho, percentile, cfg.negatives + 1), gaussian.cnce_ceiling(rho, percentile)
 
 
@@ -563,17 +694,23 @@ def toy_cnce(metric_files: list[str | Path], prefix: str | Path) -> pd.DataFrame
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     caption = "Looseness of CNCE as w_l increases (appendix toy example), estimates in nats"
-    note = ("ours: held-out estimates of each bound (fresh pairs, independent fresh bank); training data: the same "
-            "critics on the training pairs and training bank at the end of training; CNCE w_l = p draws the 100 "
-            "negatives from the closest (100 - p)% of the bank; NCE's critic: one critic trained with NCE, every bound "
-            "evaluated on it (Theorem 1's fixed f); own critics: each estimator trained its own critic; "
-            "(mean - paper) / paper stdev: the distance to the paper's mean in units of the paper's seed spread; "
-            "ceiling: the largest value the bound takes for any critic on the paper's Gaussian, at the paper's k "
-            "(100 negatives + the positive) and as k → ∞ (ring.toy_cnce.cnce_ceiling; NCE's is the true MI); "
-            "† a published mean above the k → ∞ ceiling, which no critic reaches.")
-    write_texts({prefix.with_suffix(".csv"): summary.to_csv(index=False, float_format="%.6g"),
-                 prefix.with_suffix(".md"): f"**table_toy_cnce**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n",
-                 prefix.with_suffix(".tex"): wide.to_latex(caption=f"{caption}. {note}", label="tab:toy_cnce", escape=True)})
+    note = (
+        "ours: held-out estimates of each bound (fresh pairs, independent fresh bank); training data: the same "
+        "critics on the training pairs and training bank at the end of training; CNCE w_l = p draws the 100 "
+        "negatives from the closest (100 - p)% of the bank; NCE's critic: one critic trained with NCE, every bound "
+        "evaluated on it (Theorem 1's fixed f); own critics: each estimator trained its own critic; "
+        "(mean - paper) / paper stdev: the distance to the paper's mean in units of the paper's seed spread; "
+        "ceiling: the largest value the bound takes for any critic on the paper's Gaussian, at the paper's k "
+        "(100 negatives + the positive) and as k → ∞ (ring.toy_cnce.cnce_ceiling; NCE's is the true MI); "
+        "† a published mean above the k → ∞ ceiling, which no critic reaches."
+    )
+    write_texts(
+        {
+            prefix.with_suffix(".csv"): summary.to_csv(index=False, float_format="%.6g"),
+            prefix.with_suffix(".md"): f"**table_toy_cnce**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n",
+            prefix.with_suffix(".tex"): wide.to_latex(caption=f"{caption}. {note}", label="tab:toy_cnce", escape=True),
+        }
+    )
     return wide
 
 

@@ -10,7 +10,6 @@ from ring.core import config as C
 from ring.detection import configs, convert
 from ring.detection.convert import ConversionError, check_loaded, d2_key
 from ring.engine.encoder import save_trunks
-
 from tests.helpers import run_module
 
 
@@ -40,14 +39,17 @@ def test_converted_file_is_complete_and_reproduces_torchvision(encoder_file, bac
     # A wrong map (two BatchNorms swapped) is caught numerically, not only by name.
     swapped = dict(converted)
     swapped["res2.0.conv1.norm.weight"], swapped["res2.0.conv2.norm.weight"] = (
-        converted["res2.0.conv2.norm.weight"], converted["res2.0.conv1.norm.weight"])
+        converted["res2.0.conv2.norm.weight"],
+        converted["res2.0.conv1.norm.weight"],
+    )
     with pytest.raises(ConversionError, match="differ from torchvision"):
         convert.check_against_detectron2(trunk, swapped)
 
 
 def _model(task, backbone_pkl, tmp_path, **overrides):
-    cfg = C.DetectionConfig(task=task, method="IR", source="digits", num_gpus=0,
-                            overrides={"MODEL.FPN.OUT_CHANNELS": 32, **overrides})
+    cfg = C.DetectionConfig(
+        task=task, method="IR", source="digits", num_gpus=0, overrides={"MODEL.FPN.OUT_CHANNELS": 32, **overrides}
+    )
     d2cfg = configs.build(cfg, backbone_pkl, tmp_path)
     model = build_model(d2cfg)
     DetectionCheckpointer(model).load(str(backbone_pkl))

@@ -21,6 +21,15 @@ def test_generated_dataset_is_real_coco_and_voc(datasets_root):
     xml = ET.parse(next((datasets_root / "VOC2012" / "Annotations").glob("*.xml")))
     assert xml.find("object/difficult").text == "0"
     # Every file Detectron2's builtin datasets read for the three tasks is there.
-    configs.check_datasets(["coco_2017_train", "coco_2017_val", "keypoints_coco_2017_train",
-                            "keypoints_coco_2017_val", "voc_2007_trainval", "voc_2012_trainval", "voc_2007_test"],
-                           datasets_root)
+    configs.check_datasets(
+        [
+            "coco_2017_train",
+            "coco_2017_val",
+            "keypoints_coco_2017_train",
+            "keypoints_coco_2017_val",
+            "voc_2007_trainval",
+            "voc_2012_trainval",
+            "voc_2007_test",
+        ],
+        datasets_root,
+    )

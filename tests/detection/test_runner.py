@@ -8,12 +8,11 @@ import pytest
 import torch
 
 from ring.core import config as C
-from ring.plan import grid as G
 from ring.core import stop
-from ring.detection import runner
 from ring.core.files import record_checksums
+from ring.detection import runner
 from ring.engine.runtime import Preempted
-
+from ring.plan import grid as G
 from tests.conftest import ROOT
 from tests.helpers import run_module
 
@@ -46,13 +45,23 @@ def test_each_model_trains_and_evaluates_on_the_embedded_default(task, backbone_
     assert (metrics["method"], metrics["task"], metrics["seed"]) == ("IRing", task, 0)
     assert (cell / "model_final.pth").exists() and "MAX_ITER: 2" in (cell / runner.D2_CONFIG).read_text()
     if task == "voc_det":  # README: rerun a cell by hand from its written config, with Detectron2's command line
-        again = run_module("ring.detection.train_net", "--config-file", cell / runner.D2_CONFIG, "--eval-only",
-                           "MODEL.WEIGHTS", cell / "model_final.pth", "OUTPUT_DIR", tmp_path / "by_hand",
-                           env={**os.environ, "DETECTRON2_DATASETS": str(datasets_root)})
+        again = run_module(
+            "ring.detection.train_net",
+            "--config-file",
+            cell / runner.D2_CONFIG,
+            "--eval-only",
+            "MODEL.WEIGHTS",
+            cell / "model_final.pth",
+            "OUTPUT_DIR",
+            tmp_path / "by_hand",
+            env={**os.environ, "DETECTRON2_DATASETS": str(datasets_root)},
+        )
         assert "copypaste: AP,AP50,AP75" in again.stdout + again.stderr
 
 
-def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(backbone_pkl, datasets_root, tmp_path, capsys, monkeypatch):
+def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(
+    backbone_pkl, datasets_root, tmp_path, capsys, monkeypatch
+):
     cfg = smoke_config("MoCo", "coco_det_seg", datasets_root)
     cell = tmp_path / "cell"
     cell.mkdir()
@@ -68,7 +77,10 @@ def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(backbone_pkl, d
     stale.write_bytes(b"half a checkpoint")
     status, lines = run_main(cfg, backbone_pkl, cell, capsys)
     assert status == 0, lines
-    assert not stale.exists() and "left by killed checkpoint writes: .model_0000001.pth.k1ll3d.tmp" in (cell / "log.txt").read_text()
+    assert (
+        not stale.exists()
+        and "left by killed checkpoint writes: .model_0000001.pth.k1ll3d.tmp" in (cell / "log.txt").read_text()
+    )
     assert "Starting training from iteration 1" in (cell / "log.txt").read_text()
     provenance = json.loads((cell / "provenance.json").read_text())
     assert [s["outcome"] for s in provenance["segments"]] == ["preempted", "completed"]
@@ -115,8 +127,12 @@ def test_bad_converted_checkpoints_fail_in_one_sentence(backbone_pkl, datasets_r
     partial.write_bytes(pickle.dumps(doc))
     record_checksums(tmp_path, ["partial.pkl"])
     status, lines = run_main(cfg, partial, tmp_path / "b", capsys)
-    _fails_before_training(tmp_path / "b", status, lines, f"The converted backbone {partial} does not hold a ResNet-18 "
-                           "as ring.detection.convert writes it: ")
+    _fails_before_training(
+        tmp_path / "b",
+        status,
+        lines,
+        f"The converted backbone {partial} does not hold a ResNet-18 as ring.detection.convert writes it: ",
+    )
     assert "tensors missing (e.g. ['res5.0." in lines[0]
     assert "rerun the conversion (ring convert --encoder" in lines[0]
     assert "ResNet depth" not in lines[0]
@@ -140,8 +156,9 @@ def _final_weights(cell):
 
 
 @pytest.mark.slow
-def test_one_seed_gives_one_head_initialisation_data_order_and_result_on_every_path(backbone_pkl, datasets_root,
-                                                                                   tmp_path, capsys):
+def test_one_seed_gives_one_head_initialisation_data_order_and_result_on_every_path(
+    backbone_pkl, datasets_root, tmp_path, capsys
+):
     """Two workflow runs of one cell, and the cell rerun by hand with Detectron2's command line, agree
     bit for bit on the CPU (same thread count): the seed drives every RNG on both entry points."""
     import torch
@@ -162,28 +179,42 @@ def test_one_seed_gives_one_head_initialisation_data_order_and_result_on_every_p
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
     # Detectron2's command line from the cell's written config, in another folder, one thread as the cell.
     by_hand = tmp_path / "by_hand"
-    run_module("ring.detection.train_net", "--config-file", cells[0] / runner.D2_CONFIG, "OUTPUT_DIR", by_hand,
-               env={**os.environ, "DETECTRON2_DATASETS": str(datasets_root), "OMP_NUM_THREADS": str(cfg.threads)})
+    run_module(
+        "ring.detection.train_net",
+        "--config-file",
+        cells[0] / runner.D2_CONFIG,
+        "OUTPUT_DIR",
+        by_hand,
+        env={**os.environ, "DETECTRON2_DATASETS": str(datasets_root), "OMP_NUM_THREADS": str(cfg.threads)},
+    )
     again = _final_weights(by_hand)
     assert all(torch.equal(weights[0][k], again[k]) for k in weights[0])
     assert not (by_hand / "config.yaml").exists()  # the shared setup never writes over a cell's config.yaml
 
 
 @pytest.mark.parametrize("module", ["ring.detection", "ring.detection.convert"])
-def test_detectron2_missing_says_how_to_install_the_detection_environment(module, backbone_pkl, encoder_file,
-                                                                          datasets_root, tmp_path):
+def test_detectron2_missing_says_how_to_install_the_detection_environment(
+    module, backbone_pkl, encoder_file, datasets_root, tmp_path
+):
     cell = tmp_path / "cell"
     cell.mkdir()
     C.save(smoke_config("IR", "voc_det", datasets_root), cell / "config.yaml")
-    args = {"ring.detection": ["--config", cell / "config.yaml", "--weights", backbone_pkl, "--out", cell],
-            "ring.detection.convert": ["--encoder", encoder_file, "--out", tmp_path / "backbone.pkl"]}[module]
+    args = {
+        "ring.detection": ["--config", cell / "config.yaml", "--weights", backbone_pkl, "--out", cell],
+        "ring.detection.convert": ["--encoder", encoder_file, "--out", tmp_path / "backbone.pkl"],
+    }[module]
     # An environment without Detectron2: None in sys.modules makes every import of it fail.
-    code = (f"import runpy, sys; sys.modules['detectron2'] = None; sys.argv = ['{module}', *sys.argv[1:]]; "
-            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    code = (
+        f"import runpy, sys; sys.modules['detectron2'] = None; sys.argv = ['{module}', *sys.argv[1:]]; "
+        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    )
     result = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("ring: Detectron2 is not installed in this Python environment (")
-    assert f"install the detection environment with `bash envs/install-detectron2-cpu.sh {sys.executable}`" in result.stderr
+    assert (
+        f"install the detection environment with `bash envs/install-detectron2-cpu.sh {sys.executable}`"
+        in result.stderr
+    )
 
 
 class _Payload:
@@ -205,7 +236,9 @@ def test_a_planted_pickle_payload_in_the_converted_weights_never_runs(backbone_p
     evil.write_bytes(pickle.dumps(doc))
     record_checksums(tmp_path, ["evil.pkl"])  # recorded as the cell's own: the restricted unpickler still refuses it
     status, lines = run_main(smoke_config("IR", "voc_det", datasets_root), evil, tmp_path / "cell", capsys)
-    _fails_before_training(tmp_path / "cell", status, lines, f"The converted backbone {evil} is unreadable (it names posix.mkdir")
+    _fails_before_training(
+        tmp_path / "cell", status, lines, f"The converted backbone {evil} is unreadable (it names posix.mkdir"
+    )
     with pytest.raises(ValueError, match="is unreadable"):  # Detectron2's own path (train_net by hand) too
         SafeCheckpointer(torch.nn.Linear(1, 1))._load_file(str(evil))
     assert not marker.exists()
@@ -214,21 +247,25 @@ def test_a_planted_pickle_payload_in_the_converted_weights_never_runs(backbone_p
 def test_a_code_carrying_detectron2_checkpoint_gets_the_projects_sentence(tmp_path):
     """A .pth that carries objects: refused without running them, in our words (not torch's advice to set
     weights_only=False, which would run the file's code)."""
-    from ring.engine.checkpoint import CheckpointError
     from ring.detection.train_net import SafeCheckpointer
+    from ring.engine.checkpoint import CheckpointError
 
     marker = tmp_path / "payload-ran"
     pth = tmp_path / "model_0000009.pth"
     torch.save({"model": {"w": torch.zeros(1)}, "trainer": _Payload(marker)}, pth)
     with pytest.raises(CheckpointError) as err:
         SafeCheckpointer(torch.nn.Linear(1, 1))._load_file(str(pth))
-    assert str(err.value) == (f"The Detectron2 checkpoint {pth} is unreadable or truncated (it holds objects other than "
-                              "tensors and plain data; refused without running them); delete it (and last_checkpoint "
-                              "beside it) to start this cell again.")
+    assert str(err.value) == (
+        f"The Detectron2 checkpoint {pth} is unreadable or truncated (it holds objects other than "
+        "tensors and plain data; refused without running them); delete it (and last_checkpoint "
+        "beside it) to start this cell again."
+    )
     assert "weights_only" not in str(err.value) and not marker.exists()
 
 
-def test_a_diverging_cell_stops_at_the_first_non_finite_loss_in_one_sentence(backbone_pkl, datasets_root, tmp_path, capsys):
+def test_a_diverging_cell_stops_at_the_first_non_finite_loss_in_one_sentence(
+    backbone_pkl, datasets_root, tmp_path, capsys
+):
     cfg = smoke_config("IR", "voc_det", datasets_root)
     cfg.overrides = {**cfg.overrides, "SOLVER.BASE_LR": 1e20}
     cell = tmp_path / "cell"
@@ -238,13 +275,14 @@ def test_a_diverging_cell_stops_at_the_first_non_finite_loss_in_one_sentence(bac
     assert not (cell / runner.METRICS_FILE).exists() and not (cell / "model_final.pth").exists()
 
 
-def test_weights_that_step_to_inf_after_a_finite_loss_are_never_checkpointed(backbone_pkl, datasets_root, tmp_path, capsys):
+def test_weights_that_step_to_inf_after_a_finite_loss_are_never_checkpointed(
+    backbone_pkl, datasets_root, tmp_path, capsys
+):
     # One iteration: its loss is finite (Detectron2's own check passes), its update (gradients up to
     # ~3.4 here, times 3e38) overflows the weights, and no later loss would notice; the final
     # checkpoint must refuse them.
     cfg = smoke_config("IR", "voc_det", datasets_root)
-    cfg.overrides = {**cfg.overrides, "SOLVER.MAX_ITER": 1, "SOLVER.BASE_LR": 3e38,
-                     "SOLVER.WARMUP_FACTOR": 1.0}
+    cfg.overrides = {**cfg.overrides, "SOLVER.MAX_ITER": 1, "SOLVER.BASE_LR": 3e38, "SOLVER.WARMUP_FACTOR": 1.0}
     cell = tmp_path / "cell"
     status, lines = run_main(cfg, backbone_pkl, cell, capsys)
     assert status == 1 and len(lines) == 1, lines

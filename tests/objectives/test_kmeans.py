@@ -12,7 +12,9 @@ def test_kmeans_finds_the_two_obvious_clusters_by_hand():
         assert labels[0] == labels[1] != labels[2] == labels[3]
         assert sorted(centroids.tolist()) == [[0.5, 0.0], [10.5, 0.0]]
     assert assign(torch.tensor([[9.0, 9.0], [2.0, -3.0]]), centroids, chunk_elements=2).tolist() == [
-        labels[2].item(), labels[0].item()]
+        labels[2].item(),
+        labels[0].item(),
+    ]
 
 
 def test_kmeans_rejects_more_clusters_than_points():

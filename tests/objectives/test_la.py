@@ -48,8 +48,8 @@ def test_background_neighbours_are_the_closest_entries_without_the_instance():
         assert [sorted(r) for r in idx.tolist()] == [[1, 4], [1, 4]]
 
 
-
 # --- LA's code's own-entry rule (neuroailab/LocalAggregation-Pytorch, src/objectives/localagg.py) ------
+
 
 def test_topk_rule_keeps_the_own_entry_only_when_it_is_among_the_k_closest():
     memory = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [-1.0, 0.0], [0.6, 0.8]])
@@ -76,6 +76,7 @@ def test_la_method_uses_the_reference_rule_and_ours_is_a_variant():
     from ring.core.methods import METHODS
     from ring.engine.objectives.ir import InstanceDiscrimination
     from ring.engine.objectives.kmeans import Clusterings
+
     assert dict(METHODS["LA"].fixed)["la_own_entry"] == "topk"
     assert dict(METHODS["LAOwnPositive"].fixed)["la_own_entry"] == "positive"
     # One query on its own entry, two clusterings with hand-set labels: entry 1 shares query 0's cluster.
@@ -84,8 +85,19 @@ def test_la_method_uses_the_reference_rule_and_ours_is_a_variant():
     for rule in ("topk", "positive"):
         clusterings = Clusterings(4, 1, 2, 1, 0)
         clusterings.labels = torch.tensor([[0, 0, 1, 1]])
-        obj = InstanceDiscrimination(4, 2, 2, 1.0, 0.5, False, 100, sampler="background", close_positives=True,
-                                     clusterings=clusterings, la_own_entry=rule)
+        obj = InstanceDiscrimination(
+            4,
+            2,
+            2,
+            1.0,
+            0.5,
+            False,
+            100,
+            sampler="background",
+            close_positives=True,
+            clusterings=clusterings,
+            la_own_entry=rule,
+        )
         obj.bank.memory.copy_(memory)
         obj.kmeans_on = True
         q = torch.tensor([[1.0, 0.0]])

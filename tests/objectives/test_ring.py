@@ -40,7 +40,17 @@ def test_window_mask_selects_exactly_the_hand_computed_entries():
 def test_window_mask_matches_sorting_reference_on_random_rows():
     g = torch.Generator().manual_seed(0)
     sims = torch.randn(7, 1000, generator=g)
-    for w_l, w_u in [(0, 100), (10, 60), (90, 99), (33.3, 66.6), (0, 1), (0, 90), (60, 100), (49.9, 50.1), (99.8, 99.9)]:
+    for w_l, w_u in [
+        (0, 100),
+        (10, 60),
+        (90, 99),
+        (33.3, 66.6),
+        (0, 1),
+        (0, 90),
+        (60, 100),
+        (49.9, 50.1),
+        (99.8, 99.9),
+    ]:
         assert torch.equal(R.window_mask(sims, w_l, w_u), reference_window(sims, w_l, w_u))
 
 
@@ -78,8 +88,12 @@ def test_iring_with_full_window_is_ir_loss():
     def normalized(x):
         return F.normalize(encoder(x), dim=1)
 
-    ir = InstanceDiscrimination(50, 8, negatives=20, temperature=0.07, bank_momentum=0.5, ring=False, max_chunk_elements=64)
-    iring = InstanceDiscrimination(50, 8, negatives=20, temperature=0.07, bank_momentum=0.5, ring=True, max_chunk_elements=64)
+    ir = InstanceDiscrimination(
+        50, 8, negatives=20, temperature=0.07, bank_momentum=0.5, ring=False, max_chunk_elements=64
+    )
+    iring = InstanceDiscrimination(
+        50, 8, negatives=20, temperature=0.07, bank_momentum=0.5, ring=True, max_chunk_elements=64
+    )
     iring.load_state_dict(ir.state_dict())
     x = torch.randn(6, 12)
     index = torch.tensor([0, 5, 7, 9, 11, 49])
@@ -149,8 +163,13 @@ def test_million_entry_bank_is_processed_in_bounded_chunks(monkeypatch):
 
 @pytest.mark.parametrize(
     "w_l, w_u, message",
-    [(90, 90, "w_l=90 >= w_u=90"), (95, 10, "w_l=95 >= w_u=10"), (-1, 50, "outside [0, 100]"),
-     (0, 101, "outside [0, 100]"), (math.nan, 50, "outside [0, 100]")],
+    [
+        (90, 90, "w_l=90 >= w_u=90"),
+        (95, 10, "w_l=95 >= w_u=10"),
+        (-1, 50, "outside [0, 100]"),
+        (0, 101, "outside [0, 100]"),
+        (math.nan, 50, "outside [0, 100]"),
+    ],
 )
 def test_bad_windows_fail_with_one_sentence(w_l, w_u, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -176,8 +195,16 @@ def test_negatives_count_including_positive_is_the_authors_nce():
 
     x, index = torch.randn(6, 12), torch.tensor([0, 5, 7, 9, 11, 49])
     for count, drawn in (("excluding_positive", 20), ("including_positive", 19)):
-        ir = InstanceDiscrimination(50, 8, negatives=20, temperature=0.07, bank_momentum=0.5, ring=False,
-                                    max_chunk_elements=64, negatives_count=count)
+        ir = InstanceDiscrimination(
+            50,
+            8,
+            negatives=20,
+            temperature=0.07,
+            bank_momentum=0.5,
+            ring=False,
+            max_chunk_elements=64,
+            negatives_count=count,
+        )
         memory = ir.bank.memory.clone()
         loss = ir(normalized, [x], index, None, torch.Generator().manual_seed(7))
         # The authors' get_loss, on the same draws: the positive's dot product, then a logsumexp over the
@@ -192,10 +219,10 @@ def test_negatives_count_including_positive_is_the_authors_nce():
 
 
 def test_negatives_count_is_a_config_switch_that_keeps_las_background_and_refuses_no_negative():
-    from ring.plan import checks
     from ring.core import config as C
     from ring.core import methods as M
     from ring.engine.objectives import build_objective
+    from ring.plan import checks
 
     from ..helpers import pretrain_config
 
@@ -209,8 +236,9 @@ def test_negatives_count_is_a_config_switch_that_keeps_las_background_and_refuse
     assert build_objective(M.method("IRing"), authors, encoder, 300).negatives == 255
     cmc = pretrain_config("CMC", negatives_count="including_positive")
     assert build_objective(M.method("CMC"), cmc, encoder, 300).negatives == 255
-    la = build_objective(M.method("LA"), pretrain_config("LA", negatives_count="including_positive", kmeans_k=5),
-                         encoder, 300)
+    la = build_objective(
+        M.method("LA"), pretrain_config("LA", negatives_count="including_positive", kmeans_k=5), encoder, 300
+    )
     assert (la.negatives, la.background_size) == (255, 256)  # LA's k background neighbours: no draw, their count kept
     with pytest.raises(checks.ConfigError, match="bank_negatives=1 counts the positive .* set it to at least 2"):
         checks.check(pretrain_config("IR", negatives_count="including_positive", bank_negatives=1), "here")
@@ -223,7 +251,7 @@ def test_negatives_count_is_a_config_switch_that_keeps_las_background_and_refuse
 
 def _padded(mask: torch.Tensor) -> torch.Tensor:
     out = torch.zeros((mask.shape[0], -(-mask.shape[1] // R.PAD) * R.PAD), dtype=torch.bool)
-    out[:, :mask.shape[1]] = mask
+    out[:, : mask.shape[1]] = mask
     return out
 
 
@@ -231,8 +259,17 @@ def test_blocked_draw_gives_the_cumulative_sum_draws_on_every_mask():
     """Same mask and u, same indices: sparse, dense, single-entry and edge rows, widths off the block grid."""
     g = torch.Generator().manual_seed(11)
     draws = 0
-    for n, density in [(1, 1.0), (17, 0.5), (R.BLOCK, 1.0), (R.PAD, 0.01), (R.PAD + 1, 0.3), (5_000, 0.9),
-                       (20_000, 0.001), (50_000, 0.1), (3 * R.PAD - 7, 0.5)]:
+    for n, density in [
+        (1, 1.0),
+        (17, 0.5),
+        (R.BLOCK, 1.0),
+        (R.PAD, 0.01),
+        (R.PAD + 1, 0.3),
+        (5_000, 0.9),
+        (20_000, 0.001),
+        (50_000, 0.1),
+        (3 * R.PAD - 7, 0.5),
+    ]:
         mask = torch.rand(6, n, generator=g) < density
         mask[0] = False
         mask[0, -1] = True  # one entry, in the last column: every u draws it
@@ -253,7 +290,7 @@ def test_blocked_draw_gives_the_cumulative_sum_draws_on_every_mask():
 def _tied_bank(n: int, dim: int, g: torch.Generator) -> torch.Tensor:
     """A bank whose similarities tie often: coarse coordinates and repeated rows, so boundary ties are exercised."""
     bank = torch.randint(-2, 3, (n, dim), generator=g).float()
-    bank[n // 2:] = bank[: n - n // 2]
+    bank[n // 2 :] = bank[: n - n // 2]
     return bank
 
 

@@ -24,8 +24,14 @@ def build_encoder(m: Method, cfg) -> nn.Module:
     return m.objective.load().build_encoder(cfg)
 
 
-def build_objective(m: Method, cfg, encoder: nn.Module, n_train: int, device: torch.device | None = None,
-                    max_chunk_elements: int | None = None) -> nn.Module:
+def build_objective(
+    m: Method,
+    cfg,
+    encoder: nn.Module,
+    n_train: int,
+    device: torch.device | None = None,
+    max_chunk_elements: int | None = None,
+) -> nn.Module:
     """The objective module of method ``m`` (resolved by the caller's entry point, :func:`ring.core.methods.method`)
     with a pretraining config ``cfg``, to train on ``device``.  ``max_chunk_elements``: the selection's chunk size when
     the caller already sized it (see :func:`ring.engine.objectives.ring.chunk_elements`), else sized here from the

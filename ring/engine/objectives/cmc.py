@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import torch
 
-from ring.plan import catalog, checks
 from ring.engine import distributed
 from ring.engine.encoder import LabEncoder
 from ring.engine.objectives.ir import InstanceDiscrimination, MemoryBank
-
+from ring.plan import catalog, checks
 
 # How the two views' negatives are drawn (cmc_negatives): "shared", CMC's code (HobbitLong/CMC,
 # NCE/NCEAverage.py: one multinomial draw of K indices per query indexes both memory_l and memory_ab,
@@ -40,11 +39,23 @@ class MultiviewContrast(InstanceDiscrimination):
     def config_options(cfg) -> dict:
         return {"negative_draw": cfg.cmc_negatives}
 
-    def __init__(self, n: int, dim: int, negatives: int, temperature: float, bank_momentum: float, ring: bool,
-                 max_chunk_elements: int, negative_draw: str = "per_view", **kwargs):
+    def __init__(
+        self,
+        n: int,
+        dim: int,
+        negatives: int,
+        temperature: float,
+        bank_momentum: float,
+        ring: bool,
+        max_chunk_elements: int,
+        negative_draw: str = "per_view",
+        **kwargs,
+    ):
         super().__init__(n, dim, negatives, temperature, bank_momentum, ring, max_chunk_elements, **kwargs)
         if negative_draw not in NEGATIVE_DRAWS:
-            raise ValueError(f"cmc_negatives={negative_draw!r} is not a draw; choose one of {', '.join(NEGATIVE_DRAWS)}.")
+            raise ValueError(
+                f"cmc_negatives={negative_draw!r} is not a draw; choose one of {', '.join(NEGATIVE_DRAWS)}."
+            )
         self.negative_draw = negative_draw
         self.dim = dim
         self.bank_ab = MemoryBank(n, dim, bank_momentum)
@@ -56,7 +67,7 @@ class MultiviewContrast(InstanceDiscrimination):
         z = model(views[0])
         if z.shape[1] != 2 * self.dim:
             raise ValueError(f"CMC expects [z_L, z_ab] of 2 x {self.dim} features, got {z.shape[1]}.")
-        z_l, z_ab = z[:, :self.dim], z[:, self.dim:]
+        z_l, z_ab = z[:, : self.dim], z[:, self.dim :]
         if self.negative_draw == "shared":  # CMC's code: one index set per query, for both views
             u_l = u_ab = self.draws(z_l, generator)  # drawn for the global batch, this rank's rows
         else:
@@ -65,8 +76,9 @@ class MultiviewContrast(InstanceDiscrimination):
             global_rows = len(z_l) * distributed.world_size()
             u = torch.rand((2, global_rows, self.negatives), generator=generator, device=z.device)
             u_l, u_ab = distributed.local_rows(u[0]), distributed.local_rows(u[1])
-        loss = (self.contrast(z_l, self.bank_ab.memory, index, window, u_l)
-                + self.contrast(z_ab, self.bank.memory, index, window, u_ab))
+        loss = self.contrast(z_l, self.bank_ab.memory, index, window, u_l) + self.contrast(
+            z_ab, self.bank.memory, index, window, u_ab
+        )
         all_index = distributed.all_gather(index)
         self.bank.update(all_index, distributed.all_gather(z_l.detach()))
         self.bank_ab.update(all_index, distributed.all_gather(z_ab.detach()))

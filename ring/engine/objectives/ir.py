@@ -27,10 +27,13 @@ from ring.engine import distributed
 from ring.engine.encoder import Encoder
 from ring.engine.objectives.cave import sample_in_clusters
 from ring.engine.objectives.kmeans import Clusterings
-from ring.engine.objectives.la import (LA_OWN_ENTRY_RULES, background_neighbours, local_aggregation_loss,
-                                local_aggregation_loss_topk)
+from ring.engine.objectives.la import (
+    LA_OWN_ENTRY_RULES,
+    background_neighbours,
+    local_aggregation_loss,
+    local_aggregation_loss_topk,
+)
 from ring.engine.objectives.ring import sample_in_window, sample_uniform
-
 
 NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # negatives_count: see the module docstring
 
@@ -82,40 +85,71 @@ class InstanceDiscrimination(nn.Module):
         return Encoder(cfg.head, cfg.out_dim)
 
     @classmethod
-    def from_config(cls, m, cfg, model: nn.Module, n_train: int, max_chunk_elements: int) -> "InstanceDiscrimination":
+    def from_config(cls, m, cfg, model: nn.Module, n_train: int, max_chunk_elements: int) -> InstanceDiscrimination:
         """Method ``m``'s (:class:`ring.core.methods.Method`) loss module from a pretraining config; ``model`` is unused
         (the bank holds the keys)."""
         clusterings = None
         if m.uses_kmeans:
             clusterings = Clusterings(n_train, cfg.kmeans_clusterings, cfg.kmeans_k, cfg.kmeans_iters, cfg.seed)
-        return cls(n=n_train, dim=cfg.out_dim, negatives=cfg.bank_negatives, temperature=cfg.temperature,
-                   bank_momentum=cfg.bank_momentum, ring=m.ring, max_chunk_elements=max_chunk_elements,
-                   sampler=m.sampler, close_positives=m.close_positives, clusterings=clusterings,
-                   warmup_epochs=cfg.kmeans_warmup_epochs, la_own_entry=cfg.la_own_entry,
-                   negatives_count=cfg.negatives_count, **cls.config_options(cfg))
+        return cls(
+            n=n_train,
+            dim=cfg.out_dim,
+            negatives=cfg.bank_negatives,
+            temperature=cfg.temperature,
+            bank_momentum=cfg.bank_momentum,
+            ring=m.ring,
+            max_chunk_elements=max_chunk_elements,
+            sampler=m.sampler,
+            close_positives=m.close_positives,
+            clusterings=clusterings,
+            warmup_epochs=cfg.kmeans_warmup_epochs,
+            la_own_entry=cfg.la_own_entry,
+            negatives_count=cfg.negatives_count,
+            **cls.config_options(cfg),
+        )
 
     @staticmethod
     def config_options(cfg) -> dict:
         """Keyword arguments a subclass takes from the config beyond the bank's."""
         return {}
 
-    def __init__(self, n: int, dim: int, negatives: int, temperature: float, bank_momentum: float,
-                 ring: bool, max_chunk_elements: int, *, sampler: str | None = None, close_positives: bool = False,
-                 clusterings: Clusterings | None = None, warmup_epochs: int = 0, la_own_entry: str = "positive",
-                 negatives_count: str = "excluding_positive"):
+    def __init__(
+        self,
+        n: int,
+        dim: int,
+        negatives: int,
+        temperature: float,
+        bank_momentum: float,
+        ring: bool,
+        max_chunk_elements: int,
+        *,
+        sampler: str | None = None,
+        close_positives: bool = False,
+        clusterings: Clusterings | None = None,
+        warmup_epochs: int = 0,
+        la_own_entry: str = "positive",
+        negatives_count: str = "excluding_positive",
+    ):
         super().__init__()
         if negatives_count not in NEGATIVES_COUNTS:
-            raise ValueError(f"negatives_count={negatives_count!r} is not a count; choose one of {', '.join(NEGATIVES_COUNTS)}.")
+            raise ValueError(
+                f"negatives_count={negatives_count!r} is not a count; choose one of {', '.join(NEGATIVES_COUNTS)}."
+            )
         if negatives_count == "including_positive" and negatives < 2:
-            raise ValueError(f"bank_negatives={negatives} counts the positive (negatives_count: including_positive), "
-                             "so no negative is left; set it to at least 2.")
+            raise ValueError(
+                f"bank_negatives={negatives} counts the positive (negatives_count: including_positive), "
+                "so no negative is left; set it to at least 2."
+            )
         if la_own_entry not in LA_OWN_ENTRY_RULES:
-            raise ValueError(f"la_own_entry={la_own_entry!r} is not a rule; choose one of {', '.join(LA_OWN_ENTRY_RULES)}.")
+            raise ValueError(
+                f"la_own_entry={la_own_entry!r} is not a rule; choose one of {', '.join(LA_OWN_ENTRY_RULES)}."
+            )
         # LA's own-entry rule (ring.engine.objectives.la); only the background sampler (LA) reads it.
         self.la_own_entry = la_own_entry
         if negatives > n:
             raise ValueError(
-                f"bank_negatives={negatives} is larger than the memory bank ({n} training images); set it to at most {n}."
+                f"bank_negatives={negatives} is larger than the memory bank ({n} training images); set it to at most "
+                f"{n}."
             )
         self.sampler = sampler or ("ring" if ring else "uniform")
         self.close_positives = close_positives
@@ -148,8 +182,14 @@ class InstanceDiscrimination(nn.Module):
 
     # -- one query set against one bank ---------------------------------------------------------
     @torch.no_grad()
-    def negative_indices(self, q: torch.Tensor, window: tuple[float, float] | None, u: torch.Tensor,
-                         memory: torch.Tensor | None = None, index: torch.Tensor | None = None) -> torch.Tensor:
+    def negative_indices(
+        self,
+        q: torch.Tensor,
+        window: tuple[float, float] | None,
+        u: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        index: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         memory = self.bank.memory if memory is None else memory
         sampler = self.active_sampler()
         if sampler == "uniform":
@@ -157,8 +197,14 @@ class InstanceDiscrimination(nn.Module):
         if sampler == "cave":
             return sample_in_clusters(self.clusterings, index, u, self.max_chunk_elements)
         if sampler == "background":
-            return background_neighbours(q.detach(), memory, index, self.background_size, self.max_chunk_elements,
-                                         include_own=self.la_own_entry == "topk")
+            return background_neighbours(
+                q.detach(),
+                memory,
+                index,
+                self.background_size,
+                self.max_chunk_elements,
+                include_own=self.la_own_entry == "topk",
+            )
         w_l, w_u = window
         return sample_in_window(q.detach(), memory, w_l, w_u, u, self.max_chunk_elements)
 
@@ -167,7 +213,9 @@ class InstanceDiscrimination(nn.Module):
             return "uniform"  # warm-up: the base method
         return self.sampler
 
-    def contrast(self, q: torch.Tensor, memory: torch.Tensor, index: torch.Tensor, window, u: torch.Tensor) -> torch.Tensor:
+    def contrast(
+        self, q: torch.Tensor, memory: torch.Tensor, index: torch.Tensor, window, u: torch.Tensor
+    ) -> torch.Tensor:
         """The loss of queries ``q`` whose positives are ``memory[index]``."""
         neg_idx = self.negative_indices(q, window, u, memory, index)
         if not (self.close_positives and self.kmeans_on):

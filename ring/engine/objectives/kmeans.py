@@ -21,7 +21,7 @@ def assign(x: torch.Tensor, centroids: torch.Tensor, chunk_elements: int = ASSIG
     c_sq = (centroids * centroids).sum(dim=1)
     step = max(1, chunk_elements // max(len(centroids), 1))
     # ||x - c||^2 = ||x||^2 - 2 x.c + ||c||^2; the first term does not change the argmin.
-    return torch.cat([(c_sq - 2.0 * x[s:s + step] @ centroids.T).argmin(dim=1) for s in range(0, len(x), step)])
+    return torch.cat([(c_sq - 2.0 * x[s : s + step] @ centroids.T).argmin(dim=1) for s in range(0, len(x), step)])
 
 
 @torch.no_grad()
@@ -77,7 +77,8 @@ class Clusterings(nn.Module):
 
     @torch.no_grad()
     def same_cluster(self, index: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
-        """Boolean ``index.shape x others.shape[1:]``: ``others[b, j]`` shares a cluster with ``index[b]`` in any clustering."""
+        """Boolean ``index.shape x others.shape[1:]``: ``others[b, j]`` shares a cluster with ``index[b]`` in any
+        clustering."""
         mine = self.labels[:, index].unsqueeze(-1)  # h x B x 1
         return (mine == self.labels[:, others]).any(dim=0)
 

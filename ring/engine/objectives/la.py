@@ -26,33 +26,45 @@ import torch
 
 from ring.plan import checks
 
-
 # LA's code: loss = -log(relative_prob + 1e-7), which keeps a query without close neighbours finite.
 LA_EPSILON = 1e-7
 LA_OWN_ENTRY_RULES = checks.LA_OWN_ENTRY_RULES
 
 
 @torch.no_grad()
-
-def background_neighbours(q: torch.Tensor, memory: torch.Tensor, index: torch.Tensor, k: int,
-                          max_chunk_elements: int, include_own: bool = False) -> torch.Tensor:
+def background_neighbours(
+    q: torch.Tensor,
+    memory: torch.Tensor,
+    index: torch.Tensor,
+    k: int,
+    max_chunk_elements: int,
+    include_own: bool = False,
+) -> torch.Tensor:
     """B x k indices of the bank entries closest to each query, its own entry ``index`` excluded
     unless ``include_own`` (LA's code: the k closest of the whole bank)."""
     n = memory.shape[0]
     if k >= n:
-        raise ValueError(f"LA needs fewer background neighbours (bank_negatives={k}) than bank entries ({n}); lower it.")
+        raise ValueError(
+            f"LA needs fewer background neighbours (bank_negatives={k}) than bank entries ({n}); lower it."
+        )
     out = torch.empty((len(q), k), dtype=torch.long, device=q.device)
     step = max(1, min(len(q), max_chunk_elements // max(n, 1)))
     for start in range(0, len(q), step):
-        sims = q[start:start + step] @ memory.T
+        sims = q[start : start + step] @ memory.T
         if not include_own:
-            sims.scatter_(1, index[start:start + step, None], float("-inf"))
-        out[start:start + step] = torch.topk(sims, k, dim=1, sorted=False).indices
+            sims.scatter_(1, index[start : start + step, None], float("-inf"))
+        out[start : start + step] = torch.topk(sims, k, dim=1, sorted=False).indices
     return out
 
 
-def local_aggregation_loss(l_pos: torch.Tensor, l_close: torch.Tensor, close: torch.Tensor,
-                           l_neg: torch.Tensor, neg_keep: torch.Tensor | None, temperature: float) -> torch.Tensor:
+def local_aggregation_loss(
+    l_pos: torch.Tensor,
+    l_close: torch.Tensor,
+    close: torch.Tensor,
+    l_neg: torch.Tensor,
+    neg_keep: torch.Tensor | None,
+    temperature: float,
+) -> torch.Tensor:
     """Mean over queries of ``-log(sum_P e^{l/tau} / sum_{P u N} e^{l/tau})``.
 
     ``l_pos`` (B x 1) is the instance's own similarity; ``l_close`` (B x C) candidate close
@@ -67,8 +79,9 @@ def local_aggregation_loss(l_pos: torch.Tensor, l_close: torch.Tensor, close: to
     return (torch.logsumexp(everything, dim=1) - torch.logsumexp(positives, dim=1)).mean()
 
 
-def local_aggregation_loss_topk(l_background: torch.Tensor, close: torch.Tensor, temperature: float,
-                                epsilon: float = LA_EPSILON) -> torch.Tensor:
+def local_aggregation_loss_topk(
+    l_background: torch.Tensor, close: torch.Tensor, temperature: float, epsilon: float = LA_EPSILON
+) -> torch.Tensor:
     """LA's code's loss: mean over queries of ``-log(sum_{C_i} p + epsilon)`` with ``p`` the softmax of
     ``l_background / temperature`` (B x k) over the background ``B_i`` and ``close`` (B x k boolean)
     the entries of ``B_i`` sharing a cluster with the instance (its own entry, when there, included)."""

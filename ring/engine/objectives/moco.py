@@ -25,8 +25,9 @@ from ring.engine.objectives.ir import random_unit_rows
 from ring.engine.objectives.ring import window_mask
 
 
-def moco_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, temperature: float,
-              window: tuple[float, float] | None = None) -> torch.Tensor:
+def moco_loss(
+    q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, temperature: float, window: tuple[float, float] | None = None
+) -> torch.Tensor:
     """Cross-entropy of the positive among ``[q.k, q.queue_j ...]``; ``window`` masks the queue."""
     l_pos = (q * k).sum(dim=1, keepdim=True)
     l_neg = q @ queue.T
@@ -46,15 +47,24 @@ class MomentumContrast(nn.Module):
         return Encoder(cfg.head, cfg.out_dim)
 
     @classmethod
-    def from_config(cls, m, cfg, model: nn.Module, n_train: int, max_chunk_elements: int) -> "MomentumContrast":
+    def from_config(cls, m, cfg, model: nn.Module, n_train: int, max_chunk_elements: int) -> MomentumContrast:
         """Method ``m``'s loss module; the key encoder starts as a copy of ``model`` (BatchNorm groups included)."""
         if cfg.queue_size < cfg.batch_size:
-            raise ValueError(f"queue_size={cfg.queue_size} is smaller than batch_size={cfg.batch_size}; raise queue_size.")
-        return cls(model, dim=cfg.out_dim, queue_size=cfg.queue_size, key_momentum=cfg.key_momentum,
-                   temperature=cfg.temperature, ring=m.ring)
+            raise ValueError(
+                f"queue_size={cfg.queue_size} is smaller than batch_size={cfg.batch_size}; raise queue_size."
+            )
+        return cls(
+            model,
+            dim=cfg.out_dim,
+            queue_size=cfg.queue_size,
+            key_momentum=cfg.key_momentum,
+            temperature=cfg.temperature,
+            ring=m.ring,
+        )
 
-    def __init__(self, encoder: nn.Module, dim: int, queue_size: int, key_momentum: float,
-                 temperature: float, ring: bool):
+    def __init__(
+        self, encoder: nn.Module, dim: int, queue_size: int, key_momentum: float, temperature: float, ring: bool
+    ):
         super().__init__()
         if queue_size < 1:
             raise ValueError(f"queue_size={queue_size} must be at least the batch size.")

@@ -45,10 +45,12 @@ Cost
 ----
 The selection never sorts.  Per query it needs the values at two ranks, found by selection
 (an unsorted ``torch.topk`` of the eligible slice and a ``torch.kthvalue`` inside it, O(N)), and
-only for the bounds that are not trivial (``w_l = 0`` and ``w_u = 100`` need none).  Queries are processed in chunks so that at most
+only for the bounds that are not trivial (``w_l = 0`` and ``w_u = 100`` need none).  Queries are processed in chunks
+so that at most
 ``max_chunk_elements`` similarities exist at once (:func:`chunk_elements`: sized by the GPU's
 memory, 2**25 on CPUs): on an 80 GB GPU a 1.28M-entry ImageNet bank with a batch of 256 is one
-chunk; with 2**25 (128 MiB in fp32) it is ten chunks of 26 queries.  Selection runs without autograd; only the chosen negatives enter the loss.
+chunk; with 2**25 (128 MiB in fp32) it is ten chunks of 26 queries.  Selection runs without autograd; only the chosen
+negatives enter the loss.
 """
 
 from __future__ import annotations
@@ -85,13 +87,10 @@ def validate_window(w_l: float, w_u: float) -> None:
     """Fail with one sentence when a percentile window is unusable."""
     for name, value in (("w_l", w_l), ("w_u", w_u)):
         if not (0.0 <= value <= 100.0) or math.isnan(value):
-            raise ValueError(
-                f"Ring percentile {name}={value} is outside [0, 100]; percentiles are given in percent."
-            )
+            raise ValueError(f"Ring percentile {name}={value} is outside [0, 100]; percentiles are given in percent.")
     if w_l >= w_u:
         raise ValueError(
-            f"Ring window w_l={w_l} >= w_u={w_u} selects nothing; choose w_l < w_u "
-            "(w_l=0, w_u=100 is the base method)."
+            f"Ring window w_l={w_l} >= w_u={w_u} selects nothing; choose w_l < w_u (w_l=0, w_u=100 is the base method)."
         )
 
 
