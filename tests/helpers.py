@@ -109,7 +109,8 @@ def retrain_and_undo(evaluate, encoder_file, cell, outputs=("metrics.json",)) ->
     evaluate()
     aside = cell / rerun.RUNS / rerun.run_key(record["config_hash"], record["encoder_sha256"])
     assert {name: (aside / name).read_bytes() for name in first} == first  # nothing finished is deleted
-    assert not list(cell.glob("checkpoint.stale-*")) and (aside / "checkpoint.pt").is_file()
+    # keep_superseded: results (the default) drops the probe's checkpoint; its finished outputs stay.
+    assert not list(cell.glob("checkpoint.stale-*")) and not (aside / "checkpoint.pt").exists()
     second = {name: (cell / name).read_bytes() for name in outputs}
     assert second != {name: first[name] for name in outputs}
 

@@ -85,7 +85,9 @@ def test_a_checkpoint_of_another_encoder_without_a_run_record_is_kept_under_runs
     evaluation = LinearEval(lincls_config(epochs=1), encoder_file, cell)
     evaluation.resume()
     assert evaluation.epoch == 0 and not (cell / "checkpoint.pt").exists()
-    assert not list(cell.glob("checkpoint.stale-*")) and len(list(cell.glob("runs/*/checkpoint.pt"))) == 1
+    # Kept under runs/ (its checkpoint dropped under keep_superseded: results, the default), never in the cell.
+    assert not list(cell.glob("checkpoint.stale-*")) and len(list(cell.glob("runs/*/metrics.json"))) == 1
+    assert not list(cell.glob("runs/*/checkpoint.pt"))
 
 
 def test_wrong_encoder_files_fail_with_one_sentence(tmp_path):
