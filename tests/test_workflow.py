@@ -482,7 +482,8 @@ def test_an_edit_keeps_the_old_encoders_evaluation_and_an_undo_brings_it_back_un
     grid_file.write_text(yaml.safe_dump(values))
     output = (lambda r: r.stdout + r.stderr)(run())
     assert {name: (kept / name).read_bytes() for name in first} == first  # nothing finished is deleted
-    assert (kept / "checkpoint.pt").is_file() and "the encoder it evaluates changed" in output
+    # keep_superseded: results (the default) keeps what a table needs and drops the probe's checkpoint.
+    assert not (kept / "checkpoint.pt").exists() and "the encoder it evaluates changed" in output
     edited = (cell / "metrics.json").read_bytes()
     assert edited != first["metrics.json"]
 
