@@ -5,6 +5,7 @@ These tests never skip: a machine without the cluster fails them, as CI must.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -255,7 +256,7 @@ def test_external_requeue_resumes_from_the_periodic_checkpoint(tmp_path, referen
     assert provenance["wall_s"] == round(sum(s["wall_s"] for s in provenance["segments"]), 3)
     # One line per state change, and the final state is shown (the old client stopped at REQUEUED).
     states = [line.split()[5] for line in out.splitlines() if f"SLURM job {job_id} " in line and "min)" in line]
-    assert states[-1] == "COMPLETED" and all(a != b for a, b in zip(states, states[1:], strict=True)), states
+    assert states[-1] == "COMPLETED" and all(a != b for a, b in itertools.pairwise(states)), states
     assert same_weights(reference, cell / "encoder.pt")
 
 

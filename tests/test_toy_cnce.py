@@ -132,7 +132,7 @@ def test_full_size_bounds_keep_theorem_1s_order():
     for protocol in ("nce_critic", "nce_critic_train"):
         mean = {name: sum(r[protocol][name] for r in results) / len(results) for name, _ in T.estimators(cfg)}
         cnce = [mean[f"CNCE{p:g}"] for p in cfg.percentages]
-        assert all(a > b for a, b in zip([mean["NCE"], *cnce], cnce, strict=True)), (protocol, mean)
+        assert all(a > b for a, b in itertools.pairwise([mean["NCE"], *cnce])), (protocol, mean)
     held_out = sum(r["nce_critic"]["NCE"] for r in results) / len(results)
     assert 0.005 < held_out < results[0]["true_mi"]
 
@@ -291,9 +291,7 @@ def test_ceiling_of_the_papers_gaussian():
     assert T.cnce_ceiling(rho, 0.0) == pytest.approx(T.true_mi(cov), abs=1e-7)
     paper = tables.published()["table_toy_cnce"]["cnce"]
     at_k, at_inf = ([T.cnce_ceiling(rho, float(w), kk) for w in (10, 25, 50)] for kk in (k, None))
-    assert at_inf[0] < T.true_mi(cov) and all(
-        a > b for a, b in zip(at_inf, at_inf[1:], strict=True)
-    )  # looser as w_l grows
+    assert at_inf[0] < T.true_mi(cov) and all(a > b for a, b in itertools.pairwise(at_inf))  # looser as w_l grows
     assert all(0 < a < b for a, b in zip(at_k, at_inf, strict=True))  # fewer negatives, a lower ceiling
     # The finding: the published w_l = 10 mean lies above the ceiling by many of its own stdevs.
     assert (paper[10]["mean"] - at_inf[0]) / paper[10]["stdev"] > 10
