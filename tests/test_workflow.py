@@ -722,22 +722,24 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     status = batch("status")
     assert status.returncode == 0, status.stderr
     disk = status.stdout.splitlines()[-1]
-    assert disk.startswith("disk: 1 superseded run (") and "and 2 cell folders the grid no longer names (" in disk
+    # The edited pretraining run, and its linear evaluation kept per encoder (issue 32 item 3) in the lincls cell.
+    (kept_eval,) = (base / "lincls" / "digits" / "IR" / "seed0" / "runs").iterdir()
+    assert disk.startswith("disk: 2 superseded runs (") and "and 2 cell folders the grid no longer names (" in disk
     assert f"prune --grid {grid_file} --dry-run" in disk
     dry = batch("prune", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     seed1 = [base / stage / "digits" / "IR" / "seed1" for stage in ("pretrain", "lincls")]
     listed = dry.stdout.splitlines()
     assert {line.split()[-1] for line in listed[:-1]} == {
-        str(p.relative_to(workdir)) for p in [cell / "runs" / edited, *seed1]
+        str(p.relative_to(workdir)) for p in [cell / "runs" / edited, kept_eval, *seed1]
     }
     assert all(re.match(r" *\d+\.\d+ (MB|GB)  ", line) for line in listed[:-1])
     assert re.fullmatch(
-        r"total: 1 superseded run \(.+ MB\) and 2 cell folders the grid no longer names \(.+ MB\); "
+        r"total: 2 superseded runs \(.+ MB\) and 2 cell folders the grid no longer names \(.+ MB\); "
         r"would free .+ MB \(--dry-run: nothing removed\)",
         listed[-1],
     ), listed[-1]
-    assert all(p.is_dir() for p in [cell / "runs" / edited, *seed1])
+    assert all(p.is_dir() for p in [cell / "runs" / edited, kept_eval, *seed1])
 
     # prune removes them, and the grid's live cells keep every file: the tables build from them unchanged.
     live = {
