@@ -1,5 +1,5 @@
 """ring-bench, in layers (each imports only from its own layer or below; .importlinter, checked by
-`lint-imports` in tests/test_layers.py):
+`lint-imports` in tests/project/test_layers.py):
 
 - stages, on a GPU node: :mod:`ring.pretrain`, :mod:`ring.lincls`, :mod:`ring.transfer` (over lincls),
   :mod:`ring.toy_cnce`, :mod:`ring.detection`; each is ``ring <stage>`` (or ``python -m ring.<stage>``).

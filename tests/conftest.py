@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests import ROOT
+
 sys.path.insert(0, str(ROOT))
 
 # The compiled-network tests share TorchInductor's kernel cache, in this process and in the stages' subprocesses; kept
@@ -33,7 +34,7 @@ def no_pending_stop():
 
 @pytest.fixture(autouse=True)
 def no_wandb_from_the_shell(monkeypatch):
-    """A developer's own RING_WANDB_PROJECT must not send every test's cells to W&B (tests/test_wandb.py sets it)."""
+    """A developer's own RING_WANDB_PROJECT must not send every test's cells to W&B (tests/engine/test_logs_wandb.py sets it)."""
     monkeypatch.delenv("RING_WANDB_PROJECT", raising=False)
 
 

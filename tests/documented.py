@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests import ROOT
+
 _HEADING = re.compile(r"(#{1,6}) (.+)")
 _BASH = re.compile(r"```bash\n(.*?)```", re.S)
 

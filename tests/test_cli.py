@@ -13,8 +13,7 @@ import tomllib
 
 import ring
 from ring import cli
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests import ROOT
 
 
 def test_help_lists_every_command_with_its_line_and_loads_no_torch():

@@ -22,8 +22,7 @@ from ring.engine.checkpoint import CheckpointError, load_verified
 from ring.engine.encoder import LabEncoder, export_trunks, load_feature_extractor, save_trunks
 from ring.pretrain import Pretraining
 from ring.reports import tables
-
-from .helpers import lincls_config, pretrain_config, run_module
+from tests.helpers import lincls_config, pretrain_config, run_module
 
 # Two short epochs at 16 pixels (a checkpoint and the one before it); no kNN monitor (it touches nothing tested here).
 FAST = dict(epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)

@@ -9,8 +9,7 @@ from ring.core.files import FileError, record_checksums
 from ring.engine.checkpoint import CheckpointError
 from ring.engine.encoder import Encoder, save_trunks, torchvision_state_dict
 from ring.lincls import LinearEval
-
-from .helpers import lincls_config, retrain_and_undo
+from tests.helpers import lincls_config, retrain_and_undo
 
 
 def _state_hash(module) -> str:

@@ -12,8 +12,7 @@ from ring.core import config as C
 from ring.core.methods import METHODS
 from ring.engine.checkpoint import CheckpointError, atomic_save, checksummed, safe_load
 from ring.pretrain import Pretraining
-
-from .helpers import pretrain_config, run_module
+from tests.helpers import pretrain_config, run_module
 
 
 def _run_cell(tmp_path, name, cfg):

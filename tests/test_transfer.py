@@ -10,9 +10,8 @@ from ring.core import config as C
 from ring.data import metadataset
 from ring.lincls import LinearEval
 from ring.plan import listings
-
-from .helpers import TINY_LINCLS, retrain_and_undo
-from .test_metadataset import write_cub
+from tests.data.test_metadataset import write_cub
+from tests.helpers import TINY_LINCLS, retrain_and_undo
 
 
 @pytest.fixture

@@ -108,7 +108,7 @@ THREAD_VARIABLES = (
 
 
 # The one definition of a stage's resource keys and types: the workflow's config schema.  Resources
-# validates against it, and tests/test_launch.py checks that its fields are the schema's properties.
+# validates against it, and tests/cluster/test_launch.py checks that its fields are the schema's properties.
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 

@@ -389,7 +389,7 @@ def missing(name: str) -> str | None:
 
 def implementation_problem(name: str) -> str | None:
     """Why method ``name``'s torch class cannot be built (one clause), checked for methods an entry point registered;
-    None for ring's own, which tests/test_extension.py resolves."""
+    None for ring's own, which tests/project/test_plugin_guide.py resolves."""
     if name not in METHODS.plugins:
         return None
     return METHODS[name].objective.implementation_problem()

@@ -19,14 +19,14 @@ that live there (in-memory datasets, :func:`device_images`) or that were just de
 * horizontal flip, grayscale (PIL's ITU-R 601-2 luma), normalisation.
 
 A view batch costs the same few dozen torch calls whatever its size and parameters, and none of them
-waits for the device (``tests/test_augment.py`` holds them to a budget): on a GPU the host launching
+waits for the device (``tests/data/test_augment.py`` holds them to a budget): on a GPU the host launching
 work, not the device, would otherwise bound the views.  Compiled (``compile: auto`` on CUDA, see
 :class:`DeviceViews`), the elementwise ones fuse into a few kernels beside the matmuls.
 
 Each step rounds to the 256 levels of a uint8 image, as PIL does between its operations.  What
 differs from PIL: float instead of PIL's fixed-point filter weights (a rounding tie can go the
 other way), and the hue rotation (PIL's C converts between RGB and HSV in its own arithmetic; the
-tables hold this module's float rendering of it).  ``tests/test_augment.py`` bounds the difference.
+tables hold this module's float rendering of it).  ``tests/data/test_augment.py`` bounds the difference.
 """
 
 from __future__ import annotations
@@ -450,7 +450,7 @@ def apply(
     """Views of uint8 ``images`` (B x C x H x W, C = 1 or 3) with ``params`` (B x N_PARAMS from :class:`ViewParams`).
 
     Returns normalised float32 B x 3 x crop x crop views on the images' device.  The same torch calls whatever
-    the batch and its parameters, and none waits for the device (tests/test_augment.py holds them to a budget).
+    the batch and its parameters, and none waits for the device (tests/data/test_augment.py holds them to a budget).
     ``compiled``: fused by torch.compile into a few kernels (see :class:`DeviceViews`), the same pixels.
     """
     device = images.device
@@ -467,7 +467,7 @@ class DeviceViews:
 
     ``compiled`` (``ring.engine.encoder.resolve_compile``: ``compile: auto`` on CUDA) runs :func:`apply` compiled:
     about 100 calls a view batch become 10 (5 fused kernels, 4 matmuls and the parameters' copy, counted on the
-    CPU by tests/test_augment.py), the same pixels.  A JPEG batch's resize to ``resize`` stays eager: each image has
+    CPU by tests/data/test_augment.py), the same pixels.  A JPEG batch's resize to ``resize`` stays eager: each image has
     its own size (a graph each), and its five calls (conversion, two matmuls, two roundings) would stay five.
     """
 

@@ -20,7 +20,7 @@ same batches from its ``step_in_epoch`` on.  Of each view:
 * the crop box is drawn by DALI's own Philox generator inside ``image_random_crop``, whose state is
   given per batch (DALI derives each sample's stream from it and the sample's place in the batch),
   hashed from ``(seed, epoch, step, view, rank)`` -- a pure function of the batch, not of the image:
-  a resume at step ``s`` of an epoch reproduces step ``s``'s crops exactly (``tests/test_dali.py``),
+  a resume at step ``s`` of an epoch reproduces step ``s``'s crops exactly (``tests/data/test_dali.py``),
   and another world size, which splits the batches differently, draws other crops.
 
 The per-batch state goes through ``_random_state``, the argument input that DALI's dynamic mode

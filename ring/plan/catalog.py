@@ -67,7 +67,7 @@ DATASETS: dict[str, DatasetSpec] = {
     "digits": DatasetSpec(
         display="Digits",
         num_classes=10,
-        # Mean/std of the training split's 0..255 pixels (asserted by tests/test_datasets.py).
+        # Mean/std of the training split's 0..255 pixels (asserted by tests/data/test_datasets.py).
         mean=(0.3053,) * 3,
         std=(0.3758,) * 3,
         required=(),
@@ -80,7 +80,7 @@ DATASETS: dict[str, DatasetSpec] = {
     "digits_colour": DatasetSpec(
         display="Digits (colour)",
         num_classes=10,
-        # Per-channel mean/std of the training split's 0..255 pixels (asserted by tests/test_datasets.py).
+        # Per-channel mean/std of the training split's 0..255 pixels (asserted by tests/data/test_datasets.py).
         mean=(0.2323, 0.2260, 0.2297),
         std=(0.3058, 0.2977, 0.3017),
         required=(),
@@ -286,7 +286,7 @@ def folder(name: str, data_root: str | Path) -> Path:
 
 
 # The catalog datasets that ring.data.fetch downloads (its recipes need torchvision, so they are named here
-# for the torch-free check; tests/test_fetch.py asserts that the two agree).
+# for the torch-free check; tests/data/test_fetch.py asserts that the two agree).
 FETCHED = frozenset(
     {
         "cifar10",

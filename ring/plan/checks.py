@@ -563,7 +563,7 @@ def load_checked(stage: str, path) -> object:
 REFERENCE_HINT = "every key is described in docs/configuration.md and by `ring describe`"
 
 # What the checks above allow, per key, for the configuration reference (ring.plan.reference); a key
-# not listed takes any value of its type.  tests/test_reference.py keeps each entry a real field.
+# not listed takes any value of its type.  tests/plan/test_reference.py keeps each entry a real field.
 ALLOWED = {
     "method": f"one of {', '.join(METHODS)}",
     "dataset": "a catalog dataset (pretraining: "

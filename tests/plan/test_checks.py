@@ -1,0 +1,500 @@
+"""Plan-time checks (ring.plan.checks) through the real interface: a grid file given by path to `snakemake -n`.
+
+Each broken grid must stop the plan with one sentence naming the grid file, stage, cell, key, value
+and fix, a non-zero exit, no job planned or run and no results/ folder created.
+"""
+
+import copy
+import subprocess
+
+import pytest
+import yaml
+
+from ring.core import config as C
+from ring.plan import checks
+from tests import ROOT
+from tests.helpers import pretrain_config, run_module
+from tests.workflow.test_workflow import snakemake, workdir  # noqa: F401  (fixture)
+
+# A valid grid on the embedded digits (1347 training images), every block present.
+BASE = {
+    "datasets": ["digits"],
+    "methods": ["IR", "IRing", "MoCoRing"],
+    "seeds": [0],
+    "pretrain": {
+        "all": {
+            "epochs": 2,
+            "batch_size": 64,
+            "lr_milestones": [1],
+            "resize": 32,
+            "crop": 32,
+            "bank_negatives": 256,
+            "queue_size": 256,
+            "ring_anneal_epochs": 1,
+        }
+    },
+    "lincls": {"all": {"epochs": 2, "batch_size": 64, "resize": 32, "crop": 32}},
+    "transfer": {"source": "digits", "datasets": ["shapes"], "all": {"resize": 32, "crop": 32, "batch_size": 64}},
+    "toy_cnce": {"seeds": [0], "epochs": 2},
+    "detection": {
+        "source": "digits",
+        "methods": ["IR"],
+        "tasks": ["voc_det"],
+        "datasets": "embedded",
+        "all": {"num_gpus": 0, "overrides": {"SOLVER.MAX_ITER": 2}},
+    },
+    "studies": {
+        "hard_negatives": {
+            "dataset": "digits",
+            "methods": ["IR", "IRing"],
+            "seeds": [0],
+            "pretrain": {
+                "epochs": 2,
+                "resize": 16,
+                "crop": 16,
+                "ring_inner": None,
+                "ring_w_u": 100.0,
+                "ring_anneal": "none",
+            },
+            "variants": {
+                "source": {"snapshot_epochs": [0, 1]},
+                "t10": {"ring_w_l": [90.0, 90.0], "init_from": {"method": "IR", "variant": "source", "epoch": 1}},
+            },
+            "variant_methods": {"source": ["IR"], "t10": ["IRing"]},
+        }
+    },
+}
+
+
+def _set(values: dict, path: str, value) -> dict:
+    out = copy.deepcopy(values)
+    *parents, last = path.split("/")
+    node = out
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return out
+
+
+CELL = "stage pretrain, cell digits/IRing/seed0"
+# (grid key path, value, the sentence's expected text after "Grid <file>, ").
+CASES = [
+    (
+        "pretrain/by_method/IRing",
+        {"ring_w_l": [50.0, 40.0]},
+        f"{CELL}: ring_w_l=[50.0, 40.0] must satisfy 0 <= start <= final < 100",
+    ),
+    ("pretrain/by_method/IRing", {"ring_w_l": [-5.0, 90.0]}, f"{CELL}: ring_w_l=[-5.0, 90.0] must satisfy"),
+    (
+        "pretrain/by_method/IRing",
+        {"ring_inner": None, "ring_w_u": 120.0},
+        f"{CELL}: ring_w_u=120.0 must lie in (0, 100]; choose a percentile, 100 for a ball.",
+    ),
+    (
+        "pretrain/by_method/IRing",
+        {"ring_inner": None, "ring_w_u": 80.0},
+        f"{CELL}: ring_w_l=[0.0, 90.0] ends at w_l=90.0 >= w_u=80.0 (ring_w_u), a window that selects nothing",
+    ),
+    ("pretrain/by_method/IRing", {"ring_inner": 1.5}, f"{CELL}: ring_inner=1.5 must lie in [0.0, 1.0)"),
+    (
+        "pretrain/by_method/IRing",
+        {"ring_w_u": 95.0},
+        f"{CELL}: ring_w_u=95.0 and ring_inner=0.1 must have exactly one set",
+    ),
+    (
+        "pretrain/by_method/IRing",
+        {"ring_anneal": "cosine"},
+        f"{CELL}: ring_anneal='cosine' is not one of linear, step, exponential, adaptive_val, adaptive_loss, none",
+    ),
+    # A key under all: reaches the methods that read it (IR has no Ring window): the first Ring cell names the typo.
+    (
+        "pretrain/all/ring_anneal",
+        "linaer",
+        "stage pretrain, cell digits/IRing/seed0: ring_anneal='linaer' is not one of",
+    ),
+    (
+        "pretrain/by_method/IR",
+        {"ring_w_l": [0.0, 50.0]},
+        "stage pretrain, block by_method IR: ring_w_l=[0.0, 50.0] is a Ring setting but IR has no Ring window",
+    ),
+    # A key MoCo never reads (its negatives are its queue), set for MoCo alone (issue 32 item 7).
+    (
+        "pretrain/by_method/MoCo",
+        {"negatives_count": 8},
+        "stage pretrain, block by_method MoCo: negatives_count=8 is a "
+        "setting MoCo never reads (only IR, IRing, CMC, CMCRing, LA, LAOwnPositive, IRingNoAnneal, IRingBall, IRCave, "
+        "CMCCave, IRingCi, CMCRingCi do), so it would change nothing it trains; remove it here (under all: or "
+        "by_dataset "
+        "it applies only to the methods that read it).",
+    ),
+    (
+        "pretrain/all/bank_negatives",
+        5000,
+        "stage pretrain, cell digits/IR/seed0: bank_negatives=5000 is larger than the "
+        "memory bank (1347 digits training images); set it to at most 1347.",
+    ),
+    (
+        "pretrain/all/queue_size",
+        32,
+        "stage pretrain, cell digits/MoCoRing/seed0: queue_size=32 is smaller than "
+        "batch_size=64 (each step enqueues a whole batch); raise queue_size to at least 64.",
+    ),
+    (
+        "pretrain/all/queue_size",
+        4096,
+        "stage pretrain, cell digits/MoCoRing/seed0: queue_size=4096 is larger than the "
+        "1347 digits training images (the queue would hold several keys of one image, a query's own among its "
+        "negatives); "
+        "set it to at most 1347.",
+    ),
+    ("pretrain/all/seed", 3, "stage pretrain, block all: 'seed' names the cell, so it cannot be set in a stage block"),
+    ("pretrain/all/lr", "3e-2x", "stage pretrain, cell digits/IR/seed0: lr='3e-2x' must be a finite number above 0"),
+    ("pretrain/all/epochs", 0, "stage pretrain, cell digits/IR/seed0: epochs=0 must be an integer of at least 1"),
+    ("lincls/all/epochs", 0, "stage lincls, cell digits/IR/seed0: epochs=0 must be an integer of at least 1"),
+    ("transfer/all/epochs", 0, "stage transfer, cell shapes/IR/seed0: epochs=0 must be an integer of at least 1"),
+    ("toy_cnce/negatives", 3000, "block toy_cnce, seed 0: negatives=3000 exceeds the bank of n_points=2000; lower it."),
+    ("pretrain/all/lr", -0.1, "stage pretrain, cell digits/IR/seed0: lr=-0.1 must be a finite number above 0"),
+    ("lincls/all/lr", 0, "stage lincls, cell digits/IR/seed0: lr=0 must be a finite number above 0"),
+    (
+        "pretrain/all/batch_size",
+        2048,
+        "stage pretrain, cell digits/IR/seed0: batch_size=2048 exceeds the 1347 digits "
+        "training images; set batch_size to at most 1347.",
+    ),
+    ("lincls/all/batch_size", 2048, "stage lincls, cell digits/IR/seed0: batch_size=2048 exceeds the 1347 labelled"),
+    ("transfer/all/batch_size", 512, "stage transfer, cell shapes/IR/seed0: batch_size=512 exceeds the 288 shapes"),
+    ("pretrain/all/crop", 8, f"stage pretrain, cell digits/IR/seed0: crop=8 is below {checks.MIN_INPUT_PX} px"),
+    ("lincls/all/resize", 1, f"stage lincls, cell digits/IR/seed0: resize=1 is below {checks.MIN_INPUT_PX} px"),
+    ("pretrain/all/crop", 48, "stage pretrain, cell digits/IR/seed0: crop=48 exceeds resize=32"),
+    (
+        "studies/hard_negatives/variants/source/snapshot_epochs",
+        [0, 5],
+        "stage studies (hard_negatives), cell digits/IR/source/seed0: snapshot_epochs=[0, 5] must be epochs in "
+        "0..epochs=2",
+    ),
+    # A study's block reaches the study's methods that read each key: IRing's cell names the typo, not IR's.
+    (
+        "studies/hard_negatives/pretrain/ring_anneal",
+        "cosine",
+        "stage studies (hard_negatives), cell digits/IRing/t10/seed0: ring_anneal='cosine' is not one of",
+    ),
+    (
+        "detection/all/overrides",
+        {"SOLVER.MAX_ITER": 0},
+        "stage detection, cell digits/IR/voc_det/seed0: overrides.SOLVER.MAX_ITER=0 must be an integer of at least 1",
+    ),
+    (
+        "detection/all/overrides",
+        {"solver.max_iter": 5},
+        "stage detection, cell digits/IR/voc_det/seed0: overrides.solver.max_iter=5 is not a Detectron2 config key",
+    ),
+    (
+        "detection/all/num_gpus",
+        -1,
+        "stage detection, cell digits/IR/voc_det/seed0: num_gpus=-1 must be an integer of at least 0",
+    ),
+]
+
+
+def _plan(workdir, values, *extra):
+    grid = workdir.parent / "mygrid.yaml"
+    grid.write_text(yaml.safe_dump(values))
+    return grid, snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", *extra, check=False)
+
+
+def test_a_valid_grid_file_anywhere_plans_every_stage(workdir):
+    grid, result = _plan(workdir, BASE)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout + result.stderr
+    for rule in ("pretrain", "lincls", "transfer", "toy_cnce", "detection", "study_pretrain"):
+        assert f"\n{rule} " in out, rule
+    assert not (workdir / "results").exists()
+
+
+@pytest.mark.parametrize("path, value, sentence", CASES, ids=[f"{p}={v}" for p, v, _ in CASES])
+def test_each_bad_value_stops_the_plan_in_one_sentence(workdir, path, value, sentence):
+    grid, result = _plan(workdir, _set(BASE, path, value))
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ring: ")]
+    assert len(lines) == 1 and lines[0].startswith(f"ring: Grid {grid}, {sentence}"), result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "Job stats" not in result.stdout + result.stderr
+    assert not (workdir / "results").exists()
+
+
+def _refusals(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("ring: ")]
+
+
+def test_a_repeated_key_in_a_grid_file_stops_the_plan_naming_both_lines(workdir):
+    """YAML keeps the last of a repeated key: an appended `pretrain:` block would drop every setting of the first."""
+    grid = workdir.parent / "mygrid.yaml"
+    text = yaml.safe_dump(BASE, sort_keys=False)
+    first = text.splitlines().index("pretrain:") + 1
+    last = len(text.splitlines()) + 1
+    grid.write_text(text + "pretrain: {all: {epochs: 7}}\n")
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert _refusals(result) == [
+        f"ring: Grid file {grid} gives the key 'pretrain' twice, at lines {first} and {last} "
+        "(YAML would keep only the last); merge the two into one."
+    ]
+    # Inside one block too (line 3 and line 4 of the block below).
+    grid.write_text("datasets: [digits]\nlincls:\n  all: {epochs: 2}\n  all: {epochs: 3}\nmethods: [IR]\nseeds: [0]\n")
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert _refusals(result) == [
+        f"ring: Grid file {grid} gives the key 'all' twice, at lines 3 and 4 "
+        "(YAML would keep only the last); merge the two into one."
+    ]
+    assert not (workdir / "results").exists()
+
+
+def test_every_yaml_file_is_read_through_the_one_loader():
+    """ring.core.config.read_yaml (its Loader refuses repeated keys) is the only YAML reader of ring/ and the
+    workflow."""
+    import re
+
+    root = ROOT
+    sources = [*(root / "ring").rglob("*.py"), *(root / "workflow").rglob("*.smk"), root / "Snakefile"]
+    readers = [
+        f"{path.relative_to(root)}:{n}"
+        for path in sources
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\byaml\.(safe_load|load|full_load|unsafe_load|load_all|safe_load_all)\(", line)
+    ]
+    assert len(readers) == 1 and readers[0].startswith("ring/core/config.py:"), readers
+
+
+def test_a_repeated_key_in_the_slurm_profiles_site_yaml_stops_the_plan(workdir):
+    """Snakemake reads the profile's config files itself (last key wins); the workflow reads them again to refuse."""
+    site = workdir / "profiles" / "slurm" / "site.yaml"
+    lines = len(site.read_text().splitlines())
+    site.write_text(site.read_text() + "launcher: slurm\nlauncher: local\n")
+    result = snakemake(workdir, "-n", "all_tables", "--profile", "profiles/slurm", check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert _refusals(result) == [
+        f"ring: Config file {site} gives the key 'launcher' twice, at lines {lines + 1} and "
+        f"{lines + 2} (YAML would keep only the last); merge the two into one."
+    ]
+
+
+@pytest.mark.parametrize(
+    "text, holds",
+    [
+        ("", "is empty (no keys, at most comments)"),
+        ("# my grid, to be written\n\n# datasets: [digits]\n", "is empty (no keys, at most comments)"),
+        ("- datasets: [digits]\n- methods: [IR]\n", "holds a list, not key: value lines"),
+        ("digits\n", "holds a single str value, not key: value lines"),
+    ],
+    ids=["empty", "comments", "list", "word"],
+)
+def test_a_grid_file_without_keys_stops_the_plan_in_one_sentence(workdir, text, holds):
+    grid = workdir.parent / "mygrid.yaml"
+    grid.write_text(text)
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    refusals = _refusals(result)
+    assert len(refusals) == 1 and refusals[0].startswith(f"ring: Grid file {grid} {holds}"), refusals
+    assert "workflow/grids/smoke.yaml is an example" in refusals[0]
+
+
+def test_an_unquoted_on_or_off_gets_a_sentence_telling_to_quote_it(workdir):
+    """`compile: on` is YAML's boolean True: the sentence says to write compile: 'on', not merely 'not one of'."""
+    grid = workdir.parent / "mygrid.yaml"
+    text = yaml.safe_dump(BASE, sort_keys=False).replace("    epochs: 2\n", "    epochs: 2\n    compile: on\n", 1)
+    grid.write_text(text)
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
+    assert result.returncode != 0
+    assert _refusals(result) == [
+        f"ring: Grid {grid}, stage pretrain, cell digits/IR/seed0: compile=True is a YAML boolean: YAML reads an "
+        "unquoted on/yes/true as True, and this key takes a word; write compile: 'on' (quoted)."
+    ]
+    grid.write_text(text.replace("compile: on", "compile: 'on'"))
+    assert snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False).returncode == 0
+
+
+def test_a_hand_written_stage_config_refuses_repeated_keys_booleans_and_emptiness(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("method: IR\ndataset: digits\nbank_negatives: 256\nchannels_last: off\n")
+    boolean = r"channels_last=False is a YAML boolean: .*; write channels_last: 'off'"
+    with pytest.raises(checks.ConfigError, match=boolean):
+        checks.load_checked("pretrain", cfg)
+    cfg.write_text("method: IR\ndataset: digits\nepochs: 2\nepochs: 20\n")
+    with pytest.raises(ValueError, match=r"^Config file .* gives the key 'epochs' twice, at lines 3 and 4 \("):
+        checks.load_checked("pretrain", cfg)
+    cfg.write_text("# nothing yet\n")
+    with pytest.raises(ValueError, match=r"^Config file .* is empty \(no keys, at most comments\)"):
+        checks.load_checked("pretrain", cfg)
+    cfg.write_text("epochs: 2\n")
+    with pytest.raises(ValueError, match=r"^Config file .* does not set method and dataset, which PretrainConfig"):
+        checks.load_checked("pretrain", cfg)
+    # A merge key (<<:) may be overridden: YAML means it so, and it is not a repeated key.
+    cfg.write_text("base: &b {epochs: 2, lr: 0.1}\nother:\n  <<: *b\n  epochs: 3\n")
+    assert C.read_yaml(cfg) == {"base": {"epochs": 2, "lr": 0.1}, "other": {"epochs": 3, "lr": 0.1}}
+
+
+def test_a_broken_sibling_grid_does_not_block_another(workdir):
+    (workdir / "workflow" / "grids" / "broken.yaml").write_text("datasets: [digits\nmethods: [IR]\n")
+    (workdir / "workflow" / "grids" / "wrong.yaml").write_text(yaml.safe_dump(_set(BASE, "pretrain/all/epochs", 0)))
+    assert snakemake(workdir, "-n", "all_tables", "--config", "grid=smoke", check=False).returncode == 0
+    result = snakemake(workdir, "-n", "all_tables", "--config", "grid=broken", check=False)
+    assert result.returncode != 0
+    assert (
+        f"ring: Grid file {workdir / 'workflow' / 'grids' / 'broken.yaml'} is not valid YAML at line 2, column 8: "
+        "expected ',' or ']', but got ':'; fix the syntax there."
+    ) in result.stderr
+
+
+def test_schema_errors_name_the_grid_file_and_key_path(workdir):
+    grid, result = _plan(workdir, _set(BASE, "pretrain/by_methods", {}))
+    assert result.returncode != 0
+    assert (
+        f"ring: Grid file {grid}: key pretrain: Additional properties are not allowed ('by_methods' was unexpected); "
+        "fix it (the schema is workflow/schemas/grid.schema.yaml)."
+    ) in result.stderr
+
+
+def test_a_grid_file_named_like_a_shipped_grid_is_refused(workdir):
+    other = workdir.parent / "smoke.yaml"
+    other.write_text(yaml.safe_dump(BASE))
+    result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={other}", check=False)
+    assert result.returncode != 0
+    assert f"ring: config grid='{other}' would write results/smoke/, which belongs to" in result.stderr
+
+
+def test_entry_points_and_launch_run_the_same_checks_on_a_hand_written_config(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    C.save(pretrain_config("MoCoRing", queue_size=32), cfg)
+    expected = (
+        f"ring: Config {cfg} (pretrain): queue_size=32 is smaller than batch_size=64 (each step enqueues a whole "
+        "batch); raise queue_size to at least 64."
+    )
+    cell = tmp_path / "cell"
+    launched = run_module(
+        "ring.cluster.launch", "pretrain", "--cell", cell, "--", "--config", cfg, "--out", cell, check=False
+    )
+    assert launched.returncode == 1 and launched.stderr.strip() == expected
+    direct = run_module("ring.pretrain", "--config", cfg, "--out", cell, check=False)
+    assert direct.returncode == 1 and direct.stderr.strip() == expected
+    assert not cell.exists()
+
+
+def test_failed_run_summary_names_each_cell_and_its_sentence(tmp_path):
+    from ring.core import failures
+
+    log = tmp_path / "results" / "g" / "pretrain" / "cifar10" / "IRing" / "seed0" / "pretrain.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "epoch 1 ...\nring: The checkpoint x was written by method IR, but this cell trains IRing; move it.\n"
+    )
+    snakemake_log = (
+        f"Error in rule pretrain:\n    message: None\n    jobid: 7\n"
+        f"    output: results/g/pretrain/cifar10/IRing/seed0/encoder.pt\n"
+        f"    log: {log} (check log file(s) for error details)\n    shell:\n        python -m ring.cluster.launch\n"
+        "Error in rule lincls:\n    output: results/g/lincls/cifar10/IR/seed0/metrics.json\n"
+        "Shutting down, this might take some time.\n"
+    )
+    assert failures.summary(snakemake_log) == (
+        "ring: 2 jobs failed:\n"
+        "  pretrain cifar10/IRing/seed0 (rule pretrain): The checkpoint x was written by method IR, but this cell "
+        "trains IRing; "
+        "move it.\n"
+        "  lincls cifar10/IR/seed0 (rule lincls): see the job's output above"
+    )
+
+
+def test_a_results_folder_that_cannot_be_written_stops_the_plan(workdir):
+    (workdir / "results").mkdir()
+    (workdir / "results" / "mygrid").write_text("not a folder")
+    grid, result = _plan(workdir, BASE)
+    assert result.returncode != 0
+    assert [line for line in result.stderr.splitlines() if line.startswith("ring: ")] == [
+        "ring: The results folder results/mygrid is a file, not a folder; move it away or choose another grid name."
+    ]
+
+
+def test_environment_names_a_missing_detectron2_and_an_unwritable_folder(tmp_path, monkeypatch):
+    import importlib.util
+    import os
+
+    from ring.plan import grid as G
+
+    grid = G.from_dict("mygrid", BASE)
+    assert grid.detection and checks.environment(grid, tmp_path / "results") is None
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "detectron2" else real(name, *a))
+    assert checks.environment(grid, tmp_path / "results").startswith(
+        "Detectron2 is not installed in this Python environment"
+    )
+    monkeypatch.undo()
+    monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(tmp_path))  # what a non-root user meets
+    assert checks.environment(grid, tmp_path / "results") == (
+        f"The results folder {tmp_path / 'results' / 'mygrid'} cannot be created: {tmp_path} is not writable by this "
+        f"user; "
+        "fix its permissions or run from a folder you can write."
+    )
+
+
+def _unwritable(folder):
+    """Make ``folder`` unwritable for this user: chmod, and for root (whom permissions do not stop) the immutable flag;
+    whether it worked, as the check sees it."""
+    import os
+
+    folder.chmod(0o555)
+    if os.access(folder, os.W_OK) and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
+        return False
+    return not os.access(folder, os.W_OK)
+
+
+def test_an_unwritable_cell_folder_stops_the_plan_before_any_job(workdir):
+    """Not results/<grid> itself: a cell folder below it, which the cell's job would meet with a PermissionError."""
+    cell = workdir / "results" / "mygrid" / "pretrain" / "digits" / "IRing" / "seed0"
+    cell.mkdir(parents=True)
+    try:
+        if not _unwritable(cell):
+            pytest.skip("this user can write any folder and the file system has no immutable flag")
+        grid, result = _plan(workdir, BASE)
+    finally:
+        subprocess.run(["chattr", "-i", str(cell)], capture_output=True)
+        cell.chmod(0o755)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    folder = "results/mygrid/pretrain/digits/IRing/seed0"
+    assert _refusals(result) == [
+        f"ring: The cell folder {folder} is not writable by this user; fix its permissions "
+        f"(chmod -R u+w {folder}) or move it away, and rerun."
+    ]
+    assert "Job stats" not in result.stdout + result.stderr
+
+
+def test_environment_finds_an_unwritable_cell_folder_at_any_depth(tmp_path, monkeypatch):
+    import os
+
+    from ring.plan import grid as G
+
+    grid = G.from_dict("mygrid", {k: v for k, v in BASE.items() if k != "detection"})
+    results = tmp_path / "results"
+    study = results / "mygrid" / "studies" / "hard_negatives" / "digits" / "IR" / "source" / "seed0"
+    study.mkdir(parents=True)
+    assert checks.environment(grid, results) is None
+    monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(study))
+    assert checks.environment(grid, results) == (
+        f"The cell folder {study} is not writable by this user; fix its permissions (chmod -R u+w {study}) or move it "
+        "away, and rerun."
+    )
+
+
+def test_cmc_on_a_grey_dataset_is_warned_about_once_at_plan_time_in_one_sentence(workdir):
+    """A warning, not a refusal: a grid may run CMC's methods on the grey digits to exercise their code path."""
+    cmc = pretrain_config("CMC", dataset="digits")
+    sentence = checks.grey_cmc_warning(cmc, "here")
+    assert sentence.startswith("here: warning: digits holds grey images, so CMC's ab view is a constant image")
+    assert sentence.count(". ") == 0 and sentence.endswith(".")  # one sentence
+    assert "diverge" in sentence and "colour dataset (digits_colour)" in sentence
+    assert checks.grey_cmc_warning(pretrain_config("CMC", dataset="digits_colour"), "here") is None  # the smoke grid's
+    assert checks.grey_cmc_warning(pretrain_config("IR", dataset="digits"), "here") is None
+    assert checks.grey_cmc_warning(pretrain_config("CMCRing", dataset="cifar10", resize=32, crop=32), "here") is None
+    grid, result = _plan(workdir, _set(BASE, "methods", ["IR", "CMC", "CMCRing"]))  # 4 CMC cells: one line
+    assert result.returncode == 0, result.stderr[-2000:]
+    warnings = [line for line in result.stderr.splitlines() if "holds grey images" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(f"ring: Grid {grid}, stage pretrain, cell digits/CMC"), (
+        warnings
+    )

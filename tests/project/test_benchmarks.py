@@ -1,0 +1,327 @@
+"""The benchmark scripts run (at a tiny size); their real figures are committed under benchmarks/results/."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from benchmarks import suite_summary
+from tests import ROOT
+
+
+def run_tiny(script: str) -> dict:
+    subprocess.run(
+        [sys.executable, f"benchmarks/{script}.py", "--tiny"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return json.loads((ROOT / "benchmarks" / "results" / f".tiny-{script}.json").read_text())
+
+
+@pytest.mark.slow
+def test_ring_selection_benchmark_asserts_the_same_set_and_measures_memory():
+    result = run_tiny("ring_selection")
+    assert all(row["same_set"] and row["speedup"] > 0 for row in result["selection"])
+    assert {row["ring"] for row in result["steps"]} == {"IRing", "MoCoRing"}
+    assert result["memory"]["selection_peak_bytes"] < result["memory"]["full_similarity_bytes"]
+    assert len(result["draw"]) == 2 and all(row["same_draws"] and row["draw_speedup"] > 0 for row in result["draw"])
+
+
+@pytest.mark.slow
+def test_data_pipeline_benchmark():
+    result = run_tiny("data_pipeline")
+    assert result["augmented_images_per_s"] > 0 and result["device_tensor_images_per_s"] > 0
+
+
+# Every target of issue 31 the suite's summary lists (benchmarks/suite_summary.py), spelled out.
+TARGET_IDS = {
+    "moco_eager",
+    "moco_compiled",
+    "jpeg_path",
+    "mocoring_ratio",
+    "iring_ratio",
+    "estimate_paper",
+    "sync_step_MoCo",
+    "sync_step_IR",
+    *(f"pipeline_{m}{c}" for m in ("IR", "MoCo", "CMC", "LA") for c in ("", "_compile")),
+}
+FULL_PLAN = [
+    "throughput_IR",
+    "throughput_MoCo",
+    "throughput_CMC",
+    "throughput_LA",
+    "throughput_MoCo_channels_last",
+    "ring_selection",
+    "jpeg_decode",
+    "sync_step",
+    "throughput_MoCo_compile",
+    "throughput_IR_compile",
+    "throughput_CMC_compile",
+    "throughput_LA_compile",
+]
+QUICK_PLAN = ["sync_step", "jpeg_decode", "ring_selection", "throughput_MoCo_compile", "throughput_IR_compile"]
+
+
+def _run_suite(out: Path, tmp: Path, only: str, *args: str) -> tuple[dict, tarfile.TarFile]:
+    """benchmarks/gpu_suite.sh at --tiny size on the CPU, with pandas, scikit-learn, tqdm and scipy unimportable
+    (the GPU machines' python3 has torch, torchvision, numpy, pillow and pyyaml only)."""
+    block = tmp / "block"
+    block.mkdir()
+    (block / "sitecustomize.py").write_text(
+        "import sys\nfor m in ('pandas', 'sklearn', 'tqdm', 'scipy'):\n    sys.modules[m] = None\n"
+    )
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "PYTHON": sys.executable,
+        "RING_SUITE_TINY": "1",
+        "RING_SUITE_ONLY": only,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(block),
+        "TMPDIR": str(tmp),
+        # The GPU time limits are seconds; a shared CI CPU must not turn slowness into a failure.
+        "RING_SUITE_TIMEOUT_S": "1500",
+        "RING_SUITE_BUDGET_S": "3000",
+    }
+    subprocess.run(
+        ["bash", "benchmarks/gpu_suite.sh", *args], cwd=ROOT, env=env, check=True, capture_output=True, timeout=3000
+    )
+    # The lent GPU machines return at most 8 files: the suite leaves three, its scratch folder is gone.
+    assert sorted(p.name for p in out.rglob("*")) == ["results.tar.gz", "summary.json", "summary.md"]
+    assert [p.name for p in tmp.iterdir()] == ["block"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert {row["id"] for row in summary["targets"]} == TARGET_IDS
+    md = (out / "summary.md").read_text()
+    assert all(f"| {target} |" in md for target in TARGET_IDS)
+    return summary, tarfile.open(out / "results.tar.gz")
+
+
+@pytest.mark.slow
+def test_gpu_suite_brings_every_result_back_in_three_files(tmp_path):
+    """The full suite at --tiny size, three of its benchmarks: results, logs and suite.json in one archive."""
+    (tmp_path / "tmp").mkdir()
+    summary, tar = _run_suite(tmp_path / "out", tmp_path / "tmp", "throughput_IR jpeg_decode sync_step")
+    assert [r["name"] for r in summary["runs"]] == FULL_PLAN and summary["mode"] == "full"
+    ran = {r["name"]: r["rc"] for r in summary["runs"] if not r["skipped"]}
+    assert ran == {"throughput_IR": 0, "jpeg_decode": 0, "sync_step": 0}
+    assert {r["skipped"] for r in summary["runs"] if r["name"] not in ran} == {"not in RING_SUITE_ONLY"}
+    names = set(tar.getnames())
+    assert {
+        ".tiny-throughput_IR.json",
+        ".tiny-jpeg_decode.json",
+        ".tiny-sync_step.json",
+        "suite.json",
+        "logs/throughput_IR.log",
+        "logs/nvidia-smi.txt",
+    } <= names
+    ir = json.loads(tar.extractfile(".tiny-throughput_IR.json").read())
+    assert set(ir["images_per_s"]) == {"synthetic", "device", "pil"} and ir["machine"]["torch"]
+    assert ir["first_step_s"] > 0
+    rows = {row["id"]: row for row in summary["targets"]}
+    rates = ir["images_per_s"]
+    assert rows["pipeline_IR"]["measured"] == pytest.approx(rates["device"] / rates["synthetic"])
+    assert rows["sync_step_MoCo"]["measured"] == "skipped: no CUDA"  # the step under sync debug mode needs CUDA
+    written = suite_summary.unpack(tmp_path / "out" / "results.tar.gz", tmp_path / "results")
+    assert sorted(p.name for p in written) == [
+        ".tiny-jpeg_decode.json",
+        ".tiny-sync_step.json",
+        ".tiny-throughput_IR.json",
+    ]
+
+
+@pytest.mark.slow
+def test_gpu_suite_quick_mode_plans_its_five_benchmarks_in_four_minutes(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    summary, tar = _run_suite(tmp_path / "out", tmp_path / "tmp", "sync_step", "--quick")
+    assert summary["mode"] == "quick" and [r["name"] for r in summary["runs"]] == QUICK_PLAN
+    suite = json.loads(tar.extractfile("suite.json").read())
+    assert suite["budget_s"] == 3000 and suite["mode"] == "quick"  # RING_SUITE_BUDGET_S; 240 by default
+    assert "RING_SUITE_BUDGET_S:-240" in (ROOT / "benchmarks" / "gpu_suite.sh").read_text()
+
+
+def test_suite_summary_checks_targets_against_the_results(tmp_path):
+    machine = {"device": "NVIDIA H200", "torch": "2.11.0", "cuda": "13.0", "date": "2026-11-28T00:00:00Z"}
+
+    def result(name, **doc):
+        (tmp_path / f"{name}-NVIDIA_H200.json").write_text(json.dumps({"machine": machine, **doc}))
+
+    result(
+        "throughput_MoCo_compile",
+        method="MoCo",
+        compile=True,
+        image_size=224,
+        images_per_s={"synthetic": 9000.0, "device": 8500.0},
+    )
+    result(
+        "ring_selection",
+        steps=[{"ring": "IRing", "n": 1_281_167, "ratio": 1.3}, {"ring": "MoCoRing", "n": 65_536, "ratio": 1.2}],
+    )
+    result("ring_selection_quick", steps=[{"ring": "IRing", "n": 1_281_167, "ratio": 1.1}])  # --quick: replaces it
+    result("jpeg_decode", image_size=224, views_per_s={"device": 6500.0, "decode_only": 30_000.0})
+    result("sync_step", methods={"MoCo": {"status": "pass"}, "IR": {"status": "fail", "error": "called a sync"}})
+    rows = {r["id"]: r for r in suite_summary.summarize(tmp_path, "quick", [])["targets"]}
+    assert {
+        k: rows[k]["status"]
+        for k in (
+            "moco_compiled",
+            "pipeline_MoCo_compile",
+            "jpeg_path",
+            "iring_ratio",
+            "mocoring_ratio",
+            "moco_eager",
+            "sync_step_MoCo",
+            "sync_step_IR",
+        )
+    } == {
+        "moco_compiled": "fail",
+        "pipeline_MoCo_compile": "pass",
+        "jpeg_path": "pass",
+        "iring_ratio": "pass",
+        "mocoring_ratio": "fail",
+        "moco_eager": "not run",
+        "sync_step_MoCo": "pass",
+        "sync_step_IR": "fail",
+    }
+    assert rows["pipeline_MoCo_compile"]["measured"] == pytest.approx(8500 / 9000)
+    # Priced from the committed H200 figures with this run's files in their place; H200's bound is 400 hours.
+    assert rows["estimate_paper"]["target"] == "<= 400 GPU-hours" and rows["estimate_paper"]["measured"] > 0
+    # A quick run alone: its IRing row goes into the committed ratios (MoCoRing's kept), so the grid is still priced.
+    (tmp_path / "ring_selection-NVIDIA_H200.json").unlink()
+    rows = {r["id"]: r for r in suite_summary.summarize(tmp_path, "quick", [])["targets"]}
+    assert rows["iring_ratio"]["measured"] == 1.1 and rows["estimate_paper"]["status"] in ("pass", "fail")
+
+
+@pytest.mark.slow  # two tiny IR builds: ~15 s alone, more on a loaded CPU
+def test_sync_step_runs_one_step_under_the_sync_debug_mode_and_records_a_sync(monkeypatch):
+    """The CUDA step's code on the CPU, torch's mode setter replaced by one that records (it initialises CUDA)."""
+    import torch
+
+    from benchmarks import sync_step
+
+    modes = []
+    assert sync_step.one_method("IR", True, torch.device("cpu"), modes.append) == {"status": "pass"}
+    assert modes == ["error", "default"]  # the timed step ran under "error", and the mode is restored
+
+    class HostReadingFlags:  # what the mode raises on a host read, here only under "error"
+        def __init__(self, count: int):
+            self.count = count
+
+        def __call__(self, *flags):
+            if modes[-1] == "error":
+                raise RuntimeError("called a synchronizing CUDA operation\nmore")
+            return flags
+
+    monkeypatch.setattr(sync_step.distributed, "StepFlags", HostReadingFlags)
+    result = sync_step.one_method("IR", True, torch.device("cpu"), modes.append)
+    assert result["status"] == "fail" and result["error"] == "called a synchronizing CUDA operation"
+    assert "__call__" in result["where"] and modes[-1] == "default"
+
+
+def test_suite_summary_names_each_missing_package(monkeypatch, capsys):
+    monkeypatch.setitem(suite_summary.PACKAGES, "no_such_module_xyz", "no-such-dist")
+    assert suite_summary.main(["check"]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "suite: missing python package 'no_such_module_xyz' (pip install no-such-dist)"
+    ]
+
+
+def _archive(path: Path, members: dict[str, bytes], link: str | None = None) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        if link:
+            info = tarfile.TarInfo(link)
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tar.addfile(info)
+    return path
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"/abs/x-cpu.json": b"{}"}, {"../x-cpu.json": b"{}"}, {"logs/../../x.log": b""}, {"run.py": b"print()"}, "link"],
+    ids=["absolute", "dotdot", "nested_dotdot", "suffix", "symlink"],
+)
+def test_unpack_refuses_an_archive_with_an_unsafe_member(tmp_path, bad):
+    members = {"throughput_IR-GPU_X.json": b"{}"}
+    archive = _archive(
+        tmp_path / "r.tar.gz",
+        {**members, **bad} if isinstance(bad, dict) else members,
+        link="evil-GPU_X.json" if bad == "link" else None,
+    )
+    with pytest.raises(ValueError, match="refusing to unpack this archive"):
+        suite_summary.unpack(archive, tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()  # nothing written before every member is checked
+
+
+def test_unpack_writes_the_results_only(tmp_path):
+    archive = _archive(
+        tmp_path / "r.tar.gz",
+        {
+            "throughput_IR-GPU_X.json": b'{"a": 1}',
+            "suite.json": b"{}",
+            "logs/throughput_IR.log": b"log",
+            "logs/nvidia-smi.txt": b"smi",
+        },
+    )
+    written = suite_summary.unpack(archive, tmp_path / "dest")
+    assert written == [tmp_path / "dest" / "throughput_IR-GPU_X.json"]
+    assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["throughput_IR-GPU_X.json"]
+
+
+@pytest.mark.slow
+def test_orchestration_benchmark_plans_the_paper_grid():
+    result = run_tiny("orchestration")
+    assert result["jobs_planned"] > 2 * 84
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ring_selection",
+        "data_pipeline",
+        "orchestration",
+        "quickstart",
+        "throughput_IR",
+        "throughput_MoCo",
+        "throughput_CMC",
+        "throughput_LA",
+        "jpeg_decode",
+    ],
+)
+def test_committed_results_exist(name):
+    assert list((ROOT / "benchmarks" / "results").glob(f"{name}-*.json")), (
+        f"run benchmarks/{name} and commit its result"
+    )
+
+
+def test_toy_protocols_benchmark_summarises_both_protocols_and_readings():
+    subprocess.run(
+        [sys.executable, "benchmarks/toy_protocols.py", "--tiny", "--seeds", "0", "1"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    result = json.loads((ROOT / "benchmarks" / "results" / ".tiny-toy_protocols.json").read_text())
+    assert [r["seed"] for r in result["per_seed"]] == [0, 1]
+    summary = result["summary"]
+    for protocol in ("nce_critic", "own_critics", "nce_critic_train", "own_critics_train"):
+        ours, literal = (
+            summary[f"{protocol} | {reading}"]
+            for reading in ("closest (100 - w_l)% (main text, ours)", "closest w_l% (appendix, literal)")
+        )
+        # the literal reading's w_l = p is our percentage 100 - p, the same measured numbers
+        assert ours["CNCE10"]["ours_key"] == "CNCE10" and literal["CNCE10"]["ours_key"] == "CNCE90"
+        assert literal["CNCE10"]["mean"] == ours["CNCE90"]["mean"]
+    assert list((ROOT / "benchmarks" / "results").glob("toy_protocols-*.json"))

@@ -1,0 +1,154 @@
+"""The documentation: README.md as a front page, the MkDocs site in docs/, and the tests they name."""
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests import ROOT
+
+PAGES = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
+# A test as the documentation names it: tests/<file>.py::<function>.
+NAMED_TEST = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
+
+
+def nav_pages(nav) -> list[str]:
+    """The pages of mkdocs.yml's nav, sections flattened."""
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, list):
+        return [page for item in nav for page in nav_pages(item)]
+    return [page for value in nav.values() for page in nav_pages(value)]
+
+
+def test_the_site_builds_in_strict_mode(tmp_path):
+    # mkdocs.yml raises broken links, missing anchors and pages left out of the nav to warnings,
+    # which --strict turns into a failed build.
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for page in PAGES:
+        built = "index.html" if page == "index.md" else page.removesuffix(".md") + "/index.html"
+        assert (tmp_path / "site" / built).is_file(), page
+
+
+def test_every_page_is_in_the_nav_once():
+    nav = nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    assert sorted(nav) == PAGES, f"nav lacks {sorted(set(PAGES) - set(nav))}, lists {sorted(set(nav) - set(PAGES))}"
+    assert len(nav) == len(set(nav)), "a page is listed twice in the nav"
+
+
+def test_the_readme_is_a_front_page_that_links_every_page():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300, "README.md is the front page: at most 300 lines; move a section to docs/"
+    links = re.findall(r"\]\(docs/([\w./-]+?\.md)(?:#([\w-]*))?\)", readme)
+    linked = {page for page, _ in links}
+    assert linked >= set(PAGES), f"README's 'Where to read more' lacks {sorted(set(PAGES) - linked)}"
+    # GitHub shows the README, not the site, so MkDocs never checks its links into docs/: they are checked here.
+    assert linked <= set(PAGES), f"README links missing pages {sorted(linked - set(PAGES))}"
+    for page, anchor in links:
+        assert not anchor or anchor in anchors(ROOT / "docs" / page), (
+            f"README links {page}#{anchor}, which has no such heading"
+        )
+
+
+def anchors(page: Path) -> set[str]:
+    """The ids MkDocs gives the headings of a page (Markdown's toc slugs), fenced code left out."""
+    from markdown.extensions.toc import slugify
+
+    ids, fenced = set(), False
+    for line in page.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and (match := re.fullmatch(r"#{1,6} (.+)", line)):
+            ids.add(slugify(match.group(1), "-"))
+    return ids
+
+
+def test_every_test_the_documentation_names_exists():
+    named: dict[tuple[str, str], list[str]] = {}
+    for doc in ["README.md", *(f"docs/{page}" for page in PAGES)]:
+        for path, name in NAMED_TEST.findall((ROOT / doc).read_text()):
+            named.setdefault((path, name), []).append(doc)
+    assert len(named) > 20  # the README and the pages name the tests beside their commands
+    missing = []
+    for (path, name), docs in sorted(named.items()):
+        file = ROOT / path
+        functions = (
+            {node.name for node in ast.walk(ast.parse(file.read_text())) if isinstance(node, ast.FunctionDef)}
+            if file.is_file()
+            else set()
+        )
+        if name not in functions or not name.startswith("test_"):
+            missing.append(f"{path}::{name} (named in {', '.join(sorted(set(docs)))})")
+    assert not missing, "the documentation names tests that do not exist:\n" + "\n".join(missing)
+
+
+# A fenced YAML block, or an inline code span that is one `key: value` (the docs' way of naming a setting).
+YAML_BLOCK = re.compile(r"^```ya?ml\n(.*?)^```", re.S | re.M)
+INLINE_SETTING = re.compile(r"`([a-z_]+: [^`\n]+)`")
+
+
+def word_keys() -> set[str]:
+    """The stage config keys whose values are words (str fields), where a YAML boolean is always a mistake."""
+    import dataclasses
+
+    from ring.core import config as C
+
+    classes = [C.PretrainConfig, C.LinclsConfig, C.TransferConfig, C.DetectionConfig, C.ToyCNCEConfig]
+    return {f.name for cls in classes for f in dataclasses.fields(cls) if str(f.type).startswith("str")}
+
+
+def booleans_at_word_keys(values, keys: set[str]):
+    """``key=value`` of every YAML boolean at a key of ``keys``, at any depth of ``values``."""
+    if isinstance(values, dict):
+        for key, value in values.items():
+            if key in keys and isinstance(value, bool):
+                yield f"{key}={value}"
+            yield from booleans_at_word_keys(value, keys)
+    elif isinstance(values, list):
+        for value in values:
+            yield from booleans_at_word_keys(value, keys)
+
+
+def test_every_setting_the_docs_write_loads_as_the_word_it_shows():
+    """`compile: on` unquoted loads as compile=True, which the checks refuse: every example names a word quoted."""
+    from ring.core.config import Loader
+
+    keys = word_keys()
+    assert {"compile", "channels_last", "precision", "augment"} <= keys
+    examples = 0
+    wrong = []
+    for doc in ["README.md", *(f"docs/{page}" for page in PAGES)]:
+        text = (ROOT / doc).read_text()
+        for snippet in [*YAML_BLOCK.findall(text), *INLINE_SETTING.findall(text)]:
+            try:
+                values = yaml.load(snippet, Loader=Loader)
+            except yaml.YAMLError:  # prose in backticks that merely looks like a setting
+                continue
+            examples += isinstance(values, dict)
+            wrong += [f"{doc}: `{snippet.strip()}` loads as {found}" for found in booleans_at_word_keys(values, keys)]
+    assert examples > 10  # the scan reads the docs' settings (a broken pattern would pass every doc)
+    assert not wrong, "quote these words (YAML reads unquoted on/off/yes/no as booleans):\n" + "\n".join(wrong)
+
+
+def test_every_study_and_table_a_grid_can_ask_for_has_a_target_and_a_readme_row():
+    """A grid's `studies:` and `tables:` blocks name what all_tables builds: each has a rule of its own in the
+    Snakefile and a row in README's "What `all_tables` builds"."""
+    schema = yaml.safe_load((ROOT / "workflow/schemas/grid.schema.yaml").read_text())["properties"]
+    targets = [f"fig_{study}" for study in schema["studies"]["propertyNames"]["enum"]]
+    targets += schema["tables"]["propertyNames"]["enum"]
+    rules = set(re.findall(r"^rule (\w+):", (ROOT / "Snakefile").read_text(), flags=re.M))
+    readme = (ROOT / "README.md").read_text()
+    builds = readme[readme.index("### What `all_tables` builds") :]
+    builds = builds[: builds.index("\n## ")]
+    assert [t for t in targets if t not in rules] == []
+    assert [t for t in targets if f"`{t}`" not in builds] == []

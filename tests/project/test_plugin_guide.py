@@ -1,0 +1,539 @@
+"""A new method added the way a user adds one: a module outside ``ring/`` and an entry point, no file of ours edited.
+
+The module below is the whole method: an objective (in-batch negatives, each image's other view its positive) whose
+Ring variant keeps only the negatives inside Ring's window, and its two registry entries.  It goes through the plan
+checks, the estimate, and the workflow (pretraining, linear evaluation, Table 1) of a copy of the repository.
+At the end, docs/adding-a-method.md's own example (a torch-free declaration and its torch module) is installed with
+pip and held to what the guide promises: no torch on the login node, its Ring kinds, its step rules.
+"""
+
+import contextlib
+import dataclasses
+import importlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ring.core import config as C
+from ring.core import methods as M
+from ring.plan import checks
+from ring.plan import estimate as E
+from ring.plan import grid as G
+from tests.workflow.test_workflow import ROOT, snakemake, write_grid
+
+PLUGIN = textwrap.dedent('''
+    """In-batch contrast and its Ring variant, registered from outside ring/."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from ring.engine.encoder import Encoder
+    from ring.core.methods import Method, Objective, register
+    from ring.engine.objectives.ring import window_mask
+
+
+    class InBatch(Objective):
+        n_views = 2
+        k_key = "batch_size"  # its negatives are the batch's other images
+
+        def ring_selection(self, cfg, n_images):
+            return "MoCoRing", cfg.batch_size  # the window ranks a materialised row of logits, as MoCoRing's
+
+        def check(self, c, n_images, m):
+            c.int_at_least("batch_size", 4, "set batch_size to 4 or more (the batch holds the negatives)")
+
+
+    class InBatchContrast(nn.Module):
+        def __init__(self, temperature, ring):
+            super().__init__()
+            self.temperature, self.ring = temperature, ring
+
+        @staticmethod
+        def build_encoder(cfg):
+            return Encoder(cfg.head, cfg.out_dim)
+
+        @classmethod
+        def from_config(cls, m, cfg, model, n_train, max_chunk_elements):
+            return cls(cfg.temperature, m.ring)
+
+        def forward(self, model, views, index, window=None):
+            q, k = F.normalize(model(views[0]), dim=1), F.normalize(model(views[1]), dim=1)
+            sims = q @ k.T
+            eye = torch.eye(len(q), dtype=torch.bool, device=q.device)
+            l_neg = sims.masked_fill(eye, float("-inf"))
+            if window is not None:
+                l_neg = l_neg.masked_fill(~window_mask(sims.masked_fill(eye, -2.0), *window), float("-inf"))
+            logits = torch.cat([sims.diagonal()[:, None], l_neg], dim=1) / self.temperature
+            return F.cross_entropy(logits, torch.zeros(len(q), dtype=torch.long, device=q.device))
+
+
+    IN_BATCH = InBatch("in_batch", f"{__name__}:InBatchContrast", cost_family="InBatch")
+    register("Toy", Method(IN_BATCH, ring=False, base="Toy"))
+    register("ToyRing", Method(IN_BATCH, ring=True, base="Toy"))
+''')
+
+GRID = {
+    "datasets": ["digits"],
+    "methods": ["Toy", "ToyRing"],
+    "seeds": [0],
+    "pretrain": {
+        "all": {
+            "epochs": 1,
+            "batch_size": 64,
+            "lr_milestones": [],
+            "resize": 32,
+            "crop": 32,
+            "ring_anneal_epochs": 1,
+            "knn_every": 0,
+            "num_workers": 0,
+        }
+    },
+    "lincls": {
+        "all": {"epochs": 2, "batch_size": 64, "resize": 32, "crop": 32, "augmentation": "none", "num_workers": 0}
+    },
+    "resources": {"pretrain": {"threads": 1}, "lincls": {"threads": 1}},
+}
+
+
+def install(tmp_path, monkeypatch, source: str = PLUGIN) -> Path:
+    """``source`` as module toy_method and an installed distribution's entry point ``toy`` for it, on the path of every
+    process this one starts (this repository's ring first, as a fresh clone's editable install gives)."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "toy_method.py").write_text(source)
+    info = folder / "toy_method-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-method\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{M.ENTRY_POINT_GROUP}]\ntoy = toy_method\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), str(ROOT)]))
+    return folder
+
+
+@contextlib.contextmanager
+def loaded(tmp_path, monkeypatch, source: str = PLUGIN):
+    """:func:`install`, then loaded into this process's registry; the registry is restored afterwards."""
+    before = (dict(M.METHODS), dict(M.METHODS.broken), dict(M.METHODS.plugins))  # read (loaded) before the install
+    folder = install(tmp_path, monkeypatch, source)
+    monkeypatch.syspath_prepend(str(folder))
+    importlib.invalidate_caches()
+    M._load_entry_points()
+    try:
+        yield folder
+    finally:
+        M.METHODS.clear()
+        M.METHODS.update(before[0])
+        for mine, kept in zip((M.METHODS.broken, M.METHODS.plugins), before[1:], strict=True):
+            mine.clear()
+            mine.update(kept)
+        sys.modules.pop("toy_method", None)
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """The method's module and its entry point, in this process and every process it starts."""
+    with loaded(tmp_path, monkeypatch) as folder:
+        yield folder
+
+
+def test_the_plugins_methods_pass_the_plan_checks_and_its_own_check_speaks_one_sentence(plugin):
+    assert M.METHODS["ToyRing"].objective.n_views == 2 and M.METHODS["ToyRing"].base == "Toy"
+    grid = G.from_dict("ext", GRID)
+    cfg = grid.pretrain_config("digits", "ToyRing", 0, "data")
+    checks.check(cfg, "cell digits/ToyRing/seed0")  # its own check passes at batch 64
+    bad = {**GRID, "pretrain": {"all": {**GRID["pretrain"]["all"], "batch_size": 2}}}
+    with pytest.raises(
+        checks.ConfigError,
+        match=r"^Grid ext, stage pretrain, cell digits/Toy/seed0: batch_size=2 must be "
+        r"an integer of at least 4; set batch_size to 4 or more \(the batch holds "
+        r"the negatives\)\.$",
+    ):
+        G.from_dict("ext", bad)  # the plan checks the workflow runs when it loads a grid, before any job
+
+
+def test_a_plugin_that_declares_no_keys_reads_every_key_and_one_that_declares_them_is_held_to_them(plugin, monkeypatch):
+    """Issue 32 item 7: plug-ins written before the unread-key rule keep working (and their hashes); a declared one
+    gets the paper methods' rule."""
+    assert M.unread_keys("Toy") == ()
+    grid = G.from_dict("ext", {**GRID, "pretrain": {**GRID["pretrain"], "by_method": {"Toy": {"queue_size": 512}}}})
+    toy = grid.pretrain_config("digits", "Toy", 0, "data")
+    assert toy.queue_size == 512 and C.config_hash(toy) != C.config_hash(dataclasses.replace(toy, queue_size=4096))
+
+    class Declared(M.Objective):
+        own_keys = ()  # the common keys only (and the Ring keys for a Ring method)
+
+    monkeypatch.setitem(
+        M.METHODS,
+        "Declared",
+        M.Method(Declared("d", "toy_method:InBatchContrast", "InBatch"), ring=True, base="Declared"),
+    )
+    assert "queue_size" in M.unread_keys("Declared") and "ring_w_l" not in M.unread_keys("Declared")
+    declared = {**GRID, "methods": ["Declared"], "pretrain": {"by_method": {"Declared": {"queue_size": 512}}}}
+    with pytest.raises(
+        checks.ConfigError,
+        match=r"block by_method Declared: queue_size=512 is a setting Declared "
+        r"never reads \(only MoCo, MoCoRing, Toy, ToyRing do\)",
+    ):
+        G.from_dict("ext", declared)
+
+
+def test_a_name_taken_or_unsafe_is_refused():
+    with pytest.raises(ValueError, match="Method IR is already registered; choose another name."):
+        M.register("IR", M.Method(M.MOCO, ring=False, base="IR"))
+    with pytest.raises(ValueError, match="must be one word of letters, digits and _"):
+        M.register("My Method", M.Method(M.IR, ring=False, base="IR"))
+
+
+def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from_its_own(plugin, tmp_path):
+    grid = G.from_dict("ext", GRID)
+    figures = E.load_figures("cpu")
+    with pytest.raises(
+        ValueError,
+        match=r"^Method Toy is priced by the throughput of InBatch, which the cpu figures do "
+        r"not have \(they have CMC, IR, LA, MoCo\); run benchmarks/throughput.py ",
+    ):
+        E.estimate(grid, figures)
+    results = tmp_path / "results"
+    shutil.copytree(E.RESULTS, results)
+    ir = json.loads((results / "throughput_IR-cpu.json").read_text())
+    (results / "throughput_InBatch-cpu.json").write_text(json.dumps({**ir, "method": "InBatch"}))
+    figures = E.load_figures("cpu", results)
+    cfg = {m: grid.pretrain_config("digits", m, 0, "data") for m in ("Toy", "ToyRing")}
+    toy, toy_ring = (E.pretrain_hours(cfg[m], figures) for m in ("Toy", "ToyRing"))
+    # Its figures are IR's: the same cell as IR costs the same (no k-means, no monitors in this grid).
+    assert toy == pytest.approx(E.pretrain_hours(dataclasses.replace(cfg["Toy"], method="IR"), figures))
+    assert toy_ring == pytest.approx(toy * E._ring_ratio(figures, "MoCoRing", 64))  # priced as its objective says
+
+
+@pytest.mark.slow
+def test_the_plugin_runs_through_the_workflow_to_table1(plugin, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("Snakefile", "workflow", "profiles"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    write_grid(work, "ext", GRID)
+    snakemake(work, "--profile", "profiles/local", "table1", "--config", "grid=ext")
+    assert (work / "results/ext/pretrain/digits/ToyRing/seed0/encoder.pt").is_file()
+    table = (work / "results/ext/tables/table1.md").read_text()
+    for name in ("Toy", "ToyRing"):
+        assert re.search(rf"\| {name} +\| (\d+\.\d|diverged \[d\d\]) ", table), table
+
+
+# A grid of the paper's methods only, and the plug-in's grid: both given by path, as a user gives their own.
+IR_GRID = {**GRID, "methods": ["IR"], "pretrain": {"all": {**GRID["pretrain"]["all"], "bank_negatives": 256}}}
+
+
+def grid_file(tmp_path, values: dict, name: str = "ext") -> Path:
+    path = tmp_path / "grids" / f"{name}.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+@pytest.fixture
+def workdir(tmp_path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("Snakefile", "workflow", "profiles"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    return work
+
+
+def plan(work: Path, grid: Path):
+    """The workflow's plan (a dry run: Snakemake's parse runs every plan check) of ``grid``'s Table 1."""
+    return snakemake(work, "-n", "table1", "--config", f"grid={grid}", check=False, timeout=120)
+
+
+def test_a_plugin_whose_implementation_names_a_missing_class_is_refused_by_the_plan(tmp_path, monkeypatch, workdir):
+    # Before: it planned (and was priced), and failed in the training job with an AttributeError traceback.
+    install(tmp_path, monkeypatch, PLUGIN.replace('f"{__name__}:InBatchContrast"', 'f"{__name__}:InBatchContrst"'))
+    result = plan(workdir, grid_file(tmp_path, GRID))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert re.search(
+        r"^ring: Grid \S+ext.yaml, stage pretrain, cell digits/Toy/seed0: method='Toy' is registered by "
+        r"the toy plug-in, whose implementation 'toy_method:InBatchContrst' names InBatchContrst, which "
+        r"module toy_method does not define; fix that package or choose another method\.$",
+        result.stderr,
+        re.M,
+    ), result.stderr
+
+
+@pytest.mark.parametrize(
+    "edit, reason",
+    [
+        (
+            lambda src: src.replace("def from_config(cls, m, cfg,", "def from_config(cls, cfg,"),
+            r"names InBatchContrast, whose from_config takes \(cfg, model, n_train, max_chunk_elements\) \(the stage "
+            r"calls "
+            r"from_config\(method, cfg, model, n_train, max_chunk_elements\)\)",
+        ),
+        (
+            lambda src: src.replace("def build_encoder(cfg)", "def build_encodr(cfg)"),
+            r"names InBatchContrast, whose build_encoder is missing \(the stage calls build_encoder\(cfg\)\)",
+        ),
+        (
+            lambda src: src.replace('f"{__name__}:InBatchContrast"', '"toy_method_torch:InBatchContrast"'),
+            r"names module toy_method_torch, which is not installed \(no toy_method_torch on the path\)",
+        ),
+        (
+            lambda src: src.replace('f"{__name__}:InBatchContrast"', '"toy_method.InBatchContrast"'),
+            r"names 'toy_method.InBatchContrast', not 'module:Class'",
+        ),
+    ],
+)
+def test_the_plan_checks_resolve_a_plugins_implementation_and_the_calls_the_stage_makes(
+    tmp_path, monkeypatch, edit, reason
+):
+    with loaded(tmp_path, monkeypatch, edit(PLUGIN)):
+        with pytest.raises(
+            checks.ConfigError,
+            match=rf"^Grid ext, stage pretrain, cell digits/Toy/seed0: method='Toy' "
+            rf"is registered by the toy plug-in, whose implementation '[^']+' "
+            rf"{reason}; fix that package or choose another method\.$",
+        ):
+            G.from_dict("ext", GRID)
+
+
+def test_every_builtin_implementation_resolves():
+    """The plan resolves only plug-ins' implementations (ours would import torch into every plan): this is ours'."""
+    objectives = {m.objective for name, m in M.METHODS.items() if name not in M.METHODS.plugins}
+    assert {o.label for o in objectives} >= {"ir", "cmc", "moco"}
+    assert {o.label: o.implementation_problem() for o in objectives} == {o.label: None for o in objectives}
+
+
+BROKEN = {  # how a plug-in breaks -> the reason its sentence gives
+    "syntax error": (PLUGIN + "\ndef broken(:\n", r"SyntaxError: [^)]+\(toy_method\.py, line \d+\)"),
+    "missing import": ("import no_such_package_of_toy\n" + PLUGIN, r"No module named 'no_such_package_of_toy'"),
+    # Torch-free, as each case here: Toy registers first, then is taken back with the plug-in.
+    "taken name": (
+        "from ring.core.methods import IR, Method, register\n"
+        "register('Toy', Method(IR, ring=False, base='Toy'))\n"
+        "register('IR', Method(IR, ring=False, base='Toy'))\n",
+        r"Method IR is already registered; choose another name",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", BROKEN)
+def test_a_broken_plugin_blocks_only_the_grids_that_name_a_method_it_lacks(tmp_path, monkeypatch, workdir, how):
+    # Before: every grid's plan, and every entry point, stopped on its ImportError inside a ~30-line traceback.
+    source, reason = BROKEN[how]
+    install(tmp_path, monkeypatch, source)
+    failed = rf"the ring\.methods entry point toy \(toy_method\) failed to load \({reason}\)"
+    ours = plan(workdir, grid_file(tmp_path, IR_GRID, "ours"))
+    assert ours.returncode == 0 and "Traceback" not in ours.stderr, ours.stderr
+    assert re.search(
+        rf"^ring: warning: {failed}; its methods are unavailable until that package is fixed or "
+        r"uninstalled\.$",
+        ours.stderr,
+        re.M,
+    ), ours.stderr
+    theirs = plan(workdir, grid_file(tmp_path, GRID))
+    assert theirs.returncode == 1 and "Traceback" not in theirs.stderr
+    assert re.search(
+        rf"^ring: Grid ext: method 'Toy' is not registered and may be a broken plug-in's: {failed}; fix "
+        r"or uninstall that package\.$",
+        theirs.stderr,
+        re.M,
+    ), theirs.stderr
+
+
+def test_a_broken_plugin_leaves_the_other_entry_points_working(tmp_path, monkeypatch):
+    install(tmp_path, monkeypatch, BROKEN["missing import"][0])
+
+    def estimate(values: dict, name: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ring.cluster.batch",
+                "estimate",
+                "--device",
+                "cpu",
+                "--grid",
+                str(grid_file(tmp_path, values, name)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    ours = estimate(IR_GRID, "ours")
+    assert ours.returncode == 0 and "Traceback" not in ours.stderr, ours.stderr
+    theirs = estimate(GRID, "ext")
+    assert theirs.returncode == 1 and re.fullmatch(
+        r"ring: Grid ext: method 'Toy' is not registered and may be a broken plug-in's: the ring\.methods entry point "
+        r"toy \(toy_method\) failed to load \(No module named 'no_such_package_of_toy'\); fix or uninstall that "
+        r"package\.\n",
+        theirs.stderr,
+    ), theirs.stderr
+
+
+# -- the guide's example (docs/adding-a-method.md), installed with pip as a user installs it ----------------------
+
+GUIDE = ROOT / "docs" / "adding-a-method.md"
+# sitecustomize for every process a test starts: the first import of torch appends that process's command line and
+# stack to $RING_TORCH_LOG (Snakemake's parse and its children included, which sys.modules of this one cannot show).
+WATCH = textwrap.dedent("""
+    import os, sys, traceback
+
+    def _watch(event, args):
+        if event == "import" and str(args[0]).partition(".")[0] == "torch" and "torch" not in sys.modules:
+            with open(os.environ["RING_TORCH_LOG"], "a") as log:
+                log.write(f"{sys.argv}\\n{''.join(traceback.format_stack())}\\n")
+
+    if os.environ.get("RING_TORCH_LOG"):
+        sys.addaudithook(_watch)
+""")
+
+
+def guide_files() -> dict[str, str]:
+    """The files the guide writes out: each a "File `NAME`" line, then its fenced block."""
+    return dict(re.findall(r"^File `([\w.-]+)`[^\n]*\n\n```\w+\n(.*?)^```", GUIDE.read_text(), re.M | re.S))
+
+
+@pytest.fixture(scope="module")
+def guide_site(tmp_path_factory) -> Path:
+    """The guide's package installed by pip into a folder of its own (--target), with the torch watch beside it."""
+    source, site = tmp_path_factory.mktemp("in-batch-method"), tmp_path_factory.mktemp("site")
+    files = guide_files()
+    assert sorted(files) == ["in_batch.py", "in_batch_torch.py", "pyproject.toml"]
+    for name, text in files.items():
+        (source / name).write_text(text)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    (site / "sitecustomize.py").write_text(WATCH)
+    return site
+
+
+def test_the_guides_example_installs_and_plans_without_torch(guide_site, tmp_path, monkeypatch, workdir):
+    # Before: the guide's one module was entry point and implementation, so every process below imported torch.
+    log = tmp_path / "torch.log"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(guide_site), str(ROOT)]))
+    monkeypatch.setenv("RING_TORCH_LOG", str(log))
+
+    def run(*args) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300)
+
+    listed = run("-c", "from ring.core.methods import METHODS; list(METHODS); print(*sorted(METHODS.plugins))")
+    assert listed.stdout.split() == ["InBatch", "InBatchRing"], listed.stderr
+    grid = grid_file(tmp_path, {**GRID, "methods": ["InBatch", "InBatchRing"]}, "guide")
+    planned = plan(workdir, grid)  # Snakemake's parse: the plan checks, the implementation read from its source
+    assert planned.returncode == 0, planned.stderr
+    priced = run("-m", "ring.cli", "estimate", "--device", "cpu", "--grid", str(grid))
+    # The declaration was read (its family); no figures for it here, so the estimate says so (docs: Pricing it).
+    assert priced.returncode == 1 and "Method InBatch is priced by the throughput of InBatch" in priced.stderr
+    assert not log.exists(), log.read_text()
+    # A job builds the encoder and the loss from the implementation module, and there torch loads (the watch sees it).
+    job = run(
+        "-c",
+        "from ring.core import config as C\n"
+        "from ring.core.methods import method\n"
+        "from ring.engine.objectives import build_encoder, build_objective\n"
+        "import torch\n"
+        "cfg = C.PretrainConfig(dataset='digits', method='InBatchRing', batch_size=8)\n"
+        "m = method('InBatchRing')\n"
+        "model = build_encoder(m, cfg)\n"
+        "loss = build_objective(m, cfg, model, 100)(model, [torch.randn(8, 3, 32, 32)] * 2,"
+        " torch.arange(8), (0.0, 90.0))\n"
+        "assert torch.isfinite(loss), loss\n",
+    )
+    assert job.returncode == 0, job.stderr
+    assert log.read_text().startswith("['-c']") and "ring/engine/objectives/__init__.py" in log.read_text()
+
+
+def test_the_guide_lists_the_ring_kinds_of_the_registry_and_the_figures():
+    text = GUIDE.read_text()
+    listed = set(re.findall(r"^\| `(\w+)` \|", text[text.index("## The Ring kinds") :], re.M))
+    cfg = C.PretrainConfig(dataset="digits", method="IRing")
+    kinds = {m.objective.ring_selection(cfg, 100)[0] for m in M.METHODS.values() if m.ring}
+    assert listed == kinds == set(E.load_figures("cpu").ring_ratios)
+
+
+TWO_RANKS = textwrap.dedent("""
+    import json, sys
+    import torch
+    from torch import nn
+    from ring.engine import distributed
+    from in_batch_torch import InBatchContrast
+
+    distributed.init_from_env("cpu")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 8))
+    views = [torch.randn(16, 3, 2, 2, generator=torch.Generator().manual_seed(seed)) for seed in (1, 2)]
+    train = nn.parallel.DistributedDataParallel(model) if distributed.world_size() > 1 else model
+    out = {}
+    for window in (None, (10.0, 60.0)):
+        model.zero_grad()
+        loss = InBatchContrast(0.1, window is not None)(train, [distributed.local_rows(v) for v in views], None,
+                                                        window)
+        loss.backward()
+        out[str(window)] = [loss.item(), torch.cat([p.grad.flatten() for p in model.parameters()]).tolist()]
+    with open(f"{sys.argv[1]}.{distributed.rank()}", "w") as f:
+        json.dump(out, f)
+""")
+
+
+@pytest.mark.slow  # three processes of torch and a gloo group
+def test_the_guides_example_on_two_processes_equals_one(guide_site, tmp_path):
+    """The guide's step rule: an in-batch method gathers the other ranks' keys with their gradients, so two
+    processes, each with half the batch, give one process's loss and gradient on the whole batch."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(guide_site), str(ROOT)]),
+        "OMP_NUM_THREADS": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
+    runs = [("one", 1, 0), ("two", 2, 0), ("two", 2, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", TWO_RANKS, str(tmp_path / name)],
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**env, "WORLD_SIZE": str(world), "RANK": str(rank), "LOCAL_RANK": str(rank)},
+        )
+        for name, world, rank in runs
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    one, *two = (json.loads((tmp_path / f"{name}.{rank}").read_text()) for name, _, rank in runs)
+    for window, (loss, grad) in one.items():
+        # Each rank's loss is the mean over its half: their mean is the whole batch's.  DDP averages the ranks'
+        # gradients; the same float32 sums in another order, hence the relative tolerance.
+        assert loss == pytest.approx((two[0][window][0] + two[1][window][0]) / 2, rel=1e-5)
+        assert two[0][window][1] == two[1][window][1]  # DDP's all-reduce: one gradient on both ranks
+        assert grad == pytest.approx(two[0][window][1], rel=1e-4, abs=1e-6), window
