@@ -34,7 +34,7 @@ def no_pending_stop():
 
 @pytest.fixture(autouse=True)
 def no_wandb_from_the_shell(monkeypatch):
-    """A developer's own RING_WANDB_PROJECT must not send every test's cells to W&B (tests/engine/test_logs_wandb.py sets it)."""
+    """A developer's own RING_WANDB_PROJECT must not send every test's cells to W&B (test_logs_wandb.py sets it)."""
     monkeypatch.delenv("RING_WANDB_PROJECT", raising=False)
 
 

@@ -467,8 +467,8 @@ class DeviceViews:
 
     ``compiled`` (``ring.engine.encoder.resolve_compile``: ``compile: auto`` on CUDA) runs :func:`apply` compiled:
     about 100 calls a view batch become 10 (5 fused kernels, 4 matmuls and the parameters' copy, counted on the
-    CPU by tests/data/test_augment.py), the same pixels.  A JPEG batch's resize to ``resize`` stays eager: each image has
-    its own size (a graph each), and its five calls (conversion, two matmuls, two roundings) would stay five.
+    CPU by tests/data/test_augment.py), the same pixels.  A JPEG batch's resize to ``resize`` stays eager: each image
+    has its own size (a graph each), and its five calls (conversion, two matmuls, two roundings) would stay five.
     """
 
     def __init__(

@@ -308,4 +308,5 @@ def test_adaptive_val_authors_measures_before_training_unless_the_config_says_ot
     cell = paper.study_config("anneal_policies", "IRing", "adaptive_val", 0, "data")
     assert cell.ring_anneal == "adaptive_val_authors" and cell.ring_val_before_training is True
     ours = paper.study_config("anneal_policies", "IRing", "adaptive_val_ours", 0, "data")
-    assert ours.ring_val_before_training is False  # and its hash is what it was (tests/core/test_methods.py, GRID_HASHES)
+    # and its hash is what it was (tests/core/test_methods.py, GRID_HASHES)
+    assert ours.ring_val_before_training is False

@@ -76,12 +76,12 @@ def test_bn_groups_cost_few_calls(tmp_path):
 
 
 def test_channels_last_bn_groups_trade_copies_for_calls(tmp_path):
-    """Channels-last groups copy no activation (tests/engine/test_encoder.py: the NCHW view copied the input and its gradient
-    at every layer) but normalise with reductions and broadcasts: 17 calls forward and 26 backward per layer in bf16
-    (13 and 23 in fp32), where the NCHW view takes 6 and 10.  Measured per MoCo step at 8 groups: 1,270 calls against
-    698.  Whether the bytes saved pay for the calls is the GPU's measurement (``benchmarks/throughput.py --method MoCo
-    --channels-last on``), which ``channels_last: auto`` awaits; compiled, the layer fuses (the compiled test below
-    runs channels-last)."""
+    """Channels-last groups copy no activation (tests/engine/test_encoder.py: the NCHW view copied the input and its
+    gradient at every layer) but normalise with reductions and broadcasts: 17 calls forward and 26 backward per
+    layer in bf16 (13 and 23 in fp32), where the NCHW view takes 6 and 10. Measured per MoCo step at 8 groups: 1,270
+    calls against 698. Whether the bytes saved pay for the calls is the GPU's measurement
+    (``benchmarks/throughput.py --method MoCo --channels-last on``), which ``channels_last: auto`` awaits; compiled,
+    the layer fuses (the compiled test below runs channels-last)."""
     nchw = sum(_profile_step(_run(tmp_path / "nchw", "MoCo", bn_groups=8, channels_last="off")).values())
     eight = sum(_profile_step(_run(tmp_path / "eight", "MoCo", bn_groups=8, channels_last="on")).values())
     four = sum(_profile_step(_run(tmp_path / "four", "MoCo", bn_groups=4, channels_last="on")).values())

@@ -366,7 +366,8 @@ def test_bad_resources_fail_before_submission(override, message):
 
 def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
     """gpus_per_node=2: two tasks, one per (fake) GPU, ranks from submitit; gloo on this CPU machine."""
-    # Two steps, from the same start (the epoch-0 snapshot): as tests/engine/test_distributed.py, the updates are compared.
+    # Two steps, from the same start (the epoch-0 snapshot): as in tests/engine/test_distributed.py, the updates are
+    # compared.
     cfg = C.PretrainConfig(
         method="MoCoRing",
         **{
@@ -392,7 +393,8 @@ def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
     keys = [k for k in a if "running_" not in k and "num_batches_tracked" not in k]
     step = [torch.cat([(state[k] - start[k]).flatten() for k in keys]) for state in (a, b)]
     # One process sums each BatchNorm group's statistics in one call, each rank its own group: rounding, which
-    # digits' flat backgrounds amplify to about 0.5% of two steps' update (tests/engine/test_distributed.py measures it).
+    # digits' flat backgrounds amplify to about 0.5% of two steps' update (tests/engine/test_distributed.py
+    # measures it).
     assert (step[0] - step[1]).norm() <= 0.03 * step[0].norm()
     assert json.loads((double / "provenance.json").read_text())["segments"][0]["outcome"] == "completed"
 
