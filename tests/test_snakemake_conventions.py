@@ -1,9 +1,12 @@
 """The Snakemake workflow catalog's conventions: `snakemake --lint` and `snakefmt --check` clean, the
-rules' conda environment in step with the pins, and every link of the report's captions resolving."""
+rules' conda environment in step with the pins, every link of the report's captions resolving, and common.smk
+holding only what several rule files share."""
 
+import io
 import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -71,3 +74,89 @@ def test_every_caption_link_resolves_from_where_the_report_is_written():
         assert (ROOT / path).is_file(), f"{caption}: {target} names no file from the repository root"
         if fragment:
             assert fragment in markdown_anchors(ROOT / path), f"{caption}: {path} has no heading #{fragment}"
+
+
+RULES = ROOT / "workflow" / "rules"
+COMMON = RULES / "common.smk"
+COMMON_MAX_LINES = 250  # issue 33, item 5: the shared helpers only, each stage's own in its rule file
+
+
+def code_names(path: Path) -> dict[str | None, set[str]]:
+    """The identifiers a Snakemake file's code uses, by who uses them: each top-level ``def`` (its name) or the
+    file's top-level code (None: statements, rules and handlers).  Comments and docstrings are left out; an
+    f-string's ``{...}`` fields count.  The files are included into one namespace, so a name is its helper."""
+    uses: dict[str | None, set[str]] = {None: set()}
+    owner, depth, after_def = None, 0, False
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if tok.type == tokenize.INDENT:
+            depth += 1
+        elif tok.type == tokenize.DEDENT:
+            depth -= 1
+        elif tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+            continue
+        elif depth == 0 and tok.start[1] == 0:  # a top-level statement starts: a def's block has ended
+            owner = None
+            after_def = tok.type == tokenize.NAME and tok.string == "def"
+            continue
+        if after_def and tok.type == tokenize.NAME:  # the name after a top-level `def`
+            owner, after_def = tok.string, False
+            uses.setdefault(owner, set())
+        elif tok.type == tokenize.NAME:
+            uses[owner].add(tok.string)
+        elif tok.type == tokenize.STRING and re.match(r"[a-zA-Z]*[fF]", tok.string):
+            fields = re.findall(r"(?<!\{)\{([^{}]+)\}", tok.string)
+            uses[owner].update(n for field in fields for n in re.findall(r"[A-Za-z_]\w*", field))
+    return uses
+
+
+def reached(start: set[str], uses: dict[str | None, set[str]]) -> set[str]:
+    """The helpers of ``uses`` (a file's defs) that ``start`` calls, directly or through one another."""
+    found, todo = set(), [n for n in start if n in uses]
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo += [n for n in uses[name] if n in uses and n not in found]
+    return found - {None}
+
+
+def workflow_files() -> dict[str, dict[str | None, set[str]]]:
+    files = {"Snakefile": ROOT / "Snakefile", **{p.name: p for p in sorted(RULES.glob("*.smk"))}}
+    return {name: code_names(path) for name, path in files.items()}
+
+
+def test_common_smk_stays_short():
+    lines = len(COMMON.read_text().splitlines())
+    assert lines <= COMMON_MAX_LINES, f"common.smk has {lines} lines (at most {COMMON_MAX_LINES}): move a stage's own"
+
+
+def test_common_smk_holds_only_what_several_rule_files_share():
+    """Each helper of common.smk is used by at least two files (the Snakefile or rule files), directly or through
+    another shared helper, or by common.smk's own top-level code (grid loading, wildcard constraints, the run's
+    handlers: every rule's): a helper of one stage lives in that stage's rule file."""
+    files = workflow_files()
+    common = files.pop("common.smk")
+    helpers = set(common) - {None}
+    assert {"stage_config", "logged", "table_outputs", "_force"} <= helpers  # the parse found the shared helpers
+    shared = reached(common[None], common)
+    users = {
+        name: [f for f, uses in files.items() if name in reached(set().union(*uses.values()), common)]
+        for name in helpers
+    }
+    one_stage = {name: who for name, who in users.items() if len(who) < 2 and name not in shared}
+    assert not one_stage, f"helpers of common.smk used by at most one file (move each there): {one_stage}"
+
+
+def test_each_rule_file_uses_its_own_helpers_and_no_helper_is_defined_twice():
+    files = workflow_files()
+    assert set(files["Snakefile"]) == {None}, "the Snakefile is a table of contents: helpers go to workflow/rules/"
+    defined: dict[str, str] = {}
+    for name, uses in files.items():
+        for helper in set(uses) - {None}:
+            # One namespace: a second definition would silently replace the first for every file included before.
+            assert helper not in defined, f"{helper} is defined in both {defined[helper]} and {name}"
+            defined[helper] = name
+        if name != "common.smk":
+            unused = set(uses) - {None} - reached(uses[None], uses)
+            assert not unused, f"{name} defines helpers its own rules never use: {sorted(unused)}"
+    assert len([f for f, uses in files.items() if set(uses) - {None}]) >= 8  # stages define their own helpers
