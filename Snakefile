@@ -5,7 +5,8 @@
 #   snakemake --profile profiles/local all_tables --config grid=paper
 #   snakemake --profile profiles/local results/smoke/lincls/digits/IRing/seed0/metrics.json
 #
-# This file is a table of contents: stages live in workflow/rules/, helpers in common.smk.
+# This file is a table of contents: each stage lives in its rule file of workflow/rules/ with its own paths and
+# helpers; common.smk holds what several rule files share.  Included in this order into one namespace.
 
 
 configfile: "workflow/config.yaml"
