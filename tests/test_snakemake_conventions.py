@@ -30,8 +30,8 @@ def test_snakefmt_check_is_clean():
     snakefmt = Path(sys.executable).with_name("snakefmt")  # installed beside this interpreter (envs/install.sh)
     result = subprocess.run([str(snakefmt), "--check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    # It read the workflow's files, not nothing: the Snakefile and every rule file.
-    assert f"All {1 + len(list((ROOT / 'workflow' / 'rules').glob('*.smk')))} file(s) would be left unchanged" in (
+    # It read the workflow's files, not nothing: the Snakefile, every rule file and the stages' helpers.
+    assert f"All {1 + len(list((ROOT / 'workflow' / 'rules').rglob('*.smk')))} file(s) would be left unchanged" in (
         result.stderr
     ), result.stderr
 
@@ -78,7 +78,7 @@ def test_every_caption_link_resolves_from_where_the_report_is_written():
 
 RULES = ROOT / "workflow" / "rules"
 COMMON = RULES / "common.smk"
-COMMON_MAX_LINES = 250  # issue 33, item 5: the shared helpers only, each stage's own in its rule file
+COMMON_MAX_LINES = 250  # issue 33, item 5: the shared helpers only, each stage's own beside its rule file
 
 
 def code_names(path: Path) -> dict[str | None, set[str]]:
@@ -120,9 +120,16 @@ def reached(start: set[str], uses: dict[str | None, set[str]]) -> set[str]:
     return found - {None}
 
 
-def workflow_files() -> dict[str, dict[str | None, set[str]]]:
-    files = {"Snakefile": ROOT / "Snakefile", **{p.name: p for p in sorted(RULES.glob("*.smk"))}}
-    return {name: code_names(path) for name, path in files.items()}
+def stages() -> dict[str, dict[str | None, set[str]]]:
+    """Each stage's code, its rule file's and its helpers/<stage>.smk's together, and the Snakefile's."""
+    found = {"Snakefile": code_names(ROOT / "Snakefile")}
+    for path in sorted(RULES.glob("*.smk")):
+        uses = code_names(path)
+        helpers = RULES / "helpers" / path.name
+        for name, names in (code_names(helpers) if helpers.is_file() else {}).items():
+            uses.setdefault(name, set()).update(names)
+        found[path.stem] = uses
+    return found
 
 
 def test_common_smk_stays_short():
@@ -130,12 +137,12 @@ def test_common_smk_stays_short():
     assert lines <= COMMON_MAX_LINES, f"common.smk has {lines} lines (at most {COMMON_MAX_LINES}): move a stage's own"
 
 
-def test_common_smk_holds_only_what_several_rule_files_share():
-    """Each helper of common.smk is used by at least two files (the Snakefile or rule files), directly or through
+def test_common_smk_holds_only_what_several_stages_share():
+    """Each helper of common.smk is used by at least two stages (or the Snakefile and a stage), directly or through
     another shared helper, or by common.smk's own top-level code (grid loading, wildcard constraints, the run's
-    handlers: every rule's): a helper of one stage lives in that stage's rule file."""
-    files = workflow_files()
-    common = files.pop("common.smk")
+    handlers: every rule's): a helper of one stage lives in that stage's helpers/<stage>.smk."""
+    files = stages()
+    common = files.pop("common")
     helpers = set(common) - {None}
     assert {"stage_config", "logged", "table_outputs", "_force"} <= helpers  # the parse found the shared helpers
     shared = reached(common[None], common)
@@ -144,19 +151,25 @@ def test_common_smk_holds_only_what_several_rule_files_share():
         for name in helpers
     }
     one_stage = {name: who for name, who in users.items() if len(who) < 2 and name not in shared}
-    assert not one_stage, f"helpers of common.smk used by at most one file (move each there): {one_stage}"
+    assert not one_stage, f"helpers of common.smk used by at most one stage (move each there): {one_stage}"
 
 
-def test_each_rule_file_uses_its_own_helpers_and_no_helper_is_defined_twice():
-    files = workflow_files()
-    assert set(files["Snakefile"]) == {None}, "the Snakefile is a table of contents: helpers go to workflow/rules/"
+def test_rules_and_functions_live_apart_and_each_stage_uses_its_own_helpers():
+    """`snakemake --lint` wants no rule file with functions: a stage's functions are in helpers/<stage>.smk, which
+    its rule file includes and alone uses; no helper is defined twice (one namespace: the later would win)."""
     defined: dict[str, str] = {}
-    for name, uses in files.items():
+    for path in sorted([ROOT / "Snakefile", *RULES.rglob("*.smk")]):
+        uses, where = code_names(path), path.relative_to(ROOT)
         for helper in set(uses) - {None}:
-            # One namespace: a second definition would silently replace the first for every file included before.
-            assert helper not in defined, f"{helper} is defined in both {defined[helper]} and {name}"
-            defined[helper] = name
-        if name != "common.smk":
-            unused = set(uses) - {None} - reached(uses[None], uses)
-            assert not unused, f"{name} defines helpers its own rules never use: {sorted(unused)}"
-    assert len([f for f, uses in files.items() if set(uses) - {None}]) >= 8  # stages define their own helpers
+            assert helper not in defined, f"{helper} is defined in both {defined[helper]} and {where}"
+            defined[helper] = where
+        if path.parent.name == "helpers":
+            assert not re.search(r"^(rule|checkpoint|use rule)\b", path.read_text(), re.M), f"{where} holds rules"
+            rule_file = RULES / path.name
+            assert f'include: "helpers/{path.name}"' in rule_file.read_text(), f"{rule_file.name} must include {where}"
+            mine = code_names(rule_file)[None]
+            unused = set(uses) - {None} - reached(mine, uses)
+            assert not unused, f"{where} defines helpers {rule_file.name} never uses: {sorted(unused)}"
+        elif path != COMMON:
+            assert set(uses) == {None}, f"{where} defines functions: they go to workflow/rules/helpers/{path.name}"
+    assert len({p.parent for p in defined.values()}) == 2  # common.smk and the stages' helper files define them

@@ -1,6 +1,10 @@
 # Table 4: each pretrained encoder converted to a Detectron2 backbone, then one frozen-backbone
 # Detectron2 cell per (method, task, seed); table4 aggregates them.
 
+
+include: "helpers/detection.smk"
+
+
 from ring.plan.detection_tasks import TASKS as DETECTION_TASKS
 
 
@@ -18,25 +22,6 @@ DETECTION_HASH_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{se
 DETECTION_METRICS = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/metrics.json"
 DETECTION_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/detection.log"
 DETECTION_EMBEDDED_LOG = "results/{grid}/detection/datasets.log"
-
-
-def detection_metrics(grid: str) -> list:
-    cells = GRIDS[grid].detection_cells()
-    return [DETECTION_METRICS.format(grid=grid, dataset=d, method=m, task=t, seed=s) for d, m, t, s in cells]
-
-
-def detection_cell_config(wildcards):
-    grid = GRIDS[wildcards.grid]
-    return grid.detection_config(
-        wildcards.method, wildcards.task, int(wildcards.seed), detection_datasets_root(wildcards.grid)
-    )
-
-
-def detection_data(wildcards) -> list:
-    """The generated dataset when the grid uses it; real datasets are checked by the stage itself."""
-    if GRIDS[wildcards.grid].detection.get("datasets") == "embedded":
-        return [DETECTION_EMBEDDED.format(grid=wildcards.grid)]
-    return []
 
 
 rule detection_embedded:

@@ -1,15 +1,14 @@
 # Linear evaluation of a frozen pretrained encoder on its pretraining dataset (Table 1).
 
+
+include: "helpers/lincls.smk"
+
+
 LINCLS_CONFIG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.yaml"
 LINCLS_CONFIG_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.log"
 LINCLS_HASH = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.hash"
 LINCLS_HASH_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.hash.log"
 LINCLS_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/lincls.log"
-
-
-def encoder_companions(wildcards) -> list:
-    """Encoder files of a pretraining cell besides encoder.pt (CMC's encoder_ab.pt)."""
-    return expand(PRETRAIN_FILE, name=METHODS[wildcards.method].encoder_files[1:], **wildcards)
 
 
 rule lincls_config:

@@ -3,24 +3,14 @@
 # (CONFIG_HASH in common.smk): a changed hyperparameter reruns exactly the cells it changes, a changed
 # runtime knob only rewrites config.yaml.
 
+
+include: "helpers/pretrain.smk"
+
+
 PRETRAIN_CONFIG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.yaml"
 PRETRAIN_CONFIG_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.log"
 PRETRAIN_HASH_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.hash.log"
 PRETRAIN_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/pretrain.log"
-
-
-def two_encoder_methods() -> list:
-    """Methods whose pretraining cells export an L and an ab trunk (CMC and its variants)."""
-    return [name for name, m in METHODS.items() if len(m.encoder_files) > 1]
-
-
-def stale_encoder(wildcards) -> list:
-    """A pretraining rule's ``stale`` input: forces the cell's encoder when another config than the grid's made it."""
-    encoder = Path(PRETRAIN_ENCODER.format(**dict(wildcards.items())))
-    if not encoder.is_file():  # nothing to be stale (and no config to build: plans stay fast)
-        return []
-    found = ring.plan.lineage.superseded(encoder.parent, config_hash(stage_config("pretrain", wildcards)))
-    return _force(found.target if found else None)
 
 
 rule pretrain_config:

@@ -1,13 +1,13 @@
 # The appendix's toy CNCE experiment (ring.toy_cnce): one CPU cell per seed, then its table.
 
+
+include: "helpers/toy_cnce.smk"
+
+
 TOY_CNCE_CONFIG = "results/{grid}/toy_cnce/seed{seed}/config.yaml"
 TOY_CNCE_CONFIG_LOG = "results/{grid}/toy_cnce/seed{seed}/config.log"
 TOY_CNCE_METRICS = "results/{grid}/toy_cnce/seed{seed}/metrics.json"
 TOY_CNCE_LOG = "results/{grid}/toy_cnce/seed{seed}/toy_cnce.log"
-
-
-def toy_cnce_metrics(grid: str) -> list:
-    return expand(TOY_CNCE_METRICS, grid=grid, seed=GRIDS[grid].toy_cnce_seeds())
 
 
 rule toy_cnce_config:

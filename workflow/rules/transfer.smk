@@ -2,6 +2,10 @@
 # the linear protocol on each transfer dataset.  One cell per (transfer dataset, method, seed).
 # {dataset} is the transfer dataset; the encoder is the grid's source column's.
 
+
+include: "helpers/transfer.smk"
+
+
 TRANSFER_CONFIG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.yaml"
 TRANSFER_CONFIG_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.log"
 TRANSFER_HASH = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.hash"
@@ -9,30 +13,6 @@ TRANSFER_HASH_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/confi
 TRANSFER_MANIFEST = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/split-manifest.json"
 TRANSFER_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/transfer.log"
 TRANSFER_STATS = "results/{grid}/transfer/{dataset}"  # normalisation cache shared by the dataset's cells
-
-
-def transfer_encoders(wildcards) -> list:
-    """The encoder files a transfer cell evaluates: the same method and seed pretrained on the grid's
-    source (encoder.pt first; CMC's encoder_ab.pt is found beside it)."""
-    source = GRIDS[wildcards.grid].transfer["source"]
-    return expand(
-        PRETRAIN_FILE,
-        grid=wildcards.grid,
-        dataset=source,
-        method=wildcards.method,
-        seed=wildcards.seed,
-        name=METHODS[wildcards.method].encoder_files,
-    )
-
-
-def transfer_stage_config(wildcards):
-    return GRIDS[wildcards.grid].transfer_config(
-        wildcards.dataset,
-        wildcards.method,
-        int(wildcards.seed),
-        config["data_root"],
-        TRANSFER_STATS.format(**wildcards),
-    )
 
 
 rule transfer_config:
