@@ -5,7 +5,9 @@
 #   snakemake --profile profiles/local all_tables --config grid=paper
 #   snakemake --profile profiles/local results/smoke/lincls/digits/IRing/seed0/metrics.json
 #
-# This file is a table of contents: stages live in workflow/rules/, helpers in common.smk.
+# This file is a table of contents: each stage lives in its rule file of workflow/rules/, its own functions in
+# helpers/<stage>.smk, which that file includes; common.smk holds what several stages share.  One namespace, in
+# this order (docs/development.md, "The workflow's files").
 
 
 configfile: "workflow/config.yaml"

@@ -36,6 +36,7 @@ import hashlib
 import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -298,13 +299,47 @@ def preflight(res: Resources, checkpoint_interval_min: float | None, cell: Path 
         raise ValueError(f"SLURM refuses this stage's resources ({reason}); fix them in profiles/slurm/site.yaml.")
 
 
-# Set by the workflow's onstart check (common.smk) for the jobs it starts: the digests of the
+# Set by run_preflight (the workflow's onstart check, common.smk) for the jobs it starts: the digests of the
 # resource sets already accepted by `sbatch --test-only`, so each cell does not ask again.
 CHECKED_ENV = "RING_SLURM_CHECKED"
 
 
 def resources_digest(res: Resources) -> str:
     return hashlib.sha256(json.dumps(asdict(res), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_preflight(launches, intervals: dict) -> list[str]:
+    """Before a run's first submission: every problem of the resource sets of the jobs it will submit
+    (:func:`resource_sets`), each once, one ``sbatch --test-only`` per distinct set.  With none, the accepted sets'
+    digests go to :data:`CHECKED_ENV`, so the launchers this run starts skip their own ``sbatch --test-only``."""
+    problems, digests = check_resource_sets(resource_sets(launches, intervals))
+    if not problems:
+        os.environ[CHECKED_ENV] = ",".join(digests)
+    return problems
+
+
+def slurm_options(slurm: dict, stage: str, verbose: bool = False) -> str:
+    """The launcher options of a stage's jobs on SLURM: its resources (:func:`stage_resources`, the same merge as
+    ring.cluster.batch's) and ``--verbose``, which also shows SLURM's own error lines beside the retry lines."""
+    resources = json.dumps(stage_resources(slurm, stage))
+    return f"--launcher slurm --resources {shlex.quote(resources)}{' --verbose' if verbose else ''}"
+
+
+def resource_sets(launches, intervals: dict) -> dict[str, tuple[dict, float | None]]:
+    """The resource sets of the jobs a run will submit, by rule, for :func:`check_resource_sets`: ``launches``
+    yields each job's (rule, launch options, wildcards), ``intervals`` maps a rule to the checkpoint interval of a
+    cell (a function of its wildcards; a rule without one has none).  A job launched locally (no ``--resources``)
+    is left out; a rule's interval is the largest of its cells'."""
+    sets: dict[str, tuple[dict, float | None]] = {}
+    for rule, launch, wildcards in launches:
+        if not launch or "--resources" not in launch:
+            continue
+        words = shlex.split(launch)
+        values = json.loads(words[words.index("--resources") + 1])
+        interval = intervals[rule](wildcards) if rule in intervals else None
+        known = sets.get(rule, (values, None))[1]
+        sets[rule] = (values, interval if known is None else max(known, interval or known))
+    return sets
 
 
 def check_resource_sets(sets: dict[str, tuple[dict, float | None]]) -> tuple[list[str], list[str]]:

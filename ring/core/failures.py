@@ -61,3 +61,9 @@ def summary(log_text: str) -> str:
         where = cell_of(job["output"][0]) if job["output"] else job["rule"]
         lines.append(f"  {where} (rule {job['rule']}): {reason(job['log'])}")
     return "\n".join(lines)
+
+
+def run_summary(logs: str | list[str]) -> str:
+    """:func:`summary` of a failed run's log files (Snakemake's ``onerror`` passes one path; Snakemake 9 a list)."""
+    paths = [Path(p) for p in ([logs] if isinstance(logs, str) else logs)]
+    return summary("\n".join(p.read_text(errors="replace") for p in paths if p.is_file()))

@@ -461,17 +461,6 @@ def fetch(
     return f"{name}: fetched, verified and unpacked into {base}"
 
 
-def grid_targets(grid) -> list[str]:
-    """Every dataset a grid reads: pretraining, tables, studies, transfer, and Detectron2's for Table 4."""
-    names = [d for d, _, _ in grid.cells()] + [s.dataset for s in grid.studies.values()]
-    names += list(grid.transfer.get("datasets", []))
-    if grid.detection and grid.detection.get("datasets", "detectron2") != "embedded":
-        tasks = grid.detection["tasks"]
-        names += ["coco"] * any(t.startswith("coco") for t in tasks)
-        names += ["voc2007", "voc2012"] * any(t.startswith("voc") for t in tasks)
-    return list(dict.fromkeys(names))
-
-
 def main(argv=None) -> int:
     import argparse
 
@@ -493,7 +482,7 @@ def main(argv=None) -> int:
     names = list(args.names)
     try:
         if args.grid:
-            names += grid_targets(G.load(G.resolve(args.grid, args.grids_dir)))
+            names += G.datasets_read(G.load(G.resolve(args.grid, args.grids_dir)))
         if not names:
             raise FetchError("Name datasets to fetch, or --grid GRID.")
     except (FetchError, ValueError) as err:

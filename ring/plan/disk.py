@@ -22,8 +22,8 @@ from pathlib import Path
 from ring.plan import rerun
 
 SEED = re.compile(r"seed\d+")
-# Where cell folders sit under results/<grid>/, as the workflow names them (workflow/rules/common.smk): the glob of
-# each stage's cell folders, whose last part is seed<N>.
+# Where cell folders sit under results/<grid>/, as the workflow names them (the cell paths of workflow/rules/*.smk):
+# the glob of each stage's cell folders, whose last part is seed<N>.
 CELL_GLOBS = (
     "pretrain/*/*/seed*",
     "lincls/*/*/seed*",

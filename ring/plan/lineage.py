@@ -165,3 +165,12 @@ def stale(metrics_path: str | Path, metrics: dict) -> Stale | None:
             f"{cell} was evaluated with another config than its config.yaml; rerun it: {rerun_command(path)}.", path
         )
     return _encoder_reason(cell, pretrain, metrics.get("protocol", {}).get("encoder_files"), path)
+
+
+def stale_target(metrics_path: str | Path) -> Path | None:
+    """The file to rerun for a finished evaluation at ``metrics_path`` (itself, or the encoder it evaluated) when
+    the tables would show it stale, or None: no metrics file yet, an unreadable one, or a chain that holds."""
+    path = Path(metrics_path)
+    metrics = read_record(path) if path.is_file() else {}
+    found = stale(path, metrics) if metrics else None
+    return found.target if found else None

@@ -1,6 +1,8 @@
 """The SLURM launcher's pure parts (the cluster itself is exercised in tests/workflow/test_slurm.py)."""
 
+import json
 import os
+import shlex
 from dataclasses import fields
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 from ring.cluster.batch import DEFAULT_CONFIGS, load_config
 from ring.cluster.jobs import STAGES
 from ring.cluster.launch import (
+    CHECKED_ENV,
     THREAD_VARIABLES,
     Resources,
     _array_members,
@@ -16,7 +19,10 @@ from ring.cluster.launch import (
     decide,
     executor_parameters,
     resource_problems,
+    resource_sets,
+    run_preflight,
     sbatch_test_args,
+    slurm_options,
     stage_resources,
     unreachable,
 )
@@ -476,3 +482,44 @@ def test_a_running_job_of_the_previous_config_is_cancelled_before_anything_moves
     assert "cancelling it first" in capsys.readouterr().out
     assert launch.read_record(cell) is None and (cell / "slurm" / "job-7.json").is_file()  # retired
     assert (cell / "encoder.pt").exists()  # detach moves nothing: ring.plan.rerun does, after it
+
+
+def _launch(resources: dict) -> str:
+    return slurm_options({"defaults": resources}, "pretrain")
+
+
+def test_slurm_options_carry_the_stages_merged_resources_and_verbose():
+    slurm = {"defaults": {"partition": "gpu", "time_min": 60}, "lincls": {"time_min": 30}}
+    options = slurm_options(slurm, "lincls", verbose=True)
+    words = shlex.split(options)
+    assert words[:3] == ["--launcher", "slurm", "--resources"] and words[-1] == "--verbose"
+    assert json.loads(words[3]) == {"partition": "gpu", "time_min": 30}  # the stage's block over the defaults
+    assert not slurm_options({}, "lincls").endswith("--verbose")
+
+
+def test_resource_sets_take_each_launched_rules_largest_checkpoint_interval():
+    wanted = []  # the wildcards each interval was asked for: launched jobs only
+    intervals = {"pretrain": lambda wc: wanted.append(wc) or wc["interval"]}
+    launches = [
+        ("pretrain", _launch({"time_min": 60}), {"interval": 10.0}),
+        ("pretrain_config", None, {"interval": 99.0}),  # a local rule: no launch options
+        ("lincls", "--launcher local", {"interval": 99.0}),
+        ("pretrain", _launch({"time_min": 60}), {"interval": 30.0}),
+        ("pretrain", _launch({"time_min": 60}), {"interval": 20.0}),
+        ("lincls", _launch({"time_min": 15}), {}),  # no interval for this rule
+    ]
+    assert resource_sets(launches, intervals) == {
+        "pretrain": ({"time_min": 60}, 30.0),
+        "lincls": ({"time_min": 15}, None),
+    }
+    assert [wc["interval"] for wc in wanted] == [10.0, 30.0, 20.0]
+
+
+def test_run_preflight_reports_each_problem_and_marks_only_an_accepted_run(monkeypatch):
+    monkeypatch.setenv(CHECKED_ENV, "")  # recorded, so that the mark below goes when the test ends
+    monkeypatch.delenv(CHECKED_ENV)
+    bad = [("pretrain", _launch({"gpus": 2}), {})]  # refused before any sbatch --test-only
+    problems = run_preflight(bad + bad, {})
+    assert len(problems) == 1 and problems[0].startswith("pretrain: ") and "gpus" in problems[0]
+    assert CHECKED_ENV not in os.environ
+    assert run_preflight([("lincls", "--launcher local", {})], {}) == [] and os.environ[CHECKED_ENV] == ""

@@ -402,6 +402,17 @@ def test_failed_run_summary_names_each_cell_and_its_sentence(tmp_path):
     )
 
 
+def test_the_run_summary_reads_the_logs_snakemake_passes(tmp_path):
+    from ring.core import failures
+
+    log = tmp_path / "snakemake.log"
+    log.write_text("Error in rule lincls:\n    output: results/g/lincls/cifar10/IR/seed0/metrics.json\n")
+    expected = "ring: 1 job failed:\n  lincls cifar10/IR/seed0 (rule lincls): see the job's output above"
+    assert failures.run_summary(str(log)) == expected  # one path (Snakemake 8)
+    assert failures.run_summary([str(tmp_path / "gone.log"), log]) == expected  # a list (Snakemake 9), one missing
+    assert failures.run_summary([]) == ""
+
+
 def test_a_results_folder_that_cannot_be_written_stops_the_plan(workdir):
     (workdir / "results").mkdir()
     (workdir / "results" / "mygrid").write_text("not a folder")

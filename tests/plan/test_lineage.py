@@ -137,3 +137,13 @@ def test_a_detection_cell_whose_backbone_or_encoder_changed_is_stale_in_table4(t
     md = (tmp_path / "table4.md").read_text()
     assert f"trained on another backbone than {conv / 'backbone.pkl'} (it was converted again, or is gone)" in md
     assert f"evaluated another encoder than the one {pre} holds now (it was retrained)" in md
+
+
+def test_stale_target_names_the_file_to_rerun_or_none(tmp_path, grid):
+    root, files = grid
+    assert lineage.stale_target(files["IRing"]) is None  # the chain holds
+    assert lineage.stale_target(root / "lincls" / "digits" / "LA" / "seed0" / "metrics.json") is None  # no number yet
+    C.save(lincls_config(method="IRing", seed=0, lr=0.1), files["IRing"].parent / "config.yaml")
+    assert lineage.stale_target(files["IRing"]) == files["IRing"]  # the evaluation itself reruns
+    files["IR"].write_text("{truncated")
+    assert lineage.stale_target(files["IR"]) is None  # unreadable: no record to judge (its table says so)

@@ -1,9 +1,12 @@
 """The Snakemake workflow catalog's conventions: `snakemake --lint` and `snakefmt --check` clean, the
-rules' conda environment in step with the pins, and every link of the report's captions resolving."""
+rules' conda environment in step with the pins, every link of the report's captions resolving, and common.smk
+holding only what several rule files share."""
 
+import io
 import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -27,8 +30,8 @@ def test_snakefmt_check_is_clean():
     snakefmt = Path(sys.executable).with_name("snakefmt")  # installed beside this interpreter (envs/install.sh)
     result = subprocess.run([str(snakefmt), "--check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    # It read the workflow's files, not nothing: the Snakefile and every rule file.
-    assert f"All {1 + len(list((ROOT / 'workflow' / 'rules').glob('*.smk')))} file(s) would be left unchanged" in (
+    # It read the workflow's files, not nothing: the Snakefile, every rule file and the stages' helpers.
+    assert f"All {1 + len(list((ROOT / 'workflow' / 'rules').rglob('*.smk')))} file(s) would be left unchanged" in (
         result.stderr
     ), result.stderr
 
@@ -71,3 +74,102 @@ def test_every_caption_link_resolves_from_where_the_report_is_written():
         assert (ROOT / path).is_file(), f"{caption}: {target} names no file from the repository root"
         if fragment:
             assert fragment in markdown_anchors(ROOT / path), f"{caption}: {path} has no heading #{fragment}"
+
+
+RULES = ROOT / "workflow" / "rules"
+COMMON = RULES / "common.smk"
+COMMON_MAX_LINES = 250  # issue 33, item 5: the shared helpers only, each stage's own beside its rule file
+
+
+def code_names(path: Path) -> dict[str | None, set[str]]:
+    """The identifiers a Snakemake file's code uses, by who uses them: each top-level ``def`` (its name) or the
+    file's top-level code (None: statements, rules and handlers).  Comments and docstrings are left out; an
+    f-string's ``{...}`` fields count.  The files are included into one namespace, so a name is its helper."""
+    uses: dict[str | None, set[str]] = {None: set()}
+    owner, depth, after_def = None, 0, False
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if tok.type == tokenize.INDENT:
+            depth += 1
+        elif tok.type == tokenize.DEDENT:
+            depth -= 1
+        elif tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+            continue
+        elif depth == 0 and tok.start[1] == 0:  # a top-level statement starts: a def's block has ended
+            owner = None
+            after_def = tok.type == tokenize.NAME and tok.string == "def"
+            continue
+        if after_def and tok.type == tokenize.NAME:  # the name after a top-level `def`
+            owner, after_def = tok.string, False
+            uses.setdefault(owner, set())
+        elif tok.type == tokenize.NAME:
+            uses[owner].add(tok.string)
+        elif tok.type == tokenize.STRING and re.match(r"[a-zA-Z]*[fF]", tok.string):
+            fields = re.findall(r"(?<!\{)\{([^{}]+)\}", tok.string)
+            uses[owner].update(n for field in fields for n in re.findall(r"[A-Za-z_]\w*", field))
+    return uses
+
+
+def reached(start: set[str], uses: dict[str | None, set[str]]) -> set[str]:
+    """The helpers of ``uses`` (a file's defs) that ``start`` calls, directly or through one another."""
+    found, todo = set(), [n for n in start if n in uses]
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo += [n for n in uses[name] if n in uses and n not in found]
+    return found - {None}
+
+
+def stages() -> dict[str, dict[str | None, set[str]]]:
+    """Each stage's code, its rule file's and its helpers/<stage>.smk's together, and the Snakefile's."""
+    found = {"Snakefile": code_names(ROOT / "Snakefile")}
+    for path in sorted(RULES.glob("*.smk")):
+        uses = code_names(path)
+        helpers = RULES / "helpers" / path.name
+        for name, names in (code_names(helpers) if helpers.is_file() else {}).items():
+            uses.setdefault(name, set()).update(names)
+        found[path.stem] = uses
+    return found
+
+
+def test_common_smk_stays_short():
+    lines = len(COMMON.read_text().splitlines())
+    assert lines <= COMMON_MAX_LINES, f"common.smk has {lines} lines (at most {COMMON_MAX_LINES}): move a stage's own"
+
+
+def test_common_smk_holds_only_what_several_stages_share():
+    """Each helper of common.smk is used by at least two stages (or the Snakefile and a stage), directly or through
+    another shared helper, or by common.smk's own top-level code (grid loading, wildcard constraints, the run's
+    handlers: every rule's): a helper of one stage lives in that stage's helpers/<stage>.smk."""
+    files = stages()
+    common = files.pop("common")
+    helpers = set(common) - {None}
+    assert {"stage_config", "logged", "table_outputs", "_force"} <= helpers  # the parse found the shared helpers
+    shared = reached(common[None], common)
+    users = {
+        name: [f for f, uses in files.items() if name in reached(set().union(*uses.values()), common)]
+        for name in helpers
+    }
+    one_stage = {name: who for name, who in users.items() if len(who) < 2 and name not in shared}
+    assert not one_stage, f"helpers of common.smk used by at most one stage (move each there): {one_stage}"
+
+
+def test_rules_and_functions_live_apart_and_each_stage_uses_its_own_helpers():
+    """`snakemake --lint` wants no rule file with functions: a stage's functions are in helpers/<stage>.smk, which
+    its rule file includes and alone uses; no helper is defined twice (one namespace: the later would win)."""
+    defined: dict[str, str] = {}
+    for path in sorted([ROOT / "Snakefile", *RULES.rglob("*.smk")]):
+        uses, where = code_names(path), path.relative_to(ROOT)
+        for helper in set(uses) - {None}:
+            assert helper not in defined, f"{helper} is defined in both {defined[helper]} and {where}"
+            defined[helper] = where
+        if path.parent.name == "helpers":
+            assert not re.search(r"^(rule|checkpoint|use rule)\b", path.read_text(), re.M), f"{where} holds rules"
+            rule_file = RULES / path.name
+            assert f'include: "helpers/{path.name}"' in rule_file.read_text(), f"{rule_file.name} must include {where}"
+            mine = code_names(rule_file)[None]
+            unused = set(uses) - {None} - reached(mine, uses)
+            assert not unused, f"{where} defines helpers {rule_file.name} never uses: {sorted(unused)}"
+        elif path != COMMON:
+            assert set(uses) == {None}, f"{where} defines functions: they go to workflow/rules/helpers/{path.name}"
+    assert len({p.parent for p in defined.values()}) == 2  # common.smk and the stages' helper files define them

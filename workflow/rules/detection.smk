@@ -2,6 +2,28 @@
 # Detectron2 cell per (method, task, seed); table4 aggregates them.
 
 
+include: "helpers/detection.smk"
+
+
+from ring.plan.detection_tasks import TASKS as DETECTION_TASKS
+
+
+wildcard_constraints:
+    task=_one_of(DETECTION_TASKS),
+
+
+# Converted backbone of one pretrained encoder, and one Detectron2 cell per (method, task, seed).
+DETECTION_WEIGHTS = "results/{grid}/detection/{dataset}/{method}/seed{seed}/backbone.pkl"
+DETECTION_WEIGHTS_LOG = "results/{grid}/detection/{dataset}/{method}/seed{seed}/backbone.pkl.log"
+DETECTION_CONFIG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.yaml"
+DETECTION_CONFIG_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.log"
+DETECTION_HASH = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.hash"
+DETECTION_HASH_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.hash.log"
+DETECTION_METRICS = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/metrics.json"
+DETECTION_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/detection.log"
+DETECTION_EMBEDDED_LOG = "results/{grid}/detection/datasets.log"
+
+
 rule detection_embedded:
     """The generated COCO/VOC-format default dataset (grids with `detection: {datasets: embedded}`)."""
     output:

@@ -1,6 +1,16 @@
 # Linear evaluation of a frozen pretrained encoder on its pretraining dataset (Table 1).
 
 
+include: "helpers/lincls.smk"
+
+
+LINCLS_CONFIG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.yaml"
+LINCLS_CONFIG_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.log"
+LINCLS_HASH = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.hash"
+LINCLS_HASH_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.hash.log"
+LINCLS_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/lincls.log"
+
+
 rule lincls_config:
     input:
         LINCLS_HASH,  # CONFIG_HASH in common.smk: its rule runs first

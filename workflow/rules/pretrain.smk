@@ -4,6 +4,15 @@
 # runtime knob only rewrites config.yaml.
 
 
+include: "helpers/pretrain.smk"
+
+
+PRETRAIN_CONFIG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.yaml"
+PRETRAIN_CONFIG_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.log"
+PRETRAIN_HASH_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.hash.log"
+PRETRAIN_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/pretrain.log"
+
+
 rule pretrain_config:
     input:
         PRETRAIN_HASH,  # CONFIG_HASH in common.smk: its rule runs first

@@ -3,6 +3,34 @@
 # A variant with `init_from` starts from its source cell's snapshot, so the source cell is its input.
 
 
+include: "helpers/studies.smk"
+
+
+from ring.core.config import SNAPSHOT_FILE
+
+# Every study and variant name over all grids ("none" keeps a constraint valid without studies).
+STUDY_NAMES = {name for g in GRIDS.values() for name in g.studies} or {"none"}
+VARIANT_NAMES = {v for g in GRIDS.values() for s in g.studies.values() for v in s.variants} or {"none"}
+
+
+wildcard_constraints:
+    study=_one_of(STUDY_NAMES),
+    variant=_one_of(VARIANT_NAMES),
+
+
+STUDY_CONFIG = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}/config.yaml"
+STUDY_CONFIG_LOG = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}/config.log"
+STUDY_ENCODER = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}/encoder.pt"
+STUDY_LOG = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}/pretrain.log"
+# The folder levels of STUDY_ENCODER from the last up, for cell_axes (the report captions).
+STUDY_AXES = ("seed", "variant", "method", "dataset")
+FIGURE = "results/{grid}/tables/fig_{study}.{ext}"
+FIGURE_LOG = "results/{grid}/tables/fig_{study}.log"
+FIGURE_EXTS = ["png", "pdf", "csv"]
+# Studies that also write a summary table (name -> table): the k sweep's mean +- std over seeds.
+STUDY_TABLES = {"negatives_k": "table_negatives_k", "ring_window": "table_ring_window"}
+
+
 rule study_config:
     output:
         STUDY_CONFIG,

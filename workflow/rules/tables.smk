@@ -1,4 +1,22 @@
-# Tables: pandas aggregation of finished cells, beside the paper's published numbers.
+# Tables: pandas aggregation of finished cells, beside the paper's published numbers, and which tables and
+# figures a grid builds (all_tables, the Snakefile's default target).
+
+
+include: "helpers/tables.smk"
+
+
+# The provenance of every cell beside its outputs, read by the GPU-hours table.
+PRETRAIN_PROVENANCE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/provenance.json"
+LINCLS_PROVENANCE = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/provenance.json"
+# Tables with their own cells (the grid's `tables:` block), built by rules make_<table>.
+GRID_TABLES = ["table2", "table_la_variants"]
+
+
+onsuccess:
+    # Print the tables this run was asked for, so `all_tables` ends with them on screen.
+    for target in (Path(f) for f in all_tables(config["grid"]) if f.endswith(".md")):
+        if target.exists():
+            print(f"\n{target}\n\n{target.read_text()}", file=sys.stderr)
 
 
 rule make_table1:

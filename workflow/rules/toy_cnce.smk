@@ -1,6 +1,15 @@
 # The appendix's toy CNCE experiment (ring.toy_cnce): one CPU cell per seed, then its table.
 
 
+include: "helpers/toy_cnce.smk"
+
+
+TOY_CNCE_CONFIG = "results/{grid}/toy_cnce/seed{seed}/config.yaml"
+TOY_CNCE_CONFIG_LOG = "results/{grid}/toy_cnce/seed{seed}/config.log"
+TOY_CNCE_METRICS = "results/{grid}/toy_cnce/seed{seed}/metrics.json"
+TOY_CNCE_LOG = "results/{grid}/toy_cnce/seed{seed}/toy_cnce.log"
+
+
 rule toy_cnce_config:
     output:
         TOY_CNCE_CONFIG,

@@ -1,5 +1,18 @@
 # Transfer (Table 3): each method's encoder, pretrained on the grid's source dataset, evaluated by
 # the linear protocol on each transfer dataset.  One cell per (transfer dataset, method, seed).
+# {dataset} is the transfer dataset; the encoder is the grid's source column's.
+
+
+include: "helpers/transfer.smk"
+
+
+TRANSFER_CONFIG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.yaml"
+TRANSFER_CONFIG_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.log"
+TRANSFER_HASH = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.hash"
+TRANSFER_HASH_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.hash.log"
+TRANSFER_MANIFEST = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/split-manifest.json"
+TRANSFER_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/transfer.log"
+TRANSFER_STATS = "results/{grid}/transfer/{dataset}"  # normalisation cache shared by the dataset's cells
 
 
 rule transfer_config:

@@ -1,0 +1,62 @@
+"""ring.reports.captions: what the report's captions say, read from the cells a table or figure read."""
+
+import json
+
+from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps
+
+
+def _metrics(path, values) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(values if isinstance(values, str) else json.dumps(values))
+    return str(path)
+
+
+def test_cell_metrics_keeps_the_readable_records_in_order_and_skips_the_rest(tmp_path):
+    files = [
+        _metrics(tmp_path / "a" / "metrics.json", {"method": "IR"}),
+        str(tmp_path / "missing" / "metrics.json"),
+        _metrics(tmp_path / "b" / "metrics.json", "{not json"),
+        _metrics(tmp_path / "c" / "metrics.json", [1, 2]),  # JSON, but not a record
+        _metrics(tmp_path / "d" / "metrics.json", {"method": "IRing"}),
+    ]
+    assert cell_metrics(files) == [{"method": "IR"}, {"method": "IRing"}]
+
+
+def test_feature_maps_groups_the_methods_by_layer_and_shape(tmp_path):
+    stamp = {"feature_layer": "layer4", "feature_shape": [512, 2, 2]}
+    files = [
+        _metrics(tmp_path / m / "metrics.json", {"method": m, "protocol": p})
+        for m, p in [("IR", stamp), ("IRing", stamp), ("IR", stamp), ("MoCo", {"feature_layer": "pool"}), ("LA", 3)]
+    ]
+    assert feature_maps(files) == [
+        {"layer": "layer4", "shape": "512 x 2 x 2", "methods": ["IR", "IRing"]},  # IR's second cell adds nothing
+        {"layer": "pool", "shape": "unrecorded", "methods": ["MoCo"]},
+        {"layer": "unrecorded", "shape": "unrecorded", "methods": ["LA"]},  # a protocol that is no record
+    ]
+
+
+def test_cell_axes_names_the_folder_levels_from_the_last_up():
+    files = [
+        "results/g/study/k/digits/IR/k16/seed0/encoder.pt",
+        "results/g/study/k/digits/IR/k64/seed1/encoder.pt",
+        "results/g/study/k/digits/IRing/k16/seed0/encoder.pt",
+    ]
+    assert cell_axes(files, ("seed", "variant", "method", "dataset")) == {
+        "seed": ["0", "1"],
+        "variant": ["k16", "k64"],
+        "method": ["IR", "IRing"],
+        "dataset": ["digits"],
+    }
+    assert cell_axes([], ("seed",)) == {"seed": []}
+
+
+def test_cell_config_reads_the_first_readable_config_beside_the_files(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "config.yaml").write_text("lr: [unclosed\n")  # broken: its stage says so, the caption skips it
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "config.yaml").write_text("lr: 3e-2\nsource: cifar10\n")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "config.yaml").write_text("source: stl10\n")
+    files = [tmp_path / d / "metrics.json" for d in ("missing", "a", "b", "c")]
+    assert cell_config(files) == {"lr": 0.03, "source": "cifar10"}  # YAML 1.2: 3e-2 is a float, as the stages read
+    assert cell_config(files[:2]) == {}

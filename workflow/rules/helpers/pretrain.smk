@@ -1,0 +1,16 @@
+# Pretraining's own helpers, included by workflow/rules/pretrain.smk: functions only,
+# as `snakemake --lint` wants them apart from the rules.
+
+
+def two_encoder_methods() -> list:
+    """Methods whose pretraining cells export an L and an ab trunk (CMC and its variants)."""
+    return [name for name, m in METHODS.items() if len(m.encoder_files) > 1]
+
+
+def stale_encoder(wildcards) -> list:
+    """A pretraining rule's ``stale`` input: forces the cell's encoder when another config than the grid's made it."""
+    encoder = Path(PRETRAIN_ENCODER.format(**dict(wildcards.items())))
+    if not encoder.is_file():  # nothing to be stale (and no config to build: plans stay fast)
+        return []
+    found = ring.plan.lineage.superseded(encoder.parent, config_hash(stage_config("pretrain", wildcards)))
+    return _force(found.target if found else None)

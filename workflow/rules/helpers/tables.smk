@@ -1,0 +1,62 @@
+# The tables' own helpers (and which tables and figures a grid builds: all_tables), included by
+# workflow/rules/tables.smk: functions only, as `snakemake --lint` wants them apart from the rules.
+
+
+def cell_wildcards(grid: str) -> dict:
+    """Parallel lists of dataset, method and seed over the cells of ``grid``, for expand(zip)."""
+    cells = GRIDS[grid].cells()
+    return {"dataset": [c[0] for c in cells], "method": [c[1] for c in cells], "seed": [c[2] for c in cells]}
+
+
+def lincls_metrics(grid: str) -> list:
+    return expand(LINCLS_METRICS, zip, grid=[grid] * len(GRIDS[grid].cells()), **cell_wildcards(grid))
+
+
+def provenance_files(grid: str) -> list:
+    """Provenance of every finished cell of ``grid`` (read after the cells, never an input)."""
+    n = len(GRIDS[grid].cells())
+    paths = [
+        *expand(PRETRAIN_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
+        *expand(LINCLS_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
+        *[str(Path(p).with_name("provenance.json")) for p in transfer_metrics(grid)],
+    ]
+    return [p for p in paths if Path(p).exists()]
+
+
+def table_metrics(grid: str, table: str) -> list:
+    """metrics.json of the cells of one table of ``grid`` (Table 1: the top-level datasets x methods)."""
+    cells = GRIDS[grid].table_cells(table)
+    return [LINCLS_METRICS.format(grid=grid, dataset=d, method=m, seed=s) for d, m, s in cells]
+
+
+def table_files(grid: str, table: str) -> list:
+    return expand(TABLE, grid=grid, table=table, ext=TABLE_EXTS)
+
+
+def toy_cnce_tables(grid: str) -> list:
+    """The appendix's toy table where the grid has a toy_cnce block."""
+    return table_files(grid, "table_toy_cnce") if GRIDS[grid].toy_cnce_seeds() else []
+
+
+def study_files(grid: str) -> list:
+    """Figures (and tables) of every study the grid plans (their rules: studies.smk)."""
+    files = []
+    for study in GRIDS[grid].studies:
+        files += expand(FIGURE, grid=grid, study=study, ext=FIGURE_EXTS)
+        if study in STUDY_TABLES:
+            files += expand(TABLE, grid=grid, table=STUDY_TABLES[study], ext=["csv", "md"])
+    return files
+
+
+def all_tables(grid: str) -> list:
+    """Every table and figure the grid covers: Table 1, then each optional block's, then GPU-hours."""
+    g = GRIDS[grid]
+    return [
+        *table_files(grid, "table1"),
+        *[f for table in g.tables for f in table_files(grid, table)],  # Table 2, the LA variants
+        *(table_files(grid, "table3") if g.transfer else []),
+        *(table_files(grid, "table4") if g.detection else []),
+        *toy_cnce_tables(grid),
+        *study_files(grid),
+        *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"]),
+    ]
