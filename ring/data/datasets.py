@@ -19,6 +19,8 @@ on the number of loader workers or on where an interrupted run was resumed.
 from __future__ import annotations
 
 import functools
+import gzip
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,18 +34,67 @@ from torchvision import transforms as T
 
 from ring.plan.catalog import DATASETS, DatasetMissing, DatasetSpec, check, folder, hint, spec
 
+# The embedded digits are read from scikit-learn's own file, found without importing scikit-learn: its import (SciPy
+# and the rest) cost every digits job ~2 s on a quiet 2-core machine, more than its data and split take.
+DIGITS_FILE = ("datasets", "data", "digits.csv.gz")
+DIGITS_TEST_FRACTION = 0.25
+DIGITS_SPLIT_SEED = 0
+
+
+def _digits_file() -> Path:
+    spec = importlib.util.find_spec("sklearn")  # finds the package; its __init__ is not run
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "The embedded digits dataset needs scikit-learn installed (its copy of the UCI digits)."
+        )
+    return Path(next(iter(spec.submodule_search_locations)), *DIGITS_FILE)
+
+
+def _approximate_mode(class_counts: np.ndarray, n_draws: int, rng: np.random.RandomState) -> np.ndarray:
+    """How many of ``n_draws`` each class gets: its share floored, the rest to the largest remainders (ties drawn
+    from ``rng``).  scikit-learn's ``utils.extmath._approximate_mode``, step for step (the same draws)."""
+    continuous = class_counts / class_counts.sum() * n_draws
+    floored = np.floor(continuous)
+    need_to_add = int(n_draws - floored.sum())
+    if need_to_add > 0:
+        remainder = continuous - floored
+        for value in np.sort(np.unique(remainder))[::-1]:
+            (inds,) = np.where(remainder == value)
+            add_now = min(len(inds), need_to_add)
+            floored[rng.choice(inds, size=add_now, replace=False)] += 1
+            need_to_add -= add_now
+            if need_to_add == 0:
+                break
+    return floored.astype(int)
+
+
+def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> dict[str, np.ndarray]:
+    """Sorted train and test indices of ``train_test_split(test_size=test_fraction, stratify=labels,
+    random_state=seed)``: scikit-learn's StratifiedShuffleSplit, its random draws in its order (tests/test_datasets.py
+    checks it against scikit-learn); its final shuffles of each side are left out, as the indices are sorted."""
+    classes, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    n_test = int(np.ceil(test_fraction * len(labels)))
+    n_train = len(labels) - n_test
+    per_class = np.split(np.argsort(inverse, kind="stable"), np.cumsum(counts)[:-1])
+    rng = np.random.RandomState(seed)
+    n_i = _approximate_mode(counts, n_train, rng)
+    t_i = _approximate_mode(counts - n_i, n_test, rng)
+    train, test = [], []
+    for i in range(len(classes)):
+        members = per_class[i].take(rng.permutation(counts[i]), mode="clip")
+        train.extend(members[: n_i[i]])
+        test.extend(members[n_i[i] : n_i[i] + t_i[i]])
+    return {"train": np.sort(np.array(train, dtype=np.int64)), "test": np.sort(np.array(test, dtype=np.int64))}
+
 
 @functools.lru_cache(maxsize=1)
 def _digits_arrays():
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
+    with gzip.open(_digits_file(), "rt") as fh:
+        data = np.loadtxt(fh, delimiter=",")  # scikit-learn's load_digits: 64 pixels, then the label
+    images, targets = data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(np.int64)
     # 0..16 grey levels -> 0..255 uint8, decoded once.
-    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
-    idx = np.arange(len(images))
-    train_idx, test_idx = train_test_split(idx, test_size=0.25, stratify=digits.target, random_state=0)
-    return images, digits.target.astype(np.int64), {"train": np.sort(train_idx), "test": np.sort(test_idx)}
+    images = np.round(images * (255.0 / 16.0)).astype(np.uint8)
+    return images, targets, stratified_split(targets, DIGITS_TEST_FRACTION, DIGITS_SPLIT_SEED)
 
 
 # The colour variant's tint (module docstring): its generator's seed and the colours' HSV saturation.  Saturation 0.5

@@ -3,6 +3,9 @@ import json
 import os
 import pickle
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +14,8 @@ import torch
 from ring.data import datasets, verify
 from ring.plan import catalog
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def test_digits_split_is_fixed_and_stratified():
     images, targets, splits = datasets._digits_arrays()
@@ -18,6 +23,42 @@ def test_digits_split_is_fixed_and_stratified():
     assert len(splits["train"]) == 1347 and len(splits["test"]) == 450
     assert not set(splits["train"]) & set(splits["test"])
     assert np.bincount(targets[splits["test"]]).tolist() == [45, 46, 44, 46, 45, 46, 45, 45, 43, 45]
+
+
+def test_the_digits_are_scikit_learns_images_and_split_read_without_importing_it():
+    """ring.data.datasets reads scikit-learn's digits file and draws its stratified split itself (scikit-learn's import
+    cost every digits job seconds): the same images, labels and indices as ``load_digits`` and ``train_test_split``."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    images, targets, splits = datasets._digits_arrays()
+    digits = load_digits()
+    assert np.array_equal(images, np.round(digits.images * (255.0 / 16.0)).astype(np.uint8))
+    assert np.array_equal(targets, digits.target)
+    train, test = train_test_split(np.arange(len(targets)), test_size=0.25, stratify=digits.target, random_state=0)
+    assert np.array_equal(splits["train"], np.sort(train)) and np.array_equal(splits["test"], np.sort(test))
+    # Other labels, fractions and seeds: uneven classes, ties among the remainders, labels that are not 0..k-1.
+    rng = np.random.default_rng(0)
+    for labels, fraction, seed in [
+        (rng.integers(0, 7, 301), 0.25, 1),
+        (np.repeat([3, 8, 20], [5, 5, 11]), 0.3, 2),
+        (rng.integers(0, 3, 50) * 5, 0.5, 42),
+    ]:
+        train, test = train_test_split(np.arange(len(labels)), test_size=fraction, stratify=labels, random_state=seed)
+        split = datasets.stratified_split(labels, fraction, seed)
+        assert np.array_equal(split["train"], np.sort(train)) and np.array_equal(split["test"], np.sort(test)), seed
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from ring.data import datasets; datasets._digits_arrays(); print('sklearn' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert loaded.stdout.strip() == "False"
 
 
 def test_digits_catalog_statistics_match_the_training_split():
