@@ -14,11 +14,12 @@ features are its L and ab encoders' maps concatenated (2 x 512 x 7 x 7), as CMC 
 protocol stamp says so (:func:`ring.engine.encoder.load_feature_extractor` builds either).
 
 Resume is the default: ``CELL/checkpoint.pt`` (classifier, optimizer, epoch, RNG) is written
-atomically after every epoch.  ``CELL/metrics.json`` stamps the protocol next to the numbers, and is kept
-under ``CELL/exported/`` with a checksum record naming this config and the encoder evaluated.  A cell is one run per
-config and encoder: a retrained encoder (or an edited config) keeps the previous run whole under
-``CELL/runs/<config hash>-<encoder sha256[:12]>/``, and a kept run of the encoder evaluated now comes back finished,
-trained no further (:mod:`ring.plan.rerun`).
+atomically after every epoch; the one before it (``checkpoint.prev.pt``) goes once ``metrics.json`` is kept and
+verified, the last one too under ``keep_checkpoint: none``.  ``CELL/metrics.json`` stamps the protocol next to
+the numbers, and is kept under ``CELL/exported/`` with a checksum record naming this config and the encoder
+evaluated.  A cell is one run per config and encoder: a retrained encoder (or an edited config) keeps the previous
+run whole under ``CELL/runs/<config hash>-<encoder sha256[:12]>/``, and a kept run of the encoder evaluated now comes
+back finished, trained no further (:mod:`ring.plan.rerun`).
 
 A non-finite loss stops the stage at once (:mod:`ring.engine.health`, exit 1, nothing written).  A test top-1 at
 chance (:func:`ring.engine.health.divergence`: within 3 binomial standard errors of 1/K over the test images) is a
@@ -45,7 +46,13 @@ from ring.core import config as C
 from ring.core.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
 from ring.data import datasets
 from ring.engine import health, provenance
-from ring.engine.checkpoint import load_latest_checkpoint, rng_state, save_checkpoint, set_rng_state
+from ring.engine.checkpoint import (
+    finish_checkpoints,
+    load_latest_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from ring.engine.encoder import Precision, load_feature_extractor, resolve_precision
 from ring.engine.logs import JsonLog
 from ring.engine.runtime import Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
@@ -345,6 +352,10 @@ def write_metrics(run: LinearEval, scores: dict | None, loss: float | None) -> d
     # Kept beside a checksum record, where Snakemake's cleanup does not look: collected without a job, and
     # kept with this run when the encoder or config changes (ring.plan.rerun).
     rerun.keep_outputs(run.out, run.STAGE, run.cfg, run.encoder_sha256)
+    # Kept and verified, the outputs stand for the run: the previous checkpoint goes, the last too under
+    # keep_checkpoint: none (ring.engine.checkpoint.finish_checkpoints); unverified copies keep both.
+    if rerun.verified_copies(run.out):
+        finish_checkpoints(run.out / CHECKPOINT, run.cfg.keep_checkpoint)
     return metrics
 
 

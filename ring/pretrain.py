@@ -12,7 +12,9 @@ epoch and step; it is written atomically at the end of every epoch and every
   cells also write ``encoder_ab.pt`` (``encoder.pt`` is then the L trunk, see :mod:`ring.engine.encoder`);
 * ``log.jsonl``: one line per epoch with loss, kNN top-1 (k=200) and 1-NN top-1, Ring window;
 * ``export.json``: the SHA-256 of every exported trunk and the config hash, checked by every reader;
-* ``checkpoint.pt``: kept after the run so that a longer schedule can continue it;
+* ``checkpoint.pt``: kept after the run so that a longer schedule can continue it (``keep_checkpoint: none``
+  drops it); ``checkpoint.prev.pt``, the one before it (a fallback should the latest be damaged), only while the
+  cell trains: it goes once the encoder is exported and verified;
 * ``run.json``: the config the checkpoint and outputs are made with (:mod:`ring.plan.rerun`);
 * ``snapshot_epoch<e>.pt``: the training state at the start of each epoch of ``snapshot_epochs``,
   from which a study cell (``init_from``) continues with other settings (appendix, hard negatives).
@@ -35,7 +37,7 @@ import torch
 from tqdm import tqdm
 
 from ring.core import config as C
-from ring.core.files import FileError, check_writable, remove_stale_temporaries
+from ring.core.files import CHECKSUMS, FileError, check_writable, read_record, remove_stale_temporaries
 from ring.core.methods import Method, check_fixed, method
 from ring.data import dali, datasets
 from ring.data.views import train_views
@@ -45,6 +47,7 @@ from ring.engine.checkpoint import (
     CheckpointError,
     atomic_save,
     checksummed,
+    finish_checkpoints,
     load_verified,
     previous_path,
     resume_state,
@@ -300,6 +303,23 @@ def finished_without_checkpoint(out: Path, cfg: C.PretrainConfig) -> bool:
     return True
 
 
+def finish(out: Path, cfg: C.PretrainConfig) -> None:
+    """A finished cell keeps what it needs again (``keep_checkpoint``): the previous checkpoint goes once the exports
+    verify against their checksum record (they, not it, stand for the run now), the final one too under ``none``.
+    Exports that do not verify keep both: the next run resumes and exports again.  The kept copies are what is
+    verified: encoder.pt itself may be gone already (save_trunks: a Snakemake rerun deletes it while this job runs)."""
+    if read_record(out / CHECKSUMS).get("config_hash") != C.config_hash(cfg) or not rerun.verified_copies(out):
+        print(f"ring: {out}: its exports do not verify after writing; its checkpoints are kept", file=sys.stderr)
+        return
+    freed = finish_checkpoints(out / CHECKPOINT, cfg.keep_checkpoint)
+    if freed and cfg.keep_checkpoint == "none":
+        print(
+            f"ring: {out}: finished; dropped its checkpoints ({freed / 1e6:.1f} MB) under keep_checkpoint: none (a "
+            "longer epochs trains from scratch)",
+            file=sys.stderr,
+        )
+
+
 def validate_before_training(run: Pretraining) -> None:
     """The validation accuracy before the cell's first step, the annealing policy's first signal
     (``ring_val_before_training``: the authors' trainer's sanity check, see ring.engine.anneal)."""
@@ -489,6 +509,7 @@ class Pretraining:
             for name, state in trunks.items():  # every file checked before the first is written
                 health.check_export(state, self.out / name)
             save_trunks(trunks, self.out, config_hash=C.config_hash(self.cfg), epochs=self.cfg.epochs)
+            finish(self.out, self.cfg)
         return encoder_path
 
     def _train(self) -> None:

@@ -68,6 +68,23 @@ def test_resume_continues_from_the_last_epoch(tmp_path, encoder_file):
     assert again.run()["top1"] == first["top1"]
 
 
+def test_a_finished_evaluation_drops_its_previous_checkpoint_and_under_none_its_last_one_too(
+    tmp_path, encoder_file, capsys
+):
+    last = LinearEval(lincls_config(epochs=2), encoder_file, tmp_path / "last").run()
+    assert sorted(p.name for p in (tmp_path / "last").glob("checkpoint*.pt")) == ["checkpoint.pt"]
+    cell = tmp_path / "none"
+    none = LinearEval(lincls_config(epochs=2, keep_checkpoint="none"), encoder_file, cell).run()
+    assert not list(cell.glob("checkpoint*.pt"))
+    # The same computation in the same process (a runtime key changes nothing trained): equal, not close.
+    assert (none["top1"], none["top5"]) == (last["top1"], last["top5"])
+    # Snakemake deleted metrics.json: back from its verified copy, and nothing trains.
+    (cell / "metrics.json").unlink()
+    capsys.readouterr()
+    assert LinearEval(lincls_config(epochs=2, keep_checkpoint="none"), encoder_file, cell).run() == none
+    assert "evaluation is complete (kept outputs verified); nothing to train" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_a_retrained_encoders_evaluation_is_kept_and_an_undo_brings_it_back(tmp_path, encoder_file):
     cell = tmp_path / "cell"

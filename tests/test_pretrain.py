@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import signal
 import subprocess
@@ -215,12 +216,34 @@ def test_a_longer_schedule_continues_the_checkpoint_and_equals_training_that_lon
     assert "resuming" in result.stderr and (aside / "encoder.pt").read_bytes() == short
     _assert_same_weights(cell / "encoder.pt", reference / "encoder.pt")
     assert (cell / "log.jsonl").read_text() == (reference / "log.jsonl").read_text()
+    # Finished again: the last checkpoint kept (keep_checkpoint: last, the default), the one before it dropped.
+    assert sorted(p.name for p in cell.glob("checkpoint*.pt")) == ["checkpoint.pt"]
 
     # A shorter schedule cannot be continued (a checkpoint cannot be made younger): it starts over.
     C.save(pretrain_config(method, epochs=1, lr_milestones=[1]), cell / "config.yaml")
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
     assert "this cell starts over" in result.stderr
     assert (cell / "encoder.pt").read_bytes() == short
+
+
+def test_a_finished_cell_drops_its_previous_checkpoint_and_under_none_its_last_one_too(tmp_path):
+    # Two epochs: two saves, so that the previous checkpoint exists until the cell finishes.
+    cfg = pretrain_config("IR", epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)
+    cell = _run_cell(tmp_path, "last", cfg)
+    assert sorted(p.name for p in cell.glob("checkpoint*.pt")) == ["checkpoint.pt"]
+    assert safe_load(cell / "checkpoint.pt")["epoch"] == 2  # what a longer schedule continues
+
+    none = tmp_path / "none"
+    none.mkdir()
+    C.save(dataclasses.replace(cfg, keep_checkpoint="none"), none / "config.yaml")
+    result = run_module("ring.pretrain", "--config", none / "config.yaml", "--out", none)
+    assert not list(none.glob("checkpoint*.pt")) and f"ring: {none}: finished; dropped its checkpoints" in result.stderr
+    _assert_same_weights(none / "encoder.pt", cell / "encoder.pt")  # a runtime key: the same run, less kept
+    # Run again (Snakemake deleted its encoder): the verified kept copy is the result, and nothing trains.
+    (none / "encoder.pt").unlink()
+    result = run_module("ring.pretrain", "--config", none / "config.yaml", "--out", none)
+    assert "nothing to train" in result.stderr and "epoch 1/2" not in result.stderr
+    _assert_same_weights(none / "encoder.pt", cell / "encoder.pt")
 
 
 def test_cli_reports_one_sentence(tmp_path):

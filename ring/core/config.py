@@ -159,6 +159,13 @@ class PretrainConfig:
     # checkpoints and snapshots (5x the encoder on digits; with the 1.28M-entry memory bank on ImageNet), which an
     # undo does not need for a finished run; "all" keeps the checkpoints too (an unfinished run's undo resumes them).
     keep_superseded: str = "results"
+    # What a finished cell keeps of its checkpoints once its encoder is exported and verified (the previous checkpoint,
+    # a crash-during-save fallback, always goes): "last" its final checkpoint, from which a longer epochs continues
+    # (README, "Editing a finished cell"), 2x its encoder on digits and with the 1.28M-entry memory bank on ImageNet;
+    # "none" not even that, for runs that are final (a longer epochs then trains from scratch; the encoder is the
+    # result).  "last" by default: an ML user extends schedules, and retraining 200 epochs to reach 300 costs more
+    # than the disk.
+    keep_checkpoint: str = "last"
 
     RUNTIME_FIELDS = (
         "data_root",
@@ -171,6 +178,7 @@ class PretrainConfig:
         "loss_read_every",
         "compile",
         "keep_superseded",
+        "keep_checkpoint",
     )
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
@@ -215,8 +223,12 @@ class LinclsConfig:
     device: str = "auto"
     # What a superseded evaluation run keeps in runs/<its hash>/: "results" drops its checkpoints, "all" keeps them.
     keep_superseded: str = "results"
+    # What a finished evaluation keeps of its checkpoints once metrics.json is written and kept with its checksum
+    # record (the previous checkpoint always goes): "last" the final probe (classifier and optimizer; 201 MB on
+    # ImageNet), "none" not even that (metrics.json comes back from its verified copy; nothing continues a probe).
+    keep_checkpoint: str = "last"
 
-    RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "keep_superseded")
+    RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "keep_superseded", "keep_checkpoint")
 
 
 @dataclass

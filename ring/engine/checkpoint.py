@@ -5,8 +5,11 @@ A training checkpoint (:func:`save_checkpoint`) also carries the SHA-256 of its 
 tensor's bytes, every key and number), verified when it is loaded, and the checkpoint it replaces is
 kept beside it as ``<name>.prev.pt``: a latest checkpoint that fails verification (a flipped block on
 disk, a copy cut short) is set aside and the run resumes from the previous one
-(:func:`load_latest_checkpoint`).  Loading always uses ``weights_only=True`` (no pickled code runs)
-and turns every failure into one sentence that names the file and what to do.
+(:func:`load_latest_checkpoint`).  Once the stage has finished (its outputs exported and verified against their
+checksum record) the previous checkpoint has nothing left to fall back for and goes (:func:`finish_checkpoints`),
+with the final one too where the cell's ``keep_checkpoint`` is ``none``.  Loading always uses
+``weights_only=True`` (no pickled code runs) and turns every failure into one sentence that names the file and
+what to do.
 """
 
 from __future__ import annotations
@@ -105,6 +108,29 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
         raise FileError(write_failure(path, err)) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def finish_checkpoints(path: str | Path, keep: str = "last") -> int:
+    """A finished stage's checkpoints, once its outputs are exported and verified: the previous one (``<name>.prev.pt``)
+    is deleted, as the verified outputs and their checksum record now stand where it stood (a crash mid-save is no
+    longer possible); the latest one too when ``keep`` is ``"none"``.  The bytes freed; one sentence when the file
+    system refuses.  A ``.corrupt.pt`` set aside by :func:`load_latest_checkpoint` stays: it is evidence, not state."""
+    path = Path(path)
+    files = [previous_path(path), *([path] if keep == "none" else [])]
+    freed = 0
+    for file in files:
+        try:
+            size = file.stat().st_size
+            file.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise FileError(
+                f"Cannot delete {file} of a finished stage ({err.strerror or err}); fix the folder's permissions "
+                "and rerun (the stage's outputs are complete)."
+            ) from None
+        freed += size
+    return freed
 
 
 def load_verified(path: str | Path, what: str = "checkpoint", fix: str = "delete it to start this stage again") -> dict:

@@ -53,6 +53,7 @@ COMPILE = ("auto", "on", "off")  # ring.engine.encoder.resolve_compile resolves 
 PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
 KEEP_SUPERSEDED = ("results", "all")  # ring.plan.rerun.KEEP_SUPERSEDED: what a superseded run keeps
+KEEP_CHECKPOINT = ("last", "none")  # what a finished cell keeps of its checkpoints (ring.engine.checkpoint)
 AUGMENTATIONS = ("crop_flip", "none")
 DETECTION_DATASETS = ("detectron2", "embedded")
 VALIDATION_POLICIES = ("adaptive_val", "adaptive_val_authors")  # the policies that read a validation accuracy
@@ -420,6 +421,7 @@ def _runtime(where: str, cfg) -> None:
     _one_of(where, cfg, "precision", PRECISIONS)
     _one_of(where, cfg, "channels_last", CHANNELS_LAST)
     _one_of(where, cfg, "keep_superseded", KEEP_SUPERSEDED)
+    _one_of(where, cfg, "keep_checkpoint", KEEP_CHECKPOINT)
     _int_at_least(where, cfg, "num_workers", 0)
     _int_at_least(where, cfg, "threads", 0)
 
@@ -619,6 +621,7 @@ ALLOWED = {
     "precision": ", ".join(PRECISIONS),
     "channels_last": ", ".join(CHANNELS_LAST),
     "keep_superseded": ", ".join(KEEP_SUPERSEDED) + " (results: checkpoints dropped)",
+    "keep_checkpoint": ", ".join(KEEP_CHECKPOINT) + " (the previous checkpoint goes either way)",
     "num_workers": ">= 0",
     "threads": ">= 0 (0: torch's default)",
     "augmentation": ", ".join(AUGMENTATIONS),

@@ -8,7 +8,8 @@ decides, torch-free (the workflow runs it on the login node, before any job is s
 stage runs it again when it starts, for configs written by hand):
 
 * **nothing**: the config hash is unchanged (only runtime knobs such as ``num_workers`` moved);
-* **continue**: a pretraining cell whose only change is a longer ``epochs``.  Training before the
+* **continue**: a pretraining cell whose only change is a longer ``epochs``, when it has a checkpoint to continue
+  (a finished cell under ``keep_checkpoint: none`` has none: it starts over).  Training before the
   last epoch does not depend on ``epochs`` (the lr milestones, the Ring annealing and the k-means
   warm-up are counted in epochs of their own), so the cell continues from its checkpoint and ends
   exactly where a cell trained with the new ``epochs`` from the start ends.  The shorter run's
@@ -267,7 +268,12 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     what = f"its config changed ({', '.join(keys)})" if keys else "its config changed"
     if old_hash == C.config_hash(cfg):
         what = "the encoder it evaluates changed (its pretraining cell was retrained or restored)"
-    if continues(stage, old_values, new_values):
+    longer = continues(stage, old_values, new_values)
+    if longer and not any((cell / name).is_file() for name in ("checkpoint.pt", "checkpoint.prev.pt")):
+        # A finished run whose checkpoint went (keep_checkpoint: none, or dropped by hand): nothing to continue.
+        what += ", and no checkpoint is left to continue (keep_checkpoint: none)"
+        longer = False
+    if longer:
         aside = set_aside(cell, old_hash, OUTPUT_FILES)
         kept = f"; the {old_values['epochs']}-epoch encoder is kept in {aside}" if aside else ""
         log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={new_values['epochs']}{kept}")

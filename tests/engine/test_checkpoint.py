@@ -1,7 +1,16 @@
 import pytest
 import torch
 
-from ring.engine.checkpoint import CheckpointError, atomic_save, safe_load
+from ring.engine.checkpoint import (
+    CheckpointError,
+    atomic_save,
+    finish_checkpoints,
+    load_latest_checkpoint,
+    load_verified,
+    previous_path,
+    safe_load,
+    save_checkpoint,
+)
 
 
 def test_atomic_save_round_trip_and_leaves_no_temp_files(tmp_path):
@@ -53,8 +62,6 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
 
 
 def test_a_checkpoint_altered_on_disk_fails_its_checksum_and_the_previous_one_is_used(tmp_path):
-    from ring.engine.checkpoint import load_latest_checkpoint, load_verified, previous_path, save_checkpoint
-
     path = tmp_path / "checkpoint.pt"
     save_checkpoint({"w": torch.arange(20000.0), "epoch": 1}, path)
     save_checkpoint({"w": torch.arange(20000.0) + 1, "epoch": 2}, path)
@@ -73,3 +80,18 @@ def test_a_checkpoint_altered_on_disk_fails_its_checksum_and_the_previous_one_is
         "checkpoint.corrupt.pt, resuming from the previous checkpoint checkpoint.prev.pt"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.corrupt.pt", "checkpoint.prev.pt"]
+
+
+@pytest.mark.parametrize("keep, left", [("last", ["ckpt.corrupt.pt", "ckpt.pt"]), ("none", ["ckpt.corrupt.pt"])])
+def test_a_finished_stage_drops_the_previous_checkpoint_and_the_last_one_under_none(tmp_path, keep, left):
+    path = tmp_path / "ckpt.pt"
+    for epoch in (1, 2):
+        save_checkpoint({"w": torch.zeros(1000), "epoch": epoch}, path)
+    (tmp_path / "ckpt.corrupt.pt").write_bytes(b"set aside by a resume: evidence, kept")
+    sizes = {p.name: p.stat().st_size for p in tmp_path.iterdir()}
+    freed = finish_checkpoints(path, keep)
+    assert sorted(p.name for p in tmp_path.iterdir()) == left
+    assert freed == sum(size for name, size in sizes.items() if name not in left)
+    if keep == "last":
+        assert load_latest_checkpoint(path)["epoch"] == 2  # what a longer schedule continues
+    assert finish_checkpoints(path, keep) == 0  # a finished stage run again: nothing left to drop

@@ -156,6 +156,16 @@ CASES = [
     ("pretrain/all/lr", -0.1, "stage pretrain, cell digits/IR/seed0: lr=-0.1 must be a finite number above 0"),
     ("lincls/all/lr", 0, "stage lincls, cell digits/IR/seed0: lr=0 must be a finite number above 0"),
     (
+        "pretrain/all/keep_checkpoint",
+        "all",
+        "stage pretrain, cell digits/IR/seed0: keep_checkpoint='all' is not one of last, none",
+    ),
+    (
+        "lincls/all/keep_checkpoint",
+        "final",
+        "stage lincls, cell digits/IR/seed0: keep_checkpoint='final' is not one of last, none",
+    ),
+    (
         "pretrain/all/batch_size",
         2048,
         "stage pretrain, cell digits/IR/seed0: batch_size=2048 exceeds the 1347 digits "

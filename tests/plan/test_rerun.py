@@ -50,6 +50,28 @@ def test_a_longer_schedule_continues_and_keeps_only_the_shorter_runs_outputs_asi
     assert rerun.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue" and len(lines) == 1
 
 
+def test_a_longer_schedule_of_a_cell_without_its_checkpoint_starts_over_keeping_the_finished_run(tmp_path):
+    # keep_checkpoint: none dropped the finished run's checkpoints: nothing to continue, so the run is kept whole
+    # (an undo brings it back finished) and the cell trains the longer schedule from scratch.
+    old, new = pretrain_config("IR", epochs=1, keep_checkpoint="none"), pretrain_config("IR", epochs=3)
+    _ran(tmp_path, old, files=("encoder.pt", "export.json", "log.jsonl", "provenance.json"))
+    aside, lines = tmp_path / "runs" / C.config_hash(old), []
+    decision = rerun.prepare(tmp_path, "pretrain", new, log=lines.append)
+    said = (
+        f"ring: {tmp_path}: its config changed (epochs), and no checkpoint is left to continue (keep_checkpoint: "
+        f"none): the previous run is kept in {aside} and this cell starts over"
+    )
+    assert (decision, lines) == ("start over", [said])
+    assert sorted(p.name for p in aside.iterdir()) == [
+        "encoder.pt",
+        "export.json",
+        "log.jsonl",
+        "provenance.json",
+        rerun.RUN_RECORD,
+    ]
+    assert not (tmp_path / "log.jsonl").exists() and not (tmp_path / rerun.RUN_RECORD).exists()
+
+
 @pytest.mark.parametrize(
     "new, keys",
     [
