@@ -70,8 +70,9 @@ def _approximate_mode(class_counts: np.ndarray, n_draws: int, rng: np.random.Ran
 
 def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> dict[str, np.ndarray]:
     """Sorted train and test indices of ``train_test_split(test_size=test_fraction, stratify=labels,
-    random_state=seed)``: scikit-learn's StratifiedShuffleSplit, its random draws in its order (tests/test_datasets.py
-    checks it against scikit-learn); its final shuffles of each side are left out, as the indices are sorted."""
+    random_state=seed)``: scikit-learn's StratifiedShuffleSplit, its random draws in its order
+    (tests/data/test_datasets.py checks it against scikit-learn); its final shuffles of each side are left out, as the
+    indices are sorted."""
     classes, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
     n_test = int(np.ceil(test_fraction * len(labels)))
     n_train = len(labels) - n_test
