@@ -8,7 +8,8 @@
 # This file is a table of contents: stages live in workflow/rules/, helpers in common.smk.
 
 
-configfile: "workflow/config.yaml"
+# The default config is package data (ring/resources/): the one copy that an installed `ring` reads too.
+configfile: "ring/resources/config.yaml"
 
 
 include: "workflow/rules/common.smk"

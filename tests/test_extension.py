@@ -217,7 +217,7 @@ def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from
 def test_the_plugin_runs_through_the_workflow_to_table1(plugin, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    for name in ("Snakefile", "workflow", "profiles"):
+    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     write_grid(work, "ext", GRID)
@@ -243,7 +243,7 @@ def grid_file(tmp_path, values: dict, name: str = "ext") -> Path:
 def workdir(tmp_path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
-    for name in ("Snakefile", "workflow", "profiles"):
+    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     return work

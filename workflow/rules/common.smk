@@ -28,7 +28,11 @@ from ring.core.config import dump as config_text
 from ring.plan.rerun import RUN_RECORD
 from ring.core.methods import METHODS
 
-GRID_DIR = Path(workflow.basedir, "workflow", "grids")
+# The package data (ring.resources) of the checkout this Snakefile is in: the one copy of the grids, schemas and default
+# config, which an installed `ring` reads from its package; relative to the Snakefile, so a copy of the workflow with
+# its ring/resources (the tests') reads its own.
+RESOURCES = Path(workflow.basedir, "ring", "resources")
+GRID_DIR = RESOURCES / "grids"
 # The conda environment of every rule (relative to the rule files), used only with `--sdm conda`;
 # otherwise every job runs in the environment running Snakemake.  Detectron2 (Table 4) is not in it.
 RING_ENV = "../envs/ring.yaml"
@@ -64,7 +68,7 @@ def _validated(values, schema: str, what: str):
         if not hasattr(cause, "absolute_path"):
             raise
         key = PurePosixPath(*map(str, cause.absolute_path)).as_posix() if cause.absolute_path else "(top level)"
-        _fail_plan(f"{what}: key {key}: {cause.message}; fix it (the schema is workflow/schemas/{Path(schema).name}).")
+        _fail_plan(f"{what}: key {key}: {cause.message}; fix it (the schema is ring/resources/schemas/{Path(schema).name}).")
 
 
 def _read_grid(path: Path) -> dict:
@@ -76,7 +80,7 @@ def _read_grid(path: Path) -> dict:
 
 
 def _check_configfiles():
-    """Snakemake reads the workflow config files itself (workflow/config.yaml, a profile's cluster.yaml and site.yaml,
+    """Snakemake reads the workflow config files itself (ring/resources/config.yaml, a profile's cluster.yaml and site.yaml,
     --configfile), keeping the last of a repeated key; each is read again here, so that a repeated key is refused."""
     from ring.core.config import read_yaml
 
@@ -88,7 +92,7 @@ def _check_configfiles():
 
 
 def grid_path(value: str) -> Path:
-    """``grid=NAME`` is workflow/grids/NAME.yaml; ``grid=PATH.yaml`` is that file, anywhere."""
+    """``grid=NAME`` is ring/resources/grids/NAME.yaml; ``grid=PATH.yaml`` is that file, anywhere."""
     try:
         return ring.plan.grid.resolve(value, GRID_DIR)
     except ValueError as err:
@@ -99,7 +103,7 @@ def _load_grid(value: str) -> dict:
     """Only the selected grid is read and validated: a broken neighbour never blocks a run."""
     path = grid_path(value)
     values = _read_grid(path)
-    _validated(values, "../schemas/grid.schema.yaml", f"Grid file {path}")
+    _validated(values, str(RESOURCES / "schemas" / "grid.schema.yaml"), f"Grid file {path}")
     try:
         # Every cell's full config of every stage is checked here (ring.plan.checks), before any job exists.
         grid = ring.plan.grid.from_dict(path.stem, values, source=str(path))
@@ -122,13 +126,17 @@ def _load_grid(value: str) -> dict:
     # Set here for the jobs, never read from the user's environment: no `envvars:` to assert.
     os.environ.update(
         RING_GRID_FILE=str(path.resolve()),
-        RING_WORKFLOW_CONFIG=str(Path(workflow.basedir, "workflow", "config.yaml")),
+        RING_WORKFLOW_CONFIG=str(RESOURCES / "config.yaml"),
     )
     return {grid.name: grid}, path.resolve()
 
 
 _check_configfiles()
-_validated(config, "../schemas/config.schema.yaml", "Workflow config (workflow/config.yaml and --config)")
+_validated(
+    config,
+    str(RESOURCES / "schemas" / "config.schema.yaml"),
+    "Workflow config (ring/resources/config.yaml and --config)",
+)
 # GRID_FILE: the grid's file, whether it was given by name or by path.
 GRIDS, GRID_FILE = _load_grid(config["grid"])
 
