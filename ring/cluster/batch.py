@@ -51,7 +51,16 @@ from ring.plan import grid as G
 
 # The slurm profile's config files, in its order (profiles/slurm/config.yaml): the package's defaults, then the
 # site's values, relative to the folder the command runs in, as --results is (a checkout's root, where Snakemake runs).
-DEFAULT_CONFIGS = [resources.CONFIG, resources.CLUSTER, Path("profiles") / "slurm" / "site.yaml"]
+SITE = Path("profiles") / "slurm" / "site.yaml"
+DEFAULT_CONFIGS = [resources.CONFIG, resources.CLUSTER, SITE]
+
+
+def default_configs() -> list[Path]:
+    """:data:`DEFAULT_CONFIGS`, without the site file where there is none (an installed ring run outside a checkout:
+    the package's defaults alone, or --configfile)."""
+    return [path for path in DEFAULT_CONFIGS if path != SITE or SITE.is_file()]
+
+
 OUTPUT = {stage: STAGE_OUTPUT[stage] for stage in ("pretrain", "lincls")}  # the stages batch submits
 
 
@@ -357,7 +366,7 @@ def main(argv=None) -> int:
         "--grid", required=True, help="a grid's name (ring/resources/grids/NAME.yaml) or the path of a grid file"
     )
     parser.add_argument("--stage", choices=list(OUTPUT), help="submit: required; cancel: default all stages")
-    parser.add_argument("--configfile", nargs="+", type=Path, default=DEFAULT_CONFIGS)
+    parser.add_argument("--configfile", nargs="+", type=Path, help="default: the package's, then ./" + str(SITE))
     parser.add_argument("--results", type=Path, default=Path("results"))
     parser.add_argument("--grids-dir", type=Path, default=resources.GRIDS)
     parser.add_argument(
@@ -375,7 +384,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         # estimate needs the grid and the throughput figures only, not the cluster's config.
-        config = load_config(args.configfile) if args.command != "estimate" else {}
+        config = load_config(args.configfile or default_configs()) if args.command != "estimate" else {}
         grid = G.load(G.resolve(args.grid, args.grids_dir))
         if args.command == "estimate":
             print(E.report(grid, E.load_figures(args.device, extra=args.figures)))
