@@ -186,7 +186,9 @@ def estimate_row(raw: Path, device: str | None) -> dict:
                 shutil.copy(path, tmp)  # this run's files replace the committed ones of the same name
             _merge_quick_ring(Path(tmp))
             figures = E.load_figures(device, results=Path(tmp))
-            hours = sum(h for *_, h in E.estimate(G.load(ROOT / "workflow" / "grids" / "paper.yaml"), figures))
+            hours = sum(
+                h for *_, h in E.estimate(G.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml"), figures)
+            )
         row.update(measured=hours, figures=figures.describe())
         row["status"] = ("pass" if hours <= bound else "fail") if bound else "no target for this device"
     except (ValueError, OSError, KeyError) as err:

@@ -95,6 +95,11 @@ def ring_command(installed, *args, check=True) -> subprocess.CompletedProcess:
     return run(venv / "bin" / "ring", *args, check=check, cwd=work, env=env)
 
 
+def python(installed, code: str) -> subprocess.CompletedProcess:
+    venv, env, work = installed
+    return run(venv / "bin" / "python", "-c", code, cwd=work, env=env)
+
+
 def table(report: str) -> list[str]:
     """The estimate's table, from its header line on (the lines above name the figures' files and their age)."""
     lines = report.splitlines()
@@ -104,12 +109,9 @@ def table(report: str) -> list[str]:
 @pytest.mark.slow  # builds a wheel and imports torch in a fresh environment: about a minute on 2 busy cores
 def test_the_installed_wheel_runs_the_login_node_commands_from_another_folder(installed):
     venv, env, work = installed
-    where = run(
-        venv / "bin" / "python",
-        "-c",
+    where = python(
+        installed,
         "import json, ring, ring.resources as r; print(json.dumps([ring.__file__, str(r.GRIDS), ring.__version__]))",
-        cwd=work,
-        env=env,
     )
     package, grids, version = json.loads(where.stdout)
     assert Path(package).is_relative_to(venv) and Path(grids).is_relative_to(venv), where.stdout
@@ -148,13 +150,8 @@ def test_the_installed_wheel_runs_the_login_node_commands_from_another_folder(in
 
 @pytest.mark.slow  # imports torch in the fresh environment
 def test_the_installed_wheel_records_its_version_instead_of_a_commit(installed):
-    venv, env, work = installed
-    code = run(
-        venv / "bin" / "python",
-        "-c",
-        "import json; from ring.engine.provenance import git_state; print(json.dumps(git_state()))",
-        cwd=work,
-        env=env,
+    code = python(
+        installed, "import json; from ring.engine.provenance import git_state; print(json.dumps(git_state()))"
     )
     assert json.loads(code.stdout) == {
         "commit": None,

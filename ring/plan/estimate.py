@@ -372,7 +372,8 @@ def _family(name: str, figures: Figures) -> str:
         raise ValueError(
             f"Method {name} is priced by the throughput of {family}, which the {figures.device} figures do "
             f"not have (they have {', '.join(sorted(figures.images_per_s))}); run benchmarks/throughput.py "
-            f"--method {family} on that device and commit its JSON under ring/resources/figures."
+            f"--method {family} on that device and put its JSON in the folder your plug-in's {FIGURES_GROUP} entry "
+            "point names, or pass --figures DIR (docs/adding-a-method.md, Pricing it)."
         )
     return family
 

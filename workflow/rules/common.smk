@@ -68,7 +68,9 @@ def _validated(values, schema: str, what: str):
         if not hasattr(cause, "absolute_path"):
             raise
         key = PurePosixPath(*map(str, cause.absolute_path)).as_posix() if cause.absolute_path else "(top level)"
-        _fail_plan(f"{what}: key {key}: {cause.message}; fix it (the schema is ring/resources/schemas/{Path(schema).name}).")
+        _fail_plan(
+            f"{what}: key {key}: {cause.message}; fix it (the schema is ring/resources/schemas/{Path(schema).name})."
+        )
 
 
 def _read_grid(path: Path) -> dict:
