@@ -341,8 +341,8 @@ def test_a_broken_sibling_grid_does_not_block_another(workdir):
     result = snakemake(workdir, "-n", "all_tables", "--config", "grid=broken", check=False)
     assert result.returncode != 0
     assert (
-        f"ring: Grid file {workdir / 'workflow' / 'grids' / 'broken.yaml'} is not valid YAML at line 2, column 8: "
-        "expected ',' or ']', but got ':'; fix the syntax there."
+        f"ring: Grid file {workdir / 'ring' / 'resources' / 'grids' / 'broken.yaml'} is not valid YAML at line 2, "
+        "column 8: expected ',' or ']', but got ':'; fix the syntax there."
     ) in result.stderr
 
 
