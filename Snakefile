@@ -10,7 +10,8 @@
 # this order (docs/development.md, "The workflow's files").
 
 
-configfile: "workflow/config.yaml"
+# The default config is package data (ring/resources/): the one copy that an installed `ring` reads too.
+configfile: "ring/resources/config.yaml"
 
 
 include: "workflow/rules/common.smk"

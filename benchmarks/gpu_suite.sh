@@ -11,7 +11,7 @@
 #                   CUDA and cuDNN versions), logs/<benchmark>.log, logs/nvidia-smi.txt, suite.json
 #                   (what ran, its exit status and seconds);
 #   summary.json, summary.md  every target of issue 31 beside its measured value and pass/fail.
-# Unpack the results into benchmarks/results/ and commit them (`ring estimate`
+# Unpack the results into ring/resources/figures/ and commit them (`ring estimate`
 # then prices grids from them):  python benchmarks/suite_summary.py unpack $OUT/results.tar.gz
 #
 # Modes (budgets for one H100/H200 with 16 cores): full (default, <= 9 minutes): every method eager

@@ -10,7 +10,7 @@ start=$(date +%s.%N)
 bash envs/install.sh && .venv/bin/snakemake --profile profiles/local all_tables > "$work/quickstart.log" 2>&1
 end=$(date +%s.%N)
 seconds=$(python3 -c "print(round($end - $start, 1))")
-cat > "$repo/benchmarks/results/quickstart-cpu.json" <<JSON
+cat > "$repo/ring/resources/figures/quickstart-cpu.json" <<JSON
 {
   "command": "bash envs/install.sh && .venv/bin/snakemake --profile profiles/local all_tables",
   "fresh_clone": true,
@@ -20,5 +20,5 @@ cat > "$repo/benchmarks/results/quickstart-cpu.json" <<JSON
 }
 JSON
 tail -12 "$work/quickstart.log"
-cat "$repo/benchmarks/results/quickstart-cpu.json"
+cat "$repo/ring/resources/figures/quickstart-cpu.json"
 rm -rf "$work"

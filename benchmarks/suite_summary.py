@@ -2,14 +2,14 @@
 
     python benchmarks/suite_summary.py check                       # the packages the suite needs, one line per missing
     python benchmarks/suite_summary.py finish RAW OUT --mode full  # RAW's results -> OUT/{results.tar.gz,summary.*}
-    python benchmarks/suite_summary.py unpack OUT/results.tar.gz [--dest benchmarks/results]
+    python benchmarks/suite_summary.py unpack OUT/results.tar.gz [--dest ring/resources/figures]
 
 The lent GPU machines return at most 8 files from a run, so ``benchmarks/gpu_suite.sh`` writes its
 results and logs to a scratch folder (RAW) and leaves three files under $OUT: ``results.tar.gz``
 (every result JSON, every log, ``suite.json``, ``nvidia-smi.txt``), ``summary.json`` and
 ``summary.md`` (every target of issue 31 beside its measured value and pass/fail).  ``unpack``
 checks every member (plain files, relative paths without ``..``, .json/.log/.txt only) before it
-writes the results (``<benchmark>-<device>.json``) into benchmarks/results/; logs stay in the archive.
+writes the results (``<benchmark>-<device>.json``) into ring/resources/figures/; logs stay in the archive.
 Torch-free except for ``finish``'s estimate (ring.plan.estimate is torch-free too).
 """
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMITTED = ROOT / "benchmarks" / "results"
+COMMITTED = ROOT / "ring" / "resources" / "figures"  # package data: ring estimate prices from it
 # What the suite runs on (python3 with these only): import name -> pip name.
 PACKAGES = {"torch": "torch", "torchvision": "torchvision", "numpy": "numpy", "PIL": "pillow", "yaml": "pyyaml"}
 ARCHIVE = "results.tar.gz"
@@ -186,7 +186,9 @@ def estimate_row(raw: Path, device: str | None) -> dict:
                 shutil.copy(path, tmp)  # this run's files replace the committed ones of the same name
             _merge_quick_ring(Path(tmp))
             figures = E.load_figures(device, results=Path(tmp))
-            hours = sum(h for *_, h in E.estimate(G.load(ROOT / "workflow" / "grids" / "paper.yaml"), figures))
+            hours = sum(
+                h for *_, h in E.estimate(G.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml"), figures)
+            )
         row.update(measured=hours, figures=figures.describe())
         row["status"] = ("pass" if hours <= bound else "fail") if bound else "no target for this device"
     except (ValueError, OSError, KeyError) as err:
@@ -321,7 +323,7 @@ def main(argv=None) -> int:
     f.add_argument("raw", type=Path)
     f.add_argument("out", type=Path)
     f.add_argument("--mode", default="full", choices=("full", "quick"))
-    u = sub.add_parser("unpack", help="write an archive's result JSONs into benchmarks/results/")
+    u = sub.add_parser("unpack", help="write an archive's result JSONs into ring/resources/figures/")
     u.add_argument("archive", type=Path)
     u.add_argument("--dest", type=Path, default=COMMITTED)
     args = parser.parse_args(argv)

@@ -13,6 +13,6 @@ PY=${PYTHON:-python}
 # facebookresearch/detectron2 main at the time ring-bench pinned it; its Python code is v0.6's plus
 # the NumPy/Pillow fixes that envs/install-detectron2-cpu.sh applies to the CPU install.
 DETECTRON2_COMMIT=3ed610f0e0eca9f5205ea2b299142c8ca74d8f35
-"$PY" -m pip install -r envs/requirements-detection.txt -c envs/constraints-cpu.txt
+"$PY" -m pip install -r ring/resources/requirements-detection.txt -c envs/constraints-cpu.txt
 "$PY" -m pip install --no-build-isolation "detectron2 @ git+https://github.com/facebookresearch/detectron2.git@${DETECTRON2_COMMIT}"
 "$PY" -c "from detectron2 import _C; import detectron2; print('detectron2', detectron2.__version__, 'with its C++/CUDA extension')"

@@ -9,7 +9,7 @@
 # convolutions are never built, and the COCO evaluator runs with use_fast_impl=False (pycocotools).
 # So this script downloads the pinned sdist (hash checked), packages its `detectron2/` folder,
 # model-zoo configs included, as a pure-Python `detectron2==0.6` and installs it with its runtime
-# requirements from envs/requirements-detection.txt.  Two documented changes to the sources: the
+# requirements from ring/resources/requirements-detection.txt.  Two documented changes to the sources: the
 # NumPy/Pillow alias replacements upstream made after v0.6, and a `detectron2/_C.py` that fails
 # with one sentence if an operator of the missing extension is ever called.  A cluster uses envs/detection-cluster.sh instead
 # (detectron2 built from its git repository at a pinned commit, with the extension).
@@ -20,7 +20,7 @@ PY=${1:-.venv/bin/python}
 SDIST=pb1-detectron2-0.6.tar.gz
 SDIST_SHA256="5d2e9e51e523ec72f6a31cca04b0a515492e9514b773a3d134cedc0677170b29"
 
-"$PY" -m pip install --quiet --disable-pip-version-check -r envs/requirements-detection.txt -c envs/constraints-cpu.txt
+"$PY" -m pip install --quiet --disable-pip-version-check -r ring/resources/requirements-detection.txt -c envs/constraints-cpu.txt
 if "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('detectron2') != '0.6')" 2>/dev/null; then
     exit 0
 fi

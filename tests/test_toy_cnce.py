@@ -108,8 +108,8 @@ def test_entry_point_writes_metrics_and_rejects_bad_configs(tmp_path, capsys):
 
 
 def test_grids_carry_the_toy_block(root):
-    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
-    smoke = G.load(root / "workflow" / "grids" / "smoke.yaml")
+    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
+    smoke = G.load(root / "ring" / "resources" / "grids" / "smoke.yaml")
     assert paper.toy_cnce_seeds() == [0, 1, 2, 3, 4] and paper.toy_cnce_config(4).own_critics
     full = paper.toy_cnce_config(0)
     assert (full.n_points, full.epochs, full.batch_size, full.lr, full.weight_decay) == (2000, 100, 128, 0.03, 0.0)

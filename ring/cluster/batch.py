@@ -10,8 +10,8 @@
 ``submit`` returns at once with the array's id.  Each cell records its array task in
 ``CELL/slurm/job.json``, so ``snakemake --profile profiles/slurm all_tables`` afterwards
 re-attaches to running tasks and counts finished cells as done instead of resubmitting them.
-Configs come from the slurm profile's files, layered key by key: ``workflow/config.yaml``,
-``profiles/slurm/cluster.yaml`` and ``profiles/slurm/site.yaml`` (``--configfile``).
+Configs come from the slurm profile's files, layered key by key: ``ring/resources/config.yaml``,
+``ring/resources/cluster.yaml`` and ``profiles/slurm/site.yaml`` (``--configfile``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import jsonschema
 
+from ring import resources
 from ring.cluster import accounting, progress
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
@@ -48,13 +49,18 @@ from ring.plan import disk, lineage, ownership, rerun
 from ring.plan import estimate as E
 from ring.plan import grid as G
 
-ROOT = Path(__file__).resolve().parents[2]
-# The slurm profile's config files, in its order (profiles/slurm/config.yaml).
-DEFAULT_CONFIGS = [
-    ROOT / "workflow" / "config.yaml",
-    ROOT / "profiles" / "slurm" / "cluster.yaml",
-    ROOT / "profiles" / "slurm" / "site.yaml",
-]
+# The slurm profile's config files, in its order (profiles/slurm/config.yaml): the package's defaults, then the
+# site's values, relative to the folder the command runs in, as --results is (a checkout's root, where Snakemake runs).
+SITE = Path("profiles") / "slurm" / "site.yaml"
+DEFAULT_CONFIGS = [resources.CONFIG, resources.CLUSTER, SITE]
+
+
+def default_configs() -> list[Path]:
+    """:data:`DEFAULT_CONFIGS`, without the site file where there is none (an installed ring run outside a checkout:
+    the package's defaults alone, or --configfile)."""
+    return [path for path in DEFAULT_CONFIGS if path != SITE or SITE.is_file()]
+
+
 OUTPUT = {stage: STAGE_OUTPUT[stage] for stage in ("pretrain", "lincls")}  # the stages batch submits
 
 
@@ -357,23 +363,31 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Batch submission, status, cancellation and pruning of a grid.")
     parser.add_argument("command", choices=["submit", "status", "cancel", "estimate", "prune"])
     parser.add_argument(
-        "--grid", required=True, help="a grid's name (workflow/grids/NAME.yaml) or the path of a grid file"
+        "--grid", required=True, help="a grid's name (ring/resources/grids/NAME.yaml) or the path of a grid file"
     )
     parser.add_argument("--stage", choices=list(OUTPUT), help="submit: required; cancel: default all stages")
-    parser.add_argument("--configfile", nargs="+", type=Path, default=DEFAULT_CONFIGS)
+    parser.add_argument("--configfile", nargs="+", type=Path, help="default: the package's, then ./" + str(SITE))
     parser.add_argument("--results", type=Path, default=Path("results"))
-    parser.add_argument("--grids-dir", type=Path, default=ROOT / "workflow" / "grids")
+    parser.add_argument("--grids-dir", type=Path, default=resources.GRIDS)
     parser.add_argument(
         "--device", help="estimate: figures of the device whose name contains this (default: newest GPU)"
+    )
+    parser.add_argument(
+        "--figures",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="estimate: more throughput figures (a plug-in's, your device's), read after the package's and plug-ins'",
     )
     parser.add_argument("--dry-run", action="store_true", help="prune: list what would be removed, remove nothing")
     args = parser.parse_args(argv)
     try:
         # estimate needs the grid and the throughput figures only, not the cluster's config.
-        config = load_config(args.configfile) if args.command != "estimate" else {}
+        config = load_config(args.configfile or default_configs()) if args.command != "estimate" else {}
         grid = G.load(G.resolve(args.grid, args.grids_dir))
         if args.command == "estimate":
-            print(E.report(grid, E.load_figures(args.device)))
+            print(E.report(grid, E.load_figures(args.device, extra=args.figures)))
         elif args.command == "submit":
             if not args.stage:
                 raise ValueError("submit needs --stage pretrain or --stage lincls.")

@@ -48,6 +48,7 @@ from pathlib import Path
 import jsonschema
 import submitit
 
+from ring import resources
 from ring.cluster import accounting
 from ring.cluster.jobs import IGNORED_STOP, OUTPUT, StageJob
 from ring.core import config as C
@@ -110,7 +111,7 @@ THREAD_VARIABLES = (
 
 # The one definition of a stage's resource keys and types: the workflow's config schema.  Resources
 # validates against it, and tests/cluster/test_launch.py checks that its fields are the schema's properties.
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = resources.SCHEMAS / "config.schema.yaml"
 
 
 def config_schema() -> dict:
@@ -124,7 +125,7 @@ def stage_resources(slurm: dict, stage: str) -> dict:
 
 @dataclass
 class Resources:
-    """One stage's SLURM resources (profiles/slurm/cluster.yaml documents every field)."""
+    """One stage's SLURM resources (ring/resources/cluster.yaml documents every field)."""
 
     partition: str | None = None
     account: str | None = None
@@ -154,7 +155,7 @@ class Resources:
             jsonschema.validate(values, {**schema["$defs"]["resources"], "$defs": schema["$defs"]})
         except jsonschema.ValidationError as err:
             where = ".".join(map(str, err.absolute_path)) or "resources"
-            raise ValueError(f"SLURM resource {where}: {err.message}; fix it in profiles/slurm/cluster.yaml.") from None
+            raise ValueError(f"SLURM resource {where}: {err.message}; fix it in ring/resources/cluster.yaml.") from None
         return cls(**values)
 
 

@@ -141,7 +141,7 @@ class PretrainConfig:
     # Where the views are made (ring.data.augment): "cpu", PIL per sample in the loader's workers;
     # "device", in batches on the training device from images held there (in-memory datasets) or
     # decoded there (image folders' JPEGs), with the same parameters; "auto": device on CUDA, cpu on
-    # CPUs, as measured (benchmarks/results/throughput_*).  Pixels differ by interpolation rounding.
+    # CPUs, as measured (ring/resources/figures/throughput_*).  Pixels differ by interpolation rounding.
     augment: str = "auto"
 
     # Execution (do not change results, so they are left out of the config hash).
@@ -149,7 +149,7 @@ class PretrainConfig:
     threads: int = 0  # 0: torch's default
     device: str = "auto"
     # torch.compile of the encoder and of the device views (augment: device): "auto" compiles on CUDA devices,
-    # where a step measured 1.17-1.33x faster (benchmarks/results/throughput_*_compile-*.json) and where BatchNorm
+    # where a step measured 1.17-1.33x faster (ring/resources/figures/throughput_*_compile-*.json) and where BatchNorm
     # groups and a view batch then cost almost no host calls (tests/engine/test_step_budget.py,
     # tests/data/test_augment.py), for about 100 s of compilation per process start; not on CPUs, where short jobs
     # would pay it.  "auto" falls back to eager with a warning if compilation fails, "on" fails.

@@ -60,11 +60,10 @@ AUGMENT = (
 
 
 def resolve(augment: str, device: torch.device) -> str:
-    """ "auto" -> "device" on CUDA, "cpu" elsewhere.  On this project's CPU (benchmarks/results/throughput_*-cpu.json,
-    32-px views) training images/s were the same with either path within the machine's noise (device ahead for IR
-    and LA, PIL for MoCo and CMC, by 3-12%): a CPU step dwarfs its views, so CPUs keep today's path.  On a GPU the
-    loader's
-    workers are the bottleneck the device path removes."""
+    """ "auto" -> "device" on CUDA, "cpu" elsewhere.  On this project's CPU
+    (ring/resources/figures/throughput_*-cpu.json, 32-px views) training images/s were the same with either path
+    within the machine's noise (device ahead for IR and LA, PIL for MoCo and CMC, by 3-12%): a CPU step dwarfs its
+    views, so CPUs keep today's path.  On a GPU the loader's workers are the bottleneck the device path removes."""
     if augment not in AUGMENT:
         raise ValueError(f"Unknown augment {augment!r}; choose auto, cpu, device or dali.")
     if augment == "auto":
@@ -120,7 +119,7 @@ def decode_jpegs(data: list[torch.Tensor], device: torch.device, resize: int) ->
         # torchvision's batched nvJPEG decode does not order itself after the kernels already queued on the
         # current stream: on an H200 (torch 2.11, torchvision 0.26) the views of the batch before were read as
         # garbage (a device-side assert in the hue table's take) unless this stream had finished first; with
-        # the wait, 4,440 views/s (benchmarks/results/jpeg_decode-NVIDIA_H200.json).
+        # the wait, 4,440 views/s (ring/resources/figures/jpeg_decode-NVIDIA_H200.json).
         torch.cuda.current_stream(device).synchronize()
     try:
         images = decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
@@ -148,7 +147,7 @@ def _resize_each(images: list[torch.Tensor], size: int) -> torch.Tensor:
     and ImageNet holds some very large ones): five calls an image.  The weights of every side length in the
     batch are made together, in one batch padded to the longest side (zero past each length), where making
     each length's on its own cost about 40 calls an image and bound a GPU's JPEG path by its host
-    (1,982 views/s on an H200, ``benchmarks/results/jpeg_decode-NVIDIA_H200.json``).
+    (1,982 views/s on an H200, ``ring/resources/figures/jpeg_decode-NVIDIA_H200.json``).
     """
     device = images[0].device
     sides = sorted({side for img in images for side in img.shape[-2:]})

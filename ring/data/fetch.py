@@ -43,6 +43,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
 from urllib.request import Request, urlopen
 
+from ring import resources
 from ring.plan import catalog
 from ring.plan import grid as G
 
@@ -469,9 +470,9 @@ def main(argv=None) -> int:
     )
     parser.add_argument("names", nargs="*", metavar="NAME")
     parser.add_argument(
-        "--grid", help="every dataset of a grid: a name (workflow/grids/GRID.yaml) or a grid file's path"
+        "--grid", help="every dataset of a grid: a name (ring/resources/grids/GRID.yaml) or a grid file's path"
     )
-    parser.add_argument("--grids-dir", type=Path, default=Path(__file__).resolve().parents[2] / "workflow" / "grids")
+    parser.add_argument("--grids-dir", type=Path, default=resources.GRIDS)
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--mirror", help="fetch URL/<host>/<path> instead of each publisher's URL")
     parser.add_argument(

@@ -127,7 +127,7 @@ def resolve_precision(
 
     Channels-last "auto" stays off where BatchNorm runs in groups (``bn_groups`` per process > 1): the grouped
     layer then viewed its input as N/G x (G C) x H x W, free in NCHW and a copy each way in channels-last.
-    Measured on an H200 (benchmarks/results/throughput_MoCo*-NVIDIA_H200.json, bf16, 8 groups): MoCo
+    Measured on an H200 (ring/resources/figures/throughput_MoCo*-NVIDIA_H200.json, bf16, 8 groups): MoCo
     trained 6,514 images/s in NCHW against 5,027 in channels-last.  Channels-last groups copy nothing since
     issue 31 (:class:`_ChannelsLastGroups`), at about twice the calls per layer: whether "auto" turns them on
     awaits the GPU figure (``benchmarks/gpu_suite.sh``'s throughput_MoCo_channels_last against throughput_MoCo).

@@ -1,6 +1,7 @@
 """Provenance beside every cell's outputs: what ran, where, for how long.
 
-``<cell>/provenance.json`` holds the code (git commit and dirty flag; the grid file and workflow
+``<cell>/provenance.json`` holds the code (git commit and dirty flag, with the package version; installed outside a
+checkout, the version alone and a ``code`` line saying so; the grid file and workflow
 config that made the cell, with their sha256, count as dirty when untracked or modified), the config hash and seed,
 the software (torch, CUDA), and one *segment* per process that worked on the cell: a first run,
 a resumed run, or a SLURM job requeued after preemption.  Each segment records its SLURM job id
@@ -23,25 +24,44 @@ from pathlib import Path
 
 import torch
 
+import ring
 from ring.cluster.accounting import missing_runs, totals
 from ring.core.files import FileError, write_json
 from ring.engine import distributed
 from ring.engine.runtime import Preempted
 
 FILE = "provenance.json"
+# The checkout this package runs from, if it runs from one (an editable install or PYTHONPATH); an installed wheel
+# sits in site-packages, whose parent is no checkout of ours (and may lie inside some other repository).
 REPO = Path(__file__).resolve().parents[2]
 
 
 def git_state(repo: Path = REPO) -> dict:
+    """The checkout's commit and dirty flag; outside a checkout of this package, the installed version instead,
+    saying so (``code``), since no commit can be known."""
+
     def git(*args: str) -> str:
         return subprocess.run(
             ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10, check=True
         ).stdout.strip()
 
     try:
-        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+        # Another repository around site-packages is not ours: its top level must be this package's parent.
+        if Path(git("rev-parse", "--show-toplevel")).resolve() == repo.resolve() and (repo / "ring").is_dir():
+            return {
+                "commit": git("rev-parse", "HEAD"),
+                "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+                "version": ring.__version__,
+                "code": "git checkout",
+            }
     except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
+        pass
+    return {
+        "commit": None,
+        "dirty": None,
+        "version": ring.__version__,
+        "code": f"installed package ring-bench {ring.__version__}, not a git checkout: no commit recorded",
+    }
 
 
 # The workflow exports the grid file and its config file to every job (workflow/rules/common.smk).

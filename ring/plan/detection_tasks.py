@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from ring import resources
 
 
 @dataclass(frozen=True)
@@ -51,13 +52,10 @@ def task(name: str) -> Task:
     return TASKS[name]
 
 
-_REPO = Path(__file__).resolve().parents[2]
-
-
 def _detection_modules() -> set[str]:
     """Detectron2 and the runtime requirements envs/install-detectron2-cpu.sh installs with it."""
     names = {"detectron2"}
-    requirements = _REPO / "envs" / "requirements-detection.txt"
+    requirements = resources.DETECTION_REQUIREMENTS
     if requirements.is_file():
         for line in requirements.read_text().splitlines():
             line = line.split("#")[0].strip()

@@ -3,8 +3,8 @@
     ring estimate --grid paper [--device H100]
 
 Torch-free (seconds).  The figures are the committed results of ``benchmarks/throughput.py`` (one
-file per method, ``benchmarks/results/throughput_<IR|MoCo|CMC|LA>-<device>.json``) and, when
-present, ``benchmarks/results/ring_selection-<device>.json`` (Ring's step-time ratios), both written
+file per method, ``ring/resources/figures/throughput_<IR|MoCo|CMC|LA>-<device>.json``) and, when
+present, ``ring/resources/figures/ring_selection-<device>.json`` (Ring's step-time ratios), both written
 for a GPU by ``benchmarks/gpu_suite.sh``.  ``--device`` picks the device whose name contains it;
 by default the most recent GPU figures, else the CPU's.  The model of a cell's cost:
 
@@ -29,20 +29,37 @@ by default the most recent GPU figures, else the CPU's.  The model of a cell's c
 Throughput is scaled to the cell's crop by pixel count (a ResNet-18's cost per image is
 proportional to its pixels); one GPU-hour per hour of one GPU (data-parallel cells scale linearly).
 Transfer, detection and study cells are not priced.  The report's header names every file each figure came from.
+
+The figures are read from the package's own folder (``ring/resources/figures``, package data), then from each folder
+a plug-in names under the ``ring.figures`` entry point group (a package whose folder holds its method's
+``throughput_<family>-<device>.json``: docs/adding-a-method.md), then from each ``--figures DIR``; a later folder's
+file of the same kind, family and device takes the place of an earlier one's.  Nothing is read from a checkout.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from fnmatch import fnmatch
+from importlib.metadata import entry_points
+from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ring import resources
 from ring.core import config as C
 from ring.core.methods import method as method_spec
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+if TYPE_CHECKING:  # importlib.resources.abc is 3.11's; the package supports 3.10
+    from importlib.resources.abc import Traversable
+
+RESULTS = resources.FIGURES  # the committed figures (benchmarks/*.py write them there)
+# Plug-ins' figures: an entry point of this group names a package whose folder holds a method's throughput files.
+FIGURES_GROUP = "ring.figures"
 # The paper's methods' families: a device's figures are complete with these four (a plug-in method may bring its own
 # family's file beside them; ring.core.methods.Objective.family names the one that prices a method).
 FAMILIES = ("IR", "MoCo", "CMC", "LA")
@@ -136,7 +153,7 @@ class Figures:
         return lines
 
 
-def _read(path: Path) -> dict:
+def _read(path: Traversable) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as err:
@@ -149,12 +166,58 @@ def _positive(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
-def _throughput_files(results: Path) -> tuple[dict, dict]:
+def plugin_folders() -> list[Traversable]:
+    """The folders the installed plug-ins name for their figures (:data:`FIGURES_GROUP`), in name order.  A broken
+    one is a warning line, not a refusal: grids that name none of its methods are priced as before."""
+    folders = []
+    for ep in sorted(entry_points(group=FIGURES_GROUP), key=lambda ep: ep.name):
+        try:
+            folder = files(ep.value)
+            if not folder.is_dir():
+                raise ValueError(f"{ep.value} is not a package with a folder")
+        except Exception as err:  # a broken plug-in names itself, not a traceback deep in ours
+            print(
+                f"ring: warning: the {FIGURES_GROUP} entry point {ep.name} ({ep.value}) failed to load ({err}); "
+                "its figures are left out until that package is fixed or uninstalled.",
+                file=sys.stderr,
+            )
+            continue
+        folders.append(folder)
+    return folders
+
+
+def _folders(results: Path | None, extra: Iterable[Path]) -> list[Traversable]:
+    """Where the figures are read, earliest first: the package's (or ``results``), the plug-ins', the user's."""
+    folders: list[Traversable] = [Path(results or RESULTS), *plugin_folders()]
+    for folder in map(Path, extra):
+        if not folder.is_dir():
+            raise ValueError(f"--figures {folder} is not a folder; give the folder that holds the throughput JSON.")
+        folders.append(folder)
+    return folders
+
+
+def _matching(folders: list[Traversable], pattern: str) -> list[Traversable]:
+    """The files named by ``pattern`` in every folder, in folder order (a later one overrides), by name within one."""
+    return [f for folder in folders for f in sorted(folder.iterdir(), key=lambda f: f.name) if fnmatch(f.name, pattern)]
+
+
+def _last(folders: list[Traversable], name: str) -> Traversable | None:
+    """The file ``name`` of the last folder that has one."""
+    found = [folder / name for folder in folders if (folder / name).is_file()]
+    return found[-1] if found else None
+
+
+def _label(path: Traversable, primary: Traversable) -> str:
+    """How the report names a file: the first folder's (the package's) by its name, another folder's by its path."""
+    return path.name if str(path) == str(primary / path.name) else str(path)
+
+
+def _throughput_files(folders: list[Traversable]) -> tuple[dict, dict]:
     """{device: {family: (path, doc)}} of the eager files and of the compiled ones, each by its exact file name
     (``throughput_<family>-`` or ``throughput_<family>_compile-``; other variants are not what a cell runs)."""
-    eager: dict[str, dict[str, tuple[Path, dict]]] = {}
-    compiled: dict[str, dict[str, tuple[Path, dict]]] = {}
-    for path in sorted(results.glob("throughput_*-*.json")):
+    eager: dict[str, dict[str, tuple[Traversable, dict]]] = {}
+    compiled: dict[str, dict[str, tuple[Traversable, dict]]] = {}
+    for path in _matching(folders, "throughput_*-*.json"):
         doc = _read(path)
         if doc.get("variant") or not doc.get("method"):
             continue
@@ -166,7 +229,9 @@ def _throughput_files(results: Path) -> tuple[dict, dict]:
     return eager, compiled
 
 
-def _compiled_figures(fam: str, path: Path, doc: dict, eager: tuple[Path, dict], image_size: int) -> dict | None:
+def _compiled_figures(
+    fam: str, path: Traversable, doc: dict, eager: tuple[Traversable, dict], image_size: int
+) -> dict | None:
     """A family's compiled rates: its measured device pipeline, else its device tensors plus the eager views' cost."""
     rates = doc.get("images_per_s", {})
     step = rates.get("synthetic")
@@ -192,7 +257,7 @@ def _compiled_figures(fam: str, path: Path, doc: dict, eager: tuple[Path, dict],
     return {"pipeline": float(step), "step": float(step), "source": f"{path.name}'s device tensors, views not measured"}
 
 
-def _jpeg_figures(path: Path) -> dict | None:
+def _jpeg_figures(path: Traversable, label: str) -> dict | None:
     doc = _read(path)
     views = doc.get("views_per_s", {})
     if not _positive(views.get("device")):
@@ -202,14 +267,15 @@ def _jpeg_figures(path: Path) -> dict | None:
         "views_per_s": float(views["device"]),
         "decode_per_s": float(decode) if _positive(decode) else None,
         "image_size": int(doc.get("image_size", 224)),
-        "file": path.name,
+        "file": label,
     }
 
 
-def load_figures(device: str | None = None, results: Path | None = None) -> Figures:
-    """The throughput figures of one device (name containing ``device``; default the newest GPU, else the CPU)."""
-    results = Path(results or RESULTS)
-    by_device, compiled_by_device = _throughput_files(results)
+def load_figures(device: str | None = None, results: Path | None = None, extra: Iterable[Path] = ()) -> Figures:
+    """The throughput figures of one device (name containing ``device``; default the newest GPU, else the CPU), from
+    ``results`` (default the package's), the plug-ins' folders and the ``extra`` folders (``--figures``)."""
+    folders = _folders(results, extra)
+    by_device, compiled_by_device = _throughput_files(folders)
     complete = {d: docs for d, docs in by_device.items() if set(FAMILIES) <= set(docs)}
     gpu_devices = sorted(d for d in complete if d != "cpu")
     if device:
@@ -219,7 +285,8 @@ def load_figures(device: str | None = None, results: Path | None = None) -> Figu
         raise ValueError(
             f"No complete throughput figures (IR, MoCo, CMC and LA) "
             f"{'for device ' + repr(device) + ' ' if device else ''}"
-            f"under {results} (devices with figures: {known}); run benchmarks/gpu_suite.sh and commit its JSON there."
+            f"under {', '.join(map(str, folders))} (devices with figures: {known}); run benchmarks/gpu_suite.sh and "
+            "commit its JSON there, or pass --figures DIR."
         )
 
     def newest(d):
@@ -261,26 +328,26 @@ def load_figures(device: str | None = None, results: Path | None = None) -> Figu
         # Forward-only passes; where not measured, a training step's rate bounds them from below.
         eval_images_per_s=max(eval_rates) if eval_rates else rates["IR"],
         kmeans={**la["kmeans"], "seconds": la["kmeans_recluster_s"]} if la.get("kmeans") else None,
-        files=[p.name for p, _ in docs.values()],
+        files=[_label(p, folders[0]) for p, _ in docs.values()],
         gpu_devices=gpu_devices,
-        eager_files={fam: p.name for fam, (p, _) in docs.items()},
+        eager_files={fam: _label(p, folders[0]) for fam, (p, _) in docs.items()},
     )
     if name != "cpu":  # compile: auto compiles on CUDA only (ring.engine.encoder.resolve_compile)
         for fam, (path, doc) in sorted(compiled_by_device.get(name, {}).items()):
             if fam in docs and (c := _compiled_figures(fam, path, doc, docs[fam], image_size)):
                 figures.compiled[fam] = c
-                figures.files.append(path.name)
-    ring_file = results / f"ring_selection-{name.replace(' ', '_')}.json"
-    if ring_file.exists():
+                figures.files.append(_label(path, folders[0]))
+    ring_file = _last(folders, f"ring_selection-{name.replace(' ', '_')}.json")
+    if ring_file:
         for row in _read(ring_file)["steps"]:
             figures.ring_ratios.setdefault(row["ring"], []).append((int(row["n"]), float(row["ratio"])))
-        figures.files.append(ring_file.name)
-        figures.ring_file = ring_file.name
-    jpeg_file = results / f"jpeg_decode-{name.replace(' ', '_')}.json"
-    if jpeg_file.exists() and name != "cpu":  # on a CPU, augment: auto decodes in the PIL workers
-        figures.jpeg = _jpeg_figures(jpeg_file)
+        figures.files.append(_label(ring_file, folders[0]))
+        figures.ring_file = _label(ring_file, folders[0])
+    jpeg_file = _last(folders, f"jpeg_decode-{name.replace(' ', '_')}.json")
+    if jpeg_file and name != "cpu":  # on a CPU, augment: auto decodes in the PIL workers
+        figures.jpeg = _jpeg_figures(jpeg_file, _label(jpeg_file, folders[0]))
         if figures.jpeg:
-            figures.files.append(jpeg_file.name)
+            figures.files.append(_label(jpeg_file, folders[0]))
     return figures
 
 
@@ -293,7 +360,7 @@ def _ring_ratio(figures: Figures, kind: str, n: int) -> float:
         raise ValueError(
             f"{kind} has no measured step-time ratio in the {figures.device} figures (they have {have}); "
             "run benchmarks/ring_selection.py on that device and commit its JSON under "
-            "benchmarks/results."
+            "ring/resources/figures."
         )
     return min(rows, key=lambda row: abs(math.log(row[0] / n)))[1]
 
@@ -305,7 +372,8 @@ def _family(name: str, figures: Figures) -> str:
         raise ValueError(
             f"Method {name} is priced by the throughput of {family}, which the {figures.device} figures do "
             f"not have (they have {', '.join(sorted(figures.images_per_s))}); run benchmarks/throughput.py "
-            f"--method {family} on that device and commit its JSON under benchmarks/results."
+            f"--method {family} on that device and put its JSON in the folder your plug-in's {FIGURES_GROUP} entry "
+            "point names, or pass --figures DIR (docs/adding-a-method.md, Pricing it)."
         )
     return family
 

@@ -1,6 +1,6 @@
 """Grids of cells: which (dataset, method, seed) a study trains, and each cell's full config.
 
-A grid file (``workflow/grids/<name>.yaml``, structure in ``workflow/schemas/grid.schema.yaml``)
+A grid file (``ring/resources/grids/<name>.yaml``, structure in ``ring/resources/schemas/grid.schema.yaml``)
 lists datasets, methods and seeds and overrides the paper's defaults of
 :class:`ring.core.config.PretrainConfig` / :class:`ring.core.config.LinclsConfig`.  Overrides apply in
 this order, the later winning: the stage's ``all`` block, then ``by_dataset``, then ``by_method``.
@@ -542,13 +542,13 @@ def read(path: str | Path) -> dict:
     if values is None:
         raise ValueError(
             f"Grid file {path} is empty (no keys, at most comments); write its datasets:, methods: and "
-            "seeds: (workflow/grids/smoke.yaml is an example)."
+            "seeds: (ring/resources/grids/smoke.yaml is an example)."
         )
     if not isinstance(values, dict):
         kind = "a list" if isinstance(values, list) else f"a single {type(values).__name__} value"
         raise ValueError(
             f"Grid file {path} holds {kind}, not key: value lines; write its datasets:, methods: and "
-            "seeds: as keys at the top level (workflow/grids/smoke.yaml is an example)."
+            "seeds: as keys at the top level (ring/resources/grids/smoke.yaml is an example)."
         )
     return values
 
@@ -563,7 +563,7 @@ def schema_refusal(error, what: str, schema: str | Path) -> str:
     (``(top level)`` for the file as a whole), the schema's words, and the schema file to read."""
     path = error.absolute_path
     key = PurePosixPath(*map(str, path)).as_posix() if path else "(top level)"
-    return f"{what}: key {key}: {error.message}; fix it (the schema is workflow/schemas/{Path(schema).name})."
+    return f"{what}: key {key}: {error.message}; fix it (the schema is ring/resources/schemas/{Path(schema).name})."
 
 
 def datasets_read(grid: Grid) -> list[str]:

@@ -232,7 +232,7 @@ def table_negatives_k(cells, prefix) -> pd.DataFrame:
 
 
 def ring_window(cells, prefix) -> pd.DataFrame:
-    """Ring on the embedded default (workflow/grids/ring_digits.yaml): per (method, variant) the 1-NN
+    """Ring on the embedded default (ring/resources/grids/ring_digits.yaml): per (method, variant) the 1-NN
     accuracy per epoch (left) and the percent of same-class images among the window's entries (right;
     base methods: the whole bank, i.e. chance), means over seeds."""
     rows = read_cells(cells)

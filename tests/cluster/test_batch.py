@@ -164,7 +164,7 @@ def test_local_launcher_marks_a_failed_stage_and_clears_a_finished_one(tmp_path)
 
 
 def test_a_grid_file_anywhere_is_a_grid_and_its_stem_names_the_results_folder(tmp_path, capsys):
-    grids = _grid(tmp_path)  # workflow/grids stand-in holding tiny.yaml
+    grids = _grid(tmp_path)  # ring/resources/grids stand-in holding tiny.yaml
     mine = tmp_path / "elsewhere" / "mine.yaml"
     mine.parent.mkdir()
     mine.write_text(yaml.safe_dump(GRID))

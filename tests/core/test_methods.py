@@ -137,7 +137,7 @@ def test_a_key_the_hand_written_config_sets_keeps_its_value(tmp_path):
 
 
 def test_a_workflow_written_config_loads_to_the_grids_config_and_hash(tmp_path):
-    grid = G.load("workflow/grids/paper.yaml")
+    grid = G.load("ring/resources/grids/paper.yaml")
     for dataset, method, seed in grid.cells()[::7]:
         cfg = grid.pretrain_config(dataset, method, seed, "data")
         C.save(cfg, tmp_path / "config.yaml")
@@ -155,7 +155,7 @@ def _write(tmp_path, **values):
 
 def grid_hashes(name: str) -> dict[str, str]:
     """The config hash of every pretraining cell of a committed grid (Table cells and study cells)."""
-    grid = G.load(f"workflow/grids/{name}.yaml")
+    grid = G.load(f"ring/resources/grids/{name}.yaml")
     out = {f"{d}/{m}/seed{s}": C.config_hash(grid.pretrain_config(d, m, s, "data")) for d, m, s in grid.cells()}
     for study in grid.studies.values():
         out.update(

@@ -19,7 +19,9 @@ from tests.helpers import run_module
 
 def smoke_config(method, task, datasets_root, **changes) -> C.DetectionConfig:
     """The smoke grid's cell config (the embedded default's exact settings)."""
-    cfg = G.load(ROOT / "workflow" / "grids" / "smoke.yaml").detection_config(method, task, 0, str(datasets_root))
+    cfg = G.load(ROOT / "ring" / "resources" / "grids" / "smoke.yaml").detection_config(
+        method, task, 0, str(datasets_root)
+    )
     for key, value in changes.items():
         setattr(cfg, key, value)
     return cfg

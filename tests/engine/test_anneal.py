@@ -304,7 +304,7 @@ def test_adaptive_val_authors_measures_before_training_unless_the_config_says_ot
     )
     assert load(method="IRing", ring_anneal="adaptive_val").ring_val_before_training is False
     assert load(method="IR", ring_anneal="adaptive_val_authors").ring_val_before_training is False
-    paper = G.load("workflow/grids/paper.yaml")
+    paper = G.load("ring/resources/grids/paper.yaml")
     cell = paper.study_config("anneal_policies", "IRing", "adaptive_val", 0, "data")
     assert cell.ring_anneal == "adaptive_val_authors" and cell.ring_val_before_training is True
     ours = paper.study_config("anneal_policies", "IRing", "adaptive_val_ours", 0, "data")

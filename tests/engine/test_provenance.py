@@ -3,6 +3,7 @@
 import json
 import subprocess
 
+import ring
 from ring.engine import provenance
 
 
@@ -45,3 +46,21 @@ def test_an_untracked_or_modified_grid_file_makes_the_cell_dirty(tmp_path, monke
     outside = tmp_path / "elsewhere.yaml"
     outside.write_text("x: 1\n")
     assert provenance.file_state(outside)["tracked"] is False
+
+
+def test_the_code_is_the_checkouts_commit_or_the_installed_version_said_so(tmp_path):
+    here = provenance.git_state()  # the tests run from a checkout
+    assert len(here["commit"]) == 40 and here["code"] == "git checkout" and here["version"] == ring.__version__
+    # A wheel installed into a venv that lies inside some other repository: that repository's commit is not ours.
+    other = tmp_path / "project"
+    site = other / ".venv" / "lib" / "site-packages"
+    (site / "ring").mkdir(parents=True)
+    _git(other, "init", "-q")
+    _git(other, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "theirs")
+    for repo in (site, tmp_path / "nowhere"):  # inside another repository, and outside any
+        assert provenance.git_state(repo) == {
+            "commit": None,
+            "dirty": None,
+            "version": ring.__version__,
+            "code": f"installed package ring-bench {ring.__version__}, not a git checkout: no commit recorded",
+        }

@@ -304,7 +304,7 @@ def test_a_grid_file_without_keys_stops_the_plan_in_one_sentence(workdir, text, 
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
     refusals = _refusals(result)
     assert len(refusals) == 1 and refusals[0].startswith(f"ring: Grid file {grid} {holds}"), refusals
-    assert "workflow/grids/smoke.yaml is an example" in refusals[0]
+    assert "ring/resources/grids/smoke.yaml is an example" in refusals[0]
 
 
 def test_an_unquoted_on_or_off_gets_a_sentence_telling_to_quote_it(workdir):
@@ -343,14 +343,16 @@ def test_a_hand_written_stage_config_refuses_repeated_keys_booleans_and_emptines
 
 
 def test_a_broken_sibling_grid_does_not_block_another(workdir):
-    (workdir / "workflow" / "grids" / "broken.yaml").write_text("datasets: [digits\nmethods: [IR]\n")
-    (workdir / "workflow" / "grids" / "wrong.yaml").write_text(yaml.safe_dump(_set(BASE, "pretrain/all/epochs", 0)))
+    (workdir / "ring" / "resources" / "grids" / "broken.yaml").write_text("datasets: [digits\nmethods: [IR]\n")
+    (workdir / "ring" / "resources" / "grids" / "wrong.yaml").write_text(
+        yaml.safe_dump(_set(BASE, "pretrain/all/epochs", 0))
+    )
     assert snakemake(workdir, "-n", "all_tables", "--config", "grid=smoke", check=False).returncode == 0
     result = snakemake(workdir, "-n", "all_tables", "--config", "grid=broken", check=False)
     assert result.returncode != 0
     assert (
-        f"ring: Grid file {workdir / 'workflow' / 'grids' / 'broken.yaml'} is not valid YAML at line 2, column 8: "
-        "expected ',' or ']', but got ':'; fix the syntax there."
+        f"ring: Grid file {workdir / 'ring' / 'resources' / 'grids' / 'broken.yaml'} is not valid YAML at line 2, "
+        "column 8: expected ',' or ']', but got ':'; fix the syntax there."
     ) in result.stderr
 
 
@@ -359,7 +361,7 @@ def test_schema_errors_name_the_grid_file_and_key_path(workdir):
     assert result.returncode != 0
     assert (
         f"ring: Grid file {grid}: key pretrain: Additional properties are not allowed ('by_methods' was unexpected); "
-        "fix it (the schema is workflow/schemas/grid.schema.yaml)."
+        "fix it (the schema is ring/resources/schemas/grid.schema.yaml)."
     ) in result.stderr
 
 

@@ -14,7 +14,7 @@ from ring.plan import estimate as E
 from ring.plan import grid as G
 from tests import ROOT
 
-GRIDS = sorted((ROOT / "workflow" / "grids").glob("*.yaml"))
+GRIDS = sorted((ROOT / "ring" / "resources" / "grids").glob("*.yaml"))
 
 
 def _write_figures(folder: Path, device: str, date: str, rate: float, image_size: int = 224) -> None:
@@ -119,7 +119,7 @@ def test_compile_auto_cells_on_a_gpu_are_priced_from_the_compiled_figures(tmp_pa
     assert math.isclose(E.pretrain_hours(off, figures), 300 * 50_000 / 5000 / 3600)
     cmc = C.PretrainConfig(method="CMC", dataset="cifar10", knn_every=0)  # no compiled CMC file: eager
     assert math.isclose(E.pretrain_hours(cmc, figures), 300 * 50_000 / 5000 / 3600)
-    text = E.report(G.load(ROOT / "workflow" / "grids" / "paper.yaml"), figures)
+    text = E.report(G.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml"), figures)
     assert "throughput_IR_compile-GPU_X.json" in text and "throughput_MoCo_compile-GPU_X.json" in text
     assert "no throughput_CMC_compile file" in text
     _write_figures(tmp_path, "cpu", "2026-11-26T12:00:00Z", 10.0, image_size=32)
@@ -143,11 +143,11 @@ def test_jpeg_datasets_are_priced_by_the_jpeg_path(tmp_path):
     assert math.isclose(E.pretrain_hours(moco, figures), 200 * 1_281_167 * per_image / 3600)
     cifar = C.PretrainConfig(method="MoCo", dataset="cifar10", knn_every=0)  # in memory: the device pipeline
     assert math.isclose(E.pretrain_hours(cifar, figures), 300 * 50_000 / 5000 / 3600)
-    assert "jpeg_decode-GPU_X.json" in E.report(G.load(ROOT / "workflow" / "grids" / "paper.yaml"), figures)
+    assert "jpeg_decode-GPU_X.json" in E.report(G.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml"), figures)
 
 
 def test_the_cpu_estimate_says_gpu_figures_exist_when_they_do(tmp_path):
-    grid = G.load(ROOT / "workflow" / "grids" / "paper.yaml")
+    grid = G.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml")
     _write_figures(tmp_path, "cpu", "2026-11-26T10:00:00Z", 10.0, image_size=32)
     assert "no GPU figures committed" in E.report(grid, E.load_figures("cpu", results=tmp_path))
     _write_figures(tmp_path, "NVIDIA H100 80GB HBM3", "2026-11-26T11:00:00Z", 5000.0)

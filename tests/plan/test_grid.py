@@ -14,7 +14,7 @@ DIGITS_PRETRAIN = {"pretrain": {"all": {"bank_negatives": 1024}}}
 
 
 def test_paper_grid_is_table1_with_the_papers_hyperparameters(root):
-    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
+    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     assert paper.datasets == ["cifar10", "cifar100", "stl10", "imagenet"]
     assert paper.methods == ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]
     assert len(paper.table_cells("table1")) == 4 * 7 * len(paper.seeds)
@@ -29,7 +29,7 @@ def test_paper_grid_is_table1_with_the_papers_hyperparameters(root):
 
 
 def test_smoke_grid_runs_every_method_once(root):
-    smoke = G.load(root / "workflow" / "grids" / "smoke.yaml")
+    smoke = G.load(root / "ring" / "resources" / "grids" / "smoke.yaml")
     table1 = ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]
     new = ["IRingNoAnneal", "IRingBall", "IRCave", "CMCCave", "IRingCi", "CMCRingCi"]
     assert smoke.cells() == [("digits_colour", m, 0) for m in table1 + new]
@@ -38,7 +38,7 @@ def test_smoke_grid_runs_every_method_once(root):
 
 
 def test_paper_grid_plans_table2_and_the_la_variants(root):
-    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
+    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     assert paper.table_axes("table2") == (["IR", "IRing", "IRingNoAnneal", "IRingBall"], ["cifar10", "imagenet"])
     assert paper.table_axes("table_la_variants") == (["LA", "IRCave", "CMCCave", "IRingCi", "CMCRingCi"], ["cifar10"])
     # the union: Table 1's 28 pairs, the 4 lesion cells and the 4 new variants on CIFAR10
@@ -49,7 +49,7 @@ def test_paper_grid_plans_table2_and_the_la_variants(root):
 
 
 def test_cell_configs_differ_only_where_they_should(root):
-    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
+    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     a = paper.pretrain_config("cifar10", "IR", 0, "data")
     assert config_hash(a) == config_hash(paper.pretrain_config("cifar10", "IR", 0, "/elsewhere"))  # runtime only
     assert config_hash(a) != config_hash(paper.pretrain_config("cifar10", "IR", 1, "data"))
@@ -77,7 +77,7 @@ def test_bad_grids_fail_with_one_sentence(values, message):
 
 
 def test_paper_grid_plans_every_method_on_the_nine_transfer_datasets(root):
-    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
+    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     assert paper.transfer["source"] == "cifar10"
     assert paper.transfer["datasets"] == [
         "aircraft",
@@ -106,7 +106,7 @@ def test_paper_grid_plans_every_method_on_the_nine_transfer_datasets(root):
 
 
 def test_smoke_grid_transfers_the_digits_encoders_to_generated_shapes(root):
-    smoke = G.load(root / "workflow" / "grids" / "smoke.yaml")
+    smoke = G.load(root / "ring" / "resources" / "grids" / "smoke.yaml")
     assert smoke.transfer_cells() == [
         ("shapes", m, 0) for m in ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]
     ]
@@ -140,7 +140,7 @@ def test_bad_transfer_blocks_fail_with_one_sentence(transfer, message):
 
 
 def test_paper_grid_plans_table4_for_five_methods_three_models_three_seeds(root):
-    grid = G.load(root / "workflow" / "grids" / "paper.yaml")
+    grid = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     cells = grid.detection_cells()
     assert len(cells) == 5 * 3 * 3 and {c[0] for c in cells} == {"imagenet"}
     assert {c[1] for c in cells} == {"IR", "IRing", "MoCo", "MoCoRing", "LA"}
@@ -189,7 +189,7 @@ def test_bad_detection_blocks_fail_with_one_sentence(detection, message):
 
 
 def test_paper_grid_plans_the_appendix_studies_on_cifar10(root):
-    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
+    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     hard, policies, k = (paper.studies[name] for name in ("hard_negatives", "anneal_policies", "negatives_k"))
     assert {s.dataset for s in (hard, policies, k)} == {"cifar10"}
     # One IR source with snapshots at 0/50/100/150, IRing at 10/25/50% from each: 1 + 12 cells.
@@ -269,7 +269,7 @@ def test_bad_studies_fail_with_one_sentence(study, message):
 
 
 def test_ring_digits_grid_sweeps_the_final_window_and_the_annealing_length(root):
-    g = G.load(root / "workflow" / "grids" / "ring_digits.yaml")
+    g = G.load(root / "ring" / "resources" / "grids" / "ring_digits.yaml")
     assert (g.methods, g.seeds) == (["IR", "IRing", "MoCo", "MoCoRing"], [0, 1, 2])  # Table 1 at the study's 3 seeds
     study = g.studies["ring_window"]
     cells = study.cells()
@@ -289,7 +289,7 @@ def test_cell_configs_dump_to_the_same_text_with_libyaml(root, name):
 
     from ring.core.config import dump, to_dict
 
-    grid = G.load(root / "workflow" / "grids" / f"{name}.yaml")
+    grid = G.load(root / "ring" / "resources" / "grids" / f"{name}.yaml")
     configs = [
         build(d, m, s, "data") for d, m, s in grid.cells() for build in (grid.pretrain_config, grid.lincls_config)
     ]
@@ -479,7 +479,7 @@ def test_schema_refusal_names_the_key_path_or_the_top_level():
         jsonschema.validate({"seeds": [0], "pretrain": []}, schema)
     assert G.schema_refusal(nested.value, "Grid file g.yaml", "../schemas/grid.schema.yaml") == (
         "Grid file g.yaml: key pretrain: [] is not of type 'object'; fix it (the schema is "
-        "workflow/schemas/grid.schema.yaml)."
+        "ring/resources/schemas/grid.schema.yaml)."
     )
     with pytest.raises(jsonschema.ValidationError) as top:
         jsonschema.validate({}, schema)
@@ -489,9 +489,9 @@ def test_schema_refusal_names_the_key_path_or_the_top_level():
 
 
 def test_datasets_read_lists_each_dataset_once_detectron2s_only_when_not_embedded(root):
-    paper = G.load(root / "workflow" / "grids" / "paper.yaml")
+    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     read = G.datasets_read(paper)
     assert len(read) == len(set(read)) and read[: len(paper.datasets)] == paper.datasets
     assert set(paper.transfer["datasets"]) | {"coco", "voc2007", "voc2012"} <= set(read)
-    smoke = G.load(root / "workflow" / "grids" / "smoke.yaml")  # Table 4 on the generated datasets
+    smoke = G.load(root / "ring" / "resources" / "grids" / "smoke.yaml")  # Table 4 on the generated datasets
     assert smoke.detection["datasets"] == "embedded" and not {"coco", "voc2007"} & set(G.datasets_read(smoke))

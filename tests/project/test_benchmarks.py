@@ -1,4 +1,4 @@
-"""The benchmark scripts run (at a tiny size); their real figures are committed under benchmarks/results/."""
+"""The benchmark scripts run (at a tiny size); their real figures are committed under ring/resources/figures/."""
 
 import io
 import json
@@ -23,7 +23,7 @@ def run_tiny(script: str) -> dict:
         text=True,
         timeout=600,
     )
-    return json.loads((ROOT / "benchmarks" / "results" / f".tiny-{script}.json").read_text())
+    return json.loads((ROOT / "ring" / "resources" / "figures" / f".tiny-{script}.json").read_text())
 
 
 @pytest.mark.slow
@@ -299,7 +299,7 @@ def test_orchestration_benchmark_plans_the_paper_grid():
     ],
 )
 def test_committed_results_exist(name):
-    assert list((ROOT / "benchmarks" / "results").glob(f"{name}-*.json")), (
+    assert list((ROOT / "ring" / "resources" / "figures").glob(f"{name}-*.json")), (
         f"run benchmarks/{name} and commit its result"
     )
 
@@ -313,7 +313,7 @@ def test_toy_protocols_benchmark_summarises_both_protocols_and_readings():
         text=True,
         timeout=600,
     )
-    result = json.loads((ROOT / "benchmarks" / "results" / ".tiny-toy_protocols.json").read_text())
+    result = json.loads((ROOT / "ring" / "resources" / "figures" / ".tiny-toy_protocols.json").read_text())
     assert [r["seed"] for r in result["per_seed"]] == [0, 1]
     summary = result["summary"]
     for protocol in ("nce_critic", "own_critics", "nce_critic_train", "own_critics_train"):
@@ -324,4 +324,4 @@ def test_toy_protocols_benchmark_summarises_both_protocols_and_readings():
         # the literal reading's w_l = p is our percentage 100 - p, the same measured numbers
         assert ours["CNCE10"]["ours_key"] == "CNCE10" and literal["CNCE10"]["ours_key"] == "CNCE90"
         assert literal["CNCE10"]["mean"] == ours["CNCE90"]["mean"]
-    assert list((ROOT / "benchmarks" / "results").glob("toy_protocols-*.json"))
+    assert list((ROOT / "ring" / "resources" / "figures").glob("toy_protocols-*.json"))

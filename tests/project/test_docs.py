@@ -143,7 +143,7 @@ def test_every_setting_the_docs_write_loads_as_the_word_it_shows():
 def test_every_study_and_table_a_grid_can_ask_for_has_a_target_and_a_readme_row():
     """A grid's `studies:` and `tables:` blocks name what all_tables builds: each has a rule of its own in the
     Snakefile and a row in README's "What `all_tables` builds"."""
-    schema = yaml.safe_load((ROOT / "workflow/schemas/grid.schema.yaml").read_text())["properties"]
+    schema = yaml.safe_load((ROOT / "ring/resources/schemas/grid.schema.yaml").read_text())["properties"]
     targets = [f"fig_{study}" for study in schema["studies"]["propertyNames"]["enum"]]
     targets += schema["tables"]["propertyNames"]["enum"]
     rules = set(re.findall(r"^rule (\w+):", (ROOT / "Snakefile").read_text(), flags=re.M))

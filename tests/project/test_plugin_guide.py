@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ring.cluster import batch
 from ring.core import config as C
 from ring.core import methods as M
 from ring.plan import checks
@@ -191,32 +192,50 @@ def test_a_name_taken_or_unsafe_is_refused():
         M.register("My Method", M.Method(M.IR, ring=False, base="IR"))
 
 
-def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from_its_own(plugin, tmp_path):
+def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from_its_own(plugin, tmp_path, capsys):
     grid = G.from_dict("ext", GRID)
     figures = E.load_figures("cpu")
     with pytest.raises(
         ValueError,
         match=r"^Method Toy is priced by the throughput of InBatch, which the cpu figures do "
-        r"not have \(they have CMC, IR, LA, MoCo\); run benchmarks/throughput.py ",
+        r"not have \(they have CMC, IR, LA, MoCo\); run benchmarks/throughput.py --method InBatch on that device and "
+        r"put its JSON in the folder your plug-in's ring.figures entry point names, or pass --figures DIR ",
     ):
         E.estimate(grid, figures)
-    results = tmp_path / "results"
-    shutil.copytree(E.RESULTS, results)
-    ir = json.loads((results / "throughput_IR-cpu.json").read_text())
-    (results / "throughput_InBatch-cpu.json").write_text(json.dumps({**ir, "method": "InBatch"}))
-    figures = E.load_figures("cpu", results)
+    # Its own figures, in a folder of its own: the package's folder is read as it is, never written to.
+    package = sorted((f.name, f.stat().st_mtime_ns) for f in E.RESULTS.iterdir())
+    own = tmp_path / "figures"
+    own.mkdir()
+    ir = json.loads((E.RESULTS / "throughput_IR-cpu.json").read_text())
+    (own / "throughput_InBatch-cpu.json").write_text(json.dumps({**ir, "method": "InBatch"}))
+    figures = E.load_figures("cpu", extra=[own])
+    assert figures.eager_files["InBatch"] == str(own / "throughput_InBatch-cpu.json")  # the report names it
     cfg = {m: grid.pretrain_config("digits", m, 0, "data") for m in ("Toy", "ToyRing")}
     toy, toy_ring = (E.pretrain_hours(cfg[m], figures) for m in ("Toy", "ToyRing"))
     # Its figures are IR's: the same cell as IR costs the same (no k-means, no monitors in this grid).
     assert toy == pytest.approx(E.pretrain_hours(dataclasses.replace(cfg["Toy"], method="IR"), figures))
     assert toy_ring == pytest.approx(toy * E._ring_ratio(figures, "MoCoRing", 64))  # priced as its objective says
+    # The command, `ring estimate --figures DIR` (in this process: the plug-in is loaded here, and torch with it).
+    assert (
+        batch.main(["estimate", "--device", "cpu", "--grid", str(grid_file(tmp_path, GRID)), "--figures", str(own)])
+        == 0
+    )
+    out = capsys.readouterr().out
+    rate, file = ir["images_per_s"]["pil"], own / "throughput_InBatch-cpu.json"
+    line = f"InBatch: eager 'pil' pipeline {rate:,.0f} images/s ({file})"
+    assert line in out, out
+    assert batch.main(["estimate", "--grid", "smoke", "--figures", str(tmp_path / "none")]) == 1
+    assert capsys.readouterr().err == (
+        f"ring: --figures {tmp_path / 'none'} is not a folder; give the folder that holds the throughput JSON.\n"
+    )
+    assert sorted((f.name, f.stat().st_mtime_ns) for f in E.RESULTS.iterdir()) == package
 
 
 @pytest.mark.slow
 def test_the_plugin_runs_through_the_workflow_to_table1(plugin, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    for name in ("Snakefile", "workflow", "profiles"):
+    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     write_grid(work, "ext", GRID)
@@ -242,7 +261,7 @@ def grid_file(tmp_path, values: dict, name: str = "ext") -> Path:
 def workdir(tmp_path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
-    for name in ("Snakefile", "workflow", "profiles"):
+    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     return work
@@ -398,17 +417,21 @@ WATCH = textwrap.dedent("""
 
 def guide_files() -> dict[str, str]:
     """The files the guide writes out: each a "File `NAME`" line, then its fenced block."""
-    return dict(re.findall(r"^File `([\w.-]+)`[^\n]*\n\n```\w+\n(.*?)^```", GUIDE.read_text(), re.M | re.S))
+    return dict(re.findall(r"^File `([\w./-]+)`[^\n]*\n\n```\w+\n(.*?)^```", GUIDE.read_text(), re.M | re.S))
 
 
 @pytest.fixture(scope="module")
 def guide_site(tmp_path_factory) -> Path:
-    """The guide's package installed by pip into a folder of its own (--target), with the torch watch beside it."""
+    """The guide's package installed by pip into a folder of its own (--target), with the torch watch beside it; its
+    figures folder holds a stand-in for the measurement the guide runs (IR's CPU figures under the family's name)."""
     source, site = tmp_path_factory.mktemp("in-batch-method"), tmp_path_factory.mktemp("site")
     files = guide_files()
-    assert sorted(files) == ["in_batch.py", "in_batch_torch.py", "pyproject.toml"]
+    assert sorted(files) == ["in_batch.py", "in_batch_figures/__init__.py", "in_batch_torch.py", "pyproject.toml"]
     for name, text in files.items():
+        (source / name).parent.mkdir(exist_ok=True)
         (source / name).write_text(text)
+    ir = json.loads((E.RESULTS / "throughput_IR-cpu.json").read_text())
+    (source / "in_batch_figures" / "throughput_InBatch-cpu.json").write_text(json.dumps({**ir, "method": "InBatch"}))
     subprocess.run(
         [
             sys.executable,
@@ -448,8 +471,10 @@ def test_the_guides_example_installs_and_plans_without_torch(guide_site, tmp_pat
     planned = plan(workdir, grid)  # Snakemake's parse: the plan checks, the implementation read from its source
     assert planned.returncode == 0, planned.stderr
     priced = run("-m", "ring.cli", "estimate", "--device", "cpu", "--grid", str(grid))
-    # The declaration was read (its family); no figures for it here, so the estimate says so (docs: Pricing it).
-    assert priced.returncode == 1 and "Method InBatch is priced by the throughput of InBatch" in priced.stderr
+    # The declaration was read (its family), and its price from the figures its package ships (docs: Pricing it).
+    shipped = guide_site / "in_batch_figures" / "throughput_InBatch-cpu.json"
+    assert priced.returncode == 0 and "InBatch: eager 'pil' pipeline" in priced.stdout, priced.stderr
+    assert f"({shipped})" in priced.stdout, priced.stdout
     assert not log.exists(), log.read_text()
     # A job builds the encoder and the loss from the implementation module, and there torch loads (the watch sees it).
     job = run(

@@ -14,7 +14,7 @@ import yaml
 
 from tests.workflow.test_workflow import ROOT, snakemake, workdir  # noqa: F401  (fixture)
 
-GRIDS = sorted(p.stem for p in (ROOT / "workflow" / "grids").glob("*.yaml"))
+GRIDS = sorted(p.stem for p in (ROOT / "ring" / "resources" / "grids").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("grid", GRIDS)

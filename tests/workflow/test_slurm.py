@@ -48,7 +48,7 @@ SITE = {
     }
 }
 TINY_SEED0 = {**TINY, "seeds": [0]}  # the SLURM tests' grid: 2 pretraining and 2 linear-evaluation cells
-SHIPPED = [ROOT / "workflow" / "config.yaml", ROOT / "profiles" / "slurm" / "cluster.yaml"]
+SHIPPED = [ROOT / "ring" / "resources" / "config.yaml", ROOT / "ring" / "resources" / "cluster.yaml"]
 
 
 def shipped_resources(stage: str) -> dict:
@@ -60,7 +60,12 @@ CLUSTER = shipped_resources("pretrain")
 # The profile with the test grid (after the target: --config takes every argument after it);
 # cluster values come from the copy's site.yaml.
 SLURM = ("--profile", "profiles/slurm", "--config", "grid=tiny")
-BATCH_CONFIGS = ["--configfile", "workflow/config.yaml", "profiles/slurm/cluster.yaml", "profiles/slurm/site.yaml"]
+BATCH_CONFIGS = [
+    "--configfile",
+    "ring/resources/config.yaml",
+    "ring/resources/cluster.yaml",
+    "profiles/slurm/site.yaml",
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -72,7 +77,7 @@ def cluster():
 
 @pytest.fixture
 def workdir(tmp_path) -> Path:
-    for name in ("Snakefile", "workflow", "profiles"):
+    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
     (tmp_path / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(SITE))
@@ -265,7 +270,7 @@ def local_run(tmp_path_factory) -> Path:
     """The workdir's grid (tiny, seed 0) run through the local profile, once for the module: the
     reference of the SLURM runs' tables and encoders."""
     local = tmp_path_factory.mktemp("local")
-    for name in ("Snakefile", "workflow", "profiles"):
+    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, local / name)
     write_grid(local, "tiny", TINY_SEED0)
@@ -314,7 +319,7 @@ def test_killed_client_reattaches_without_a_second_submission(workdir):
 def test_job_array_is_one_sbatch_and_all_tables_reuses_it(workdir):
     start = now()
     batch = [sys.executable, "-m", "ring.cluster.batch"]
-    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
+    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "ring/resources/grids"]
     out = subprocess.run(
         [*batch, "submit", "--stage", "pretrain", *where],
         cwd=workdir,
@@ -402,7 +407,7 @@ def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
 def test_cancel_stops_the_grids_jobs_and_status_reports_them(workdir):
     write_grid(workdir, "tiny", {**TINY, "pretrain": {"all": {**TINY["pretrain"]["all"], "epochs": 50}}})
     batch = [sys.executable, "-m", "ring.cluster.batch"]
-    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
+    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "ring/resources/grids"]
     subprocess.run(
         [*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, check=True, timeout=120, capture_output=True
     )
@@ -554,7 +559,7 @@ def test_a_finished_job_array_is_collected_by_all_tables(workdir):
     """Issue #11, item 2 (second repro): every array task finished before all_tables runs."""
     start = now()
     batch = [sys.executable, "-m", "ring.cluster.batch"]
-    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
+    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "ring/resources/grids"]
     out = subprocess.run(
         [*batch, "submit", "--stage", "pretrain", *where],
         cwd=workdir,
@@ -605,7 +610,7 @@ def test_a_cancelled_pending_array_task_is_resubmitted_not_waited_on_forever(wor
     }
     (workdir / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(site))
     batch = [sys.executable, "-m", "ring.cluster.batch"]
-    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "workflow/grids"]
+    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "ring/resources/grids"]
     out = subprocess.run(
         [*batch, "submit", "--stage", "pretrain", *where],
         cwd=workdir,
@@ -764,7 +769,7 @@ def test_chaos_on_the_cluster_loses_nothing_and_submits_nothing_twice(workdir, l
             "tiny",
             *BATCH_CONFIGS,
             "--grids-dir",
-            "workflow/grids",
+            "ring/resources/grids",
         ],
         cwd=workdir,
         check=True,

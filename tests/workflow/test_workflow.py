@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # whole Snakemake runs: outside the developer loo
 
 @pytest.fixture
 def workdir(tmp_path) -> Path:
-    for name in ("Snakefile", "workflow", "profiles"):
+    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
     return tmp_path
@@ -66,7 +66,7 @@ def caption_text(caption_html: str) -> str:
 
 
 def write_grid(workdir: Path, name: str, values: dict) -> None:
-    (workdir / "workflow" / "grids" / f"{name}.yaml").write_text(yaml.safe_dump(values))
+    (workdir / "ring" / "resources" / "grids" / f"{name}.yaml").write_text(yaml.safe_dump(values))
 
 
 TINY = {
@@ -112,7 +112,9 @@ def test_paper_grid_plans_every_table1_cell_without_any_dataset(workdir):
     )
     assert elapsed < 60, f"planning took {elapsed:.1f}s"  # ~2 s here; the benchmark tracks the real figure
     # The job count README and docs/performance.md quote comes from the committed benchmark, which must be current.
-    recorded = json.loads((ROOT / "benchmarks" / "results" / "orchestration-cpu.json").read_text())["jobs_planned"]
+    recorded = json.loads((ROOT / "ring" / "resources" / "figures" / "orchestration-cpu.json").read_text())[
+        "jobs_planned"
+    ]
     assert counts["total"] == recorded, "rerun python benchmarks/orchestration.py and commit its result"
     for doc in ("README.md", "docs/performance.md"):
         quoted = re.findall(r"grid=paper`?[^\n]*?(\d[\d,]*) jobs", (ROOT / doc).read_text())
@@ -789,7 +791,7 @@ def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(wo
             "--grid",
             "tiny",
             "--grids-dir",
-            "workflow/grids",
+            "ring/resources/grids",
             "--configfile",
             *map(str, batch.DEFAULT_CONFIGS),
         ],

@@ -26,7 +26,11 @@ from ring.plan.rerun import RUN_RECORD
 from ring.core.methods import METHODS
 from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps
 
-GRID_DIR = Path(workflow.basedir, "workflow", "grids")
+# The package data (ring.resources) of the checkout this Snakefile is in: the one copy of the grids, schemas and default
+# config, which an installed `ring` reads from its package; relative to the Snakefile, so a copy of the workflow with
+# its ring/resources (the tests') reads its own.
+RESOURCES = Path(workflow.basedir, "ring", "resources")
+GRID_DIR = RESOURCES / "grids"
 # The conda environment of every rule (relative to the rule files), used only with `--sdm conda`;
 # otherwise every job runs in the environment running Snakemake.  Detectron2 (Table 4) is not in it.
 RING_ENV = "../envs/ring.yaml"
@@ -54,19 +58,23 @@ def _validated(values, schema: str, what: str):
         _fail_plan(ring.plan.grid.schema_refusal(err.__context__, what, schema))
 
 
-# Snakemake reads the workflow config files itself (workflow/config.yaml, a profile's cluster.yaml and site.yaml,
+# Snakemake reads the workflow config files itself (ring/resources/config.yaml, a profile's cluster.yaml and site.yaml,
 # --configfile), keeping the last of a repeated key; each is read again here, so that a repeated key is refused.
 for config_file in workflow.configfiles:
     try:
         read_yaml(config_file, "Config file")
     except ValueError as err:
         _fail_plan(str(err))
-_validated(config, "../schemas/config.schema.yaml", "Workflow config (workflow/config.yaml and --config)")
+_validated(
+    config,
+    str(RESOURCES / "schemas" / "config.schema.yaml"),
+    "Workflow config (ring/resources/config.yaml and --config)",
+)
 try:  # only the selected grid is read, validated and checked, before any job exists
     GRID = ring.plan.grid.select(
         config["grid"],
         GRID_DIR,
-        lambda values, what: _validated(values, "../schemas/grid.schema.yaml", what),
+        lambda values, what: _validated(values, str(RESOURCES / "schemas" / "grid.schema.yaml"), what),
         skip_checksums=bool(config.get("skip_checksums")),
     )
 except ValueError as err:
@@ -76,7 +84,7 @@ GRIDS = {GRID.name: GRID}
 GRID_FILE = Path(GRID.source).resolve()  # the grid's file, whether it was given by name or by path
 # Every job records this grid file and the workflow config in provenance.json (ring.engine.provenance).
 # Set here for the jobs, never read from the user's environment: no `envvars:` to assert.
-os.environ.update(RING_GRID_FILE=str(GRID_FILE), RING_WORKFLOW_CONFIG=str(GRID_DIR.parent / "config.yaml"))
+os.environ.update(RING_GRID_FILE=str(GRID_FILE), RING_WORKFLOW_CONFIG=str(RESOURCES / "config.yaml"))
 
 
 def _one_of(names) -> str:

@@ -1,0 +1,161 @@
+"""The package installs anywhere: its wheel, installed into a fresh environment outside the checkout, runs the
+login-node commands (``ring estimate``, ``ring describe``, a user grid's plan checks and status) from another
+folder, reading its grids, schemas, default configs and figures from the package (ring/resources, package data) and
+nothing of the checkout.
+"""
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+import ring
+from ring import resources
+from ring.plan import estimate as E
+from ring.plan import grid as G
+from tests import ROOT
+
+# The dependencies' folders (torch, yaml, jsonschema ...): the environment running the tests, which may lie inside the
+# checkout (.venv); resolved, as the fresh environment's .pth names them.
+DEPENDENCIES = [str(Path(p).resolve()) for p in site.getsitepackages()]
+
+# sitecustomize of the fresh environment: every file or folder a process opens or lists under the checkout, other
+# than the dependencies', is appended to $RING_CHECKOUT_LOG (an audit hook sees what sys.modules cannot: data files).
+WATCH = textwrap.dedent("""
+    import os, sys
+
+    _ROOT, _LOG = os.environ.get("RING_CHECKOUT"), os.environ.get("RING_CHECKOUT_LOG")
+    _DEPENDENCIES = tuple(os.environ.get("RING_DEPENDENCIES", "").split(os.pathsep))
+
+    def _watch(event, args):
+        if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, os.PathLike)):
+            path = os.path.realpath(os.fspath(args[0]))
+            if path.startswith(_ROOT + os.sep) and not path.startswith(_DEPENDENCIES):
+                with open(_LOG, "a") as log:  # the log lies outside the checkout: no recursion
+                    log.write(f"{sys.argv} {event} {path}\\n")
+
+    if _ROOT and _LOG:
+        sys.addaudithook(_watch)
+""")
+
+
+def run(*args, check=True, **kw) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600, **kw)
+    assert not check or result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(the fresh environment's folder, the environment variables of a user's shell in it, a work folder).
+
+    The fastest robust install: the wheel is built from a copy of the sources (so the build's folders land there, not
+    in the checkout) with `python -m build --no-isolation` (no download: this environment's setuptools); the fresh
+    venv has no pip (`--without-pip`, a second), and this environment's pip installs the wheel into it
+    (`pip --python`, no index, no dependencies).  Its dependencies are this environment's packages, named by one .pth
+    file: a .pth only adds folders, so this environment's own ring-bench (an editable install) is not imported,
+    while torch and the rest are not installed again (minutes and gigabytes)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    source = tmp / "source"
+    shutil.copytree(ROOT / "ring", source / "ring", ignore=shutil.ignore_patterns("__pycache__", ".tiny-*"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", tmp / "dist", source)
+    (wheel,) = (tmp / "dist").glob("ring_bench-*.whl")
+    venv = tmp / "venv"
+    run(sys.executable, "-m", "venv", "--without-pip", venv)
+    run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--quiet", "--no-deps",
+        "--no-index", "--disable-pip-version-check", wheel)  # fmt: skip
+    (site_packages,) = (venv / "lib").glob("python3*/site-packages")
+    (site_packages / "ring-dependencies.pth").write_text("\n".join(DEPENDENCIES) + "\n")
+    (site_packages / "sitecustomize.py").write_text(WATCH)
+    work = tmp / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env.update(
+        PATH=os.pathsep.join([str(venv / "bin"), env.get("PATH", "")]),
+        RING_CHECKOUT=str(ROOT.resolve()),
+        RING_CHECKOUT_LOG=str(tmp / "checkout.log"),
+        RING_DEPENDENCIES=os.pathsep.join(DEPENDENCIES),
+    )
+    yield venv, env, work
+    log = tmp / "checkout.log"
+    assert not log.exists(), f"the installed ring read the checkout:\n{log.read_text()}"
+
+
+def ring_command(installed, *args, check=True) -> subprocess.CompletedProcess:
+    venv, env, work = installed
+    return run(venv / "bin" / "ring", *args, check=check, cwd=work, env=env)
+
+
+def python(installed, code: str) -> subprocess.CompletedProcess:
+    venv, env, work = installed
+    return run(venv / "bin" / "python", "-c", code, cwd=work, env=env)
+
+
+def table(report: str) -> list[str]:
+    """The estimate's table, from its header line on (the lines above name the figures' files and their age)."""
+    lines = report.splitlines()
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("stage ")) :]
+
+
+@pytest.mark.slow  # builds a wheel and imports torch in a fresh environment: about a minute on 2 busy cores
+def test_the_installed_wheel_runs_the_login_node_commands_from_another_folder(installed):
+    venv, env, work = installed
+    where = python(
+        installed,
+        "import json, ring, ring.resources as r; print(json.dumps([ring.__file__, str(r.GRIDS), ring.__version__]))",
+    )
+    package, grids, version = json.loads(where.stdout)
+    assert Path(package).is_relative_to(venv) and Path(grids).is_relative_to(venv), where.stdout
+    assert version == ring.__version__
+    assert ring_command(installed, "--version").stdout.strip() == f"ring-bench {ring.__version__}"
+
+    # The paper grid's price, from the figures the wheel carries: the checkout's table, line for line.
+    priced = ring_command(installed, "estimate", "--grid", "paper")
+    here = E.report(G.load(resources.GRIDS / "paper.yaml"), E.load_figures())
+    assert table(priced.stdout) == table(here), priced.stdout
+    cells = sum(1 for _ in G.load(resources.GRIDS / "paper.yaml").cells())
+    assert table(priced.stdout)[-2].split()[:2] == ["total", str(2 * cells)]  # a pretraining and a lincls job each
+
+    described = ring_command(installed, "describe", "pretrain", "ring_w_l")
+    ours = run(sys.executable, "-m", "ring.cli", "describe", "pretrain", "ring_w_l", cwd=ROOT)
+    assert described.stdout == ours.stdout and described.stdout.startswith("pretrain.ring_w_l: "), described.stdout
+
+    # A user's grid in the work folder: the plan checks (the grid schema's keys, every cell's config), its price
+    # and its cells' status (the package's default configs; no site file there).
+    smoke = yaml.safe_load((resources.GRIDS / "smoke.yaml").read_text())
+    mine = {key: smoke[key] for key in ("datasets", "pretrain", "lincls")}  # no tables' lesions, no studies
+    (work / "mine.yaml").write_text(yaml.safe_dump({**mine, "methods": ["IR", "IRing"], "seeds": [0, 1]}))
+    cells = list(G.load(work / "mine.yaml").cells())
+    assert len(cells) == 4  # 2 methods x 2 seeds on one dataset
+    mine = ring_command(installed, "estimate", "--grid", "mine.yaml")
+    assert table(mine.stdout) == table(E.report(G.load(work / "mine.yaml"), E.load_figures())), mine.stdout
+    assert table(mine.stdout)[-2].split()[:2] == ["total", str(2 * len(cells))]
+    status = ring_command(installed, "status", "--grid", "mine.yaml")
+    rows = [line.split() for line in status.stdout.splitlines()[:-1]]
+    assert len(rows) == 2 * len(cells) and {row[4] for row in rows} == {"missing"}, status.stdout
+    (work / "broken.yaml").write_text(yaml.safe_dump({**smoke, "pretrain": {"all": {"bank_negatives": 4096}}}))
+    refused = ring_command(installed, "estimate", "--grid", "broken.yaml", check=False)
+    assert refused.returncode == 1 and refused.stderr.startswith("ring: Grid broken.yaml, stage pretrain"), refused
+    assert "bank_negatives=4096 is larger than the memory bank" in refused.stderr and "Traceback" not in refused.stderr
+
+
+@pytest.mark.slow  # imports torch in the fresh environment
+def test_the_installed_wheel_records_its_version_instead_of_a_commit(installed):
+    code = python(
+        installed, "import json; from ring.engine.provenance import git_state; print(json.dumps(git_state()))"
+    )
+    assert json.loads(code.stdout) == {
+        "commit": None,
+        "dirty": None,
+        "version": ring.__version__,
+        "code": f"installed package ring-bench {ring.__version__}, not a git checkout: no commit recorded",
+    }
