@@ -20,17 +20,14 @@ import ring.plan.grid
 import ring.plan.lineage
 import ring.plan.ownership
 from ring.plan.catalog import DATASETS, TRANSFER
-from ring.core.config import config_hash, read_yaml
-from ring.core.config import dump as config_text
+from ring.core.config import config_hash, read_yaml, dump as config_text
 from ring.plan.rerun import RUN_RECORD
 from ring.core.methods import METHODS
 from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps
 
-# The package data (ring.resources) of the checkout this Snakefile is in: the one copy of the grids, schemas and default
-# config, which an installed `ring` reads from its package; relative to the Snakefile, so a copy of the workflow with
-# its ring/resources (the tests') reads its own.
+# ring.resources beside the Snakefile: the one copy of the grids, schemas and default config (a wheel's `ring` reads it).
 RESOURCES = Path(workflow.basedir, "ring", "resources")
-GRID_DIR = RESOURCES / "grids"
+GRID_DIR, SCHEMAS = RESOURCES / "grids", RESOURCES / "schemas"
 # The conda environment of every rule (relative to the rule files), used only with `--sdm conda`;
 # otherwise every job runs in the environment running Snakemake.  Detectron2 (Table 4) is not in it.
 RING_ENV = "../envs/ring.yaml"
@@ -58,23 +55,19 @@ def _validated(values, schema: str, what: str):
         _fail_plan(ring.plan.grid.schema_refusal(err.__context__, what, schema))
 
 
-# Snakemake reads the workflow config files itself (ring/resources/config.yaml, a profile's cluster.yaml and site.yaml,
-# --configfile), keeping the last of a repeated key; each is read again here, so that a repeated key is refused.
+# Snakemake reads the config files itself (the default, a profile's cluster.yaml and site.yaml, --configfile),
+# keeping the last of a repeated key; each is read again here, so that a repeated key is refused.
 for config_file in workflow.configfiles:
     try:
         read_yaml(config_file, "Config file")
     except ValueError as err:
         _fail_plan(str(err))
-_validated(
-    config,
-    str(RESOURCES / "schemas" / "config.schema.yaml"),
-    "Workflow config (ring/resources/config.yaml and --config)",
-)
+_validated(config, str(SCHEMAS / "config.schema.yaml"), "Workflow config (ring/resources/config.yaml and --config)")
 try:  # only the selected grid is read, validated and checked, before any job exists
     GRID = ring.plan.grid.select(
         config["grid"],
         GRID_DIR,
-        lambda values, what: _validated(values, str(RESOURCES / "schemas" / "grid.schema.yaml"), what),
+        lambda values, what: _validated(values, str(SCHEMAS / "grid.schema.yaml"), what),
         skip_checksums=bool(config.get("skip_checksums")),
     )
 except ValueError as err:
