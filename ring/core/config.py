@@ -427,7 +427,7 @@ def to_dict(cfg) -> dict:
 
 
 # libyaml's emitter where PyYAML has it: the same text as the pure-Python one (checked on every grid's
-# cells by tests/test_config.py), ~10x faster, and the workflow dumps one config per cell when it plans.
+# cells by tests/core/test_config.py), ~10x faster, and the workflow dumps one config per cell when it plans.
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 

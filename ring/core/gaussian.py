@@ -153,7 +153,7 @@ def cnce_ceiling(rho: float, percentile: float, k: int | None = None) -> float:
            sup_c  E_{p(y|x)} max(log r, c) - log[(P(log r > c | x) + e^c (a - P(log r > c))) / a].
        (c at the threshold: f = log r on all of S; c -> max log r: a constant critic, bound 0.)
     4. Finite k: steps 1-2 hold as stated; that the shape above the level is still log r + const is
-       checked numerically, not proven (tests/test_toy_cnce.py: on discrete distributions, no critic
+       checked numerically, not proven (tests/core/test_gaussian.py: on discrete distributions, no critic
        found by optimisation beats the best flat critic).  The bound, log k + E f(y) - E log(e^f(y) +
        sum_j e^f(v_j)), is computed by quadrature (the Laplace identity for E log); see ceiling_at
        for the level.  Accuracy: ~1e-9 nats absolute at finite k, ~1e-12 as k -> inf.

@@ -123,72 +123,6 @@ def test_controller_outages_are_told_apart_from_refusals():
     )
 
 
-def test_runs_killed_before_writing_a_segment_come_from_accounting(monkeypatch):
-    from ring.cluster import accounting
-
-    runs = [
-        {"state": "REQUEUED", "started": "t0", "ended": "t1", "wall_s": 9.0, "node": "n"},
-        {"state": "REQUEUED", "started": "t2", "ended": "t3", "wall_s": 11.0, "node": "n"},
-        {"state": "RUNNING", "started": "t4", "ended": "Unknown", "wall_s": 1.0, "node": "n"},
-    ]
-    monkeypatch.setattr(accounting, "accounted_runs", lambda job_id: runs)
-    written = [{"job_id": "7", "restart_count": 0, "wall_s": 9.0}]  # the first run was USR2-preempted
-    current = {"job_id": "7", "restart_count": 2, "gpus": 1, "gpu_model": None}
-    (added,) = accounting.missing_runs(written, current)  # only the hard-killed second run
-    assert (added["restart_count"], added["wall_s"], added["outcome"]) == (1, 11.0, "killed (REQUEUED)")
-    assert accounting.missing_runs(written, {**current, "restart_count": 0}) == []
-
-
-# sacct -D of job 41: a first run hard-killed by an external requeue, a second run killed for good
-# (scancel --signal=KILL), and a third record that never started; job 42 is another job's line.
-SACCT_41 = """41|REQUEUED|2026-01-01T10:00:00|2026-01-01T10:00:09|9|n1|billing=1,cpu=1,gres/gpu=2,mem=2G,node=1
-41|PENDING|Unknown|Unknown|0||billing=1,cpu=1,gres/gpu=2,mem=2G,node=1
-41|FAILED|2026-01-01T10:01:00|2026-01-01T10:01:21|21|n2|billing=1,cpu=1,gres/gpu:a100=2,mem=2G,node=1
-42|COMPLETED|2026-01-01T09:00:00|2026-01-01T09:10:00|600|n1|billing=1,gres/gpu=1
-"""
-
-
-def test_accounting_orders_a_jobs_runs_as_its_restarts():
-    from ring.cluster import accounting
-
-    runs = accounting.parse_runs(SACCT_41, "41")
-    assert [(r["state"], r["wall_s"], r["node"]) for r in runs] == [
-        ("REQUEUED", 9.0, "n1"),
-        ("FAILED", 21.0, "n2"),
-        ("PENDING", 0.0, ""),
-    ]
-    assert [r["gpus"] for r in runs] == [2, 2, 2]
-    assert accounting.allocated_gpus("cpu=1,gres/gpu=4,gres/gpu:a100=4,node=1") == 4
-    assert accounting.allocated_gpus("cpu=1") == 0
-
-
-def test_a_job_killed_for_good_is_added_to_the_cells_provenance_once(tmp_path, monkeypatch):
-    """Issue #11, item 6: the launcher adds an ended job's unrecorded runs before it resubmits the cell;
-    the next job's segment keeps them, and a second call adds nothing."""
-    import json
-
-    from ring.cluster import accounting
-
-    monkeypatch.setattr(accounting, "accounted_runs", lambda job_id: accounting.parse_runs(SACCT_41, job_id))
-    earlier = {"job_id": "40", "restart_count": 0, "wall_s": 30.0, "gpus": 1, "outcome": "completed"}
-    (tmp_path / "provenance.json").write_text(json.dumps({"seed": 3, "segments": [earlier]}))
-    assert accounting.add_ended_job(tmp_path, "41") == 2  # both runs that started; none wrote a segment
-    doc = json.loads((tmp_path / "provenance.json").read_text())
-    assert doc["seed"] == 3 and [s.get("source") for s in doc["segments"]] == [None, "sacct", "sacct"]
-    assert [(s["restart_count"], s["outcome"], s["gpus"]) for s in doc["segments"][1:]] == [
-        (0, "killed (REQUEUED)", 2),
-        (1, "killed (FAILED)", 2),
-    ]
-    assert (doc["wall_s"], doc["requeues"]) == (60.0, 1)
-    assert doc["gpu_hours"] == round((30.0 * 1 + 9.0 * 2 + 21.0 * 2) / 3600, 6)
-    assert accounting.add_ended_job(tmp_path, "41") == 0
-    # No provenance yet (the job was killed before its first segment): the file is started with them.
-    fresh = tmp_path / "fresh"
-    fresh.mkdir()
-    assert accounting.add_ended_job(fresh, "41") == 2
-    assert json.loads((fresh / "provenance.json").read_text())["wall_s"] == 30.0
-
-
 def _fake_job(tmp_path, job_id="9_1"):
     from types import SimpleNamespace
 
@@ -230,62 +164,6 @@ def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(
     if outcome == "failed":
         # The last sentence (the one ring.core.failures shows) is the stage's reason, not the accounting line.
         assert said[-1] == "ring: the stage's own reason" and any("failed (" in line for line in said)
-
-
-def test_a_run_that_never_got_a_node_never_ran():
-    """sacct can give a pending job cancelled while accounting lags its cancel time as Start; without a
-    node it never ran, and no GPU time is added for it."""
-    from ring.cluster import accounting
-
-    line = "9_1|CANCELLED by 0|2026-11-26T17:52:10|2026-11-26T17:52:10|0|None assigned|\n"
-    (run,) = accounting.parse_runs(line, "9_1")
-    assert not accounting.started(run)
-    assert accounting.unrecorded([], "9_1", [run]) == []
-
-
-def test_the_rendezvous_port_is_below_the_ephemeral_ports_and_the_same_for_every_task():
-    from ring.cluster.jobs import rendezvous_port
-
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    ports = {job: rendezvous_port(job) for job in [str(n) for n in range(1, 5000)] + ["1074_1", "1074_2"]}
-    assert all(20000 <= p < min(low, 32000) for p in ports.values())
-    assert rendezvous_port("1074_1") == rendezvous_port("1074_1")
-    assert len(set(ports.values())) > 3000  # spread: two jobs on one node rarely share a port
-
-
-TASK_1_OF_2 = {
-    "SLURM_JOB_ID": "1075",
-    "SLURM_ARRAY_JOB_ID": "1074",
-    "SLURM_ARRAY_TASK_ID": "1",
-    "SLURM_NTASKS": "2",
-    "SLURM_JOB_NUM_NODES": "1",
-    "SLURM_NODEID": "0",
-    "SLURM_PROCID": "1",
-    "SLURM_LOCALID": "1",
-    "SLURM_JOB_NODELIST": "gpu07",
-}
-DDP_VARS = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"]
-
-
-@pytest.mark.parametrize("inherited", [{}, {"MASTER_PORT": "29500", "RANK": "0", "WORLD_SIZE": "8"}])
-def test_a_task_exports_submitits_ranks_and_the_jobs_rendezvous_port(monkeypatch, inherited):
-    """Through submitit's own SLURM job environment, as in a job's task, whatever the submitting
-    shell left in the environment (sbatch exports it)."""
-    from ring.cluster.jobs import export_distributed_env, rendezvous_port
-
-    # A copy of the environment, so the exported variables cannot outlive the test: a WORLD_SIZE left
-    # in this process would make every later ring.pretrain subprocess wait for a peer that never comes.
-    env = {k: v for k, v in os.environ.items() if k not in DDP_VARS}
-    monkeypatch.setattr(os, "environ", {**env, **TASK_1_OF_2, "_TEST_CLUSTER_": "slurm", **inherited})
-    export_distributed_env()
-    assert {name: os.environ[name] for name in DDP_VARS} == {
-        "MASTER_ADDR": "gpu07",
-        "MASTER_PORT": str(rendezvous_port("1074_1")),
-        "RANK": "1",
-        "WORLD_SIZE": "2",
-        "LOCAL_RANK": "1",
-        "LOCAL_WORLD_SIZE": "2",
-    }
 
 
 def _polls(monkeypatch, replies):
@@ -378,26 +256,6 @@ def test_stop_signals_after_the_outputs_are_noted_in_the_jobs_segment(tmp_path, 
     segments = json.loads((tmp_path / "provenance.json").read_text())["segments"]
     assert [s.get("stop_signals_after_outputs") for s in segments] == [None, 2]
     assert "SLURM job 7 " + IGNORED_STOP + " (2x)" in capsys.readouterr().err
-
-
-def test_a_stop_asked_after_the_last_step_is_noted_not_acted_on(monkeypatch, capsys):
-    """A USR2 between the stage's last step boundary and its return only set the stop flag: the job notes it (for
-    provenance) and ignores it, as it does every later one."""
-    import atexit
-    import signal
-
-    from ring.cluster import jobs
-    from ring.core import stop
-
-    monkeypatch.setattr(atexit, "register", lambda *args: None)
-    before = signal.getsignal(signal.SIGUSR2)
-    try:
-        stop.request_stop()
-        jobs.ignore_stop_signals_from_now_on("pretrain")
-        signal.getsignal(signal.SIGUSR2)(signal.SIGUSR2, None)
-    finally:
-        signal.signal(signal.SIGUSR2, before)
-    assert capsys.readouterr().err.count(jobs.IGNORED_STOP) == 2
 
 
 def _edited_cell(tmp_path, record_hash):

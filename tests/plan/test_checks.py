@@ -390,41 +390,6 @@ def test_entry_points_and_launch_run_the_same_checks_on_a_hand_written_config(tm
     assert not cell.exists()
 
 
-def test_failed_run_summary_names_each_cell_and_its_sentence(tmp_path):
-    from ring.core import failures
-
-    log = tmp_path / "results" / "g" / "pretrain" / "cifar10" / "IRing" / "seed0" / "pretrain.log"
-    log.parent.mkdir(parents=True)
-    log.write_text(
-        "epoch 1 ...\nring: The checkpoint x was written by method IR, but this cell trains IRing; move it.\n"
-    )
-    snakemake_log = (
-        f"Error in rule pretrain:\n    message: None\n    jobid: 7\n"
-        f"    output: results/g/pretrain/cifar10/IRing/seed0/encoder.pt\n"
-        f"    log: {log} (check log file(s) for error details)\n    shell:\n        python -m ring.cluster.launch\n"
-        "Error in rule lincls:\n    output: results/g/lincls/cifar10/IR/seed0/metrics.json\n"
-        "Shutting down, this might take some time.\n"
-    )
-    assert failures.summary(snakemake_log) == (
-        "ring: 2 jobs failed:\n"
-        "  pretrain cifar10/IRing/seed0 (rule pretrain): The checkpoint x was written by method IR, but this cell "
-        "trains IRing; "
-        "move it.\n"
-        "  lincls cifar10/IR/seed0 (rule lincls): see the job's output above"
-    )
-
-
-def test_the_run_summary_reads_the_logs_snakemake_passes(tmp_path):
-    from ring.core import failures
-
-    log = tmp_path / "snakemake.log"
-    log.write_text("Error in rule lincls:\n    output: results/g/lincls/cifar10/IR/seed0/metrics.json\n")
-    expected = "ring: 1 job failed:\n  lincls cifar10/IR/seed0 (rule lincls): see the job's output above"
-    assert failures.run_summary(str(log)) == expected  # one path (Snakemake 8)
-    assert failures.run_summary([str(tmp_path / "gone.log"), log]) == expected  # a list (Snakemake 9), one missing
-    assert failures.run_summary([]) == ""
-
-
 def test_a_results_folder_that_cannot_be_written_stops_the_plan(workdir):
     (workdir / "results").mkdir()
     (workdir / "results" / "mygrid").write_text("not a folder")

@@ -281,26 +281,6 @@ def test_ring_digits_grid_sweeps_the_final_window_and_the_annealing_length(root)
     assert g.pretrain_config("digits", "IRing", 0, "data").ring_w_l == [0.0, 90.0]  # Table 1: the paper's final w_l
 
 
-@pytest.mark.parametrize("name", ["paper", "smoke", "ring_digits"])
-def test_cell_configs_dump_to_the_same_text_with_libyaml(root, name):
-    """ring.core.config.dump uses libyaml's emitter for speed (the workflow dumps every cell's config when it
-    plans); a different text would change every cell's params and rerun the finished config rules."""
-    import yaml
-
-    from ring.core.config import dump, to_dict
-
-    grid = G.load(root / "ring" / "resources" / "grids" / f"{name}.yaml")
-    configs = [
-        build(d, m, s, "data") for d, m, s in grid.cells() for build in (grid.pretrain_config, grid.lincls_config)
-    ]
-    configs += [grid.transfer_config(d, m, s, "data") for d, m, s in grid.transfer_cells()]
-    configs += [grid.detection_config(m, t, s, "detectron2") for _, m, t, s in grid.detection_cells()]
-    configs += [grid.toy_cnce_config(s) for s in grid.toy_cnce_seeds()]
-    assert configs and yaml.__with_libyaml__
-    for cfg in configs:
-        assert dump(cfg) == yaml.safe_dump(to_dict(cfg), sort_keys=False), cfg
-
-
 # ---- a grid cannot name a cell wrongly (issue #22) -------------------------------------------------
 
 
@@ -403,27 +383,6 @@ def test_the_papers_per_method_values_come_with_the_methods_unless_the_grid_sets
     assert {
         (c.batch_size, c.bn_groups) for c in (set_.pretrain_config("digits", m, 0, "data") for m in base["methods"])
     } == {(64, 2)}
-
-
-def test_yaml_1_2_floats_are_numbers_and_a_syntax_error_names_file_and_line(tmp_path):
-    from ring.core import config as C
-
-    grid = tmp_path / "mine.yaml"
-    grid.write_text(
-        "datasets: [digits]\nmethods: [IR]\nseeds: [0]\npretrain:\n  all: {lr: 3e-2, weight_decay: 1e-4, "
-        "bank_negatives: 1024}\n"
-    )
-    cfg = G.load(grid).pretrain_config("digits", "IR", 0, "data")
-    assert (cfg.lr, cfg.weight_decay) == (0.03, 0.0001)
-    hand = tmp_path / "config.yaml"
-    hand.write_text("method: IR\ndataset: digits\nlr: 3e-2\n")
-    assert C.load(C.PretrainConfig, hand).lr == 0.03
-    hand.write_text("method: IR\ndataset: digits\nlr: [0.1\n")
-    with pytest.raises(ValueError, match=re.escape(f"Config file {hand} is not valid YAML at line 4, column 1: ")):
-        C.load(C.PretrainConfig, hand)
-    grid.write_text("datasets: [digits\nmethods: [IR]\n")
-    with pytest.raises(ValueError, match=re.escape(f"Grid file {grid} is not valid YAML at line 2")):
-        G.load(grid)
 
 
 def _grid_dir(tmp_path, **grids):

@@ -219,7 +219,7 @@ def test_toy_cnce_table_means_stds_paper_and_true_mi(tmp_path):
 
 
 def test_toy_table_marks_a_published_mean_above_the_ceiling(tmp_path, monkeypatch):
-    # The ceiling itself is tested in tests/test_toy_cnce.py; here only the marking: a ceiling placed
+    # The ceiling itself is tested in tests/core/test_gaussian.py; here only the marking: a ceiling placed
     # between the paper's w_l = 10 and w_l = 25 means marks the first and not the second.
     monkeypatch.setattr(tables, "toy_ceiling", lambda e: (math.nan, 0.005) if e != "NCE" else (math.nan, 0.02041))
     path = tmp_path / "toy0.json"
