@@ -150,9 +150,9 @@ class PretrainConfig:
     device: str = "auto"
     # torch.compile of the encoder and of the device views (augment: device): "auto" compiles on CUDA devices,
     # where a step measured 1.17-1.33x faster (benchmarks/results/throughput_*_compile-*.json) and where BatchNorm
-    # groups and a view batch then cost almost no host calls (tests/engine/test_step_budget.py, tests/data/test_augment.py), for
-    # about 100 s of compilation per process start; not on CPUs, where short jobs would pay it.  "auto" falls back
-    # to eager with a warning if compilation fails, "on" fails.
+    # groups and a view batch then cost almost no host calls (tests/test_pretrain_step_budget.py,
+    # tests/data/test_augment.py), for about 100 s of compilation per process start; not on CPUs, where short jobs
+    # would pay it.  "auto" falls back to eager with a warning if compilation fails, "on" fails.
     compile: str = "auto"
     # What a superseded run of this cell keeps in runs/<its hash>/ (an edit set it aside, or a longer schedule
     # continued past it): "results" its encoders, checksum record, log, provenance, metrics and run.json, and not its
