@@ -447,7 +447,7 @@ class Pretraining:
 
     def train_step(self, views: list[torch.Tensor], index: torch.Tensor) -> torch.Tensor:
         """One optimisation step.  Returns the loss on the device: nothing here waits for the device
-        (no host synchronisation; ``tests/engine/test_step_budget.py`` counts), :class:`Losses` reads it later."""
+        (no host synchronisation; ``tests/test_pretrain_step_budget.py`` counts), :class:`Losses` reads it later."""
         window = self.schedule.window() if self.schedule else None
         loss = self.objective(self.train_model, views, index, window)
         self.optimizer.zero_grad(set_to_none=True)

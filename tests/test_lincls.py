@@ -178,21 +178,3 @@ def test_a_diverged_linear_evaluation_says_so_in_one_sentence_and_writes_no_accu
     # Found again finished, it reads the last epoch's loss from its log and says the same.
     again = LinearEval(cfg, tmp_path / "pre" / "encoder.pt", cell).run()
     assert again["diverged"] == metrics["diverged"] and "top1" not in again
-
-
-def test_the_divergence_rule_judges_the_accuracy_and_notes_a_high_loss():
-    from ring.engine.health import divergence, loss_note
-
-    # Digits: 10 classes, 450 test images; chance is 10% + 3 x 1.41% = 14.2%.  Above it a probe is no divergence,
-    # whatever its finite loss (a CMC probe: 26.9% at 1.5e6); at it, one is, whatever its loss.
-    for loss in (0.05, 2.3, 229.0, 1.5e6):
-        assert divergence(loss, 10, "cell", 30, top1=26.9, test_images=450) is None
-        assert "is at chance" in divergence(loss, 10, "cell", 30, top1=10.2, test_images=450)
-    assert "is not finite" in divergence(float("inf"), 10, "cell", 30, top1=90.0, test_images=450)
-    assert "is not finite" in divergence(float("nan"), 10, "cell", 30, top1=90.0, test_images=450)
-    # Without an accuracy to judge, a loss above 100 ln K is the verdict.
-    assert divergence(229.0, 10, "cell", 30) is None and "ln(1000) = 691" in divergence(1e6, 1000, "cell", 30, lr=0.01)
-    # The note of a high loss above chance: the loss and the protocol; none at 100 ln K or below.
-    assert loss_note(230.0, 10, "cell", 30, "SGD lr=0.01", 26.9, 450) is None
-    note = loss_note(1.5e6, 10, "cell", 30, "SGD lr=0.01", 26.9, 450)
-    assert "1.5e+06" in note and "SGD lr=0.01" in note and "above chance" in note

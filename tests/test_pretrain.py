@@ -131,7 +131,7 @@ def test_bad_input_fails_before_training(tmp_path, method, overrides, error, mes
 
 
 def test_corrupt_checkpoint_is_kept_aside_and_the_cell_starts_fresh_saying_so(tmp_path, capsys):
-    # (with a good checkpoint.prev.pt the cell resumes from it instead: tests/test_integrity.py)
+    # (with a good checkpoint.prev.pt the cell resumes from it instead: tests/project/test_integrity.py)
     cell = tmp_path / "cell"
     cell.mkdir()
     (cell / "checkpoint.pt").write_bytes(b"PK\x03\x04 truncated")

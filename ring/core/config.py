@@ -150,7 +150,7 @@ class PretrainConfig:
     device: str = "auto"
     # torch.compile of the encoder and of the device views (augment: device): "auto" compiles on CUDA devices,
     # where a step measured 1.17-1.33x faster (ring/resources/figures/throughput_*_compile-*.json) and where BatchNorm
-    # groups and a view batch then cost almost no host calls (tests/engine/test_step_budget.py,
+    # groups and a view batch then cost almost no host calls (tests/test_pretrain_step_budget.py,
     # tests/data/test_augment.py), for about 100 s of compilation per process start; not on CPUs, where short jobs
     # would pay it.  "auto" falls back to eager with a warning if compilation fails, "on" fails.
     compile: str = "auto"

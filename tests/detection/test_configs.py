@@ -2,8 +2,7 @@ import pytest
 
 from ring.core import config as C
 from ring.detection import configs
-from ring.plan.detection_tasks import COLUMNS, TASKS
-from tests.conftest import ROOT
+from ring.plan.detection_tasks import TASKS
 
 
 def _cfg(task, **kw):
@@ -44,10 +43,3 @@ def test_unknown_or_mistyped_detectron2_keys_fail_in_one_sentence(tmp_path):
         configs.build(_cfg("coco_kp", overrides={"SOLVER.MAX_ITERS": 5}), "w.pkl", tmp_path)
     with pytest.raises(ValueError, match="'SOLVER.MAX_ITER' in the overrides of cell IRing/coco_kp cannot take 'five'"):
         configs.build(_cfg("coco_kp", overrides={"SOLVER.MAX_ITER": "five"}), "w.pkl", tmp_path)
-
-
-def test_table4_columns_are_the_published_ones():
-    import yaml
-
-    published = yaml.safe_load((ROOT / "ring" / "data" / "published-results.yaml").read_text())["table4_detection"]
-    assert COLUMNS == published["columns"]

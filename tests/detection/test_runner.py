@@ -246,25 +246,6 @@ def test_a_planted_pickle_payload_in_the_converted_weights_never_runs(backbone_p
     assert not marker.exists()
 
 
-def test_a_code_carrying_detectron2_checkpoint_gets_the_projects_sentence(tmp_path):
-    """A .pth that carries objects: refused without running them, in our words (not torch's advice to set
-    weights_only=False, which would run the file's code)."""
-    from ring.detection.train_net import SafeCheckpointer
-    from ring.engine.checkpoint import CheckpointError
-
-    marker = tmp_path / "payload-ran"
-    pth = tmp_path / "model_0000009.pth"
-    torch.save({"model": {"w": torch.zeros(1)}, "trainer": _Payload(marker)}, pth)
-    with pytest.raises(CheckpointError) as err:
-        SafeCheckpointer(torch.nn.Linear(1, 1))._load_file(str(pth))
-    assert str(err.value) == (
-        f"The Detectron2 checkpoint {pth} is unreadable or truncated (it holds objects other than "
-        "tensors and plain data; refused without running them); delete it (and last_checkpoint "
-        "beside it) to start this cell again."
-    )
-    assert "weights_only" not in str(err.value) and not marker.exists()
-
-
 def test_a_diverging_cell_stops_at_the_first_non_finite_loss_in_one_sentence(
     backbone_pkl, datasets_root, tmp_path, capsys
 ):

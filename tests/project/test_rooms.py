@@ -68,3 +68,38 @@ def test_a_resolved_pretraining_cell_trains_without_looking_anything_up_by_name(
     pretrain.Pretraining(cfg, tmp_path / "cell", cell).run()
     record = (tmp_path / "cell" / "log.jsonl").read_text()
     assert '"knn_top1"' in record and '"window_same_class"' in record  # the monitors ran, on the resolved dataset
+
+
+def _test_file_layout() -> tuple[list[str], list[str]]:
+    """(modules without their test file, test files that name no module): ring/<pkg>/<mod>.py is tested in
+    tests/<pkg>/test_<mod>.py (a stage module ring/<mod>.py in tests/test_<mod>.py); an aspect of a module big enough
+    for a file of its own is tests/<pkg>/test_<mod>_<aspect>.py.  tests/workflow and tests/project check the workflow
+    and the repository as a whole and name no module."""
+    package, tests = Path(ring.__file__).parent, Path(__file__).resolve().parents[1]
+    modules = {
+        path.relative_to(package).with_suffix("")
+        for path in package.rglob("*.py")
+        if path.name not in ("__init__.py", "__main__.py")
+    }
+    untested = sorted(
+        f"ring/{module}.py" for module in modules if not (tests / module.parent / f"test_{module.name}.py").is_file()
+    )
+    orphans = []
+    for path in sorted(tests.rglob("test_*.py")):
+        rel = path.relative_to(tests)
+        if rel.parts[0] in ("workflow", "project"):
+            continue
+        name = rel.stem.removeprefix("test_")
+        siblings = {m.name for m in modules if m.parent == rel.parent}
+        if not any(name == m or name.startswith(f"{m}_") for m in siblings):
+            orphans.append(f"tests/{rel.as_posix()}")
+    return untested, orphans
+
+
+def test_every_module_has_its_test_file_and_every_test_file_names_a_module():
+    untested, orphans = _test_file_layout()
+    assert not (untested or orphans), (
+        f"the tests do not mirror the package: {len(untested)} module(s) without tests/<pkg>/test_<mod>.py "
+        f"({', '.join(untested) or 'none'}) and {len(orphans)} test file(s) naming no module of ring "
+        f"({', '.join(orphans) or 'none'})."
+    )

@@ -183,68 +183,6 @@ def test_more_negatives_than_bank_entries_is_refused():
         InstanceDiscrimination(10, 4, 11, 0.07, 0.5, ring=False, max_chunk_elements=100)
 
 
-def test_negatives_count_including_positive_is_the_authors_nce():
-    """negatives_count: including_positive draws k - 1 negatives besides the positive, the authors' NCE
-    (contrastive-ring-public instdisc.py: randint(k - 1) negatives, the positive prepended, a logsumexp over k);
-    excluding_positive (the default) draws k, IR's and CMC's code's reading."""
-    torch.manual_seed(0)
-    encoder = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 8))
-
-    def normalized(x):
-        return F.normalize(encoder(x), dim=1)
-
-    x, index = torch.randn(6, 12), torch.tensor([0, 5, 7, 9, 11, 49])
-    for count, drawn in (("excluding_positive", 20), ("including_positive", 19)):
-        ir = InstanceDiscrimination(
-            50,
-            8,
-            negatives=20,
-            temperature=0.07,
-            bank_momentum=0.5,
-            ring=False,
-            max_chunk_elements=64,
-            negatives_count=count,
-        )
-        memory = ir.bank.memory.clone()
-        loss = ir(normalized, [x], index, None, torch.Generator().manual_seed(7))
-        # The authors' get_loss, on the same draws: the positive's dot product, then a logsumexp over the
-        # positive and the drawn negatives.
-        noise = (torch.rand((6, drawn), generator=torch.Generator().manual_seed(7)) * 50).long()
-        q = normalized(x)
-        witness_pos = (q * memory[index]).sum(1)
-        witness_noise = torch.einsum("bd,bkd->bk", q, memory[noise])
-        partition = torch.logsumexp(torch.cat([witness_pos[:, None], witness_noise], dim=1) / 0.07, dim=1)
-        assert ir.negatives == drawn and ir.background_size == 20
-        assert torch.allclose(loss, -(witness_pos / 0.07 - partition).mean(), atol=1e-5), count
-
-
-def test_negatives_count_is_a_config_switch_that_keeps_las_background_and_refuses_no_negative():
-    from ring.core import config as C
-    from ring.core import methods as M
-    from ring.engine.objectives import build_objective
-    from ring.plan import checks
-    from tests.helpers import pretrain_config
-
-    default = pretrain_config("IRing")
-    assert default.negatives_count == "excluding_positive"
-    authors = pretrain_config("IRing", negatives_count="including_positive")
-    assert C.config_hash(authors) != C.config_hash(default)
-    assert C.config_hash(default) == C.config_hash(pretrain_config("IRing", negatives_count="excluding_positive"))
-    encoder = torch.nn.Linear(2, 2)
-    # TINY_PRETRAIN's 256 counts the positive
-    assert build_objective(M.method("IRing"), authors, encoder, 300).negatives == 255
-    cmc = pretrain_config("CMC", negatives_count="including_positive")
-    assert build_objective(M.method("CMC"), cmc, encoder, 300).negatives == 255
-    la = build_objective(
-        M.method("LA"), pretrain_config("LA", negatives_count="including_positive", kmeans_k=5), encoder, 300
-    )
-    assert (la.negatives, la.background_size) == (255, 256)  # LA's k background neighbours: no draw, their count kept
-    with pytest.raises(checks.ConfigError, match="bank_negatives=1 counts the positive .* set it to at least 2"):
-        checks.check(pretrain_config("IR", negatives_count="including_positive", bank_negatives=1), "here")
-    with pytest.raises(checks.ConfigError, match="negatives_count='k_minus_one' is not one of excluding_positive"):
-        checks.check(pretrain_config("IR", negatives_count="k_minus_one"), "here")
-
-
 # -- IRing's blocked draw (issue 31): the cumulative-sum draw's indices without a B x N running count ----------
 
 

@@ -1,0 +1,50 @@
+"""ring.plan.detection_tasks: Table 4's three models, their columns, and the sentence for a missing Detectron2."""
+
+import sys
+
+import pytest
+
+from ring.plan import detection_tasks
+from ring.plan.detection_tasks import COLUMNS, METRICS, TASKS, missing_detectron2, task
+from tests.conftest import ROOT
+
+
+def test_table4_columns_are_the_published_ones():
+    import yaml
+
+    published = yaml.safe_load((ROOT / "ring" / "data" / "published-results.yaml").read_text())["table4_detection"]
+    assert COLUMNS == published["columns"]
+
+
+def test_columns_are_each_tasks_result_groups_times_ap_ap50_ap75_in_the_papers_order():
+    assert COLUMNS[:6] == [f"coco_det_{m}" for m in METRICS] + [f"coco_seg_{m}" for m in METRICS]
+    assert COLUMNS[6:] == [f"coco_kp_{m}" for m in METRICS] + [f"voc_det_{m}" for m in METRICS]
+    assert task("voc_det").roi_heads == "BasicRes5ROIHeads" and task("coco_kp").roi_heads is None
+
+
+def test_an_unknown_task_is_refused_with_the_choices():
+    with pytest.raises(
+        ValueError, match=r"^Unknown detection task 'lvis'; choose from coco_det_seg, coco_kp, voc_det\.$"
+    ):
+        task("lvis")
+    assert task("coco_kp") is TASKS["coco_kp"]
+
+
+@pytest.mark.parametrize("name", ["detectron2", "detectron2.modeling", "fvcore.common", "pycocotools", "yacs"])
+def test_detectron2_or_one_of_its_requirements_missing_says_how_to_install_it(name):
+    sentence = missing_detectron2(ModuleNotFoundError(f"No module named {name!r}", name=name))
+    assert sentence.startswith(f"Detectron2 is not installed in this Python environment ({sys.executable}: no module ")
+    assert f"`bash envs/install-detectron2-cpu.sh {sys.executable}`" in sentence and sentence.count(". ") == 0
+    assert sentence.endswith("(README, Detection).")
+
+
+def test_every_pinned_detection_requirement_counts_and_other_modules_do_not():
+    pinned = {
+        line.split("#")[0].split("==")[0].strip().replace("-", "_")
+        for line in (ROOT / "envs" / "requirements-detection.txt").read_text().splitlines()
+        if line.split("#")[0].strip()
+    }
+    assert detection_tasks._detection_modules() == pinned | {"detectron2"} and "iopath" in pinned
+    for name in ("scipy", "detectron", "torch.distributed"):
+        assert missing_detectron2(ModuleNotFoundError(name=name)) is None
+    assert missing_detectron2(ModuleNotFoundError("no name")) is None  # a bare error names no module
