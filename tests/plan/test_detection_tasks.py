@@ -41,7 +41,7 @@ def test_detectron2_or_one_of_its_requirements_missing_says_how_to_install_it(na
 def test_every_pinned_detection_requirement_counts_and_other_modules_do_not():
     pinned = {
         line.split("#")[0].split("==")[0].strip().replace("-", "_")
-        for line in (ROOT / "envs" / "requirements-detection.txt").read_text().splitlines()
+        for line in (ROOT / "ring" / "resources" / "requirements-detection.txt").read_text().splitlines()
         if line.split("#")[0].strip()
     }
     assert detection_tasks._detection_modules() == pinned | {"detectron2"} and "iopath" in pinned
