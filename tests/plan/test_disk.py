@@ -41,7 +41,7 @@ def test_the_named_cells_are_every_stages_cells_and_the_pretraining_cells_they_r
 
 
 def test_a_detection_and_a_study_cell_are_named_with_the_folders_they_read():
-    smoke = G.load(ROOT / "workflow" / "grids" / "smoke.yaml")
+    smoke = G.load(ROOT / "ring" / "resources" / "grids" / "smoke.yaml")
     named = disk.named_cells(smoke, ROOT / "results")
     base = ROOT / "results" / "smoke"
     source, method, task, seed = smoke.detection_cells()[0]
