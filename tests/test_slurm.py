@@ -24,7 +24,7 @@ import yaml
 
 from ring.cluster.batch import load_config, merge
 from ring.cluster.jobs import IGNORED_STOP
-from ring.cluster.launch import Resources, preflight, stage_resources
+from ring.cluster.slurm import Resources, preflight, stage_resources
 from ring.core import config as C
 from ring.engine.checkpoint import safe_load
 

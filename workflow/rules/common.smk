@@ -396,7 +396,7 @@ def launch_options(stage: str) -> str:
     """ring.cluster.launch options of a stage: the launcher and, on SLURM, the stage's resources."""
     if config["launcher"] == "local":
         return "--launcher local"
-    from ring.cluster.launch import stage_resources  # the same merge as ring.cluster.batch's
+    from ring.cluster.slurm import stage_resources  # the same merge as ring.cluster.batch's
 
     resources = stage_resources(config.get("slurm", {}), stage)
     # `snakemake --verbose` also shows SLURM's own error lines beside the launcher's retry lines.
@@ -415,7 +415,7 @@ LAUNCHED_CHECKPOINT_INTERVAL = {
 def slurm_preflight() -> None:
     """Before the first submission: the resources of every stage this run will submit, one
     `sbatch --test-only` per distinct set, every problem printed once; none is submitted if any fails."""
-    from ring.cluster.launch import CHECKED_ENV, check_resource_sets
+    from ring.cluster.slurm import CHECKED_ENV, check_resource_sets
 
     sets = {}  # rule -> (resources, the largest checkpoint interval of its cells)
     for job in workflow.dag.needrun_jobs():
@@ -493,7 +493,7 @@ def cell_dir(path) -> str:
     return str(Path(path).parent)
 
 
-# ring.cluster.launch.RECORD, the SLURM launcher's record in a cell's slurm/ folder (not imported: that module
+# ring.cluster.slurm.RECORD, the SLURM launcher's record in a cell's slurm/ folder (not imported: that module
 # brings submitit into every plan, local ones included).
 SLURM_RECORD = "job.json"
 
