@@ -57,7 +57,7 @@ COMMANDS = (
     _batch("submit", "submit a grid's missing cells to SLURM: one job array"),
     _batch("status", "each cell: done/stale/running/pending/failed/missing"),
     _batch("cancel", "cancel a grid's recorded SLURM jobs"),
-    _batch("prune", "delete the superseded runs that edits set aside"),
+    _batch("prune", "delete superseded runs and cell folders the grid no longer names"),
     Command("rerun", "ring.plan.rerun:main", "what an edited cell config does: continue or restart"),
     Command("launch", "ring.cluster.launch:main", "run one cell's stage, locally or on SLURM"),
     Command("pretrain", "ring.pretrain:main", "stage: contrastive pretraining of one cell"),

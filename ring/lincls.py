@@ -46,13 +46,7 @@ from ring.core import config as C
 from ring.core.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
 from ring.data import datasets
 from ring.engine import health, provenance
-from ring.engine.checkpoint import (
-    finish_checkpoints,
-    load_latest_checkpoint,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)
+from ring.engine.checkpoint import finish_checkpoints, resume_state, rng_state, save_checkpoint, set_rng_state
 from ring.engine.encoder import Precision, load_feature_extractor, resolve_precision
 from ring.engine.logs import JsonLog
 from ring.engine.runtime import Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
@@ -167,14 +161,18 @@ class LinearEval:
         )
 
     def resume(self) -> None:
-        path = self.out / CHECKPOINT
-        state = load_latest_checkpoint(
-            path, "linear-evaluation checkpoint", log=lambda line: print(line, file=sys.stderr)
+        # The latest checkpoint that verifies, else the previous one (saying so), else a fresh start; one of another
+        # config or encoder is kept out of the way with its run (keep_foreign_run) and the cell starts over.
+        state = resume_state(
+            self.out / CHECKPOINT,
+            "linear-evaluation checkpoint",
+            lambda state: (
+                state.get("config_hash") == C.config_hash(self.cfg)
+                and state.get("encoder_sha256") == self.encoder_sha256
+            ),
+            lambda state: keep_foreign_run(self.out, self.STAGE, self.cfg, state),
         )
         if state is None:
-            return
-        if state.get("config_hash") != C.config_hash(self.cfg) or state.get("encoder_sha256") != self.encoder_sha256:
-            keep_foreign_run(self.out, self.STAGE, self.cfg, state)
             return
         self.classifier.load_state_dict(state["classifier"])
         self.optimizer.load_state_dict(state["optimizer"])

@@ -26,23 +26,22 @@ import jsonschema
 
 from ring import resources
 from ring.cluster import accounting, progress
+from ring.cluster.detach import supersede
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
-from ring.cluster.launch import (
+from ring.cluster.launch import job_config_hash, log_tail
+from ring.cluster.slurm import (
     ALIVE,
     ENDED,
     Resources,
     config_schema,
-    job_config_hash,
     job_states,
-    log_tail,
     make_executor,
     preflight,
     read_record,
-    supersede,
     write_record,
 )
-from ring.cluster.launch import stage_resources as merged_resources
+from ring.cluster.slurm import stage_resources as merged_resources
 from ring.core import config as C
 from ring.core.files import read_record as read_json_record
 from ring.plan import disk, lineage, ownership, rerun

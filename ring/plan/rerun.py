@@ -226,18 +226,28 @@ def drop_checkpoints(aside: Path | None, cfg, log=print) -> int:
     return freed
 
 
+def checksums(folder: str | Path) -> dict | None:
+    """``folder``'s checksum record when it lists files, else None: a missing, corrupt or empty record names no
+    verifiable export, so its run is not finished and its stage writes the record again."""
+    record = read_record(Path(folder) / CHECKSUMS)
+    files = record.get("files")
+    return record if isinstance(files, dict) and files else None
+
+
 def finished_exports(folder: Path, config_hash: str) -> bool:
     """Whether ``folder`` holds a finished pretraining run's exports made with ``config_hash``: its checksum record
     names that config and every file it lists verifies, in place or as the copy kept under ``exported/``."""
-    record = read_record(Path(folder) / CHECKSUMS)
-    files = record.get("files")
-    if not isinstance(files, dict) or not files or record.get("config_hash") != config_hash:
+    record = checksums(folder)
+    if record is None or record.get("config_hash") != config_hash:
         return False
 
     def places(name):
         return (Path(folder) / name, Path(folder) / KEPT / name)
 
-    return all(any(path.is_file() and sha256_file(path) == sha for path in places(name)) for name, sha in files.items())
+    return all(
+        any(path.is_file() and sha256_file(path) == sha for path in places(name))
+        for name, sha in record["files"].items()
+    )
 
 
 def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = None) -> str:
@@ -325,28 +335,33 @@ def restore(cell: Path, key: str, finished_counts: bool = False) -> bool:
     return True
 
 
-def verified_copies(cell: Path) -> dict[str, str]:
-    """The files (name -> SHA-256) of ``cell``'s checksum record when every copy kept under ``exported/``
-    verifies, else {}."""
-    files = read_record(Path(cell) / CHECKSUMS).get("files")
-    kept = Path(cell) / KEPT
-    if not isinstance(files, dict) or not files:
+def verified_copies(cell: Path, record: dict | None = None) -> dict[str, str]:
+    """The files (name -> SHA-256) of ``cell``'s checksum record (``record``: as read already by the caller) when
+    every copy kept under ``exported/`` verifies, else {}."""
+    record = checksums(cell) if record is None else record
+    if record is None:
         return {}
+    files, kept = record["files"], Path(cell) / KEPT
     if not all((kept / name).is_file() and sha256_file(kept / name) == sha for name, sha in files.items()):
         return {}
     return files
 
 
-def restore_exports(cell: str | Path, cfg, encoder: str | None = None, last: str = "encoder.pt") -> list[str]:
+def restore_exports(
+    cell: str | Path, cfg, encoder: str | None = None, last: str = "encoder.pt", record: dict | None = None
+) -> list[str]:
     """Put back the exported files Snakemake deleted (a finished job collected after its client was gone), from
     the copies kept under ``exported/``, when the checksum record is this config's (and, for an evaluation, this
     encoder's) and every copy verifies; the names restored, or an empty list (then the stage must run to export
-    them again).  ``cfg`` None: whatever the record's config (a run set aside keeps its own outputs whole)."""
+    them again).  ``cfg`` None: whatever the record's config (a run set aside keeps its own outputs whole).
+    ``record``: the checksum record as read already by the caller."""
     cell = Path(cell)
-    record = read_record(cell / CHECKSUMS)
+    record = checksums(cell) if record is None else record
+    if record is None:
+        return []
     if cfg is not None and (record.get("config_hash") != C.config_hash(cfg) or record.get("encoder_sha256") != encoder):
         return []
-    files = verified_copies(cell)
+    files = verified_copies(cell, record)
     missing = [name for name in files if not (cell / name).exists()]
     try:
         for name in sorted(missing, key=lambda n: n == last):  # the stage's last output last, as it writes them
@@ -368,9 +383,11 @@ def finished(cell: str | Path, stage: str, cfg, encoder: str) -> bool:
     """Whether the evaluation ``cell`` holds is complete for ``cfg`` and ``encoder``: its outputs are there (put
     back from their kept copies when Snakemake deleted them) and every copy verifies against the record."""
     cell = Path(cell)
-    restore_exports(cell, cfg, encoder, last=EVALUATIONS[stage][-1])
-    record = read_record(cell / CHECKSUMS)
-    files = verified_copies(cell) if record.get("encoder_sha256") == encoder else {}
+    record = checksums(cell)
+    if record is None:
+        return False
+    restore_exports(cell, cfg, encoder, last=EVALUATIONS[stage][-1], record=record)
+    files = verified_copies(cell, record) if record.get("encoder_sha256") == encoder else {}
     return (
         record.get("config_hash") == C.config_hash(cfg)
         and set(files) == set(EVALUATIONS[stage])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ring.cluster import batch, launch, progress
+from ring.cluster import batch, launch, progress, slurm
 from ring.core import config as C
 from ring.plan import grid as G
 from tests.helpers import TINY_PRETRAIN, TINY_PRETRAIN_BLOCK
@@ -211,7 +211,7 @@ def test_status_asks_sacct_once_for_every_recorded_job_of_the_grid(tmp_path, cap
         ("lincls", "IR", 1): "205",
         ("lincls", "MoCoRing", 0): "206",
     }.items():
-        launch.write_record(cell(stage, method, seed), job_id, tmp_path / "logs", stage)
+        slurm.write_record(cell(stage, method, seed), job_id, tmp_path / "logs", stage)
     for stage, method, seed in (("lincls", "IR", 1), ("lincls", "MoCoRing", 0)):  # submitted long ago
         record = cell(stage, method, seed) / "slurm" / "job.json"
         record.write_text(json.dumps({**json.loads(record.read_text()), "submitted": long_ago}))
@@ -307,7 +307,7 @@ def test_submit_submits_a_stale_cell_like_a_missing_one_and_keeps_its_output(tmp
     from contextlib import nullcontext
     from types import SimpleNamespace
 
-    from ring.cluster import launch
+    from ring.cluster import slurm
 
     grids = _grid(tmp_path)
     results = tmp_path / "results"
@@ -338,4 +338,4 @@ def test_submit_submits_a_stale_cell_like_a_missing_one_and_keeps_its_output(tmp
     assert not (cell("IR", 0) / "encoder.pt").exists()
     assert (cell("IR", 0) / "runs" / ("0" * 16) / "encoder.pt").read_bytes() == b"trunk"  # kept, not deleted
     assert "its encoder.pt is superseded (another config made it)" in capsys.readouterr().err
-    assert launch.read_record(cell("IR", 0))["job_id"] == "5_0"
+    assert slurm.read_record(cell("IR", 0))["job_id"] == "5_0"

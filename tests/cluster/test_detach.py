@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ring.cluster import detach
-from ring.cluster.launch import write_record
+from ring.cluster.slurm import write_record
 from ring.core import config as C
 from ring.plan import rerun
 from tests.helpers import TINY_PRETRAIN

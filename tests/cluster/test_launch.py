@@ -10,13 +10,13 @@ import pytest
 
 from ring.cluster.batch import DEFAULT_CONFIGS, load_config
 from ring.cluster.jobs import STAGES
-from ring.cluster.launch import (
+from ring.cluster.launch import decide
+from ring.cluster.slurm import (
     CHECKED_ENV,
     THREAD_VARIABLES,
     Resources,
     _array_members,
     config_schema,
-    decide,
     executor_parameters,
     resource_problems,
     resource_sets,
@@ -152,11 +152,11 @@ def _fake_job(tmp_path, job_id="9_1"):
 def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(
     states, adopted, outcome, tmp_path, monkeypatch, capsys
 ):
-    from ring.cluster import accounting, launch
+    from ring.cluster import accounting, launch, slurm
 
     job = _fake_job(tmp_path)
     replies = iter(states)
-    monkeypatch.setattr(launch, "job_states", lambda ids: {ids[0]: next(replies)})
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {ids[0]: next(replies)})
     monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 1)  # a run to report, as in CI
     res = Resources(poll_s=0, unknown_grace_s=60)
     assert launch.wait(job, tmp_path, res, adopted=adopted) == outcome
@@ -170,7 +170,7 @@ def _polls(monkeypatch, replies):
     """SLURM's clients answering each poll from ``replies``: (sacct output, squeue output) pairs, in order."""
     import subprocess
 
-    from ring.cluster import launch
+    from ring.cluster import slurm
 
     answers = iter(replies)
     current = {}
@@ -182,7 +182,7 @@ def _polls(monkeypatch, replies):
             return subprocess.CompletedProcess(args, 0, current["sacct"], "")
         return subprocess.CompletedProcess(args, 0, current["squeue"], "")
 
-    monkeypatch.setattr(launch, "slurm_call", call)
+    monkeypatch.setattr(slurm, "slurm_call", call)
 
 
 def test_status_lines_change_only_when_the_job_does(tmp_path, monkeypatch, capsys):
@@ -208,20 +208,20 @@ def test_status_lines_change_only_when_the_job_does(tmp_path, monkeypatch, capsy
 
 
 def test_a_cancelled_pending_job_keeps_accountings_word(monkeypatch):
-    from ring.cluster import launch
+    from ring.cluster import slurm
 
     _polls(monkeypatch, [("9_1|PENDING\n", "")])  # the controller no longer holds it: accounting has not caught up
-    assert launch.job_states(["9_1"]) == {"9_1": "PENDING"}
+    assert slurm.job_states(["9_1"]) == {"9_1": "PENDING"}
 
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_retry_lines_name_the_cell_and_slurms_own_words_only_when_verbose(verbose, monkeypatch, capsys):
     """Issue 34 item 7: many clients wait side by side; each retry line says which cell it is, and sbatch's raw
     error lines come only with --verbose."""
-    from ring.cluster import launch
+    from ring.cluster import slurm
 
     raw = "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"
-    tries = iter([launch.ControllerUnreachable(raw), "submitted"])
+    tries = iter([slurm.ControllerUnreachable(raw), "submitted"])
 
     def action():
         reply = next(tries)
@@ -229,9 +229,9 @@ def test_retry_lines_name_the_cell_and_slurms_own_words_only_when_verbose(verbos
             raise reply
         return reply
 
-    monkeypatch.setattr(launch.time, "sleep", lambda s: None)
-    monkeypatch.setitem(launch.VERBOSE, "on", verbose)
-    assert launch.retrying(action, Resources(), "submitting", cell=Path("results/t/pretrain/d/IR/seed0")) == "submitted"
+    monkeypatch.setattr(slurm.time, "sleep", lambda s: None)
+    monkeypatch.setitem(slurm.VERBOSE, "on", verbose)
+    assert slurm.retrying(action, Resources(), "submitting", cell=Path("results/t/pretrain/d/IR/seed0")) == "submitted"
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("ring: results/t/pretrain/d/IR/seed0: the SLURM controller is unreachable while submitting")
     assert ("sbatch: error" in line) == verbose
@@ -262,7 +262,7 @@ def _edited_cell(tmp_path, record_hash):
     """A pretraining cell whose config.yaml is lr 0.01, with a launcher record of job 7 (``record_hash``) and the
     encoder that job wrote with the lr 0.03 config."""
     from ring.cluster.jobs import StageJob
-    from ring.cluster.launch import write_record
+    from ring.cluster.slurm import write_record
     from ring.core import config as C
     from ring.core.files import CHECKSUMS, write_json
     from tests.helpers import TINY_PRETRAIN
@@ -290,7 +290,7 @@ def _edited_cell(tmp_path, record_hash):
 def test_the_launcher_accepts_only_an_output_of_its_own_config_hash(record_hash, state, tmp_path, monkeypatch, capsys):
     """Issue 34, item 2: another config's encoder in the cell is one sentence, kept under runs/<its hash>/, and a job
     of the cell's own config is submitted; its encoder, of the right hash, is accepted."""
-    from ring.cluster import accounting, launch
+    from ring.cluster import accounting, launch, slurm
     from ring.core import config as C
     from ring.core.files import CHECKSUMS, write_json
 
@@ -308,10 +308,10 @@ def test_the_launcher_accepts_only_an_output_of_its_own_config_hash(record_hash,
             write_json(cell / CHECKSUMS, {"config_hash": wanted, "files": {}})
         return "completed"
 
-    monkeypatch.setattr(launch, "job_states", lambda ids: {i: state for i in ids})
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {i: state for i in ids})
     monkeypatch.setattr(launch, "submit", submit)
     monkeypatch.setattr(launch, "wait", wait)
-    monkeypatch.setattr(launch, "preflight", lambda res, interval, cell=None: None)
+    monkeypatch.setattr(slurm, "preflight", lambda res, interval, cell=None: None)
     monkeypatch.setattr(launch, "recorded_job", lambda record: _fake_job(tmp_path, job_id=record["job_id"]))
     monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 0)
     assert launch._launch_slurm(job, cell, Resources(poll_s=0)) == 0
@@ -324,21 +324,21 @@ def test_the_launcher_accepts_only_an_output_of_its_own_config_hash(record_hash,
 def test_a_running_job_of_the_previous_config_is_cancelled_before_anything_moves(tmp_path, monkeypatch, capsys):
     """Issue 34, item 2: ring.cluster.detach (the config rule's first step) cancels and waits; a job of the cell's
     own config, or one that ended, is left alone."""
-    from ring.cluster import launch
+    from ring.cluster import detach, slurm
     from ring.core import config as C
 
     cell, job, old = _edited_cell(tmp_path, lambda old: old)
     wanted = C.config_hash(C.load(C.PretrainConfig, cell / "config.yaml"))
     cancelled = []
-    monkeypatch.setattr(launch, "cancel_and_wait", lambda cell, job_id, res: cancelled.append(job_id))
-    monkeypatch.setattr(launch, "account_ended", lambda cell, job_id: None)
+    monkeypatch.setattr(slurm, "cancel_and_wait", lambda cell, job_id, res: cancelled.append(job_id))
+    monkeypatch.setattr(slurm, "account_ended", lambda cell, job_id: None)
     for state, expected in (("COMPLETED", []), ("RUNNING", ["7"])):
-        monkeypatch.setattr(launch, "job_states", lambda ids, state=state: {i: state for i in ids})
-        assert launch.detach(cell, old, Resources(), log=print) is False  # its own config: nothing to do
-        assert launch.detach(cell, wanted, Resources(), log=print) is bool(expected)
+        monkeypatch.setattr(slurm, "job_states", lambda ids, state=state: {i: state for i in ids})
+        assert detach.detach(cell, old, Resources(), log=print) is False  # its own config: nothing to do
+        assert detach.detach(cell, wanted, Resources(), log=print) is bool(expected)
         assert cancelled == expected
     assert "cancelling it first" in capsys.readouterr().out
-    assert launch.read_record(cell) is None and (cell / "slurm" / "job-7.json").is_file()  # retired
+    assert slurm.read_record(cell) is None and (cell / "slurm" / "job-7.json").is_file()  # retired
     assert (cell / "encoder.pt").exists()  # detach moves nothing: ring.plan.rerun does, after it
 
 

@@ -1,6 +1,9 @@
 """The documentation: README.md as a front page, the MkDocs site in docs/, and the tests they name."""
 
 import ast
+import importlib
+import inspect
+import json
 import re
 import subprocess
 import sys
@@ -9,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from tests import ROOT
+from tests.workflow.test_workflow import job_counts, snakemake, workdir  # noqa: F401 (workdir: the fixture)
 
 PAGES = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
 # A test as the documentation names it: tests/<file>.py::<function>.
@@ -152,3 +156,110 @@ def test_every_study_and_table_a_grid_can_ask_for_has_a_target_and_a_readme_row(
     builds = builds[: builds.index("\n## ")]
     assert [t for t in targets if t not in rules] == []
     assert [t for t in targets if f"`{t}`" not in builds] == []
+
+
+# Issue 33 item 9: a job count, test count, duration or memory figure in the docs comes from data.  What the
+# scan below counts as such a figure (the issue's own grep); each must lie inside a quote of FIGURES.
+FIGURE = re.compile(r"[0-9]+ (jobs|tests|minutes|min|s\b|seconds|MB|GB)")
+FIGURES = ROOT / "ring" / "resources" / "figures" / "doc-figures.json"
+NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?")
+# docs/results.md's disk table: file sizes (measured with du on the smoke grid, computed from parameter counts
+# for ImageNet), not durations or counts; its own sentences say how each was obtained.
+NOT_FIGURES = {"docs/results.md": "## Disk"}
+
+
+def figure_docs() -> list[str]:
+    return ["README.md", *(f"docs/{page}" for page in PAGES), "pyproject.toml"]
+
+
+def figures() -> list[dict]:
+    return json.loads(FIGURES.read_text())["figures"]
+
+
+def numbers(quote: str) -> list[float]:
+    return [float(n.replace(",", "")) for n in NUMBER.findall(quote)]
+
+
+def decimals(number: str) -> int:
+    return len(number.partition(".")[2])
+
+
+def value_at(doc: dict, key: str) -> float:
+    """A number of a committed JSON file: a dotted path, ``#`` at its end for a list's length."""
+    *path, last = key.removesuffix("#").split(".")
+    for part in path:
+        doc = doc[part]
+    return len(doc[last]) if key.endswith("#") else doc[last]
+
+
+def setting(name: str) -> float:
+    """A default of the code, ``module:Class.field`` or ``module:function.parameter``."""
+    module, _, path = name.partition(":")
+    owner, attribute = path.split(".")
+    thing = getattr(importlib.import_module(module), owner)
+    if inspect.isfunction(thing):
+        return inspect.signature(thing).parameters[attribute].default
+    return getattr(thing, attribute)
+
+
+def test_every_figure_in_the_docs_comes_from_data():
+    """Each figure the scan finds lies inside a quote of ring/resources/figures/doc-figures.json, and each quote is
+    in its page as written, with the numbers its source gives: a committed result read key by key (rounded as the
+    text rounds), a default of the code, a test that measures it, or a one-off measurement with its command and
+    date (the text states those values)."""
+    entries, uncovered = figures(), []
+    for doc in figure_docs():
+        text = (ROOT / doc).read_text()
+        spans = [
+            (m.start(), m.start() + len(e["quote"]))
+            for e in entries
+            if e["doc"] == doc
+            for m in re.finditer(re.escape(e["quote"]), text)
+        ]
+        if doc in NOT_FIGURES:
+            start = text.index(NOT_FIGURES[doc])
+            end = text.find("\n## ", start + 1)
+            spans.append((start, len(text) if end < 0 else end))
+        for match in FIGURE.finditer(text):
+            if not any(a <= match.start() and match.end() <= b for a, b in spans):
+                line = text.count("\n", 0, match.start()) + 1
+                uncovered.append(f"{doc}:{line}: {match.group(0)!r}")
+    assert uncovered == [], f"figures with no source in {FIGURES.name}: {uncovered}"
+    for e in entries:
+        assert e["quote"] in (ROOT / e["doc"]).read_text(), f"{e['doc']} no longer says {e['quote']!r}"
+        quoted = NUMBER.findall(e["quote"])
+        if e["kind"] == "data":
+            data = json.loads((ROOT / e["file"]).read_text())
+            scales = e.get("scales", [1] * len(e["keys"]))
+            assert len(quoted) == len(e["keys"]), e
+            for number, key, scale in zip(quoted, e["keys"], scales, strict=True):
+                expected = round(value_at(data, key) * scale, decimals(number))
+                assert float(number.replace(",", "")) == expected, (
+                    f"{e['doc']}: {number} but {e['file']} {key}: {expected}"
+                )
+        elif e["kind"] == "setting":
+            assert numbers(e["quote"]) == [setting(name) for name in e["settings"]], e
+        elif e["kind"] == "measured":
+            assert (
+                numbers(e["quote"]) == e["values"] and e["command"] and re.fullmatch(r"\d{4}-\d\d-\d\d", e["date"])
+            ), e
+        elif e["kind"] == "test":
+            path, _, name = e["test"].partition("::")
+            assert f"def {name}(" in (ROOT / path).read_text(), f"{e['test']} does not exist"
+        else:
+            assert e["kind"] == "target" and e["source"], e
+
+
+def test_the_documented_grid_plans_the_jobs_its_comment_says(workdir, tmp_path):
+    """docs/grids.md's example grid, saved as the page says, plans the number of jobs its dry run's comment
+    states (no dataset needed for a plan)."""
+    text = (ROOT / "docs/grids.md").read_text()
+    grid = text.split("Save as `~/grids/c100_ring50.yaml`:")[1].split("```yaml\n")[1].split("```")[0]
+    stated = int(re.search(r"c100_ring50\.yaml +# plan: (\d+) jobs", text).group(1))
+    saved = tmp_path / "grids" / "c100_ring50.yaml"
+    saved.parent.mkdir()
+    saved.write_text(grid)
+    plan = snakemake(
+        workdir, "--profile", "profiles/local", "-n", "table1", "--config", f"grid={saved}", "data_root=/nonexistent"
+    )
+    assert job_counts(plan.stdout + plan.stderr)["total"] == stated

@@ -24,7 +24,7 @@ import yaml
 
 from ring.cluster.batch import load_config, merge
 from ring.cluster.jobs import IGNORED_STOP
-from ring.cluster.launch import Resources, preflight, stage_resources
+from ring.cluster.slurm import Resources, preflight, stage_resources
 from ring.core import config as C
 from ring.engine.checkpoint import safe_load
 from tests import ROOT
@@ -66,6 +66,19 @@ BATCH_CONFIGS = [
     "ring/resources/cluster.yaml",
     "profiles/slurm/site.yaml",
 ]
+
+
+def start_client(workdir: Path, *targets: str, log: Path | None = None) -> subprocess.Popen:
+    """A Snakemake client of the SLURM profile in the background (``targets``, all_tables by default), in a session of
+    its own so that ``os.killpg`` kills it with its waiting launchers and not the test; its output goes to ``log``,
+    else nowhere."""
+    cmd = [sys.executable, "-m", "snakemake", *(targets or ("all_tables",)), *SLURM]
+    if log is None:
+        return subprocess.Popen(
+            cmd, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+    with open(log, "w") as sink:  # the client holds its own copy of the file: ours can close
+        return subprocess.Popen(cmd, cwd=workdir, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -295,10 +308,7 @@ def test_slurm_tables_equal_local_tables(workdir, local_run):
 
 def test_killed_client_reattaches_without_a_second_submission(workdir):
     start = now()
-    cmd = [sys.executable, "-m", "snakemake", "all_tables", *SLURM]
-    proc = subprocess.Popen(
-        cmd, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
+    proc = start_client(workdir)
     record = workdir / "results/tiny/pretrain/digits/IR/seed0/slurm/job.json"
     wait_for(record.exists, 300, "the first submission")
     time.sleep(3)
@@ -452,13 +462,7 @@ def all_completed(job_ids: list[str]) -> bool:
 def test_jobs_that_finish_while_no_client_watches_are_collected(workdir):
     """Issue #11, item 2 (first repro): kill the client, let the jobs complete, unlock, rerun."""
     start = now()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "all_tables", *SLURM],
-        cwd=workdir,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = start_client(workdir)
     records = [workdir / f"results/tiny/pretrain/digits/{m}/seed0/slurm/job.json" for m in ("IR", "MoCoRing")]
     wait_for(lambda: all(r.exists() for r in records), 300, "both submissions")
     os.killpg(proc.pid, signal.SIGKILL)
@@ -485,14 +489,8 @@ def test_a_rerun_in_a_jobs_last_seconds_collects_its_output_without_a_new_job(wo
     rerun then delete that encoder as incomplete, and the launcher re-attaches to the running job.  When it COMPLETES,
     the launcher puts the encoder back from the copy the job kept (it used to fail: "COMPLETED without writing")."""
     start, cell = now(), workdir / "results/tiny/pretrain/digits/IR/seed0"
-    target = ["results/tiny/pretrain/digits/IR/seed0/encoder.pt", *SLURM]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", *target],
-        cwd=workdir,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    target = "results/tiny/pretrain/digits/IR/seed0/encoder.pt"
+    proc = start_client(workdir, target)
     wait_for((cell / "encoder.pt").exists, 600, "the encoder", poll_s=0.02)
     job_id = recorded_id(cell)
     # The job ends about a second after its encoder appears, sooner than Snakemake starts again: it is held in
@@ -503,7 +501,7 @@ def test_a_rerun_in_a_jobs_last_seconds_collects_its_output_without_a_new_job(wo
     proc.wait()
     snakemake(workdir, "--unlock")
     rerun = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", *target],
+        [sys.executable, "-m", "snakemake", target, *SLURM],
         cwd=workdir,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -525,13 +523,7 @@ def test_linear_evaluations_that_finish_while_no_client_watches_are_collected(wo
     when the stage starts, is watched), the jobs COMPLETE, the rerun collects them: rc 0, no lincls job submitted
     again, each metrics.json the bytes its job wrote (put back from the copy it kept, checksum verified)."""
     start = now()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "all_tables", *SLURM],
-        cwd=workdir,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = start_client(workdir)
     cells = [workdir / f"results/tiny/lincls/digits/{m}/seed0" for m in ("IR", "MoCoRing")]
     wait_for(
         lambda: all((c / "slurm" / "job.json").exists() and (c / "run.json").exists() for c in cells),
@@ -785,14 +777,7 @@ def test_chaos_on_the_cluster_loses_nothing_and_submits_nothing_twice(workdir, l
     # 2. The client; USR2 to one pretraining job and an external requeue of the other, each at a random
     # moment of its training (USR2) or of its run (requeue).
     client_log = tmp_path / "client1.log"
-    with open(client_log, "w") as sink:
-        client = subprocess.Popen(
-            [sys.executable, "-m", "snakemake", "all_tables", *SLURM],
-            cwd=workdir,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    client = start_client(workdir, log=client_log)
     usr2_cell, requeue_cell = chaos.rng.sample(methods, 2)
     delays = {usr2_cell: chaos.rng.uniform(0, 3), requeue_cell: chaos.rng.uniform(1, 8)}
     chaos.say(
@@ -983,13 +968,7 @@ def test_an_edit_while_the_job_runs_cancels_it_before_its_files_move(workdir):
     # Three epochs for IR: its job must still run when the rerun's config rule reaches it (one epoch ended first).
     values = {**TINY_SEED0, "pretrain": {**TINY_SEED0["pretrain"], "by_method": {"IR": {"epochs": 3}}}}
     write_grid(workdir, "tiny", values)
-    client = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "all_tables", *SLURM],
-        cwd=workdir,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    client = start_client(workdir)
     wait_for(lambda: training_started(cell) or client.poll() is not None, 300, "the IR job's training")
     old = recorded_id(cell)
     assert live_state(old) == "RUNNING", "the IR job ended before the client could be killed"

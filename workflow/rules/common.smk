@@ -149,7 +149,7 @@ def write_hash() -> str:
     return logged("printf '%s\\n' {params.results:q} > {output:q}")
 
 
-# ring.cluster.launch.RECORD, the SLURM launcher's record in a cell's slurm/ folder (not imported: that module
+# ring.cluster.slurm.RECORD, the SLURM launcher's record in a cell's slurm/ folder (not imported: that module
 # brings submitit into every plan, local ones included).
 SLURM_RECORD = "job.json"
 
@@ -206,7 +206,7 @@ def launch_options(stage: str) -> str:
     """ring.cluster.launch options of a stage: the launcher and, on SLURM, the stage's resources."""
     if config["launcher"] == "local":
         return "--launcher local"
-    from ring.cluster.launch import slurm_options  # not at the top: it imports submitit, which local plans never need
+    from ring.cluster.slurm import slurm_options  # not at the top: it imports submitit, which local plans never need
 
     return slurm_options(config.get("slurm", {}), stage, getattr(workflow.output_settings, "verbose", False))
 
@@ -224,7 +224,7 @@ onstart:
     # nothing): a later plan from another file of the same name is refused (ring.plan.ownership).
     ring.plan.ownership.claim(GRID_FILE, Path("results", config["grid"]))
     if config["launcher"] == "slurm":  # every resource set this run submits, checked before its first submission
-        from ring.cluster.launch import run_preflight  # submitit: only SLURM runs import it
+        from ring.cluster.slurm import run_preflight  # submitit: only SLURM runs import it
 
         jobs = ((j.rule.name, getattr(j.params, "launch", None), j.wildcards) for j in workflow.dag.needrun_jobs())
         if problems := run_preflight(jobs, LAUNCHED_CHECKPOINT_INTERVAL):
