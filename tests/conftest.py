@@ -69,8 +69,7 @@ def encoder_file(tmp_path) -> Path:
 # finished cells dropped their checkpoints: 6.27 GB, of which final checkpoints 2.7 GB, previous checkpoints 1.7 GB,
 # encoders 1.3 GB, Detectron2 models 0.3 GB.  Now a finished cell drops checkpoint.prev.pt and the smoke grid sets
 # keep_checkpoint: none (docs/results.md, "Disk"): what stays is the encoders, the study snapshots, the Detectron2
-# models and the data, 6.27 - 2.7 - 1.7 = 1.85 GB by that breakdown (a finished smoke pretraining cell measured at
-# 44.8 MB, its encoder alone; the whole run not yet re-measured: the shared machine was at load 15-20).
+# models and the data.  Measured alone on the same machine (2026-11-28, loaded by other work): 1,827 MB.
 # After a green run pytest removes the whole base folder (tmp_path_retention_policy = "failed"): 0 MB measured.
 FOOTPRINT_BOUND_BYTES = 2 * 1000**3
 RETAINED_BOUND_BYTES = 200 * 1000**2

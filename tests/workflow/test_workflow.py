@@ -94,6 +94,16 @@ TINY = {
     "resources": {"pretrain": {"threads": 1}, "lincls": {"threads": 1}},
 }
 
+# The workflow tests' grid: TINY at 16 pixels.  They test what the workflow decides (what reruns, what is kept, what
+# the tables show), not accuracy; 16-pixel views make each pretraining and evaluation job's compute about 4x smaller
+# (ResNet-18's maps stay 1 x 1 at layer4).  TINY itself stays at 32 pixels, as tests/test_slurm.py (which imports it)
+# was written and measured with.
+SMALL = {
+    **TINY,
+    "pretrain": {"all": {**TINY["pretrain"]["all"], "resize": 16, "crop": 16}},
+    "lincls": {"all": {**TINY["lincls"]["all"], "resize": 16, "crop": 16}},
+}
+
 
 def test_paper_grid_plans_every_table1_cell_without_any_dataset(workdir):
     start = time.monotonic()
@@ -154,7 +164,7 @@ def test_missing_dataset_fails_the_dag_before_any_training_job(workdir, tmp_path
 
 
 def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
-    write_grid(workdir, "tiny", TINY)
+    write_grid(workdir, "tiny", SMALL)
     snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", "grid=tiny")
     table = (workdir / "results" / "tiny" / "tables" / "table1.md").read_text()
     # Two seeds: mean ± std, or the verdict of a diverged evaluation (this grid's one-epoch encoders may give one).
@@ -333,7 +343,7 @@ def test_toy_cnce_target_plans_the_paper_seeds_and_builds_its_table(workdir):
         "eval_points": 200,
         "percentages": [50, 90],
     }
-    write_grid(workdir, "tiny", {**TINY, "toy_cnce": toy})
+    write_grid(workdir, "tiny", {**SMALL, "toy_cnce": toy})
     planned = job_counts(snakemake(workdir, "-n", "all_tables", "--config", "grid=tiny").stdout)
     assert planned["toy_cnce"] == 2 and planned["make_table_toy_cnce"] == 1
     snakemake(workdir, "--profile", "profiles/local", "table_toy_cnce", "--config", "grid=tiny")
@@ -354,11 +364,11 @@ def test_paper_grid_plans_every_transfer_cell_on_the_cifar10_encoders(workdir):
 def test_transfer_column_end_to_end_on_generated_shapes(workdir, tmp_path):
     """The smoke grid's transfer column, shrunk: shapes generated under the data root, table3 built."""
     tiny = {
-        **TINY,
+        **SMALL,
         "methods": ["IR"],
         "seeds": [0],
-        "transfer": {"source": "digits", "datasets": ["shapes"], "all": TINY["lincls"]["all"]},
-        "resources": {**TINY["resources"], "transfer": {"threads": 1}},
+        "transfer": {"source": "digits", "datasets": ["shapes"], "all": SMALL["lincls"]["all"]},
+        "resources": {**SMALL["resources"], "transfer": {"threads": 1}},
     }
     write_grid(workdir, "tiny", tiny)
     data = tmp_path / "data"
@@ -368,7 +378,7 @@ def test_transfer_column_end_to_end_on_generated_shapes(workdir, tmp_path):
     manifest = json.loads((cell / "split-manifest.json").read_text())
     assert manifest["counts"] == {"train": 288, "test": 72}
     assert json.loads((cell / "metrics.json").read_text())["protocol"]["split_sha256"] == manifest["sha256"]
-    assert (cell.parent.parent / "normalization-32x32.json").is_file()  # shared by the dataset's cells
+    assert (cell.parent.parent / "normalization-16x16.json").is_file()  # shared by the dataset's cells
     assert re.search(
         r"\| IR +\| +(\d+\.\d|diverged \[d\d\]) +\| —",
         (workdir / "results" / "tiny" / "tables" / "table3.md").read_text(),
@@ -467,7 +477,7 @@ def test_an_edit_keeps_the_old_encoders_evaluation_and_an_undo_brings_it_back_un
     evaluation, decided before any job: the same metrics.json and log.jsonl bytes, nothing trained."""
     grid_file = tmp_path / "elsewhere" / "undo.yaml"
     grid_file.parent.mkdir()
-    values = {**TINY, "methods": ["IR"], "seeds": [0]}
+    values = {**SMALL, "methods": ["IR"], "seeds": [0]}
     grid_file.write_text(yaml.safe_dump(values))
 
     def run():
@@ -507,7 +517,7 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
 
     grid_file = tmp_path / "elsewhere" / "mine.yaml"
     grid_file.parent.mkdir()
-    values = {**TINY, "methods": ["IR", "IRing"], "seeds": [0]}
+    values = {**SMALL, "methods": ["IR", "IRing"], "seeds": [0]}
     grid_file.write_text(yaml.safe_dump(values))
 
     def run(*args, **kw):
@@ -639,7 +649,7 @@ def test_a_key_moco_never_reads_under_all_retrains_the_ir_cell_and_leaves_the_fi
     """Issue 32 item 7: negatives_count counts a memory bank's negatives; MoCo's are its queue, so it never reads it."""
     grid_file = tmp_path / "elsewhere" / "unread.yaml"
     grid_file.parent.mkdir()
-    values = {**TINY, "methods": ["IR", "MoCo"], "seeds": [0]}
+    values = {**SMALL, "methods": ["IR", "MoCo"], "seeds": [0]}
     grid_file.write_text(yaml.safe_dump(values))
 
     def pre(m):
@@ -679,7 +689,7 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
 
     grid_file = tmp_path / "elsewhere" / "mine.yaml"
     grid_file.parent.mkdir()
-    values = {**TINY, "methods": ["IR"], "seeds": [0, 1]}
+    values = {**SMALL, "methods": ["IR"], "seeds": [0, 1]}
     grid_file.write_text(yaml.safe_dump(values))
 
     def run(*args):
@@ -702,7 +712,7 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     assert (cell / "checkpoint.pt").is_file()
 
     # An edit of a pretraining key, and seed 1 dropped from the grid.
-    values = {**values, "seeds": [0], "pretrain": {"all": {**TINY["pretrain"]["all"], "lr": 0.01}}}
+    values = {**values, "seeds": [0], "pretrain": {"all": {**SMALL["pretrain"]["all"], "lr": 0.01}}}
     grid_file.write_text(yaml.safe_dump(values))
     run()
     kept = cell / "runs" / first
@@ -712,7 +722,7 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
 
     # Undo, with keep_superseded: all (a runtime key): the finished first run is back, nothing trains, and the edited
     # run set aside keeps its checkpoint.
-    values["pretrain"] = {"all": {**TINY["pretrain"]["all"], "keep_superseded": "all"}}
+    values["pretrain"] = {"all": {**SMALL["pretrain"]["all"], "keep_superseded": "all"}}
     grid_file.write_text(yaml.safe_dump(values))
     output = (lambda r: r.stdout + r.stderr)(run())
     assert "nothing retrains" in output and "nothing to train" in output and "ring: seed0 epoch=" not in output
@@ -770,7 +780,7 @@ def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(wo
     from ring.cluster import batch
     from ring.plan import lineage
 
-    values = {**TINY, "methods": ["IR"], "seeds": [0]}
+    values = {**SMALL, "methods": ["IR"], "seeds": [0]}
     write_grid(workdir, "tiny", values)
 
     def run(*args):
