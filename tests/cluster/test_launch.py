@@ -1,88 +1,11 @@
 """The SLURM launcher's pure parts (the cluster itself is exercised in tests/workflow/test_slurm.py)."""
 
-import json
-import os
-import shlex
-from dataclasses import fields
-from pathlib import Path
-
 import pytest
 
-from ring.cluster.batch import DEFAULT_CONFIGS, load_config
-from ring.cluster.jobs import STAGES
 from ring.cluster.launch import decide
 from ring.cluster.slurm import (
-    CHECKED_ENV,
-    THREAD_VARIABLES,
     Resources,
-    _array_members,
-    config_schema,
-    executor_parameters,
-    resource_problems,
-    resource_sets,
-    run_preflight,
-    sbatch_test_args,
-    slurm_options,
-    stage_resources,
-    unreachable,
 )
-
-
-def test_jobs_take_their_thread_counts_from_the_allocation():
-    params = executor_parameters(Resources(cpus_per_task=6, setup=["source activate ring"]), "ring-x")
-    # Snakemake exports 1-thread settings for the waiting client; the job must not inherit them.
-    assert params["setup"][: len(THREAD_VARIABLES)] == [f"export {v}=6" for v in THREAD_VARIABLES]
-    assert params["setup"][-1] == "source activate ring"
-
-
-def test_one_task_per_gpu_and_the_documented_fields():
-    params = executor_parameters(
-        Resources(partition="gpu", account="lab", gpus_per_node=4, mem_gb=1.5, additional={"gres": "gpu:a100:4"}),
-        "ring-x",
-    )
-    assert (params["gpus_per_node"], params["ntasks_per_node"], params["mem"]) == (4, 4, "1536M")
-    assert (params["partition"], params["account"], params["additional_parameters"]) == (
-        "gpu",
-        "lab",
-        {"gres": "gpu:a100:4"},
-    )
-    assert "qos" not in params  # unset fields are not sent
-    args = sbatch_test_args(Resources(partition="gpu", gpus_per_node=2, time_min=90))
-    assert args[:2] == ["sbatch", "--test-only"] and "--partition=gpu" in args and "--gpus-per-node=2" in args
-
-
-def test_unknown_resource_names_the_known_ones():
-    with pytest.raises(ValueError, match="Unknown SLURM resource 'gpus'; known: .*gpus_per_node"):
-        Resources.from_dict({"gpus": 2})
-
-
-def test_resources_and_the_config_schema_are_one_definition():
-    # A key valid in the schema but not in Resources (or the reverse) would pass one check and fail
-    # the other: the shipped `detection:` block was rejected by the schema that way.
-    schema = config_schema()
-    assert set(schema["$defs"]["resources"]["properties"]) == {f.name for f in fields(Resources)}
-    assert set(schema["properties"]["slurm"]["properties"]) == {"defaults", *STAGES}
-
-
-def test_the_shipped_slurm_profile_resolves_every_stage():
-    config = load_config(DEFAULT_CONFIGS)
-    for stage in STAGES:
-        res = Resources.from_dict(stage_resources(config["slurm"], stage))
-        assert res.partition == "gpu" and res.time_min > res.signal_delay_s / 60
-    assert Resources.from_dict(stage_resources(config["slurm"], "detection")).gpus_per_node == 8
-
-
-def test_a_site_file_overrides_single_keys_of_the_shipped_blocks(tmp_path):
-    site = tmp_path / "site.yaml"
-    site.write_text("slurm: {defaults: {account: lab}, lincls: {mem_gb: 48}}\n")
-    config = load_config([*DEFAULT_CONFIGS, site])
-    lincls = stage_resources(config["slurm"], "lincls")
-    assert (lincls["account"], lincls["mem_gb"], lincls["time_min"], lincls["partition"]) == ("lab", 48, 1440, "gpu")
-
-
-def test_a_badly_typed_resource_is_one_sentence():
-    with pytest.raises(ValueError, match=r"^SLURM resource mem_gb: 'lots' is not of type 'number'; fix it in"):
-        Resources.from_dict({"mem_gb": "lots"})
 
 
 @pytest.mark.parametrize(
@@ -101,26 +24,6 @@ def test_a_badly_typed_resource_is_one_sentence():
 )
 def test_a_restarted_client_decides_from_the_recorded_jobs_state(state, present, action):
     assert decide(state, present) == action
-
-
-def test_pending_array_ranges_are_expanded():
-    assert _array_members("12_[0-2,5%4]") == ["12_0", "12_1", "12_2", "12_5"]
-    assert _array_members("12_7") == ["12_7"] and _array_members("12") == ["12"]
-
-
-def test_signal_delay_must_leave_time_to_run():
-    assert resource_problems(Resources(time_min=60, signal_delay_s=120), 10.0) == []
-    (problem,) = resource_problems(Resources(time_min=2, signal_delay_s=120), 1.0)
-    assert problem.startswith("signal_delay_s=120 is not shorter than time_min=2 min")
-
-
-def test_controller_outages_are_told_apart_from_refusals():
-    assert unreachable(
-        "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"
-    )
-    assert not unreachable(
-        "sbatch: error: Batch job submission failed: Invalid account or account/partition combination"
-    )
 
 
 def _fake_job(tmp_path, job_id="9_1"):
@@ -212,29 +115,6 @@ def test_a_cancelled_pending_job_keeps_accountings_word(monkeypatch):
 
     _polls(monkeypatch, [("9_1|PENDING\n", "")])  # the controller no longer holds it: accounting has not caught up
     assert slurm.job_states(["9_1"]) == {"9_1": "PENDING"}
-
-
-@pytest.mark.parametrize("verbose", [False, True])
-def test_retry_lines_name_the_cell_and_slurms_own_words_only_when_verbose(verbose, monkeypatch, capsys):
-    """Issue 34 item 7: many clients wait side by side; each retry line says which cell it is, and sbatch's raw
-    error lines come only with --verbose."""
-    from ring.cluster import slurm
-
-    raw = "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"
-    tries = iter([slurm.ControllerUnreachable(raw), "submitted"])
-
-    def action():
-        reply = next(tries)
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
-
-    monkeypatch.setattr(slurm.time, "sleep", lambda s: None)
-    monkeypatch.setitem(slurm.VERBOSE, "on", verbose)
-    assert slurm.retrying(action, Resources(), "submitting", cell=Path("results/t/pretrain/d/IR/seed0")) == "submitted"
-    (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("ring: results/t/pretrain/d/IR/seed0: the SLURM controller is unreachable while submitting")
-    assert ("sbatch: error" in line) == verbose
 
 
 def test_stop_signals_after_the_outputs_are_noted_in_the_jobs_segment(tmp_path, capsys):
@@ -340,44 +220,3 @@ def test_a_running_job_of_the_previous_config_is_cancelled_before_anything_moves
     assert "cancelling it first" in capsys.readouterr().out
     assert slurm.read_record(cell) is None and (cell / "slurm" / "job-7.json").is_file()  # retired
     assert (cell / "encoder.pt").exists()  # detach moves nothing: ring.plan.rerun does, after it
-
-
-def _launch(resources: dict) -> str:
-    return slurm_options({"defaults": resources}, "pretrain")
-
-
-def test_slurm_options_carry_the_stages_merged_resources_and_verbose():
-    slurm = {"defaults": {"partition": "gpu", "time_min": 60}, "lincls": {"time_min": 30}}
-    options = slurm_options(slurm, "lincls", verbose=True)
-    words = shlex.split(options)
-    assert words[:3] == ["--launcher", "slurm", "--resources"] and words[-1] == "--verbose"
-    assert json.loads(words[3]) == {"partition": "gpu", "time_min": 30}  # the stage's block over the defaults
-    assert not slurm_options({}, "lincls").endswith("--verbose")
-
-
-def test_resource_sets_take_each_launched_rules_largest_checkpoint_interval():
-    wanted = []  # the wildcards each interval was asked for: launched jobs only
-    intervals = {"pretrain": lambda wc: wanted.append(wc) or wc["interval"]}
-    launches = [
-        ("pretrain", _launch({"time_min": 60}), {"interval": 10.0}),
-        ("pretrain_config", None, {"interval": 99.0}),  # a local rule: no launch options
-        ("lincls", "--launcher local", {"interval": 99.0}),
-        ("pretrain", _launch({"time_min": 60}), {"interval": 30.0}),
-        ("pretrain", _launch({"time_min": 60}), {"interval": 20.0}),
-        ("lincls", _launch({"time_min": 15}), {}),  # no interval for this rule
-    ]
-    assert resource_sets(launches, intervals) == {
-        "pretrain": ({"time_min": 60}, 30.0),
-        "lincls": ({"time_min": 15}, None),
-    }
-    assert [wc["interval"] for wc in wanted] == [10.0, 30.0, 20.0]
-
-
-def test_run_preflight_reports_each_problem_and_marks_only_an_accepted_run(monkeypatch):
-    monkeypatch.setenv(CHECKED_ENV, "")  # recorded, so that the mark below goes when the test ends
-    monkeypatch.delenv(CHECKED_ENV)
-    bad = [("pretrain", _launch({"gpus": 2}), {})]  # refused before any sbatch --test-only
-    problems = run_preflight(bad + bad, {})
-    assert len(problems) == 1 and problems[0].startswith("pretrain: ") and "gpus" in problems[0]
-    assert CHECKED_ENV not in os.environ
-    assert run_preflight([("lincls", "--launcher local", {})], {}) == [] and os.environ[CHECKED_ENV] == ""
