@@ -2,11 +2,29 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from ring.core import config as C
 from ring.core.methods import METHODS, apply_fixed
+from tests import ROOT
+
+
+def copy_workflow(dest: Path) -> Path:
+    """``dest`` laid out as a checkout to run Snakemake in: the Snakefile, workflow/, profiles/ and the package's
+    data (ring/resources/, where a test writes its grids) copied, the rest of ring/ linked.  A job's ``python -m
+    ring...`` puts its working folder first on sys.path: a ring/ holding only resources/ would be imported as a
+    namespace package in place of the installed one (no ``ring.__version__``)."""
+    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
+    for src in (ROOT / "ring").iterdir():
+        if src.name not in ("resources", "__pycache__"):
+            (dest / "ring" / src.name).symlink_to(src)
+    return dest
+
 
 TINY_PRETRAIN = dict(
     dataset="digits",

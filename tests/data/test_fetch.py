@@ -309,11 +309,10 @@ def test_every_catalog_dataset_is_fetched_or_explained(tmp_path):
 
 
 def test_fetch_data_target_runs_the_fetch_for_the_configured_grid(tmp_path):
-    from tests.workflow.test_workflow import ROOT, snakemake
+    from tests.helpers import copy_workflow
+    from tests.workflow.test_workflow import snakemake
 
-    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
+    copy_workflow(tmp_path)
     # The smoke grid reads only embedded data (digits, generated shapes): the rule runs and fetches nothing.
     result = snakemake(
         tmp_path,

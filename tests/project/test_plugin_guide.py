@@ -13,7 +13,6 @@ import importlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -28,6 +27,7 @@ from ring.core import methods as M
 from ring.plan import checks
 from ring.plan import estimate as E
 from ring.plan import grid as G
+from tests.helpers import copy_workflow
 from tests.workflow.test_workflow import ROOT, snakemake, write_grid
 
 PLUGIN = textwrap.dedent('''
@@ -235,9 +235,7 @@ def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from
 def test_the_plugin_runs_through_the_workflow_to_table1(plugin, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    copy_workflow(work)
     write_grid(work, "ext", GRID)
     snakemake(work, "--profile", "profiles/local", "table1", "--config", "grid=ext")
     assert (work / "results/ext/pretrain/digits/ToyRing/seed0/encoder.pt").is_file()
@@ -261,9 +259,7 @@ def grid_file(tmp_path, values: dict, name: str = "ext") -> Path:
 def workdir(tmp_path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
-    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    copy_workflow(work)
     return work
 
 

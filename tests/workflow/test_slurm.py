@@ -10,7 +10,6 @@ import json
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from ring.core import config as C
 from ring.engine.checkpoint import safe_load
 from tests import ROOT
 from tests.documented import current_test, section, shell_commands
-from tests.helpers import TINY_PRETRAIN
+from tests.helpers import TINY_PRETRAIN, copy_workflow
 from tests.workflow.test_workflow import ROOT, TINY, entry, job_counts, snakemake, write_grid
 
 pytestmark = (
@@ -90,9 +89,7 @@ def cluster():
 
 @pytest.fixture
 def workdir(tmp_path) -> Path:
-    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
+    copy_workflow(tmp_path)
     (tmp_path / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(SITE))
     write_grid(tmp_path, "tiny", TINY_SEED0)
     return tmp_path
@@ -283,9 +280,7 @@ def local_run(tmp_path_factory) -> Path:
     """The workdir's grid (tiny, seed 0) run through the local profile, once for the module: the
     reference of the SLURM runs' tables and encoders."""
     local = tmp_path_factory.mktemp("local")
-    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, local / name)
+    copy_workflow(local)
     write_grid(local, "tiny", TINY_SEED0)
     snakemake(local, "--profile", "profiles/local", "all_tables", "--config", "grid=tiny")
     return local

@@ -15,15 +15,14 @@ import yaml
 
 from tests import ROOT
 from tests.documented import documented_commands
+from tests.helpers import copy_workflow
 
 pytestmark = pytest.mark.slow  # whole Snakemake runs: outside the developer loop (pytest -m 'not slow')
 
 
 @pytest.fixture
 def workdir(tmp_path) -> Path:
-    for name in ("Snakefile", "workflow", "profiles", "ring/resources"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
+    copy_workflow(tmp_path)
     return tmp_path
 
 
