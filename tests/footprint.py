@@ -1,10 +1,11 @@
 """The test suite's disk footprint under pytest's temporary folder (issue 33 item 8), a pytest plugin.
 
 With ``tmp_path_retention_policy = "failed"`` a passed test's folder goes when it ends and a green run removes
-its whole base folder at the end, so what stands at any moment is the running test's folder plus module- and
-session-scoped fixtures' data.  :class:`Footprint` samples the base folder at the end of every test (before the
-test's own folder is removed) and, after pytest's own clean-up, what the run left in it; a run past either bound
-fails at the end with one sentence naming the test at the peak.
+its whole base folder at the end, so what stands at any moment is the running test's folder, the running module's
+fixtures' data (tests/conftest.py's ``module_tmp``) and session-scoped fixtures' data.  :class:`Footprint` samples
+the base folder at the end of every test (before the test's own folder is removed) and, after pytest's own clean-up,
+what the run left in it; a run past either bound fails at the end with one sentence naming the test at the peak and
+the largest folders then.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from pathlib import Path
 import pytest
 
 
-def disk_bytes(folder: Path) -> int:
+def disk_bytes(folder: Path, seen: set | None = None) -> int:
     """Bytes ``folder`` takes on disk: each file once however many hard links it has (a cell's ``encoder.pt`` and
-    ``exported/encoder.pt``, a checkpoint and its ``.prev.pt`` between two saves), symbolic links not followed."""
-    seen, total = set(), 0
+    ``exported/encoder.pt``, a checkpoint and its ``.prev.pt`` between two saves), symbolic links not followed;
+    ``seen`` carries the files already counted across calls."""
+    seen, total = set() if seen is None else seen, 0
+    if not folder.is_dir():
+        return 0 if folder.is_symlink() else folder.stat().st_size
     for dirpath, _, names in os.walk(folder):
         for name in names:
             try:
@@ -38,7 +42,7 @@ class Footprint:
 
     def __init__(self, peak_bound: int, retained_bound: int):
         self.peak_bound, self.retained_bound = peak_bound, retained_bound
-        self.peak, self.peak_after, self.retained = 0, "", None
+        self.peak, self.peak_after, self.peak_folders, self.retained = 0, "", [], None
         self.config = None
 
     def _factory(self):
@@ -51,9 +55,13 @@ class Footprint:
     def pytest_runtest_teardown(self, item):  # before the test's own tmp_path is removed
         base = getattr(self._factory(), "_basetemp", None)
         if base is not None and base.is_dir():
-            size = disk_bytes(base)
-            if size > self.peak:
-                self.peak, self.peak_after = size, item.nodeid
+            seen: set = set()
+            folders = {child.name: disk_bytes(child, seen) for child in base.iterdir()}
+            if sum(folders.values()) > self.peak:
+                self.peak, self.peak_after = sum(folders.values()), item.nodeid
+                self.peak_folders = sorted(((n, b) for n, b in folders.items() if b >= 500_000), key=lambda kv: -kv[1])[
+                    :3
+                ]
 
     @pytest.hookimpl(trylast=True)  # after _pytest.tmpdir's sessionfinish has removed what a green run keeps
     def pytest_sessionfinish(self, session, exitstatus):
@@ -70,7 +78,7 @@ class Footprint:
             found.append(
                 f"the tests' temporary folder reached {self.peak / 1e9:.2f} GB (after {self.peak_after}), "
                 f"past the {self.peak_bound / 1e9:.1f} GB bound: a test or a shared fixture writes too much "
-                "into its temporary folder"
+                f"into its temporary folder (largest then: {self.largest()})"
             )
         if self.retained is not None and self.retained > self.retained_bound:
             found.append(
@@ -79,6 +87,9 @@ class Footprint:
                 "and what a test leaves that pytest cannot remove"
             )
         return found
+
+    def largest(self) -> str:
+        return ", ".join(f"{name} {size / 1e6:.0f} MB" for name, size in self.peak_folders)
 
     def pytest_terminal_summary(self, terminalreporter):
         line = f"peak size of the tests' temporary folder: {self.peak / 1e6:.0f} MB (after {self.peak_after or '-'})"

@@ -23,9 +23,9 @@ needs_dali = pytest.mark.skipif(not dali.available(), reason="nvidia.dali is not
 
 
 @pytest.fixture(scope="module")
-def jpegs(tmp_path_factory):
+def jpegs(module_tmp):
     """(paths, (H, W) sizes) of N_IMAGES JPEGs 40-80 px a side: R a 0->255 ramp, G half of it + 60, B its mirror."""
-    root = tmp_path_factory.mktemp("jpegs")
+    root = module_tmp("jpegs")
     rng = np.random.default_rng(0)
     paths, sizes = [], []
     for i in range(N_IMAGES):

@@ -136,9 +136,9 @@ def _close_answers(rank: int) -> list[bool]:
 
 
 @pytest.fixture(scope="module")
-def preempted(tmp_path_factory) -> list[dict]:
+def preempted(module_tmp) -> list[dict]:
     """Both ranks' reports of one preempted run (two processes, 9 steps each)."""
-    tmp = tmp_path_factory.mktemp("flags")
+    tmp = module_tmp("flags")
     names = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
     before = {name: os.environ.get(name) for name in names}
     mp.spawn(_rank, args=(2, free_port(), str(tmp / "cell"), str(tmp)), nprocs=2, join=True)

@@ -54,7 +54,8 @@ def test_a_test_past_the_peak_bound_fails_the_run_naming_it(tmp_path):
     result = _inner_run(tmp_path, 4 * MB, "failed")
     assert result.returncode == 1, result.stdout
     assert (
-        "the tests' temporary folder reached 0.00 GB (after test_inner.py::test_writes), past the 0.0 GB bound"
+        "the tests' temporary folder reached 0.00 GB (after test_inner.py::test_writes), past the 0.0 GB bound: "
+        "a test or a shared fixture writes too much into its temporary folder (largest then: test_writes0 4 MB)"
         in result.stdout
     )
 

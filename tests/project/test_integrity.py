@@ -140,9 +140,9 @@ KILLED_BEFORE_THE_DROP = (
 
 
 @pytest.fixture(scope="module")
-def finished_cell(tmp_path_factory):
+def finished_cell(module_tmp):
     """A 2-epoch cell killed as it finished: checkpoint.pt is epoch 2's, checkpoint.prev.pt epoch 1's."""
-    cell = _cell(tmp_path_factory.mktemp("finished"), "cell", pretrain_config("IR", **FAST))
+    cell = _cell(module_tmp("finished"), "cell", pretrain_config("IR", **FAST))
     subprocess.run(
         [sys.executable, "-c", KILLED_BEFORE_THE_DROP, "--config", str(cell / "config.yaml"), "--out", str(cell)],
         check=True,

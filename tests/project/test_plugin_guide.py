@@ -417,10 +417,10 @@ def guide_files() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def guide_site(tmp_path_factory) -> Path:
+def guide_site(module_tmp) -> Path:
     """The guide's package installed by pip into a folder of its own (--target), with the torch watch beside it; its
     figures folder holds a stand-in for the measurement the guide runs (IR's CPU figures under the family's name)."""
-    source, site = tmp_path_factory.mktemp("in-batch-method"), tmp_path_factory.mktemp("site")
+    source, site = module_tmp("in-batch-method"), module_tmp("site")
     files = guide_files()
     assert sorted(files) == ["in_batch.py", "in_batch_figures/__init__.py", "in_batch_torch.py", "pyproject.toml"]
     for name, text in files.items():

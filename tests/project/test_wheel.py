@@ -53,7 +53,7 @@ def run(*args, check=True, **kw) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
+def installed(module_tmp):
     """(the fresh environment's folder, the environment variables of a user's shell in it, a work folder).
 
     The fastest robust install: the wheel is built from a copy of the sources (so the build's folders land there, not
@@ -62,7 +62,7 @@ def installed(tmp_path_factory):
     (`pip --python`, no index, no dependencies).  Its dependencies are this environment's packages, named by one .pth
     file: a .pth only adds folders, so this environment's own ring-bench (an editable install) is not imported,
     while torch and the rest are not installed again (minutes and gigabytes)."""
-    tmp = tmp_path_factory.mktemp("wheel")
+    tmp = module_tmp("wheel")
     source = tmp / "source"
     shutil.copytree(ROOT / "ring", source / "ring", ignore=shutil.ignore_patterns("__pycache__", ".tiny-*"))
     for name in ("pyproject.toml", "README.md"):

@@ -166,9 +166,9 @@ def same_weights(a: Path, b: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
+def reference(module_tmp) -> Path:
     """An uninterrupted SLURM run of the interruption tests' cell."""
-    cell = tmp_path_factory.mktemp("ref") / "results" / "t" / "pretrain" / "digits" / "IRing" / "seed0"
+    cell = module_tmp("ref") / "results" / "t" / "pretrain" / "digits" / "IRing" / "seed0"
     proc = launch_cell(cell, C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 3}), CLUSTER)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
@@ -276,10 +276,10 @@ def test_external_requeue_resumes_from_the_periodic_checkpoint(tmp_path, referen
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory) -> Path:
+def local_run(module_tmp) -> Path:
     """The workdir's grid (tiny, seed 0) run through the local profile, once for the module: the
     reference of the SLURM runs' tables and encoders."""
-    local = tmp_path_factory.mktemp("local")
+    local = module_tmp("local")
     copy_workflow(local)
     write_grid(local, "tiny", TINY_SEED0)
     snakemake(local, "--profile", "profiles/local", "all_tables", "--config", "grid=tiny")
