@@ -9,6 +9,35 @@ from tests import ROOT
 
 sys.path.insert(0, str(ROOT))
 
+# README's command (2) runs the suite on two pytest-xdist workers, one test file each at a time (--dist loadfile: a
+# module's fixtures are made once, and test_slurm.py's cluster is started and stopped by one worker).  Alone the suite
+# left half of CI's two cores idle (vmstat over a fresh-clone run: 30-50 % idle), waiting on imports, subprocesses and
+# the SLURM scheduler.  Each worker's torch, and every stage it starts, gets its share of the cores; OpenMP threads
+# that find no work sleep rather than spin, so that the other worker's threads get the core (spinning OpenMP threads
+# on shared cores made a training test 8-16x slower, pyproject.toml).  Set before torch is imported.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // WORKERS)))
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# Under xdist the longest files go first (longest-processing-time first: a long file dealt last would run alone
+# while the other worker idles).  Summed test durations of a serial fresh-clone run on this 2-core machine
+# (2026-11-28, 894b9ef, 2,565 s in all): test_slurm.py 730 s, the README quick start 397 s, the rest of
+# test_workflow.py 343 s, test_pretrain.py 410 s; no other file takes more than 83 s.
+LONGEST_FIRST = (
+    "tests/workflow/test_slurm.py",
+    "tests/workflow/test_quick_start.py",
+    "tests/workflow/test_workflow.py",
+    "tests/test_pretrain.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    if WORKERS > 1:
+        rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep order
+
+
 # The compiled-network tests share TorchInductor's kernel cache, in this process and in the stages' subprocesses; kept
 # out of the system temporary folder (its default), which the tests' folders fill and a reboot may wipe, so that the
 # next run on this machine starts warm.  Measured on this 2-core machine, loaded by other work:
@@ -69,6 +98,15 @@ def no_distributed_environment_left_behind():
     yield
     after = {name: os.environ.get(name) for name in names}
     assert after == before, f"the test left distributed variables behind: {after}"
+
+
+@pytest.fixture
+def workdir(tmp_path) -> Path:
+    """A scratch copy of the workflow to run Snakemake in (tests/helpers.py's ``copy_workflow``): results never touch
+    the checkout.  tests/workflow/runs.py runs it."""
+    from tests.helpers import copy_workflow
+
+    return copy_workflow(tmp_path)
 
 
 @pytest.fixture

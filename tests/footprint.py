@@ -5,7 +5,9 @@ its whole base folder at the end, so what stands at any moment is the running te
 fixtures' data (tests/conftest.py's ``module_tmp``) and session-scoped fixtures' data.  :class:`Footprint` samples
 the base folder at the end of every test (before the test's own folder is removed) and, after pytest's own clean-up,
 what the run left in it; a run past either bound fails at the end with one sentence naming the test at the peak and
-the largest folders then.
+the largest folders then.  Under pytest-xdist (README's command (2) runs two workers) each worker measures its own
+folder, as a run of its share of the tests alone would be measured, and sends its peak to the controller
+(:class:`WorkerPeaks`), which applies the bounds.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class Footprint:
 
     def pytest_configure(self, config):
         self.config = config
+        if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+            config.pluginmanager.register(WorkerPeaks(self), "ring-footprint-workers")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_teardown(self, item):  # before the test's own tmp_path is removed
@@ -57,14 +61,19 @@ class Footprint:
         if base is not None and base.is_dir():
             seen: set = set()
             folders = {child.name: disk_bytes(child, seen) for child in base.iterdir()}
-            if sum(folders.values()) > self.peak:
-                self.peak, self.peak_after = sum(folders.values()), item.nodeid
-                self.peak_folders = sorted(((n, b) for n, b in folders.items() if b >= 500_000), key=lambda kv: -kv[1])[
-                    :3
-                ]
+            large = sorted(((name, size) for name, size in folders.items() if size >= 500_000), key=lambda kv: -kv[1])
+            self.merge([sum(folders.values()), item.nodeid, large[:3]])
+
+    def merge(self, peak: list) -> None:
+        """Keeps ``[bytes, test, largest folders]`` if it is the largest peak seen (here or on a worker)."""
+        if peak[0] > self.peak:
+            self.peak, self.peak_after, self.peak_folders = peak[0], peak[1], [tuple(kv) for kv in peak[2]]
 
     @pytest.hookimpl(trylast=True)  # after _pytest.tmpdir's sessionfinish has removed what a green run keeps
     def pytest_sessionfinish(self, session, exitstatus):
+        if hasattr(self.config, "workeroutput"):  # an xdist worker: the controller judges (WorkerPeaks)
+            self.config.workeroutput["ring_footprint"] = [self.peak, self.peak_after, self.peak_folders]
+            return
         factory = self._factory()
         base = getattr(factory, "_basetemp", None)
         if exitstatus == 0 and base is not None and getattr(factory, "_given_basetemp", None) is None:
@@ -98,3 +107,15 @@ class Footprint:
         terminalreporter.write_line(line)
         for problem in self.problems():
             terminalreporter.write_line(problem)
+
+
+class WorkerPeaks:
+    """On an xdist controller: each worker's peak, as the worker finishes (xdist's ``pytest_testnodedown``)."""
+
+    def __init__(self, footprint: Footprint):
+        self.footprint = footprint
+
+    def pytest_testnodedown(self, node, error):
+        peak = getattr(node, "workeroutput", {}).get("ring_footprint")
+        if peak:
+            self.footprint.merge(peak)

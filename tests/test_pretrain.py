@@ -1,9 +1,11 @@
 import dataclasses
 import json
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,6 +24,28 @@ def _run_cell(tmp_path, name, cfg):
     C.save(cfg, cell / "config.yaml")
     run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
     return cell
+
+
+@pytest.fixture(scope="module")
+def trained(module_tmp):
+    """``trained(cfg)``: the finished cell of ``cfg``, trained once for the module as ``_run_cell`` trains it (its own
+    process, the same threads).  Several tests train one config only to compare against it or to edit it: training on
+    the CPU is deterministic for a given process and thread count, so one run serves them all.  Read it; copy it
+    (``copied_cell``) before changing it."""
+    cells = {}
+
+    def train(cfg):
+        key = json.dumps(C.to_dict(cfg), sort_keys=True)  # every value, runtime keys included
+        if key not in cells:
+            cells[key] = _run_cell(module_tmp("trained"), "cell", cfg)
+        return cells[key]
+
+    return train
+
+
+def copied_cell(trained, tmp_path, name, cfg):
+    """A copy of ``cfg``'s finished cell at ``tmp_path / name``, as the run left it."""
+    return Path(shutil.copytree(trained(cfg), tmp_path / name, symlinks=True))
 
 
 def _assert_same_weights(a, b):
@@ -47,8 +71,8 @@ def _assert_same_weights(a, b):
     ids=["IRing", "MoCoRing", "IRing-adaptive_loss", "IRing-adaptive_val", "MoCoRing-device_augment"],
 )
 @pytest.mark.slow
-def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, overrides):
-    reference = _run_cell(tmp_path, "reference", pretrain_config(method, **overrides))
+def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, trained, method, overrides):
+    reference = trained(pretrain_config(method, **overrides))  # IRing's and MoCoRing's: the longer schedule's too
 
     cell = tmp_path / "killed"
     cell.mkdir()
@@ -72,8 +96,11 @@ def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, ov
     assert state["epoch"] == 1 and 0 < state["step_in_epoch"] < 21, "the kill must land mid-epoch"
     assert not (cell / "encoder.pt").exists()
 
+    # The resumed run saves at the default interval (a runtime key: the same run): a save after every one of its
+    # ~20 steps would only cost time (a checkpoint is ~90 MB, written and verified).
+    C.save(pretrain_config(method, **overrides), cell / "config.yaml")
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
-    assert "resuming" in result.stderr
+    assert "resuming" in result.stderr and "config changed" not in result.stderr
     _assert_same_weights(reference / "encoder.pt", cell / "encoder.pt")
     log = [json.loads(line) for line in (cell / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [0, 1]
@@ -81,8 +108,8 @@ def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, method, ov
 
 
 @pytest.mark.slow
-def test_outputs_contract(tmp_path):
-    cell = _run_cell(tmp_path, "ir", pretrain_config("IR", epochs=1, lr_milestones=[]))
+def test_outputs_contract(trained):
+    cell = trained(pretrain_config("IR", epochs=1, lr_milestones=[]))
     result = resnet18().load_state_dict(torch.load(cell / "encoder.pt", weights_only=True), strict=False)
     assert sorted(result.missing_keys) == ["fc.bias", "fc.weight"] and result.unexpected_keys == []
     record = json.loads((cell / "log.jsonl").read_text())
@@ -158,9 +185,9 @@ def test_checkpoint_of_another_method_names_both_methods(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_edited_config_keeps_the_previous_run_aside_and_starts_over(tmp_path):
+def test_an_edited_config_keeps_the_previous_run_aside_and_starts_over(tmp_path, trained):
     first = pretrain_config("IR", epochs=1, lr_milestones=[])
-    cell = _run_cell(tmp_path, "cell", first)
+    cell = copied_cell(trained, tmp_path, "cell", first)
     before = {p.name: p.read_bytes() for p in cell.iterdir() if p.is_file() and p.name != "config.yaml"}
     C.save(pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1), cell / "config.yaml")
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
@@ -184,10 +211,10 @@ def test_an_edited_config_keeps_the_previous_run_aside_and_starts_over(tmp_path)
 
 
 @pytest.mark.slow
-def test_a_checkpoint_of_another_config_without_a_record_is_kept_aside(tmp_path, capsys):
+def test_a_checkpoint_of_another_config_without_a_record_is_kept_aside(tmp_path, trained, capsys):
     # A cell trained before run.json existed: its checkpoint's own config hash decides.
     first = pretrain_config("IR", epochs=1, lr_milestones=[])
-    cell = _run_cell(tmp_path, "cell", first)
+    cell = copied_cell(trained, tmp_path, "cell", first)
     (cell / "run.json").unlink()
     assert Pretraining(pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1), cell).resume() is False
     aside = cell / "runs" / C.config_hash(first)
@@ -201,9 +228,11 @@ def test_a_checkpoint_of_another_config_without_a_record_is_kept_aside(tmp_path,
 
 @pytest.mark.parametrize("method", ["IRing", "MoCoRing"])
 @pytest.mark.slow
-def test_a_longer_schedule_continues_the_checkpoint_and_equals_training_that_long_from_the_start(tmp_path, method):
+def test_a_longer_schedule_continues_the_checkpoint_and_equals_training_that_long_from_the_start(
+    tmp_path, trained, method
+):
     # The same computation through the same shapes and threads, resumed at an epoch boundary: bit for bit.
-    reference = _run_cell(tmp_path, "reference", pretrain_config(method, epochs=2, lr_milestones=[1]))
+    reference = trained(pretrain_config(method, epochs=2, lr_milestones=[1]))
     cell = _run_cell(tmp_path, "cell", pretrain_config(method, epochs=1, lr_milestones=[1]))
     short = (cell / "encoder.pt").read_bytes()
     C.save(pretrain_config(method, epochs=2, lr_milestones=[1]), cell / "config.yaml")

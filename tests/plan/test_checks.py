@@ -14,7 +14,7 @@ from ring.core import config as C
 from ring.plan import checks
 from tests import ROOT
 from tests.helpers import pretrain_config, run_module
-from tests.workflow.test_workflow import snakemake, workdir  # noqa: F401  (fixture)
+from tests.workflow.runs import snakemake
 
 # A valid grid on the embedded digits (1347 training images), every block present.
 BASE = {

@@ -8,7 +8,7 @@ import yaml
 
 from ring.plan import checks, ownership
 from ring.plan import grid as G
-from tests.workflow.test_workflow import snakemake, workdir  # noqa: F401 (the fixture)
+from tests.workflow.runs import snakemake
 
 MINI = {
     "datasets": ["digits"],

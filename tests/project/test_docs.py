@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from tests import ROOT
-from tests.workflow.test_workflow import job_counts, snakemake, workdir  # noqa: F401 (workdir: the fixture)
+from tests.workflow.runs import job_counts, snakemake
 
 PAGES = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
 # A test as the documentation names it: tests/<file>.py::<function>.

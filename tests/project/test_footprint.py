@@ -23,18 +23,18 @@ def test_writes(tmp_path):
 """
 
 
-def _inner_run(tmp_path: Path, size: int, policy: str) -> subprocess.CompletedProcess:
+def _inner_run(tmp_path: Path, size: int, policy: str, *args: str) -> subprocess.CompletedProcess:
     """An inner session whose one test writes ``size`` bytes into its tmp_path, pytest's base folder chosen by
     pytest itself (under PYTEST_DEBUG_TEMPROOT), as in a plain `pytest` run."""
     project = tmp_path / "project"
-    project.mkdir()
+    project.mkdir(exist_ok=True)
     (project / "conftest.py").write_text(INNER_CONFTEST)
     (project / "test_inner.py").write_text(INNER_TESTS.format(size=size))
     (project / "pytest.ini").write_text(f"[pytest]\ntmp_path_retention_policy = {policy}\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DEBUG_TEMPROOT": str(tmp_path / "temproot")}
     (tmp_path / "temproot").mkdir()
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(project)],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args, str(project)],
         cwd=project,
         env=env,
         capture_output=True,
@@ -53,6 +53,22 @@ def test_a_run_within_both_bounds_passes_and_leaves_nothing(tmp_path):
 def test_a_test_past_the_peak_bound_fails_the_run_naming_it(tmp_path):
     result = _inner_run(tmp_path, 4 * MB, "failed")
     assert result.returncode == 1, result.stdout
+    assert (
+        "the tests' temporary folder reached 0.00 GB (after test_inner.py::test_writes), past the 0.0 GB bound: "
+        "a test or a shared fixture writes too much into its temporary folder (largest then: test_writes0 4 MB)"
+        in result.stdout
+    )
+
+
+def test_under_xdist_a_workers_peak_reaches_the_controller_which_fails_the_run(tmp_path):
+    # README's command (2) runs two workers: the peak is measured where the test ran and judged where the run ends.
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "test_other.py").write_text(
+        "def test_small(tmp_path):\n    (tmp_path / 'x').write_bytes(b'1')\n"
+    )
+    result = _inner_run(tmp_path, 4 * MB, "failed", "-n", "2", "--dist", "loadfile")
+    assert result.returncode == 1, result.stdout
+    assert "2 passed" in result.stdout
     assert (
         "the tests' temporary folder reached 0.00 GB (after test_inner.py::test_writes), past the 0.0 GB bound: "
         "a test or a shared fixture writes too much into its temporary folder (largest then: test_writes0 4 MB)"

@@ -27,8 +27,9 @@ from ring.core import methods as M
 from ring.plan import checks
 from ring.plan import estimate as E
 from ring.plan import grid as G
+from tests import ROOT
 from tests.helpers import copy_workflow
-from tests.workflow.test_workflow import ROOT, snakemake, write_grid
+from tests.workflow.runs import snakemake, write_grid
 
 PLUGIN = textwrap.dedent('''
     """In-batch contrast and its Ring variant, registered from outside ring/."""

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.workflow.test_workflow import ROOT, snakemake, workdir  # noqa: F401  (fixture)
+from tests import ROOT
+from tests.workflow.runs import snakemake
 
 GRIDS = sorted(p.stem for p in (ROOT / "ring" / "resources" / "grids").glob("*.yaml"))
 

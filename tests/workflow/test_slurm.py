@@ -29,7 +29,7 @@ from ring.engine.checkpoint import safe_load
 from tests import ROOT
 from tests.documented import current_test, section, shell_commands
 from tests.helpers import TINY_PRETRAIN, copy_workflow
-from tests.workflow.test_workflow import ROOT, TINY, entry, job_counts, snakemake, write_grid
+from tests.workflow.runs import TINY, entry, job_counts, snakemake, write_grid
 
 pytestmark = (
     pytest.mark.slow

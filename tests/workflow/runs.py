@@ -1,0 +1,89 @@
+"""Running the Snakemake workflow in a scratch copy (``workdir``, tests/conftest.py), shared by the workflow tests and
+the tests that plan or run a grid elsewhere (docs, checks, the plug-in guide)."""
+
+import json
+import re
+import subprocess
+import sys
+from html import unescape
+from pathlib import Path
+
+import yaml
+
+
+def snakemake(workdir: Path, *args, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args], cwd=workdir, capture_output=True, text=True, timeout=timeout
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table Snakemake prints before running (or for a dry run)."""
+    block = output.split("Job stats:")[1]
+    counts = {}
+    for line in block.splitlines()[3:]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def entry(metrics: dict) -> str:
+    """How a table starts a linear-evaluation cell's entry: its top-1, or the verdict of a diverged evaluation
+    (the test grids' one-epoch encoders may give one: ring.engine.health.divergence)."""
+    return f"{metrics['top1']:.1f}" if "top1" in metrics else "diverged"
+
+
+def report_captions(html: str) -> dict[str, str]:
+    """The rendered caption (HTML) of each file a `snakemake --report` HTML shows, by file name."""
+    results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
+    return {Path(path).name: result["caption"] for path, result in results.items()}
+
+
+def caption_text(caption_html: str) -> str:
+    """A caption's words, its tags left out, one space between them."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", "", caption_html)).split())
+
+
+def write_grid(workdir: Path, name: str, values: dict) -> None:
+    (workdir / "ring" / "resources" / "grids" / f"{name}.yaml").write_text(yaml.safe_dump(values))
+
+
+TINY = {
+    "datasets": ["digits"],
+    "methods": ["IR", "MoCoRing"],
+    "seeds": [0, 1],
+    "pretrain": {
+        "all": {
+            "epochs": 1,
+            "batch_size": 64,
+            "lr_milestones": [],
+            "resize": 32,
+            "crop": 32,
+            "bank_negatives": 256,
+            "queue_size": 256,
+            "bn_groups": 2,
+            "ring_anneal_epochs": 1,
+            "knn_every": 0,
+            "num_workers": 0,
+        }
+    },
+    "lincls": {
+        "all": {"epochs": 2, "batch_size": 64, "resize": 32, "crop": 32, "augmentation": "none", "num_workers": 0}
+    },
+    "resources": {"pretrain": {"threads": 1}, "lincls": {"threads": 1}},
+}
+
+# The workflow tests' grid: TINY at 16 pixels.  They test what the workflow decides (what reruns, what is kept, what
+# the tables show), not accuracy; 16-pixel views make each pretraining and evaluation job's compute about 4x smaller
+# (ResNet-18's maps stay 1 x 1 at layer4).  TINY itself stays at 32 pixels, as tests/workflow/test_slurm.py (which
+# imports it) was written and measured with.
+SMALL = {
+    **TINY,
+    "pretrain": {"all": {**TINY["pretrain"]["all"], "resize": 16, "crop": 16}},
+    "lincls": {"all": {**TINY["lincls"]["all"], "resize": 16, "crop": 16}},
+}
