@@ -26,6 +26,19 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
+# The paper's Table 3 (table:meta) columns in its order: the Meta-Dataset transfer datasets of the CIFAR10 encoders.
+PAPER_TRANSFER_DATASETS = [
+    "aircraft",
+    "cub",
+    "dtd",
+    "fungi",
+    "mnist",
+    "fashion_mnist",
+    "traffic_sign",
+    "vgg_flower",
+    "mscoco",
+]
+
 TINY_PRETRAIN = dict(
     dataset="digits",
     epochs=2,
@@ -57,6 +70,13 @@ def pretrain_config(method: str, **overrides) -> C.PretrainConfig:
 
 def lincls_config(**overrides) -> C.LinclsConfig:
     return C.LinclsConfig(**{**TINY_LINCLS, **overrides})
+
+
+def launch_command(cell: Path, *options: str) -> list[str]:
+    """The command a pretraining rule runs for ``cell`` (its config.yaml written there): ``ring.cluster.launch``
+    with ``options`` (the launcher, resources ...), the stage's own arguments after ``--``."""
+    stage = ["--config", str(cell / "config.yaml"), "--out", str(cell)]
+    return [sys.executable, "-m", "ring.cluster.launch", "pretrain", "--cell", str(cell), *options, "--", *stage]
 
 
 def run_module(module: str, *args, check: bool = True, **kwargs) -> subprocess.CompletedProcess:

@@ -4,7 +4,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import yaml
 from ring.cluster import batch, launch, progress, slurm
 from ring.core import config as C
 from ring.plan import grid as G
-from tests.helpers import TINY_PRETRAIN, TINY_PRETRAIN_BLOCK
+from tests.helpers import TINY_PRETRAIN, TINY_PRETRAIN_BLOCK, launch_command
 
 GRID = {
     "datasets": ["digits"],
@@ -100,19 +99,7 @@ def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
     cell.mkdir(parents=True)
     C.save(G.load(grids / "tiny.yaml").pretrain_config("digits", "IR", 0, "data"), cell / "config.yaml")
     run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ring.cluster.launch",
-            "pretrain",
-            "--cell",
-            str(cell),
-            "--",
-            "--config",
-            str(cell / "config.yaml"),
-            "--out",
-            str(cell),
-        ],
+        launch_command(cell),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

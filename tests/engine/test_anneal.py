@@ -3,7 +3,7 @@ import math
 import pytest
 
 from ring.core.config import PretrainConfig
-from ring.engine.anneal import ConstantPolicy, LinearPolicy, RingSchedule, build_schedule
+from ring.engine.anneal import ANNEAL_POLICIES, ConstantPolicy, LinearPolicy, RingSchedule, build_schedule
 
 
 def test_paper_default_anneals_threshold_100_to_10_percent_over_100_epochs():
@@ -129,21 +129,7 @@ def test_adaptive_loss_follows_the_loss_against_its_moving_average():
         schedule.step()
 
 
-@pytest.mark.parametrize(
-    "anneal",
-    [
-        "linear",
-        "step",
-        "exponential",
-        "adaptive_val",
-        "adaptive_loss",
-        "none",
-        "step_authors",
-        "exponential_authors",
-        "adaptive_val_authors",
-        "adaptive_loss_authors",
-    ],
-)
+@pytest.mark.parametrize("anneal", sorted(ANNEAL_POLICIES))  # every policy a config can name
 def test_every_policy_resumes_exactly(anneal):
     """A schedule rebuilt from the config and loaded from a state_dict continues exactly like the original."""
     losses = [3.0 + ((7 * i) % 11) / 5 for i in range(400)]

@@ -8,6 +8,7 @@ from ring.core.config import config_hash
 from ring.core.methods import METHODS
 from ring.plan import catalog, checks
 from ring.plan import grid as G
+from tests.helpers import PAPER_TRANSFER_DATASETS
 
 # The paper's default of 4096 bank negatives exceeds digits' 1347-image bank: grids on digits lower it.
 DIGITS_PRETRAIN = {"pretrain": {"all": {"bank_negatives": 1024}}}
@@ -79,17 +80,7 @@ def test_bad_grids_fail_with_one_sentence(values, message):
 def test_paper_grid_plans_every_method_on_the_nine_transfer_datasets(root):
     paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     assert paper.transfer["source"] == "cifar10"
-    assert paper.transfer["datasets"] == [
-        "aircraft",
-        "cub",
-        "dtd",
-        "fungi",
-        "mnist",
-        "fashion_mnist",
-        "traffic_sign",
-        "vgg_flower",
-        "mscoco",
-    ]
+    assert paper.transfer["datasets"] == PAPER_TRANSFER_DATASETS
     assert len(paper.transfer_cells()) == 9 * 7 * len(paper.seeds)
     cfg = paper.transfer_config("fungi", "MoCoRing", 2, "data", "results/paper/transfer/fungi")
     lin = paper.lincls_config("cifar10", "MoCoRing", 2, "data")

@@ -29,7 +29,7 @@ from ring.plan import estimate as E
 from ring.plan import grid as G
 from tests import ROOT
 from tests.helpers import copy_workflow
-from tests.workflow.runs import snakemake, write_grid
+from tests.workflow.runs import TINY, snakemake, write_grid
 
 PLUGIN = textwrap.dedent('''
     """In-batch contrast and its Ring variant, registered from outside ring/."""
@@ -82,26 +82,16 @@ PLUGIN = textwrap.dedent('''
     register("ToyRing", Method(IN_BATCH, ring=True, base="Toy"))
 ''')
 
+# The workflow tests' tiny grid on the plug-in's two methods, without the memory-bank and queue sizes no plug-in reads.
 GRID = {
-    "datasets": ["digits"],
+    **TINY,
     "methods": ["Toy", "ToyRing"],
     "seeds": [0],
     "pretrain": {
         "all": {
-            "epochs": 1,
-            "batch_size": 64,
-            "lr_milestones": [],
-            "resize": 32,
-            "crop": 32,
-            "ring_anneal_epochs": 1,
-            "knn_every": 0,
-            "num_workers": 0,
+            k: v for k, v in TINY["pretrain"]["all"].items() if k not in ("bank_negatives", "queue_size", "bn_groups")
         }
     },
-    "lincls": {
-        "all": {"epochs": 2, "batch_size": 64, "resize": 32, "crop": 32, "augmentation": "none", "num_workers": 0}
-    },
-    "resources": {"pretrain": {"threads": 1}, "lincls": {"threads": 1}},
 }
 
 

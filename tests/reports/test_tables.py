@@ -7,6 +7,7 @@ import yaml
 
 from ring import toy_cnce
 from ring.reports import tables
+from tests.helpers import PAPER_TRANSFER_DATASETS
 
 
 def _evaluated_cell(root, dataset, method, seed, pre_cfg, lin_cfg, top1, encoder=b"trunk bytes"):
@@ -243,18 +244,7 @@ def test_table3_columns_ring_deltas_recomputed_and_paper_numbers(tmp_path):
             ("shapes", "IR", 0, 50.0),
         ],
     )
-    datasets = [
-        "aircraft",
-        "cub",
-        "dtd",
-        "fungi",
-        "mnist",
-        "fashion_mnist",
-        "traffic_sign",
-        "vgg_flower",
-        "mscoco",
-        "shapes",
-    ]
+    datasets = [*PAPER_TRANSFER_DATASETS, "shapes"]
     wide = tables.build("table3", files, ["IR", "IRing"], datasets, tmp_path / "table3")
     assert wide.loc["IRing", "FashionMNIST"] == "92.0 (+1.0)"
     # The paper prints IRing's FashionMNIST delta as (+0.1); its numbers give 91.6 - 91.7 = -0.1.

@@ -28,7 +28,7 @@ from ring.core import config as C
 from ring.engine.checkpoint import safe_load
 from tests import ROOT
 from tests.documented import current_test, section, shell_commands
-from tests.helpers import TINY_PRETRAIN, copy_workflow
+from tests.helpers import TINY_PRETRAIN, copy_workflow, launch_command
 from tests.workflow.runs import TINY, entry, job_counts, snakemake, write_grid
 
 pytestmark = (
@@ -114,6 +114,13 @@ def sacct_jobs(name_prefix: str, since: str, workdir: Path | None = None) -> lis
     ]
 
 
+def batch(workdir: Path, *command: str) -> str:
+    """``ring.cluster.batch COMMAND`` on the workdir's tiny grid with the SLURM profile's configs: its output."""
+    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "ring/resources/grids"]
+    cmd = [sys.executable, "-m", "ring.cluster.batch", *command, *where]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, check=True, timeout=120).stdout
+
+
 def now() -> str:
     return datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
 
@@ -121,23 +128,7 @@ def now() -> str:
 def launch_cell(cell: Path, cfg: C.PretrainConfig, resources: dict) -> subprocess.Popen:
     cell.mkdir(parents=True, exist_ok=True)
     C.save(cfg, cell / "config.yaml")
-    cmd = [
-        sys.executable,
-        "-m",
-        "ring.cluster.launch",
-        "pretrain",
-        "--cell",
-        str(cell),
-        "--launcher",
-        "slurm",
-        "--resources",
-        json.dumps(resources),
-        "--",
-        "--config",
-        str(cell / "config.yaml"),
-        "--out",
-        str(cell),
-    ]
+    cmd = launch_command(cell, "--launcher", "slurm", "--resources", json.dumps(resources))
     return subprocess.Popen(
         cmd,
         cwd=cell.parents[5],
@@ -323,23 +314,12 @@ def test_killed_client_reattaches_without_a_second_submission(workdir):
 
 def test_job_array_is_one_sbatch_and_all_tables_reuses_it(workdir):
     start = now()
-    batch = [sys.executable, "-m", "ring.cluster.batch"]
-    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "ring/resources/grids"]
-    out = subprocess.run(
-        [*batch, "submit", "--stage", "pretrain", *where],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
+    out = batch(workdir, "submit", "--stage", "pretrain")
     array_id = out.split("job array ")[1].split()[0]
     wait_for(lambda: sacct_jobs("ring-pretrain-tiny", start), 60, "the array in accounting")
     jobs = sacct_jobs("ring-pretrain-tiny", start)
     assert {jid.split("_")[0] for jid, _, _ in jobs} == {array_id}  # one sbatch, one array
-    status = subprocess.run(
-        [*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True, timeout=120
-    ).stdout
+    status = batch(workdir, "status")
     assert status.count("pretrain") == 2 and "missing" in status  # lincls cells not submitted yet
     result = snakemake(workdir, "all_tables", *SLURM)
     assert not [j for j in sacct_jobs("ring-pretrain-", start) if not j[0].startswith(array_id)]
@@ -411,18 +391,10 @@ def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
 
 def test_cancel_stops_the_grids_jobs_and_status_reports_them(workdir):
     write_grid(workdir, "tiny", {**TINY, "pretrain": {"all": {**TINY["pretrain"]["all"], "epochs": 50}}})
-    batch = [sys.executable, "-m", "ring.cluster.batch"]
-    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "ring/resources/grids"]
-    subprocess.run(
-        [*batch, "submit", "--stage", "pretrain", *where], cwd=workdir, check=True, timeout=120, capture_output=True
-    )
-    status = subprocess.run(
-        [*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True, timeout=120
-    ).stdout
+    batch(workdir, "submit", "--stage", "pretrain")
+    status = batch(workdir, "status")
     assert any(state in status for state in ("pending", "running"))
-    out = subprocess.run(
-        [*batch, "cancel", *where], cwd=workdir, capture_output=True, text=True, check=True, timeout=120
-    ).stdout
+    out = batch(workdir, "cancel")
     assert "cancelled 4 jobs" in out  # 2 methods x 2 seeds
     array_id = json.loads((workdir / "results/tiny/pretrain/digits/IR/seed0/slurm/job.json").read_text())[
         "job_id"
@@ -545,16 +517,7 @@ def test_linear_evaluations_that_finish_while_no_client_watches_are_collected(wo
 def test_a_finished_job_array_is_collected_by_all_tables(workdir):
     """Issue #11, item 2 (second repro): every array task finished before all_tables runs."""
     start = now()
-    batch = [sys.executable, "-m", "ring.cluster.batch"]
-    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "ring/resources/grids"]
-    out = subprocess.run(
-        [*batch, "submit", "--stage", "pretrain", *where],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
+    out = batch(workdir, "submit", "--stage", "pretrain")
     array_id = out.split("job array ")[1].split()[0]
     ids = [f"{array_id}_{i}" for i in range(int(out.split("submitted ")[1].split()[0]))]
     wait_for(lambda: all_completed(ids), 900, "every array task to complete")
@@ -596,22 +559,11 @@ def test_a_cancelled_pending_array_task_is_resubmitted_not_waited_on_forever(wor
         }
     }
     (workdir / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(site))
-    batch = [sys.executable, "-m", "ring.cluster.batch"]
-    where = ["--grid", "tiny", *BATCH_CONFIGS, "--grids-dir", "ring/resources/grids"]
-    out = subprocess.run(
-        [*batch, "submit", "--stage", "pretrain", *where],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
+    out = batch(workdir, "submit", "--stage", "pretrain")
     array_id = out.split("job array ")[1].split()[0]
     subprocess.run(["scancel", f"{array_id}_1"], check=True, timeout=30)  # pending: parallelism 1
     time.sleep(6)  # past unknown_grace_s, so status may call it gone
-    status = subprocess.run(
-        [*batch, "status", *where], cwd=workdir, capture_output=True, text=True, check=True, timeout=120
-    ).stdout
+    status = batch(workdir, "status")
     cancelled = next(line for line in status.splitlines() if line.startswith("pretrain") and "MoCoRing" in line)
     assert "pending" not in cancelled and ("gone" in cancelled or "failed" in cancelled), status
     result = snakemake(workdir, "all_tables", *SLURM, timeout=600)

@@ -76,6 +76,15 @@ def test_missing_dataset_fails_the_dag_before_any_training_job(workdir, tmp_path
     assert not (workdir / "results" / "paper" / "pretrain" / "cifar10" / "IR" / "seed0" / "pretrain.log").exists()
 
 
+def rerun_one(workdir: Path, cell: str, output: str) -> dict[str, int]:
+    """README's rerun of one cell on the tiny grid: its folder removed, its ``output`` forced; the jobs that ran."""
+    shutil.rmtree(workdir / cell)
+    result = snakemake(
+        workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/{output}", "--config", "grid=tiny"
+    )
+    return job_counts(result.stdout + result.stderr)
+
+
 def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
     write_grid(workdir, "tiny", SMALL)
     snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", "grid=tiny")
@@ -90,12 +99,7 @@ def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
 
     # Rerun one cell: remove its folder (every stage resumes, so a kept checkpoint would be reused)
     # and force its output; only its jobs run, then the table they feed.
-    cell = "results/tiny/lincls/digits/MoCoRing/seed1"
-    shutil.rmtree(workdir / cell)
-    result = snakemake(
-        workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/metrics.json", "--config", "grid=tiny"
-    )
-    assert job_counts(result.stdout + result.stderr) == {
+    assert rerun_one(workdir, "results/tiny/lincls/digits/MoCoRing/seed1", "metrics.json") == {
         "all_tables": 1,
         "lincls": 1,
         "lincls_config": 1,
@@ -106,12 +110,7 @@ def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
     }
 
     # Retrain one pretraining cell: it, its linear evaluation and the table.
-    cell = "results/tiny/pretrain/digits/IR/seed0"
-    shutil.rmtree(workdir / cell)
-    result = snakemake(
-        workdir, "--profile", "profiles/local", "all_tables", "-R", f"{cell}/encoder.pt", "--config", "grid=tiny"
-    )
-    assert job_counts(result.stdout + result.stderr) == {
+    assert rerun_one(workdir, "results/tiny/pretrain/digits/IR/seed0", "encoder.pt") == {
         "all_tables": 1,
         "lincls": 1,
         "make_gpu_hours": 1,
