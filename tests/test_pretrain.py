@@ -31,10 +31,12 @@ def trained(module_tmp):
     """``trained(cfg)``: the finished cell of ``cfg``, trained once for the module as ``_run_cell`` trains it (its own
     process, the same threads).  Several tests train one config only to compare against it or to edit it: training on
     the CPU is deterministic for a given process and thread count, so one run serves them all.  Read it; copy it
-    (``copied_cell``) before changing it."""
+    (``copied_cell``) before changing it.  Its checkpoints are dropped (keep_checkpoint: none, a runtime key: the same
+    run) unless ``checkpoint``: the module's cells stand until its last test, about 150 MB each with them."""
     cells = {}
 
-    def train(cfg):
+    def train(cfg, checkpoint: bool = False):
+        cfg = cfg if checkpoint else dataclasses.replace(cfg, keep_checkpoint="none")
         key = json.dumps(C.to_dict(cfg), sort_keys=True)  # every value, runtime keys included
         if key not in cells:
             cells[key] = _run_cell(module_tmp("trained"), "cell", cfg)
@@ -44,8 +46,8 @@ def trained(module_tmp):
 
 
 def copied_cell(trained, tmp_path, name, cfg):
-    """A copy of ``cfg``'s finished cell at ``tmp_path / name``, as the run left it."""
-    return Path(shutil.copytree(trained(cfg), tmp_path / name, symlinks=True))
+    """A copy of ``cfg``'s finished cell at ``tmp_path / name``, as the run left it (its last checkpoint kept)."""
+    return Path(shutil.copytree(trained(cfg, checkpoint=True), tmp_path / name, symlinks=True))
 
 
 def _assert_same_weights(a, b):
@@ -109,7 +111,7 @@ def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, trained, m
 
 @pytest.mark.slow
 def test_outputs_contract(trained):
-    cell = trained(pretrain_config("IR", epochs=1, lr_milestones=[]))
+    cell = trained(pretrain_config("IR", epochs=1, lr_milestones=[]), checkpoint=True)
     result = resnet18().load_state_dict(torch.load(cell / "encoder.pt", weights_only=True), strict=False)
     assert sorted(result.missing_keys) == ["fc.bias", "fc.weight"] and result.unexpected_keys == []
     record = json.loads((cell / "log.jsonl").read_text())

@@ -72,7 +72,9 @@ install_packages() {
 
 # --- configs --------------------------------------------------------------
 HOST=$(hostname -s)
-CPUS=$(nproc)
+# The machine's CPUs, not this shell's OpenMP share: GNU nproc honours OMP_NUM_THREADS, which each pytest-xdist
+# worker sets to 1 (tests/conftest.py), and a 1-CPU node refuses the two-task jobs.
+CPUS=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 # A bit under the machine's memory so slurmd never finds "less than configured".
 MEM=$(awk '/^MemTotal:/ { m = int($2 / 1024 * 0.95); print (m > 1 ? m : 1) }' /proc/meminfo)
 

@@ -179,7 +179,10 @@ def test_one_seed_gives_one_head_initialisation_data_order_and_result_on_every_p
     assert losses[0] == losses[1] and losses[0]  # same data order and heads: same losses at every logged step
     weights = [_final_weights(cell) for cell in cells]
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
-    # Detectron2's command line from the cell's written config, in another folder, one thread as the cell.
+    # Detectron2's command line from the cell's written config, in another folder, with the threads the cells had
+    # (the smoke grid's threads: 0 keeps torch's own count, which differs between a plain pytest process and a
+    # pytest-xdist worker, tests/conftest.py).
+    threads = torch.get_num_threads()
     by_hand = tmp_path / "by_hand"
     run_module(
         "ring.detection.train_net",
@@ -187,7 +190,7 @@ def test_one_seed_gives_one_head_initialisation_data_order_and_result_on_every_p
         cells[0] / runner.D2_CONFIG,
         "OUTPUT_DIR",
         by_hand,
-        env={**os.environ, "DETECTRON2_DATASETS": str(datasets_root), "OMP_NUM_THREADS": str(cfg.threads)},
+        env={**os.environ, "DETECTRON2_DATASETS": str(datasets_root), "OMP_NUM_THREADS": str(threads)},
     )
     again = _final_weights(by_hand)
     assert all(torch.equal(weights[0][k], again[k]) for k in weights[0])
