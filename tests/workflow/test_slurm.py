@@ -302,19 +302,8 @@ def test_killed_client_reattaches_without_a_second_submission(workdir):
     # re-attached to (test_jobs_that_finish_while_no_client_watches_are_collected).
     wait_for(lambda: live_state(job_id) == "RUNNING", 300, "the job to start")
     subprocess.run(["scontrol", "suspend", job_id], check=True, timeout=30)
-    os.killpg(proc.pid, signal.SIGKILL)  # the client and its waiting launchers die; the jobs do not
-    proc.wait()
     assert live_state(job_id) == "SUSPENDED"
-    snakemake(workdir, "--unlock")
-    rerun = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "all_tables", *SLURM],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    log = cell / "pretrain.log"
-    wait_for(lambda: log.exists() and f"re-attached to SLURM job {job_id}" in log.read_text(), 300, "the re-attach")
+    rerun = kill_and_rerun_until_reattached(workdir, proc, cell, job_id, "all_tables")
     subprocess.run(["scontrol", "resume", job_id], check=True, timeout=30)
     out, _ = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, out[-3000:]
@@ -474,18 +463,7 @@ def test_a_rerun_in_a_jobs_last_seconds_collects_its_output_without_a_new_job(wo
     # those last seconds (SIGSTOP) while the client is killed and the rerun re-attaches, then let go.
     subprocess.run(["scontrol", "suspend", job_id], check=True, timeout=30)
     written = (cell / "encoder.pt").read_bytes()
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    snakemake(workdir, "--unlock")
-    rerun = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", target, *SLURM],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    log = cell / "pretrain.log"
-    wait_for(lambda: log.exists() and f"re-attached to SLURM job {job_id}" in log.read_text(), 300, "the re-attach")
+    rerun = kill_and_rerun_until_reattached(workdir, proc, cell, job_id, target)
     assert not (cell / "encoder.pt").exists()  # Snakemake's rerun deleted the running job's output
     subprocess.run(["scontrol", "resume", job_id], check=True, timeout=30)
     out, _ = rerun.communicate(timeout=600)
@@ -645,6 +623,24 @@ class Chaos:
         print(line, flush=True)
         with open(self.path, "a") as fh:
             fh.write(line + "\n")
+
+
+def kill_and_rerun_until_reattached(workdir: Path, client, cell: Path, job_id: str, target: str) -> subprocess.Popen:
+    """The client killed with its waiting launchers (the jobs live on), the workdir unlocked and ``target`` rerun:
+    the rerun, once its launcher for ``cell`` says it re-attached to ``job_id`` (its output on a pipe)."""
+    os.killpg(client.pid, signal.SIGKILL)
+    client.wait()
+    snakemake(workdir, "--unlock")
+    rerun = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", target, *SLURM],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    log = cell / "pretrain.log"
+    wait_for(lambda: log.exists() and f"re-attached to SLURM job {job_id}" in log.read_text(), 300, "the re-attach")
+    return rerun
 
 
 def recorded_id(cell: Path) -> str | None:
