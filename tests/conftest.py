@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests import ROOT
+from tests.helpers import copy_workflow  # torch-free: the thread settings below still come first
 
 sys.path.insert(0, str(ROOT))
 
@@ -104,8 +105,6 @@ def no_distributed_environment_left_behind():
 def workdir(tmp_path) -> Path:
     """A scratch copy of the workflow to run Snakemake in (tests/helpers.py's ``copy_workflow``): results never touch
     the checkout.  tests/workflow/runs.py runs it."""
-    from tests.helpers import copy_workflow
-
     return copy_workflow(tmp_path)
 
 

@@ -13,6 +13,7 @@ folder, as a run of its share of the tests alone would be measured, and sends it
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -21,19 +22,20 @@ import pytest
 def disk_bytes(folder: Path, seen: set | None = None) -> int:
     """Bytes ``folder`` takes on disk: each file once however many hard links it has (a cell's ``encoder.pt`` and
     ``exported/encoder.pt``, a checkpoint and its ``.prev.pt`` between two saves), symbolic links not followed;
-    ``seen`` carries the files already counted across calls."""
+    ``seen`` carries the files already counted across calls (``folder`` may itself be a file or a link)."""
     seen, total = set() if seen is None else seen, 0
-    if not folder.is_dir():
-        return 0 if folder.is_symlink() else folder.stat().st_size
-    for dirpath, _, names in os.walk(folder):
-        for name in names:
-            try:
-                st = os.lstat(os.path.join(dirpath, name))
-            except OSError:  # a test's own clean-up racing the walk
-                continue
-            if (st.st_dev, st.st_ino) not in seen and not os.path.islink(os.path.join(dirpath, name)):
-                seen.add((st.st_dev, st.st_ino))
-                total += st.st_size
+    if folder.is_dir() and not folder.is_symlink():
+        paths = (os.path.join(dirpath, name) for dirpath, _, names in os.walk(folder) for name in names)
+    else:  # a file beside the folders (pytest's .lock), or a link (its <name>current links): not followed
+        paths = [str(folder)]
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:  # a test's own clean-up racing the walk
+            continue
+        if (st.st_dev, st.st_ino) not in seen and not stat.S_ISLNK(st.st_mode):
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_size
     return total
 
 

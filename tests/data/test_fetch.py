@@ -22,6 +22,8 @@ from ring import cli
 from ring.data import fetch
 from ring.plan import catalog
 from tests.data.test_metadataset import WRITERS, _image, _text
+from tests.helpers import copy_workflow
+from tests.workflow.runs import snakemake
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -309,9 +311,6 @@ def test_every_catalog_dataset_is_fetched_or_explained(tmp_path):
 
 
 def test_fetch_data_target_runs_the_fetch_for_the_configured_grid(tmp_path):
-    from tests.helpers import copy_workflow
-    from tests.workflow.runs import snakemake
-
     copy_workflow(tmp_path)
     # The smoke grid reads only embedded data (digits, generated shapes): the rule runs and fetches nothing.
     result = snakemake(

@@ -223,10 +223,8 @@ def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from
 
 
 @pytest.mark.slow
-def test_the_plugin_runs_through_the_workflow_to_table1(plugin, tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    copy_workflow(work)
+def test_the_plugin_runs_through_the_workflow_to_table1(plugin, workdir):
+    work = workdir
     write_grid(work, "ext", GRID)
     snakemake(work, "--profile", "profiles/local", "table1", "--config", "grid=ext")
     assert (work / "results/ext/pretrain/digits/ToyRing/seed0/encoder.pt").is_file()
