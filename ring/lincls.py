@@ -129,8 +129,8 @@ class LinearEval:
         """The labelled (train, test) images and the input normalisation; ring.transfer evaluates another dataset."""
         cfg = self.cfg
         return (
-            datasets.load(cfg.dataset, cfg.data_root, "train"),
-            datasets.load(cfg.dataset, cfg.data_root, "test"),
+            datasets.load(cfg.dataset, cfg.data_root, "train", cfg.store, cfg.resize),
+            datasets.load(cfg.dataset, cfg.data_root, "test", cfg.store, cfg.resize),
             datasets.normalize(cfg.dataset),
         )
 

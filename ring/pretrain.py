@@ -80,7 +80,7 @@ def resolve(cfg: C.PretrainConfig) -> Cell:
     not-implemented methods, unknown datasets, the plan's checks and missing files fail here, before any data."""
     m = method(cfg.method)
     check_fixed(cfg.method, C.to_dict(cfg))
-    data = datasets.source(cfg.dataset, cfg.data_root)
+    data = datasets.source(cfg.dataset, cfg.data_root, cfg.store, cfg.resize)
     # The plan's checks (ring.plan.checks), again here for configs written by hand, before any data.
     checks.check(cfg, f"pretrain cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
     data.check()

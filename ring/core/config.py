@@ -143,6 +143,11 @@ class PretrainConfig:
     # decoded there (image folders' JPEGs), with the same parameters; "auto": device on CUDA, cpu on
     # CPUs, as measured (ring/resources/figures/throughput_*).  Pixels differ by interpolation rounding.
     augment: str = "auto"
+    # What image-folder datasets (ImageNet) are read from when resize is the catalog's store size (256): the prepared
+    # store (ring.data.store, built once by the prepare stage), "jpeg95" (quality 95, 4:4:4; 73 GB for ImageNet,
+    # within 45 dB PSNR of the resize: docs/fidelity.md) or "raw" (bit-exact, 262 GB), or "none", the original JPEGs
+    # decoded and resized on every pass.  In-memory datasets ignore it.
+    store: str = "jpeg95"
 
     # Execution (do not change results, so they are left out of the config hash).
     num_workers: int = 4
@@ -192,6 +197,7 @@ class PretrainConfig:
         "augment",
         "ring_val_before_training",
         "negatives_count",
+        "store",
     )
 
 
@@ -216,6 +222,7 @@ class LinclsConfig:
     # "crop_flip": a random resized crop and flip per epoch (IR's and MoCo's linear protocol);
     # "none": the centre view only, whose features are then computed once and cached in memory.
     augmentation: str = "crop_flip"
+    store: str = "jpeg95"  # image folders at the store's size read its prepared store (PretrainConfig.store)
     precision: str = "auto"  # bf16 features on GPUs, as in pretraining
     channels_last: str = "auto"
     num_workers: int = 4
@@ -229,6 +236,7 @@ class LinclsConfig:
     keep_checkpoint: str = "last"
 
     RUNTIME_FIELDS = ("data_root", "num_workers", "threads", "device", "keep_superseded", "keep_checkpoint")
+    HASHED_WHEN_SET = ("store",)  # added after cells were evaluated: their hashes stay (PretrainConfig's)
 
 
 @dataclass

@@ -489,8 +489,13 @@ class DeviceViews:
     def __call__(
         self, params: list[torch.Tensor], index: torch.Tensor, data: tuple[torch.Tensor, torch.Tensor] | None = None
     ):
-        """``data``: a batch's JPEG files as :func:`collate_jpegs` packs them, or None for in-memory images."""
-        if data is not None:
+        """``data``: a batch's JPEG files as :func:`collate_jpegs` packs them, a prepared store's decoded uint8
+        B x H x W x 3 batch (:class:`ring.data.views.StoreViews`, pinned by the loader), or None for in-memory
+        images."""
+        if isinstance(data, torch.Tensor):
+            # Already at the store's size: one asynchronous copy, no resize, no wait on the training stream.
+            images = data.to(self.device, non_blocking=True).permute(0, 3, 1, 2)
+        elif data is not None:
             images = decode_jpegs(unpack_jpegs(data), self.device, self.resize)
         else:
             images = self.images[index.to(self.images.device, non_blocking=True)]

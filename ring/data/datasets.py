@@ -18,9 +18,6 @@ on the number of loader workers or on where an interrupted run was resumed.
 
 from __future__ import annotations
 
-import functools
-import gzip
-import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,92 +29,9 @@ from torch.utils.data import Dataset
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
+from ring.data import store
+from ring.data.digits import _digits_arrays, _digits_colour_arrays, stratified_split, tint  # noqa: F401  (names of this module before)
 from ring.plan.catalog import DATASETS, DatasetMissing, DatasetSpec, check, folder, hint, spec
-
-# The embedded digits are read from scikit-learn's own file, found without importing scikit-learn: its import (SciPy
-# and the rest) cost every digits job ~2 s on a quiet 2-core machine, more than its data and split take.
-DIGITS_FILE = ("datasets", "data", "digits.csv.gz")
-DIGITS_TEST_FRACTION = 0.25
-DIGITS_SPLIT_SEED = 0
-
-
-def _digits_file() -> Path:
-    spec = importlib.util.find_spec("sklearn")  # finds the package; its __init__ is not run
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "The embedded digits dataset needs scikit-learn installed (its copy of the UCI digits)."
-        )
-    return Path(next(iter(spec.submodule_search_locations)), *DIGITS_FILE)
-
-
-def _approximate_mode(class_counts: np.ndarray, n_draws: int, rng: np.random.RandomState) -> np.ndarray:
-    """How many of ``n_draws`` each class gets: its share floored, the rest to the largest remainders (ties drawn
-    from ``rng``).  scikit-learn's ``utils.extmath._approximate_mode``, step for step (the same draws)."""
-    continuous = class_counts / class_counts.sum() * n_draws
-    floored = np.floor(continuous)
-    need_to_add = int(n_draws - floored.sum())
-    if need_to_add > 0:
-        remainder = continuous - floored
-        for value in np.sort(np.unique(remainder))[::-1]:
-            (inds,) = np.where(remainder == value)
-            add_now = min(len(inds), need_to_add)
-            floored[rng.choice(inds, size=add_now, replace=False)] += 1
-            need_to_add -= add_now
-            if need_to_add == 0:
-                break
-    return floored.astype(int)
-
-
-def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> dict[str, np.ndarray]:
-    """Sorted train and test indices of ``train_test_split(test_size=test_fraction, stratify=labels,
-    random_state=seed)``: scikit-learn's StratifiedShuffleSplit, its random draws in its order
-    (tests/data/test_datasets.py checks it against scikit-learn); its final shuffles of each side are left out, as the
-    indices are sorted."""
-    classes, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
-    n_test = int(np.ceil(test_fraction * len(labels)))
-    n_train = len(labels) - n_test
-    per_class = np.split(np.argsort(inverse, kind="stable"), np.cumsum(counts)[:-1])
-    rng = np.random.RandomState(seed)
-    n_i = _approximate_mode(counts, n_train, rng)
-    t_i = _approximate_mode(counts - n_i, n_test, rng)
-    train, test = [], []
-    for i in range(len(classes)):
-        members = per_class[i].take(rng.permutation(counts[i]), mode="clip")
-        train.extend(members[: n_i[i]])
-        test.extend(members[n_i[i] : n_i[i] + t_i[i]])
-    return {"train": np.sort(np.array(train, dtype=np.int64)), "test": np.sort(np.array(test, dtype=np.int64))}
-
-
-@functools.lru_cache(maxsize=1)
-def _digits_arrays():
-    with gzip.open(_digits_file(), "rt") as fh:
-        data = np.loadtxt(fh, delimiter=",")  # scikit-learn's load_digits: 64 pixels, then the label
-    images, targets = data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(np.int64)
-    # 0..16 grey levels -> 0..255 uint8, decoded once.
-    images = np.round(images * (255.0 / 16.0)).astype(np.uint8)
-    return images, targets, stratified_split(targets, DIGITS_TEST_FRACTION, DIGITS_SPLIT_SEED)
-
-
-# The colour variant's tint (module docstring): its generator's seed and the colours' HSV saturation.  Saturation 0.5
-# keeps every tint's luma (Rec. 601) at 0.55 or more of the grey digit's (blue, the darkest, 0.5 + 0.5 x 0.114), so
-# the strokes stay bright for the methods that see RGB, while the ab channels span tens of Lab units.
-TINT_SEED = 0
-TINT_SATURATION = 0.5
-
-
-def tint(images: np.ndarray, seed: int = TINT_SEED, saturation: float = TINT_SATURATION) -> np.ndarray:
-    """N x H x W uint8 grey images -> N x H x W x 3 uint8, each image times one colour of a hue drawn from ``seed``."""
-    import colorsys
-
-    hues = np.random.default_rng(seed).random(len(images))
-    colours = np.array([colorsys.hsv_to_rgb(h, saturation, 1.0) for h in hues])
-    return np.round(images[..., None] * colours[:, None, None, :]).astype(np.uint8)
-
-
-@functools.lru_cache(maxsize=1)
-def _digits_colour_arrays():
-    images, targets, splits = _digits_arrays()
-    return tint(images), targets, splits
 
 
 class ArrayImages(Dataset):
@@ -160,8 +74,8 @@ def _build_stl10(folder: Path, split: str) -> Dataset:
     return tvd.STL10(str(folder), split=name, download=False)
 
 
-def _build_imagenet(folder: Path, split: str) -> Dataset:
-    return tvd.ImageFolder(str(folder / ("val" if split == "test" else "train")))
+def _build_image_folder(folder: Path, split: str) -> Dataset:
+    return tvd.ImageFolder(str(folder / store.SPLIT_FOLDERS[split]))
 
 
 BUILDERS: dict[str, Callable[[Path, str], Dataset]] = {
@@ -170,7 +84,8 @@ BUILDERS: dict[str, Callable[[Path, str], Dataset]] = {
     "cifar10": _build_cifar(tvd.CIFAR10),
     "cifar100": _build_cifar(tvd.CIFAR100),
     "stl10": _build_stl10,
-    "imagenet": _build_imagenet,
+    "imagenet": _build_image_folder,
+    "digits_folder": _build_image_folder,
 }
 assert BUILDERS.keys() == DATASETS.keys()
 
@@ -184,14 +99,23 @@ class Source:
     spec: DatasetSpec  # the catalog's entry: statistics, classes, ...
     root: Path  # the data root
     build: Callable[[Path, str], Dataset] | None  # the loader (BUILDERS)
+    store: Path | None = None  # the prepared store the cell reads instead of the files (ring.data.store.cell_store)
 
     def check(self) -> None:
-        """Raise :class:`DatasetMissing` with one sentence if the dataset is not usable under its data root."""
+        """Raise :class:`DatasetMissing` with one sentence if the dataset, or the store the cell reads, is not usable
+        (the store's checksums are the data check's: ring.data.verify)."""
         check(self.name, self.root)
+        if self.store is not None:
+            try:
+                store.read_manifest(self.store)
+            except store.StoreError as err:
+                raise DatasetMissing(str(err)) from None
 
     def load(self, split: str) -> Dataset:
         """``split``: "pretrain" (the images pretraining sees), "train" or "test" (labelled)."""
         build_split = split if self.name == "stl10" else ("train" if split == "pretrain" else split)
+        if self.store is not None:
+            return store.StoreImages(self.store, build_split)
         try:
             return self.build(folder(self.name, self.root), build_split)
         except (RuntimeError, OSError) as err:  # torchvision's checksum and integrity errors
@@ -204,17 +128,21 @@ class Source:
         return T.Normalize(self.spec.mean, self.spec.std)
 
 
-def source(name: str, data_root: str | Path) -> Source:
-    """Catalog dataset ``name`` under ``data_root``: an unknown name fails here, missing files in
+def source(name: str, data_root: str | Path, store_format: str = store.NONE, resize: int = 0) -> Source:
+    """Catalog dataset ``name`` under ``data_root``, read from its prepared store in ``store_format`` when a cell of
+    that ``resize`` reads one (:func:`ring.data.store.cell_store`): an unknown name fails here, missing files in
     :meth:`Source.check`."""
     # A transfer dataset has no builder here (ring.data.metadataset loads it); the plan's checks refuse it for
     # pretraining.
-    return Source(name, spec(name), Path(data_root), BUILDERS.get(name))
+    s = spec(name)
+    prepared = store.cell_store(folder(name, data_root), getattr(s, "store_size", 0), store_format, resize)
+    return Source(name, s, Path(data_root), BUILDERS.get(name), prepared)
 
 
-def load(name: str, data_root: str | Path, split: str) -> Dataset:
-    """``split``: "pretrain" (the images pretraining sees), "train" or "test" (labelled)."""
-    data = source(name, data_root)
+def load(name: str, data_root: str | Path, split: str, store_format: str = store.NONE, resize: int = 0) -> Dataset:
+    """``split``: "pretrain" (the images pretraining sees), "train" or "test" (labelled); from the prepared store in
+    ``store_format`` where a cell of that ``resize`` reads one."""
+    data = source(name, data_root, store_format, resize)
     data.check()
     return data.load(split)
 

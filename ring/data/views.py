@@ -11,9 +11,28 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, default_collate
 
-from ring.data import augment, dali, datasets
+from ring.data import augment, dali, datasets, store
+
+
+class StoreViews(Dataset):
+    """``(image, params_1, ..., params_n, label, index)`` of a prepared store's split: a worker reads one record and
+    decodes it (raw: none) into a uint8 H x W x 3 tensor, which the loader stacks into the batch and pins; the
+    parameters are :class:`ring.data.augment.JpegViews`' (the same draws, whatever the input)."""
+
+    def __init__(self, reader: store.StoreReader, params: augment.ViewParams, n_views: int, seed: int):
+        self.reader = reader
+        self.views = datasets.Views(augment.Labels(reader.targets), params, n_views, seed)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.views.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return len(self.reader)
+
+    def __getitem__(self, index: int):
+        return (torch.from_numpy(self.reader.array(index)), *self.views[index])
 
 
 class TrainViews:
@@ -77,6 +96,9 @@ def train_views(
         return TrainViews(
             datasets.Views(augment.Labels(targets), params, n_views=n_views, seed=cfg.seed), maker, None, device
         )
+    if isinstance(base, store.StoreImages):  # the workers read and decode records at the store's size
+        maker = augment.DeviceViews(None, device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled)
+        return TrainViews(StoreViews(base.reader, params, n_views, cfg.seed), maker, default_collate, device)
     if not hasattr(base, "samples"):
         raise ValueError(f"augment=device needs {cfg.dataset} in memory or as an image folder; use augment: cpu.")
     maker = augment.DeviceViews(None, device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled)

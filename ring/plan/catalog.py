@@ -52,6 +52,9 @@ class DatasetSpec:
     # Grey images (one channel, replicated to three): their Lab ab channels are constant, so CMC's ab view
     # carries nothing (ring.plan.checks warns at plan time).
     grey: bool = False
+    # Image folders (<split>/<class>/<image>) that the prepare stage packs into a store (ring.data.store): the resize
+    # of the paper's protocol for this dataset, done once; cells with another resize read the files.  0: no store.
+    store_size: int = 0
 
 
 def _torchvision_hint(cls: str, name: str, extra: str = "") -> str:
@@ -60,6 +63,11 @@ def _torchvision_hint(cls: str, name: str, extra: str = "") -> str:
         f'download=True)"` '
         "on a machine with internet and copy the folder there"
     )
+
+
+# digits_folder's per-channel statistics (its entry below): the training split's pixels after Resize((32, 32)).
+MEAN_FOLDER = (0.2334, 0.2270, 0.2307)
+STD_FOLDER = (0.2953, 0.2876, 0.2915)
 
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -136,6 +144,22 @@ DATASETS: dict[str, DatasetSpec] = {
         "<wnid>/*.JPEG (validation images sorted into class folders)",
         train_images=1281167,  # ILSVRC2012 train
         publisher_counts=(1281167, 50000),  # ILSVRC2012's train and validation images
+        store_size=256,  # Sec. 5: "We resize input images to be 256 by 256 pixels"
+    ),
+    # The colour digits as an image folder of PNGs of varied sizes (ring.data.digits.generate_folder): ImageNet's
+    # path (files, the prepare stage's store, the device views from it) on a CPU in seconds.
+    "digits_folder": DatasetSpec(
+        display="Digits (folder)",
+        num_classes=10,
+        # Per-channel mean/std of the training split at 32x32 (asserted by tests/data/test_digits.py).
+        mean=MEAN_FOLDER,
+        std=STD_FOLDER,
+        required=("train", "val", "generated.json"),
+        how_to_get="generate it with `ring generate digits_folder --data-root <data_root>` (the workflow does this "
+        "itself)",
+        train_images=1347,
+        publisher_counts=(1347, 450),
+        store_size=32,  # the smoke grid's resize: the digits are 8x8
     ),
 }
 
@@ -337,7 +361,7 @@ def check(name: str, data_root: str | Path) -> None:
             raise DatasetMissing(f"Dataset {name} is missing {base / rel}; {how}.")
     if name in TRANSFER:
         check_listing(name, root, how)
-    if name == "imagenet":
+    if s.store_size:  # image folders
         for split in ("train", "val"):
             if not any(p.is_dir() for p in (base / split).iterdir()):
                 raise DatasetMissing(f"{base / split} has no class folders; {how}.")

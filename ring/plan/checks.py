@@ -49,6 +49,7 @@ LA_OWN_ENTRY_RULES = ("topk", "positive")  # ring.engine.objectives.la implement
 CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.engine.objectives.cmc implements them
 NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # ring.engine.objectives.ir implements them
 AUGMENT_PLACES = ("auto", "cpu", "device", "dali")  # ring.data.augment makes the views there
+STORE_FORMATS = ("jpeg95", "raw", "none")  # ring.data.store.CHOICES (torch-free there too; tests keep them equal)
 COMPILE = ("auto", "on", "off")  # ring.engine.encoder.resolve_compile resolves them
 PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
@@ -368,6 +369,7 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     _one_of(where, cfg, "cmc_negatives", CMC_NEGATIVE_DRAWS)
     _one_of(where, cfg, "negatives_count", NEGATIVES_COUNTS)
     _one_of(where, cfg, "augment", AUGMENT_PLACES)
+    _one_of(where, cfg, "store", STORE_FORMATS)
     _one_of(where, cfg, "compile", COMPILE)
     v = cfg.checkpoint_interval_min  # 0 checkpoints after every step (the kill/resume tests use it)
     if not _number(v) or v < 0:
@@ -435,6 +437,7 @@ def check_lincls(cfg: C.LinclsConfig, where: str) -> None:
     _optimizer(where, cfg, spec.train_images, f"labelled {cfg.dataset} training images")
     _views(where, cfg)
     _one_of(where, cfg, "augmentation", AUGMENTATIONS)
+    _one_of(where, cfg, "store", STORE_FORMATS)
     _runtime(where, cfg)
 
 
@@ -598,6 +601,7 @@ ALLOWED = {
     "cmc_negatives": ", ".join(CMC_NEGATIVE_DRAWS),
     "negatives_count": ", ".join(NEGATIVES_COUNTS) + " (including_positive: bank_negatives >= 2)",
     "augment": ", ".join(AUGMENT_PLACES),
+    "store": ", ".join(STORE_FORMATS) + " (image folders at the catalog's store size; none: the original files)",
     "compile": ", ".join(COMPILE),
     "ring_anneal_epochs": ">= 1",
     "ring_inner": "[0, 1), or null with ring_w_u set",

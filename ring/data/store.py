@@ -1,0 +1,389 @@
+"""The prepared store: an image-folder dataset's images resized once and packed into shards (the ``prepare`` stage).
+
+The paper's first step, "We resize input images to be 256 by 256 pixels", depends only on the file.  Done once,
+ahead of training, it removes from every pass (pretraining, the kNN monitor, linear evaluation) the per-image
+decode of a full-size JPEG, its resize and one file open per image.  The store holds, for every image of the
+dataset's ``train`` and ``val`` folders, exactly what ``T.Resize((size, size))`` makes of the PIL image that
+torchvision's ``ImageFolder`` loads (``convert("RGB")``, then PIL's bilinear resize), in the same order as
+``ImageFolder`` (classes sorted by name, files sorted within each class), so that index ``i`` of the store is index
+``i`` of the folder: IR's memory bank and the per-image view seeds are unchanged.
+
+On disk (``<data_root>/<dataset>/store/<format>-<size>/``), readable with numpy and PIL alone::
+
+    manifest.json              written last: format, size, image counts, classes, the SHA-256 of every file below
+    <split>/samples.tsv        the listing: one "relative/path<TAB>label" line per image, in store order
+    <split>/index.npy          one row per image: shard (u4), offset (u8), length (u4), label (i4) -- np.load(...)
+    <split>/shard-00000.bin    the records of images [0, shard_images), back to back
+    <split>/shard-00000.json   that shard's own record (images, bytes, SHA-256): the build resumes shard by shard
+
+    row = np.load("train/index.npy")[i]
+    rec = np.fromfile(f"train/shard-{row['shard']:05d}.bin", np.uint8, row["length"], offset=row["offset"])
+    raw:    rec.reshape(size, size, 3)                    # uint8 RGB, bit-exact with the PIL resize
+    jpeg95: np.asarray(PIL.Image.open(io.BytesIO(rec)))   # quality 95, 4:4:4 chroma
+
+Splits are named as the stages name them (``train``, ``test``); their folders are the dataset's (``train``,
+``val``).  Why this format and not FFCV's, webdataset's or LitData's: docs/datasets.md, "The prepared store".
+This module is torch-free (numpy and PIL): the workflow client plans with it, the prepare jobs build with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from ring.core.files import FileError, atomic_write, read_record, sha256_file, write_json, write_text
+
+STORE = "store"  # below the dataset's folder
+MANIFEST = "manifest.json"
+SAMPLES = "samples.tsv"
+INDEX = "index.npy"
+SHARD = "shard-{shard:05d}"
+# Images per shard: one CPU job each.  ImageNet's 1,281,167 training images make 257 shards of about 280 MB in jpeg95
+# (about a minute of decoding and resizing on 8 cores each), small enough that a preempted job loses little.
+SHARD_IMAGES = 5000
+SPLIT_FOLDERS = {"train": "train", "test": "val"}  # the stages' split -> the image folder it is read from
+INDEX_DTYPE = np.dtype([("shard", "<u4"), ("offset", "<u8"), ("length", "<u4"), ("label", "<i4")])
+# torchvision.datasets.folder.IMG_EXTENSIONS: the files ImageFolder lists (tests check the two agree).
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+RESAMPLE = "PIL Image.convert('RGB').resize((size, size), BILINEAR): torchvision's T.Resize((size, size))"
+
+
+class StoreError(FileError):
+    """A prepared store is missing, incomplete or damaged; the message is one sentence naming it and the fix."""
+
+
+# -- formats ---------------------------------------------------------------------------------------------------------
+def _encode_raw(image: Image.Image) -> bytes:
+    return np.asarray(image, dtype=np.uint8).tobytes()
+
+
+def _decode_raw(record, size: int) -> np.ndarray:
+    return np.frombuffer(record, dtype=np.uint8).reshape(size, size, 3)
+
+
+def _encode_jpeg95(image: Image.Image) -> bytes:
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=95, subsampling=0)  # 4:4:4: the colour jitter sees full-resolution chroma
+    return out.getvalue()
+
+
+def _decode_jpeg(record, size: int) -> np.ndarray:
+    with Image.open(io.BytesIO(record)) as image:
+        array = np.asarray(image.convert("RGB"))
+    if array.shape != (size, size, 3):
+        raise ValueError(f"a record decodes to {array.shape}, not ({size}, {size}, 3)")
+    return array
+
+
+@dataclass(frozen=True)
+class Format:
+    """How a store writes and reads one image."""
+
+    name: str
+    about: str
+    # Bytes per stored pixel, for the free-space check before a build: raw is exact; jpeg95's is ImageNet's
+    # (about 73 GB for its 1,331,167 images at 256 x 256: 0.84 bytes a pixel; photos vary by about 20%).
+    bytes_per_pixel: float
+    encode: Callable[[Image.Image], bytes]
+    decode: Callable[[bytes, int], np.ndarray]
+
+
+FORMATS: dict[str, Format] = {
+    "raw": Format("raw", "uint8 RGB, bit-exact with the PIL resize, no decode", 3.0, _encode_raw, _decode_raw),
+    "jpeg95": Format(
+        "jpeg95", "JPEG quality 95, 4:4:4 chroma (a 256-pixel decode)", 0.84, _encode_jpeg95, _decode_jpeg
+    ),
+}
+NONE = "none"  # the config value that reads the original files
+CHOICES = (*FORMATS, NONE)
+
+
+def format_of(name: str) -> Format:
+    if name not in FORMATS:
+        raise ValueError(f"Unknown store format {name!r}; choose {', '.join(CHOICES)}.")
+    return FORMATS[name]
+
+
+# -- where, and how big ----------------------------------------------------------------------------------------------
+def store_dir(dataset_folder: str | Path, fmt: str, size: int) -> Path:
+    """The store of one dataset folder (``<data_root>/<dataset>``) in format ``fmt`` at ``size`` pixels."""
+    return Path(dataset_folder) / STORE / f"{fmt}-{size}"
+
+
+def n_shards(images: int, shard_images: int = SHARD_IMAGES) -> int:
+    return max(1, -(-images // shard_images))
+
+
+def needed_bytes(images: int, fmt: str, size: int) -> int:
+    return int(images * size * size * format_of(fmt).bytes_per_pixel)
+
+
+def check_room(folder: Path, images: int, fmt: str, size: int) -> None:
+    """One sentence when the file system under ``folder`` has less free space than the store needs."""
+    need = needed_bytes(images, fmt, size)
+    probe = folder
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < need:
+        raise StoreError(
+            f"The {fmt} store of {images:,} images at {size}x{size} needs about {need / 1e9:.1f} GB under {folder}, "
+            f"which has {free / 1e9:.1f} GB free; free space there, or choose store: jpeg95 (about a quarter of raw)."
+        )
+
+
+# -- the listing: ImageFolder's order, torch-free ----------------------------------------------------------------------
+def list_folder(folder: Path) -> tuple[list[str], list[tuple[str, int]]]:
+    """(classes, [(path relative to ``folder``, label)]) in torchvision ImageFolder's order."""
+    classes = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
+    if not classes:
+        raise StoreError(f"{folder} holds no class folders; the store reads image folders (<split>/<class>/<image>).")
+    samples = []
+    for label, cls in enumerate(classes):
+        for root, _, names in sorted(os.walk(folder / cls, followlinks=True)):
+            for name in sorted(names):
+                if name.lower().endswith(IMG_EXTENSIONS):
+                    samples.append((os.path.relpath(os.path.join(root, name), folder), label))
+    return classes, samples
+
+
+def write_listing(split_dir: Path, source: Path, expected: int | None) -> int:
+    """``split_dir/samples.tsv`` of the image folder ``source``; one sentence when it does not hold ``expected``
+    images (the catalog's count, from which the plan made the shards)."""
+    classes, samples = list_folder(source)
+    if expected is not None and len(samples) != expected:
+        raise StoreError(
+            f"{source} holds {len(samples):,} images, the catalog expects {expected:,}; complete the dataset (the data "
+            "check says what is missing) before preparing its store."
+        )
+    lines = [f"# classes\t{json.dumps(classes)}"] + [f"{path}\t{label}" for path, label in samples]
+    write_text(split_dir / SAMPLES, "\n".join(lines) + "\n")
+    return len(samples)
+
+
+def read_listing(split_dir: Path) -> tuple[list[str], list[tuple[str, int]]]:
+    text = (split_dir / SAMPLES).read_text().splitlines()
+    classes = json.loads(text[0].split("\t", 1)[1])
+    samples = [(path, int(label)) for path, label in (line.rsplit("\t", 1) for line in text[1:])]
+    return classes, samples
+
+
+# -- building: one shard at a time, then the manifest ------------------------------------------------------------------
+def resized(path: Path, size: int) -> Image.Image:
+    """The image as ImageFolder loads it, resized as ``T.Resize((size, size))`` resizes a PIL image."""
+    with open(path, "rb") as fh:
+        image = Image.open(fh).convert("RGB")
+    return image.resize((size, size), Image.BILINEAR)
+
+
+def shard_files(split_dir: Path, shard: int) -> tuple[Path, Path]:
+    stem = SHARD.format(shard=shard)
+    return split_dir / f"{stem}.bin", split_dir / f"{stem}.json"
+
+
+def build_shard(split_dir: Path, source: Path, shard: int, fmt: str, size: int, shard_images: int) -> dict:
+    """Shard ``shard`` of the listing in ``split_dir`` from the image folder ``source``: its .bin, then its .json
+    (written last: a shard without one is rebuilt).  A finished shard is kept; its record is returned."""
+    data, record_path = shard_files(split_dir, shard)
+    done = read_record(record_path)
+    if done and data.exists() and data.stat().st_size == done.get("bytes"):
+        return done
+    _, samples = read_listing(split_dir)
+    chunk = samples[shard * shard_images : (shard + 1) * shard_images]
+    if not chunk:
+        raise StoreError(f"Shard {shard} of {split_dir} is past its {len(samples):,} images; replan the store.")
+    encode, digest, lengths = format_of(fmt).encode, hashlib.sha256(), []
+
+    def write(fh) -> None:
+        for path, _ in chunk:
+            try:
+                record = encode(resized(source / path, size))
+            except (OSError, ValueError) as err:
+                raise StoreError(f"{source / path} cannot be read as an image ({err}); replace or remove it.") from None
+            fh.write(record)
+            digest.update(record)
+            lengths.append(len(record))
+
+    atomic_write(data, write)
+    record = {
+        "first": shard * shard_images,
+        "images": len(chunk),
+        "bytes": sum(lengths),
+        "sha256": digest.hexdigest(),
+        "lengths": lengths,
+        "labels": [label for _, label in chunk],
+    }
+    write_json(record_path, record, indent=None)
+    return record
+
+
+def finish(store: Path, fmt: str, size: int, dataset: str, shard_images: int) -> dict:
+    """The index of every split and the manifest (written last: a store without one is unfinished)."""
+    splits = {}
+    for split in SPLIT_FOLDERS:
+        split_dir = store / split
+        classes, samples = read_listing(split_dir)
+        shards, rows = [], []
+        for shard in range(n_shards(len(samples), shard_images)):
+            data, record_path = shard_files(split_dir, shard)
+            rec = read_record(record_path)
+            if not rec or not data.exists() or data.stat().st_size != rec["bytes"]:
+                raise StoreError(f"Shard {data} is missing or incomplete; rerun the prepare stage, which builds it.")
+            offsets = np.concatenate([[0], np.cumsum(rec["lengths"])[:-1]]).astype(np.uint64)
+            columns = zip([shard] * rec["images"], offsets, rec["lengths"], rec["labels"], strict=True)
+            rows.append(np.array(list(columns), INDEX_DTYPE))
+            shards.append({"file": data.name, "images": rec["images"], "bytes": rec["bytes"], "sha256": rec["sha256"]})
+        index = np.concatenate(rows)
+        if len(index) != len(samples) or index["label"].tolist() != [label for _, label in samples]:
+            raise StoreError(
+                f"The shards of {split_dir} do not match its listing; delete the folder and prepare again."
+            )
+        atomic_write(split_dir / INDEX, lambda fh, index=index: np.save(fh, index, allow_pickle=False))
+        splits[split] = {
+            "folder": SPLIT_FOLDERS[split],
+            "images": len(samples),
+            "classes": classes,
+            "index": {"file": INDEX, "sha256": sha256_file(split_dir / INDEX)},
+            "listing": {"file": SAMPLES, "sha256": sha256_file(split_dir / SAMPLES)},
+            "shards": shards,
+        }
+    manifest = {
+        "dataset": dataset,
+        "format": fmt,
+        "about": format_of(fmt).about,
+        "size": size,
+        "resample": RESAMPLE,
+        "pillow": Image.__version__,
+        "shard_images": shard_images,
+        "bytes": sum(s["bytes"] for split in splits.values() for s in split["shards"]),
+        "splits": splits,
+    }
+    write_json(store / MANIFEST, manifest)
+    return manifest
+
+
+# -- checking ---------------------------------------------------------------------------------------------------------
+def read_manifest(store: Path) -> dict:
+    """The finished store's manifest; one sentence when there is none (an unfinished or absent store)."""
+    manifest = read_record(store / MANIFEST)
+    if not manifest.get("splits"):
+        raise StoreError(
+            f"No prepared store at {store} (no readable {MANIFEST}); build it with `snakemake prepare_stores` or "
+            f"`python -m ring.prepare build`, or set store: none to read the original files."
+        )
+    return manifest
+
+
+def verify(store: Path, fmt: str, size: int, checksums: bool = True) -> dict:
+    """The manifest of a store that is what it says: its format and size, every file present at its recorded size,
+    the index and listing by checksum and, with ``checksums``, every shard by its SHA-256 (ImageNet's 73 GB take a few
+    minutes: the data check runs this once and stamps it).  One sentence naming the first file that is not."""
+    manifest = read_manifest(store)
+    if (manifest.get("format"), manifest.get("size")) != (fmt, size):
+        raise StoreError(
+            f"The store at {store} holds {manifest.get('format')} at {manifest.get('size')} px, not {fmt} at {size}; "
+            "delete the folder and prepare it again."
+        )
+    for split, entry in manifest["splits"].items():
+        split_dir = store / split
+        for small in (entry["index"], entry["listing"]):
+            if not (split_dir / small["file"]).is_file() or sha256_file(split_dir / small["file"]) != small["sha256"]:
+                raise StoreError(
+                    f"{split_dir / small['file']} is missing or damaged; delete {store} and prepare again."
+                )
+        for shard in entry["shards"]:
+            path = split_dir / shard["file"]
+            if not path.is_file() or path.stat().st_size != shard["bytes"]:
+                raise StoreError(f"{path} is missing or truncated; delete it and its .json and run the prepare stage.")
+            if checksums and sha256_file(path) != shard["sha256"]:
+                raise StoreError(
+                    f"{path} does not match its recorded SHA-256; delete it and its .json and prepare again."
+                )
+    return manifest
+
+
+# -- reading ----------------------------------------------------------------------------------------------------------
+class StoreReader:
+    """Random access to one split of a store: record ``i`` by one ``os.pread`` from its shard (no per-image file
+    open; the shards' descriptors are opened once per process, so forked loader workers each open their own)."""
+
+    def __init__(self, store: Path, split: str):
+        self.store, self.split = Path(store), split
+        manifest = read_manifest(self.store)
+        if split not in manifest["splits"]:
+            raise StoreError(f"The store at {store} has no {split} split; delete it and prepare it again.")
+        entry = manifest["splits"][split]
+        self.size, self.format = int(manifest["size"]), format_of(manifest["format"])
+        self.classes = entry["classes"]
+        self.index = np.load(self.store / split / INDEX, allow_pickle=False)
+        if self.index.dtype != INDEX_DTYPE or len(self.index) != entry["images"]:
+            raise StoreError(
+                f"{self.store / split / INDEX} is not this store's index; delete {store} and prepare again."
+            )
+        self.files = [self.store / split / shard["file"] for shard in entry["shards"]]
+        self.targets = self.index["label"].tolist()
+        self._fds: dict[int, int] = {}
+        self._pid = -1
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getstate__(self):  # a pickled copy (spawned workers) opens its own descriptors
+        return {**self.__dict__, "_fds": {}, "_pid": -1}
+
+    def record(self, i: int) -> bytearray:
+        if self._pid != os.getpid():
+            self._fds, self._pid = {}, os.getpid()
+        shard, offset, length, _ = self.index[i].tolist()
+        fd = self._fds.get(shard)
+        if fd is None:
+            fd = self._fds[shard] = os.open(self.files[shard], os.O_RDONLY)
+        record = bytearray(length)  # writable: a raw record becomes a tensor without a copy
+        if os.preadv(fd, [record], offset) != length:
+            raise StoreError(
+                f"{self.files[shard]} is truncated at record {i}; delete it and its .json and prepare again."
+            )
+        return record
+
+    def array(self, i: int) -> np.ndarray:
+        """Image ``i`` as uint8 H x W x 3."""
+        return self.format.decode(self.record(i), self.size)
+
+    def __del__(self):
+        if getattr(self, "_pid", -1) == os.getpid():
+            for fd in self._fds.values():
+                os.close(fd)
+
+
+class StoreImages:
+    """A store split as the stages read a dataset: ``(PIL image, label)`` in ImageFolder's order, with ``targets``.
+    The image is the stored ``size x size`` one: the views' own ``Resize((size, size))`` then copies it unchanged."""
+
+    def __init__(self, store: Path, split: str):
+        self.reader = StoreReader(store, split)
+        self.targets = self.reader.targets
+        self.classes = self.reader.classes
+
+    def __len__(self) -> int:
+        return len(self.reader)
+
+    def __getitem__(self, i: int):
+        return Image.fromarray(self.reader.array(i)), self.targets[i]
+
+
+def cell_store(dataset_folder: str | Path, store_size: int, store: str, resize: int) -> Path | None:
+    """The store a cell reads: its ``store`` format at the dataset's store size (the catalog's ``store_size``) when
+    the cell resizes to that size; None, the dataset's own files: in-memory datasets (``store_size`` 0), ``store:
+    none``, or another resize (the store holds one size, the paper's)."""
+    if store == NONE or not store_size or resize != store_size:
+        return None
+    return store_dir(dataset_folder, format_of(store).name, resize)

@@ -1,0 +1,114 @@
+"""The prepare stage: an image-folder dataset's prepared store (:mod:`ring.data.store`), built once on CPUs.
+
+    python -m ring.prepare build  imagenet --data-root data --format jpeg95 [--workers 8]  # all of it, here
+    python -m ring.prepare list   imagenet --data-root data --format jpeg95                # the workflow's steps:
+    python -m ring.prepare shard  imagenet --data-root data --format jpeg95 --split train --shard 17
+    python -m ring.prepare finish imagenet --data-root data --format jpeg95
+    python -m ring.prepare check  imagenet --data-root data --format jpeg95 [--skip-checksums] [--touch OK]
+
+The workflow (workflow/rules/prepare.smk) runs ``list`` once, ``shard`` once per shard (CPU jobs, in parallel here or
+on the cluster) and ``finish`` once; ``build`` does the same in one process pool.  Every step resumes: a finished
+listing or shard is kept, so an interrupted build (a preempted job, a full disk) continues where it stopped.
+The store's size is the catalog's ``store_size`` of the dataset (ImageNet: 256, the paper's resize).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from ring.core.files import FileError, write_json
+from ring.data import store
+from ring.plan import catalog
+
+
+class Target:
+    """One dataset's store: where it is, how it is made, and the image folders it is made from."""
+
+    def __init__(self, dataset: str, data_root: str | Path, fmt: str, shard_images: int = store.SHARD_IMAGES):
+        spec = catalog.spec(dataset)
+        if not getattr(spec, "store_size", 0) or not getattr(spec, "publisher_counts", None):
+            stored = ", ".join(name for name, s in catalog.DATASETS.items() if s.store_size)
+            raise ValueError(f"{dataset} has no prepared store (it is not an image folder); stored datasets: {stored}.")
+        self.dataset, self.format, self.shard_images = dataset, store.format_of(fmt).name, shard_images
+        self.size = spec.store_size
+        self.folder = catalog.folder(dataset, data_root)
+        self.dir = store.store_dir(self.folder, self.format, self.size)
+        self.counts = dict(zip(store.SPLIT_FOLDERS, spec.publisher_counts, strict=True))
+
+    def shards(self, split: str) -> int:
+        return store.n_shards(self.counts[split], self.shard_images)
+
+    def source(self, split: str) -> Path:
+        return self.folder / store.SPLIT_FOLDERS[split]
+
+    def list(self) -> None:
+        store.check_room(self.dir, sum(self.counts.values()), self.format, self.size)
+        for split, expected in self.counts.items():
+            if not (self.dir / split / store.SAMPLES).is_file():
+                store.write_listing(self.dir / split, self.source(split), expected)
+
+    def shard(self, split: str, shard: int) -> dict:
+        return store.build_shard(self.dir / split, self.source(split), shard, self.format, self.size, self.shard_images)
+
+    def finish(self) -> dict:
+        return store.finish(self.dir, self.format, self.size, self.dataset, self.shard_images)
+
+
+def _build_one(args: tuple[Target, str, int]) -> int:
+    target, split, shard = args
+    return target.shard(split, shard)["images"]
+
+
+def build(target: Target, workers: int) -> dict:
+    target.list()
+    jobs = [(target, split, shard) for split in store.SPLIT_FOLDERS for shard in range(target.shards(split))]
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            done = sum(pool.map(_build_one, jobs))
+    else:
+        done = sum(map(_build_one, jobs))
+    print(f"prepare: {done:,} images in {len(jobs)} shards of {target.dir}", flush=True)
+    return target.finish()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Build or check an image-folder dataset's prepared store.")
+    parser.add_argument("command", choices=["build", "list", "shard", "finish", "check"])
+    parser.add_argument("dataset")
+    parser.add_argument("--data-root", required=True)
+    parser.add_argument("--format", default="jpeg95", help=f"one of {', '.join(store.FORMATS)}")
+    parser.add_argument("--split", choices=list(store.SPLIT_FOLDERS), help="shard: the split")
+    parser.add_argument("--shard", type=int, help="shard: its number")
+    parser.add_argument("--shard-images", type=int, default=store.SHARD_IMAGES, help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=1, help="build: processes")
+    parser.add_argument("--skip-checksums", action="store_true", help="check: sizes only, no SHA-256 of the shards")
+    parser.add_argument("--touch", type=Path, help="check: write this stamp when the store passes")
+    args = parser.parse_args(argv)
+    try:
+        target = Target(args.dataset, args.data_root, args.format, args.shard_images)
+        if args.command == "build":
+            build(target, args.workers)
+        elif args.command == "list":
+            target.list()
+        elif args.command == "shard":
+            if args.split is None or args.shard is None or not 0 <= args.shard < target.shards(args.split):
+                raise ValueError(f"shard needs --split and --shard in 0..{target.shards(args.split or 'train') - 1}.")
+            target.shard(args.split, args.shard)
+        elif args.command == "finish":
+            target.finish()
+        else:
+            manifest = store.verify(target.dir, target.format, target.size, checksums=not args.skip_checksums)
+            print(f"prepare: {target.dir} holds {manifest['bytes'] / 1e9:.2f} GB, as its manifest says", flush=True)
+            if args.touch:
+                write_json(args.touch, {"store": str(target.dir), "checksums": not args.skip_checksums})
+    except (ValueError, FileError) as err:
+        print(f"ring: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
