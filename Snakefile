@@ -16,6 +16,7 @@ configfile: "ring/resources/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/prepare.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/lincls.smk"
 include: "workflow/rules/tables.smk"

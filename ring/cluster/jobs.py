@@ -25,9 +25,16 @@ STAGES = {
     "lincls": "ring.lincls",
     "transfer": "ring.transfer",
     "detection": "ring.detection.runner",
+    "prepare": "ring.prepare",  # one shard of a prepared store (ring.data.store), a CPU job
 }
 # The file each stage writes last in its --out folder: present means the stage's outputs are complete.
-OUTPUT = {"pretrain": "encoder.pt", "lincls": "metrics.json", "transfer": "metrics.json", "detection": "metrics.json"}
+OUTPUT = {
+    "pretrain": "encoder.pt",
+    "lincls": "metrics.json",
+    "transfer": "metrics.json",
+    "detection": "metrics.json",
+    "prepare": "shard.json",  # ring.data.store.SHARD_RECORD, in the shard's folder
+}
 
 
 def rendezvous_port(job_id: str) -> int:

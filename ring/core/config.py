@@ -144,9 +144,9 @@ class PretrainConfig:
     # CPUs, as measured (ring/resources/figures/throughput_*).  Pixels differ by interpolation rounding.
     augment: str = "auto"
     # What image-folder datasets (ImageNet) are read from when resize is the catalog's store size (256): the prepared
-    # store (ring.data.store, built once by the prepare stage), "jpeg95" (quality 95, 4:4:4; 73 GB for ImageNet,
-    # within 45 dB PSNR of the resize: docs/fidelity.md) or "raw" (bit-exact, 262 GB), or "none", the original JPEGs
-    # decoded and resized on every pass.  In-memory datasets ignore it.
+    # store (ring.data.store, built once by the prepare stage), "jpeg95" (quality 95, 4:4:4; about 73 GB for ImageNet,
+    # 38-39 dB PSNR against the resize on photo-like samples: docs/fidelity.md) or "raw" (bit-exact, 262 GB), or
+    # "none", the original JPEGs decoded and resized on every pass.  In-memory datasets ignore it.
     store: str = "jpeg95"
 
     # Execution (do not change results, so they are left out of the config hash).

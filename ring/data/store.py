@@ -13,11 +13,12 @@ On disk (``<data_root>/<dataset>/store/<format>-<size>/``), readable with numpy 
     manifest.json              written last: format, size, image counts, classes, the SHA-256 of every file below
     <split>/samples.tsv        the listing: one "relative/path<TAB>label" line per image, in store order
     <split>/index.npy          one row per image: shard (u4), offset (u8), length (u4), label (i4) -- np.load(...)
-    <split>/shard-00000.bin    the records of images [0, shard_images), back to back
-    <split>/shard-00000.json   that shard's own record (images, bytes, SHA-256): the build resumes shard by shard
+    <split>/shard-00000/data.bin    the records of images [0, shard_images), back to back
+    <split>/shard-00000/shard.json  that shard's own record (images, bytes, SHA-256; written last): one job a shard,
+                                    and the build resumes shard by shard
 
     row = np.load("train/index.npy")[i]
-    rec = np.fromfile(f"train/shard-{row['shard']:05d}.bin", np.uint8, row["length"], offset=row["offset"])
+    rec = np.fromfile(f"train/shard-{row['shard']:05d}/data.bin", np.uint8, row["length"], offset=row["offset"])
     raw:    rec.reshape(size, size, 3)                    # uint8 RGB, bit-exact with the PIL resize
     jpeg95: np.asarray(PIL.Image.open(io.BytesIO(rec)))   # quality 95, 4:4:4 chroma
 
@@ -46,7 +47,9 @@ STORE = "store"  # below the dataset's folder
 MANIFEST = "manifest.json"
 SAMPLES = "samples.tsv"
 INDEX = "index.npy"
-SHARD = "shard-{shard:05d}"
+SHARD = "shard-{shard:05d}"  # one folder a shard: the launcher's job records of its job live there too
+SHARD_DATA = "data.bin"
+SHARD_RECORD = "shard.json"  # the prepare stage's output (ring.cluster.jobs.OUTPUT)
 # Images per shard: one CPU job each.  ImageNet's 1,281,167 training images make 257 shards of about 280 MB in jpeg95
 # (about a minute of decoding and resizing on 8 cores each), small enough that a preempted job loses little.
 SHARD_IMAGES = 5000
@@ -98,10 +101,10 @@ class Format:
 
 
 FORMATS: dict[str, Format] = {
-    "raw": Format("raw", "uint8 RGB, bit-exact with the PIL resize, no decode", 3.0, _encode_raw, _decode_raw),
     "jpeg95": Format(
         "jpeg95", "JPEG quality 95, 4:4:4 chroma (a 256-pixel decode)", 0.84, _encode_jpeg95, _decode_jpeg
     ),
+    "raw": Format("raw", "uint8 RGB, bit-exact with the PIL resize, no decode", 3.0, _encode_raw, _decode_raw),
 }
 NONE = "none"  # the config value that reads the original files
 CHOICES = (*FORMATS, NONE)
@@ -186,8 +189,8 @@ def resized(path: Path, size: int) -> Image.Image:
 
 
 def shard_files(split_dir: Path, shard: int) -> tuple[Path, Path]:
-    stem = SHARD.format(shard=shard)
-    return split_dir / f"{stem}.bin", split_dir / f"{stem}.json"
+    folder = split_dir / SHARD.format(shard=shard)
+    return folder / SHARD_DATA, folder / SHARD_RECORD
 
 
 def build_shard(split_dir: Path, source: Path, shard: int, fmt: str, size: int, shard_images: int) -> dict:
@@ -241,7 +244,14 @@ def finish(store: Path, fmt: str, size: int, dataset: str, shard_images: int) ->
             offsets = np.concatenate([[0], np.cumsum(rec["lengths"])[:-1]]).astype(np.uint64)
             columns = zip([shard] * rec["images"], offsets, rec["lengths"], rec["labels"], strict=True)
             rows.append(np.array(list(columns), INDEX_DTYPE))
-            shards.append({"file": data.name, "images": rec["images"], "bytes": rec["bytes"], "sha256": rec["sha256"]})
+            shards.append(
+                {
+                    "file": str(data.relative_to(split_dir)),
+                    "images": rec["images"],
+                    "bytes": rec["bytes"],
+                    "sha256": rec["sha256"],
+                }
+            )
         index = np.concatenate(rows)
         if len(index) != len(samples) or index["label"].tolist() != [label for _, label in samples]:
             raise StoreError(
@@ -303,11 +313,9 @@ def verify(store: Path, fmt: str, size: int, checksums: bool = True) -> dict:
         for shard in entry["shards"]:
             path = split_dir / shard["file"]
             if not path.is_file() or path.stat().st_size != shard["bytes"]:
-                raise StoreError(f"{path} is missing or truncated; delete it and its .json and run the prepare stage.")
+                raise StoreError(f"{path} is missing or truncated; delete its folder and run the prepare stage again.")
             if checksums and sha256_file(path) != shard["sha256"]:
-                raise StoreError(
-                    f"{path} does not match its recorded SHA-256; delete it and its .json and prepare again."
-                )
+                raise StoreError(f"{path} does not match its recorded SHA-256; delete its folder and prepare again.")
     return manifest
 
 
@@ -349,9 +357,7 @@ class StoreReader:
             fd = self._fds[shard] = os.open(self.files[shard], os.O_RDONLY)
         record = bytearray(length)  # writable: a raw record becomes a tensor without a copy
         if os.preadv(fd, [record], offset) != length:
-            raise StoreError(
-                f"{self.files[shard]} is truncated at record {i}; delete it and its .json and prepare again."
-            )
+            raise StoreError(f"{self.files[shard]} is truncated at record {i}; delete its folder and prepare again.")
         return record
 
     def array(self, i: int) -> np.ndarray:

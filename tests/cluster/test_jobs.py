@@ -70,7 +70,7 @@ def test_a_stop_asked_after_the_last_step_is_noted_not_acted_on(monkeypatch, cap
 
 def test_an_unknown_stage_is_one_sentence():
     with pytest.raises(
-        ValueError, match=r"^Unknown stage 'pretrian'; stages are pretrain, lincls, transfer, detection\.$"
+        ValueError, match=r"^Unknown stage 'pretrian'; stages are pretrain, lincls, transfer, detection, prepare\.$"
     ):
         jobs.StageJob("pretrian", [])
 

@@ -1,0 +1,38 @@
+# The prepare stage's own helpers, included by workflow/rules/prepare.smk: functions only,
+# as `snakemake --lint` wants them apart from the rules.
+
+
+def store_shards(wildcards) -> list:
+    """Every shard record of a store: the catalog's image counts make the shards, so the plan needs no listing."""
+    counts = dict(zip(STORE_SPLITS, DATASETS[wildcards.dataset].publisher_counts))
+    return [
+        STORE_SHARD.format(**dict(wildcards.items()), split=split, shard=f"{shard:05d}")
+        for split, images in counts.items()
+        for shard in range(n_shards(images))
+    ]
+
+
+def cell_store_ok(stage: str):
+    """A stage rule's ``store`` input: the check stamp of the prepared store its cell reads (ring.data.store.cell_store:
+    an image folder at the catalog's store size, store not none), else nothing."""
+
+    def store_ok(wildcards) -> list:
+        cfg = stage_config(stage, wildcards)
+        spec = DATASETS.get(cfg.dataset)
+        if cell_store(".", spec.store_size if spec else 0, cfg.store, cfg.resize) is None:
+            return []
+        return [STORE_OK.format(grid=wildcards.grid, dataset=cfg.dataset, format=cfg.store, size=cfg.resize)]
+
+    return store_ok
+
+
+def grid_store_oks(grid: str) -> list:
+    """The check stamps of every store the grid's pretraining and linear-evaluation cells read."""
+    return sorted(
+        {
+            ok
+            for dataset, method, seed in GRIDS[grid].cells()
+            for stage in ("pretrain", "lincls")
+            for ok in cell_store_ok(stage)(SimpleNamespace(grid=grid, dataset=dataset, method=method, seed=str(seed)))
+        }
+    )
