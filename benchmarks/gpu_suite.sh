@@ -17,8 +17,8 @@
 # Modes (budgets for one H100/H200 with 16 cores): full (default, <= 9 minutes): every method eager
 # (device pipeline, device tensors, PIL loader) and compiled (device tensors and device pipeline),
 # Ring's step-time ratios (queue 65,536; banks 50,000 and 1.28M), the JPEG path, one step under
-# torch.cuda.set_sync_debug_mode("error").  --quick (<= 4 minutes): MoCo and IR compiled (MoCo's
-# device pipeline with them), the JPEG path, IRing at the 1.28M bank, the sync step.
+# torch.cuda.set_sync_debug_mode("error").  --quick (<= 4 minutes): MoCo and IR compiled (their device pipeline
+# and their prepared-store path with them), the JPEG path, the store's loader, IRing at the 1.28M bank, the sync step.
 # Compilation: the compiled methods are compiled first, side by side, into one inductor cache in a
 # scratch folder (on a fresh H200: MoCo 112 s, IR, CMC and LA 29-43 s, all four together), and nothing
 # is timed until every warm-up is done: warm-ups that ran beside the eager benchmarks halved MoCo's
@@ -137,9 +137,11 @@ if [ "$mode" = quick ]; then
   warmed
   run sync_step 60 benchmarks/sync_step.py --methods MoCo IR
   run jpeg_decode 60 benchmarks/jpeg_decode.py
+  # ImageNet's prepared store (issue 39): per core, per loader, and through the compiled views of both methods.
+  run store_loader 90 benchmarks/store_loader.py
   RING_BENCH_STEPS=${RING_BENCH_STEPS:-10} run ring_selection 50 benchmarks/ring_selection.py --quick
-  compiled MoCo synthetic,device
-  compiled IR synthetic
+  compiled MoCo synthetic,device,store
+  compiled IR synthetic,device,store
 else
   warm MoCo IR CMC LA
   warmed
@@ -154,10 +156,11 @@ else
   RING_BENCH_STEPS=${RING_BENCH_STEPS:-10} run ring_selection 70 benchmarks/ring_selection.py
   # ImageNet: PIL decoding in the workers vs batched decode_jpeg on the device.
   run jpeg_decode 50 benchmarks/jpeg_decode.py
+  run store_loader 90 benchmarks/store_loader.py
   run sync_step 40 benchmarks/sync_step.py --methods MoCo IR
   # torch.compile (compile: auto turns it on for CUDA): device tensors and the device pipeline of every method.
   for method in MoCo IR CMC LA; do
-    compiled "$method" synthetic,device
+    compiled "$method" synthetic,device,store
   done
 fi
 finish

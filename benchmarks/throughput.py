@@ -9,7 +9,10 @@ One training step is the real one (``ring.engine.objectives`` through ``ring.eng
 * ``synthetic``: the same random views, already on the device, every step (the ceiling);
 * ``device``: ``augment: device`` -- the images live on the device, the loader's workers draw the
   views' parameters, ``ring.data.augment`` makes the views there in batches;
-* ``pil``: ``augment: cpu`` -- today's PIL views made by the loader's workers.
+* ``pil``: ``augment: cpu`` -- today's PIL views made by the loader's workers;
+* ``store``: ImageNet's path with its prepared store (``ring.data.store``): photo-like JPEGs
+  (``benchmarks/store_loader.py``) prepared at ``resize`` in ``jpeg95``, the loader's workers decode records into one
+  uint8 batch (``ring.data.views.StoreViews``), the device makes the views from it (compiled with ``--compile``).
 
 Also: the views alone (views/s), made by the device path in batches and by PIL in one process,
 and for LA one k-means reclustering of the bank.  On a CPU the views are the smoke grid's 32 px.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -208,7 +212,28 @@ def main() -> None:
             sync(device)
         return steps * batch / (time.perf_counter() - start)
 
-    feeds = {"synthetic": synthetic, "device": device_feed, "pil": pil_feed}
+    def store_feed():
+        from benchmarks.store_loader import make_photos
+        from ring import prepare
+        from ring.data import store
+        from ring.data.views import StoreViews
+
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "photos"
+            make_photos(folder, (warmup + steps) * batch, 16, max(workers, 1))
+            prepare.build(prepare.Target.of_folder(folder, "jpeg95", resize, 1000), max(workers, 1))
+            reader = store.StoreReader(store.store_dir(folder, "jpeg95", resize), "train")
+            data = StoreViews(reader, augment.ViewParams(resize, cfg.crop_scale_min), n_views, seed=0)
+            loader = make_loader(data, epoch_batches(len(reader), batch, 0, 0), workers, device)
+            make_store = augment.DeviceViews(None, device, resize, crop, s.mean, s.std, args.compile)
+
+            def batches():
+                for images, *params, _labels, index in loader:
+                    yield make_store(params, index, images), index.to(device, non_blocking=True)
+
+            return timed(batches())
+
+    feeds = {"synthetic": synthetic, "device": device_feed, "pil": pil_feed, "store": store_feed}
     chosen = [f for f in args.feeds.split(",") if f]
     images_per_s = {}
     for name in chosen:
@@ -234,6 +259,10 @@ def main() -> None:
         "images_per_s": images_per_s,
         "ratio_device_to_synthetic": images_per_s["device"] / images_per_s["synthetic"]
         if {"device", "synthetic"} <= images_per_s.keys()
+        else None,
+        # The store's path against the in-memory device pipeline: issue 39's target is >= 0.9.
+        "ratio_store_to_device": images_per_s["store"] / images_per_s["device"]
+        if {"store", "device"} <= images_per_s.keys()
         else None,
         "ratio_pil_to_synthetic": images_per_s["pil"] / images_per_s["synthetic"]
         if {"pil", "synthetic"} <= images_per_s.keys()

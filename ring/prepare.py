@@ -32,20 +32,34 @@ class Target:
         if not getattr(spec, "store_size", 0) or not getattr(spec, "publisher_counts", None):
             stored = ", ".join(name for name, s in catalog.DATASETS.items() if s.store_size)
             raise ValueError(f"{dataset} has no prepared store (it is not an image folder); stored datasets: {stored}.")
-        self.dataset, self.format, self.shard_images = dataset, store.format_of(fmt).name, shard_images
-        self.size = spec.store_size
-        self.folder = catalog.folder(dataset, data_root)
-        self.dir = store.store_dir(self.folder, self.format, self.size)
+        self._set(dataset, catalog.folder(dataset, data_root), fmt, spec.store_size, shard_images)
         self.counts = dict(zip(store.SPLIT_FOLDERS, spec.publisher_counts, strict=True))
 
+    def _set(self, dataset: str, folder: Path, fmt: str, size: int, shard_images: int) -> None:
+        self.dataset, self.format, self.size, self.shard_images = dataset, store.format_of(fmt).name, size, shard_images
+        self.folder = Path(folder)
+        self.dir = store.store_dir(self.folder, self.format, self.size)
+
+    @classmethod
+    def of_folder(cls, folder: Path, fmt: str, size: int, shard_images: int = store.SHARD_IMAGES) -> Target:
+        """The store of any image folder (``train/`` and ``val/`` below ``folder``) at ``size`` (the benchmarks'):
+        its counts are what the listing finds, not a catalog's."""
+        target = cls.__new__(cls)
+        target._set(Path(folder).name, folder, fmt, size, shard_images)
+        target.counts = {split: None for split in store.SPLIT_FOLDERS}
+        return target
+
     def shards(self, split: str) -> int:
-        return store.n_shards(self.counts[split], self.shard_images)
+        images = self.counts[split]
+        if images is None:  # a folder outside the catalog: the listing says
+            images = len(store.read_listing(self.dir / split)[1])
+        return store.n_shards(images, self.shard_images)
 
     def source(self, split: str) -> Path:
         return self.folder / store.SPLIT_FOLDERS[split]
 
     def list(self) -> None:
-        store.check_room(self.dir, sum(self.counts.values()), self.format, self.size)
+        store.check_room(self.dir, sum(n or 0 for n in self.counts.values()), self.format, self.size)
         for split, expected in self.counts.items():
             if not (self.dir / split / store.SAMPLES).is_file():
                 store.write_listing(self.dir / split, self.source(split), expected)

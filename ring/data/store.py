@@ -81,7 +81,7 @@ def _encode_jpeg95(image: Image.Image) -> bytes:
 
 def _decode_jpeg(record, size: int) -> np.ndarray:
     with Image.open(io.BytesIO(record)) as image:
-        array = np.asarray(image.convert("RGB"))
+        array = np.array(image.convert("RGB"))  # writable: it becomes a tensor without a warning
     if array.shape != (size, size, 3):
         raise ValueError(f"a record decodes to {array.shape}, not ({size}, {size}, 3)")
     return array
