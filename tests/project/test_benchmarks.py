@@ -124,7 +124,7 @@ def test_gpu_suite_brings_every_result_back_in_three_files(tmp_path):
     } <= names
     ir = json.loads(tar.extractfile(".tiny-throughput_IR.json").read())
     assert set(ir["images_per_s"]) == {"synthetic", "device", "pil"} and ir["machine"]["torch"]
-    assert ir["first_step_s"] > 0
+    assert ir["first_step_s"] > 0 and ir["eval_pil_images_per_s_one_process"] > 0
     jpeg = json.loads(tar.extractfile(".tiny-jpeg_decode.json").read())
     assert 90 <= jpeg["mean_file_kb"] <= 130  # photo-like files of ImageNet's ~110 KB (benchmarks/jpeg_decode.py)
     rows = {row["id"]: row for row in summary["targets"]}

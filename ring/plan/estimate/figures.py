@@ -59,8 +59,8 @@ class Figures:
     views_per_s: dict[str, float] = field(default_factory=dict)
     # The prepared store's and the original files' input figures (ring.plan.estimate.inputs.StoreFigures).
     store: object | None = None
-    # In-memory datasets' evaluation input: PIL's centre crop of one array image in one process, images/s.
-    memory_eval_per_core: float | None = None
+    # In-memory datasets' evaluation input: PIL's centre crop of one array image in one process (images/s, its file).
+    memory_eval: tuple[float, str] | None = None
 
     @property
     def gpu(self) -> bool:
@@ -230,7 +230,11 @@ def _base_figures(name: str, docs: dict, gpu_devices: list[str], primary: Traver
             f"The {name} throughput files were measured at different image sizes {sorted(sizes)}; rerun them together."
         )
     la = docs["LA"][1]
-    memory_eval = [doc.get("eval_pil_images_per_s_one_process") for _, doc in docs.values()]
+    memory_eval = [
+        (float(doc["eval_pil_images_per_s_one_process"]), label(path, primary))
+        for path, doc in docs.values()
+        if positive(doc.get("eval_pil_images_per_s_one_process"))
+    ]
     machine = docs["IR"][1]["machine"]
     versions = f"torch {machine['torch']}" + (f", CUDA {machine['cuda']}" if machine.get("cuda") else "")
     return Figures(
@@ -247,7 +251,7 @@ def _base_figures(name: str, docs: dict, gpu_devices: list[str], primary: Traver
         family_eval_per_s=evals,
         batch=batches,
         views_per_s=views,
-        memory_eval_per_core=max((float(r) for r in memory_eval if positive(r)), default=None),
+        memory_eval=max(memory_eval, default=None),
         kmeans={**la["kmeans"], "seconds": la["kmeans_recluster_s"]} if la.get("kmeans") else None,
         files=[label(p, primary) for p, _ in docs.values()],
         gpu_devices=gpu_devices,

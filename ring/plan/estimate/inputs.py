@@ -169,6 +169,11 @@ def sources(figures) -> list[str]:
             f"evaluation input, store: {store}: "
             + (f"{rate.per_s:,.0f} images/s at {rate.workers} workers ({rate.source})" if rate else "not measured")
         )
+    if figures.memory_eval:
+        rate, file = figures.memory_eval
+        lines.append(f"in-memory datasets' evaluation input: {rate:,.0f} images/s per core ({file})")
+    else:
+        lines.append("in-memory datasets' evaluation input: not measured, the forward alone (a lower bound)")
     for store in ("jpeg95", "raw"):
         try:
             rate = loader_rate(figures, store)

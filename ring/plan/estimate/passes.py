@@ -178,8 +178,8 @@ def eval_seconds_per_image(cfg, figures: Figures, store: str | None = None) -> f
     forward = forward_s(cfg, figures)
     if cfg.dataset in JPEG_DATASETS:
         rate = inputs.eval_rate(figures, store_of(cfg, figures, store))
-    elif figures.memory_eval_per_core:
-        rate = inputs.Rate(figures.memory_eval_per_core, 1, "")
+    elif figures.memory_eval:
+        rate = inputs.Rate(figures.memory_eval[0], 1, figures.memory_eval[1])
     else:
         rate = None
     if rate is None:
