@@ -182,6 +182,9 @@ def test_k_means_is_priced_from_its_gemm_work(tmp_path):
     assert 2.0e15 < flops < 2.1e15  # "about 2 PFLOP per epoch"
     # 10 epochs after the warm-up at the H200's stated 67 TFLOP/s: 31 s an epoch, not 321.
     assert math.isclose(E.kmeans_hours(la, E.load_figures(results=tmp_path)), 10 * flops / 67e12 / 3600)
+    # A clustering no larger than the measured run costs what it took: CIFAR10's 10 x 1,000 clusters, 2 s an epoch.
+    cifar = C.PretrainConfig(method="LA", dataset="cifar10", epochs=20, knn_every=0)
+    assert math.isclose(E.kmeans_hours(cifar, E.load_figures(results=tmp_path)), 10 * 2.0 / 3600)
     # A device without a stated rate: the rate of its measured run (10 x 21 x 2 x 50,000 x 1,000 x 128 in 2 s).
     _write_figures(tmp_path, "GPU X", "2026-11-27T11:00:00Z", 5000.0)
     rate = 10 * 21 * 2 * 50_000 * 1000 * 128 / 2.0

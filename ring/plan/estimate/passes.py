@@ -11,8 +11,9 @@
   encoder, forward only, beside the loader workers that decode and crop it: the larger of the forward's and the
   input's seconds per image.
 * **k-means** (LA and its variants, one reclustering per epoch after the warm-up): the distance GEMMs' work,
-  ``clusterings x (iters + 1) x 2 n k d`` flops (the last assignment included), at the device's stated FP32 rate
-  (the clustering runs in fp32) or, for a device without one, the rate of the LA file's measured run.
+  ``clusterings x (iters + 1) x 2 n k d`` flops (the last assignment included): up to the LA file's measured run's
+  work at that run's rate, beyond it at the device's stated FP32 rate (the clustering runs in fp32), never under the
+  measured run's seconds; a device without a stated rate at its measured run's rate.
 
 Throughput is scaled to the cell's crop by pixel count (a ResNet-18's cost per image is proportional to its
 pixels); one GPU-hour per hour of one GPU (data-parallel cells scale linearly).
@@ -197,25 +198,42 @@ def knn_hours(cfg: C.PretrainConfig, figures: Figures, store: str | None = None)
     return passes * (n_train + n_test) * eval_seconds_per_image(cfg, figures, store) / 3600.0
 
 
-def kmeans_rate(figures: Figures) -> tuple[float, str] | None:
-    """FLOP/s of the k-means GEMMs: the device's stated FP32 rate, else the LA file's measured run's."""
-    for part, rate in FP32_FLOPS.items():
-        if part in figures.device:
-            return rate, f"stated FP32 rate of the {part}, {rate / 1e12:g} TFLOP/s (ring.plan.estimate.FP32_FLOPS)"
+def measured_kmeans(figures: Figures) -> tuple[float, float] | None:
+    """(flops, seconds) of the LA file's measured reclustering."""
     k = figures.kmeans
     if not k:
         return None
-    work = k["clusterings"] * (k["iters"] + 1) * 2 * k["n"] * k["k"] * k.get("dim", C.PretrainConfig.out_dim)
-    return work / k["seconds"], f"the measured run of {k['n']:,} x {k['k']:,} ({figures.eager_files.get('LA')})"
+    return k["clusterings"] * (k["iters"] + 1) * 2 * k["n"] * k["k"] * k.get("dim", C.PretrainConfig.out_dim), k[
+        "seconds"
+    ]
+
+
+def stated_flops(figures: Figures) -> tuple[float, str] | None:
+    """The device's stated FP32 rate and its name, if :data:`FP32_FLOPS` has one."""
+    for part, rate in FP32_FLOPS.items():
+        if part in figures.device:
+            return rate, part
+    return None
+
+
+def kmeans_seconds(flops: float, figures: Figures) -> float:
+    """Seconds of one epoch's reclusterings of ``flops`` GEMM work: at the measured run's rate up to its size (a
+    small clustering runs below the GEMM rate: what was measured is what it costs), beyond it at the device's stated
+    rate but never less than the measured run took; the measured rate where no rate is stated."""
+    measured, stated = measured_kmeans(figures), stated_flops(figures)
+    if measured and (flops <= measured[0] or not stated):
+        return flops * measured[1] / measured[0]
+    if not stated:
+        return 0.0
+    return max(flops / stated[0], measured[1] if measured else 0.0)
 
 
 def kmeans_hours(cfg: C.PretrainConfig, figures: Figures) -> float:
-    rate = kmeans_rate(figures)
-    if not method_spec(cfg.method).uses_kmeans or not rate:
+    if not method_spec(cfg.method).uses_kmeans:
         return 0.0
     n = sizes(cfg.dataset)[0]
-    work = cfg.kmeans_clusterings * (cfg.kmeans_iters + 1) * 2 * n * cfg.kmeans_k * cfg.out_dim
-    return max(cfg.epochs - cfg.kmeans_warmup_epochs, 0) * work / rate[0] / 3600.0
+    flops = cfg.kmeans_clusterings * (cfg.kmeans_iters + 1) * 2 * n * cfg.kmeans_k * cfg.out_dim
+    return max(cfg.epochs - cfg.kmeans_warmup_epochs, 0) * kmeans_seconds(flops, figures) / 3600.0
 
 
 def pretrain_passes(cfg: C.PretrainConfig, figures: Figures, store: str | None = None) -> dict[str, float]:
