@@ -167,7 +167,11 @@ def sources(figures) -> list[str]:
             rate = None
         lines.append(
             f"evaluation input, store: {store}: "
-            + (f"{rate.per_s:,.0f} images/s at {rate.workers} workers ({rate.source})" if rate else "not measured")
+            + (
+                f"{rate.per_s:,.0f} images/s at {rate.workers} worker{'s' * (rate.workers != 1)} ({rate.source})"
+                if rate
+                else "not measured"
+            )
         )
     if figures.memory_eval:
         rate, file = figures.memory_eval
