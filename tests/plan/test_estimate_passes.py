@@ -165,14 +165,24 @@ def test_only_image_folders_at_the_store_s_256_px_read_it(figures):
         E.pretrain_hours(cifar, f, "lmdb")
 
 
-def test_a_missing_store_figure_is_one_sentence_and_the_cpu_s_file_stands_in(figures, tmp_path):
+def test_a_missing_store_figure_falls_back_to_named_figures_then_is_one_sentence(figures, tmp_path):
+    # No store file at all: cells that would read the store are priced reading the files, as today; the header says.
     f = E.load_figures(results=figures)
-    with pytest.raises(ValueError, match=r"^The GPU X figures have no store_jpeg95_decode rate .*--store none\.$"):
-        E.pretrain_hours(_cell("IR"), f, "jpeg95")
+    assert E.pretrain_hours(_cell("IR"), f, "jpeg95") == E.pretrain_hours(_cell("IR"), f, "none")
+    assert "nor store_loader-cpu.json: cells that would read the prepared store are priced reading the original" in (
+        E.report(G.load(PAPER), f)
+    )
     _store(figures, device="cpu")  # the loader's cores are the host's: the CPU's file, named in the header
     f = E.load_figures(results=figures)
     assert math.isclose(E.pretrain_hours(_cell("IR", num_workers=4), f, "jpeg95"), 10 * IMAGENET / 2000 / 3600)
     assert "store_loader-cpu.json: store_jpeg95_decode per core" in E.report(G.load(PAPER), f)
+    # A store file without the rate a cell needs: one sentence.
+    path = figures / "store_loader-cpu.json"
+    doc = json.loads(path.read_text())
+    del doc["per_core_images_per_s"]["store_jpeg95_decode"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"^The GPU X figures have no store_jpeg95_decode rate .*--store none\.$"):
+        E.pretrain_hours(_cell("IR"), E.load_figures(results=figures), "jpeg95")
 
 
 def test_k_means_is_priced_from_its_gemm_work(tmp_path):

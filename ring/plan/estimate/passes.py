@@ -25,6 +25,7 @@ import math
 
 from ring.core import config as C
 from ring.core.methods import method as method_spec
+from ring.plan import catalog
 from ring.plan.estimate import inputs
 from ring.plan.estimate.figures import FIGURES_GROUP, Figures
 
@@ -87,14 +88,24 @@ def sizes(dataset: str) -> tuple[int, int, int]:
     return SIZES[dataset]
 
 
+def store_size(dataset: str) -> int:
+    """The side of the dataset's prepared store (0: none): the catalog's ``store_size``, the prepare stage's; a
+    catalog without it (before ring.data.store) stores ImageNet at the paper's 256."""
+    size = getattr(catalog.DATASETS.get(dataset), "store_size", None)
+    if size is None:
+        return inputs.STORE_SIZE if dataset in JPEG_DATASETS else 0
+    return size
+
+
 def store_of(cfg, figures: Figures, store: str | None) -> str:
     """The store a cell reads: ``store`` (the command's override) or its own key, where it applies (an image-folder
-    dataset at the store's 256 px resize), else "none"."""
+    dataset at its store's resize), else "none"."""
     chosen = store or getattr(cfg, "store", "none")  # a config without the key (before ring.data.store) reads files
     if chosen not in inputs.STORES:
         raise ValueError(f"Unknown store {chosen!r}; choose {', '.join(inputs.STORES)}.")
-    applies = cfg.dataset in JPEG_DATASETS and cfg.resize == inputs.STORE_SIZE
-    return chosen if applies else "none"
+    size = store_size(cfg.dataset)
+    # Without any store figure the store cannot be priced: such cells are priced as today's code (the header says).
+    return chosen if size and cfg.resize == size and figures.store else "none"
 
 
 def _scale(figures: Figures, crop: int) -> float:
