@@ -14,8 +14,10 @@ One training step is the real one (``ring.engine.objectives`` through ``ring.eng
   (``benchmarks/store_loader.py``) prepared at ``resize`` in ``jpeg95``, the loader's workers decode records into one
   uint8 batch (``ring.data.views.StoreViews``), the device makes the views from it (compiled with ``--compile``).
 
-Also: the views alone (views/s), made by the device path in batches and by PIL in one process,
-and for LA one k-means reclustering of the bank.  On a CPU the views are the smoke grid's 32 px.
+Also: the views alone (views/s), made by the device path in batches and by PIL in one process, the
+evaluation passes' PIL centre crops in one process (what ``ring.plan.estimate`` prices the kNN monitor's and linear
+evaluation's loader workers from), and for LA one k-means reclustering of the bank.  On a CPU the views are the
+smoke grid's 32 px.
 Images/s count images, not views (MoCo's two views of an image count once).  Steps:
 ``RING_BENCH_WARMUP`` (default 3) then ``RING_BENCH_STEPS`` (default 10) timed ones per feed.
 """
@@ -198,6 +200,15 @@ def main() -> None:
             view[i]
         return batch / (time.perf_counter() - start)
 
+    def eval_pil_only() -> float:
+        """The evaluation passes' input in one process (resize, centre crop, tensor, normalisation of an array image),
+        images/s: what the kNN monitor's and linear evaluation's loader workers pay per in-memory image."""
+        view = datasets.Views(datasets.ArrayImages(images, np.zeros(n)), datasets.eval_view("cifar10", resize, crop))
+        start = time.perf_counter()
+        for i in range(batch):
+            view[i]
+        return batch / (time.perf_counter() - start)
+
     def eval_only() -> float:
         """Forward passes without gradients (kNN monitors, linear evaluation's features), images/s."""
         x = torch.randn(batch, 3, crop, crop, device=device)
@@ -269,6 +280,7 @@ def main() -> None:
         else None,
         "device_augment_views_per_s": augment_only(),
         "pil_views_per_s_one_process": pil_only(),
+        "eval_pil_images_per_s_one_process": eval_pil_only(),
         # Not with --compile: a no-grad forward would compile the encoder a second time.
         "eval_images_per_s": None if args.compile else eval_only(),
         "kmeans": {"n": n, "k": cfg.kmeans_k, "clusterings": cfg.kmeans_clusterings, "iters": cfg.kmeans_iters}

@@ -4,7 +4,7 @@
     python -m ring.cluster.batch status --grid paper                      # done / stale / running / pending / failed
     / missing
     python -m ring.cluster.batch cancel --grid paper [--stage pretrain]   # scancel the grid's recorded jobs
-    python -m ring.cluster.batch estimate --grid paper [--device H100]    # predicted GPU-hours (ring.plan.estimate)
+    python -m ring.cluster.batch estimate --grid paper [--device H100] [--by pass] [--store none]  # GPU-hours
     python -m ring.cluster.batch prune --grid paper [--dry-run]           # remove superseded runs, unnamed cells
 
 ``submit`` returns at once with the array's id.  Each cell records its array task in
@@ -379,6 +379,15 @@ def main(argv=None) -> int:
         metavar="DIR",
         help="estimate: more throughput figures (a plug-in's, your device's), read after the package's and plug-ins'",
     )
+    parser.add_argument(
+        "--by", choices=["stage", "pass"], default="stage", help="estimate: one row per stage and dataset, or per pass"
+    )
+    parser.add_argument(
+        "--store",
+        choices=["none", "jpeg95", "raw"],
+        help="estimate: price every image-folder cell as reading this store (none: today's code, the original JPEGs); "
+        "default: each cell's own store key",
+    )
     parser.add_argument("--dry-run", action="store_true", help="prune: list what would be removed, remove nothing")
     args = parser.parse_args(argv)
     try:
@@ -386,7 +395,7 @@ def main(argv=None) -> int:
         config = load_config(args.configfile or default_configs()) if args.command != "estimate" else {}
         grid = G.load(G.resolve(args.grid, args.grids_dir))
         if args.command == "estimate":
-            print(E.report(grid, E.load_figures(args.device, extra=args.figures)))
+            print(E.report(grid, E.load_figures(args.device, extra=args.figures), args.by, args.store))
         elif args.command == "submit":
             if not args.stage:
                 raise ValueError("submit needs --stage pretrain or --stage lincls.")

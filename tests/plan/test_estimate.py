@@ -28,6 +28,8 @@ def _write_figures(folder: Path, device: str, date: str, rate: float, image_size
             "compile": False,
             "images_per_s": {"synthetic": 2 * rate, "device": rate, "pil": rate / 2},
             "eval_images_per_s": 4 * rate,
+            "device_augment_views_per_s": 4 * rate,
+            "batch": 256,
         }
         if fam == "LA":
             doc.update(kmeans={"n": 50_000, "k": 1000, "clusterings": 10, "iters": 20}, kmeans_recluster_s=2.0)
@@ -54,8 +56,10 @@ def test_pretrain_and_lincls_hours_follow_the_model(tmp_path):
     _write_figures(tmp_path, "GPU X", "2026-11-26T11:00:00Z", 5000.0)
     figures = E.load_figures(results=tmp_path)
     moco = C.PretrainConfig(method="MoCoRing", dataset="cifar10", queue_size=65_536, knn_every=0)
-    # 300 epochs of 50k images at 5000 images/s, times MoCoRing's ratio at its queue size.
-    assert math.isclose(E.pretrain_hours(moco, figures), 300 * 50_000 / 5000 * 1.05 / 3600)
+    # 300 epochs of 50k images: the device-tensor step (10,000 images/s) times MoCoRing's ratio at its queue size
+    # (measured on device tensors: it prices the step), then the views (the pipeline's 1/5000 s less the step's).
+    per_image = 1.05 / 10_000 + (1 / 5000 - 1 / 10_000)
+    assert math.isclose(E.pretrain_hours(moco, figures), 300 * 50_000 * per_image / 3600)
     ir = C.PretrainConfig(method="IR", dataset="cifar10", knn_every=1, resize=32, crop=32)
     # At 32 px a ResNet-18 image costs (32/224)^2 of a 224-px one; kNN: 60k images a pass, forward only.
     rate = 5000 * (224 / 32) ** 2
@@ -67,8 +71,9 @@ def test_pretrain_and_lincls_hours_follow_the_model(tmp_path):
     # Without a JPEG path figure ImageNet is priced as in-memory views (a decoding figure alone is no path).
     (tmp_path / "jpeg_decode-GPU_X.json").write_text(json.dumps({"views_per_s": {"decode_only": 10_000.0}}))
     assert math.isclose(E.pretrain_hours(imagenet, E.load_figures(results=tmp_path)), 200 * 1_281_167 / 5000 / 3600)
-    lin = C.LinclsConfig(dataset="cifar10", method="CMC")  # crop_flip: 100 passes over the train split, two trunks
-    assert math.isclose(E.lincls_hours(lin, figures), (100 * 50_000 + 10_000) * 2 / 20_000 / 3600)
+    # crop_flip: 100 passes over the train split; CMC's own forward figure is its two trunks' network.
+    lin = C.LinclsConfig(dataset="cifar10", method="CMC")
+    assert math.isclose(E.lincls_hours(lin, figures), (100 * 50_000 + 10_000) / 20_000 / 3600)
 
 
 @pytest.mark.parametrize("path", GRIDS, ids=[p.stem for p in GRIDS])
@@ -137,9 +142,11 @@ def test_jpeg_datasets_are_priced_by_the_jpeg_path(tmp_path):
     )
     figures = E.load_figures(results=tmp_path)
     moco = C.PretrainConfig(method="MoCo", dataset="imagenet", epochs=200, knn_every=0)
-    # The device-tensor step (10,000 images/s), one decode per image, then each of MoCo's two views at the
-    # path's seconds per view less its decode.
-    per_image = 1 / 10_000 + 1 / 10_000 + 2 * (1 / 2000 - 1 / 10_000)
+    # The device-tensor step (10,000 images/s), one decode and one resize per image (the path's seconds per view
+    # less its decode and the 20,000 views/s of the eager views), then each of MoCo's two views: the resize was
+    # charged per view before, twice for MoCo.
+    resize = 1 / 2000 - 1 / 10_000 - 1 / 20_000
+    per_image = 1 / 10_000 + 1 / 10_000 + resize + 2 / 20_000
     assert math.isclose(E.pretrain_hours(moco, figures), 200 * 1_281_167 * per_image / 3600)
     cifar = C.PretrainConfig(method="MoCo", dataset="cifar10", knn_every=0)  # in memory: the device pipeline
     assert math.isclose(E.pretrain_hours(cifar, figures), 300 * 50_000 / 5000 / 3600)

@@ -134,7 +134,9 @@ def test_gpu_suite_brings_every_result_back_in_three_files(tmp_path):
     } <= names
     ir = json.loads(tar.extractfile(".tiny-throughput_IR.json").read())
     assert set(ir["images_per_s"]) == {"synthetic", "device", "pil"} and ir["machine"]["torch"]
-    assert ir["first_step_s"] > 0
+    assert ir["first_step_s"] > 0 and ir["eval_pil_images_per_s_one_process"] > 0
+    jpeg = json.loads(tar.extractfile(".tiny-jpeg_decode.json").read())
+    assert 90 <= jpeg["mean_file_kb"] <= 130  # photo-like files of ImageNet's ~110 KB (benchmarks/jpeg_decode.py)
     rows = {row["id"]: row for row in summary["targets"]}
     rates = ir["images_per_s"]
     assert rows["pipeline_IR"]["measured"] == pytest.approx(rates["device"] / rates["synthetic"])
@@ -214,6 +216,22 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
 
 
 @pytest.mark.slow  # two tiny IR builds: ~15 s alone, more on a loaded CPU
+def test_jpeg_decode_writes_photo_like_files_of_imagenet_s_size(tmp_path):
+    """ImageNet's JPEGs are about 110 KB at about 400 x 350 px; the benchmark's smooth 24.5 KB files flattered decoding.
+    48 files (seed 0): sizes spread about 27 KB, so the mean's standard error is about 4 KB, the bounds 5 of them
+    away."""
+    from PIL import Image
+
+    from benchmarks import jpeg_decode
+
+    mean_kb = jpeg_decode.make_jpegs(tmp_path, 48)
+    files = sorted((tmp_path / "class0").iterdir())
+    assert len(files) == 48 and mean_kb == pytest.approx(sum(f.stat().st_size for f in files) / 48 / 1e3)
+    assert 90 <= mean_kb <= 130
+    sides = [Image.open(f).size for f in files]
+    assert all(300 <= w <= 500 and 250 <= h <= 450 for w, h in sides)
+
+
 def test_sync_step_runs_one_step_under_the_sync_debug_mode_and_records_a_sync(monkeypatch):
     """The CUDA step's code on the CPU, torch's mode setter replaced by one that records (it initialises CUDA)."""
     import torch

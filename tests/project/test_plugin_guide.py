@@ -205,7 +205,10 @@ def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from
     toy, toy_ring = (E.pretrain_hours(cfg[m], figures) for m in ("Toy", "ToyRing"))
     # Its figures are IR's: the same cell as IR costs the same (no k-means, no monitors in this grid).
     assert toy == pytest.approx(E.pretrain_hours(dataclasses.replace(cfg["Toy"], method="IR"), figures))
-    assert toy_ring == pytest.approx(toy * E._ring_ratio(figures, "MoCoRing", 64))  # priced as its objective says
+    # Priced as its objective says: MoCoRing's ratio, measured on device tensors, multiplies the step only.
+    step_s = (cfg["Toy"].crop / figures.image_size) ** 2 / figures.step_images_per_s["InBatch"]
+    extra = (E.ring_ratio(figures, "MoCoRing", 64) - 1) * cfg["Toy"].epochs * E.SIZES["digits"][0] * step_s / 3600
+    assert toy_ring == pytest.approx(toy + extra)
     # The command, `ring estimate --figures DIR` (in this process: the plug-in is loaded here, and torch with it).
     assert (
         batch.main(["estimate", "--device", "cpu", "--grid", str(grid_file(tmp_path, GRID)), "--figures", str(own)])
