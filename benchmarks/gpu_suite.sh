@@ -138,7 +138,7 @@ if [ "$mode" = quick ]; then
   run sync_step 60 benchmarks/sync_step.py --methods MoCo IR
   run jpeg_decode 60 benchmarks/jpeg_decode.py
   # ImageNet's prepared store (issue 39): per core, per loader, and through the compiled views of both methods.
-  run store_loader 90 benchmarks/store_loader.py
+  run store_loader 120 benchmarks/store_loader.py
   RING_BENCH_STEPS=${RING_BENCH_STEPS:-10} run ring_selection 50 benchmarks/ring_selection.py --quick
   compiled MoCo synthetic,device,store
   compiled IR synthetic,device,store
@@ -156,7 +156,7 @@ else
   RING_BENCH_STEPS=${RING_BENCH_STEPS:-10} run ring_selection 70 benchmarks/ring_selection.py
   # ImageNet: PIL decoding in the workers vs batched decode_jpeg on the device.
   run jpeg_decode 50 benchmarks/jpeg_decode.py
-  run store_loader 90 benchmarks/store_loader.py
+  run store_loader 120 benchmarks/store_loader.py
   run sync_step 40 benchmarks/sync_step.py --methods MoCo IR
   # torch.compile (compile: auto turns it on for CUDA): device tensors and the device pipeline of every method.
   for method in MoCo IR CMC LA; do
