@@ -229,9 +229,12 @@ def main() -> None:
         from ring.data import store
         from ring.data.views import StoreViews
 
+        # The loader's workers decode ahead (2 batches each): timed over 10 steps, a fast step would be fed from
+        # batches decoded during the warm-up.  Three times that depth is timed, so the loader's own rate shows.
+        timed_steps = max(steps, 3 * 2 * workers)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "photos"
-            make_photos(folder, (warmup + steps) * batch, 16, max(workers, 1))
+            make_photos(folder, (warmup + timed_steps) * batch, 16, max(workers, 1))
             prepare.build(prepare.Target.of_folder(folder, "jpeg95", resize, 1000), max(workers, 1))
             reader = store.StoreReader(store.store_dir(folder, "jpeg95", resize), "train")
             data = StoreViews(reader, augment.ViewParams(resize, cfg.crop_scale_min), n_views, seed=0)
