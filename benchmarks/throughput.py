@@ -245,6 +245,7 @@ def main() -> None:
                 for images, *params, _labels, index in loader:
                     yield make_store(params, index, images), index.to(device, non_blocking=True)
 
+            extra["store_timed_steps"] = timed_steps  # ring.plan.estimate trusts a store rate timed past the prefetch
             return timed(batches())
 
     feeds = {"synthetic": synthetic, "device": device_feed, "pil": pil_feed, "store": store_feed}
