@@ -110,9 +110,9 @@ def per_core(folder: Path, n: int) -> dict[str, float]:
     return rates
 
 
-def loader_rates(folder: Path, batches: int, workers: int, device: torch.device) -> tuple[dict, dict]:
+def loader_rates(folder: Path, batches: int, batch: int, workers: int, device: torch.device) -> tuple[dict, dict]:
     """Loader images/s (store batches, original files through the evaluation view) and, on a GPU, views/s."""
-    order = epoch_batches(len(store.StoreReader(store.store_dir(folder, "jpeg95", RESIZE), "train")), BATCH, 0, 0)
+    order = epoch_batches(len(store.StoreReader(store.store_dir(folder, "jpeg95", RESIZE), "train")), batch, 0, 0)
     order = order[:batches]
     params = augment.ViewParams(RESIZE, 0.2)
     s = spec("imagenet")
@@ -148,20 +148,21 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     # The loader's workers decode 2 batches each ahead: 3x that depth is timed, or the figure is the prefetch's.
     batches = 3 if args.tiny else max(int(os.environ.get("RING_BENCH_STEPS", 10)), 3 * 2 * args.workers) + 1
-    train, val, per_core_n = (BATCH * batches, 16, 16) if args.tiny else (BATCH * batches, 256, 200)
+    batch = 32 if args.tiny else BATCH  # --tiny: seconds on a 2-core CPU
+    train, val, per_core_n = (batch * batches, 16, 16) if args.tiny else (batch * batches, 256, 200)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "photos"
         mean_bytes = make_photos(folder, train, val, args.workers)
         print(f"store_loader: {train + val} photo-like JPEGs, {mean_bytes / 1e3:.0f} KB each", file=sys.stderr)
         build = build_stores(folder, args.workers, shard_images=1000)
         cores = per_core(folder, per_core_n)
-        loaders, views = loader_rates(folder, batches, args.workers, device)
+        loaders, views = loader_rates(folder, batches, batch, args.workers, device)
         stored = {fmt: store.read_manifest(store.store_dir(folder, fmt, RESIZE))["bytes"] for fmt in store.FORMATS}
     payload = {
         "machine": machine(),
         "resize": RESIZE,
         "image_size": CROP,
-        "batch": BATCH,
+        "batch": batch,
         "workers": args.workers,
         "timed_batches": batches - 1,
         "original": f"photo-like JPEGs (smooth content, noise sigma {NOISE:g}), 400-500 x 300-375 px, quality 90, "

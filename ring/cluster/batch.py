@@ -284,6 +284,26 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
 STATES = ("done", "stale", "running", "pending", "failed", "missing")
 
 
+def store_lines(grid: G.Grid, data_root: str) -> list[str]:
+    """One line per prepared store the grid's cells read (ring.data.store.cell_store), with its state."""
+    from ring.data import store
+    from ring.plan import catalog
+
+    stores = {}
+    for dataset, method, seed in grid.cells():
+        for cfg in (
+            grid.pretrain_config(dataset, method, seed, data_root),
+            grid.lincls_config(dataset, method, seed, data_root),
+        ):
+            spec = catalog.DATASETS.get(dataset)
+            where = store.cell_store(
+                catalog.folder(dataset, data_root), spec.store_size if spec else 0, cfg.store, cfg.resize
+            )
+            if where is not None:
+                stores[where] = sum(store.n_shards(n) for n in spec.publisher_counts)
+    return [f"store {where}: {store.state(where, shards)}" for where, shards in sorted(stores.items())]
+
+
 def total_line(rows: list[tuple]) -> str:
     """One line over every stage and cell; SLURM's other live states (e.g. requeued) count as they are named."""
     counts: dict[str, int] = {}
@@ -406,6 +426,8 @@ def main(argv=None) -> int:
             for stage, dataset, method, seed, state, detail in rows:
                 print(f"{stage:9} {dataset:10} {method:{width}} seed{seed:<3} {state:10} {detail}")
             print(total_line(rows))
+            for line in store_lines(grid, config.get("data_root", "data")):
+                print(line)
             if line := disk_line(grid, args.results, config, args.grid):
                 print(line)
         elif args.command == "prune":

@@ -393,3 +393,21 @@ def cell_store(dataset_folder: str | Path, store_size: int, store: str, resize: 
     if store == NONE or not store_size or resize != store_size:
         return None
     return store_dir(dataset_folder, format_of(store).name, resize)
+
+
+def state(store: Path, shards: int) -> str:
+    """What ``ring status`` says of a store that should hold ``shards`` shards: checked by its manifest's sizes (the
+    SHA-256s are the data check's), or how far its build got."""
+    if (store / MANIFEST).is_file():
+        try:
+            manifest = read_manifest(store)
+            verify(store, manifest["format"], int(manifest["size"]), checksums=False)
+        except (StoreError, KeyError, ValueError) as err:
+            return f"damaged: {err}"
+        size = manifest["bytes"]
+        size_text = f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB"
+        return f"built, {size_text}, every shard at its recorded size"
+    done = sum(1 for split in SPLIT_FOLDERS for _ in (store / split).glob(f"shard-*/{SHARD_RECORD}"))
+    if done:
+        return f"building: {done} of {shards} shards done (the prepare stage resumes from them)"
+    return "not built (snakemake prepare_stores builds it, all_tables on its own)"

@@ -361,7 +361,7 @@ def check(name: str, data_root: str | Path) -> None:
             raise DatasetMissing(f"Dataset {name} is missing {base / rel}; {how}.")
     if name in TRANSFER:
         check_listing(name, root, how)
-    if s.store_size:  # image folders
+    if getattr(s, "store_size", 0):  # image folders (transfer datasets have their own layouts)
         for split in ("train", "val"):
             if not any(p.is_dir() for p in (base / split).iterdir()):
                 raise DatasetMissing(f"{base / split} has no class folders; {how}.")

@@ -185,3 +185,30 @@ def test_the_prepare_command_refuses_a_dataset_without_a_store(tmp_path):
     assert out.stderr.strip().splitlines() == [
         "ring: cifar10 has no prepared store (it is not an image folder); stored datasets: imagenet, digits_folder."
     ]
+
+
+def test_ring_status_names_each_store_and_how_far_it_got(tmp_path, root):
+    import shutil
+
+    from ring.cluster.batch import store_lines
+    from ring.plan import grid as G
+
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        "datasets: [digits_folder, digits_colour]\nmethods: [IR]\nseeds: [0]\n"
+        "pretrain: {all: {resize: 32, crop: 32, store: raw}}\nlincls: {all: {resize: 32, crop: 32, store: raw}}\n"
+    )
+    grid = G.load(path)
+    data = tmp_path / "data"
+    shutil.copytree(root / "digits_folder", data / "digits_folder", ignore=shutil.ignore_patterns("store"))
+    built = store.store_dir(data / "digits_folder", "raw", SIZE)
+    assert store_lines(grid, str(data)) == [
+        f"store {built}: not built (snakemake prepare_stores builds it, all_tables on its own)"
+    ]  # digits_colour is held in memory: no store
+    prepare.build(prepare.Target("digits_folder", data, "raw"), workers=1)  # the catalog's shards: one per split
+    assert store_lines(grid, str(data)) == [f"store {built}: built, 5.4 MB, every shard at its recorded size"]
+    (built / store.MANIFEST).unlink()  # an interrupted build: one shard done, the other and the manifest not yet
+    (built / "test" / "shard-00000" / store.SHARD_RECORD).unlink()
+    assert store_lines(grid, str(data)) == [
+        f"store {built}: building: 1 of 2 shards done (the prepare stage resumes from them)"
+    ]

@@ -36,6 +36,25 @@ def test_ring_selection_benchmark_asserts_the_same_set_and_measures_memory():
 
 
 @pytest.mark.slow
+def test_store_loader_benchmark_measures_every_pass_of_the_store():
+    """benchmarks/store_loader.py at --tiny size: photo-like originals (ImageNet's ~110 KB), both stores built by the
+    prepare stage's code, each pass's per-core rate and the loaders; the views need a GPU."""
+    result = run_tiny("store_loader")
+    assert 90_000 < float(result["original"].split(" KB")[0].rsplit(" ", 1)[1]) * 1000 < 130_000
+    assert set(result["per_core_images_per_s"]) == {
+        "original_decode_resize",
+        "store_jpeg95_decode",
+        "store_raw_read",
+        "eval_original",
+        "eval_store_jpeg95",
+        "eval_store_raw",
+    }
+    assert all(v > 0 for v in [*result["per_core_images_per_s"].values(), *result["loader_images_per_s"].values()])
+    assert result["store_bytes_per_image"]["raw"] == 256 * 256 * 3 and result["timed_batches"] >= 2
+    assert result["views_per_s"] == {"store_device": None, "store_device_compiled": None, "gpu_decode": None}
+
+
+@pytest.mark.slow
 def test_data_pipeline_benchmark():
     result = run_tiny("data_pipeline")
     assert result["augmented_images_per_s"] > 0 and result["device_tensor_images_per_s"] > 0
