@@ -60,6 +60,7 @@ COMMANDS = (
     _batch("prune", "delete superseded runs and cell folders the grid no longer names"),
     Command("rerun", "ring.plan.rerun:main", "what an edited cell config does: continue or restart"),
     Command("launch", "ring.cluster.launch:main", "run one cell's stage, locally or on SLURM"),
+    Command("prepare", "ring.prepare:main", "stage: build or check an image folder's prepared store"),
     Command("pretrain", "ring.pretrain:main", "stage: contrastive pretraining of one cell"),
     Command("lincls", "ring.lincls:main", "stage: linear evaluation of a frozen encoder"),
     Command("transfer", "ring.transfer:main", "stage: linear evaluation on a transfer dataset"),

@@ -1,10 +1,10 @@
 """The prepare stage: an image-folder dataset's prepared store (:mod:`ring.data.store`), built once on CPUs.
 
-    python -m ring.prepare build  imagenet --data-root data --format jpeg95 [--workers 8]  # all of it, here
-    python -m ring.prepare list   imagenet --data-root data --format jpeg95                # the workflow's steps:
-    python -m ring.prepare shard  imagenet --data-root data --format jpeg95 --split train --shard 17
-    python -m ring.prepare finish imagenet --data-root data --format jpeg95
-    python -m ring.prepare check  imagenet --data-root data --format jpeg95 [--skip-checksums] [--touch OK]
+    ring prepare build  imagenet --data-root data --format jpeg95 [--workers 8]  # all of it, here
+    ring prepare list   imagenet --data-root data --format jpeg95                # the workflow's steps:
+    ring prepare shard  imagenet --data-root data --format jpeg95 --split train --shard 17
+    ring prepare finish imagenet --data-root data --format jpeg95
+    ring prepare check  imagenet --data-root data --format jpeg95 [--skip-checksums] [--touch OK]
 
 The workflow (workflow/rules/prepare.smk) runs ``list`` once, ``shard`` once per shard (CPU jobs, in parallel here or
 on the cluster) and ``finish`` once; ``build`` does the same in one process pool.  Every step resumes: a finished

@@ -288,7 +288,7 @@ def read_manifest(store: Path) -> dict:
     if not manifest.get("splits"):
         raise StoreError(
             f"No prepared store at {store} (no readable {MANIFEST}); build it with `snakemake prepare_stores` or "
-            f"`python -m ring.prepare build`, or set store: none to read the original files."
+            f"`ring prepare build`, or set store: none to read the original files."
         )
     return manifest
 

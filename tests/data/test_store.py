@@ -196,7 +196,8 @@ def test_ring_status_names_each_store_and_how_far_it_got(tmp_path, root):
     path = tmp_path / "g.yaml"
     path.write_text(
         "datasets: [digits_folder, digits_colour]\nmethods: [IR]\nseeds: [0]\n"
-        "pretrain: {all: {resize: 32, crop: 32, store: raw}}\nlincls: {all: {resize: 32, crop: 32, store: raw}}\n"
+        "pretrain: {all: {resize: 32, crop: 32, store: raw, bank_negatives: 256, queue_size: 256}}\n"
+        "lincls: {all: {resize: 32, crop: 32, store: raw}}\n"
     )
     grid = G.load(path)
     data = tmp_path / "data"
@@ -206,7 +207,7 @@ def test_ring_status_names_each_store_and_how_far_it_got(tmp_path, root):
         f"store {built}: not built (snakemake prepare_stores builds it, all_tables on its own)"
     ]  # digits_colour is held in memory: no store
     prepare.build(prepare.Target("digits_folder", data, "raw"), workers=1)  # the catalog's shards: one per split
-    assert store_lines(grid, str(data)) == [f"store {built}: built, 5.4 MB, every shard at its recorded size"]
+    assert store_lines(grid, str(data)) == [f"store {built}: built, 5.5 MB, every shard at its recorded size"]
     (built / store.MANIFEST).unlink()  # an interrupted build: one shard done, the other and the manifest not yet
     (built / "test" / "shard-00000" / store.SHARD_RECORD).unlink()
     assert store_lines(grid, str(data)) == [

@@ -12,6 +12,7 @@ from ring.cluster import batch
 from ring.core import config as C
 from ring.plan import estimate as E
 from ring.plan import grid as G
+from ring.plan.estimate import inputs as I
 from ring.plan.estimate import passes as P
 from tests import ROOT
 from tests.plan.test_estimate import _write_figures
@@ -42,6 +43,7 @@ def _store(folder: Path, device: str = "GPU X", **views) -> None:
         "resize": 256,
         "image_size": 224,
         "workers": 8,
+        "timed_batches": 48,  # 3x the 8 workers' prefetch: its loader rates are read
         "per_core_images_per_s": {
             "original_decode_resize": 120.0,
             "store_jpeg95_decode": 500.0,
@@ -120,6 +122,27 @@ def test_in_memory_evaluation_input_is_priced_where_measured(figures):
     assert "in-memory datasets' evaluation input: 500 images/s per core (throughput_IR-GPU_X.json)" in E.report(
         G.load(PAPER), f
     )
+
+
+def test_a_store_rate_timed_within_the_loaders_prefetch_is_not_read(figures):
+    """The first H200 run timed 10 batches of 8 workers that decode 2 batches each ahead: its loader rates (7,547
+    images/s) were batches decoded before the clock started, twice the 3,674 of the same loader timed over 48.  Such
+    loader and view rates are left out; a compiled throughput file's jpeg95 feed timed past the prefetch and below its
+    own step is the loader's rate end to end."""
+    _store(figures)
+    doc = json.loads((figures / "store_loader-GPU_X.json").read_text())
+    (figures / "store_loader-GPU_X.json").write_text(json.dumps({**doc, "timed_batches": 10}))
+    f = E.load_figures(results=figures)
+    assert f.store.loader == {} and f.store.views == {} and f.store.end_to_end is None
+    assert "store_jpeg95_decode per core" in I.loader_rate(f, "jpeg95").source
+    ir = json.loads((figures / "throughput_IR-GPU_X.json").read_text())
+    rates = {"synthetic": 16e3, "device": 10e3, "store": 3.6e3}
+    compiled = {**ir, "compile": True, "workers": 8, "images_per_s": rates}
+    for steps, expected in ((10, None), (48, (3_600.0, 8, "throughput_IR_compile-GPU_X.json"))):
+        (figures / "throughput_IR_compile-GPU_X.json").write_text(json.dumps({**compiled, "store_timed_steps": steps}))
+        assert E.load_figures(results=figures).store.end_to_end == expected
+    rate = I.loader_rate(E.load_figures(results=figures), "jpeg95")
+    assert (rate.per_s, rate.workers) == (3_600.0, 8)
 
 
 def test_the_store_s_figures_price_the_evaluation_passes(figures):
@@ -223,12 +246,14 @@ def test_the_table_by_pass_and_the_command(figures, capsys):
     assert f"{'linear evaluation':18} {'imagenet':10} {27:6d}" in out
 
 
-def test_the_committed_figures_price_the_paper_grid_today_and_with_the_provisional_store():
-    """The package's GPU figures with the tests' provisional CPU store figures (tests/plan/fixtures): reading the store
-    costs the evaluation passes less than today's PIL decode of the original files."""
+def test_the_committed_figures_price_the_paper_grid_today_and_with_the_store():
+    """The package's H200 figures, the store's own included (store_loader-NVIDIA_H200.json, and IR's jpeg95 feed end to
+    end as the loader's rate): reading the store costs the evaluation passes less than today's PIL decode of the
+    original files, and jpeg95's pretraining is bound by its loader's 3,674 images/s."""
     grid = G.load(PAPER)
-    f = E.load_figures(extra=[ROOT / "tests" / "plan" / "fixtures"])
-    assert f.gpu and f.store and f.store.file.endswith("store_loader-cpu.json")
+    f = E.load_figures()
+    assert f.gpu and f.store and f.store.file == "store_loader-NVIDIA_H200.json"
+    assert f.store.end_to_end[:2] == (pytest.approx(3673.9, abs=0.1), 8) and f.store.loader == {}  # prefetch-timed
     today = {(p, d): h for p, d, _, h in E.estimate_passes(grid, f, "none")}
     for store in ("jpeg95", "raw"):
         stored = {(p, d): h for p, d, _, h in E.estimate_passes(grid, f, store)}
