@@ -51,7 +51,7 @@ rule lincls:
         encoder=PRETRAIN_ENCODER,
         companions=encoder_companions,  # CMC's encoder_ab.pt, found beside encoder.pt
         data=ancient(DATA_OK),
-        store=ancient(cell_store_ok("lincls")),  # the prepared store it reads (prepare.smk), if any
+        store=ancient(cell_store_ok(lambda wc: stage_config("lincls", wc))),  # the prepared store it reads (prepare.smk), if any
         stale=stale_evaluation(LINCLS_METRICS),  # STALE in common.smk: no file, a forced rerun  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         LINCLS_METRICS,

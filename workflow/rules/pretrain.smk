@@ -50,7 +50,7 @@ rule pretrain:
         cfg=ancient(PRETRAIN_CONFIG),  # CONFIG_HASH in common.smk
         hash=PRETRAIN_HASH,
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
-        store=ancient(cell_store_ok("pretrain")),  # the prepared store it reads (prepare.smk), if any
+        store=ancient(cell_store_ok(lambda wc: stage_config("pretrain", wc))),  # the prepared store it reads (prepare.smk), if any
         stale=stale_encoder,  # STALE in common.smk: no file, a forced rerun
     output:
         PRETRAIN_ENCODER,

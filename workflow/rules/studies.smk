@@ -51,6 +51,7 @@ rule study_pretrain:
     input:
         cfg=STUDY_CONFIG,
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
+        store=ancient(cell_store_ok(study_cell_config)),  # the prepared store it reads (prepare.smk), if any
         source=study_source,
     output:
         STUDY_ENCODER,

@@ -12,12 +12,13 @@ def store_shards(wildcards) -> list:
     ]
 
 
-def cell_store_ok(stage: str):
+def cell_store_ok(config_of):
     """A stage rule's ``store`` input: the check stamp of the prepared store its cell reads (ring.data.store.cell_store:
-    an image folder at the catalog's store size, store not none), else nothing."""
+    an image folder at the catalog's store size, store not none), else nothing.  ``config_of``: the cell's config from
+    the rule's wildcards."""
 
     def store_ok(wildcards) -> list:
-        cfg = stage_config(stage, wildcards)
+        cfg = config_of(wildcards)
         spec = DATASETS.get(cfg.dataset)
         if cell_store(".", spec.store_size if spec else 0, cfg.store, cfg.resize) is None:
             return []
@@ -33,6 +34,8 @@ def grid_store_oks(grid: str) -> list:
             ok
             for dataset, method, seed in GRIDS[grid].cells()
             for stage in ("pretrain", "lincls")
-            for ok in cell_store_ok(stage)(SimpleNamespace(grid=grid, dataset=dataset, method=method, seed=str(seed)))
+            for ok in cell_store_ok(lambda wc, stage=stage: stage_config(stage, wc))(
+                SimpleNamespace(grid=grid, dataset=dataset, method=method, seed=str(seed))
+            )
         }
     )
