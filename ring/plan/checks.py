@@ -370,6 +370,16 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     _one_of(where, cfg, "negatives_count", NEGATIVES_COUNTS)
     _one_of(where, cfg, "augment", AUGMENT_PLACES)
     _one_of(where, cfg, "store", STORE_FORMATS)
+    spec = catalog.DATASETS.get(cfg.dataset)
+    if cfg.augment == "dali" and cfg.store != "none" and spec and spec.store_size == cfg.resize:
+        # DALI decodes the original files itself (ring.data.dali); the store's records are the device path's.
+        _fail(
+            where,
+            "augment",
+            "dali",
+            "reads the original files, and this cell reads the prepared store",
+            ("set store: none for it, or augment: device (or auto) to read the store"),
+        )
     _one_of(where, cfg, "compile", COMPILE)
     v = cfg.checkpoint_interval_min  # 0 checkpoints after every step (the kill/resume tests use it)
     if not _number(v) or v < 0:

@@ -213,3 +213,15 @@ def test_ring_status_names_each_store_and_how_far_it_got(tmp_path, root):
     assert store_lines(grid, str(data)) == [
         f"store {built}: building: 1 of 2 shards done (the prepare stage resumes from them)"
     ]
+
+
+def test_dali_with_a_store_is_refused_at_plan_time():
+    """DALI decodes the original files itself: a cell that reads the store cannot use it, and the plan says so."""
+    from ring.core import config as C
+
+    with pytest.raises(
+        checks.ConfigError, match=r"^cell: augment='dali' reads the original files, and this cell reads "
+    ):
+        checks.check(C.PretrainConfig(method="IR", dataset="imagenet", augment="dali"), "cell")
+    checks.check(C.PretrainConfig(method="IR", dataset="imagenet", augment="dali", store="none"), "cell")
+    checks.check(C.PretrainConfig(method="IR", dataset="imagenet", augment="dali", resize=288), "cell")  # no store
