@@ -547,3 +547,59 @@ def test_the_guides_example_on_two_processes_equals_one(guide_site, tmp_path):
         assert loss == pytest.approx((two[0][window][0] + two[1][window][0]) / 2, rel=1e-5)
         assert two[0][window][1] == two[1][window][1]  # DDP's all-reduce: one gradient on both ranks
         assert grad == pytest.approx(two[0][window][1], rel=1e-4, abs=1e-6), window
+
+
+# How a user installs the guide's package: a regular install, `pip install -e` (setuptools' editable finder for a flat
+# project; a .pth path for a src-layout one, as every PEP 660 backend can write) and a plain folder on PYTHONPATH.
+INSTALLS = ("regular", "editable-finder", "editable-pth", "pythonpath")
+CHECK = (
+    "import json, sys\n"
+    "from ring.core.methods import METHODS, implementation_problem\n"
+    "list(METHODS)  # reads the entry points\n"
+    "names = sorted(METHODS.plugins)\n"
+    "print(json.dumps([names, [implementation_problem(n) for n in names], 'torch' in sys.modules]))\n"
+)
+
+
+@pytest.mark.slow  # a fresh environment and a pip install each: seconds
+@pytest.mark.parametrize("how", INSTALLS)
+def test_the_guides_example_is_found_and_checked_without_torch_however_it_is_installed(tmp_path, how):
+    # Before: an editable install with setuptools' finder was refused by every plan ("not installed").
+    source = tmp_path / "in-batch-method"
+    for name, text in guide_files().items():
+        path = source / ("src/" if how == "editable-pth" and name != "pyproject.toml" else "") / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    if how == "editable-pth":  # the src layout: setuptools' editable install then writes the src folder into a .pth
+        toml = source / "pyproject.toml"
+        toml.write_text(
+            toml.read_text().replace("[tool.setuptools]\n", '[tool.setuptools]\npackage-dir = {"" = "src"}\n')
+        )
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=120)
+    (site_packages,) = (venv / "lib").glob("python3*/site-packages")
+    dependencies = [p for p in sys.path if p.endswith("site-packages")]
+    (site_packages / "ring-dependencies.pth").write_text("\n".join([str(ROOT), *dependencies]) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    if how == "pythonpath":
+        folder = tmp_path / "folder"  # the modules and their metadata (the entry points), nothing installed
+        folder.mkdir()
+        for name in ("in_batch.py", "in_batch_torch.py"):
+            (folder / name).write_text((source / name).read_text())
+        info = folder / "in_batch_method-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: in-batch-method\nVersion: 0.1\n")
+        (info / "entry_points.txt").write_text(f"[{M.ENTRY_POINT_GROUP}]\nin_batch = in_batch\n")
+        env["PYTHONPATH"] = str(folder)
+    else:
+        editable = ["-e"] if how.startswith("editable") else []
+        pip = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--quiet", "--no-deps"]
+        pip += ["--no-build-isolation", "--no-index", "--disable-pip-version-check", *editable, source]
+        subprocess.run(pip, check=True, capture_output=True, text=True, timeout=300, env=env)
+        pth = "".join(p.read_text() for p in site_packages.glob("__editable__*.pth"))
+        assert ("_finder" in pth) == (how == "editable-finder"), pth  # each editable kind is the one it names
+    checked = subprocess.run(
+        [venv / "bin" / "python", "-c", CHECK], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout) == [["InBatch", "InBatchRing"], [None, None], False], checked.stdout
