@@ -31,8 +31,7 @@ from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_
 # ring.resources: the one copy of the grids, schemas and default config (a wheel's `ring` reads it too).
 RESOURCES = Path(ring.resources.__file__).parent
 GRID_DIR, SCHEMAS = RESOURCES / "grids", RESOURCES / "schemas"
-# The conda environment of every rule (relative to the rule files), used only with `--sdm conda`;
-# otherwise every job runs in the environment running Snakemake.  Detectron2 (Table 4) is not in it.
+# Every rule's conda environment (relative to the rule files), for `--sdm conda` only; Detectron2 is not in it.
 RING_ENV = "../envs/ring.yaml"
 # The Python of every job, a rule's params.python: the activated RING_ENV's under `--sdm conda`, else the interpreter
 # running Snakemake, so jobs see the same environment.  A Path, which Snakemake leaves out of the params it records
@@ -72,6 +71,7 @@ try:  # only the selected grid is read, validated and checked, before any job ex
         GRID_DIR,
         lambda values, what: _validated(values, str(SCHEMAS / "grid.schema.yaml"), what),
         skip_checksums=bool(config.get("skip_checksums")),
+        environment=workflow.check_envvars,  # off for --lint alone: it needs neither Detectron2 nor results/
     )
 except ValueError as err:
     _fail_plan(str(err))
