@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 
 from ring import resources
 from ring.core import config as C
+from ring.core.methods import METHODS
 from ring.core.methods import method as method_spec
 
 if TYPE_CHECKING:  # importlib.resources.abc is 3.11's; the package supports 3.10
@@ -100,7 +101,7 @@ class Figures:
     files: list[str] = field(default_factory=list)
     gpu_devices: list[str] = field(default_factory=list)  # every device with complete GPU figures under results
     eager_files: dict[str, str] = field(default_factory=dict)  # family -> its eager throughput file
-    ring_file: str | None = None  # ring_selection-<device>.json, the Ring ratios' file
+    ring_files: dict[str, str] = field(default_factory=dict)  # Ring kind -> its ratios' ring_selection-<device>.json
 
     @property
     def gpu(self) -> bool:
@@ -148,7 +149,8 @@ class Figures:
             lines.append("JPEG datasets: no jpeg_decode file for this device, priced as in-memory views")
         for kind, rows in sorted(self.ring_ratios.items()):
             lines.append(
-                f"{kind}: step-time ratio {', '.join(f'{r:.3g} at {n:,}' for n, r in sorted(rows))} ({self.ring_file})"
+                f"{kind}: step-time ratio {', '.join(f'{r:.3g} at {n:,}' for n, r in sorted(rows))} "
+                f"({self.ring_files[kind]})"
             )
         return lines
 
@@ -337,12 +339,15 @@ def load_figures(device: str | None = None, results: Path | None = None, extra: 
             if fam in docs and (c := _compiled_figures(fam, path, doc, docs[fam], image_size)):
                 figures.compiled[fam] = c
                 figures.files.append(_label(path, folders[0]))
-    ring_file = _last(folders, f"ring_selection-{name.replace(' ', '_')}.json")
-    if ring_file:
+    # Ring's ratios, kind by kind: the package's file, then a plug-in's (its own kind) or --figures' (a remeasured one).
+    ring_name = f"ring_selection-{name.replace(' ', '_')}.json"
+    for ring_file in (folder / ring_name for folder in folders if (folder / ring_name).is_file()):
+        ratios: dict[str, list[tuple[int, float]]] = {}
         for row in _read(ring_file)["steps"]:
-            figures.ring_ratios.setdefault(row["ring"], []).append((int(row["n"]), float(row["ratio"])))
+            ratios.setdefault(row["ring"], []).append((int(row["n"]), float(row["ratio"])))
+        figures.ring_ratios.update(ratios)
+        figures.ring_files.update(dict.fromkeys(ratios, _label(ring_file, folders[0])))
         figures.files.append(_label(ring_file, folders[0]))
-        figures.ring_file = _label(ring_file, folders[0])
     jpeg_file = _last(folders, f"jpeg_decode-{name.replace(' ', '_')}.json")
     if jpeg_file and name != "cpu":  # on a CPU, augment: auto decodes in the PIL workers
         figures.jpeg = _jpeg_figures(jpeg_file, _label(jpeg_file, folders[0]))
@@ -351,16 +356,18 @@ def load_figures(device: str | None = None, results: Path | None = None, extra: 
     return figures
 
 
-def _ring_ratio(figures: Figures, kind: str, n: int) -> float:
+def _ring_ratio(figures: Figures, method: str, kind: str, n: int) -> float:
     """Ring's measured step-time ratio at the measured size nearest to n (in log scale); one sentence when the
-    figures have no ratio for this kind of Ring (pricing it at 1.0 would hide its selection's cost)."""
+    figures have no ratio for ``method``'s kind of Ring (pricing it at 1.0 would hide its selection's cost)."""
     rows = figures.ring_ratios.get(kind)
     if not rows:
         have = ", ".join(sorted(figures.ring_ratios)) or "none"
+        where = "its plug-in's figures folder" if method in METHODS.plugins else "ring/resources/figures"
         raise ValueError(
-            f"{kind} has no measured step-time ratio in the {figures.device} figures (they have {have}); "
-            "run benchmarks/ring_selection.py on that device and commit its JSON under "
-            "ring/resources/figures."
+            f"{method}'s Ring kind {kind} has no measured step-time ratio in the {figures.device} figures (they have "
+            f"{have}); measure it on that device with `RING_BENCH_RESULTS=DIR python benchmarks/ring_selection.py "
+            f"--method {method}` (DIR: {where}), or price the grid with figures that have it (`--device cpu` reads the "
+            "CPU's)."
         )
     return min(rows, key=lambda row: abs(math.log(row[0] / n)))[1]
 
@@ -434,7 +441,7 @@ def pretrain_hours(cfg: C.PretrainConfig, figures: Figures) -> float:
         per_image = 1.0 / (_rate(figures, cfg.method, compiled) * _scale(figures, cfg.crop))
     seconds = cfg.epochs * n_pre * per_image
     if m.ring:
-        seconds *= _ring_ratio(figures, *m.objective.ring_selection(cfg, n_pre))
+        seconds *= _ring_ratio(figures, cfg.method, *m.objective.ring_selection(cfg, n_pre))
     if cfg.knn_every > 0:
         passes = cfg.epochs // cfg.knn_every + (cfg.epochs % cfg.knn_every != 0)
         seconds += passes * (n_train + n_test) / (figures.eval_images_per_s * _scale(figures, cfg.crop))

@@ -205,7 +205,9 @@ def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from
     toy, toy_ring = (E.pretrain_hours(cfg[m], figures) for m in ("Toy", "ToyRing"))
     # Its figures are IR's: the same cell as IR costs the same (no k-means, no monitors in this grid).
     assert toy == pytest.approx(E.pretrain_hours(dataclasses.replace(cfg["Toy"], method="IR"), figures))
-    assert toy_ring == pytest.approx(toy * E._ring_ratio(figures, "MoCoRing", 64))  # priced as its objective says
+    assert toy_ring == pytest.approx(
+        toy * E._ring_ratio(figures, "ToyRing", "MoCoRing", 64)
+    )  # priced as its objective says
     # The command, `ring estimate --figures DIR` (in this process: the plug-in is loaded here, and torch with it).
     assert (
         batch.main(["estimate", "--device", "cpu", "--grid", str(grid_file(tmp_path, GRID)), "--figures", str(own)])
@@ -220,6 +222,56 @@ def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from
         f"ring: --figures {tmp_path / 'none'} is not a folder; give the folder that holds the throughput JSON.\n"
     )
     assert sorted((f.name, f.stat().st_mtime_ns) for f in E.RESULTS.iterdir()) == package
+
+
+@pytest.mark.slow  # the benchmark builds and steps ResNet-18 for the plug-in's two methods
+def test_a_plugins_own_ring_kind_is_priced_from_its_figures_after_the_benchmark_of_its_method(tmp_path, monkeypatch):
+    """A Ring kind of the plug-in's own: refused with the command that measures it, measured by that command into the
+    plug-in's figures folder (its ring.figures entry point), then priced beside the package's kinds."""
+    # Before: the benchmark timed IRing and MoCoRing only, and the package's file was the only one read.
+    # PLUGIN as the guide lays a plug-in out: a torch-free declaration, its torch module beside it.
+    objective, implementation = PLUGIN.index("class InBatch(Objective)"), PLUGIN.index("class InBatchContrast")
+    declaration = "from ring.core.methods import Method, Objective, register\n\n\n" + (
+        PLUGIN[objective:implementation] + PLUGIN[PLUGIN.index("IN_BATCH = ") :]
+    ).replace('return "MoCoRing", cfg.batch_size', 'return "InBatchRing", cfg.batch_size').replace(
+        'f"{__name__}:InBatchContrast"', '"toy_torch:InBatchContrast"'
+    )
+    folder = install(tmp_path, monkeypatch, declaration)
+    torch_module = (
+        PLUGIN[: PLUGIN.index("class InBatch(Objective)")] + PLUGIN[implementation : PLUGIN.index("IN_BATCH")]
+    )
+    (folder / "toy_torch.py").write_text(torch_module)
+    figures = folder / "toy_figures"  # the plug-in's folder of figures: its eager throughput, a stand-in of IR's
+    figures.mkdir()
+    (figures / "__init__.py").write_text('"""The toy plug-in\'s measured figures."""\n')
+    ir = json.loads((E.RESULTS / "throughput_IR-cpu.json").read_text())
+    (figures / "throughput_InBatch-cpu.json").write_text(json.dumps({**ir, "method": "InBatch"}))
+    points = folder / "toy_method-0.1.dist-info" / "entry_points.txt"
+    points.write_text(points.read_text() + f"[{E.FIGURES_GROUP}]\ntoy = toy_figures\n")
+    grid = grid_file(tmp_path, {**GRID, "methods": ["ToyRing"]})
+
+    def run(*args, **env) -> subprocess.CompletedProcess:
+        environ = {**os.environ, **env}
+        return subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, timeout=600, cwd=ROOT, env=environ
+        )
+
+    refused = run("-m", "ring.cli", "estimate", "--device", "cpu", "--grid", str(grid))
+    assert refused.returncode == 1 and refused.stderr == (
+        "ring: ToyRing's Ring kind InBatchRing has no measured step-time ratio in the cpu figures (they have IRing, "
+        "MoCoRing); measure it on that device with `RING_BENCH_RESULTS=DIR python benchmarks/ring_selection.py "
+        "--method ToyRing` (DIR: its plug-in's figures folder), or price the grid with figures that have it "
+        "(`--device cpu` reads the CPU's).\n"
+    ), refused.stderr
+    measured = run("benchmarks/ring_selection.py", "--method", "ToyRing", RING_BENCH_RESULTS=str(figures))
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    (row,) = json.loads((figures / "ring_selection-cpu.json").read_text())["steps"]
+    assert (row["ring"], row["method"], row["base"], row["n"]) == ("InBatchRing", "ToyRing", "Toy", 64)
+    assert row["ratio"] > 0
+    priced = run("-m", "ring.cli", "estimate", "--device", "cpu", "--grid", str(grid))
+    assert priced.returncode == 0, priced.stderr
+    line = f"InBatchRing: step-time ratio {row['ratio']:.3g} at 64 ({figures / 'ring_selection-cpu.json'})"
+    assert line in priced.stdout and "IRing: step-time ratio" in priced.stdout, priced.stdout
 
 
 @pytest.mark.slow
