@@ -588,9 +588,10 @@ def select(
     """The grid a workflow run plans: ``grid=value`` resolved (:func:`resolve`), read (:func:`read`), schema-checked
     by ``validate(values, what)``, every cell's config of every stage checked (:func:`from_dict`), then what stops
     its jobs on this machine (:func:`ring.plan.checks.environment`, unless ``environment`` is false: a lint runs no
-    job) and a ``skip_checksums`` that a dataset's loader cannot honour (refused here, not after the data check passed and the job failed).  Only this grid's file is
-    read, so a broken neighbour never blocks a run.  Each refusal is one sentence (ValueError); a broken method
-    plug-in is a warning line on stderr, as this grid names none of its methods."""
+    job) and a ``skip_checksums`` that a dataset's loader cannot honour (refused here, not after the data check passed
+    and the job failed).  Only this grid's file is read, so a broken neighbour never blocks a run.  Each refusal is
+    one sentence (ValueError); a broken method plug-in is a warning line on stderr, as this grid names none of its
+    methods."""
     try:
         path = resolve(value, grid_dir)
     except ValueError as err:
