@@ -93,3 +93,21 @@ rule fig_ring_window:
     input:
         expand(FIGURE, grid=config["grid"], study="ring_window", ext=FIGURE_EXTS),
         expand(TABLE, grid=config["grid"], table=STUDY_TABLES["ring_window"], ext=["csv", "md"]),
+
+
+rule table_negatives_k:
+    """The k sweep's table (accuracy mean +- std per method and k), fig_negatives_k's numbers."""
+    input:
+        expand(TABLE, grid=config["grid"], table=STUDY_TABLES["negatives_k"], ext=["csv", "md"]),
+
+
+rule table_ring_window:
+    """The final w_l sweep's table, fig_ring_window's numbers."""
+    input:
+        expand(TABLE, grid=config["grid"], table=STUDY_TABLES["ring_window"], ext=["csv", "md"]),
+
+
+rule gpu_hours:
+    """The GPU-hours of every cell that ran, from each cell's provenance.json."""
+    input:
+        expand(TABLE, grid=config["grid"], table="gpu_hours", ext=["csv", "md"]),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Wall time of README command (1) on a fresh clone (install included), written to results/quickstart-cpu.json.
+# Wall time of README command (1) on a fresh clone (install included), written to ring/resources/figures/quickstart-cpu.json.
 #   bash benchmarks/quickstart.sh
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -176,6 +176,48 @@ def bench_steps(
     return rows
 
 
+def bench_method_steps(name: str, batch: int, image: int, n_images: list[int], device, repeats: int) -> list[dict]:
+    """Step-time ratio of a registered Ring method (a plug-in's, by its name) over its base method, at the size its
+    kind ranks (``ring_selection(cfg, n)``) for each training-set size ``n``: rows of that kind, which `ring estimate`
+    prices its cells by.  Built through the registry, as the pretraining stage builds them."""
+    from ring.core import config as C
+    from ring.core.methods import apply_fixed, method
+    from ring.engine.objectives import build_encoder, build_objective
+
+    ring_method = method(name)
+    if not ring_method.ring:
+        raise SystemExit(f"--method {name} is not a Ring method; name its Ring variant (its base is timed beside it).")
+    rows, measured = [], set()
+    for n in n_images:
+        configs = {
+            m: C.PretrainConfig(**apply_fixed(m, {"dataset": "digits", "method": m, "batch_size": batch}))
+            for m in (ring_method.base, name)
+        }
+        kind, size = ring_method.objective.ring_selection(configs[name], n)
+        if size in measured:
+            continue
+        measured.add(size)
+        torch.manual_seed(0)
+        times = {}
+        for m, cfg in configs.items():
+            spec = method(m)
+            encoder = build_encoder(spec, cfg).to(device)
+            objective = build_objective(spec, cfg, encoder, n).to(device)
+            optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9)
+            views = [torch.randn(batch, 3, image, image, device=device) for _ in range(spec.objective.n_views)]
+            index = torch.randint(0, n, (batch,), device=device)
+            window = WINDOW if spec.ring else None
+            times[m] = timeit(
+                lambda o=objective, e=encoder, opt=optimizer, v=views, i=index, w=window: _step(o, e, opt, v, i, w),
+                device,
+                repeats,
+            )
+        base_s, ring_s = times[ring_method.base], times[name]
+        row = {"base": ring_method.base, "ring": kind, "method": name, "n": size, "batch": batch, "image": image}
+        rows.append({**row, "base_step_s": base_s, "ring_step_s": ring_s, "ratio": ring_s / base_s})
+    return rows
+
+
 def _peak_child(n: int, batch: int, budget: int) -> None:
     """Runs in a subprocess: allocate the bank, select, print the selection's peak extra memory in bytes."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -235,6 +277,11 @@ def main() -> None:
         "--quick", action="store_true", help="on a GPU: IRing at the 1.28M bank only (gpu_suite.sh --quick)"
     )
     parser.add_argument("--draw-only", action="store_true", help="time IRing's two draws only; print, write nothing")
+    parser.add_argument(
+        "--method",
+        help="a plug-in's Ring method: time its kind's step against its base's, write only those rows (into "
+        "RING_BENCH_RESULTS, the plug-in's figures folder: docs/adding-a-method.md, Pricing it)",
+    )
     parser.add_argument("--peak-child", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peak_child:
@@ -242,6 +289,17 @@ def main() -> None:
         return
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     gpu = device.type == "cuda"
+    if args.method:  # the sizes of bench_steps's runs below: the digits and CIFAR's 50,000, ImageNet's on a GPU
+        scale = (
+            (16, 32, [2048], 2)
+            if args.tiny
+            else (256, 224, [50_000, 1_281_167], 20)
+            if gpu
+            else (64, 32, [1347, 50_000], 5)
+        )
+        steps = bench_method_steps(args.method, scale[0], scale[1], scale[2], device, scale[3])
+        write("ring_selection", {"machine": machine(), "window": WINDOW, "steps": steps}, tiny=args.tiny)
+        return
     # ImageNet's bank on a GPU; on the CPU a 200,000-entry bank at the paper's batch and k.
     draw_scale = (16, 20_000, 256, 2) if args.tiny else (256, 1_281_167 if gpu else 200_000, 4096, 10 if gpu else 3)
     if args.draw_only:

@@ -2,15 +2,18 @@
 `lint-imports` in tests/project/test_layers.py):
 
 - stages, on a GPU node: :mod:`ring.pretrain`, :mod:`ring.lincls`, :mod:`ring.transfer` (over lincls),
-  :mod:`ring.toy_cnce`, :mod:`ring.detection`; each is ``ring <stage>`` (or ``python -m ring.<stage>``).
-- compute (torch): :mod:`ring.engine` (encoder, objectives, anneal, runtime, logs, distributed, checkpoint,
-  health, knn, provenance) and :mod:`ring.data` (datasets, the transfer loaders, fetch, augment, views,
-  DALI, the data check against the publisher).
-- the login-node side, never importing torch: :mod:`ring.cluster` (launch, jobs, batch, accounting,
-  progress) and :mod:`ring.reports` (tables, figures), over :mod:`ring.plan` (plan checks, dataset
-  catalog and listings, grid, estimate, rerun, lineage, the configuration reference), over
-  :mod:`ring.core` (config, the method registry, files, failures, the stop request, metrics checks,
-  the toy's Gaussian closed forms).
+  :mod:`ring.toy_cnce`, :mod:`ring.detection` (configs, convert, embedded, heads, runner, tasks, train_net); each is
+  ``ring <stage>`` (or ``python -m ring.<stage>``).
+- compute (torch): :mod:`ring.engine` (anneal, checkpoint, distributed, encoder, health, knn, logs, objectives,
+  provenance, runtime) and :mod:`ring.data` (augment, dali, datasets, fetch, metadataset: the transfer datasets and
+  loaders, verify: the data check against the publisher, views).
+- the login-node side, never importing torch: :mod:`ring.cluster` (accounting, batch, detach, jobs, launch,
+  progress, run: ``ring run``, slurm) and :mod:`ring.reports` (captions, figures, tables), over :mod:`ring.plan`
+  (catalog, checks, detection_tasks, disk, estimate, grid, lineage, listings, ownership, reference: the configuration
+  reference, rerun), over :mod:`ring.core` (config, failures, files, gaussian: the toy's closed forms, methods: the
+  registry, metrics, sources, stop).
+
+Each package's list names every module in it (tests/project/test_doc_claims.py).
 
 :mod:`ring.cli` is the ``ring`` command: each subcommand calls one of these modules' ``main``.
 """

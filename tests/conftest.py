@@ -24,12 +24,15 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # Under xdist the longest files go first (longest-processing-time first: a long file dealt last would run alone
 # while the other worker idles).  Summed test durations of a serial fresh-clone run on this 2-core machine
 # (2026-11-28, 894b9ef, 2,565 s in all): test_slurm.py 730 s, the README quick start 397 s, the rest of
-# test_workflow.py 343 s, test_pretrain.py 410 s; no other file takes more than 83 s.
+# test_workflow.py 343 s, test_pretrain.py 410 s; no other file takes more than 83 s.  The quick start is now two
+# halves and its rerun (tests/workflow/runs.py, QUICK_START_HALVES), so that no file is the suite's critical path.
 LONGEST_FIRST = (
     "tests/workflow/test_slurm.py",
     "tests/workflow/test_quick_start.py",
+    "tests/workflow/test_quick_start_appendix.py",
     "tests/workflow/test_workflow.py",
     "tests/test_pretrain.py",
+    "tests/workflow/test_quick_start_rerun.py",
 )
 
 

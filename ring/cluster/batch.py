@@ -55,9 +55,10 @@ DEFAULT_CONFIGS = [resources.CONFIG, resources.CLUSTER, SITE]
 
 
 def default_configs() -> list[Path]:
-    """:data:`DEFAULT_CONFIGS`, without the site file where there is none (an installed ring run outside a checkout:
-    the package's defaults alone, or --configfile)."""
-    return [path for path in DEFAULT_CONFIGS if path != SITE or SITE.is_file()]
+    """:data:`DEFAULT_CONFIGS` with the site file that is here: a checkout's, else ``./site.yaml`` (a folder where
+    ``ring run`` runs the workflow, which reads the same file), else none (the package's defaults, or --configfile)."""
+    site = next((path for path in (SITE, Path(SITE.name)) if path.is_file()), None)
+    return [path for path in DEFAULT_CONFIGS if path != SITE] + ([site] if site else [])
 
 
 OUTPUT = {stage: STAGE_OUTPUT[stage] for stage in ("pretrain", "lincls")}  # the stages batch submits

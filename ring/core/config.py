@@ -60,6 +60,7 @@ class PretrainConfig:
     # MoCo queue.  4096 matches IR's k, so both objectives see as many negatives, and is the top of
     # the appendix's MoCo sweep; ImageNet cells use MoCo's 65536 (set in the paper grid).
     queue_size: int = 4096
+    # The key encoder's exponential moving average of the query encoder (MoCo's m): each step moves it 0.1% of the way.
     key_momentum: float = 0.999
 
     # BatchNorm statistics per group of the batch, as on this many GPUs (MoCo's shuffled BN needs
@@ -154,7 +155,7 @@ class PretrainConfig:
     threads: int = 0  # 0: torch's default
     device: str = "auto"
     # torch.compile of the encoder and of the device views (augment: device): "auto" compiles on CUDA devices,
-    # where a step measured 1.17-1.33x faster (ring/resources/figures/throughput_*_compile-*.json) and where BatchNorm
+    # where a step measured 1.17-1.42x faster (ring/resources/figures/throughput_*_compile-*.json) and where BatchNorm
     # groups and a view batch then cost almost no host calls (tests/test_pretrain_step_budget.py,
     # tests/data/test_augment.py), for about 100 s of compilation per process start; not on CPUs, where short jobs
     # would pay it.  "auto" falls back to eager with a warning if compilation fails, "on" fails.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
 from importlib.machinery import PathFinder
 from pathlib import Path
 
@@ -21,16 +22,28 @@ _DEPTH = 8  # imports and base classes followed, at most
 
 
 def source_file(module: str) -> Path | None:
-    """The ``.py`` file of ``module`` on ``sys.path``, found without importing it or its packages (whose
-    ``__init__`` may import torch); None if there is none."""
-    locations, spec, parts = None, None, module.split(".")
-    for i in range(len(parts)):
-        spec = PathFinder.find_spec(".".join(parts[: i + 1]), locations)
-        if spec is None:
-            return None
-        locations = spec.submodule_search_locations
+    """The ``.py`` file of ``module``, found without importing it or its packages (whose ``__init__`` may import
+    torch); None if there is none.  Its top-level package is looked up as ``import`` looks it up, so that every way
+    of installing one is seen: a folder on ``sys.path`` (site-packages, PYTHONPATH, an editable install's ``.pth``
+    path) and the finders an editable install adds to ``sys.meta_path`` (setuptools' ``pip install -e``)."""
+    parts = module.split(".")
+    spec = _top_level_spec(parts[0])
+    for i in range(1, len(parts)):
+        locations = spec.submodule_search_locations if spec else None
+        spec = PathFinder.find_spec(".".join(parts[: i + 1]), locations) if locations else None
     origin = spec.origin if spec else None
     return Path(origin) if origin and origin.endswith(".py") else None
+
+
+def _top_level_spec(name: str):
+    """The spec of top-level module ``name`` from the finders of ``sys.meta_path``, in import's order.  A finder
+    imports nothing for a top-level name: there is no parent package to run."""
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        spec = find_spec(name, None) if find_spec else None
+        if spec is not None:
+            return spec
+    return None
 
 
 def _tree(module: str) -> ast.Module | None:

@@ -583,13 +583,15 @@ def select(
     validate: Callable[[dict, str], None],
     skip_checksums: bool = False,
     results: str | Path = "results",
+    environment: bool = True,
 ) -> Grid:
     """The grid a workflow run plans: ``grid=value`` resolved (:func:`resolve`), read (:func:`read`), schema-checked
     by ``validate(values, what)``, every cell's config of every stage checked (:func:`from_dict`), then what stops
-    its jobs on this machine (:func:`ring.plan.checks.environment`) and a ``skip_checksums`` that a dataset's loader
-    cannot honour (refused here, not after the data check passed and the job failed).  Only this grid's file is
-    read, so a broken neighbour never blocks a run.  Each refusal is one sentence (ValueError); a broken method
-    plug-in is a warning line on stderr, as this grid names none of its methods."""
+    its jobs on this machine (:func:`ring.plan.checks.environment`, unless ``environment`` is false: a lint runs no
+    job) and a ``skip_checksums`` that a dataset's loader cannot honour (refused here, not after the data check passed
+    and the job failed).  Only this grid's file is read, so a broken neighbour never blocks a run.  Each refusal is
+    one sentence (ValueError); a broken method plug-in is a warning line on stderr, as this grid names none of its
+    methods."""
     try:
         path = resolve(value, grid_dir)
     except ValueError as err:
@@ -597,7 +599,7 @@ def select(
     values = read(path)  # YAML 1.2 floats (3e-2); a syntax error, a repeated key, an empty file or a list refused
     validate(values, f"Grid file {path}")
     grid = from_dict(path.stem, values, source=str(path))
-    if problem := checks.environment(grid, results):
+    if environment and (problem := checks.environment(grid, results)):
         raise ValueError(problem)
     for broken in METHODS.broken.values():
         print(

@@ -134,3 +134,27 @@ def test_class_problem_is_a_clause_naming_what_is_wrong(module, name, problem):
 def test_a_module_that_cannot_be_parsed_is_a_clause_too():
     problem = sources.class_problem("plug.broken", "X", CALLS)
     assert problem.startswith("names module plug.broken, which cannot be read (SyntaxError: ")
+
+
+def test_source_file_finds_a_package_that_only_a_meta_path_finder_knows(tmp_path, monkeypatch):
+    """setuptools' `pip install -e` puts no folder on sys.path for a flat project: a finder on sys.meta_path maps
+    the package's name to the checkout (its __editable___*_finder), and import finds it there; so must the checks."""
+    import importlib.util
+
+    checkout = tmp_path / "elsewhere" / "edited"
+    checkout.mkdir(parents=True)
+    (checkout / "__init__.py").write_text("raise ImportError('edited must not be imported by the plan checks')\n")
+    (checkout / "impl.py").write_text("class Impl:\n    pass\n")
+
+    class EditableFinder:  # what setuptools' _EditableFinder does: a mapping from top-level names to folders
+        @staticmethod
+        def find_spec(fullname, path=None, target=None):
+            if fullname != "edited":
+                return None
+            init = checkout / "__init__.py"
+            return importlib.util.spec_from_file_location(fullname, init, submodule_search_locations=[str(checkout)])
+
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, EditableFinder])
+    assert sources.source_file("edited.impl") == checkout / "impl.py"
+    assert sources.class_problem("edited.impl", "Impl", {}) is None
+    assert "edited" not in sys.modules

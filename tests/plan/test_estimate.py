@@ -170,8 +170,28 @@ def test_a_ring_kind_without_a_measured_ratio_is_refused(tmp_path):
     moco_ring = C.PretrainConfig(method="MoCoRing", dataset="cifar10", queue_size=65_536, knn_every=0)
     with pytest.raises(
         ValueError,
-        match=r"^MoCoRing has no measured step-time ratio in the GPU X figures \(they have "
-        r"IRing\); run benchmarks/ring_selection.py on that device",
+        match=r"^MoCoRing's Ring kind MoCoRing has no measured step-time ratio in the GPU X figures \(they have "
+        r"IRing\); measure it on that device with `RING_BENCH_RESULTS=DIR python benchmarks/ring_selection.py "
+        r"--method MoCoRing` \(DIR: ring/resources/figures\), or price the grid with figures that have it "
+        r"\(`--device cpu` reads the CPU's\)\.$",
     ):
         E.pretrain_hours(moco_ring, figures)
     assert E.pretrain_hours(C.PretrainConfig(method="IRing", dataset="cifar10", knn_every=0), figures) > 0
+
+
+def test_a_later_folders_ring_ratios_add_their_kinds_and_keep_the_others(tmp_path):
+    """A plug-in's ring_selection file (its own kind) is read beside the package's, kind by kind, not instead of it."""
+    package, plugin = tmp_path / "package", tmp_path / "plugin"
+    package.mkdir(), plugin.mkdir()
+    _write_figures(package, "GPU X", "2026-11-26T11:00:00Z", 5000.0)
+    steps = [{"ring": "IRing", "n": 50_000, "ratio": 1.1}, {"ring": "MoCoRing", "n": 65_536, "ratio": 1.2}]
+    (package / "ring_selection-GPU_X.json").write_text(json.dumps({"steps": steps}))
+    mine = [{"ring": "InBatchRing", "n": 256, "ratio": 1.5}, {"ring": "MoCoRing", "n": 65_536, "ratio": 1.3}]
+    (plugin / "ring_selection-GPU_X.json").write_text(json.dumps({"steps": mine}))
+    figures = E.load_figures(results=package, extra=[plugin])
+    assert figures.ring_ratios == {"IRing": [(50_000, 1.1)], "MoCoRing": [(65_536, 1.3)], "InBatchRing": [(256, 1.5)]}
+    assert figures.ring_files == {
+        "IRing": "ring_selection-GPU_X.json",
+        "MoCoRing": str(plugin / "ring_selection-GPU_X.json"),
+        "InBatchRing": str(plugin / "ring_selection-GPU_X.json"),
+    }

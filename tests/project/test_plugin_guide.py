@@ -207,7 +207,13 @@ def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from
     assert toy == pytest.approx(E.pretrain_hours(dataclasses.replace(cfg["Toy"], method="IR"), figures))
     # Priced as its objective says: MoCoRing's ratio, measured on device tensors, multiplies the step only.
     step_s = (cfg["Toy"].crop / figures.image_size) ** 2 / figures.step_images_per_s["InBatch"]
-    extra = (E.ring_ratio(figures, "MoCoRing", 64) - 1) * cfg["Toy"].epochs * E.SIZES["digits"][0] * step_s / 3600
+    extra = (
+        (E.ring_ratio(figures, "ToyRing", "MoCoRing", 64) - 1)
+        * cfg["Toy"].epochs
+        * E.SIZES["digits"][0]
+        * step_s
+        / 3600
+    )
     assert toy_ring == pytest.approx(toy + extra)
     # The command, `ring estimate --figures DIR` (in this process: the plug-in is loaded here, and torch with it).
     assert (
@@ -223,6 +229,56 @@ def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from
         f"ring: --figures {tmp_path / 'none'} is not a folder; give the folder that holds the throughput JSON.\n"
     )
     assert sorted((f.name, f.stat().st_mtime_ns) for f in E.RESULTS.iterdir()) == package
+
+
+@pytest.mark.slow  # the benchmark builds and steps ResNet-18 for the plug-in's two methods
+def test_a_plugins_own_ring_kind_is_priced_from_its_figures_after_the_benchmark_of_its_method(tmp_path, monkeypatch):
+    """A Ring kind of the plug-in's own: refused with the command that measures it, measured by that command into the
+    plug-in's figures folder (its ring.figures entry point), then priced beside the package's kinds."""
+    # Before: the benchmark timed IRing and MoCoRing only, and the package's file was the only one read.
+    # PLUGIN as the guide lays a plug-in out: a torch-free declaration, its torch module beside it.
+    objective, implementation = PLUGIN.index("class InBatch(Objective)"), PLUGIN.index("class InBatchContrast")
+    declaration = "from ring.core.methods import Method, Objective, register\n\n\n" + (
+        PLUGIN[objective:implementation] + PLUGIN[PLUGIN.index("IN_BATCH = ") :]
+    ).replace('return "MoCoRing", cfg.batch_size', 'return "InBatchRing", cfg.batch_size').replace(
+        'f"{__name__}:InBatchContrast"', '"toy_torch:InBatchContrast"'
+    )
+    folder = install(tmp_path, monkeypatch, declaration)
+    torch_module = (
+        PLUGIN[: PLUGIN.index("class InBatch(Objective)")] + PLUGIN[implementation : PLUGIN.index("IN_BATCH")]
+    )
+    (folder / "toy_torch.py").write_text(torch_module)
+    figures = folder / "toy_figures"  # the plug-in's folder of figures: its eager throughput, a stand-in of IR's
+    figures.mkdir()
+    (figures / "__init__.py").write_text('"""The toy plug-in\'s measured figures."""\n')
+    ir = json.loads((E.RESULTS / "throughput_IR-cpu.json").read_text())
+    (figures / "throughput_InBatch-cpu.json").write_text(json.dumps({**ir, "method": "InBatch"}))
+    points = folder / "toy_method-0.1.dist-info" / "entry_points.txt"
+    points.write_text(points.read_text() + f"[{E.FIGURES_GROUP}]\ntoy = toy_figures\n")
+    grid = grid_file(tmp_path, {**GRID, "methods": ["ToyRing"]})
+
+    def run(*args, **env) -> subprocess.CompletedProcess:
+        environ = {**os.environ, **env}
+        return subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, timeout=600, cwd=ROOT, env=environ
+        )
+
+    refused = run("-m", "ring.cli", "estimate", "--device", "cpu", "--grid", str(grid))
+    assert refused.returncode == 1 and refused.stderr == (
+        "ring: ToyRing's Ring kind InBatchRing has no measured step-time ratio in the cpu figures (they have IRing, "
+        "MoCoRing); measure it on that device with `RING_BENCH_RESULTS=DIR python benchmarks/ring_selection.py "
+        "--method ToyRing` (DIR: its plug-in's figures folder), or price the grid with figures that have it "
+        "(`--device cpu` reads the CPU's).\n"
+    ), refused.stderr
+    measured = run("benchmarks/ring_selection.py", "--method", "ToyRing", RING_BENCH_RESULTS=str(figures))
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    (row,) = json.loads((figures / "ring_selection-cpu.json").read_text())["steps"]
+    assert (row["ring"], row["method"], row["base"], row["n"]) == ("InBatchRing", "ToyRing", "Toy", 64)
+    assert row["ratio"] > 0
+    priced = run("-m", "ring.cli", "estimate", "--device", "cpu", "--grid", str(grid))
+    assert priced.returncode == 0, priced.stderr
+    line = f"InBatchRing: step-time ratio {row['ratio']:.3g} at 64 ({figures / 'ring_selection-cpu.json'})"
+    assert line in priced.stdout and "IRing: step-time ratio" in priced.stdout, priced.stdout
 
 
 @pytest.mark.slow
@@ -550,3 +606,59 @@ def test_the_guides_example_on_two_processes_equals_one(guide_site, tmp_path):
         assert loss == pytest.approx((two[0][window][0] + two[1][window][0]) / 2, rel=1e-5)
         assert two[0][window][1] == two[1][window][1]  # DDP's all-reduce: one gradient on both ranks
         assert grad == pytest.approx(two[0][window][1], rel=1e-4, abs=1e-6), window
+
+
+# How a user installs the guide's package: a regular install, `pip install -e` (setuptools' editable finder for a flat
+# project; a .pth path for a src-layout one, as every PEP 660 backend can write) and a plain folder on PYTHONPATH.
+INSTALLS = ("regular", "editable-finder", "editable-pth", "pythonpath")
+CHECK = (
+    "import json, sys\n"
+    "from ring.core.methods import METHODS, implementation_problem\n"
+    "list(METHODS)  # reads the entry points\n"
+    "names = sorted(METHODS.plugins)\n"
+    "print(json.dumps([names, [implementation_problem(n) for n in names], 'torch' in sys.modules]))\n"
+)
+
+
+@pytest.mark.slow  # a fresh environment and a pip install each: seconds
+@pytest.mark.parametrize("how", INSTALLS)
+def test_the_guides_example_is_found_and_checked_without_torch_however_it_is_installed(tmp_path, how):
+    # Before: an editable install with setuptools' finder was refused by every plan ("not installed").
+    source = tmp_path / "in-batch-method"
+    for name, text in guide_files().items():
+        path = source / ("src/" if how == "editable-pth" and name != "pyproject.toml" else "") / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    if how == "editable-pth":  # the src layout: setuptools' editable install then writes the src folder into a .pth
+        toml = source / "pyproject.toml"
+        toml.write_text(
+            toml.read_text().replace("[tool.setuptools]\n", '[tool.setuptools]\npackage-dir = {"" = "src"}\n')
+        )
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=120)
+    (site_packages,) = (venv / "lib").glob("python3*/site-packages")
+    dependencies = [p for p in sys.path if p.endswith("site-packages")]
+    (site_packages / "ring-dependencies.pth").write_text("\n".join([str(ROOT), *dependencies]) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    if how == "pythonpath":
+        folder = tmp_path / "folder"  # the modules and their metadata (the entry points), nothing installed
+        folder.mkdir()
+        for name in ("in_batch.py", "in_batch_torch.py"):
+            (folder / name).write_text((source / name).read_text())
+        info = folder / "in_batch_method-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: in-batch-method\nVersion: 0.1\n")
+        (info / "entry_points.txt").write_text(f"[{M.ENTRY_POINT_GROUP}]\nin_batch = in_batch\n")
+        env["PYTHONPATH"] = str(folder)
+    else:
+        editable = ["-e"] if how.startswith("editable") else []
+        pip = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--quiet", "--no-deps"]
+        pip += ["--no-build-isolation", "--no-index", "--disable-pip-version-check", *editable, source]
+        subprocess.run(pip, check=True, capture_output=True, text=True, timeout=300, env=env)
+        pth = "".join(p.read_text() for p in site_packages.glob("__editable__*.pth"))
+        assert ("_finder" in pth) == (how == "editable-finder"), pth  # each editable kind is the one it names
+    checked = subprocess.run(
+        [venv / "bin" / "python", "-c", CHECK], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout) == [["InBatch", "InBatchRing"], [None, None], False], checked.stdout

@@ -6,6 +6,7 @@ nothing of the checkout.
 
 import json
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -21,10 +22,18 @@ from ring import resources
 from ring.plan import estimate as E
 from ring.plan import grid as G
 from tests import ROOT
+from tests.workflow.runs import SMALL, job_counts
 
 # The dependencies' folders (torch, yaml, jsonschema ...): the environment running the tests, which may lie inside the
-# checkout (.venv); resolved, as the fresh environment's .pth names them.
-DEPENDENCIES = [str(Path(p).resolve()) for p in site.getsitepackages()]
+# checkout (.venv), and any site-packages a .pth of it adds (a worktree's venv over the main one); resolved, as the
+# fresh environment's .pth names them.
+DEPENDENCIES = list(
+    dict.fromkeys(str(Path(p).resolve()) for p in [*site.getsitepackages(), *sys.path] if p.endswith("site-packages"))
+)
+# The paper grid's plan (README, "The paper grid"), which the installed `ring run` plans from any folder.
+PAPER_PLAN_JOBS = json.loads((resources.FIGURES / "orchestration-cpu.json").read_text())["jobs_planned"]
+# What setup.py ships as ring/resources/workflow/ (MANIFEST.in): the workflow `ring run` runs.
+SHIPPED_WORKFLOW = ("Snakefile", "workflow", "profiles")
 
 # sitecustomize of the fresh environment: every file or folder a process opens or lists under the checkout, other
 # than the dependencies', is appended to $RING_CHECKOUT_LOG (an audit hook sees what sys.modules cannot: data files).
@@ -64,8 +73,13 @@ def installed(module_tmp):
     while torch and the rest are not installed again (minutes and gigabytes)."""
     tmp = module_tmp("wheel")
     source = tmp / "source"
-    shutil.copytree(ROOT / "ring", source / "ring", ignore=shutil.ignore_patterns("__pycache__", ".tiny-*"))
-    for name in ("pyproject.toml", "README.md"):
+    ignore = shutil.ignore_patterns("__pycache__", ".tiny-*", ".snakemake")
+    for name in ("ring", *SHIPPED_WORKFLOW):  # setup.py copies the workflow into the package
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=ignore)
+        else:
+            shutil.copy(ROOT / name, source / name)
+    for name in ("pyproject.toml", "README.md", "setup.py", "MANIFEST.in"):
         shutil.copy(ROOT / name, source / name)
     run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", tmp / "dist", source)
     (wheel,) = (tmp / "dist").glob("ring_bench-*.whl")
@@ -159,3 +173,50 @@ def test_the_installed_wheel_records_its_version_instead_of_a_commit(installed):
         "version": ring.__version__,
         "code": f"installed package ring-bench {ring.__version__}, not a git checkout: no commit recorded",
     }
+
+
+@pytest.mark.slow  # a workflow run of two cells from the installed wheel: about a minute on 2 busy cores
+def test_ring_run_runs_the_shipped_workflow_from_an_empty_folder(installed):
+    """`ring run` from a folder outside the checkout: the paper grid's plan, a tiny grid run to Table 1 on the CPU with
+    its results in that folder, and `ring status` of it; nothing of the checkout read (the fixture's audit)."""
+    venv, env, work = installed
+    folder = work / "empty"
+    folder.mkdir()
+
+    def ring_here(*args, check=True):
+        return run(venv / "bin" / "ring", *args, check=check, cwd=folder, env=env)
+
+    paper = ring_here("run", "-n", "all_tables", "--profile", "local", "--grid", "paper")
+    counts = job_counts(paper.stdout + paper.stderr)
+    cells = list(G.load(resources.GRIDS / "paper.yaml").cells())
+    assert counts["pretrain"] + counts["pretrain_two_encoders"] == len(cells) == counts["lincls"], counts
+    assert counts["make_table1"] == 1 and counts["total"] == PAPER_PLAN_JOBS, counts
+    assert not (folder / "results").exists()  # a dry run writes no results
+
+    (folder / "tiny.yaml").write_text(yaml.safe_dump({**SMALL, "methods": ["IRing"], "seeds": [0]}))
+    made = ring_here("run", "table1", "--profile", "local", "--grid", "tiny.yaml", "--cores", "2")
+    assert job_counts(made.stdout + made.stderr)["make_table1"] == 1
+    table1 = (folder / "results" / "tiny" / "tables" / "table1.md").read_text()
+    assert re.search(r"\| IRing +\| (\d+\.\d|diverged)", table1), table1
+    status = ring_here("status", "--grid", "tiny.yaml")
+    assert status.stdout.splitlines()[-1] == (
+        "total 2 stage runs: 2 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing"
+    ), status.stdout
+
+
+@pytest.mark.slow  # plans the paper grid from the installed wheel
+def test_ring_run_plans_through_the_slurm_profile_with_the_folders_site_file(installed):
+    """The shipped slurm profile from an empty folder: the package's cluster.yaml under ./site.yaml (the site's
+    partition in every launch), the paper grid (the profile's), no cluster needed for a plan."""
+    venv, env, work = installed
+    folder = work / "cluster"
+    folder.mkdir()
+    (folder / "site.yaml").write_text(yaml.safe_dump({"slurm": {"defaults": {"partition": "mysite-gpu"}}}))
+    planned = run(venv / "bin" / "ring", "run", "-n", "all_tables", "--profile", "slurm", cwd=folder, env=env)
+    printed = planned.stdout + planned.stderr
+    assert job_counts(printed)["total"] == PAPER_PLAN_JOBS
+    launches = [line for line in printed.splitlines() if "ring.cluster.launch pretrain" in line]
+    assert launches and all('"partition": "mysite-gpu"' in line for line in launches), launches[:1]
+    refused = run(venv / "bin" / "ring", "run", "-n", "--profile", "slurm", "--site", "nowhere.yaml", check=False,
+                  cwd=folder, env=env)  # fmt: skip
+    assert refused.returncode == 1 and refused.stderr.startswith("ring: --site nowhere.yaml names no file"), refused

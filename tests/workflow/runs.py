@@ -87,3 +87,28 @@ SMALL = {
     "pretrain": {"all": {**TINY["pretrain"]["all"], "resize": 16, "crop": 16}},
     "lincls": {"all": {**TINY["lincls"]["all"], "resize": 16, "crop": 16}},
 }
+
+
+# README command (1), `all_tables` on the smoke grid, in two halves that pytest-xdist runs side by side, each a file of
+# its own (--dist loadfile): Tables 1-3 with GPU-hours (tests/workflow/test_quick_start.py), and what reads only a few
+# of their encoders or none, Table 4, the toy and the studies (tests/workflow/test_quick_start_appendix.py).  As one
+# test it was the suite's critical path (775 s under two workers, 397 s alone; the fresh-clone CI of f88f2be).
+# test_quick_start_appendix.py::test_the_halves_plan_exactly_all_tables keeps their union all_tables.
+QUICK_START_HALVES = {
+    "tables": ("table1", "table2", "table_la_variants", "table3", "gpu_hours"),
+    "appendix": ("table4", "table_toy_cnce", "fig_hard_negatives", "fig_anneal_policies", "fig_negatives_k"),
+}
+
+
+def status_rows(workdir: Path, grid: str) -> list[tuple[str, str]]:
+    """(stage, state) of each cell's row that `ring status --grid grid` prints in ``workdir``."""
+    result = subprocess.run(
+        [sys.executable, "-m", "ring.cluster.batch", "status", "--grid", grid],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()]
+    return [(row[0], row[4]) for row in rows if len(row) > 4 and row[3].startswith("seed")]

@@ -12,24 +12,26 @@ from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import validate
 
-sys.path.insert(0, str(Path(workflow.basedir)))
+# A checkout's ring/ beside the Snakefile; the copy a wheel ships (ring/resources/workflow/, `ring run`): installed.
+if Path(workflow.basedir, "ring").is_dir():
+    sys.path.insert(0, str(Path(workflow.basedir)))
 
 import ring.core.failures
 import ring.plan.checks
 import ring.plan.grid
 import ring.plan.lineage
 import ring.plan.ownership
+import ring.resources
 from ring.plan.catalog import DATASETS, TRANSFER
 from ring.core.config import config_hash, read_yaml, dump as config_text
 from ring.plan.rerun import RUN_RECORD
 from ring.core.methods import METHODS
 from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps
 
-# ring.resources beside the Snakefile: the one copy of the grids, schemas and default config (a wheel's `ring` reads it).
-RESOURCES = Path(workflow.basedir, "ring", "resources")
+# ring.resources: the one copy of the grids, schemas and default config (a wheel's `ring` reads it too).
+RESOURCES = Path(ring.resources.__file__).parent
 GRID_DIR, SCHEMAS = RESOURCES / "grids", RESOURCES / "schemas"
-# The conda environment of every rule (relative to the rule files), used only with `--sdm conda`;
-# otherwise every job runs in the environment running Snakemake.  Detectron2 (Table 4) is not in it.
+# Every rule's conda environment (relative to the rule files), for `--sdm conda` only; Detectron2 is not in it.
 RING_ENV = "../envs/ring.yaml"
 # The Python of every job, a rule's params.python: the activated RING_ENV's under `--sdm conda`, else the interpreter
 # running Snakemake, so jobs see the same environment.  A Path, which Snakemake leaves out of the params it records
@@ -69,14 +71,15 @@ try:  # only the selected grid is read, validated and checked, before any job ex
         GRID_DIR,
         lambda values, what: _validated(values, str(SCHEMAS / "grid.schema.yaml"), what),
         skip_checksums=bool(config.get("skip_checksums")),
+        environment=workflow.check_envvars,  # off for --lint alone: it needs neither Detectron2 nor results/
     )
 except ValueError as err:
     _fail_plan(str(err))
 config["grid"] = GRID.name  # targets and results/ use the name (the file's stem)
 GRIDS = {GRID.name: GRID}
 GRID_FILE = Path(GRID.source).resolve()  # the grid's file, whether it was given by name or by path
-# Every job records this grid file and the workflow config in provenance.json (ring.engine.provenance).
-# Set here for the jobs, never read from the user's environment: no `envvars:` to assert.
+# Every job records this grid file and the workflow config in provenance.json (ring.engine.provenance); set here
+# for the jobs, never read from the user's environment: no `envvars:` to assert.
 os.environ.update(RING_GRID_FILE=str(GRID_FILE), RING_WORKFLOW_CONFIG=str(RESOURCES / "config.yaml"))
 
 
@@ -91,12 +94,10 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-# Every cell's folder names its grid, stage, dataset, method and seed; each file a rule reads or writes is spelled
-# out as one pattern, and a rule's logs lie beside its outputs.  The patterns of more than one rule file are here.
+# A cell's folder names its grid, stage, dataset, method and seed; the patterns of more than one rule file are here.
 PRETRAIN_HASH = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.hash"
 PRETRAIN_ENCODER = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/encoder.pt"
-# A pretraining cell's encoder files by name (METHODS[m].encoder_files: CMC's encoder_ab.pt too).
-PRETRAIN_FILE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/{name}"
+PRETRAIN_FILE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/{name}"  # METHODS[m].encoder_files
 LINCLS_METRICS = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/metrics.json"
 TRANSFER_METRICS = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/metrics.json"
 DATA_OK = "results/{grid}/data/{dataset}.ok"
@@ -149,8 +150,7 @@ def write_hash() -> str:
     return logged("printf '%s\\n' {params.results:q} > {output:q}")
 
 
-# ring.cluster.slurm.RECORD, the SLURM launcher's record in a cell's slurm/ folder (not imported: that module
-# brings submitit into every plan, local ones included).
+# ring.cluster.slurm.RECORD, the SLURM launcher's record (not imported: submitit would enter every plan).
 SLURM_RECORD = "job.json"
 
 

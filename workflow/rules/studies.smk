@@ -100,6 +100,7 @@ for figure_study in STUDY_NAMES - {"none"}:
             )
 
 
+# The studies' tables: one rule, the k sweep's; each other study's table uses it with its own files.
 rule make_table_negatives_k:
     input:
         lambda wc: study_encoders(wc.grid, "negatives_k"),
@@ -115,28 +116,17 @@ rule make_table_negatives_k:
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         cells=lambda wc, input: [cell_dir(f) for f in input],
         axes=lambda wc, input: cell_axes(input, STUDY_AXES),  # for the report caption
+        table=lambda wc, output: Path(output[0]).stem,  # ring.reports.figures's builder of that name
     shell:
         logged(
-            "{params.python:q} -m ring.reports.figures table_negatives_k --out {params.prefix:q} --cells {params.cells:q}"
+            "{params.python:q} -m ring.reports.figures {params.table} --out {params.prefix:q} --cells {params.cells:q}"
         )
 
 
-rule make_table_ring_window:
+use rule make_table_negatives_k as make_table_ring_window with:
     input:
         lambda wc: study_encoders(wc.grid, "ring_window"),
     output:
         table_outputs(STUDY_TABLES["ring_window"], ["csv", "md"]),
     log:
         expand(TABLE_LOG, table=STUDY_TABLES["ring_window"], allow_missing=True),
-    localrule: True
-    conda:
-        RING_ENV
-    params:
-        python=PYTHON,
-        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
-        cells=lambda wc, input: [cell_dir(f) for f in input],
-        axes=lambda wc, input: cell_axes(input, STUDY_AXES),  # for the report caption
-    shell:
-        logged(
-            "{params.python:q} -m ring.reports.figures table_ring_window --out {params.prefix:q} --cells {params.cells:q}"
-        )

@@ -51,7 +51,7 @@ class Figures:
     files: list[str] = field(default_factory=list)
     gpu_devices: list[str] = field(default_factory=list)  # every device with complete GPU figures under results
     eager_files: dict[str, str] = field(default_factory=dict)  # family -> its eager throughput file
-    ring_file: str | None = None  # ring_selection-<device>.json, the Ring ratios' file
+    ring_files: dict[str, str] = field(default_factory=dict)  # Ring kind -> its ratios' ring_selection-<device>.json
     # Per family, from its eager file: the forward pass's images/s (kNN, linear evaluation), the batch the step was
     # measured at, and the eager device views' views/s (of 32-px images resized to the crop's 256).
     family_eval_per_s: dict[str, float] = field(default_factory=dict)
@@ -278,10 +278,13 @@ def load(device: str | None, folders: list[Traversable]) -> Figures:
             if fam in docs and (c := _compiled_figures(fam, path, doc, docs[fam], figures.image_size)):
                 figures.compiled[fam] = c
                 figures.files.append(label(path, folders[0]))
-    ring_file = last(folders, f"ring_selection-{name.replace(' ', '_')}.json")
-    if ring_file:
+    # Ring's ratios, kind by kind: the package's file, then a plug-in's (its own kind) or --figures' (a remeasured one).
+    ring_name = f"ring_selection-{name.replace(' ', '_')}.json"
+    for ring_file in (folder / ring_name for folder in folders if (folder / ring_name).is_file()):
+        ratios: dict[str, list[tuple[int, float]]] = {}
         for row in read(ring_file)["steps"]:
-            figures.ring_ratios.setdefault(row["ring"], []).append((int(row["n"]), float(row["ratio"])))
+            ratios.setdefault(row["ring"], []).append((int(row["n"]), float(row["ratio"])))
+        figures.ring_ratios.update(ratios)
+        figures.ring_files.update(dict.fromkeys(ratios, label(ring_file, folders[0])))
         figures.files.append(label(ring_file, folders[0]))
-        figures.ring_file = label(ring_file, folders[0])
     return figures

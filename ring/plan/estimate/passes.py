@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from ring.core import config as C
+from ring.core.methods import METHODS
 from ring.core.methods import method as method_spec
 from ring.plan import catalog
 from ring.plan.estimate import inputs
@@ -48,16 +49,18 @@ FP32_FLOPS = {"H200": 67e12, "H100 80GB HBM3": 67e12, "A100": 19.5e12}
 PASSES = ("pretraining", "kNN monitor", "k-means", "linear evaluation")
 
 
-def ring_ratio(figures: Figures, kind: str, n: int) -> float:
+def ring_ratio(figures: Figures, method: str, kind: str, n: int) -> float:
     """Ring's measured step-time ratio at the measured size nearest to n (in log scale); one sentence when the
-    figures have no ratio for this kind of Ring (pricing it at 1.0 would hide its selection's cost)."""
+    figures have no ratio for ``method``'s kind of Ring (pricing it at 1.0 would hide its selection's cost)."""
     rows = figures.ring_ratios.get(kind)
     if not rows:
         have = ", ".join(sorted(figures.ring_ratios)) or "none"
+        where = "its plug-in's figures folder" if method in METHODS.plugins else "ring/resources/figures"
         raise ValueError(
-            f"{kind} has no measured step-time ratio in the {figures.device} figures (they have {have}); "
-            "run benchmarks/ring_selection.py on that device and commit its JSON under "
-            "ring/resources/figures."
+            f"{method}'s Ring kind {kind} has no measured step-time ratio in the {figures.device} figures (they have "
+            f"{have}); measure it on that device with `RING_BENCH_RESULTS=DIR python benchmarks/ring_selection.py "
+            f"--method {method}` (DIR: {where}), or price the grid with figures that have it (`--device cpu` reads the "
+            "CPU's)."
         )
     return min(rows, key=lambda row: abs(math.log(row[0] / n)))[1]
 
@@ -116,7 +119,7 @@ def _step_s(cfg, figures: Figures, fam: str, compiled: bool) -> float:
     """Seconds per image of the family's step on device tensors, at the cell's crop, times Ring's ratio."""
     rate = figures.compiled[fam]["step"] if compiled and fam in figures.compiled else figures.step_images_per_s[fam]
     m = method_spec(cfg.method)
-    ratio = ring_ratio(figures, *m.objective.ring_selection(cfg, sizes(cfg.dataset)[0])) if m.ring else 1.0
+    ratio = ring_ratio(figures, cfg.method, *m.objective.ring_selection(cfg, sizes(cfg.dataset)[0])) if m.ring else 1.0
     return ratio * _scale(figures, cfg.crop) / rate
 
 

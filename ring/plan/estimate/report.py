@@ -77,7 +77,7 @@ def sources(figures: Figures) -> list[str]:
     for kind, rows in sorted(figures.ring_ratios.items()):
         lines.append(
             f"{kind}: step-time ratio {', '.join(f'{r:.3g} at {n:,}' for n, r in sorted(rows))}, of the step only "
-            f"({figures.ring_file})"
+            f"({figures.ring_files[kind]})"
         )
     lines.append(_kmeans_line(figures))
     return lines

@@ -1,0 +1,136 @@
+"""``ring run``: the workflow from any folder, with its results there.
+
+    ring run all_tables --profile local                         # the smoke grid, results/smoke/ in this folder
+    ring run -n all_tables --profile slurm --grid paper         # plan the paper grid on the site's SLURM
+    ring run table1 --profile local --grid mine.yaml --results /scratch/me -j 2   # snakemake's options pass through
+
+The workflow is the checkout's (the Snakefile beside the imported ``ring``, an editable install) or the copy a wheel
+ships in ``ring/resources/workflow/`` (setup.py), laid out as a checkout: ``Snakefile``, ``workflow/``,
+``profiles/local`` and ``profiles/slurm``.  Snakemake reads a profile's and the Snakefile's config files relative to the
+folder it runs in, so this command names them itself, absolute: the package's ``config.yaml`` (and the profile's
+other files under ``ring/``), then the site's file in place of the profile's own ``site.yaml``: ``--site``, else
+``site.yaml`` in the folder, else the profile's template.  ``snakemake --profile profiles/local`` in a checkout is
+unchanged: this module only builds the command line.  Torch-free, like every login-node command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ring
+from ring import resources
+from ring.core import config as C
+
+PACKAGE_PARENT = Path(ring.__file__).resolve().parent.parent  # a checkout's root, or site-packages
+SHIPPED = resources.path("workflow")  # present in a built package only (setup.py copies it there)
+SITE_FILE = "site.yaml"  # a profile's file that holds a site's values: replaced by the user's
+
+
+def workflow_root() -> Path:
+    """The folder holding the Snakefile, workflow/ and profiles/: the checkout's when ``ring`` is imported from one,
+    else the installed package's copy."""
+    for root in (PACKAGE_PARENT, SHIPPED):
+        if (root / "Snakefile").is_file() and (root / "workflow" / "rules").is_dir():
+            return root
+    raise RuntimeError(
+        f"ring-bench's workflow is neither beside {Path(ring.__file__).parent} (a checkout) nor in {SHIPPED} (a "
+        "built package); reinstall ring-bench from a wheel or a checkout (pip install ring-bench, pip install -e .)."
+    )
+
+
+def profile_dir(profile: str, root: Path) -> Path:
+    """A shipped profile by name (``local``, ``slurm``) or a profile folder of the user's."""
+    shipped = root / "profiles" / profile
+    if (shipped / "config.yaml").is_file():
+        return shipped
+    if (Path(profile) / "config.yaml").is_file():
+        return Path(profile).resolve()
+    names = sorted(p.name for p in (root / "profiles").iterdir() if (p / "config.yaml").is_file())
+    raise ValueError(f"--profile {profile!r} is neither one of {', '.join(names)} nor a folder holding a config.yaml.")
+
+
+def site_file(folder: Path, site: Path | None) -> Path | None:
+    """The site's file: ``site`` (``--site``), else ``site.yaml`` in ``folder``, else None."""
+    if site is not None:
+        if not site.is_file():
+            raise ValueError(f"--site {site} names no file; give your site's values file (profiles/slurm/site.yaml).")
+        return site.resolve()
+    found = folder / SITE_FILE
+    return found.resolve() if found.is_file() else None
+
+
+def config_files(profile: Path, root: Path, site: Path | None) -> list[Path]:
+    """The config files Snakemake reads for ``profile``, absolute: the profile's ``configfile`` list (the Snakefile's
+    default config when it has none), a ``ring/...`` entry from the imported package, the site's entry replaced by
+    ``site`` when there is one."""
+    listed = (C.read_yaml(profile / "config.yaml", "Profile") or {}).get("configfile") or ["ring/resources/config.yaml"]
+    files = []
+    for entry in [listed] if isinstance(listed, str) else listed:
+        path = Path(entry)
+        if path.parts[0] == "ring":
+            files.append(PACKAGE_PARENT / path)
+        elif path.name == SITE_FILE and site is not None:
+            files.append(site)
+        else:
+            files.append(root / path)
+    return files
+
+
+def command(args: argparse.Namespace, rest: list[str], folder: Path) -> list[str]:
+    """The Snakemake command line of ``ring run``: the user's targets and options, the workflow's Snakefile, the
+    profile, its config files and ``grid=``."""
+    root = workflow_root()
+    profile = profile_dir(args.profile, root)
+    site = site_file(folder, args.site)
+    files = config_files(profile, root, site)
+    if args.site and site not in files:
+        raise ValueError(f"--site: the profile {profile} reads no site file (the slurm profile does).")
+    config = list(args.config or [])
+    if args.grid:
+        grid = Path(args.grid).expanduser()
+        config.append(f"grid={grid.resolve() if grid.suffix in ('.yaml', '.yml') and grid.is_file() else args.grid}")
+    # The user's targets and options first: the list-valued options below would read a target after them as theirs.
+    line = [sys.executable, "-m", "snakemake", *rest, "--snakefile", str(root / "Snakefile"), "--profile", str(profile)]
+    line += ["--configfile", *map(str, files)]
+    if config:
+        line += ["--config", *config]
+    if args.results:
+        line += ["--directory", str(args.results.resolve())]
+    return line
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ring run",
+        allow_abbrev=False,  # a Snakemake option (--rerun-incomplete, --report) is never read as one of these
+        description="Run the workflow (the Snakefile and its profiles, shipped in the package) from this folder; "
+        "every other option and the targets go to Snakemake (snakemake --help).",
+        epilog="Results land under results/<grid>/ in this folder (or in --results). `snakemake --profile "
+        "profiles/local` in a checkout runs the same workflow.",
+    )
+    p.add_argument("--profile", required=True, help="local (this machine), slurm (submitit jobs) or a profile folder")
+    p.add_argument("--grid", help="a grid's name (ring/resources/grids/NAME.yaml) or a grid file; default: profile's")
+    p.add_argument("--site", type=Path, help=f"your site's values (default: ./{SITE_FILE}, else the profile's own)")
+    p.add_argument("--results", type=Path, help="the folder to work in: results/<grid>/ and .snakemake/ land there")
+    p.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="Snakemake's --config, with grid= added")
+    return p
+
+
+def main(argv=None) -> int:
+    args, rest = parser().parse_known_args(argv)
+    try:
+        line = command(args, rest, Path.cwd())
+    except (ValueError, RuntimeError) as err:
+        print(f"ring: {err}", file=sys.stderr)
+        return 1
+    if args.results:
+        args.results.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(line, env=os.environ).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""`ring run`'s command line (ring.cluster.run): the workflow, the profile, its config files absolute, the site's file,
+the grid and the results folder.  tests/project/test_wheel.py runs it from an installed wheel."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ring.cluster import batch, run
+from tests import ROOT
+
+
+def line(tmp_path: Path, *argv: str) -> list[str]:
+    args, rest = run.parser().parse_known_args(list(argv))
+    return run.command(args, rest, tmp_path)
+
+
+def option(words: list[str], name: str) -> list[str]:
+    """The values that follow ``name`` up to the next option."""
+    start = words.index(name) + 1
+    end = next((i for i in range(start, len(words)) if words[i].startswith("-")), len(words))
+    return words[start:end]
+
+
+def test_a_checkouts_ring_runs_the_checkouts_workflow_with_absolute_config_files(tmp_path):
+    words = line(tmp_path, "all_tables", "-n", "--profile", "local", "--grid", "paper")
+    assert words[:5] == [sys.executable, "-m", "snakemake", "all_tables", "-n"]  # targets first: never a config value
+    assert option(words, "--snakefile") == [str(ROOT / "Snakefile")]
+    assert option(words, "--profile") == [str(ROOT / "profiles" / "local")]
+    assert option(words, "--configfile") == [str(ROOT / "ring" / "resources" / "config.yaml")]  # the Snakefile's
+    assert option(words, "--config") == ["grid=paper"]
+    assert "--directory" not in words  # results under the folder it runs in
+
+
+def test_the_slurm_profiles_site_file_is_the_folders_or_sites_else_the_profiles(tmp_path):
+    shipped = [str(ROOT / "ring/resources/config.yaml"), str(ROOT / "ring/resources/cluster.yaml")]
+    words = line(tmp_path, "--profile", "slurm")
+    assert option(words, "--configfile") == [*shipped, str(ROOT / "profiles/slurm/site.yaml")]
+    (tmp_path / "site.yaml").write_text("slurm: {defaults: {partition: here}}\n")
+    assert option(line(tmp_path, "--profile", "slurm"), "--configfile") == [*shipped, str(tmp_path / "site.yaml")]
+    other = tmp_path / "elsewhere.yaml"
+    other.write_text("slurm: {defaults: {partition: there}}\n")
+    words = line(tmp_path, "--profile", "slurm", "--site", str(other))
+    assert option(words, "--configfile") == [*shipped, str(other)]
+
+
+def test_a_user_grid_file_and_results_folder_are_made_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump({"datasets": ["digits"], "methods": ["IR"], "seeds": [0]}))
+    words = line(tmp_path, "table1", "--profile", "local", "--grid", "mine.yaml", "--results", "out", "--config", "a=1")
+    assert option(words, "--config") == ["a=1", f"grid={tmp_path / 'mine.yaml'}"]
+    assert option(words, "--directory") == [str(tmp_path / "out")]
+
+
+def test_status_in_a_run_folder_reads_its_site_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert batch.default_configs() == [batch.resources.CONFIG, batch.resources.CLUSTER]
+    (tmp_path / "site.yaml").write_text("slurm: {defaults: {partition: here}}\n")
+    assert batch.default_configs()[-1] == Path("site.yaml")
+    assert batch.load_config(batch.default_configs())["slurm"]["defaults"]["partition"] == "here"
+
+
+@pytest.mark.parametrize(
+    ("argv", "refusal"),
+    [
+        (
+            ["--profile", "cloud"],
+            "--profile 'cloud' is neither one of local, slurm nor a folder holding a config.yaml.",
+        ),
+        (["--profile", "slurm", "--site", "nowhere.yaml"], "--site nowhere.yaml names no file"),
+        (["--profile", "local", "--site", "site.yaml"], "--site: the profile"),
+    ],
+)
+def test_a_wrong_profile_or_site_is_one_sentence(tmp_path, monkeypatch, capsys, argv, refusal):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "site.yaml").write_text("slurm: {}\n")
+    assert run.main(argv) == 1
+    assert capsys.readouterr().err.startswith(f"ring: {refusal}")
+
+
+def test_the_workflow_is_the_packages_copy_where_no_checkout_holds_the_package(tmp_path, monkeypatch):
+    monkeypatch.setattr(run, "PACKAGE_PARENT", tmp_path / "site-packages")
+    shipped = tmp_path / "shipped"
+    monkeypatch.setattr(run, "SHIPPED", shipped)
+    with pytest.raises(RuntimeError, match="reinstall ring-bench"):
+        run.workflow_root()
+    (shipped / "workflow" / "rules").mkdir(parents=True)
+    (shipped / "Snakefile").write_text("")
+    assert run.workflow_root() == shipped

@@ -1,0 +1,105 @@
+"""Claims of the documentation, the comments and the docstrings that the code or the committed data can check: the
+README's targets are rules, the compile speed-up is the committed figures' range, every path a project file names
+exists, ring/__init__.py names every module, and `snakemake --lint` runs without Detectron2."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import ring
+from ring import resources
+from tests import ROOT
+from tests.workflow.runs import snakemake
+
+
+def readme_targets() -> list[str]:
+    """The targets of README's table "What `all_tables` builds" (its first column, each name in backticks)."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("### What `all_tables` builds") :].split("\n## ")[0]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    return [name for row in rows for name in re.findall(r"`(\w+)`", row)]
+
+
+@pytest.mark.slow  # two dry runs of the workflow
+def test_every_target_of_the_readmes_table_is_a_rule_that_plans(workdir):
+    # Before: gpu_hours, table_negatives_k and table_ring_window were files of all_tables, not rules (MissingRule).
+    targets = readme_targets()
+    assert {"table1", "gpu_hours", "table_negatives_k", "fig_ring_window"} <= set(targets), targets
+    window = [t for t in targets if "ring_window" in t]  # a study only the ring_digits grid has
+    for grid, names in (("smoke", [t for t in targets if t not in window]), ("ring_digits", window)):
+        result = snakemake(workdir, "-n", *names, "--config", f"grid={grid}")
+        assert "This was a dry-run" in result.stdout + result.stderr
+
+
+def compile_speedups() -> list[float]:
+    """The compiled step's speed-up over the eager one (images/s on device-resident tensors, `synthetic`) of every
+    committed pair of figures, family and device alike."""
+    ratios = []
+    for compiled in sorted(resources.FIGURES.glob("throughput_*_compile-*.json")):
+        eager = compiled.with_name(compiled.name.replace("_compile", ""))
+        rates = [json.loads(p.read_text())["images_per_s"]["synthetic"] for p in (compiled, eager)]
+        ratios.append(rates[0] / rates[1])
+    return ratios
+
+
+def test_the_compile_speedup_the_configuration_states_is_the_committed_range():
+    ratios = compile_speedups()
+    assert len(ratios) >= 4
+    claim = f"a step measured {min(ratios):.2f}-{max(ratios):.2f}x faster"
+    for path in ("ring/core/config.py", "docs/configuration.md"):
+        text = " ".join((ROOT / path).read_text().replace("#", " ").split())
+        assert claim in text, f"{path} should say {claim!r} (ring/resources/figures/throughput_*_compile-*.json)"
+
+
+# Project files whose comments name repository paths (a moved file leaves them stale).
+NAMING_FILES = ["mkdocs.yml", "pyproject.toml", ".importlinter", ".ci/run", "benchmarks/*.sh", ".ci/slurm/*.sh"]
+REPO_PATH = re.compile(
+    r"(?<![\w./$<{-])((?:\.ci|benchmarks|docs|envs|profiles|results|ring|tests|workflow)/[\w./-]*\w)"
+)
+
+
+def test_every_repository_path_a_project_file_names_exists():
+    # Before: mkdocs.yml named tests/test_docs.py and benchmarks/quickstart.sh results/quickstart-cpu.json.
+    named = {
+        (str(path.relative_to(ROOT)), found)
+        for pattern in NAMING_FILES
+        for path in ROOT.glob(pattern)
+        for found in REPO_PATH.findall(path.read_text())
+    }
+    assert len(named) > 10
+    assert not [pair for pair in sorted(named) if not (ROOT / pair[1]).exists()]
+
+
+def test_the_packages_docstring_names_every_module():
+    """ring/__init__.py lists each package's modules in parentheses after :mod:`ring.<package>`."""
+    listed = dict(re.findall(r":mod:`ring\.(\w+)` \(([^)]*)\)", " ".join(ring.__doc__.split())))
+    package = Path(ring.__file__).parent
+    for folder in sorted(p for p in package.iterdir() if (p / "__init__.py").is_file() and p.name != "resources"):
+        modules = {p.stem for p in folder.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+        modules -= {"__init__", "__main__", "__pycache__"}
+        assert folder.name in listed, f"ring/__init__.py does not list ring.{folder.name}'s modules"
+        names = {re.split(r"[:\s]", item.strip())[0] for item in listed[folder.name].split(",")}
+        assert names == modules, f"ring/__init__.py, ring.{folder.name}: lists {sorted(names)}, has {sorted(modules)}"
+
+
+# A sitecustomize that hides Detectron2 from every process started with it on the path: import raises
+# ModuleNotFoundError and importlib.util.find_spec answers None, as where it is not installed.
+NO_DETECTRON2 = "import sys\nsys.modules['detectron2'] = None\n"
+
+
+@pytest.mark.slow  # a lint and a dry run
+def test_snakemake_lint_runs_without_detectron2_and_the_plan_names_it(workdir, tmp_path, monkeypatch):
+    # Before: the plan check refused the smoke grid (it has Table 4) at parse time, so --lint needed Detectron2.
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(NO_DETECTRON2)
+    monkeypatch.setenv("PYTHONPATH", str(hide))
+    linted = snakemake(workdir, "--lint", check=False)
+    assert linted.returncode == 0 and "Congratulations" in linted.stdout + linted.stderr, linted.stderr[-3000:]
+    planned = snakemake(workdir, "-n", "table4", check=False)  # a plan of a grid with Table 4 still needs it
+    assert planned.returncode == 1 and "Detectron2" in planned.stderr, planned.stderr[-3000:]
+    assert "Traceback" not in planned.stderr
+    assert sys.modules.get("detectron2", False) is not None  # this process was left alone

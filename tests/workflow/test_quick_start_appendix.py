@@ -1,0 +1,62 @@
+"""README's quick start, command (1) then (3), in a copy of the workflow: its second half, Table 4, the toy CNCE table
+and the appendix's studies with their report (tests/workflow/runs.py's QUICK_START_HALVES), beside
+tests/workflow/test_quick_start.py's first half; and that the two halves are exactly `all_tables`."""
+
+import re
+
+import pytest
+
+from tests.workflow.runs import QUICK_START_HALVES, job_counts, snakemake, status_rows
+
+pytestmark = pytest.mark.slow  # a whole Snakemake run: outside the developer loop (pytest -m 'not slow')
+
+
+def test_readme_quick_start_builds_table_4_the_toy_and_the_studies_and_their_report(workdir):
+    """README command (1)'s second half, minus the install, then the report of it."""
+    targets = QUICK_START_HALVES["appendix"]
+    result = snakemake(workdir, "--profile", "profiles/local", *targets, timeout=1500)
+    printed = result.stdout + result.stderr
+    tables = workdir / "results" / "smoke" / "tables"
+    # Table 4 on the embedded default: every method x column evaluated (2 methods x 3 models).
+    table4 = (tables / "table4.csv").read_text().splitlines()
+    assert len(table4) == 1 + 2 * 12 and all(",1," in row for row in table4[1:])  # n = 1 seed per column
+    assert "**table4**" in printed
+    assert "CNCE w_l=95" in (tables / "table_toy_cnce.md").read_text()
+    # The appendix's studies at smoke size: three figures and the k table, every method at both k.
+    for study in ("hard_negatives", "anneal_policies", "negatives_k"):
+        assert all((tables / f"fig_{study}.{ext}").stat().st_size > 0 for ext in ("png", "pdf", "csv")), study
+    k_table = (tables / "table_negatives_k.md").read_text()
+    for method in ("IR", "IRing"):
+        assert re.search(rf"\| {method} +\| \d+\.\d +\| \d+\.\d", k_table), method
+    # The report (README command (3)) of this half: every table and figure, captioned with the cells behind it.
+    snakemake(workdir, "--profile", "profiles/local", "--report", "report.html", *targets)
+    html = (workdir / "report.html").read_text()
+    for name in (
+        "table4.csv",
+        "table_toy_cnce.csv",
+        "fig_hard_negatives.png",
+        "fig_anneal_policies.png",
+        "fig_negatives_k.png",
+        "table_negatives_k.csv",
+    ):
+        assert name in html, name
+    assert "results/smoke/study/hard_negatives/digits/IRing/" in html
+    # The grid's progress view: every study cell done; of Table 1's, the detection sources' pretraining only.
+    cells = status_rows(workdir, "smoke")
+    assert cells.count(("study", "done")) == 12 and cells.count(("pretrain", "done")) == 2, cells
+
+
+def test_the_halves_plan_exactly_all_tables(workdir):
+    """The two halves' targets plan every job of `all_tables`, nothing more: README command (1) is tested whole."""
+
+    def plan(*targets: str) -> dict[str, int]:
+        result = snakemake(workdir, "-n", "--profile", "profiles/local", *targets)
+        return job_counts(result.stdout + result.stderr)
+
+    halves = [target for half in QUICK_START_HALVES.values() for target in half]
+    whole, parts = plan("all_tables"), plan(*halves)
+    for counts, targets in ((whole, ["all_tables"]), (parts, halves)):
+        for target in targets:  # the target rules themselves, which build nothing
+            assert counts.pop(target) == 1, target
+        counts["total"] -= len(targets)
+    assert parts == whole
