@@ -2,16 +2,17 @@
 `lint-imports` in tests/project/test_layers.py):
 
 - stages, on a GPU node: :mod:`ring.pretrain`, :mod:`ring.lincls`, :mod:`ring.transfer` (over lincls),
-  :mod:`ring.toy_cnce`, :mod:`ring.detection` (configs, convert, embedded, heads, runner, tasks, train_net); each is
-  ``ring <stage>`` (or ``python -m ring.<stage>``).
+  :mod:`ring.toy_cnce`, :mod:`ring.prepare` (the prepared store), :mod:`ring.detection` (configs, convert, embedded,
+  heads, runner, tasks, train_net); each is ``ring <stage>`` (or ``python -m ring.<stage>``).
 - compute (torch): :mod:`ring.engine` (anneal, checkpoint, distributed, encoder, health, knn, logs, objectives,
-  provenance, runtime) and :mod:`ring.data` (augment, dali, datasets, fetch, metadataset: the transfer datasets and
-  loaders, verify: the data check against the publisher, views).
+  provenance, runtime) and :mod:`ring.data` (augment, dali, datasets, digits: the embedded digits, fetch,
+  metadataset: the transfer datasets and loaders, store: the prepared store's records and readers, verify: the data
+  check against the publisher, views).
 - the login-node side, never importing torch: :mod:`ring.cluster` (accounting, batch, detach, jobs, launch,
   progress, run: ``ring run``, slurm) and :mod:`ring.reports` (captions, figures, tables), over :mod:`ring.plan`
   (catalog, checks, detection_tasks, disk, estimate, grid, lineage, listings, ownership, reference: the configuration
-  reference, rerun), over :mod:`ring.core` (config, failures, files, gaussian: the toy's closed forms, methods: the
-  registry, metrics, sources, stop).
+  reference, rerun, stores: the prepared stores' layout and checks), over :mod:`ring.core` (config, failures, files,
+  gaussian: the toy's closed forms, methods: the registry, metrics, sources, stop).
 
 Each package's list names every module in it (tests/project/test_doc_claims.py).
 

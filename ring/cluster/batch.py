@@ -287,8 +287,8 @@ STATES = ("done", "stale", "running", "pending", "failed", "missing")
 
 def store_lines(grid: G.Grid, data_root: str) -> list[str]:
     """One line per prepared store the grid's cells read (ring.data.store.cell_store), with its state."""
-    from ring.data import store
     from ring.plan import catalog
+    from ring.plan import stores as store
 
     stores = {}
     for dataset, method, seed in grid.cells():

@@ -17,7 +17,7 @@ from ring import prepare
 from ring.data import augment, datasets, store
 from ring.data.digits import generate_folder
 from ring.data.views import StoreViews
-from ring.plan import catalog, checks
+from ring.plan import catalog, checks, stores
 
 SIZE = catalog.DATASETS["digits_folder"].store_size
 
@@ -162,7 +162,7 @@ def test_a_build_resumes_shard_by_shard(tmp_path, root):
 
 
 def test_too_little_room_and_a_wrong_count_are_one_sentence(tmp_path, monkeypatch, root):
-    monkeypatch.setattr(store.shutil, "disk_usage", lambda _: type("U", (), {"free": 10**6})())
+    monkeypatch.setattr(stores.shutil, "disk_usage", lambda _: type("U", (), {"free": 10**6})())
     with pytest.raises(
         store.StoreError,
         match=r"^The raw store of 1,797 images at 32x32 needs about 0.0 GB under .* "

@@ -10,10 +10,10 @@ include: "helpers/prepare.smk"
 
 from types import SimpleNamespace
 
-from ring.data.store import FORMATS, MANIFEST, SAMPLES, SHARD, SHARD_RECORD, SPLIT_FOLDERS, cell_store, n_shards
+from ring.plan.stores import BYTES_PER_PIXEL, MANIFEST, SAMPLES, SHARD, SHARD_RECORD, SPLIT_FOLDERS, cell_store, n_shards
 
 STORE_SPLITS = list(SPLIT_FOLDERS)  # train, test
-# <data_root>/<dataset>/store/<format>-<size>: ring.data.store.store_dir (tests/workflow keeps the two equal)
+# <data_root>/<dataset>/store/<format>-<size>: ring.plan.stores.store_dir (tests/workflow keeps the two equal)
 STORE = str(Path(config["data_root"], "{dataset}", "store", "{format}-{size}"))
 STORE_LISTINGS = [str(Path(STORE, split, SAMPLES)) for split in STORE_SPLITS]
 STORE_SHARD = str(Path(STORE, "{split}", SHARD.split("{")[0] + "{shard}", SHARD_RECORD))
@@ -25,7 +25,7 @@ STORE_OK_LOG = "results/{grid}/data/{dataset}.{format}-{size}.log"
 
 
 wildcard_constraints:
-    format=_one_of(FORMATS),
+    format=_one_of(BYTES_PER_PIXEL),  # the store formats
     size=r"\d+",
     split=_one_of(STORE_SPLITS),
     shard=r"\d{5}",
