@@ -44,7 +44,7 @@ from ring.cluster.slurm import (
 from ring.cluster.slurm import stage_resources as merged_resources
 from ring.core import config as C
 from ring.core.files import read_record as read_json_record
-from ring.plan import disk, lineage, ownership, rerun
+from ring.plan import disk, gate, lineage, ownership, rerun
 from ring.plan import estimate as E
 from ring.plan import grid as G
 
@@ -384,7 +384,7 @@ def main(argv=None) -> int:
     try:
         # estimate needs the grid and the throughput figures only, not the cluster's config.
         config = load_config(args.configfile or default_configs()) if args.command != "estimate" else {}
-        grid = G.load(G.resolve(args.grid, args.grids_dir))
+        grid = gate.open_grid(args.grid, args.grids_dir, args.results)  # the workflow's checks, ownership included
         if args.command == "estimate":
             print(E.report(grid, E.load_figures(args.device, extra=args.figures)))
         elif args.command == "submit":

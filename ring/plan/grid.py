@@ -21,8 +21,6 @@ This module is torch-free: the workflow client imports it.
 from __future__ import annotations
 
 import re
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path, PurePosixPath
@@ -575,36 +573,3 @@ def datasets_read(grid: Grid) -> list[str]:
         names += ["coco"] * any(t.startswith("coco") for t in tasks)
         names += ["voc2007", "voc2012"] * any(t.startswith("voc") for t in tasks)
     return list(dict.fromkeys(names))
-
-
-def select(
-    value: str,
-    grid_dir: str | Path,
-    validate: Callable[[dict, str], None],
-    skip_checksums: bool = False,
-    results: str | Path = "results",
-) -> Grid:
-    """The grid a workflow run plans: ``grid=value`` resolved (:func:`resolve`), read (:func:`read`), schema-checked
-    by ``validate(values, what)``, every cell's config of every stage checked (:func:`from_dict`), then what stops
-    its jobs on this machine (:func:`ring.plan.checks.environment`) and a ``skip_checksums`` that a dataset's loader
-    cannot honour (refused here, not after the data check passed and the job failed).  Only this grid's file is
-    read, so a broken neighbour never blocks a run.  Each refusal is one sentence (ValueError); a broken method
-    plug-in is a warning line on stderr, as this grid names none of its methods."""
-    try:
-        path = resolve(value, grid_dir)
-    except ValueError as err:
-        raise ValueError(f"config {err}") from None
-    values = read(path)  # YAML 1.2 floats (3e-2); a syntax error, a repeated key, an empty file or a list refused
-    validate(values, f"Grid file {path}")
-    grid = from_dict(path.stem, values, source=str(path))
-    if problem := checks.environment(grid, results):
-        raise ValueError(problem)
-    for broken in METHODS.broken.values():
-        print(
-            f"ring: warning: {broken}; its methods are unavailable until that package is fixed or uninstalled.",
-            file=sys.stderr,
-        )
-    verifying = [d for d in datasets_read(grid) if d in catalog.DATASETS and catalog.loader_verifies(d)]
-    if skip_checksums and verifying:
-        raise ValueError(catalog.skip_refusal(verifying[0]))
-    return grid

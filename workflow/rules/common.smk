@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 
 import ring.core.failures
 import ring.plan.checks
+import ring.plan.gate
 import ring.plan.grid
 import ring.plan.lineage
 import ring.plan.ownership
@@ -64,7 +65,7 @@ for config_file in workflow.configfiles:
         _fail_plan(str(err))
 _validated(config, str(SCHEMAS / "config.schema.yaml"), "Workflow config (ring/resources/config.yaml and --config)")
 try:  # only the selected grid is read, validated and checked, before any job exists
-    GRID = ring.plan.grid.select(
+    GRID = ring.plan.gate.select(
         config["grid"],
         GRID_DIR,
         lambda values, what: _validated(values, str(SCHEMAS / "grid.schema.yaml"), what),
