@@ -46,7 +46,7 @@ BAD = {
 COMMANDS = {
     "status": ["status"],
     "estimate": ["estimate", "--device", "cpu"],
-    "prune": ["prune"],
+    "prune": ["prune", "--yes"],
     "prune --dry-run": ["prune", "--dry-run"],
     "submit": ["submit", "--stage", "pretrain"],
     "cancel": ["cancel"],
@@ -128,7 +128,7 @@ def test_a_retargeted_symlink_is_another_grid_file(tmp_path, capsys):
     link.symlink_to(second)
     capsys.readouterr()
     before = snapshot(base)
-    for command in (["prune"], ["status"]):
+    for command in (["prune", "--yes"], ["status"]):
         assert batch.main([*command, "--grid", str(link), *results]) == 1
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and f"holds the cells of grid file {first}, not of {second}" in err, err

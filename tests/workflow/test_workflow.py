@@ -549,7 +549,7 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     live = {
         p: p.read_bytes() for p in base.rglob("*") if p.is_file() and "seed1" not in p.parts and "runs" not in p.parts
     }
-    pruned = batch("prune")
+    pruned = batch("prune", "--yes")
     assert pruned.returncode == 0 and "; freed " in pruned.stdout, pruned.stderr
     assert not (cell / "runs").exists() and not any(p.exists() for p in seed1)
     assert all(p.read_bytes() == data for p, data in live.items() if p.suffix != ".log")
