@@ -43,6 +43,7 @@ from ring.cluster.slurm import (
 )
 from ring.cluster.slurm import stage_resources as merged_resources
 from ring.core import config as C
+from ring.core.files import CHECKSUMS
 from ring.core.files import read_record as read_json_record
 from ring.plan import disk, gate, lineage, ownership, rerun
 from ring.plan import estimate as E
@@ -120,7 +121,13 @@ def cell_status(cell: Path, stage: str, grace_s: float, states: dict[str, str | 
         return "done", ""
     record = read_record(cell)
     if record is None:  # not on SLURM: the local launcher's marker, the log, the config
-        return progress.local_state(cell)
+        state, detail = progress.local_state(cell)
+        if state != "running" and OUTPUT[stage] in (read_json_record(cell / CHECKSUMS).get("files") or {}):
+            return "missing", (
+                f"its {OUTPUT[stage]} is gone, though {CHECKSUMS} records it: the cell had finished; the next "
+                f"all_tables brings it back from its kept copy, or reruns the cell"
+            )
+        return state, detail
     state = states.get(record["job_id"])
     if state is None:
         age = (datetime.now(timezone.utc) - datetime.fromisoformat(record["submitted"])).total_seconds()
@@ -231,9 +238,20 @@ def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]
     ]
 
 
+def damage(cell: Path, stage: str) -> str:
+    """Why a finished cell's outputs are not what its checksum record holds (empty when they are): an encoder or a
+    metrics.json edited or damaged after the cell finished (ring.plan.lineage.damaged)."""
+    names = list(read_json_record(cell / CHECKSUMS).get("files") or {}) if stage == "pretrain" else [OUTPUT[stage]]
+    hurt = lineage.damaged(cell, [name for name in names if name != "exported"])
+    return hurt.reason if hurt else ""
+
+
 def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str) -> str:
     """Why a finished Table 1 cell no longer is what the grid asks for (empty when it is): its output was
-    made with another config than the grid's, or evaluated an encoder that is not its cell's now."""
+    made with another config than the grid's, or evaluated an encoder that is not its cell's now, or is not what
+    its checksum record holds."""
+    if hurt := damage(cell, stage):
+        return hurt
     build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
     wanted = C.config_hash(build(dataset, method, seed, data_root))
     output = cell / OUTPUT[stage]
@@ -272,7 +290,9 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
             state, detail = cell_status(cell, "pretrain" if stage == "study" else stage, grace_s, states)
             if state == "running" and read_record(cell) is not None:  # a SLURM task: add its epoch and kNN
                 detail = ", ".join(filter(None, [progress.progress(cell), detail]))
-            if state == "done" and stage != "study":
+            if state == "done" and (hurt := damage(cell, "pretrain" if stage == "study" else stage)):
+                state, detail = "damaged", hurt
+            elif state == "done" and stage != "study":
                 reason = stale_detail(grid, stage, cell, dataset, method, seed, config.get("data_root", "data"))
                 state, detail = ("stale", reason) if reason else (state, detail)
             if state in ("pending", "missing") and (failure := data_check_failure(results, grid, dataset)):
@@ -281,7 +301,14 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
     return rows
 
 
-STATES = ("done", "stale", "running", "pending", "failed", "missing")
+STATES = (
+    "done",
+    "stale",
+    "running",
+    "pending",
+    "failed",
+    "missing",
+)  # others (damaged, gone, ...) follow when there are any
 
 
 def total_line(rows: list[tuple]) -> str:

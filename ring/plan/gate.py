@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jsonschema
 
@@ -36,6 +36,14 @@ from ring.plan import grid as G
 SCHEMA = resources.SCHEMAS / "grid.schema.yaml"
 
 
+def schema_refusal(error, what: str, schema: str | Path) -> str:
+    """The sentence for a jsonschema ``ValidationError`` of ``what`` (a file) against ``schema``: the key path
+    (``(top level)`` for the file as a whole), the schema's words, and the schema file to read."""
+    path = error.absolute_path
+    key = PurePosixPath(*map(str, path)).as_posix() if path else "(top level)"
+    return f"{what}: key {key}: {error.message}; fix it (the schema is ring/resources/schemas/{Path(schema).name})."
+
+
 def schema_check(values: dict, what: str) -> None:
     """``values`` against the grid schema, as the workflow's ``snakemake.utils.validate`` checks them (the schema
     sets no defaults, so both see the same grid); the first failure is one sentence naming the key."""
@@ -43,7 +51,7 @@ def schema_check(values: dict, what: str) -> None:
     validator = jsonschema.validators.validator_for(schema)(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(values))
     if error is not None:
-        raise ValueError(G.schema_refusal(error, what, SCHEMA))
+        raise ValueError(schema_refusal(error, what, SCHEMA))
 
 
 def warnings() -> list[str]:

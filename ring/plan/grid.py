@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from itertools import product
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ring.core import config as C
 from ring.core.methods import METHODS, RING_KEYS, apply_fixed, missing, read_only, unread_keys
@@ -554,14 +554,6 @@ def read(path: str | Path) -> dict:
 def load(path: str | Path) -> Grid:
     path = Path(path)
     return from_dict(path.stem, read(path), source=str(path))
-
-
-def schema_refusal(error, what: str, schema: str | Path) -> str:
-    """The sentence for a jsonschema ``ValidationError`` of ``what`` (a file) against ``schema``: the key path
-    (``(top level)`` for the file as a whole), the schema's words, and the schema file to read."""
-    path = error.absolute_path
-    key = PurePosixPath(*map(str, path)).as_posix() if path else "(top level)"
-    return f"{what}: key {key}: {error.message}; fix it (the schema is ring/resources/schemas/{Path(schema).name})."
 
 
 def datasets_read(grid: Grid) -> list[str]:

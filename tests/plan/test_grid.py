@@ -427,13 +427,13 @@ def test_schema_refusal_names_the_key_path_or_the_top_level():
     schema = {"type": "object", "properties": {"pretrain": {"type": "object"}}, "required": ["seeds"]}
     with pytest.raises(jsonschema.ValidationError) as nested:
         jsonschema.validate({"seeds": [0], "pretrain": []}, schema)
-    assert G.schema_refusal(nested.value, "Grid file g.yaml", "../schemas/grid.schema.yaml") == (
+    assert gate.schema_refusal(nested.value, "Grid file g.yaml", "../schemas/grid.schema.yaml") == (
         "Grid file g.yaml: key pretrain: [] is not of type 'object'; fix it (the schema is "
         "ring/resources/schemas/grid.schema.yaml)."
     )
     with pytest.raises(jsonschema.ValidationError) as top:
         jsonschema.validate({}, schema)
-    assert G.schema_refusal(top.value, "Workflow config", "config.schema.yaml").startswith(
+    assert gate.schema_refusal(top.value, "Workflow config", "config.schema.yaml").startswith(
         "Workflow config: key (top level): 'seeds' is a required property;"
     )
 

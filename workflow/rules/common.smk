@@ -17,7 +17,6 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 import ring.core.failures
 import ring.plan.checks
 import ring.plan.gate
-import ring.plan.grid
 import ring.plan.lineage
 import ring.plan.ownership
 from ring.plan.catalog import DATASETS, TRANSFER
@@ -53,7 +52,7 @@ def _validated(values, schema: str, what: str):
     except WorkflowError as err:
         if not hasattr(err.__context__, "absolute_path"):  # not the jsonschema ValidationError validate() wraps
             raise
-        _fail_plan(ring.plan.grid.schema_refusal(err.__context__, what, schema))
+        _fail_plan(ring.plan.gate.schema_refusal(err.__context__, what, schema))
 
 
 # Snakemake reads the config files itself (the default, a profile's cluster.yaml and site.yaml, --configfile),

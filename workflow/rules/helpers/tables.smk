@@ -60,3 +60,18 @@ def all_tables(grid: str) -> list:
         *study_files(grid),
         *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"]),
     ]
+
+
+def missing_cells(table: str):
+    """A table rule's ``stale`` input: forces the table when a file of a cell it averages is gone (a metrics.json
+    deleted, a pruned seed named again).  Snakemake reruns nothing for a missing intermediate file while the table
+    is there and newer (it said "Nothing to be done" beside a table that still averaged the gone cell); forced, the
+    table needs its inputs, and the cells that make them are planned (restored from their kept copies, or rerun)."""
+
+    def stale(wildcards) -> list:
+        inputs = {"gpu_hours": lambda g: [*lincls_metrics(g), *transfer_metrics(g)], "table3": transfer_metrics}
+        files = inputs.get(table, lambda g: table_metrics(g, table))(wildcards.grid)
+        target = TABLE.format(grid=wildcards.grid, table=table, ext="csv")
+        return _force(target if Path(target).exists() and not all(map(os.path.exists, files)) else None)
+
+    return stale
