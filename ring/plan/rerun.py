@@ -283,8 +283,12 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
         # A finished run whose checkpoint went (keep_checkpoint: none, or dropped by hand): nothing to continue.
         what += ", and no checkpoint is left to continue (keep_checkpoint: none)"
         longer = False
+    # A redo: the longer run, finished, is kept under runs/ (an undo set it aside); it comes back, nothing trains.
+    longer = longer and not restorable(cell / RUNS / new_key, new_key, stage in EVALUATIONS)
     if longer:
         aside = set_aside(cell, old_hash, OUTPUT_FILES)
+        if aside is not None:  # the shorter run's record beside its encoder: an undo restores it as finished
+            write_json(aside / RUN_RECORD, {"config_hash": old_hash, "config": old_values})
         kept = f"; the {old_values['epochs']}-epoch encoder is kept in {aside}" if aside else ""
         log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={new_values['epochs']}{kept}")
         drop_checkpoints(aside, cfg, log)
@@ -313,15 +317,21 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     return "start over"
 
 
+def restorable(kept: Path, key: str, finished_counts: bool = False) -> bool:
+    """Whether the run kept in ``kept`` (``runs/<key>/``) can come back in place of training (:func:`restore`)."""
+    finished = (read_run_record(kept) or {}).get("config_hash") == key and finished_exports(kept, key)
+    return (kept / "checkpoint.pt").is_file() or finished or bool(finished_counts and verified_copies(kept))
+
+
 def restore(cell: Path, key: str, finished_counts: bool = False) -> bool:
     """Move a run kept under ``runs/<key>/`` back into the cell (an edit undone); False if there is none with a
     checkpoint to resume or finished: a pretraining run whose run.json and verified exports are this config's
     (keep_superseded dropped its checkpoints, and the stage then trains nothing), or, with ``finished_counts``, an
-    evaluation whose kept outputs verify.  The encoder a longer schedule left behind is not a run (no run.json), nor
-    is an unfinished run without its checkpoint: the cell starts over."""
+    evaluation whose kept outputs verify.  The encoder a longer schedule left behind carries the shorter run's
+    run.json, so an undone ``epochs`` edit restores it; an unfinished run without its checkpoint is no run to come
+    back to: the cell starts over."""
     kept = cell / RUNS / key
-    finished = (read_run_record(kept) or {}).get("config_hash") == key and finished_exports(kept, key)
-    if not ((kept / "checkpoint.pt").is_file() or finished or finished_counts and verified_copies(kept)):
+    if not restorable(kept, key, finished_counts):
         return False
     try:
         for path in sorted(kept.iterdir()):
