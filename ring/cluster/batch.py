@@ -261,6 +261,15 @@ def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str
             f"made with another config than the grid's; the next all_tables reruns it ({lineage.rerun_command(output)})"
         )
     if stage == "lincls":
+        # The encoder it evaluated may hold while the grid now asks another config of its pretraining cell (whose
+        # config.yaml only the workflow rewrites): the plan forces that encoder, and with it this evaluation.
+        pretrain = cell_dir(cell.parents[4], grid.name, "pretrain", dataset, method, seed)
+        wanted = C.config_hash(grid.pretrain_config(dataset, method, seed, data_root))
+        if found := lineage.superseded(pretrain, wanted):
+            return (
+                f"evaluated the encoder of {pretrain}, which another config than the grid's made; the next "
+                f"all_tables reruns both ({lineage.rerun_command(found.target)})"
+            )
         return lineage.stale_reason(output, read_json_record(output)) or ""
     return ""
 
