@@ -21,7 +21,7 @@ import ring.plan.lineage
 import ring.plan.ownership
 from ring.plan.catalog import DATASETS, TRANSFER
 from ring.core.config import config_hash, read_yaml, dump as config_text
-from ring.plan.rerun import RUN_RECORD
+from ring.plan.rerun import RUN_RECORD, RUNS
 from ring.core.methods import METHODS
 from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps
 

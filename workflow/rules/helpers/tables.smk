@@ -13,14 +13,16 @@ def lincls_metrics(grid: str) -> list:
 
 
 def provenance_files(grid: str) -> list:
-    """Provenance of every finished cell of ``grid`` (read after the cells, never an input)."""
+    """Provenance of every finished cell of ``grid`` and of every run an edit set aside in it (runs/<key>/: its jobs
+    were spent too, and a run moves whole, so each job is counted once), read after the cells, never an input."""
     n = len(GRIDS[grid].cells())
     paths = [
         *expand(PRETRAIN_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
         *expand(LINCLS_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
         *[str(Path(p).with_name("provenance.json")) for p in transfer_metrics(grid)],
     ]
-    return [p for p in paths if Path(p).exists()]
+    kept = [str(k) for p in paths for k in sorted(Path(p).parent.glob(f"{RUNS}/*/provenance.json"))]
+    return [p for p in paths if Path(p).exists()] + kept
 
 
 def table_metrics(grid: str, table: str) -> list:
