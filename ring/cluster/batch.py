@@ -29,7 +29,7 @@ from ring.cluster import accounting, progress
 from ring.cluster.detach import supersede
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
-from ring.cluster.launch import job_config_hash, log_tail
+from ring.cluster.launch import job_config_hash, last_sentence
 from ring.cluster.slurm import (
     ALIVE,
     ENDED,
@@ -139,7 +139,7 @@ def cell_status(cell: Path, stage: str, grace_s: float, states: dict[str, str | 
     if state == "COMPLETED":  # the output is missing (checked above): the next run resubmits, resuming
         return "gone", f"{record['job_id']} COMPLETED but {OUTPUT[stage]} is missing; the next run resubmits it"
     stderr = Path(record["folder"]) / f"{record['job_id']}_0_log.err"
-    return "failed", f"{record['job_id']} {state}: {log_tail(stderr, 1)}"
+    return "failed", f"{record['job_id']} {state}: {last_sentence(stderr)}"
 
 
 def grid_cells(grid: G.Grid, stage: str, results: Path) -> list[tuple[Path, str, str, int]]:
