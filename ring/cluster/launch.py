@@ -131,7 +131,10 @@ def wait(job: submitit.SlurmJob, cell: Path, res: slurm.Resources, adopted: bool
         shown = state or "UNKNOWN"
         if shown != last:
             minutes = (time.monotonic() - start) / 60
-            print(f"ring: {cell}: SLURM job {job.job_id} {shown} ({minutes:.1f} min)", file=sys.stderr, flush=True)
+            # Why a job waits (Resources, Priority, a drained node's ReqNodeNotAvail): squeue's reason, once.
+            why = slurm.pending_reason(job.job_id) if shown == "PENDING" else ""
+            shown_why = f"{shown} ({why})" if why else shown
+            print(f"ring: {cell}: SLURM job {job.job_id} {shown_why} ({minutes:.1f} min)", file=sys.stderr, flush=True)
             last = shown
         ran = ran or (state in slurm.ALIVE and state != "PENDING")
         if state in slurm.ENDED:

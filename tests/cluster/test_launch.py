@@ -257,3 +257,48 @@ def test_a_job_out_of_memory_ends_with_one_sentence_naming_mem_gb(tmp_path, monk
     assert launch.last_sentence(tmp_path / "job.err") == (
         "the stage's own reason" if says is None else log.strip().splitlines()[-1]
     )
+
+
+@pytest.mark.parametrize(
+    "sinfo, refused",
+    [
+        ("debug* drain node1\n", None),  # drained: not a refusal, the jobs would wait
+        ("debug* down* node1\n", None),
+        ("debug* idle node1\n", "Requested node configuration is not available"),  # the resources themselves
+        ("debug* drain node1\nother idle node2\n", None),  # another partition's node does not matter
+    ],
+)
+def test_a_drained_partition_is_told_apart_from_refused_resources(monkeypatch, capsys, sinfo, refused):
+    """Issue 40 item 6: with the only node drained, `sbatch --test-only` refuses while a plain sbatch waits; the
+    check said "fix them in profiles/slurm/site.yaml"."""
+    import subprocess
+
+    from ring.cluster import slurm
+
+    def call(args, timeout=60):
+        if args[0] == "sbatch":
+            return subprocess.CompletedProcess(
+                args, 1, "", "sbatch: error: Requested node configuration is not available\n"
+            )
+        return subprocess.CompletedProcess(args, 0, sinfo if "%P %t %N" in args else "idle\n", "")
+
+    monkeypatch.setattr(slurm, "slurm_call", call)
+    assert slurm.sbatch_refusal(Resources()) == refused
+    err = capsys.readouterr().err
+    if refused is None:
+        assert err.startswith("ring: warning: partition debug has no node that takes a job now (node1: ")
+        assert "these resources are not refused, so the jobs are submitted and wait PENDING" in err
+    else:
+        assert err == ""
+
+
+def test_a_waiting_client_shows_why_its_job_is_pending(tmp_path, monkeypatch, capsys):
+    from ring.cluster import launch, slurm
+
+    replies = iter(["PENDING", "PENDING", "RUNNING", "COMPLETED"])
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {ids[0]: next(replies)})
+    monkeypatch.setattr(slurm, "pending_reason", lambda job_id: "ReqNodeNotAvail, UnavailableNodes:node1")
+    assert launch.wait(_fake_job(tmp_path), tmp_path, Resources(poll_s=0)) == "completed"
+    lines = capsys.readouterr().err.splitlines()
+    assert "SLURM job 9_1 PENDING (ReqNodeNotAvail, UnavailableNodes:node1) (0.0 min)" in lines[0]
+    assert len(lines) == 3  # PENDING once, RUNNING, COMPLETED
