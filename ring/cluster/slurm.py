@@ -265,18 +265,34 @@ def responding_nodes() -> bool:
 UNAVAILABLE = ("drain", "drng", "down", "fail", "maint", "pow", "inval", "futr")
 
 
+def fits(res: Resources, cpus: str, memory_mb: str, gres: str) -> bool:
+    """Whether one job of ``res`` fits a node of sinfo's CPUs (%c), memory (%m, MB) and generic resources (%G)."""
+    try:
+        gpus = sum(int(part.split("(")[0].split(":")[-1]) for part in gres.split(",") if part.startswith("gpu:"))
+        return (
+            res.cpus_per_task * max(res.gpus_per_node, 1) <= int(cpus.rstrip("+"))
+            and res.mem_gb * 1024 <= int(memory_mb.rstrip("+"))
+            and res.gpus_per_node <= gpus
+        )
+    except ValueError:
+        return False
+
+
 def unavailable_partition(res: Resources) -> str | None:
-    """When no node of the stage's partition (the default one when it names none) takes a job now, the clause
-    saying which and why (one sinfo call); None when one does, or sinfo cannot say."""
-    args = ["sinfo", "-h", "-o", "%P %t %N", *(["-p", res.partition] if res.partition else [])]
+    """When no node of the stage's partition (the default one when it names none) takes a job now although one of
+    them would fit these resources, the clause saying which and why (one sinfo call); None when a node takes jobs,
+    none fits (a real refusal), or sinfo cannot say."""
+    args = ["sinfo", "-h", "-o", "%P %t %N %c %m %G", *(["-p", res.partition] if res.partition else [])]
     try:
         out = slurm_call(args, timeout=30)
     except RuntimeError:  # ControllerUnreachable included: then the refusal stands as SLURM gave it
         return None
-    rows = [line.split() for line in out.stdout.splitlines() if len(line.split()) == 3] if out.returncode == 0 else []
+    rows = [line.split() for line in out.stdout.splitlines() if len(line.split()) == 6] if out.returncode == 0 else []
     rows = rows if res.partition else [row for row in rows if row[0].endswith("*")]
     states = sorted({row[1].rstrip("*~#!%$@^-+") for row in rows})
     if not rows or not all(state.startswith(UNAVAILABLE) for state in states):
+        return None
+    if not any(fits(res, *row[3:]) for row in rows):
         return None
     nodes = ",".join(row[2] for row in rows)
     return f"partition {rows[0][0].rstrip('*')} has no node that takes a job now ({nodes}: {', '.join(states)})"

@@ -260,15 +260,16 @@ def test_a_job_out_of_memory_ends_with_one_sentence_naming_mem_gb(tmp_path, monk
 
 
 @pytest.mark.parametrize(
-    "sinfo, refused",
+    "sinfo, gpus, refused",
     [
-        ("debug* drain node1\n", None),  # drained: not a refusal, the jobs would wait
-        ("debug* down* node1\n", None),
-        ("debug* idle node1\n", "Requested node configuration is not available"),  # the resources themselves
-        ("debug* drain node1\nother idle node2\n", None),  # another partition's node does not matter
+        ("debug* drain node1 8 32000 gpu:2\n", 1, None),  # drained: not a refusal, the jobs would wait
+        ("debug* down* node1 8 32000 gpu:a100:2(S:0)\n", 2, None),
+        ("debug* idle node1 8 32000 gpu:2\n", 1, "Requested node configuration is not available"),  # the resources
+        ("debug* drain node1 8 32000 gpu:2\n", 8, "Requested node configuration is not available"),  # fit no node
+        ("debug* drain node1 8 32000 gpu:2\nother idle node2 8 32000 gpu:2\n", 1, None),  # another partition's
     ],
 )
-def test_a_drained_partition_is_told_apart_from_refused_resources(monkeypatch, capsys, sinfo, refused):
+def test_a_drained_partition_is_told_apart_from_refused_resources(monkeypatch, capsys, sinfo, gpus, refused):
     """Issue 40 item 6: with the only node drained, `sbatch --test-only` refuses while a plain sbatch waits; the
     check said "fix them in profiles/slurm/site.yaml"."""
     import subprocess
@@ -280,10 +281,10 @@ def test_a_drained_partition_is_told_apart_from_refused_resources(monkeypatch, c
             return subprocess.CompletedProcess(
                 args, 1, "", "sbatch: error: Requested node configuration is not available\n"
             )
-        return subprocess.CompletedProcess(args, 0, sinfo if "%P %t %N" in args else "idle\n", "")
+        return subprocess.CompletedProcess(args, 0, sinfo if "%P %t %N %c %m %G" in args else "idle\n", "")
 
     monkeypatch.setattr(slurm, "slurm_call", call)
-    assert slurm.sbatch_refusal(Resources()) == refused
+    assert slurm.sbatch_refusal(Resources(gpus_per_node=gpus, cpus_per_task=2, mem_gb=16)) == refused
     err = capsys.readouterr().err
     if refused is None:
         assert err.startswith("ring: warning: partition debug has no node that takes a job now (node1: ")

@@ -353,6 +353,23 @@ def test_bad_resources_fail_before_submission(override, message):
         preflight(Resources.from_dict({**CLUSTER, **override}), checkpoint_interval_min=5.0)
 
 
+def test_a_drained_partition_is_told_apart_from_resources_slurm_refuses(capsys):
+    """Issue 40 item 6: with the only node drained, `sbatch --test-only` refuses what a plain sbatch queues; the
+    check said "SLURM refuses these resources ... fix them in profiles/slurm/site.yaml"."""
+    node = subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True, timeout=30).stdout.split()[0]
+    subprocess.run(
+        ["scontrol", "update", f"nodename={node}", "state=drain", "reason=ring-test"], check=True, timeout=30
+    )
+    try:
+        preflight(Resources.from_dict(CLUSTER), checkpoint_interval_min=5.0)  # not refused
+        err = capsys.readouterr().err
+        assert "has no node that takes a job now" in err and "the jobs are submitted and wait PENDING" in err, err
+        with pytest.raises(ValueError, match="Requested node configuration is not available"):
+            preflight(Resources.from_dict({**CLUSTER, "gpus_per_node": 8}), checkpoint_interval_min=5.0)
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=True, timeout=30)
+
+
 def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
     """gpus_per_node=2: two tasks, one per (fake) GPU, ranks from submitit; gloo on this CPU machine."""
     # Two steps, from the same start (the epoch-0 snapshot): as in tests/engine/test_distributed.py, the updates are
