@@ -217,8 +217,14 @@ def stale(metrics_path: str | Path, metrics: dict) -> Stale | None:
 
 def stale_target(metrics_path: str | Path) -> Path | None:
     """The file to rerun for a finished evaluation at ``metrics_path`` (itself, or the encoder it evaluated) when
-    the tables would show it stale, or None: no metrics file yet, an unreadable one, or a chain that holds."""
+    the tables would show it stale or it differs from its checksum record, or None: no metrics file yet, an
+    unreadable one without a record, or a chain that holds."""
     path = Path(metrics_path)
-    metrics = read_record(path) if path.is_file() else {}
+    if not path.is_file():
+        return None
+    # Damaged (changed, truncated, corrupt) against its checksum record: rerun it, whatever it now holds.
+    if len(path.parts) >= 6 and path.parts[-5] in EVALUATIONS and (hurt := damaged(path.parent, [path.name])):
+        return hurt.target
+    metrics = read_record(path)
     found = stale(path, metrics) if metrics else None
     return found.target if found else None

@@ -187,3 +187,10 @@ def test_an_encoder_damaged_after_its_evaluation_makes_it_stale_and_names_the_en
     assert wide.loc["IR", "Digits"].startswith("stale")
     encoder.write_bytes(b"trunk bytes")  # the recorded bytes back: the chain holds again
     assert lineage.stale(files["IR"], json.loads(files["IR"].read_text())) is None
+
+
+def test_a_truncated_metrics_file_with_a_record_is_rerun_not_left_to_fail_the_table(tmp_path, grid):
+    root, files = grid
+    _exported(files["IR"])
+    files["IR"].write_text(files["IR"].read_text()[:20])  # cut short: no JSON to read the chain from
+    assert lineage.stale_target(files["IR"]) == files["IR"]
