@@ -71,7 +71,11 @@ def missing_cells(table: str):
     table needs its inputs, and the cells that make them are planned (restored from their kept copies, or rerun)."""
 
     def stale(wildcards) -> list:
-        inputs = {"gpu_hours": lambda g: [*lincls_metrics(g), *transfer_metrics(g)], "table3": transfer_metrics}
+        inputs = {
+            "gpu_hours": lambda g: [*lincls_metrics(g), *transfer_metrics(g)],
+            "table3": transfer_metrics,
+            "table4": detection_metrics,
+        }
         files = inputs.get(table, lambda g: table_metrics(g, table))(wildcards.grid)
         target = TABLE.format(grid=wildcards.grid, table=table, ext="csv")
         return _force(target if Path(target).exists() and not all(map(os.path.exists, files)) else None)
