@@ -194,12 +194,13 @@ def stale(metrics_path: str | Path, metrics: dict) -> Stale | None:
     cell = path.parent
     if not (cell / "config.yaml").is_file():
         return None
-    if len(path.parts) >= 7 and path.parts[-6] == "detection":
-        return detection_stale(path, metrics)
-    if len(path.parts) < 6 or path.parts[-5] not in EVALUATIONS:
+    detection = len(path.parts) >= 7 and path.parts[-6] == "detection"
+    if not detection and (len(path.parts) < 6 or path.parts[-5] not in EVALUATIONS):
         return None
     if hurt := damaged(cell, [path.name]):  # the number itself first: nothing else it says can be trusted
         return hurt
+    if detection:
+        return detection_stale(path, metrics)
     evaluation = _config(cell / "config.yaml", EVALUATIONS[path.parts[-5]])
     pretrain = pretrain_cell(path, evaluation)
     if metrics.get("config_hash") is None:
@@ -223,7 +224,8 @@ def stale_target(metrics_path: str | Path) -> Path | None:
     if not path.is_file():
         return None
     # Damaged (changed, truncated, corrupt) against its checksum record: rerun it, whatever it now holds.
-    if len(path.parts) >= 6 and path.parts[-5] in EVALUATIONS and (hurt := damaged(path.parent, [path.name])):
+    evaluation = len(path.parts) >= 6 and (path.parts[-5] in EVALUATIONS or path.parts[-6:-5] == ("detection",))
+    if evaluation and (path.parent / "config.yaml").is_file() and (hurt := damaged(path.parent, [path.name])):
         return hurt.target
     metrics = read_record(path)
     found = stale(path, metrics) if metrics else None

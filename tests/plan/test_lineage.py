@@ -194,3 +194,22 @@ def test_a_truncated_metrics_file_with_a_record_is_rerun_not_left_to_fail_the_ta
     _exported(files["IR"])
     files["IR"].write_text(files["IR"].read_text()[:20])  # cut short: no JSON to read the chain from
     assert lineage.stale_target(files["IR"]) == files["IR"]
+
+
+def test_a_detection_metrics_file_edited_in_place_is_stale_in_table4(tmp_path):
+    from ring.plan import grid as G
+    from ring.plan import rerun
+    from tests.reports.test_tables import _detection_cell
+
+    paper = G.load(tables.PAPER_GRID)
+    cfg = paper.detection_config("IR", "voc_det", 0, "/datasets")
+    metrics = _detection_cell(
+        tmp_path / "results" / "mine", "IR", paper.pretrain_config("imagenet", "IR", 0, "/d"), cfg
+    )
+    rerun.keep_outputs(metrics.parent, "detection", cfg, json.loads(metrics.read_text())["backbone_sha256"])
+    assert tables.build_table4([metrics], ["IR"], tmp_path / "table4").loc["IR", "voc_det_AP"] == "6.0"
+    edited = json.loads(metrics.read_text())
+    edited["columns"]["voc_det_AP"] = 60.0
+    metrics.write_text(json.dumps(edited))
+    assert tables.build_table4([metrics], ["IR"], tmp_path / "table4").loc["IR", "voc_det_AP"] == "stale [s1]"
+    assert lineage.stale_target(metrics) == metrics
