@@ -208,3 +208,26 @@ def test_rerun_by_hand_opens_the_grid_that_owns_the_cells_folder_through_the_gat
     assert snapshot(base) == before
     monkeypatch.setenv("RING_GRID_FILE", str(grids / "tiny.yaml"))  # the workflow's jobs: it opened the grid already
     assert rerun.grid_problem(cell) is None
+
+
+@pytest.mark.slow
+def test_the_workflow_refuses_each_kind_of_bad_grid_in_the_same_sentence(workdir, tmp_path):
+    """The workflow's plan (common.smk: ring.plan.gate.select with Snakemake's schema check) on each kind of bad grid
+    the commands refuse above; the plug-in's kind runs through snakemake in tests/project/test_plugin_guide.py."""
+    from tests.workflow.runs import snakemake
+
+    for kind, (text, sentence) in BAD.items():
+        if "plug-in" in kind:
+            continue
+        grid = tmp_path / kind.replace(" ", "-").replace("'", "") / "tiny.yaml"
+        grid.parent.mkdir()
+        grid.write_text(text)
+        if kind == "another grid's folder":
+            other = tmp_path / "other" / "tiny.yaml"
+            other.parent.mkdir()
+            other.write_text(GOOD.replace("seeds: [0]", "seeds: [0, 1]"))
+            ownership.claim(other, workdir / "results" / "tiny")
+        result = snakemake(workdir, "-n", "--cores", "1", "table1", "--config", f"grid={grid}", check=False)
+        said = [line for line in result.stderr.splitlines() if line.startswith("ring: ")]
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert len(said) == 1 and re.search(sentence, said[0]), (kind, result.stderr)
