@@ -310,14 +310,8 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
     return rows
 
 
-STATES = (
-    "done",
-    "stale",
-    "running",
-    "pending",
-    "failed",
-    "missing",
-)  # others (damaged, gone, ...) follow when there are any
+# The states every total line counts; the others (damaged, gone, SLURM's own) follow when there are any.
+STATES = ("done", "stale", "running", "pending", "failed", "missing")
 
 
 def total_line(rows: list[tuple]) -> str:
@@ -412,7 +406,7 @@ def prune(grid: G.Grid, results: Path, config: dict, dry_run: bool, yes: bool = 
     items = disk.prunable(grid, results)
     lines = prune_lines(items, dry_run)
     if dry_run:
-        return lines + ([f"(now: {held[0].lower()}{held[1:]})"] if held else [])
+        return lines + ([f"(prune would remove nothing now: {held})"] if held else [])
     print("\n".join(lines))
     if not items:
         return ["ring: nothing to remove"]

@@ -110,7 +110,7 @@ def test_a_snakemake_run_holding_the_folder_stops_prune(folder, capsys, tmp_path
         capsys, folder, f"A Snakemake run holds results/tiny (its lock {locks.resolve() / '1.input.lock'})", "--yes"
     )
     code, out, _ = prune(capsys, "--dry-run")  # a dry run still lists, and says what holds the folder
-    assert code == 0 and out[-1].startswith("(now: a Snakemake run holds results/tiny")
+    assert code == 0 and out[-1].startswith("(prune would remove nothing now: A Snakemake run holds results/tiny")
 
 
 def test_a_live_local_launcher_stops_prune(folder, capsys):
