@@ -56,11 +56,11 @@ def schema_check(values: dict, what: str) -> None:
 
 def warnings() -> list[str]:
     """One line per plug-in that failed to load or whose declaration imports torch."""
-    lines = [
-        f"{broken}; its methods are unavailable until that package is fixed or uninstalled."
-        for broken in (METHODS.broken.values())
+    broken = [
+        f"{clause}; its methods are unavailable until that package is fixed or uninstalled."
+        for clause in METHODS.broken.values()
     ]
-    return lines + [f"{heavy}." for heavy in METHODS.heavy.values()]
+    return broken + [f"{clause}." for clause in METHODS.heavy.values()]
 
 
 def open_grid(
