@@ -885,6 +885,32 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     assert yaml.safe_load((workdir / cell / "config.yaml").read_text())["loss_read_every"] == 10
 
 
+def test_an_undone_and_a_redone_epochs_edit_submit_nothing(workdir):
+    """Issue 40 item 6, README's edit table on the cluster: a longer epochs continues the cell (one pretraining job);
+    undoing the edit brings the shorter finished run back, redoing it the longer one: no job is submitted."""
+    cell = workdir / "results/tiny/pretrain/digits/IR/seed0"
+
+    def run(epochs: int) -> tuple[str, list]:
+        pretrain = {"all": {**TINY["pretrain"]["all"], "epochs": epochs}}
+        write_grid(workdir, "tiny", {**TINY_SEED0, "methods": ["IR"], "pretrain": pretrain})
+        start = now()
+        result = snakemake(workdir, "all_tables", *SLURM)
+        return result.stdout + result.stderr, [name for _, name, _ in sacct_jobs("ring-", start, workdir)]
+
+    run(1)
+    short = (cell / "encoder.pt").read_bytes()
+    output, jobs = run(2)
+    assert "continuing from its checkpoint to epochs=2" in output and jobs == [
+        "ring-pretrain-digits-IR-seed0",
+        "ring-lincls-digits-IR-seed0",
+    ], jobs
+    long = (cell / "encoder.pt").read_bytes()
+    for epochs, encoder in ((1, short), (2, long)):
+        output, jobs = run(epochs)
+        assert jobs == [] and "is back in place" in output, output[-3000:]
+        assert (cell / "encoder.pt").read_bytes() == encoder
+
+
 def test_two_clients_of_one_cell_submit_one_job(tmp_path):
     cell = tmp_path / "results" / "g" / "pretrain" / "digits" / "IRing" / "seed0"
     cfg = C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 1})

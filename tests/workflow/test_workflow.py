@@ -595,32 +595,6 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     assert planned() == {}
 
 
-def test_an_undone_and_a_redone_epochs_edit_train_nothing(workdir, tmp_path):
-    """Issue 40 item 6 (README's edit table): a longer epochs continues; undoing it brings the shorter finished run
-    back, and redoing it the longer one, without a training epoch (the shorter run kept no run.json, so the undo
-    retrained from scratch and the redo continued again)."""
-    grid_file = tmp_path / "elsewhere" / "mine.yaml"
-    grid_file.parent.mkdir()
-    values = {**SMALL, "methods": ["IR"], "seeds": [0]}
-
-    def run(epochs: int) -> str:
-        grid_file.write_text(
-            yaml.safe_dump({**values, "pretrain": {"all": {**SMALL["pretrain"]["all"], "epochs": epochs}}})
-        )
-        result = snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", f"grid={grid_file}")
-        return result.stdout + result.stderr
-
-    cell = workdir / "results" / "mine" / "pretrain" / "digits" / "IR" / "seed0"
-    run(1)
-    short = (cell / "encoder.pt").read_bytes()
-    assert "continuing from its checkpoint to epochs=2" in run(2)
-    long = (cell / "encoder.pt").read_bytes()
-    for epochs, encoder in ((1, short), (2, long)):
-        output = run(epochs)
-        assert "is back in place" in output and "ring: seed0 epoch=" not in output, output[-3000:]
-        assert (cell / "encoder.pt").read_bytes() == encoder
-
-
 def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(workdir):
     """Issue 34, item 2: an encoder that another config made (as a job of the previous config wrote it after an edit,
     before the launcher checked hashes) makes Table 1 stale; `batch status` says the next all_tables reruns it, a dry
