@@ -874,6 +874,9 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
         for path in (folder / "provenance.json", kept)
     }
     assert jobs == {folder / "provenance.json": {recorded_id(folder)}, kept: {old_job}}, jobs
+    # Issue 40 item 6: gpu_hours counts both, each once (it read only the live cells' provenance.json).
+    runs = [line.split(",")[2] for line in (workdir / "results/tiny/tables/gpu_hours.csv").read_text().splitlines()[1:]]
+    assert sorted(r for r in runs if r.startswith(cell)) == [cell, str(kept.parent.relative_to(workdir))], runs
 
     # Runtime knobs are not edits (issue 32 item 7, issue 34 item 5): the configs take them, nothing is submitted.
     values["pretrain"] = {**values["pretrain"], "all": {**values["pretrain"]["all"], "loss_read_every": 10}}
