@@ -847,6 +847,11 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     old_job = recorded_id(folder)
     values = {**TINY_SEED0, "pretrain": {**TINY_SEED0["pretrain"], "by_method": {"IR": {"lr": 0.01}}}}
     write_grid(workdir, "tiny", values)
+    # Issue 40 item 6: before the run rewrites any config, status and submit agree with the plan (both IR cells
+    # rerun): the evaluation of the stale encoder is stale too, not done, and submit leaves it to its pretraining.
+    rows = {tuple(line.split()[:3]): line.split()[4] for line in batch(workdir, "status").splitlines()[:-1]}
+    assert rows[("pretrain", "digits", "IR")] == rows[("lincls", "digits", "IR")] == "stale", rows
+    assert rows[("lincls", "digits", "MoCoRing")] == "done", rows
     start = now()
     result = snakemake(workdir, "all_tables", *SLURM)
     output = result.stdout + result.stderr
