@@ -194,13 +194,15 @@ class LinearEval:
         for step, (f, y) in enumerate(pairs, 1):
             loss = F.cross_entropy(self.classifier(f), y)
             # Before the step: a diverged loss never reaches the classifier or a checkpoint.
-            health.check_loss(loss.item(), str(self.out), self.epoch + 1, step, cfg.lr)
+            health.check_loss(loss.item(), str(self.out), self.epoch + 1, step, cfg.lr, self.out / CHECKPOINT)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
             total += loss.item() * len(y)
             count += len(y)
-        health.check_parameters(self.classifier.state_dict(), str(self.out), self.epoch + 1, cfg.lr)
+        health.check_parameters(
+            self.classifier.state_dict(), str(self.out), self.epoch + 1, cfg.lr, self.out / CHECKPOINT
+        )
         return total / count
 
     @torch.no_grad()

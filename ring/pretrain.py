@@ -154,7 +154,7 @@ class Losses:
         rate = cfg.batch_size * len(values) / max(now - self.since, 1e-9)
         self.pending, self.since = [], now
         for i, value in enumerate(values):
-            health.check_loss(value, str(run.out), run.epoch + 1, first + i, cfg.lr)
+            health.check_loss(value, str(run.out), run.epoch + 1, first + i, cfg.lr, run.out / CHECKPOINT)
             if run.schedule and run.schedule.needs_loss:
                 run.schedule.step(loss=value)
             run.loss_sum += value
@@ -475,6 +475,7 @@ class Pretraining:
             str(self.out),
             self.epoch + 1,
             cfg.lr,
+            self.out / CHECKPOINT,
         )
         self.scheduler.step()
         self.epoch += 1

@@ -178,3 +178,30 @@ def test_a_diverged_linear_evaluation_says_so_in_one_sentence_and_writes_no_accu
     # Found again finished, it reads the last epoch's loss from its log and says the same.
     again = LinearEval(cfg, tmp_path / "pre" / "encoder.pt", cell).run()
     assert again["diverged"] == metrics["diverged"] and "top1" not in again
+
+
+@pytest.mark.parametrize("bad_step, written", [(1, False), (30, True)])  # 22 steps an epoch: epoch 1, or epoch 2
+def test_a_non_finite_loss_says_what_the_rerun_starts_from_as_the_folder_holds_it(
+    tmp_path, encoder_file, monkeypatch, bad_step, written
+):
+    """Issue 40 item 5: "the last good checkpoint is kept" was said also before any checkpoint was written."""
+    from ring import lincls
+    from ring.engine.health import NonFinite
+
+    calls, cross_entropy = [], lincls.F.cross_entropy
+
+    def loss(*args, **kwargs):
+        calls.append(1)
+        value = cross_entropy(*args, **kwargs)
+        return value * math.nan if len(calls) == bad_step else value
+
+    monkeypatch.setattr(lincls.F, "cross_entropy", loss)
+    cell = tmp_path / "cell"
+    with pytest.raises(NonFinite) as err:
+        LinearEval(lincls_config(epochs=2), encoder_file, cell).run()
+    assert (cell / "checkpoint.pt").is_file() == written
+    assert str(err.value).endswith(
+        f"lower lr and rerun (the last good checkpoint, {cell / 'checkpoint.pt'}, is kept: the rerun resumes from it)."
+        if written
+        else "lower lr and rerun (no checkpoint was written before it: the rerun starts from scratch)."
+    ), err.value

@@ -442,3 +442,18 @@ def test_the_sanity_accuracy_is_measured_once_before_a_cells_first_step_and_not_
     )
     off.run()
     assert len(measured) == 1 and off.schedule.policy.history == []
+
+
+def test_a_non_finite_loss_before_any_checkpoint_says_the_rerun_starts_from_scratch(tmp_path, monkeypatch):
+    """Issue 40 item 5: the sentence said "the last good checkpoint is kept" when none had been written."""
+    from ring import pretrain
+    from ring.engine.health import NonFinite
+
+    monkeypatch.setattr(pretrain.distributed, "mean_values", lambda t: [float("nan")] * len(t))
+    cell = tmp_path / "cell"
+    with pytest.raises(NonFinite) as err:
+        Pretraining(pretrain_config("IR", epochs=1, knn_every=0), cell).run()
+    assert not (cell / "checkpoint.pt").exists()
+    assert str(err.value).endswith(
+        "lower lr and rerun (no checkpoint was written before it: the rerun starts from scratch)."
+    ), err.value

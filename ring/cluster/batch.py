@@ -29,7 +29,7 @@ from ring.cluster import accounting, progress
 from ring.cluster.detach import supersede
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
-from ring.cluster.launch import job_config_hash, log_tail
+from ring.cluster.launch import job_config_hash, last_sentence
 from ring.cluster.slurm import (
     ALIVE,
     ENDED,
@@ -43,8 +43,9 @@ from ring.cluster.slurm import (
 )
 from ring.cluster.slurm import stage_resources as merged_resources
 from ring.core import config as C
+from ring.core.files import CHECKSUMS
 from ring.core.files import read_record as read_json_record
-from ring.plan import disk, lineage, ownership, rerun
+from ring.plan import disk, gate, lineage, ownership, rerun
 from ring.plan import estimate as E
 from ring.plan import grid as G
 
@@ -121,7 +122,13 @@ def cell_status(cell: Path, stage: str, grace_s: float, states: dict[str, str | 
         return "done", ""
     record = read_record(cell)
     if record is None:  # not on SLURM: the local launcher's marker, the log, the config
-        return progress.local_state(cell)
+        state, detail = progress.local_state(cell)
+        if state != "running" and OUTPUT[stage] in (read_json_record(cell / CHECKSUMS).get("files") or {}):
+            return "missing", (
+                f"its {OUTPUT[stage]} is gone, though {CHECKSUMS} records it: the cell had finished; the next "
+                f"all_tables brings it back from its kept copy, or reruns the cell"
+            )
+        return state, detail
     state = states.get(record["job_id"])
     if state is None:
         age = (datetime.now(timezone.utc) - datetime.fromisoformat(record["submitted"])).total_seconds()
@@ -133,7 +140,7 @@ def cell_status(cell: Path, stage: str, grace_s: float, states: dict[str, str | 
     if state == "COMPLETED":  # the output is missing (checked above): the next run resubmits, resuming
         return "gone", f"{record['job_id']} COMPLETED but {OUTPUT[stage]} is missing; the next run resubmits it"
     stderr = Path(record["folder"]) / f"{record['job_id']}_0_log.err"
-    return "failed", f"{record['job_id']} {state}: {log_tail(stderr, 1)}"
+    return "failed", f"{record['job_id']} {state}: {last_sentence(stderr)}"
 
 
 def grid_cells(grid: G.Grid, stage: str, results: Path) -> list[tuple[Path, str, str, int]]:
@@ -232,9 +239,20 @@ def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]
     ]
 
 
+def damage(cell: Path, stage: str) -> str:
+    """Why a finished cell's outputs are not what its checksum record holds (empty when they are): an encoder or a
+    metrics.json edited or damaged after the cell finished (ring.plan.lineage.damaged)."""
+    names = list(read_json_record(cell / CHECKSUMS).get("files") or {}) if stage == "pretrain" else [OUTPUT[stage]]
+    hurt = lineage.damaged(cell, [name for name in names if name != "exported"])
+    return hurt.reason if hurt else ""
+
+
 def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str) -> str:
     """Why a finished Table 1 cell no longer is what the grid asks for (empty when it is): its output was
-    made with another config than the grid's, or evaluated an encoder that is not its cell's now."""
+    made with another config than the grid's, or evaluated an encoder that is not its cell's now, or is not what
+    its checksum record holds."""
+    if hurt := damage(cell, stage):
+        return hurt
     build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
     wanted = C.config_hash(build(dataset, method, seed, data_root))
     output = cell / OUTPUT[stage]
@@ -244,6 +262,15 @@ def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str
             f"made with another config than the grid's; the next all_tables reruns it ({lineage.rerun_command(output)})"
         )
     if stage == "lincls":
+        # The encoder it evaluated may hold while the grid now asks another config of its pretraining cell (whose
+        # config.yaml only the workflow rewrites): the plan forces that encoder, and with it this evaluation.
+        pretrain = cell_dir(cell.parents[4], grid.name, "pretrain", dataset, method, seed)
+        wanted = C.config_hash(grid.pretrain_config(dataset, method, seed, data_root))
+        if found := lineage.superseded(pretrain, wanted):
+            return (
+                f"evaluated the encoder of {pretrain}, which another config than the grid's made; the next "
+                f"all_tables reruns both ({lineage.rerun_command(found.target)})"
+            )
         return lineage.stale_reason(output, read_json_record(output)) or ""
     return ""
 
@@ -273,7 +300,9 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
             state, detail = cell_status(cell, "pretrain" if stage == "study" else stage, grace_s, states)
             if state == "running" and read_record(cell) is not None:  # a SLURM task: add its epoch and kNN
                 detail = ", ".join(filter(None, [progress.progress(cell), detail]))
-            if state == "done" and stage != "study":
+            if state == "done" and (hurt := damage(cell, "pretrain" if stage == "study" else stage)):
+                state, detail = "damaged", hurt
+            elif state == "done" and stage != "study":
                 reason = stale_detail(grid, stage, cell, dataset, method, seed, config.get("data_root", "data"))
                 state, detail = ("stale", reason) if reason else (state, detail)
             if state in ("pending", "missing") and (failure := data_check_failure(results, grid, dataset)):
@@ -282,6 +311,7 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
     return rows
 
 
+# The states every total line counts; the others (damaged, gone, SLURM's own) follow when there are any.
 STATES = ("done", "stale", "running", "pending", "failed", "missing")
 
 
@@ -329,53 +359,102 @@ def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
     return ids
 
 
-def busy_cells(cells: list[Path], config: dict) -> set[Path]:
-    """The cells among ``cells`` where a job may still run: a live local launcher, or a recorded SLURM job that is
-    alive or too recently submitted for accounting to know it (one sacct call for all).  Where SLURM cannot be
-    asked, every cell with a SLURM record counts as busy."""
+def holder(grid: G.Grid, results: Path, config: dict) -> str | None:
+    """What holds ``results/<grid>`` now, so that nothing there may be removed (one sentence), or None: a Snakemake
+    run's lock on a file there, a live local launcher in one of its cell folders, or a SLURM job recorded in one
+    that is alive or too recently submitted for accounting to know (one sacct call; SLURM unasked is no proof)."""
+    folder = results / grid.name
+    if lock := disk.snakemake_lock(results, grid.name):
+        return (
+            f"A Snakemake run holds {folder} (its lock {lock}); prune once it has ended (a lock a killed run left "
+            "behind goes with `snakemake --unlock` and the run's own target and config)."
+        )
+    cells = disk.cell_folders(grid, results)
     records = {cell: record for cell in cells if (record := read_record(cell)) is not None}
-    busy = {cell for cell in cells if cell not in records and progress.local_state(cell)[0] == "running"}
+    for cell in cells:
+        state, detail = progress.local_state(cell) if cell not in records else ("", "")
+        if state == "running":
+            return f"A local launcher runs {cell} ({detail}); prune once it has ended."
+    if not records:
+        return None
     try:
-        states = job_states(list(dict.fromkeys(r["job_id"] for r in records.values()))) if records else {}
-    except (RuntimeError, OSError):
-        return busy | set(records)
+        states = job_states(list(dict.fromkeys(r["job_id"] for r in records.values())))
+    except (RuntimeError, OSError) as err:
+        return (
+            f"SLURM cannot say whether the jobs recorded in {folder} still run ({err}); prune when sacct answers, "
+            "as a job may still write there."
+        )
     grace_s = stage_resources(config, "pretrain").unknown_grace_s
     for cell, record in records.items():
         state = states.get(record["job_id"])
         age = (datetime.now(timezone.utc) - datetime.fromisoformat(record["submitted"])).total_seconds()
         if state in ALIVE or (state is None and age < grace_s):
-            busy.add(cell)
-    return busy
+            return (
+                f"SLURM job {record['job_id']} of grid {grid.name} is {(state or 'just submitted').lower()} in "
+                f"{cell}; prune once it has ended (ring cancel --grid {grid.file} ends the grid's jobs)."
+            )
+    return None
 
 
-def prunable(grid: G.Grid, results: Path, config: dict) -> tuple[list[disk.Prunable], set[Path]]:
-    """What ``prune`` removes (ring.plan.disk), and the unnamed cells it leaves because a job may still run there."""
-    busy = busy_cells(disk.unnamed_cells(grid, results), config)
-    return disk.prunable(grid, results, busy), busy
-
-
-def prune(grid: G.Grid, results: Path, config: dict, dry_run: bool) -> list[str]:
-    """The lines of ``prune``: each superseded run and unnamed cell folder with its size, and a total; removed
-    unless ``dry_run``.  A cell the grid names keeps its own files; only its runs/ go."""
-    items, busy = prunable(grid, results, config)
+def prune_lines(items: list[disk.Prunable], dry_run: bool) -> list[str]:
+    """Each superseded run and unnamed cell folder with its size, and the total."""
     lines = [f"{disk.human(item.bytes):>10}  {disk.KINDS[item.kind][0]:38} {item.path}" for item in items]
-    lines += [f"{'':>10}  left alone: a job may still run in {cell}" for cell in sorted(busy)]
     total = disk.human(sum(item.bytes for item in items))
-    if not dry_run:
-        disk.remove(items, results / grid.name)
-    verb = "would free" if dry_run else "freed"
+    verb = "would free" if dry_run else "frees"
     lines.append(f"total: {disk.summary(items)}; {verb} {total}" + (" (--dry-run: nothing removed)" if dry_run else ""))
     return lines
 
 
+def confirmed(items: list[disk.Prunable], yes: bool) -> bool:
+    """--yes, or a y typed at a terminal; never a default."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        return False
+    answer = input(f"ring: remove these {len(items)} folders ({disk.human(sum(i.bytes for i in items))})? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def prune(grid: G.Grid, results: Path, config: dict, dry_run: bool, yes: bool = False) -> list[str]:
+    """``prune``: list the superseded runs and unnamed cell folders with their sizes and, unless ``dry_run``, remove
+    exactly those, only with ``yes`` or a confirmation at a terminal, only when this grid file is recorded as the
+    maker of the folder (the gate refused another's already) and nothing holds it (:func:`holder`).  Each refusal
+    is one sentence (ValueError) and removes nothing; the lines already printed say what would have gone."""
+    folder = results / grid.name
+    held = holder(grid, results, config)
+    if held and not dry_run:
+        raise ValueError(held)
+    items = disk.prunable(grid, results)
+    lines = prune_lines(items, dry_run)
+    if dry_run:
+        return lines + ([f"(prune would remove nothing now: {held})"] if held else [])
+    print("\n".join(lines))
+    if not items:
+        return ["ring: nothing to remove"]
+    if ownership.recorded_owner(folder) is None:
+        raise ValueError(
+            f"No grid file is recorded as the maker of {folder} ({ownership.MARKER}, or a job's provenance.json), so "
+            "prune cannot tell what is unwanted there; nothing removed (a run of the workflow or ring submit with "
+            "this grid records it)."
+        )
+    if not confirmed(items, yes):
+        raise ValueError(
+            f"Nothing removed: prune removes the {len(items)} folders above only with --yes (or a y at a terminal)."
+        )
+    if not yes and ((held := holder(grid, results, config)) or disk.prunable(grid, results) != items):
+        raise ValueError(held or f"What {folder} holds changed while you answered; nothing removed: run prune again.")
+    disk.remove(items, folder)
+    return [f"ring: removed {disk.summary(items)}; freed {disk.human(sum(item.bytes for item in items))}"]
+
+
 def disk_line(grid: G.Grid, results: Path, config: dict, grid_arg: str) -> str | None:
     """status's line on superseded runs and unnamed cell folders, with the command that removes them; None if none."""
-    items, _ = prunable(grid, results, config)
+    items = disk.prunable(grid, results)
     if not items:
         return None
     return (
         f"disk: {disk.summary(items)}, {disk.human(sum(item.bytes for item in items))} in all; list them with "
-        f"ring prune --grid {grid_arg} --dry-run, remove them without --dry-run"
+        f"ring prune --grid {grid_arg} --dry-run, remove them with --yes instead"
     )
 
 
@@ -410,11 +489,12 @@ def main(argv=None) -> int:
         "default: each cell's own store key",
     )
     parser.add_argument("--dry-run", action="store_true", help="prune: list what would be removed, remove nothing")
+    parser.add_argument("--yes", action="store_true", help="prune: remove what it lists without asking")
     args = parser.parse_args(argv)
     try:
         # estimate needs the grid and the throughput figures only, not the cluster's config.
         config = load_config(args.configfile or default_configs()) if args.command != "estimate" else {}
-        grid = G.load(G.resolve(args.grid, args.grids_dir))
+        grid = gate.open_grid(args.grid, args.grids_dir, args.results)  # the workflow's checks, ownership included
         if args.command == "estimate":
             print(E.report(grid, E.load_figures(args.device, extra=args.figures), args.by, args.store))
         elif args.command == "submit":
@@ -432,7 +512,7 @@ def main(argv=None) -> int:
             if line := disk_line(grid, args.results, config, args.grid):
                 print(line)
         elif args.command == "prune":
-            print("\n".join(prune(grid, args.results, config, args.dry_run)))
+            print("\n".join(prune(grid, args.results, config, args.dry_run, args.yes)))
         else:
             ids = cancel(grid, [args.stage] if args.stage else list(OUTPUT), args.results)
             print(f"ring: cancelled {len(ids)} jobs: {' '.join(ids)}" if ids else "ring: no live job to cancel")

@@ -75,6 +75,37 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
+def last_sentence(path: Path) -> str:
+    """The job's own reason: the last ``ring:`` sentence of its log (srun's "Exited with exit code 1" or a submitit
+    warning may follow it), else the log's last line."""
+    if not path.exists():
+        return f"(no log at {path})"
+    lines = path.read_text(errors="replace").splitlines()
+    said = [line for line in lines if line.startswith("ring: ")]
+    return said[-1].removeprefix("ring: ") if said else (lines[-1] if lines else f"(empty log {path})")
+
+
+# What a job out of memory leaves in its log: torch's allocators, Python's, the kernel's OOM killer through slurmstepd.
+HOST_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "MemoryError", "oom-kill", "Out Of Memory", "OOM Killed")
+GPU_MEMORY = ("CUDA out of memory", "OutOfMemoryError", "HIP out of memory")
+
+
+def out_of_memory(cell: Path, job_id: str, state: str | None, log: str, res: slurm.Resources) -> str | None:
+    """The one sentence for a job that ran out of memory (SLURM's OUT_OF_MEMORY state, or an allocator's failure in
+    its log), naming what to raise; None for any other failure."""
+    if any(marker in log for marker in GPU_MEMORY):
+        return (
+            f"ring: {cell}: SLURM job {job_id} ran out of GPU memory; lower the stage's batch_size (the GPU's memory "
+            "is fixed: mem_gb is the host's), or ask for a GPU with more memory (gres in profiles/slurm/site.yaml)."
+        )
+    if state == "OUT_OF_MEMORY" or any(marker in log for marker in HOST_MEMORY):
+        return (
+            f"ring: {cell}: SLURM job {job_id} ran out of host memory at mem_gb={res.mem_gb:g} GB; raise mem_gb of "
+            "this stage under slurm: in profiles/slurm/site.yaml (or lower its num_workers or batch_size) and rerun."
+        )
+    return None
+
+
 def wait(job: submitit.SlurmJob, cell: Path, res: slurm.Resources, adopted: bool = False) -> str:
     """Poll SLURM every ``poll_s`` until the job ends: "completed", "failed" (log tail printed) or
     "gone" (unknown to sacct and squeue for ``unknown_grace_s``, or, for a job ``adopted`` from the
@@ -100,7 +131,10 @@ def wait(job: submitit.SlurmJob, cell: Path, res: slurm.Resources, adopted: bool
         shown = state or "UNKNOWN"
         if shown != last:
             minutes = (time.monotonic() - start) / 60
-            print(f"ring: {cell}: SLURM job {job.job_id} {shown} ({minutes:.1f} min)", file=sys.stderr, flush=True)
+            # Why a job waits (Resources, Priority, a drained node's ReqNodeNotAvail): squeue's reason, once.
+            why = slurm.pending_reason(job.job_id) if shown == "PENDING" else ""
+            shown_why = f"{shown} ({why})" if why else shown
+            print(f"ring: {cell}: SLURM job {job.job_id} {shown_why} ({minutes:.1f} min)", file=sys.stderr, flush=True)
             last = shown
         ran = ran or (state in slurm.ALIVE and state != "PENDING")
         if state in slurm.ENDED:
@@ -129,6 +163,9 @@ def wait(job: submitit.SlurmJob, cell: Path, res: slurm.Resources, adopted: bool
         file=sys.stderr,
         flush=True,
     )
+    whole = stderr.read_text(errors="replace") if stderr.exists() else ""
+    if sentence := out_of_memory(cell, job.job_id, state, whole, res):  # the last sentence: status shows it
+        print(sentence, file=sys.stderr, flush=True)
     return "failed"
 
 

@@ -259,14 +259,72 @@ def responding_nodes() -> bool:
     return out.returncode == 0 and any(not (s.endswith("*") or s.startswith("unk")) for s in states)
 
 
+# sinfo's short node states (%t, a suffix such as * or ~ stripped) of a node that takes no new job for now: an admin
+# drained it, it is down or failing, in maintenance or powered off.  A partition of such nodes only is unavailable,
+# not a refusal of the resources: a plain sbatch is accepted and waits, while `sbatch --test-only` refuses.
+UNAVAILABLE = ("drain", "drng", "down", "fail", "maint", "pow", "inval", "futr")
+
+
+def fits(res: Resources, cpus: str, memory_mb: str, gres: str) -> bool:
+    """Whether one job of ``res`` fits a node of sinfo's CPUs (%c), memory (%m, MB) and generic resources (%G)."""
+    try:
+        gpus = sum(int(part.split("(")[0].split(":")[-1]) for part in gres.split(",") if part.startswith("gpu:"))
+        return (
+            res.cpus_per_task * max(res.gpus_per_node, 1) <= int(cpus.rstrip("+"))
+            and res.mem_gb * 1024 <= int(memory_mb.rstrip("+"))
+            and res.gpus_per_node <= gpus
+        )
+    except ValueError:
+        return False
+
+
+def unavailable_partition(res: Resources) -> str | None:
+    """When no node of the stage's partition (the default one when it names none) takes a job now although one of
+    them would fit these resources, the clause saying which and why (one sinfo call); None when a node takes jobs,
+    none fits (a real refusal), or sinfo cannot say."""
+    args = ["sinfo", "-h", "-o", "%P %t %N %c %m %G", *(["-p", res.partition] if res.partition else [])]
+    try:
+        out = slurm_call(args, timeout=30)
+    except RuntimeError:  # ControllerUnreachable included: then the refusal stands as SLURM gave it
+        return None
+    rows = [line.split() for line in out.stdout.splitlines() if len(line.split()) == 6] if out.returncode == 0 else []
+    rows = rows if res.partition else [row for row in rows if row[0].endswith("*")]
+    states = sorted({row[1].rstrip("*~#!%$@^-+") for row in rows})
+    if not rows or not all(state.startswith(UNAVAILABLE) for state in states):
+        return None
+    if not any(fits(res, *row[3:]) for row in rows):
+        return None
+    nodes = ",".join(row[2] for row in rows)
+    return f"partition {rows[0][0].rstrip('*')} has no node that takes a job now ({nodes}: {', '.join(states)})"
+
+
+def pending_reason(job_id: str) -> str:
+    """squeue's reason a pending job waits (Resources, Priority, ReqNodeNotAvail, ...), or '' when it cannot say."""
+    try:
+        out = slurm_call(["squeue", "-h", "-j", job_id, "-o", "%r"], timeout=30)
+    except RuntimeError:  # a status line without its reason, never a failed wait
+        return ""
+    words = out.stdout.strip().splitlines() if out.returncode == 0 else []
+    return words[-1].strip() if words and "|" not in words[-1] else ""
+
+
 def sbatch_refusal(res: Resources) -> str | None:
-    """SLURM's reason for refusing these resources (``sbatch --test-only``), or None if it accepts them."""
+    """SLURM's reason for refusing these resources (``sbatch --test-only``), or None if it accepts them.  A
+    partition whose nodes are all drained or down is not a refusal: the jobs would wait; a warning says so."""
     out = slurm_call(sbatch_test_args(res))
     if out.returncode == 0:
         return None
     if "node configuration is not available" in out.stderr and not responding_nodes():
         # A controller that has just restarted refuses everything until its nodes re-register.
         raise ControllerUnreachable("the controller answers but none of its nodes has registered yet")
+    if why := unavailable_partition(res):
+        print(
+            f"ring: warning: {why}; these resources are not refused, so the jobs are submitted and wait PENDING "
+            "until a node returns (scontrol show node says why it is out)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
     return " ".join(line.removeprefix("sbatch: error: ") for line in out.stderr.strip().splitlines()) or "no reason"
 
 

@@ -343,9 +343,9 @@ def from_dict(cls, values: dict):
 class DuplicateKey(yaml.YAMLError):
     """A mapping that names one key twice: the key and the 1-based lines of both."""
 
-    def __init__(self, key, first: int, second: int):
+    def __init__(self, key, first: int, second: int, merge: bool = False):
         super().__init__(f"the key {key!r} appears twice, at lines {first} and {second}")
-        self.key, self.first, self.second = key, first, second
+        self.key, self.first, self.second, self.merge = key, first, second, merge
 
 
 class Loader(yaml.SafeLoader):
@@ -354,11 +354,16 @@ class Loader(yaml.SafeLoader):
 
     A key written twice in one mapping is refused (:class:`DuplicateKey`): PyYAML keeps the last one without a
     word, so a second ``pretrain:`` block appended to a grid would drop every setting of the first.  Keys a
-    ``<<:`` merge brings in may be overridden, as YAML means them to be."""
+    ``<<:`` merge brings in may be overridden, as YAML means them to be; the merge key itself written twice is
+    refused too (PyYAML lets the last ``<<:`` win, while ``<<: [*a, *b]`` lets the first: the same two anchors
+    would merge in opposite orders)."""
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
             lines: dict = {}
+            merges = [k.start_mark.line + 1 for k, _ in node.value if k.tag == "tag:yaml.org,2002:merge"]
+            if len(merges) > 1:
+                raise DuplicateKey("<<", merges[0], merges[1], merge=True)
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     continue
@@ -390,6 +395,11 @@ def read_yaml(path: str | Path, what: str = "YAML file"):
             return yaml.load(fh, Loader=Loader)
     except DuplicateKey as err:
         lines = f"lines {err.first} and {err.second}" if err.first != err.second else f"line {err.first}"
+        if err.merge:
+            raise ValueError(
+                f"{what} {path} gives the merge key '<<' twice in one mapping, at {lines} (YAML would merge only "
+                "the last); merge both in one key, the first listed winning: <<: [*first, *second]."
+            ) from None
         raise ValueError(
             f"{what} {path} gives the key {err.key!r} twice, at {lines} (YAML would keep only the last); "
             "merge the two into one."

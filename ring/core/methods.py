@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -261,6 +262,8 @@ class Registry(MutableMapping):
         # methods it meant to register is unknown, so a name missing from the registry is answered with these.
         self.broken: dict[str, str] = {}
         self.plugins: dict[str, str] = {}  # method name -> the entry point that registered it
+        # Entry point name -> the clause saying that its declaration imported torch (it loads, but costs seconds).
+        self.heavy: dict[str, str] = {}
 
     def _ready(self) -> dict[str, Method]:
         if not self._loaded:
@@ -354,18 +357,25 @@ def register(name: str, m: Method) -> Method:
 
 
 def _reason(err: BaseException) -> str:
+    if isinstance(err, SystemExit):
+        return f"it called sys.exit({err.code!r}) while being imported"
     text = str(err).strip().rstrip(".") or type(err).__name__
     return text if isinstance(err, (ImportError, ValueError)) else f"{type(err).__name__}: {text}"
 
 
 def _load_entry_points() -> None:
     """Each entry point on its own: a broken one is recorded in ``METHODS.broken`` and what it registered before
-    failing is taken back, so grids that name none of its methods, and every stage of theirs, still run."""
+    failing is taken back, so grids that name none of its methods, and every stage of theirs, still run.  A
+    plug-in that calls ``sys.exit`` (or raises any other non-Exception) at import is broken too, not the end of
+    every command.  One whose declaration imports torch is recorded in ``METHODS.heavy`` (the plan warns)."""
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         before = set(METHODS._methods)
+        torch_before = "torch" in sys.modules
         try:
             ep.load()
-        except Exception as err:  # a broken plug-in names itself, not a traceback deep in ours
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:  # a broken plug-in names itself, not a traceback deep in ours (nor an exit)
             for name in set(METHODS._methods) - before:
                 del METHODS._methods[name]
             METHODS.broken[ep.name] = (
@@ -374,6 +384,12 @@ def _load_entry_points() -> None:
             continue
         METHODS.broken.pop(ep.name, None)
         METHODS.plugins.update(dict.fromkeys(set(METHODS._methods) - before, ep.name))
+        if not torch_before and "torch" in sys.modules:
+            METHODS.heavy[ep.name] = (
+                f"the {ENTRY_POINT_GROUP} entry point {ep.name} ({ep.value}) imports torch in its declaration, which "
+                "every registry reader (the plan, status, estimate, each waiting client) then loads; move the torch "
+                "code into the module its implementation names (docs/adding-a-method.md, the example)"
+            )
 
 
 def missing(name: str) -> str | None:

@@ -45,7 +45,11 @@ def safe_load(path: str | Path, what: str = "checkpoint", fix: str = "delete it 
     except Exception as err:  # truncated zip, foreign pickle, wrong file type ...
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         if "Weights only load failed" in reason:  # torch's advice (weights_only=False) would run the file's code
-            reason = "it holds objects other than tensors and plain data; refused without running them"
+            # Readable and whole: what it holds is refused, which "unreadable or truncated" would not say.
+            raise CheckpointError(
+                f"The {what} {path} holds objects other than tensors and plain data, which ring-bench never "
+                f"unpickles (refused without running them); {fix}."
+            ) from None
         raise CheckpointError(f"The {what} {path} is unreadable or truncated ({reason}); {fix}.") from None
 
 

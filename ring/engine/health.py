@@ -2,34 +2,47 @@
 
 Each training stage checks its loss at every step (it already holds it as a float for the log) and
 its parameters where they are about to be saved (epoch end, export): the first non-finite value
-stops the stage with :class:`NonFinite`, one sentence naming the cell, epoch, step and a likely
-cause.  The stage then exits non-zero without writing its final artefact, and its last checkpoint,
-written before the value went bad, stays the one a rerun resumes from.  Tables refuse a
-non-finite metric the same way (:func:`check_metrics`).
+stops the stage with :class:`NonFinite`, one sentence naming the cell, epoch, step, a likely
+cause and what a rerun starts from (the checkpoint, where the folder holds one).  The stage then exits
+non-zero without writing its final artefact, and its last checkpoint, if one was written before the value went
+bad, stays the one a rerun resumes from.  Tables refuse a non-finite metric the same way (:func:`check_metrics`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import torch
 
 from ring.core.metrics import NonFinite, check_metrics, non_finite_values  # noqa: F401  (torch-free; re-exported)
 
 
-def likely_cause(lr: float | None) -> str:
+def likely_cause(lr: float | None, checkpoint: Path | None = None) -> str:
+    """The cause and the fix; with ``checkpoint`` (the stage's, or None where it keeps none of its own), what a rerun
+    starts from, as the folder holds it now: the sentence never promises a checkpoint that was not written."""
     lr_text = f" (lr={lr:g})" if lr is not None else ""
+    if checkpoint is None:
+        after = ""
+    elif Path(checkpoint).is_file():
+        after = f" (the last good checkpoint, {checkpoint}, is kept: the rerun resumes from it)"
+    else:
+        after = " (no checkpoint was written before it: the rerun starts from scratch)"
     return (
         f"the learning rate{lr_text} is likely too high for this batch size or the inputs are corrupt; "
-        "lower lr and rerun (the last good checkpoint is kept)"
+        f"lower lr and rerun{after}"
     )
 
 
-def check_loss(value: float, where: str, epoch: int, step: int, lr: float | None = None) -> None:
+def check_loss(
+    value: float, where: str, epoch: int, step: int, lr: float | None = None, checkpoint: Path | None = None
+) -> None:
     """Stop at the first non-finite training loss; ``epoch`` and ``step`` are 1-based, as a user counts."""
     if not math.isfinite(value):
-        raise NonFinite(f"{where}: the training loss became {value} at epoch {epoch} step {step}; {likely_cause(lr)}.")
+        raise NonFinite(
+            f"{where}: the training loss became {value} at epoch {epoch} step {step}; {likely_cause(lr, checkpoint)}."
+        )
 
 
 # A linear probe's training loss is high when the mean of its last epoch (the epoch whose classifier is reported)
@@ -152,11 +165,13 @@ def first_non_finite(tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, t
     return None
 
 
-def check_parameters(tensors, where: str, epoch: int, lr: float | None = None) -> None:
+def check_parameters(tensors, where: str, epoch: int, lr: float | None = None, checkpoint: Path | None = None) -> None:
     """Stop when a parameter or buffer is non-finite (cheap: once per epoch, before the checkpoint)."""
     bad = first_non_finite(tensors)
     if bad is not None:
-        raise NonFinite(f"{where}: tensor {bad} became non-finite by the end of epoch {epoch}; {likely_cause(lr)}.")
+        raise NonFinite(
+            f"{where}: tensor {bad} became non-finite by the end of epoch {epoch}; {likely_cause(lr, checkpoint)}."
+        )
 
 
 def check_export(state: Mapping[str, torch.Tensor], path) -> None:

@@ -8,7 +8,8 @@ Two kinds of folders hold no result the grid's tables read, and only grow:
   dataset, study variant or detection task removed from the grid file).
 
 Torch-free: it lists folders and adds file sizes (hard links counted once: a kept export is a link of its encoder).
-A cell the grid names is never removed, only its ``runs/``; an unnamed cell whose job still runs is left alone.
+A cell the grid names is never removed, only its ``runs/``; ``prune`` removes nothing while a run holds the folder
+(ring.cluster.batch.holder, :func:`snakemake_lock`).
 """
 
 from __future__ import annotations
@@ -114,6 +115,26 @@ def prunable(grid, results: Path, busy: set[Path] = frozenset()) -> list[Prunabl
         if runs.is_dir():
             out += [Prunable(run, "run", size(run, seen)) for run in sorted(runs.iterdir()) if run.is_dir()]
     return out
+
+
+# Snakemake's lock files in the folder it runs in (snakemake.persistence): N.input.lock and N.output.lock, one path of
+# the run's files a line, relative to that folder; a run holds them from its start to its end.
+LOCKS = Path(".snakemake") / "locks"
+
+
+def snakemake_lock(results: Path, grid_name: str) -> Path | None:
+    """The lock file of a Snakemake run that holds a file under ``results/<grid_name>/``, or None.  Snakemake runs in
+    the folder above ``results`` (a checkout's root), where its ``.snakemake/locks`` lies."""
+    results = Path(results).resolve()
+    base = results / grid_name
+    for lock in sorted((results.parent / LOCKS).glob("*.lock")):
+        try:
+            lines = lock.read_text().splitlines()
+        except OSError:
+            continue
+        if any((results.parent / line.strip()).resolve().is_relative_to(base) for line in lines if line.strip()):
+            return lock
+    return None
 
 
 def summary(items: list[Prunable]) -> str:

@@ -21,11 +21,9 @@ This module is torch-free: the workflow client imports it.
 from __future__ import annotations
 
 import re
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import product
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ring.core import config as C
 from ring.core.methods import METHODS, RING_KEYS, apply_fixed, missing, read_only, unread_keys
@@ -558,14 +556,6 @@ def load(path: str | Path) -> Grid:
     return from_dict(path.stem, read(path), source=str(path))
 
 
-def schema_refusal(error, what: str, schema: str | Path) -> str:
-    """The sentence for a jsonschema ``ValidationError`` of ``what`` (a file) against ``schema``: the key path
-    (``(top level)`` for the file as a whole), the schema's words, and the schema file to read."""
-    path = error.absolute_path
-    key = PurePosixPath(*map(str, path)).as_posix() if path else "(top level)"
-    return f"{what}: key {key}: {error.message}; fix it (the schema is ring/resources/schemas/{Path(schema).name})."
-
-
 def datasets_read(grid: Grid) -> list[str]:
     """Every dataset a grid reads: pretraining, tables, studies, transfer, and Detectron2's for Table 4."""
     names = [d for d, _, _ in grid.cells()] + [s.dataset for s in grid.studies.values()]
@@ -575,38 +565,3 @@ def datasets_read(grid: Grid) -> list[str]:
         names += ["coco"] * any(t.startswith("coco") for t in tasks)
         names += ["voc2007", "voc2012"] * any(t.startswith("voc") for t in tasks)
     return list(dict.fromkeys(names))
-
-
-def select(
-    value: str,
-    grid_dir: str | Path,
-    validate: Callable[[dict, str], None],
-    skip_checksums: bool = False,
-    results: str | Path = "results",
-    environment: bool = True,
-) -> Grid:
-    """The grid a workflow run plans: ``grid=value`` resolved (:func:`resolve`), read (:func:`read`), schema-checked
-    by ``validate(values, what)``, every cell's config of every stage checked (:func:`from_dict`), then what stops
-    its jobs on this machine (:func:`ring.plan.checks.environment`, unless ``environment`` is false: a lint runs no
-    job) and a ``skip_checksums`` that a dataset's loader cannot honour (refused here, not after the data check passed
-    and the job failed).  Only this grid's file is read, so a broken neighbour never blocks a run.  Each refusal is
-    one sentence (ValueError); a broken method plug-in is a warning line on stderr, as this grid names none of its
-    methods."""
-    try:
-        path = resolve(value, grid_dir)
-    except ValueError as err:
-        raise ValueError(f"config {err}") from None
-    values = read(path)  # YAML 1.2 floats (3e-2); a syntax error, a repeated key, an empty file or a list refused
-    validate(values, f"Grid file {path}")
-    grid = from_dict(path.stem, values, source=str(path))
-    if environment and (problem := checks.environment(grid, results)):
-        raise ValueError(problem)
-    for broken in METHODS.broken.values():
-        print(
-            f"ring: warning: {broken}; its methods are unavailable until that package is fixed or uninstalled.",
-            file=sys.stderr,
-        )
-    verifying = [d for d in datasets_read(grid) if d in catalog.DATASETS and catalog.loader_verifies(d)]
-    if skip_checksums and verifying:
-        raise ValueError(catalog.skip_refusal(verifying[0]))
-    return grid

@@ -12,6 +12,10 @@ A number may reach a table only if the chain that made it still holds in the res
 A Table 4 cell adds one link: the converted backbone it trained on is the one beside it now, and that
 backbone's checksum record names the encoder it was converted from (links 2 and 3 follow).
 
+Before the links, every file the chain reads is verified against its checksum record (:func:`damaged`): a
+``metrics.json`` edited in place, or an encoder damaged after its evaluation, is stale, never a number, whatever
+its kept copy under ``exported/`` (a hard link, so edited with it) says.
+
 Each broken link is one sentence (:func:`stale_reason`) that names the cell and the command that
 reruns it; :mod:`ring.reports.tables` shows such a cell as stale, never as a number, and ``ring
 status`` lists it as stale.  Torch-free: the login-node client and the table rules read it.
@@ -19,11 +23,12 @@ status`` lists it as stale.  Torch-free: the login-node client and the table rul
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import NamedTuple
 
 from ring.core import config as C
-from ring.core.files import CHECKSUMS, read_record
+from ring.core.files import CHECKSUMS, read_record, sha256_file
 
 # Stage folder -> its config class, for the cells whose lineage is checked (results/<grid>/<stage>/...).
 EVALUATIONS = {"lincls": C.LinclsConfig, "transfer": C.TransferConfig}
@@ -63,9 +68,48 @@ class Stale(NamedTuple):
     target: Path
 
 
+@functools.lru_cache(maxsize=4096)
+def _sha(path: str, stat: tuple) -> str:
+    return sha256_file(path)
+
+
+def file_sha(path: Path) -> str | None:
+    """A file's SHA-256, hashed once per process for each (inode, size, mtime): a plan asks for an encoder once for
+    each evaluation of it, and a 45 MB encoder takes a tenth of a second."""
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return None
+    return _sha(str(path), (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+def damaged(cell: Path, names, target: Path | None = None) -> Stale | None:
+    """The first of ``names`` in ``cell`` whose bytes are not those its checksum record (``export.json``) holds, or
+    that the record lacks: a number or an encoder edited or damaged after its cell finished, never to reach a table
+    as it is.  A file that is gone is not damaged (the stage puts it back from its kept copy, or reruns), nor one of
+    a cell with no record at all (made before evaluations recorded their outputs; its links are checked below)."""
+    record = read_record(Path(cell) / CHECKSUMS)
+    files = record.get("files") if isinstance(record.get("files"), dict) else {}
+    for name in names if record else ():
+        path = Path(cell) / name
+        if name not in files:
+            return Stale(
+                f"{path} has no SHA-256 in its checksum record {Path(cell) / CHECKSUMS}, so it cannot be verified; "
+                f"rerun its cell: {rerun_command(path)}.",
+                target or path,
+            )
+        if path.is_file() and file_sha(path) != files[name]:
+            return Stale(
+                f"{path} differs from the SHA-256 its checksum record {Path(cell) / CHECKSUMS} holds (it was changed "
+                f"or damaged after its cell finished); rerun its cell: {rerun_command(path)}.",
+                target or path,
+            )
+    return None
+
+
 def _encoder_reason(cell: Path, pretrain: Path, evaluated: dict | None, target: Path) -> Stale | None:
-    """Links 2 and 3: ``evaluated`` (file -> SHA-256) is the pretraining cell's current encoder, made with its
-    config."""
+    """Links 2 and 3: ``evaluated`` (file -> SHA-256) is the pretraining cell's current encoder, its files as its
+    checksum record holds them, made with its config."""
     export = read_record(pretrain / CHECKSUMS)
     encoder = pretrain / "encoder.pt"
     if not export or not encoder.is_file():
@@ -74,6 +118,8 @@ def _encoder_reason(cell: Path, pretrain: Path, evaluated: dict | None, target: 
             f"rerun it: {rerun_command(encoder)}.",
             encoder,
         )
+    if hurt := damaged(pretrain, list(evaluated or {"encoder.pt": None}), encoder):
+        return hurt
     files = export.get("files") if isinstance(export.get("files"), dict) else {}
     if not evaluated or any(files.get(name) != sha for name, sha in evaluated.items()):
         return Stale(
@@ -148,10 +194,13 @@ def stale(metrics_path: str | Path, metrics: dict) -> Stale | None:
     cell = path.parent
     if not (cell / "config.yaml").is_file():
         return None
-    if len(path.parts) >= 7 and path.parts[-6] == "detection":
-        return detection_stale(path, metrics)
-    if len(path.parts) < 6 or path.parts[-5] not in EVALUATIONS:
+    detection = len(path.parts) >= 7 and path.parts[-6] == "detection"
+    if not detection and (len(path.parts) < 6 or path.parts[-5] not in EVALUATIONS):
         return None
+    if hurt := damaged(cell, [path.name]):  # the number itself first: nothing else it says can be trusted
+        return hurt
+    if detection:
+        return detection_stale(path, metrics)
     evaluation = _config(cell / "config.yaml", EVALUATIONS[path.parts[-5]])
     pretrain = pretrain_cell(path, evaluation)
     if metrics.get("config_hash") is None:
@@ -169,8 +218,15 @@ def stale(metrics_path: str | Path, metrics: dict) -> Stale | None:
 
 def stale_target(metrics_path: str | Path) -> Path | None:
     """The file to rerun for a finished evaluation at ``metrics_path`` (itself, or the encoder it evaluated) when
-    the tables would show it stale, or None: no metrics file yet, an unreadable one, or a chain that holds."""
+    the tables would show it stale or it differs from its checksum record, or None: no metrics file yet, an
+    unreadable one without a record, or a chain that holds."""
     path = Path(metrics_path)
-    metrics = read_record(path) if path.is_file() else {}
+    if not path.is_file():
+        return None
+    # Damaged (changed, truncated, corrupt) against its checksum record: rerun it, whatever it now holds.
+    evaluation = len(path.parts) >= 6 and (path.parts[-5] in EVALUATIONS or path.parts[-6:-5] == ("detection",))
+    if evaluation and (path.parent / "config.yaml").is_file() and (hurt := damaged(path.parent, [path.name])):
+        return hurt.target
+    metrics = read_record(path)
     found = stale(path, metrics) if metrics else None
     return found.target if found else None

@@ -39,7 +39,9 @@ def recorded_owner(folder: Path) -> dict | None:
         return marker
     for record in folder.glob(PROVENANCE_GLOB):  # lazily: the first record that names a grid file decides
         owner = (_read(record) or {}).get("grid_file")
-        if isinstance(owner, dict) and owner.get("path"):
+        # A grid file that is gone no longer claims the folder through its jobs' records: it was moved (the
+        # refusal's advice, deleting the marker, then lets the moved file claim it) or deleted.
+        if isinstance(owner, dict) and owner.get("path") and Path(owner["path"]).is_file():
             return owner
     return None
 

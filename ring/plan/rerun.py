@@ -283,8 +283,12 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
         # A finished run whose checkpoint went (keep_checkpoint: none, or dropped by hand): nothing to continue.
         what += ", and no checkpoint is left to continue (keep_checkpoint: none)"
         longer = False
+    # A redo: the longer run, finished, is kept under runs/ (an undo set it aside); it comes back, nothing trains.
+    longer = longer and not restorable(cell / RUNS / new_key, new_key, stage in EVALUATIONS)
     if longer:
         aside = set_aside(cell, old_hash, OUTPUT_FILES)
+        if aside is not None:  # the shorter run's record beside its encoder: an undo restores it as finished
+            write_json(aside / RUN_RECORD, {"config_hash": old_hash, "config": old_values})
         kept = f"; the {old_values['epochs']}-epoch encoder is kept in {aside}" if aside else ""
         log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={new_values['epochs']}{kept}")
         drop_checkpoints(aside, cfg, log)
@@ -313,15 +317,21 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     return "start over"
 
 
+def restorable(kept: Path, key: str, finished_counts: bool = False) -> bool:
+    """Whether the run kept in ``kept`` (``runs/<key>/``) can come back in place of training (:func:`restore`)."""
+    finished = (read_run_record(kept) or {}).get("config_hash") == key and finished_exports(kept, key)
+    return (kept / "checkpoint.pt").is_file() or finished or bool(finished_counts and verified_copies(kept))
+
+
 def restore(cell: Path, key: str, finished_counts: bool = False) -> bool:
     """Move a run kept under ``runs/<key>/`` back into the cell (an edit undone); False if there is none with a
     checkpoint to resume or finished: a pretraining run whose run.json and verified exports are this config's
     (keep_superseded dropped its checkpoints, and the stage then trains nothing), or, with ``finished_counts``, an
-    evaluation whose kept outputs verify.  The encoder a longer schedule left behind is not a run (no run.json), nor
-    is an unfinished run without its checkpoint: the cell starts over."""
+    evaluation whose kept outputs verify.  The encoder a longer schedule left behind carries the shorter run's
+    run.json, so an undone ``epochs`` edit restores it; an unfinished run without its checkpoint is no run to come
+    back to: the cell starts over."""
     kept = cell / RUNS / key
-    finished = (read_run_record(kept) or {}).get("config_hash") == key and finished_exports(kept, key)
-    if not ((kept / "checkpoint.pt").is_file() or finished or finished_counts and verified_copies(kept)):
+    if not restorable(kept, key, finished_counts):
         return False
     try:
         for path in sorted(kept.iterdir()):
@@ -406,12 +416,35 @@ def collect(cell: str | Path, stage: str, cfg, encoder_path: str | Path, log=pri
     return finished(cell, stage, cfg, encoder)
 
 
+def grid_problem(cell: Path) -> str | None:
+    """Run by hand, ``ring rerun`` opens the grid that owns the cell's results folder through the gate every command
+    that reads a grid passes (ring.plan.gate), and refuses, in its sentence, when that grid would not plan; None
+    when it passes, when no grid file is recorded or left, and under the workflow, which opened it already (it sets
+    $RING_GRID_FILE for its jobs)."""
+    from ring.plan import gate, ownership  # gate reads grids, which read this module's neighbours
+
+    if os.environ.get("RING_GRID_FILE"):
+        return None
+    folder = next((p for p in Path(cell).resolve().parents if (p / ownership.MARKER).is_file()), None)
+    owner = ownership.recorded_owner(folder) if folder else None
+    if owner is None or not Path(owner["path"]).is_file():
+        return None
+    grid = Path(owner["path"])
+    try:
+        gate.open_grid(grid, grid.parent, folder.parent)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cell", type=Path, help="the cell folder, whose config.yaml holds the config it is to run")
     parser.add_argument("--stage", required=True, choices=sorted(RUN_FILES))
     args = parser.parse_args(argv)
     try:
+        if problem := grid_problem(args.cell):
+            raise ValueError(problem)
         cfg = C.load(STAGE_CONFIGS[args.stage], args.cell / "config.yaml")
         prepare(args.cell, args.stage, cfg, log=lambda line: print(line, file=sys.stderr))
     except (OSError, ValueError, FileError) as err:

@@ -36,6 +36,7 @@ from ring.core.metrics import NonFinite, check_metrics
 from ring.plan import estimate, lineage
 from ring.plan.catalog import DATASETS, TRANSFER
 from ring.plan.detection_tasks import COLUMNS
+from ring.plan.rerun import RUNS
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "published-results.yaml"
 
@@ -542,11 +543,15 @@ def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.Data
     rows = []
     for path in map(Path, provenance_files):
         doc = json.loads(path.read_text())
-        stage = path.parts[-5]  # results/<grid>/<stage>/<dataset>/<method>/seed<seed>/provenance.json
+        # results/<grid>/<stage>/<dataset>/<method>/seed<seed>/provenance.json, or a run an edit set aside in the cell,
+        # .../seed<seed>/runs/<key>/provenance.json: its jobs count (once: a run moves whole), its cell once.
+        cell = path.parents[2] if path.parent.parent.name == RUNS else path.parent
+        stage = cell.parts[-4]
         rows.append(
             {
                 "stage": stage,
-                "cell": str(path.parent),
+                "cell": str(cell),
+                "run": str(path.parent),
                 "segments": len(doc["segments"]),
                 "requeues": doc["requeues"],
                 "wall_h": doc["wall_s"] / 3600.0,
@@ -555,10 +560,10 @@ def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.Data
             }
         )
     cells = pd.DataFrame(
-        rows, columns=["stage", "cell", "segments", "requeues", "wall_h", "gpu_hours", "predicted_gpu_hours"]
+        rows, columns=["stage", "cell", "run", "segments", "requeues", "wall_h", "gpu_hours", "predicted_gpu_hours"]
     )
     summary = cells.groupby("stage").agg(
-        cells=("cell", "count"),
+        cells=("cell", "nunique"),
         segments=("segments", "sum"),
         requeues=("requeues", "sum"),
         wall_h=("wall_h", "sum"),
@@ -583,8 +588,8 @@ def gpu_hours(provenance_files: list[str | Path], prefix: str | Path) -> pd.Data
     write_texts(
         {
             prefix.with_suffix(".csv"): cells.to_csv(index=False, float_format="%.6f"),
-            prefix.with_suffix(".md"): "**gpu_hours**: compute spent per stage (from each cell's provenance.json, "
-            f"requeued segments included){source}\n\n"
+            prefix.with_suffix(".md"): "**gpu_hours**: compute spent per stage (from the provenance.json of each cell "
+            f"and of each run an edit set aside in it, requeued segments included){source}\n\n"
             f"{summary.to_markdown(floatfmt=('', 'g', 'g', 'g', '.3f', '.3f', ''))}\n",
         }
     )

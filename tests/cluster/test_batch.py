@@ -326,3 +326,59 @@ def test_submit_submits_a_stale_cell_like_a_missing_one_and_keeps_its_output(tmp
     assert (cell("IR", 0) / "runs" / ("0" * 16) / "encoder.pt").read_bytes() == b"trunk"  # kept, not deleted
     assert "its encoder.pt is superseded (another config made it)" in capsys.readouterr().err
     assert slurm.read_record(cell("IR", 0))["job_id"] == "5_0"
+
+
+def test_status_reports_a_damaged_or_gone_output_of_a_finished_cell(tmp_path, capsys):
+    """Issue 40 item 3: an encoder damaged after its cell finished was 'done'; a deleted metrics.json 'failed'."""
+    from ring.plan import rerun
+
+    grids = _grid(tmp_path, {**GRID, "methods": ["IR"], "seeds": [0]})
+    pre = tmp_path / "results" / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
+    lin = pre.parents[3] / "lincls" / "digits" / "IR" / "seed0"
+    pre.mkdir(parents=True)
+    _finished_pretraining(pre)
+    lin.mkdir(parents=True)
+    cfg = G.from_dict("tiny", GRID).lincls_config("digits", "IR", 0, "data")
+    C.save(cfg, lin / "config.yaml")
+    (lin / "log.jsonl").write_text('{"epoch": 0}\n')
+    (lin / "metrics.json").write_text("{}")
+    rerun.keep_outputs(lin, "lincls", cfg, "sha")
+    (lin / "metrics.json").unlink()
+    (pre / "encoder.pt").write_bytes(b"trunk, damaged")
+    lines = _status(tmp_path, grids, capsys)
+    assert lines[0].split()[4] == "damaged" and f"{pre / 'encoder.pt'} differs from the SHA-256" in lines[0]
+    assert lines[1].split()[4] == "missing" and "its metrics.json is gone, though export.json records it" in lines[1]
+    assert lines[2] == "total 2 stage runs: 0 done, 0 stale, 0 running, 0 pending, 0 failed, 1 missing, 1 damaged"
+
+
+def test_status_and_submit_agree_with_the_plan_on_an_evaluation_of_a_stale_encoder(tmp_path, capsys, monkeypatch):
+    """Issue 40 item 6: an evaluation whose encoder another config made (the grid edited, config.yaml not yet
+    rewritten) was 'done' to status and submit while snakemake -n planned to rerun it."""
+    grids = _grid(tmp_path, {**GRID, "methods": ["IR"], "seeds": [0]})
+    pre = tmp_path / "results" / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
+    lin = pre.parents[3] / "lincls" / "digits" / "IR" / "seed0"
+    pre.mkdir(parents=True)
+    # Made, with the config.yaml beside it, before the grid's pretraining epochs were edited: its chain holds.
+    before = {**GRID, "pretrain": {"all": {**GRID["pretrain"]["all"], "epochs": 3}}}
+    _finished_pretraining(pre, values=before)
+    C.save(G.from_dict("tiny", before).pretrain_config("digits", "IR", 0, "data"), pre / "config.yaml")
+    lin.mkdir(parents=True)
+    cfg = G.from_dict("tiny", GRID).lincls_config("digits", "IR", 0, "data")
+    C.save(cfg, lin / "config.yaml")
+    record = json.loads((pre / "export.json").read_text())
+    (lin / "metrics.json").write_text(
+        json.dumps(
+            {
+                "dataset": "digits",
+                "method": "IR",
+                "seed": 0,
+                "top1": 50.0,
+                "config_hash": C.config_hash(cfg),
+                "protocol": {"encoder_files": record["files"]},
+            }
+        )
+    )
+    lines = _status(tmp_path, grids, capsys)
+    assert [line.split()[4] for line in lines[:2]] == ["stale", "stale"], lines
+    assert f"evaluated the encoder of {pre}, which another config than the grid's made" in lines[1]
+    assert batch.stale_detail(G.from_dict("tiny", GRID), "lincls", lin, "digits", "IR", 0, "data")

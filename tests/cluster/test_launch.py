@@ -220,3 +220,86 @@ def test_a_running_job_of_the_previous_config_is_cancelled_before_anything_moves
     assert "cancelling it first" in capsys.readouterr().out
     assert slurm.read_record(cell) is None and (cell / "slurm" / "job-7.json").is_file()  # retired
     assert (cell / "encoder.pt").exists()  # detach moves nothing: ring.plan.rerun does, after it
+
+
+@pytest.mark.parametrize(
+    "state, log, says",
+    [
+        ("OUT_OF_MEMORY", "slurmstepd: error: Detected 1 oom_kill event\n", "ran out of host memory at mem_gb=8 GB"),
+        (
+            "FAILED",
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: can't allocate memory: "
+            "you tried to allocate 4096000000 bytes.\nsrun: error: node1: task 0: Exited with exit code 1\n",
+            "ran out of host memory at mem_gb=8 GB; raise mem_gb of this stage under slurm: in "
+            "profiles/slurm/site.yaml",
+        ),
+        ("FAILED", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n", "out of GPU memory"),
+        ("FAILED", "ring: the stage's own reason\nsrun: error: Exited with exit code 1\n", None),
+    ],
+)
+def test_a_job_out_of_memory_ends_with_one_sentence_naming_mem_gb(tmp_path, monkeypatch, capsys, state, log, says):
+    """Issue 40 item 6: it ended with torch's allocator traceback and no sentence naming memory or mem_gb."""
+    from ring.cluster import accounting, launch, slurm
+
+    job = _fake_job(tmp_path)
+    (tmp_path / "job.err").write_text(log)
+    replies = iter(["RUNNING", state])
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {ids[0]: next(replies)})
+    monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 0)
+    monkeypatch.setattr(job, "results", lambda: (_ for _ in ()).throw(RuntimeError("failed")))
+    assert launch.wait(job, tmp_path, Resources(poll_s=0, unknown_grace_s=60, mem_gb=8)) == "failed"
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ring: ")]
+    if says is None:
+        assert said[-1] == "ring: the stage's own reason" and not any("ran out of" in line for line in said)
+    else:
+        assert said[-1].startswith(f"ring: {tmp_path}: SLURM job 9_1 ran out of ") and says in said[-1], said
+    # ring status shows the job's own last sentence, not srun's line after it.
+    assert launch.last_sentence(tmp_path / "job.err") == (
+        "the stage's own reason" if says is None else log.strip().splitlines()[-1]
+    )
+
+
+@pytest.mark.parametrize(
+    "sinfo, gpus, refused",
+    [
+        ("debug* drain node1 8 32000 gpu:2\n", 1, None),  # drained: not a refusal, the jobs would wait
+        ("debug* down* node1 8 32000 gpu:a100:2(S:0)\n", 2, None),
+        ("debug* idle node1 8 32000 gpu:2\n", 1, "Requested node configuration is not available"),  # the resources
+        ("debug* drain node1 8 32000 gpu:2\n", 8, "Requested node configuration is not available"),  # fit no node
+        ("debug* drain node1 8 32000 gpu:2\nother idle node2 8 32000 gpu:2\n", 1, None),  # another partition's
+    ],
+)
+def test_a_drained_partition_is_told_apart_from_refused_resources(monkeypatch, capsys, sinfo, gpus, refused):
+    """Issue 40 item 6: with the only node drained, `sbatch --test-only` refuses while a plain sbatch waits; the
+    check said "fix them in profiles/slurm/site.yaml"."""
+    import subprocess
+
+    from ring.cluster import slurm
+
+    def call(args, timeout=60):
+        if args[0] == "sbatch":
+            return subprocess.CompletedProcess(
+                args, 1, "", "sbatch: error: Requested node configuration is not available\n"
+            )
+        return subprocess.CompletedProcess(args, 0, sinfo if "%P %t %N %c %m %G" in args else "idle\n", "")
+
+    monkeypatch.setattr(slurm, "slurm_call", call)
+    assert slurm.sbatch_refusal(Resources(gpus_per_node=gpus, cpus_per_task=2, mem_gb=16)) == refused
+    err = capsys.readouterr().err
+    if refused is None:
+        assert err.startswith("ring: warning: partition debug has no node that takes a job now (node1: ")
+        assert "these resources are not refused, so the jobs are submitted and wait PENDING" in err
+    else:
+        assert err == ""
+
+
+def test_a_waiting_client_shows_why_its_job_is_pending(tmp_path, monkeypatch, capsys):
+    from ring.cluster import launch, slurm
+
+    replies = iter(["PENDING", "PENDING", "RUNNING", "COMPLETED"])
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {ids[0]: next(replies)})
+    monkeypatch.setattr(slurm, "pending_reason", lambda job_id: "ReqNodeNotAvail, UnavailableNodes:node1")
+    assert launch.wait(_fake_job(tmp_path), tmp_path, Resources(poll_s=0)) == "completed"
+    lines = capsys.readouterr().err.splitlines()
+    assert "SLURM job 9_1 PENDING (ReqNodeNotAvail, UnavailableNodes:node1) (0.0 min)" in lines[0]
+    assert len(lines) == 3  # PENDING once, RUNNING, COMPLETED

@@ -29,9 +29,9 @@ def test_a_code_carrying_detectron2_checkpoint_gets_the_projects_sentence(tmp_pa
     with pytest.raises(CheckpointError) as err:
         SafeCheckpointer(torch.nn.Linear(1, 1))._load_file(str(pth))
     assert str(err.value) == (
-        f"The Detectron2 checkpoint {pth} is unreadable or truncated (it holds objects other than "
-        "tensors and plain data; refused without running them); delete it (and last_checkpoint "
-        "beside it) to start this cell again."
+        f"The Detectron2 checkpoint {pth} holds objects other than tensors and plain data, which ring-bench "
+        "never unpickles (refused without running them); delete it (and last_checkpoint beside it) to start this "
+        "cell again."
     )
     assert "weights_only" not in str(err.value) and not marker.exists()
 

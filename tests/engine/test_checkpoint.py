@@ -37,8 +37,13 @@ class Payload:
 def test_pickled_code_is_refused(tmp_path):
     path = tmp_path / "evil.pt"
     torch.save({"x": Payload()}, path)
-    with pytest.raises(CheckpointError, match="unreadable or truncated"):
+    with pytest.raises(CheckpointError) as err:
         safe_load(path)
+    # Issue 40 item 5: a whole, readable file whose contents are refused is not "unreadable or truncated".
+    assert str(err.value) == (
+        f"The checkpoint {path} holds objects other than tensors and plain data, which ring-bench never unpickles "
+        "(refused without running them); delete it to start this stage again."
+    )
 
 
 def test_missing_file_says_which_stage_to_run(tmp_path):

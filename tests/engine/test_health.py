@@ -66,7 +66,7 @@ def test_the_first_non_finite_loss_stops_the_stage_with_one_sentence():
         health.check_loss(math.nan, "cells/IR/seed0", 3, 17, lr=0.03)
     assert str(err.value) == (
         "cells/IR/seed0: the training loss became nan at epoch 3 step 17; the learning rate (lr=0.03) is likely "
-        "too high for this batch size or the inputs are corrupt; lower lr and rerun (the last good checkpoint is kept)."
+        "too high for this batch size or the inputs are corrupt; lower lr and rerun."
     )
     with pytest.raises(NonFinite, match="became -inf at epoch 1 step 1; the learning rate is likely"):
         health.check_loss(-math.inf, "cell", 1, 1)
@@ -102,3 +102,15 @@ def test_an_encoder_with_a_non_finite_tensor_is_never_written(tmp_path):
     ):
         health.check_export(state, tmp_path / "encoder.pt")
     health.check_export({"conv1.weight": torch.ones(2)}, tmp_path / "encoder.pt")  # finite: no objection
+
+
+def test_the_sentence_promises_a_checkpoint_only_where_one_was_written(tmp_path):
+    """Issue 40 item 5: what a rerun starts from, as the cell's folder holds it when the stage stops."""
+    checkpoint = tmp_path / "checkpoint.pt"
+    assert health.likely_cause(0.1, checkpoint).endswith(
+        "lower lr and rerun (no checkpoint was written before it: the rerun starts from scratch)"
+    )
+    checkpoint.write_bytes(b"state")
+    with pytest.raises(NonFinite) as err:
+        health.check_parameters({"w": torch.tensor([math.inf])}, "cell", 2, 0.1, checkpoint)
+    assert str(err.value).endswith(f"(the last good checkpoint, {checkpoint}, is kept: the rerun resumes from it).")

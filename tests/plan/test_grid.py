@@ -6,7 +6,7 @@ import yaml
 
 from ring.core.config import config_hash
 from ring.core.methods import METHODS
-from ring.plan import catalog, checks
+from ring.plan import catalog, checks, gate
 from ring.plan import grid as G
 from tests.helpers import PAPER_TRANSFER_DATASETS
 
@@ -392,31 +392,31 @@ def test_select_reads_checks_and_schema_validates_only_the_named_grid(tmp_path):
     seen = []
     cells = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0]}
     grids = _grid_dir(tmp_path, mine={**cells, **DIGITS_PRETRAIN}, broken=cells)
-    grid = G.select("mine", grids, lambda values, what: seen.append((values["methods"], what)), results=tmp_path)
+    grid = gate.select("mine", grids, lambda values, what: seen.append((values["methods"], what)), results=tmp_path)
     assert (grid.name, grid.cells(), grid.source) == ("mine", [("digits", "IR", 0)], str(grids / "mine.yaml"))
     assert seen == [(["IR"], f"Grid file {grids / 'mine.yaml'}")]  # the broken neighbour: never validated
     with pytest.raises(ValueError, match=r"^config grid='nothere' has no file .*; choose one of broken, mine "):
-        G.select("nothere", grids, _no_schema, results=tmp_path)
+        gate.select("nothere", grids, _no_schema, results=tmp_path)
     with pytest.raises(ValueError, match=r"^Grid .*broken.yaml, stage pretrain, cell digits/IR/seed0: bank_negatives="):
-        G.select("broken", grids, _no_schema, results=tmp_path)
+        gate.select("broken", grids, _no_schema, results=tmp_path)
 
 
 def test_select_refuses_what_stops_the_jobs_here_and_an_unhonourable_skip_checksums(tmp_path, capsys):
     grids = _grid_dir(tmp_path, c10={"datasets": ["cifar10"], "methods": ["IR"], "seeds": [0]})
     (tmp_path / "results").write_text("a file where the results folder goes")
     with pytest.raises(ValueError) as err:
-        G.select("c10", grids, _no_schema, results=tmp_path / "results")
+        gate.select("c10", grids, _no_schema, results=tmp_path / "results")
     assert str(err.value) == checks.environment(G.load(grids / "c10.yaml"), tmp_path / "results")
-    assert G.select("c10", grids, _no_schema, results=tmp_path).name == "c10"
+    assert gate.select("c10", grids, _no_schema, results=tmp_path).name == "c10"
     with pytest.raises(ValueError, match=re.escape(catalog.skip_refusal("cifar10"))):
-        G.select("c10", grids, _no_schema, skip_checksums=True, results=tmp_path)
+        gate.select("c10", grids, _no_schema, skip_checksums=True, results=tmp_path)
     assert capsys.readouterr().err == ""  # no plug-in is broken: no warning
 
 
 def test_select_warns_of_a_broken_plugin_without_refusing(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(METHODS.broken, "mine", "method plug-in 'mine' failed to load (ImportError: no torch)")
     grids = _grid_dir(tmp_path, g={"datasets": ["digits"], "methods": ["IR"], "seeds": [0], **DIGITS_PRETRAIN})
-    assert G.select("g", grids, _no_schema, results=tmp_path).name == "g"
+    assert gate.select("g", grids, _no_schema, results=tmp_path).name == "g"
     assert capsys.readouterr().err == (
         "ring: warning: method plug-in 'mine' failed to load (ImportError: no torch); its methods are unavailable "
         "until that package is fixed or uninstalled.\n"
@@ -427,13 +427,13 @@ def test_schema_refusal_names_the_key_path_or_the_top_level():
     schema = {"type": "object", "properties": {"pretrain": {"type": "object"}}, "required": ["seeds"]}
     with pytest.raises(jsonschema.ValidationError) as nested:
         jsonschema.validate({"seeds": [0], "pretrain": []}, schema)
-    assert G.schema_refusal(nested.value, "Grid file g.yaml", "../schemas/grid.schema.yaml") == (
+    assert gate.schema_refusal(nested.value, "Grid file g.yaml", "../schemas/grid.schema.yaml") == (
         "Grid file g.yaml: key pretrain: [] is not of type 'object'; fix it (the schema is "
         "ring/resources/schemas/grid.schema.yaml)."
     )
     with pytest.raises(jsonschema.ValidationError) as top:
         jsonschema.validate({}, schema)
-    assert G.schema_refusal(top.value, "Workflow config", "config.schema.yaml").startswith(
+    assert gate.schema_refusal(top.value, "Workflow config", "config.schema.yaml").startswith(
         "Workflow config: key (top level): 'seeds' is a required property;"
     )
 

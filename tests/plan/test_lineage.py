@@ -147,3 +147,69 @@ def test_stale_target_names_the_file_to_rerun_or_none(tmp_path, grid):
     assert lineage.stale_target(files["IRing"]) == files["IRing"]  # the evaluation itself reruns
     files["IR"].write_text("{truncated")
     assert lineage.stale_target(files["IR"]) is None  # unreadable: no record to judge (its table says so)
+
+
+def _exported(metrics_path):
+    """The evaluation's outputs kept under exported/ (a hard link) and recorded, as ring.lincls leaves them."""
+    from ring.plan import rerun
+
+    cell = metrics_path.parent
+    m = json.loads(metrics_path.read_text())
+    rerun.keep_outputs(cell, "lincls", C.load(C.LinclsConfig, cell / "config.yaml"), "sha")
+    assert m["top1"] and (cell / "exported" / "metrics.json").stat().st_ino == metrics_path.stat().st_ino
+
+
+def test_a_metrics_file_edited_in_place_is_stale_never_its_number(tmp_path, grid, capsys):
+    """Issue 40 item 3: a metrics.json edited to 95.0 reached Table 1 (its kept copy, a hard link, changed too)."""
+    root, files = grid
+    _exported(files["IRing"])
+    assert lineage.stale_reason(files["IRing"], json.loads(files["IRing"].read_text())) is None
+    edited = {**json.loads(files["IRing"].read_text()), "top1": 95.0}
+    files["IRing"].write_text(json.dumps(edited))  # in place: exported/metrics.json is the same inode
+    reason = lineage.stale_reason(files["IRing"], edited)
+    assert reason == (
+        f"{files['IRing']} differs from the SHA-256 its checksum record {files['IRing'].parent / 'export.json'} holds "
+        f"(it was changed or damaged after its cell finished); rerun its cell: "
+        f"{lineage.rerun_command(files['IRing'])}."
+    )
+    assert lineage.stale_target(files["IRing"]) == files["IRing"]
+    wide, md = _table(tmp_path, files)
+    assert wide.loc["IRing", "Digits"].startswith("stale") and "95.0" not in md and "differs from the SHA-256" in md
+
+
+def test_an_encoder_damaged_after_its_evaluation_makes_it_stale_and_names_the_encoder(tmp_path, grid):
+    root, files = grid
+    encoder = root / "pretrain" / "digits" / "IR" / "seed0" / "encoder.pt"
+    encoder.write_bytes(b"trunk bytes, damaged")
+    found = lineage.stale(files["IR"], json.loads(files["IR"].read_text()))
+    assert found.target == encoder and found.reason.startswith(f"{encoder} differs from the SHA-256 its checksum")
+    wide, _ = _table(tmp_path, files)
+    assert wide.loc["IR", "Digits"].startswith("stale")
+    encoder.write_bytes(b"trunk bytes")  # the recorded bytes back: the chain holds again
+    assert lineage.stale(files["IR"], json.loads(files["IR"].read_text())) is None
+
+
+def test_a_truncated_metrics_file_with_a_record_is_rerun_not_left_to_fail_the_table(tmp_path, grid):
+    root, files = grid
+    _exported(files["IR"])
+    files["IR"].write_text(files["IR"].read_text()[:20])  # cut short: no JSON to read the chain from
+    assert lineage.stale_target(files["IR"]) == files["IR"]
+
+
+def test_a_detection_metrics_file_edited_in_place_is_stale_in_table4(tmp_path):
+    from ring.plan import grid as G
+    from ring.plan import rerun
+    from tests.reports.test_tables import _detection_cell
+
+    paper = G.load(tables.PAPER_GRID)
+    cfg = paper.detection_config("IR", "voc_det", 0, "/datasets")
+    metrics = _detection_cell(
+        tmp_path / "results" / "mine", "IR", paper.pretrain_config("imagenet", "IR", 0, "/d"), cfg
+    )
+    rerun.keep_outputs(metrics.parent, "detection", cfg, json.loads(metrics.read_text())["backbone_sha256"])
+    assert tables.build_table4([metrics], ["IR"], tmp_path / "table4").loc["IR", "voc_det_AP"] == "6.0"
+    edited = json.loads(metrics.read_text())
+    edited["columns"]["voc_det_AP"] = 60.0
+    metrics.write_text(json.dumps(edited))
+    assert tables.build_table4([metrics], ["IR"], tmp_path / "table4").loc["IR", "voc_det_AP"] == "stale [s1]"
+    assert lineage.stale_target(metrics) == metrics

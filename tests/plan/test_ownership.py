@@ -79,3 +79,20 @@ def test_a_folder_made_before_the_marker_is_attributed_by_its_provenance(tmp_pat
     ownership.claim(theirs, results / "mini")  # its own next run records it
     assert ownership.recorded_owner(results / "mini")["path"] == str(theirs)
     assert checks.environment(grid, results).startswith(f"The results folder {results / 'mini'} holds the cells of")
+
+
+def test_a_moved_and_edited_grid_file_takes_its_folder_back_as_the_refusal_advises(tmp_path):
+    """Issue 40: the advice (delete grid-file.json if the file was moved) brought the same refusal back, as the jobs'
+    provenance records still named the old path."""
+    results = tmp_path / "results"
+    old = write(tmp_path / "old" / "mini.yaml", MINI)
+    record = results / "mini/pretrain/digits/IR/seed0/provenance.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"grid_file": {"path": str(old), "sha256": "0" * 64}, "segments": []}))
+    ownership.claim(old, results / "mini")
+    new = write(tmp_path / "new" / "mini.yaml", {**MINI, "seeds": [0, 1]})  # moved, then edited
+    old.unlink()
+    problem = ownership.conflict(new, results / "mini")
+    assert problem.endswith(f"or delete {results / 'mini' / ownership.MARKER} if {old} was moved to {new}.")
+    (results / "mini" / ownership.MARKER).unlink()  # as advised
+    assert ownership.conflict(new, results / "mini") is None

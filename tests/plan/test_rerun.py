@@ -44,7 +44,8 @@ def test_a_longer_schedule_continues_and_keeps_only_the_shorter_runs_outputs_asi
         f"ring: {tmp_path}: its config changed (epochs): continuing from its checkpoint to epochs=3; "
         f"the 1-epoch encoder is kept in {aside}"
     ]
-    assert sorted(p.name for p in aside.iterdir()) == ["encoder.pt", "export.json"]
+    assert sorted(p.name for p in aside.iterdir()) == ["encoder.pt", "export.json", "run.json"]
+    assert rerun.read_run_record(aside)["config_hash"] == C.config_hash(old)  # what an undo needs to restore it
     assert (tmp_path / "checkpoint.pt").read_text() == C.config_hash(old)  # the stage continues it
     # The stage decides again when it starts (for configs written by hand): the same decision, said once (issue 34).
     assert rerun.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue" and len(lines) == 1
@@ -330,3 +331,21 @@ def test_a_finished_detection_cell_is_collected_for_its_backbone_only(tmp_path, 
     convert(b"converted from a retrained encoder")
     (cell / "metrics.json").unlink()
     assert not rerun.collect(cell, "detection", cfg, weights) and not (cell / "metrics.json").exists()
+
+
+def test_an_undone_and_redone_epochs_edit_restores_each_finished_run_and_trains_nothing(tmp_path):
+    """Issue 40 item 6: the shorter run a longer epochs continued past had no run.json, so the undo retrained it
+    from scratch; the redo then continued from that new checkpoint although the finished longer run was kept."""
+    short, long = pretrain_config("IR", epochs=1), pretrain_config("IR", epochs=3)
+    _finished(tmp_path, short)
+    short_encoder = (tmp_path / "encoder.pt").read_bytes()
+    assert rerun.prepare(tmp_path, "pretrain", long, log=lambda line: None) == "continue"
+    _finished(tmp_path, long)  # the stage continued to epochs=3 and exported
+    long_encoder = (tmp_path / "encoder.pt").read_bytes()
+    for cfg, encoder in ((short, short_encoder), (long, long_encoder), (short, short_encoder)):
+        lines = []
+        assert rerun.prepare(tmp_path, "pretrain", cfg, log=lines.append) == "restore", lines
+        assert (tmp_path / "encoder.pt").read_bytes() == encoder
+        assert rerun.finished_exports(tmp_path, C.config_hash(cfg))
+        if not (tmp_path / "checkpoint.pt").is_file():  # a finished run whose checkpoint went trains nothing
+            assert "finished: its encoder verifies against its checksum record, so nothing retrains" in lines[0]

@@ -383,6 +383,13 @@ BROKEN = {  # how a plug-in breaks -> the reason its sentence gives
         "register('IR', Method(IR, ring=False, base='Toy'))\n",
         r"Method IR is already registered; choose another name",
     ),
+    # Issue 40 item 4: before, sys.exit at import ended every command, the plan of grids without Toy included.
+    "exit at import": (
+        "from ring.core.methods import IR, Method, register\n"
+        "register('Toy', Method(IR, ring=False, base='Toy'))\n"
+        "import sys\nsys.exit('no GPU here')\n",
+        r"it called sys\.exit\('no GPU here'\) while being imported",
+    ),
 }
 
 

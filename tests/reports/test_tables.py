@@ -509,3 +509,18 @@ def test_a_lesion_off_the_papers_protocol_gets_its_footnote_and_an_unknown_metho
     metrics = _evaluated_cell(root, "cifar10", "IRingNoAnneal", 0, pre_cfg, lin_cfg, 70.0)
     assert tables.protocol_differences(metrics) == ["pretrain.epochs"]
     assert "IRingNoAnneal" in tables._paper_methods() and "NoSuchMethod" not in tables._paper_methods()
+
+
+def test_gpu_hours_count_each_job_once_the_runs_an_edit_set_aside_included(tmp_path):
+    """Issue 40 item 6: an edited cell's earlier jobs (its run kept under runs/<hash>/) were counted zero times."""
+    cell = tmp_path / "results" / "g" / "pretrain" / "digits" / "IR" / "seed0"
+    files = []
+    for folder, hours in ((cell, 1.0), (cell / "runs" / "0123abcd", 2.0), (cell / "runs" / "4567ef01", 0.5)):
+        folder.mkdir(parents=True)
+        doc = {"segments": [{"wall_s": 3600 * hours}], "wall_s": 3600 * hours, "gpu_hours": hours, "requeues": 0}
+        (folder / "provenance.json").write_text(json.dumps(doc))
+        files.append(folder / "provenance.json")
+    summary = tables.gpu_hours(files, tmp_path / "gpu_hours")
+    assert summary.loc["pretrain", "gpu_hours"] == 3.5 and summary.loc["pretrain", "cells"] == 1
+    assert summary.loc["pretrain", "segments"] == 3 and summary.loc["total", "gpu_hours"] == 3.5
+    assert "each run an edit set aside in it" in (tmp_path / "gpu_hours.md").read_text()

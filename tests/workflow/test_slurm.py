@@ -353,6 +353,23 @@ def test_bad_resources_fail_before_submission(override, message):
         preflight(Resources.from_dict({**CLUSTER, **override}), checkpoint_interval_min=5.0)
 
 
+def test_a_drained_partition_is_told_apart_from_resources_slurm_refuses(capsys):
+    """Issue 40 item 6: with the only node drained, `sbatch --test-only` refuses what a plain sbatch queues; the
+    check said "SLURM refuses these resources ... fix them in profiles/slurm/site.yaml"."""
+    node = subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True, timeout=30).stdout.split()[0]
+    subprocess.run(
+        ["scontrol", "update", f"nodename={node}", "state=drain", "reason=ring-test"], check=True, timeout=30
+    )
+    try:
+        preflight(Resources.from_dict(CLUSTER), checkpoint_interval_min=5.0)  # not refused
+        err = capsys.readouterr().err
+        assert "has no node that takes a job now" in err and "the jobs are submitted and wait PENDING" in err, err
+        with pytest.raises(ValueError, match="Requested node configuration is not available"):
+            preflight(Resources.from_dict({**CLUSTER, "gpus_per_node": 8}), checkpoint_interval_min=5.0)
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=True, timeout=30)
+
+
 def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
     """gpus_per_node=2: two tasks, one per (fake) GPU, ranks from submitit; gloo on this CPU machine."""
     # Two steps, from the same start (the epoch-0 snapshot): as in tests/engine/test_distributed.py, the updates are
@@ -830,6 +847,11 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     old_job = recorded_id(folder)
     values = {**TINY_SEED0, "pretrain": {**TINY_SEED0["pretrain"], "by_method": {"IR": {"lr": 0.01}}}}
     write_grid(workdir, "tiny", values)
+    # Issue 40 item 6: before the run rewrites any config, status and submit agree with the plan (both IR cells
+    # rerun): the evaluation of the stale encoder is stale too, not done, and submit leaves it to its pretraining.
+    rows = {tuple(line.split()[:3]): line.split()[4] for line in batch(workdir, "status").splitlines()[:-1]}
+    assert rows[("pretrain", "digits", "IR")] == rows[("lincls", "digits", "IR")] == "stale", rows
+    assert rows[("lincls", "digits", "MoCoRing")] == "done", rows
     start = now()
     result = snakemake(workdir, "all_tables", *SLURM)
     output = result.stdout + result.stderr
@@ -857,6 +879,9 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
         for path in (folder / "provenance.json", kept)
     }
     assert jobs == {folder / "provenance.json": {recorded_id(folder)}, kept: {old_job}}, jobs
+    # Issue 40 item 6: gpu_hours counts both, each once (it read only the live cells' provenance.json).
+    runs = [line.split(",")[2] for line in (workdir / "results/tiny/tables/gpu_hours.csv").read_text().splitlines()[1:]]
+    assert sorted(r for r in runs if r.startswith(cell)) == [cell, str(kept.parent.relative_to(workdir))], runs
 
     # Runtime knobs are not edits (issue 32 item 7, issue 34 item 5): the configs take them, nothing is submitted.
     values["pretrain"] = {**values["pretrain"], "all": {**values["pretrain"]["all"], "loss_read_every": 10}}
@@ -866,6 +891,32 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     result = snakemake(workdir, "all_tables", *SLURM)
     assert not sacct_jobs("ring-", start, workdir), result.stdout + result.stderr
     assert yaml.safe_load((workdir / cell / "config.yaml").read_text())["loss_read_every"] == 10
+
+
+def test_an_undone_and_a_redone_epochs_edit_submit_nothing(workdir):
+    """Issue 40 item 6, README's edit table on the cluster: a longer epochs continues the cell (one pretraining job);
+    undoing the edit brings the shorter finished run back, redoing it the longer one: no job is submitted."""
+    cell = workdir / "results/tiny/pretrain/digits/IR/seed0"
+
+    def run(epochs: int) -> tuple[str, list]:
+        pretrain = {"all": {**TINY["pretrain"]["all"], "epochs": epochs}}
+        write_grid(workdir, "tiny", {**TINY_SEED0, "methods": ["IR"], "pretrain": pretrain})
+        start = now()
+        result = snakemake(workdir, "all_tables", *SLURM)
+        return result.stdout + result.stderr, [name for _, name, _ in sacct_jobs("ring-", start, workdir)]
+
+    run(1)
+    short = (cell / "encoder.pt").read_bytes()
+    output, jobs = run(2)
+    assert "continuing from its checkpoint to epochs=2" in output and jobs == [
+        "ring-pretrain-digits-IR-seed0",
+        "ring-lincls-digits-IR-seed0",
+    ], jobs
+    long = (cell / "encoder.pt").read_bytes()
+    for epochs, encoder in ((1, short), (2, long)):
+        output, jobs = run(epochs)
+        assert jobs == [] and "is back in place" in output, output[-3000:]
+        assert (cell / "encoder.pt").read_bytes() == encoder
 
 
 def test_two_clients_of_one_cell_submit_one_job(tmp_path):

@@ -549,7 +549,7 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     live = {
         p: p.read_bytes() for p in base.rglob("*") if p.is_file() and "seed1" not in p.parts and "runs" not in p.parts
     }
-    pruned = batch("prune")
+    pruned = batch("prune", "--yes")
     assert pruned.returncode == 0 and "; freed " in pruned.stdout, pruned.stderr
     assert not (cell / "runs").exists() and not any(p.exists() for p in seed1)
     assert all(p.read_bytes() == data for p, data in live.items() if p.suffix != ".log")
@@ -564,6 +564,35 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
         timeout=120,
     )
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+    # Issue 40 item 3: a metrics.json edited in place (its exported/ copy is the same inode), an encoder damaged after
+    # its evaluation, a metrics.json deleted: status names each, and the next all_tables replans exactly that cell.
+    metrics = base / "lincls" / "digits" / "IR" / "seed0" / "metrics.json"
+    encoder, original, table = cell / "encoder.pt", metrics.read_bytes(), (base / "tables" / "table1.md").read_text()
+
+    def planned():
+        output = (lambda r: r.stdout + r.stderr)(run("-n"))
+        return {} if "Nothing to be done" in output else job_counts(output)
+
+    metrics.write_text(json.dumps({**json.loads(original), "top1": 95.0}))
+    assert "lincls    digits     IR         seed0   damaged" in batch("status").stdout
+    assert {k: v for k, v in planned().items() if k in ("pretrain", "lincls")} == {"lincls": 1}
+    metrics.write_bytes(original)
+    with open(encoder, "r+b") as fh:  # damaged in place
+        fh.seek(100)
+        fh.write(b"\0" * 8)
+    assert "pretrain  digits     IR         seed0   damaged" in batch("status").stdout
+    assert {k: v for k, v in planned().items() if k in ("pretrain", "lincls")} == {"pretrain": 1, "lincls": 1}
+    encoder.write_bytes(first_encoder)
+    metrics.unlink()
+    assert "its metrics.json is gone, though export.json records it" in batch("status").stdout
+    assert {k: v for k, v in planned().items() if k in ("pretrain", "lincls", "make_table1")} == {
+        "lincls": 1,
+        "make_table1": 1,
+    }
+    run()  # brought back from its kept copy: nothing trains, the table is the same
+    assert metrics.read_bytes() == original and (base / "tables" / "table1.md").read_text() == table
+    assert planned() == {}
 
 
 def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(workdir):

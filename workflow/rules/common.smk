@@ -18,13 +18,13 @@ if Path(workflow.basedir, "ring").is_dir():
 
 import ring.core.failures
 import ring.plan.checks
-import ring.plan.grid
+import ring.plan.gate
 import ring.plan.lineage
 import ring.plan.ownership
 import ring.resources
 from ring.plan.catalog import DATASETS, TRANSFER
 from ring.core.config import config_hash, read_yaml, dump as config_text
-from ring.plan.rerun import RUN_RECORD
+from ring.plan.rerun import RUN_RECORD, RUNS
 from ring.core.methods import METHODS
 from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps
 
@@ -54,7 +54,7 @@ def _validated(values, schema: str, what: str):
     except WorkflowError as err:
         if not hasattr(err.__context__, "absolute_path"):  # not the jsonschema ValidationError validate() wraps
             raise
-        _fail_plan(ring.plan.grid.schema_refusal(err.__context__, what, schema))
+        _fail_plan(ring.plan.gate.schema_refusal(err.__context__, what, schema))
 
 
 # Snakemake reads the config files itself (the default, a profile's cluster.yaml and site.yaml, --configfile),
@@ -66,7 +66,7 @@ for config_file in workflow.configfiles:
         _fail_plan(str(err))
 _validated(config, str(SCHEMAS / "config.schema.yaml"), "Workflow config (ring/resources/config.yaml and --config)")
 try:  # only the selected grid is read, validated and checked, before any job exists
-    GRID = ring.plan.grid.select(
+    GRID = ring.plan.gate.select(
         config["grid"],
         GRID_DIR,
         lambda values, what: _validated(values, str(SCHEMAS / "grid.schema.yaml"), what),

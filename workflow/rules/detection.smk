@@ -114,6 +114,7 @@ rule detection:
 rule make_table4:
     input:
         lambda wc: detection_metrics(wc.grid),
+        stale=missing_cells("table4"),  # STALE in common.smk: no file, a forced rerun
     output:
         table_outputs("table4"),
     log:

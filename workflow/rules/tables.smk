@@ -22,6 +22,7 @@ onsuccess:
 rule make_table1:
     input:
         lambda wc: table_metrics(wc.grid, "table1"),
+        stale=missing_cells("table1"),  # STALE in common.smk: no file, a forced rerun
     output:
         table_outputs("table1"),
     log:
@@ -45,6 +46,7 @@ rule make_table1:
 rule make_gpu_hours:
     input:
         lambda wc: [*lincls_metrics(wc.grid), *transfer_metrics(wc.grid)],
+        stale=missing_cells("gpu_hours"),
     output:
         table_outputs("gpu_hours", ["csv", "md"]),
     log:
@@ -71,6 +73,7 @@ for grid_table in GRID_TABLES:
             f"make_{grid_table}"
         input:
             lambda wc, table=grid_table: table_metrics(wc.grid, table),
+            stale=missing_cells(grid_table),
         output:
             table_outputs(grid_table),
         log:

@@ -76,6 +76,7 @@ rule transfer:
 rule make_table3:
     input:
         lambda wc: transfer_metrics(wc.grid),
+        stale=missing_cells("table3"),  # STALE in common.smk: no file, a forced rerun
     output:
         table_outputs("table3"),
     log:

@@ -13,14 +13,16 @@ def lincls_metrics(grid: str) -> list:
 
 
 def provenance_files(grid: str) -> list:
-    """Provenance of every finished cell of ``grid`` (read after the cells, never an input)."""
+    """Provenance of every finished cell of ``grid`` and of every run an edit set aside in it (runs/<key>/: its jobs
+    were spent too, and a run moves whole, so each job is counted once), read after the cells, never an input."""
     n = len(GRIDS[grid].cells())
     paths = [
         *expand(PRETRAIN_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
         *expand(LINCLS_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
         *[str(Path(p).with_name("provenance.json")) for p in transfer_metrics(grid)],
     ]
-    return [p for p in paths if Path(p).exists()]
+    kept = [str(k) for p in paths for k in sorted(Path(p).parent.glob(f"{RUNS}/*/provenance.json"))]
+    return [p for p in paths if Path(p).exists()] + kept
 
 
 def table_metrics(grid: str, table: str) -> list:
@@ -60,3 +62,22 @@ def all_tables(grid: str) -> list:
         *study_files(grid),
         *expand(TABLE, grid=grid, table="gpu_hours", ext=["csv", "md"]),
     ]
+
+
+def missing_cells(table: str):
+    """A table rule's ``stale`` input: forces the table when a file of a cell it averages is gone (a metrics.json
+    deleted, a pruned seed named again).  Snakemake reruns nothing for a missing intermediate file while the table
+    is there and newer (it said "Nothing to be done" beside a table that still averaged the gone cell); forced, the
+    table needs its inputs, and the cells that make them are planned (restored from their kept copies, or rerun)."""
+
+    def stale(wildcards) -> list:
+        inputs = {
+            "gpu_hours": lambda g: [*lincls_metrics(g), *transfer_metrics(g)],
+            "table3": transfer_metrics,
+            "table4": detection_metrics,
+        }
+        files = inputs.get(table, lambda g: table_metrics(g, table))(wildcards.grid)
+        target = TABLE.format(grid=wildcards.grid, table=table, ext="csv")
+        return _force(target if Path(target).exists() and not all(map(os.path.exists, files)) else None)
+
+    return stale
