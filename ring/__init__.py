@@ -10,9 +10,10 @@
   check against the publisher, views).
 - the login-node side, never importing torch: :mod:`ring.cluster` (accounting, batch, detach, jobs, launch,
   progress, run: ``ring run``, slurm) and :mod:`ring.reports` (captions, figures, tables), over :mod:`ring.plan`
-  (catalog, checks, detection_tasks, disk, estimate, grid, lineage, listings, ownership, reference: the configuration
-  reference, rerun, stores: the prepared stores' layout and checks), over :mod:`ring.core` (config, failures, files,
-  gaussian: the toy's closed forms, methods: the registry, metrics, sources, stop).
+  (catalog, checks, detection_tasks, disk, estimate, gate: every command's grid checks, grid, lineage, listings,
+  ownership, reference: the configuration reference, rerun, stores: the prepared stores' layout and checks), over
+  :mod:`ring.core` (config, failures, files, gaussian: the toy's closed forms, methods: the registry, metrics,
+  sources, stop).
 
 Each package's list names every module in it (tests/project/test_doc_claims.py).
 

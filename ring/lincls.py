@@ -115,11 +115,8 @@ class LinearEval:
         self.optimizer = torch.optim.SGD(
             self.classifier.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
         )
-        self.train_set = datasets.Views(
-            train,
-            datasets.linear_view(cfg.dataset, cfg.resize, cfg.crop, cfg.augmentation, norm),
-            seed=cfg.seed,
-        )
+        view = datasets.linear_view(cfg.dataset, cfg.resize, cfg.crop, cfg.augmentation, norm)
+        self.train_set = datasets.Views(train, view, seed=cfg.seed)
         self.test_set = datasets.Views(test, datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop, norm))
         self.epoch = 0
         self.log = JsonLog(self.out / LOG)

@@ -317,8 +317,8 @@ STATES = ("done", "stale", "running", "pending", "failed", "missing")
 
 def store_lines(grid: G.Grid, data_root: str) -> list[str]:
     """One line per prepared store the grid's cells read (ring.data.store.cell_store), with its state."""
-    from ring.plan import catalog
-    from ring.plan import stores as store
+    from ring.plan import catalog  # here: only `ring status` reads the catalog's stores
+    from ring.plan import stores as store  # (a plan of the other commands needs none)
 
     stores = {}
     for dataset, method, seed in grid.cells():

@@ -1,9 +1,6 @@
 """ring.data.store and ring.prepare: the prepared store is the PIL resize, in ImageFolder's order, and says so."""
 
 import io
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +14,7 @@ from ring import prepare
 from ring.data import augment, datasets, store
 from ring.data.digits import generate_folder
 from ring.data.views import StoreViews
-from ring.plan import catalog, checks, stores
+from ring.plan import catalog, checks
 
 SIZE = catalog.DATASETS["digits_folder"].store_size
 
@@ -140,79 +137,6 @@ def test_verify_names_a_truncated_or_altered_shard(tmp_path, root):
         store.verify(copy, "jpeg95", SIZE, checksums=False)
     with pytest.raises(store.StoreError, match=r"holds jpeg95 at 32 px, not raw at 32"):
         store.verify(copy, "raw", SIZE)
-
-
-def test_a_build_resumes_shard_by_shard(tmp_path, root):
-    """A finished shard is kept (its file untouched); a shard without its record is built again; the manifest waits
-    for every shard."""
-    import shutil
-
-    data = tmp_path / "data"
-    shutil.copytree(root / "digits_folder", data / "digits_folder", ignore=shutil.ignore_patterns("store"))
-    target = prepare.Target("digits_folder", data, "raw", shard_images=500)
-    target.list()
-    first = target.shard("train", 0)
-    kept = (target.dir / "train" / "shard-00000" / "data.bin").stat().st_mtime_ns
-    with pytest.raises(store.StoreError, match=r"shard-00001/data.bin is missing or incomplete; rerun the prepare"):
-        target.finish()
-    manifest = prepare.build(target, workers=1)
-    assert (target.dir / "train" / "shard-00000" / "data.bin").stat().st_mtime_ns == kept
-    assert manifest["splits"]["train"]["shards"][0]["sha256"] == first["sha256"]
-    assert manifest == json.loads((stored(root, "raw") / store.MANIFEST).read_text())  # the same bytes as built at once
-
-
-def test_too_little_room_and_a_wrong_count_are_one_sentence(tmp_path, monkeypatch, root):
-    monkeypatch.setattr(stores.shutil, "disk_usage", lambda _: type("U", (), {"free": 10**6})())
-    with pytest.raises(
-        store.StoreError,
-        match=r"^The raw store of 1,797 images at 32x32 needs about 0.0 GB under .* "
-        r"which has 0.0 GB free; free space there",
-    ):
-        store.check_room(tmp_path / "x", 1797, "raw", 32)
-    monkeypatch.undo()
-    with pytest.raises(store.StoreError, match=r"holds 1,347 images, the catalog expects 1,348; complete the dataset"):
-        store.write_listing(tmp_path / "train", root / "digits_folder" / "train", 1348)
-
-
-def test_the_prepare_command_refuses_a_dataset_without_a_store(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "ring.prepare", "build", "cifar10", "--data-root", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 1
-    assert out.stderr.strip().splitlines() == [
-        "ring: cifar10 has no prepared store (it is not an image folder); stored datasets: imagenet, digits_folder."
-    ]
-
-
-def test_ring_status_names_each_store_and_how_far_it_got(tmp_path, root):
-    import shutil
-
-    from ring.cluster.batch import store_lines
-    from ring.plan import grid as G
-
-    path = tmp_path / "g.yaml"
-    path.write_text(
-        "datasets: [digits_folder, digits_colour]\nmethods: [IR]\nseeds: [0]\n"
-        "pretrain: {all: {resize: 32, crop: 32, store: raw, bank_negatives: 256, queue_size: 256}}\n"
-        "lincls: {all: {resize: 32, crop: 32, store: raw}}\n"
-    )
-    grid = G.load(path)
-    data = tmp_path / "data"
-    shutil.copytree(root / "digits_folder", data / "digits_folder", ignore=shutil.ignore_patterns("store"))
-    built = store.store_dir(data / "digits_folder", "raw", SIZE)
-    assert store_lines(grid, str(data)) == [
-        f"store {built}: not built (snakemake prepare_stores builds it, all_tables on its own)"
-    ]  # digits_colour is held in memory: no store
-    prepare.build(prepare.Target("digits_folder", data, "raw"), workers=1)  # the catalog's shards: one per split
-    assert store_lines(grid, str(data)) == [f"store {built}: built, 5.5 MB, every shard at its recorded size"]
-    (built / store.MANIFEST).unlink()  # an interrupted build: one shard done, the other and the manifest not yet
-    (built / "test" / "shard-00000" / store.SHARD_RECORD).unlink()
-    assert store_lines(grid, str(data)) == [
-        f"store {built}: building: 1 of 2 shards done (the prepare stage resumes from them)"
-    ]
 
 
 def test_dali_with_a_store_is_refused_at_plan_time():

@@ -152,7 +152,7 @@ def test_gpu_hours_add_up_requeued_segments(tmp_path):
 def test_gpu_hours_show_predicted_beside_measured(tmp_path, monkeypatch):
     from ring.core import config as C
     from ring.plan import estimate
-    from tests.plan.test_estimate import _write_figures
+    from tests.plan.estimate.test_figures import _write_figures
 
     figures_dir = tmp_path / "figures"
     figures_dir.mkdir()

@@ -8,14 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from ring.cluster import batch
 from ring.core import config as C
 from ring.plan import estimate as E
 from ring.plan import grid as G
-from ring.plan.estimate import inputs as I
 from ring.plan.estimate import passes as P
 from tests import ROOT
-from tests.plan.test_estimate import _write_figures
+from tests.plan.estimate.test_figures import _write_figures
 
 IMAGENET = 1_281_167
 EVAL_IMAGES = 1_281_167 + 50_000  # a kNN pass: the labelled train split and the test split
@@ -124,27 +122,6 @@ def test_in_memory_evaluation_input_is_priced_where_measured(figures):
     )
 
 
-def test_a_store_rate_timed_within_the_loaders_prefetch_is_not_read(figures):
-    """The first H200 run timed 10 batches of 8 workers that decode 2 batches each ahead: its loader rates (7,547
-    images/s) were batches decoded before the clock started, twice the 3,674 of the same loader timed over 48.  Such
-    loader and view rates are left out; a compiled throughput file's jpeg95 feed timed past the prefetch and below its
-    own step is the loader's rate end to end."""
-    _store(figures)
-    doc = json.loads((figures / "store_loader-GPU_X.json").read_text())
-    (figures / "store_loader-GPU_X.json").write_text(json.dumps({**doc, "timed_batches": 10}))
-    f = E.load_figures(results=figures)
-    assert f.store.loader == {} and f.store.views == {} and f.store.end_to_end is None
-    assert "store_jpeg95_decode per core" in I.loader_rate(f, "jpeg95").source
-    ir = json.loads((figures / "throughput_IR-GPU_X.json").read_text())
-    rates = {"synthetic": 16e3, "device": 10e3, "store": 3.6e3}
-    compiled = {**ir, "compile": True, "workers": 8, "images_per_s": rates}
-    for steps, expected in ((10, None), (48, (3_600.0, 8, "throughput_IR_compile-GPU_X.json"))):
-        (figures / "throughput_IR_compile-GPU_X.json").write_text(json.dumps({**compiled, "store_timed_steps": steps}))
-        assert E.load_figures(results=figures).store.end_to_end == expected
-    rate = I.loader_rate(E.load_figures(results=figures), "jpeg95")
-    assert (rate.per_s, rate.workers) == (3_600.0, 8)
-
-
 def test_the_store_s_figures_price_the_evaluation_passes(figures):
     _store(figures)
     f = E.load_figures(results=figures)
@@ -222,28 +199,6 @@ def test_k_means_is_priced_from_its_gemm_work(tmp_path):
     _write_figures(tmp_path, "GPU X", "2026-11-27T11:00:00Z", 5000.0)
     rate = 10 * 21 * 2 * 50_000 * 1000 * 128 / 2.0
     assert math.isclose(E.kmeans_hours(la, E.load_figures("GPU X", results=tmp_path)), 10 * flops / rate / 3600)
-
-
-def test_the_table_by_pass_and_the_command(figures, capsys):
-    _store(figures)
-    grid = G.load(PAPER)
-    f = E.load_figures(results=figures)
-    rows = E.estimate_passes(grid, f, "none")
-    assert {r[0] for r in rows} == {"pretraining", "kNN monitor", "k-means", "linear evaluation"}
-    # Every cell's passes add up to its stage's price, with the store as without it.
-    for store in ("none", "raw"):
-        by_stage = sum(h for *_, h in E.estimate(grid, f, store))
-        assert math.isclose(sum(h for *_, h in E.estimate_passes(grid, f, store)), by_stage)
-    assert E.estimate(grid, f, "raw") != E.estimate(grid, f, "none")
-    text = E.report(grid, f, by="pass", store="none")
-    assert "transfer           not priced" in text and "detection          not priced" in text
-    assert "CMC's 128" in text  # how a batch-128 cell is priced from batch-256 figures, said
-    assert "jpeg_decode-GPU_X.json" in text and "store_loader-GPU_X.json" in text
-    args = ["estimate", "--grid", "paper", "--device", "GPU X", "--figures", str(figures), "--by", "pass"]
-    assert batch.main([*args, "--store", "raw"]) == 0
-    out = capsys.readouterr().out
-    assert "every image-folder cell priced reading store: raw" in out.splitlines()[0]
-    assert f"{'linear evaluation':18} {'imagenet':10} {27:6d}" in out
 
 
 def test_the_committed_figures_price_the_paper_grid_today_and_with_the_store():
