@@ -3,8 +3,8 @@
 
 - stages, on a GPU node: :mod:`ring.pretrain`, :mod:`ring.lincls`, :mod:`ring.transfer` (over lincls),
   :mod:`ring.toy_cnce`, :mod:`ring.detection`; each is ``ring <stage>`` (or ``python -m ring.<stage>``).
-- compute (torch): :mod:`ring.engine` (encoder, objectives, anneal, runtime, logs, distributed, checkpoint,
-  health, knn, provenance) and :mod:`ring.data` (datasets, the transfer loaders, fetch, augment, views,
+- compute (torch): :mod:`ring.engine` (encoder, objectives, anneal, runtime, logs, distributed, span_norm,
+  checkpoint, health, knn, provenance) and :mod:`ring.data` (datasets, the transfer loaders, fetch, augment, views,
   DALI, the data check against the publisher).
 - the login-node side, never importing torch: :mod:`ring.cluster` (launch, jobs, batch, accounting,
   progress) and :mod:`ring.reports` (tables, figures), over :mod:`ring.plan` (plan checks, dataset

@@ -369,12 +369,14 @@ class Pretraining:
 
         if self.device.type == "cuda":  # fixed input sizes: let cuDNN pick its fastest kernels once
             torch.backends.cudnn.benchmark = True
-        bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device, cfg.bn_groups // world)
+        # BatchNorm groups within this process, or consecutive processes sharing one group (ring.engine.span_norm).
+        groups, span = checks.bn_layout(cfg.bn_groups, world)
+        bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device, groups)
         self.encoder = build_encoder(self.spec, cfg).to(self.device)
         # What trains: the encoder behind its precision/memory-format/compile policy and BatchNorm groups
         # (the same parameters), wrapped for data parallelism when there are several processes.
         self.net = Precision(self.encoder, bf16, channels_last, compiled)
-        self.model = Grouped(self.net, cfg.bn_groups // world)
+        self.model = Grouped(self.net, groups, span)
         # Rows of a selection chunk (Ring's window, the kNN monitor's window measure): sized once, by the free memory
         # at the start, not re-measured each epoch while the training's own tensors hold memory.
         self.chunk_elements = chunk_elements(cfg.max_chunk_elements, self.device)

@@ -15,6 +15,8 @@ import os
 import torch
 import torch.distributed as dist
 
+from ring.plan.checks import world_problem
+
 
 def is_initialized() -> bool:
     return dist.is_available() and dist.is_initialized()
@@ -62,17 +64,30 @@ def start(device: torch.device) -> torch.device:
 
 def local_batch(batch_size: int, bn_groups: int) -> int:
     """This process's share of a global batch of ``batch_size`` images in ``bn_groups`` BatchNorm groups; one
-    sentence when the processes cannot split them evenly."""
-    world = world_size()
-    if batch_size % world or bn_groups % world:
-        raise ValueError(
-            f"batch_size={batch_size} and bn_groups={bn_groups} must be multiples of the {world} processes "
-            f"(each computes its own BatchNorm statistics); set bn_groups to a multiple of {world}."
-        )
-    local = batch_size // world
-    if local % (bn_groups // world):
-        raise ValueError(f"batch_size={batch_size} does not split into bn_groups={bn_groups} equal groups.")
-    return local
+    sentence when the processes cannot split them as one process does (ring.plan.checks.world_problem, which the
+    plan checks before submission)."""
+    problem = world_problem(batch_size, bn_groups, world_size())
+    if problem:
+        raise ValueError(problem + ".")
+    return batch_size // world_size()
+
+
+# This process's group of the ranks that share one BatchNorm group (:func:`bn_process_group`), per span.
+_BN_GROUPS: dict[int, dist.ProcessGroup] = {}
+
+
+def bn_process_group(span: int) -> dist.ProcessGroup | None:
+    """The process group of the ``span`` consecutive ranks (``rank // span``-th block) whose batches one BatchNorm group
+    normalises together; None for ``span`` 1 (no collective).  Every rank creates every block's group, in the same
+    order, the first time it is asked (``new_subgroups`` is a collective of all ranks): each asks when it builds its
+    network, before any step."""
+    if span == 1:
+        return None
+    if span not in _BN_GROUPS:
+        if world_size() % span:
+            raise ValueError(f"BatchNorm groups of {span} processes do not tile the {world_size()} processes.")
+        _BN_GROUPS[span] = dist.group.WORLD if span == world_size() else dist.new_subgroups(span)[0]
+    return _BN_GROUPS[span]
 
 
 @torch.no_grad()
@@ -210,4 +225,5 @@ def barrier() -> None:
 
 def shutdown() -> None:
     if is_initialized():
+        _BN_GROUPS.clear()
         dist.destroy_process_group()
