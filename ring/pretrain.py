@@ -198,10 +198,24 @@ class PretrainCheckpoint:
 
     def resume(self) -> bool:
         path = self.run.out / CHECKPOINT
-        # The latest checkpoint that verifies, else the previous one (saying so), else a fresh start.
-        state = resume_state(path, "pretraining checkpoint", self._belongs, self._set_aside)
-        if state is None:
+        # The latest checkpoint that verifies, else the previous one (saying so), else a fresh start: decided by
+        # rank 0 alone (it moves a corrupt file aside; another node may not see a new file yet), followed by all.
+        state, failure = None, None
+        if distributed.is_main():
+            try:
+                state = resume_state(path, "pretraining checkpoint", self._belongs, self._set_aside)
+            except CheckpointError as err:  # told to the others first: they must not wait for rank 0 in vain
+                failure = err
+        choice = distributed.broadcast_choice(3 if failure else 0 if state is None else 1 if path.exists() else 2)
+        if failure:
+            raise failure
+        if choice == 3:
+            raise CheckpointError(f"{self.run.out}: rank 0 could not resume this cell; its log says why.")
+        if choice == 0:
             return False
+        if state is None:  # another rank: the file rank 0 resumes from
+            chosen = path if choice == 1 else previous_path(path)
+            state = load_verified(chosen, "pretraining checkpoint")
         self.load(state, path, "move it away to start again")
         return True
 
@@ -337,6 +351,7 @@ def stop_here(run: Pretraining, losses: Losses) -> None:
     """Preemption or time limit: checkpoint this step and stop; the launcher requeues the job."""
     losses.read()  # before anything is saved: a diverged step never reaches a checkpoint
     run.save_checkpoint()
+    distributed.barrier()  # no rank exits (and no requeue starts) before rank 0's checkpoint is written
     raise Preempted(f"{run.out}: checkpointed at epoch {run.epoch} step {run.step_in_epoch}")
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 from torchvision.models import resnet18
 
+from ring import pretrain
 from ring.core import config as C
 from ring.core.methods import METHODS
 from ring.engine.checkpoint import CheckpointError, atomic_save, checksummed, safe_load
@@ -442,3 +443,67 @@ def test_the_sanity_accuracy_is_measured_once_before_a_cells_first_step_and_not_
     )
     off.run()
     assert len(measured) == 1 and off.schedule.policy.history == []
+
+
+@pytest.mark.parametrize(("choice", "loaded"), [(0, None), (1, "checkpoint.pt"), (2, "checkpoint.prev.pt")])
+def test_ranks_other_than_0_resume_from_the_file_rank_0_chose(tmp_path, monkeypatch, choice, loaded):
+    """Rank 0 alone looks at the checkpoints (it moves a corrupt one aside; another node may not see a new file yet)
+    and broadcasts its choice; a rank other than 0 loads that file without deciding anything itself."""
+    import types
+
+    from ring.engine import checkpoint as ckpt
+    from ring.engine import distributed
+
+    path = tmp_path / "checkpoint.pt"
+    assert ckpt.previous_path(path).name == "checkpoint.prev.pt"
+    monkeypatch.setattr(distributed, "is_main", lambda: False)
+    monkeypatch.setattr(distributed, "broadcast_choice", lambda mine: choice)
+    monkeypatch.setattr(pretrain, "resume_state", lambda *a: pytest.fail("only rank 0 decides"))
+    monkeypatch.setattr(pretrain, "load_verified", lambda p, what: {"from": Path(p).name})
+    seen = []
+    checkpoint = pretrain.PretrainCheckpoint(types.SimpleNamespace(out=tmp_path))
+    monkeypatch.setattr(checkpoint, "load", lambda state, p, fix: seen.append(state["from"]))
+    assert checkpoint.resume() is (loaded is not None)
+    assert seen == ([loaded] if loaded else [])
+
+
+def test_a_rank_0_that_cannot_resume_tells_the_others_before_failing(tmp_path, monkeypatch):
+    """Rank 0's CheckpointError (another method's checkpoint) reaches every rank at once: none waits for it in vain."""
+    import types
+
+    from ring.engine import distributed
+    from ring.engine.checkpoint import CheckpointError
+
+    sent = []
+    monkeypatch.setattr(distributed, "broadcast_choice", lambda mine: sent.append(mine) or mine)
+
+    def refuse(*args):
+        raise CheckpointError("written by method MoCo")
+
+    monkeypatch.setattr(pretrain, "resume_state", refuse)
+    checkpoint = pretrain.PretrainCheckpoint(types.SimpleNamespace(out=tmp_path))
+    with pytest.raises(CheckpointError, match="written by method MoCo"):
+        checkpoint.resume()
+    assert sent == [3]
+    monkeypatch.setattr(distributed, "is_main", lambda: False)
+    monkeypatch.setattr(distributed, "broadcast_choice", lambda mine: 3)
+    with pytest.raises(CheckpointError, match="rank 0 could not resume this cell; its log says why"):
+        checkpoint.resume()
+
+
+def test_no_rank_leaves_a_preempted_step_before_rank_0s_checkpoint_is_written(monkeypatch):
+    """Sites with KillOnBadExit=1 ended a USR2 requeue as FAILED: ranks other than 0 exited before rank 0 had written
+    its checkpoint.  Every rank now waits for it at a barrier, then stops."""
+    import types
+
+    from ring.core.stop import Preempted
+    from ring.engine import distributed
+
+    order = []
+    monkeypatch.setattr(distributed, "barrier", lambda: order.append("barrier"))
+    run = types.SimpleNamespace(
+        save_checkpoint=lambda: order.append("checkpoint"), out="cell", epoch=1, step_in_epoch=4
+    )
+    with pytest.raises(Preempted):
+        pretrain.stop_here(run, types.SimpleNamespace(read=lambda: order.append("losses")))
+    assert order == ["losses", "checkpoint", "barrier"]

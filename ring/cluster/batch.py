@@ -39,6 +39,7 @@ from ring.cluster.slurm import (
     make_executor,
     preflight,
     read_record,
+    stage_problems,
     write_record,
 )
 from ring.cluster.slurm import stage_resources as merged_resources
@@ -191,6 +192,9 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
             )
             if check.returncode != 0:
                 raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")
+    for cell, _ in todo:  # every cell's processes against its batch and BatchNorm groups, before the array is queued
+        if problems := stage_problems(stage, res, C.read_yaml(cell / "config.yaml", "Cell config")):
+            raise ValueError(f"{cell}: {problems[0]}")
     first_cfg = C.read_yaml(todo[0][0] / "config.yaml", "Cell config")
     preflight(res, first_cfg.get("checkpoint_interval_min"))
     if grid.source:
@@ -201,9 +205,7 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     with executor.batch():
         jobs = [executor.submit(job) for _, job in todo]
     for (cell, stage_job), job in zip(todo, jobs, strict=True):
-        write_record(
-            cell, job.job_id, folder, stage, tasks=max(res.gpus_per_node, 1), config_hash=job_config_hash(stage_job)
-        )
+        write_record(cell, job.job_id, folder, stage, tasks=res.tasks, config_hash=job_config_hash(stage_job))
     array_id = jobs[0].job_id.split("_")[0]
     print(f"ring: submitted {len(jobs)} {stage} cells of grid {grid.name} as job array {array_id} (logs in {folder})")
     return array_id

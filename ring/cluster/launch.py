@@ -156,9 +156,7 @@ def submit(job: StageJob, cell: Path, res: slurm.Resources) -> submitit.SlurmJob
             raise ValueError(f"sbatch refused the job ({' '.join(str(err).split())}).") from None
 
     submitted = slurm.retrying(once, res, "submitting", cell=cell)
-    slurm.write_record(
-        cell, submitted.job_id, folder, job.stage, tasks=max(res.gpus_per_node, 1), config_hash=job_config_hash(job)
-    )
+    slurm.write_record(cell, submitted.job_id, folder, job.stage, tasks=res.tasks, config_hash=job_config_hash(job))
     print(
         f"ring: {cell}: submitted SLURM job {submitted.job_id} (log {submitted.paths.stderr})",
         file=sys.stderr,
@@ -399,9 +397,12 @@ def main(argv=None) -> int:
     slurm.VERBOSE["on"] = args.verbose
     try:
         job = StageJob(args.stage, stage_argv)
+        values = None
         if "--config" in stage_argv:
             # The plan's checks (ring.plan.checks) on the cell's config, before any job starts or is queued.
-            checks.load_checked(args.stage, stage_argv[stage_argv.index("--config") + 1])
+            path = stage_argv[stage_argv.index("--config") + 1]
+            checks.load_checked(args.stage, path)
+            values = C.read_yaml(path, "Config file")
         if args.launcher == "local":
             from ring.cluster import progress  # CELL/running.json for `ring status`
 
@@ -411,7 +412,10 @@ def main(argv=None) -> int:
             with progress.running(args.cell) as run:
                 run["status"] = job.run_here()
             return run["status"]
-        return launch_slurm(job, args.cell, slurm.Resources.from_dict(json.loads(args.resources)))
+        res = slurm.Resources.from_dict(json.loads(args.resources))
+        if problems := slurm.stage_problems(args.stage, res, values):  # before anything is submitted
+            raise ValueError(problems[0])
+        return launch_slurm(job, args.cell, res)
     except (ValueError, RuntimeError, FileNotFoundError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1

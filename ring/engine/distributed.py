@@ -11,6 +11,7 @@ so N processes compute what one process computes with ``bn_groups`` BatchNorm gr
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -38,6 +39,12 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", 0))
 
 
+# How long a rank waits at the rendezvous and in any collective before it fails: long enough for the slowest
+# single-rank work the others wait for (rank 0 writing an ImageNet checkpoint or exporting, the kNN monitor's
+# embedding of a training set), short enough that a rank lost with its node frees the others' GPUs within the hour.
+TIMEOUT = timedelta(minutes=30)
+
+
 def init_from_env(device_type: str) -> bool:
     """Join the process group the environment describes (nccl on GPUs, gloo on CPUs)."""
     if is_initialized():
@@ -48,6 +55,7 @@ def init_from_env(device_type: str) -> bool:
         "nccl" if device_type == "cuda" else "gloo",
         rank=int(os.environ["RANK"]),
         world_size=int(os.environ["WORLD_SIZE"]),
+        timeout=TIMEOUT,
     )
     return True
 
@@ -215,6 +223,16 @@ class StepFlags:
     def _check(self, flags: tuple[bool, ...]) -> None:
         if len(flags) != self.count:
             raise ValueError(f"StepFlags was made for {self.count} flags and was given {len(flags)}.")
+
+
+def broadcast_choice(choice: int) -> int:
+    """Rank 0's ``choice`` (a small integer) on every rank: one process decides what all do (which checkpoint to
+    resume: nodes on a shared filesystem may see different files for a while)."""
+    if world_size() == 1:
+        return choice
+    t = torch.tensor([choice], dtype=torch.long, device=_scalar_device())
+    dist.broadcast(t, src=0)
+    return int(t.item())
 
 
 def barrier() -> None:

@@ -103,10 +103,15 @@ def slurm_env() -> dict:
     return {"job_id": job, "restart_count": int(env.get("SLURM_RESTART_COUNT", 0)) if job else None}
 
 
+def nodes_in_use() -> int:
+    """The nodes of this run (SLURM_JOB_NUM_NODES; one outside SLURM): its GPUs are those of every node."""
+    return int(os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or 1)
+
+
 def gpus_in_use() -> tuple[int, str | None]:
     if not torch.cuda.is_available():
         return 0, None
-    world = int(os.environ.get("WORLD_SIZE", 1))
+    world = int(os.environ.get("WORLD_SIZE", 1))  # every rank's GPU, on every node: GPU-hours are wall x all of them
     return world, torch.cuda.get_device_name(0)
 
 
@@ -138,7 +143,8 @@ class Segment:
             "ended": _now(),
             "wall_s": round(wall, 3),
             "outcome": outcome,
-            "node": socket.gethostname(),
+            "node": socket.gethostname(),  # rank 0's
+            "nodes": nodes_in_use(),
             "gpus": gpus,
             "gpu_model": gpu_model,
             **slurm_env(),

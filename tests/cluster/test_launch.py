@@ -220,3 +220,28 @@ def test_a_running_job_of_the_previous_config_is_cancelled_before_anything_moves
     assert "cancelling it first" in capsys.readouterr().out
     assert slurm.read_record(cell) is None and (cell / "slurm" / "job-7.json").is_file()  # retired
     assert (cell / "encoder.pt").exists()  # detach moves nothing: ring.plan.rerun does, after it
+
+
+@pytest.mark.parametrize(
+    ("stage", "resources", "overrides", "problem"),
+    [
+        ("lincls", {"gpus_per_node": 2}, {}, "ring: lincls runs one task (one process on one GPU)"),
+        ("pretrain", {"nodes": 3}, {"batch_size": 64}, "ring: batch_size=64 does not split evenly over the 3"),
+    ],
+)
+def test_the_launcher_refuses_tasks_its_stage_cannot_use_before_anything_is_submitted(
+    tmp_path, monkeypatch, capsys, stage, resources, overrides, problem
+):
+    import json
+
+    from ring.cluster import launch
+    from ring.core import config as C
+    from tests.helpers import lincls_config, pretrain_config
+
+    cfg = lincls_config(**overrides) if stage == "lincls" else pretrain_config("IR", **overrides)
+    C.save(cfg, tmp_path / "config.yaml")
+    monkeypatch.setattr(launch, "launch_slurm", lambda *a: pytest.fail("submitted"))
+    monkeypatch.setattr("ring.cluster.slurm.slurm_call", lambda *a, **k: pytest.fail("asked SLURM"))
+    argv = [stage, "--cell", str(tmp_path), "--launcher", "slurm", "--resources", json.dumps(resources)]
+    assert launch.main([*argv, "--", "--config", str(tmp_path / "config.yaml"), "--out", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.startswith(problem)

@@ -64,3 +64,19 @@ def test_the_code_is_the_checkouts_commit_or_the_installed_version_said_so(tmp_p
             "version": ring.__version__,
             "code": f"installed package ring-bench {ring.__version__}, not a git checkout: no commit recorded",
         }
+
+
+def test_a_segment_records_its_nodes_and_counts_the_gpus_of_all_of_them(tmp_path, monkeypatch):
+    """A 2-node x 4-GPU job: rank 0 writes one segment for all 8 processes; GPU-hours are wall x 8."""
+    monkeypatch.setenv("SLURM_JOB_ID", "3001")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setattr(provenance, "gpus_in_use", lambda: (8, "NVIDIA H200"))  # as on the GPU nodes
+    with provenance.Segment(tmp_path, "hash", 0):
+        pass
+    doc = json.loads((tmp_path / provenance.FILE).read_text())
+    segment = doc["segments"][0]
+    assert (segment["nodes"], segment["gpus"], segment["job_id"]) == (2, 8, "3001")
+    assert doc["gpu_hours"] == round(segment["wall_s"] * 8 / 3600, 6)
+    monkeypatch.delenv("SLURM_JOB_NUM_NODES")
+    assert provenance.nodes_in_use() == 1
