@@ -65,6 +65,12 @@ ENDED = {
 }
 
 
+# Ended states that say nothing about the stage: a node was lost (NODE_FAIL), the job was preempted without a
+# requeue (PREEMPTED, PreemptMode=CANCEL) or its node never booted (BOOT_FAIL).  The launcher submits such a job
+# again, within max_requeues, and the stage resumes from its checkpoint.
+LOST = ("NODE_FAIL", "PREEMPTED", "BOOT_FAIL")
+
+
 # What SLURM's clients print when slurmctld / slurmdbd cannot be reached (not a refusal).
 UNREACHABLE = (
     "Unable to contact slurm controller",
