@@ -384,8 +384,7 @@ class Pretraining:
 
         if self.device.type == "cuda":  # fixed input sizes: let cuDNN pick its fastest kernels once
             torch.backends.cudnn.benchmark = True
-        # BatchNorm groups within this process, or consecutive processes sharing one group (ring.engine.span_norm).
-        groups, span = checks.bn_layout(cfg.bn_groups, world)
+        groups, span = checks.bn_layout(cfg.bn_groups, world)  # per process, or processes per group (span_norm)
         bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device, groups)
         self.encoder = build_encoder(self.spec, cfg).to(self.device)
         # What trains: the encoder behind its precision/memory-format/compile policy and BatchNorm groups
@@ -500,6 +499,8 @@ class Pretraining:
         self.save_checkpoint()
         if distributed.is_main():
             self.log.append(record)
+            if getattr(self, "segment", None) is not None:  # run()'s: the rate `ring status` extrapolates
+                self.segment.progress(self.segment_start, self.epoch, cfg.epochs)
 
     def run(self) -> Path:
         check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch of training
@@ -518,7 +519,8 @@ class Pretraining:
             print(f"ring: resuming {self.out} at epoch {self.epoch} step {self.step_in_epoch}", file=sys.stderr)
         if not resumed and self.schedule and self.schedule.validates_before_training:
             validate_before_training(self)  # once per cell: on resume the policy's state holds it
-        with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
+        with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed) as self.segment:
+            self.segment_start = self.epoch + self.step_in_epoch / self.steps_per_epoch
             self._train()
         encoder_path = self.out / ENCODER
         if distributed.is_main():

@@ -507,3 +507,11 @@ def test_no_rank_leaves_a_preempted_step_before_rank_0s_checkpoint_is_written(mo
     with pytest.raises(Preempted):
         pretrain.stop_here(run, types.SimpleNamespace(read=lambda: order.append("losses")))
     assert order == ["losses", "checkpoint", "barrier"]
+
+
+def test_a_cell_says_how_far_its_running_segment_got_after_each_epoch(tmp_path):
+    cfg = pretrain_config("IR", epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)
+    Pretraining(cfg, tmp_path).run()
+    record = json.loads((tmp_path / "progress.json").read_text())
+    assert (record["epoch"], record["epochs"], record["segment_epochs"]) == (2, 2, 2.0)
+    assert record["segment_wall_s"] > 0 and record["gpus"] == 0  # CPU: no GPU-hours

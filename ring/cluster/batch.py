@@ -45,7 +45,7 @@ from ring.cluster.slurm import (
 from ring.cluster.slurm import stage_resources as merged_resources
 from ring.core import config as C
 from ring.core.files import read_record as read_json_record
-from ring.plan import disk, lineage, ownership, rerun
+from ring.plan import disk, eta, lineage, ownership, rerun
 from ring.plan import estimate as E
 from ring.plan import grid as G
 
@@ -283,6 +283,42 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
     return rows
 
 
+def spent_hours(cell: Path) -> float:
+    """GPU-hours of the cell's recorded segments (provenance.json), 0 when it has none."""
+    try:
+        return float(read_json_record(cell / "provenance.json").get("gpu_hours", 0.0))
+    except (OSError, ValueError, AttributeError):
+        return 0.0
+
+
+def outlook(grid: G.Grid, results: Path, config: dict, rows: list[tuple], figures) -> eta.Outlook:
+    """When the grid's pretraining and linear evaluation will end (ring.plan.eta), from ``status``'s rows."""
+    cells = []
+    for stage, dataset, method, seed, state, _ in rows:
+        if stage not in ("pretrain", "lincls"):
+            continue
+        cell = cell_dir(results, grid.name, stage, dataset, method, seed)
+        spent, wall_left = spent_hours(cell), None
+        if state == "running":
+            segment, wall_left = progress.running_segment(cell)
+            spent += segment
+        build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
+        try:
+            price = E.predict_cell(stage, build(dataset, method, seed, config.get("data_root", "data")), figures)
+        except (ValueError, AttributeError):  # no figures, or a dataset the model has no sizes for
+            price = None
+        gpus = stage_resources(config, stage).tasks
+        cells.append(eta.Cell(stage, dataset, (dataset, method, seed), state, spent, price, gpus, wall_left))
+    return eta.outlook(cells)
+
+
+def load_figures_or_none():
+    try:
+        return E.load_figures()
+    except ValueError:
+        return None
+
+
 STATES = ("done", "stale", "running", "pending", "failed", "missing")
 
 
@@ -398,6 +434,7 @@ def main(argv=None) -> int:
             width = max([10, *(len(row[2]) for row in rows)])  # study cells name method/variant
             for stage, dataset, method, seed, state, detail in rows:
                 print(f"{stage:9} {dataset:10} {method:{width}} seed{seed:<3} {state:10} {detail}")
+            print("\n".join(outlook(grid, args.results, config, rows, load_figures_or_none()).lines(grid.name)))
             print(total_line(rows))
             if line := disk_line(grid, args.results, config, args.grid):
                 print(line)

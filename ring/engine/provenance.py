@@ -31,6 +31,7 @@ from ring.engine import distributed
 from ring.engine.runtime import Preempted
 
 FILE = "provenance.json"
+PROGRESS = "progress.json"  # the running segment's rate, rewritten by rank 0 each epoch (ring status reads it)
 # The checkout this package runs from, if it runs from one (an editable install or PYTHONPATH); an installed wheel
 # sits in site-packages, whose parent is no checkout of ours (and may lie inside some other repository).
 REPO = Path(__file__).resolve().parents[2]
@@ -131,6 +132,22 @@ class Segment:
         self.started = _now()
         self.t0 = time.monotonic()
         return self
+
+    def progress(self, start_epoch: float, done_epochs: int, epochs: int) -> None:
+        """Rank 0 after each epoch: how far this segment got (from ``start_epoch``, fractional when it resumed
+        mid-epoch) in how long, on how many GPUs, in ``progress.json``: the rate ``ring status`` extrapolates."""
+        if not distributed.is_main():
+            return
+        gpus, _ = gpus_in_use()
+        record = {
+            "epoch": done_epochs,
+            "epochs": epochs,
+            "segment_epochs": round(done_epochs - start_epoch, 6),
+            "segment_wall_s": round(time.monotonic() - self.t0, 3),
+            "gpus": gpus,
+            "updated": _now(),
+        }
+        write_json(self.path.with_name(PROGRESS), record, indent=None)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if not distributed.is_main():  # one record per data-parallel job, written by rank 0
