@@ -80,15 +80,25 @@ class Summary:
 
     def line(self, name: str) -> str:
         unpriced = f" (+{self.unpriced} cells not priced)" if self.unpriced else ""
-        return (
-            f"{name}: {self.done} done, {self.running} running, {self.pending} pending; {self.spent:.3g} GPU-h spent, "
-            f"{_range(self.left)} GPU-h left{unpriced}"
-        )
+        counts = f"{self.done} done, {self.running} running, {self.pending} pending"
+        return f"{name}: {counts}; {_num(self.spent)} GPU-h spent, {_range(self.left)} GPU-h left{unpriced}"
+
+
+def _duration(low: float, high: float) -> str:
+    """Wall hours ``low``-``high`` in the unit that reads best for ``high``: days, hours, minutes or seconds."""
+    for unit, size in (("d", 24.0), ("h", 1.0), ("min", 1 / 60), ("s", 1 / 3600)):
+        if high >= 2 * size or unit == "s":
+            return f"{_range((low / size, high / size))} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if x >= 1000 else f"{x:.3g}"
 
 
 def _range(pair: tuple[float, float]) -> str:
     low, high = pair
-    return f"{low:.3g}" if math.isclose(low, high, rel_tol=1e-3) else f"{low:.3g}-{high:.3g}"
+    return _num(low) if math.isclose(low, high, rel_tol=1e-3) else f"{_num(low)}-{_num(high)}"
 
 
 @dataclass
@@ -112,7 +122,8 @@ class Outlook:
         return [
             *(summary.line(stage) for stage, summary in self.stages.items()),
             self.grid.line(f"grid {grid_name}")
-            + f"; {_range(self.hours)} h left (at least the longest pretrain->lincls chain, {self.chain_h:.3g} h; "
+            + f"; {_duration(*self.hours)} left (at least the longest pretrain->lincls chain, "
+            f"{_duration(self.chain_h, self.chain_h)}; "
             f"at most {width}); {calibration}",
         ]
 
