@@ -1031,6 +1031,17 @@ def test_a_two_node_cell_computes_what_one_process_computes(tmp_path):
 IRING_3_EPOCHS = C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 3})
 
 
+def equal_across_processes(a: Path, b: Path) -> bool:
+    """Two 4-process runs' encoders, equal up to the order in which gloo sums the 4 ranks' gradients: DDP rebuilds
+    its buckets after a restart and the all-reduce then adds the same values in another grouping (measured 3.8e-6
+    of the weights' norm after a USR2 requeue, two epochs on).  A resume from the wrong step, a lost update or
+    another random stream moves them by percents."""
+    sa, sb = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
+    keys = [k for k in sa if sa[k].is_floating_point()]
+    gap = sum((sa[k].double() - sb[k].double()).norm() ** 2 for k in keys) ** 0.5
+    return sa.keys() == sb.keys() and bool(gap <= 1e-4 * sum(sa[k].double().norm() ** 2 for k in keys) ** 0.5)
+
+
 @pytest.fixture(scope="module")
 def two_node_reference(module_tmp) -> Path:
     """An undisturbed two-node run of the interruption tests' cell (one BatchNorm group over the 4 ranks)."""
@@ -1052,7 +1063,7 @@ def test_usr2_on_a_two_node_job_checkpoints_requeues_once_and_finishes_equal(tmp
     segments = json.loads((cell / "provenance.json").read_text())["segments"]
     assert [s["outcome"] for s in segments] == ["preempted", "completed"], segments
     assert segments[1]["restart_count"] == 1 and {s["job_id"] for s in segments} == {job_id}
-    assert same_weights(two_node_reference, cell / "encoder.pt")
+    assert equal_across_processes(two_node_reference, cell / "encoder.pt")
 
 
 def test_a_lost_second_node_resubmits_and_the_cell_still_finishes_equal(tmp_path, two_node_reference):
@@ -1068,8 +1079,9 @@ def test_a_lost_second_node_resubmits_and_the_cell_still_finishes_equal(tmp_path
     subprocess.run(["bash", str(ROOT / ".ci" / "slurm" / "node.sh"), "start", node], check=True, timeout=120)
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
-    # Where the cluster requeues a failed node's jobs (JobRequeue=1, as here) the same job runs again; elsewhere it
-    # ends NODE_FAIL and the launcher submits it again (ring.cluster.slurm.LOST).  Either way a run ended NODE_FAIL.
+    # The job ends NODE_FAIL and the launcher submits it again (ring.cluster.slurm.LOST: measured here, job 71
+    # NODE_FAIL, job 72 resumed and COMPLETED); a site that requeues such jobs itself runs the same job again.
+    # Either way a run ended NODE_FAIL, and it is in the cell's provenance (from sacct).
     runs = subprocess.run(
         ["sacct", "-D", "-X", "-n", "-P", "-j", ",".join({job_id, job_of(cell)}), "-o", "JobID,State"],
         capture_output=True,
@@ -1078,5 +1090,7 @@ def test_a_lost_second_node_resubmits_and_the_cell_still_finishes_equal(tmp_path
         timeout=60,
     ).stdout
     assert "NODE_FAIL" in runs, runs
-    assert same_weights(two_node_reference, cell / "encoder.pt")
+    segments = json.loads((cell / "provenance.json").read_text())["segments"]
+    assert [s["outcome"] for s in segments][0] == "killed (NODE_FAIL)" and segments[-1]["outcome"] == "completed"
+    assert equal_across_processes(two_node_reference, cell / "encoder.pt")
     assert (state / "run").is_dir()
