@@ -317,6 +317,19 @@ def finished_without_checkpoint(out: Path, cfg: C.PretrainConfig) -> bool:
     return True
 
 
+def check_writable_on_every_rank(out: Path) -> None:
+    """An unwritable cell folder fails now, on every rank, not after an epoch of training.  The ranks decide together
+    (a collective), so that no rank's write probe is still in the folder when rank 0 then removes the temporary files
+    of killed writes (it removed another rank's probe in flight: that rank failed "No such file or directory")."""
+    problem = None
+    try:
+        check_writable(out)
+    except FileError as err:
+        problem = err
+    if distributed.any_rank(problem is not None):
+        raise problem or FileError(f"{out}: another rank cannot write this cell folder; its log says why.")
+
+
 def finish(out: Path, cfg: C.PretrainConfig) -> None:
     """A finished cell keeps what it needs again (``keep_checkpoint``): the previous checkpoint goes once the exports
     verify against their checksum record (they, not it, stand for the run now), the final one too under ``none``.
@@ -503,7 +516,7 @@ class Pretraining:
                 self.segment.progress(self.segment_start, self.epoch, cfg.epochs)
 
     def run(self) -> Path:
-        check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch of training
+        check_writable_on_every_rank(self.out)
         if distributed.is_main() and (stale := remove_stale_temporaries(self.out)):
             print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
         if finished_without_checkpoint(self.out, self.cfg):

@@ -13,6 +13,7 @@ from torchvision.models import resnet18
 
 from ring import pretrain
 from ring.core import config as C
+from ring.core.files import FileError
 from ring.core.methods import METHODS
 from ring.engine.checkpoint import CheckpointError, atomic_save, checksummed, safe_load
 from ring.pretrain import Pretraining
@@ -515,3 +516,18 @@ def test_a_cell_says_how_far_its_running_segment_got_after_each_epoch(tmp_path):
     record = json.loads((tmp_path / "progress.json").read_text())
     assert (record["epoch"], record["epochs"], record["segment_epochs"]) == (2, 2, 2.0)
     assert record["segment_wall_s"] > 0 and record["gpus"] == 0  # CPU: no GPU-hours
+
+
+def test_rank_0_cleans_up_only_after_every_ranks_write_probe_is_gone(tmp_path, monkeypatch):
+    """A 4-process cell failed "not writable (No such file or directory)": rank 0 removed the write probe another
+    rank still held as a temporary of a killed write.  The ranks now agree first, in a collective."""
+    from ring.engine import distributed
+
+    order = []
+    monkeypatch.setattr(pretrain, "check_writable", lambda out: order.append("probe"))
+    monkeypatch.setattr(distributed, "any_rank", lambda flag: order.append("together") or flag)
+    pretrain.check_writable_on_every_rank(tmp_path)
+    assert order == ["probe", "together"]
+    monkeypatch.setattr(distributed, "any_rank", lambda flag: True)  # another rank could not write
+    with pytest.raises(FileError, match="another rank cannot write this cell folder; its log says why"):
+        pretrain.check_writable_on_every_rank(tmp_path)
