@@ -198,10 +198,24 @@ class PretrainCheckpoint:
 
     def resume(self) -> bool:
         path = self.run.out / CHECKPOINT
-        # The latest checkpoint that verifies, else the previous one (saying so), else a fresh start.
-        state = resume_state(path, "pretraining checkpoint", self._belongs, self._set_aside)
-        if state is None:
+        # The latest checkpoint that verifies, else the previous one (saying so), else a fresh start: decided by
+        # rank 0 alone (it moves a corrupt file aside; another node may not see a new file yet), followed by all.
+        state, failure = None, None
+        if distributed.is_main():
+            try:
+                state = resume_state(path, "pretraining checkpoint", self._belongs, self._set_aside)
+            except CheckpointError as err:  # told to the others first: they must not wait for rank 0 in vain
+                failure = err
+        choice = distributed.broadcast_choice(3 if failure else 0 if state is None else 1 if path.exists() else 2)
+        if failure:
+            raise failure
+        if choice == 3:
+            raise CheckpointError(f"{self.run.out}: rank 0 could not resume this cell; its log says why.")
+        if choice == 0:
             return False
+        if state is None:  # another rank: the file rank 0 resumes from
+            chosen = path if choice == 1 else previous_path(path)
+            state = load_verified(chosen, "pretraining checkpoint")
         self.load(state, path, "move it away to start again")
         return True
 
@@ -303,6 +317,19 @@ def finished_without_checkpoint(out: Path, cfg: C.PretrainConfig) -> bool:
     return True
 
 
+def check_writable_on_every_rank(out: Path) -> None:
+    """An unwritable cell folder fails now, on every rank, not after an epoch of training.  The ranks decide together
+    (a collective), so that no rank's write probe is still in the folder when rank 0 then removes the temporary files
+    of killed writes (it removed another rank's probe in flight: that rank failed "No such file or directory")."""
+    problem = None
+    try:
+        check_writable(out)
+    except FileError as err:
+        problem = err
+    if distributed.any_rank(problem is not None):
+        raise problem or FileError(f"{out}: another rank cannot write this cell folder; its log says why.")
+
+
 def finish(out: Path, cfg: C.PretrainConfig) -> None:
     """A finished cell keeps what it needs again (``keep_checkpoint``): the previous checkpoint goes once the exports
     verify against their checksum record (they, not it, stand for the run now), the final one too under ``none``.
@@ -337,6 +364,7 @@ def stop_here(run: Pretraining, losses: Losses) -> None:
     """Preemption or time limit: checkpoint this step and stop; the launcher requeues the job."""
     losses.read()  # before anything is saved: a diverged step never reaches a checkpoint
     run.save_checkpoint()
+    distributed.barrier()  # no rank exits (and no requeue starts) before rank 0's checkpoint is written
     raise Preempted(f"{run.out}: checkpointed at epoch {run.epoch} step {run.step_in_epoch}")
 
 
@@ -369,12 +397,13 @@ class Pretraining:
 
         if self.device.type == "cuda":  # fixed input sizes: let cuDNN pick its fastest kernels once
             torch.backends.cudnn.benchmark = True
-        bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device, cfg.bn_groups // world)
+        groups, span = checks.bn_layout(cfg.bn_groups, world)  # per process, or processes per group (span_norm)
+        bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device, groups)
         self.encoder = build_encoder(self.spec, cfg).to(self.device)
         # What trains: the encoder behind its precision/memory-format/compile policy and BatchNorm groups
         # (the same parameters), wrapped for data parallelism when there are several processes.
         self.net = Precision(self.encoder, bf16, channels_last, compiled)
-        self.model = Grouped(self.net, cfg.bn_groups // world)
+        self.model = Grouped(self.net, groups, span)
         # Rows of a selection chunk (Ring's window, the kNN monitor's window measure): sized once, by the free memory
         # at the start, not re-measured each epoch while the training's own tensors hold memory.
         self.chunk_elements = chunk_elements(cfg.max_chunk_elements, self.device)
@@ -484,9 +513,11 @@ class Pretraining:
         self.save_checkpoint()
         if distributed.is_main():
             self.log.append(record)
+            if getattr(self, "segment", None) is not None:  # run()'s: the rate `ring status` extrapolates
+                self.segment.progress(self.segment_start, self.epoch, cfg.epochs)
 
     def run(self) -> Path:
-        check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch of training
+        check_writable_on_every_rank(self.out)
         if distributed.is_main() and (stale := remove_stale_temporaries(self.out)):
             print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
         if finished_without_checkpoint(self.out, self.cfg):
@@ -502,7 +533,8 @@ class Pretraining:
             print(f"ring: resuming {self.out} at epoch {self.epoch} step {self.step_in_epoch}", file=sys.stderr)
         if not resumed and self.schedule and self.schedule.validates_before_training:
             validate_before_training(self)  # once per cell: on resume the policy's state holds it
-        with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
+        with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed) as self.segment:
+            self.segment_start = self.epoch + self.step_in_epoch / self.steps_per_epoch
             self._train()
         encoder_path = self.out / ENCODER
         if distributed.is_main():

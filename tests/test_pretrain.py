@@ -11,7 +11,9 @@ import pytest
 import torch
 from torchvision.models import resnet18
 
+from ring import pretrain
 from ring.core import config as C
+from ring.core.files import FileError
 from ring.core.methods import METHODS
 from ring.engine.checkpoint import CheckpointError, atomic_save, checksummed, safe_load
 from ring.pretrain import Pretraining
@@ -457,3 +459,90 @@ def test_a_non_finite_loss_before_any_checkpoint_says_the_rerun_starts_from_scra
     assert str(err.value).endswith(
         "lower lr and rerun (no checkpoint was written before it: the rerun starts from scratch)."
     ), err.value
+
+
+@pytest.mark.parametrize(("choice", "loaded"), [(0, None), (1, "checkpoint.pt"), (2, "checkpoint.prev.pt")])
+def test_ranks_other_than_0_resume_from_the_file_rank_0_chose(tmp_path, monkeypatch, choice, loaded):
+    """Rank 0 alone looks at the checkpoints (it moves a corrupt one aside; another node may not see a new file yet)
+    and broadcasts its choice; a rank other than 0 loads that file without deciding anything itself."""
+    import types
+
+    from ring.engine import checkpoint as ckpt
+    from ring.engine import distributed
+
+    path = tmp_path / "checkpoint.pt"
+    assert ckpt.previous_path(path).name == "checkpoint.prev.pt"
+    monkeypatch.setattr(distributed, "is_main", lambda: False)
+    monkeypatch.setattr(distributed, "broadcast_choice", lambda mine: choice)
+    monkeypatch.setattr(pretrain, "resume_state", lambda *a: pytest.fail("only rank 0 decides"))
+    monkeypatch.setattr(pretrain, "load_verified", lambda p, what: {"from": Path(p).name})
+    seen = []
+    checkpoint = pretrain.PretrainCheckpoint(types.SimpleNamespace(out=tmp_path))
+    monkeypatch.setattr(checkpoint, "load", lambda state, p, fix: seen.append(state["from"]))
+    assert checkpoint.resume() is (loaded is not None)
+    assert seen == ([loaded] if loaded else [])
+
+
+def test_a_rank_0_that_cannot_resume_tells_the_others_before_failing(tmp_path, monkeypatch):
+    """Rank 0's CheckpointError (another method's checkpoint) reaches every rank at once: none waits for it in vain."""
+    import types
+
+    from ring.engine import distributed
+    from ring.engine.checkpoint import CheckpointError
+
+    sent = []
+    monkeypatch.setattr(distributed, "broadcast_choice", lambda mine: sent.append(mine) or mine)
+
+    def refuse(*args):
+        raise CheckpointError("written by method MoCo")
+
+    monkeypatch.setattr(pretrain, "resume_state", refuse)
+    checkpoint = pretrain.PretrainCheckpoint(types.SimpleNamespace(out=tmp_path))
+    with pytest.raises(CheckpointError, match="written by method MoCo"):
+        checkpoint.resume()
+    assert sent == [3]
+    monkeypatch.setattr(distributed, "is_main", lambda: False)
+    monkeypatch.setattr(distributed, "broadcast_choice", lambda mine: 3)
+    with pytest.raises(CheckpointError, match="rank 0 could not resume this cell; its log says why"):
+        checkpoint.resume()
+
+
+def test_no_rank_leaves_a_preempted_step_before_rank_0s_checkpoint_is_written(monkeypatch):
+    """Sites with KillOnBadExit=1 ended a USR2 requeue as FAILED: ranks other than 0 exited before rank 0 had written
+    its checkpoint.  Every rank now waits for it at a barrier, then stops."""
+    import types
+
+    from ring.core.stop import Preempted
+    from ring.engine import distributed
+
+    order = []
+    monkeypatch.setattr(distributed, "barrier", lambda: order.append("barrier"))
+    run = types.SimpleNamespace(
+        save_checkpoint=lambda: order.append("checkpoint"), out="cell", epoch=1, step_in_epoch=4
+    )
+    with pytest.raises(Preempted):
+        pretrain.stop_here(run, types.SimpleNamespace(read=lambda: order.append("losses")))
+    assert order == ["losses", "checkpoint", "barrier"]
+
+
+def test_a_cell_says_how_far_its_running_segment_got_after_each_epoch(tmp_path):
+    cfg = pretrain_config("IR", epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)
+    Pretraining(cfg, tmp_path).run()
+    record = json.loads((tmp_path / "progress.json").read_text())
+    assert (record["epoch"], record["epochs"], record["segment_epochs"]) == (2, 2, 2.0)
+    assert record["segment_wall_s"] > 0 and record["gpus"] == 0  # CPU: no GPU-hours
+
+
+def test_rank_0_cleans_up_only_after_every_ranks_write_probe_is_gone(tmp_path, monkeypatch):
+    """A 4-process cell failed "not writable (No such file or directory)": rank 0 removed the write probe another
+    rank still held as a temporary of a killed write.  The ranks now agree first, in a collective."""
+    from ring.engine import distributed
+
+    order = []
+    monkeypatch.setattr(pretrain, "check_writable", lambda out: order.append("probe"))
+    monkeypatch.setattr(distributed, "any_rank", lambda flag: order.append("together") or flag)
+    pretrain.check_writable_on_every_rank(tmp_path)
+    assert order == ["probe", "together"]
+    monkeypatch.setattr(distributed, "any_rank", lambda flag: True)  # another rank could not write
+    with pytest.raises(FileError, match="another rank cannot write this cell folder; its log says why"):
+        pretrain.check_writable_on_every_rank(tmp_path)

@@ -11,8 +11,8 @@ LOG=$STATE/log
 CONF_DIR=/etc/slurm
 MARKER="managed by ring .ci/slurm/start.sh"
 
-# Start order; stop.sh walks it backwards.
-DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd)
+# Start order; stop.sh walks it backwards.  slurmd-b is the second node's slurmd (its process is a slurmd).
+DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd slurmd-b)
 
 say() { printf 'ring-slurm: %s\n' "$*"; }
 die() { printf 'ring-slurm: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -46,7 +46,7 @@ alive() {
     pid=$(pid_of "$1")
     pid_running "$pid" || return 1
     comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
-    [ "$comm" = "$1" ]
+    [ "$comm" = "${1%%-*}" ]
 }
 
 # stop_daemon NAME TIMEOUT: SIGTERM, then SIGKILL after TIMEOUT seconds.

@@ -16,6 +16,10 @@
 # - Cluster "ring", partition "gpu" (default, MaxTime=UNLIMITED), node
 #   $(hostname -s) with CPUs=$(nproc), two fake GPUs, account "ring" (root's
 #   default), AccountingStorageEnforce=associations.
+# - A second node, $(hostname -s)-b: another slurmd on this machine (slurmd -N,
+#   its own port, spool and two fake GPUs; SLURM built with multiple-slurmd
+#   support, as Debian 12's 22.05 is), in partition "multi" with the first:
+#   the tests of one cell across two nodes.
 # - Re-runnable: if everything is already up with the same config it does
 #   nothing; otherwise it stops what is left (stop.sh) and starts cleanly.
 #
@@ -25,6 +29,7 @@
 #   RING_SLURM_DB_PORT      MariaDB, 127.0.0.1   (13306)
 #   RING_SLURM_CTLD_PORT    slurmctld            (6817)
 #   RING_SLURM_SLURMD_PORT  slurmd               (6818)
+#   RING_SLURM_SLURMD2_PORT the second slurmd    (6820)
 #   RING_SLURM_DBD_PORT     slurmdbd             (6819)
 set -euo pipefail
 t0=$(date +%s.%N)
@@ -39,6 +44,7 @@ ACCOUNT=ring
 DB_PORT=${RING_SLURM_DB_PORT:-13306}
 CTLD_PORT=${RING_SLURM_CTLD_PORT:-6817}
 SLURMD_PORT=${RING_SLURM_SLURMD_PORT:-6818}
+SLURMD2_PORT=${RING_SLURM_SLURMD2_PORT:-6820}
 DBD_PORT=${RING_SLURM_DBD_PORT:-6819}
 MUNGE_SOCKET=$STATE/munge/munge.socket
 DB_SOCKET=$RUN/mysqld.sock
@@ -72,6 +78,7 @@ install_packages() {
 
 # --- configs --------------------------------------------------------------
 HOST=$(hostname -s)
+HOST2=$HOST-b # the second node's name (slurmd -N); same machine, same address
 # The machine's CPUs, not this shell's OpenMP share: GNU nproc honours OMP_NUM_THREADS, which each pytest-xdist
 # worker sets to 1 (tests/conftest.py), and a 1-CPU node refuses the two-task jobs.
 CPUS=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
@@ -79,11 +86,12 @@ CPUS=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 MEM=$(awk '/^MemTotal:/ { m = int($2 / 1024 * 0.95); print (m > 1 ? m : 1) }' /proc/meminfo)
 
 render() { # template -> stdout
-    sed -e "s|@MARKER@|$MARKER|g" -e "s|@STATE@|$STATE|g" -e "s|@HOST@|$HOST|g" \
+    sed -e "s|@MARKER@|$MARKER|g" -e "s|@STATE@|$STATE|g" -e "s|@HOST@|$HOST|g" -e "s|@HOST2@|$HOST2|g" \
         -e "s|@CLUSTER@|$CLUSTER|g" -e "s|@CPUS@|$CPUS|g" -e "s|@MEM@|$MEM|g" \
         -e "s|@MUNGE_SOCKET@|$MUNGE_SOCKET|g" -e "s|@DB_PORT@|$DB_PORT|g" \
         -e "s|@DB_PASS@|${DB_PASS:-}|g" -e "s|@CTLD_PORT@|$CTLD_PORT|g" \
-        -e "s|@SLURMD_PORT@|$SLURMD_PORT|g" -e "s|@DBD_PORT@|$DBD_PORT|g" "$1"
+        -e "s|@SLURMD_PORT@|$SLURMD_PORT|g" -e "s|@DBD_PORT@|$DBD_PORT|g" \
+        -e "s|@SLURMD2_PORT@|$SLURMD2_PORT|g" "$1"
 }
 
 render_all() { # into $STATE/etc
@@ -152,17 +160,18 @@ wait_for() {
 
 ctld_up() { [[ $(timeout 5 scontrol ping 2>/dev/null) == *"is UP"* ]]; }
 sacct_answers() { timeout 10 sacct -n -X -S now-1minutes -o JobID >/dev/null 2>&1; }
-node_state() { timeout 5 sinfo -h -N -n "$HOST" -o %t 2>/dev/null | head -n 1; }
-node_idle() {
-    local s
-    s=$(node_state)
+node_state() { timeout 5 sinfo -h -N -n "${1:-$HOST}" -o %t 2>/dev/null | head -n 1; }
+node_idle() { # node_idle [NODE]
+    local s node=${1:-$HOST}
+    s=$(node_state "$node")
     case $s in
         idle) return 0 ;;
-        drain* | drng*) # left drained by an earlier run (e.g. a kill that failed)
-            timeout 5 scontrol update nodename="$HOST" state=resume >>"$LOG/start.log" 2>&1 || true ;;
+        drain* | drng* | down*) # left drained or down by an earlier run (a kill that failed, a killed slurmd)
+            timeout 5 scontrol update nodename="$node" state=resume >>"$LOG/start.log" 2>&1 || true ;;
     esac
     return 1
 }
+multiple_slurmd() { [[ $(timeout 5 scontrol show config 2>/dev/null) =~ MULTIPLE_SLURMD[[:space:]]*=[[:space:]]*Yes ]]; }
 munge_works() { munge -n -S "$MUNGE_SOCKET" | unmunge -S "$MUNGE_SOCKET"; }
 db_ping() { mariadb-admin --no-defaults -S "$DB_SOCKET" -uroot --connect-timeout=2 ping; }
 dbd_answers() { timeout 10 sacctmgr -n -P list cluster format=cluster; }
@@ -181,7 +190,7 @@ mkdir -p "$STATE" "$RUN" "$LOG"
 [ -r "$STATE/db.pass" ] && DB_PASS=$(cat "$STATE/db.pass")
 render_all
 
-if all_alive && configs_installed && ctld_up && sacct_answers; then
+if all_alive && configs_installed && ctld_up && sacct_answers && [[ $(node_state "$HOST2") =~ ^(idle|mix|alloc|comp) ]]; then
     case $(node_state) in
         idle | mix | alloc | comp*)
             say "already running (state dir $STATE); nothing to do"
@@ -197,13 +206,15 @@ for d in "${DAEMONS[@]}"; do
     fi
 done
 
-mkdir -p "$STATE/ctld" "$STATE/slurmd" "$STATE/dev"
+mkdir -p "$STATE/ctld" "$STATE/slurmd/$HOST" "$STATE/slurmd/$HOST2" "$STATE/dev"
 install -d -m 755 "$STATE/munge" # key is 0600; clients need x on the dir
 rm -f "$RUN"/*.pid "$RUN"/*.daemon.pid "$MUNGE_SOCKET" "$MUNGE_SOCKET.lock" "$DB_SOCKET"
 for d in start "${DAEMONS[@]}"; do : >"$LOG/$d.log"; done # logs of this run only
 # Fake GPUs: slurm wants character devices; symlinks to /dev/null pass.
 ln -sfn /dev/null "$STATE/dev/gpu0"
 ln -sfn /dev/null "$STATE/dev/gpu1"
+ln -sfn /dev/null "$STATE/dev/gpu2"
+ln -sfn /dev/null "$STATE/dev/gpu3"
 
 # munge: private key and socket.
 if [ ! -s "$STATE/munge/munge.key" ]; then
@@ -268,14 +279,21 @@ fi
 
 launch slurmctld slurmctld -D
 wait_for slurmctld "scontrol ping UP" ctld_up
+if ! multiple_slurmd; then
+    bash "$here/stop.sh"
+    die "this SLURM's slurmd was built without multiple-slurmd support (scontrol show config: MULTIPLE_SLURMD is not Yes), which the test cluster's second node needs; install Debian 12's slurmd 22.05 or a build configured with --enable-multiple-slurmd"
+fi
 
 # Only now: a slurmd started before the controller answers ignores SIGTERM.
-launch slurmd slurmd -D
+launch slurmd slurmd -D -N "$HOST"
 wait_for slurmd "node $HOST idle (sinfo)" node_idle
+launch slurmd-b slurmd -D -N "$HOST2"
+wait_for slurmd-b "node $HOST2 idle (sinfo)" node_idle "$HOST2"
 wait_for slurmdbd "sacct" sacct_answers
 
 for d in "${DAEMONS[@]}"; do
     alive "$d" || fail "$d" "$d is not running after start"
 done
 say "cluster '$CLUSTER' up in $(elapsed "$t0")s: node $HOST (cpus=$CPUS mem=${MEM}M gpu:2), partition gpu, account $ACCOUNT"
+say "second node $HOST2 (slurmd port $SLURMD2_PORT, gpu:2), partition multi = $HOST,$HOST2"
 say "config $CONF_DIR/slurm.conf, state $STATE, logs $LOG"

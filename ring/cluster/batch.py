@@ -39,13 +39,14 @@ from ring.cluster.slurm import (
     make_executor,
     preflight,
     read_record,
+    stage_problems,
     write_record,
 )
 from ring.cluster.slurm import stage_resources as merged_resources
 from ring.core import config as C
 from ring.core.files import CHECKSUMS
 from ring.core.files import read_record as read_json_record
-from ring.plan import disk, gate, lineage, ownership, rerun
+from ring.plan import disk, eta, gate, lineage, ownership, rerun
 from ring.plan import estimate as E
 from ring.plan import grid as G
 
@@ -199,6 +200,9 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
             )
             if check.returncode != 0:
                 raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")
+    for cell, _ in todo:  # every cell's processes against its batch and BatchNorm groups, before the array is queued
+        if problems := stage_problems(stage, res, C.read_yaml(cell / "config.yaml", "Cell config")):
+            raise ValueError(f"{cell}: {problems[0]}")
     first_cfg = C.read_yaml(todo[0][0] / "config.yaml", "Cell config")
     preflight(res, first_cfg.get("checkpoint_interval_min"))
     if grid.source:
@@ -209,9 +213,7 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     with executor.batch():
         jobs = [executor.submit(job) for _, job in todo]
     for (cell, stage_job), job in zip(todo, jobs, strict=True):
-        write_record(
-            cell, job.job_id, folder, stage, tasks=max(res.gpus_per_node, 1), config_hash=job_config_hash(stage_job)
-        )
+        write_record(cell, job.job_id, folder, stage, tasks=res.tasks, config_hash=job_config_hash(stage_job))
     array_id = jobs[0].job_id.split("_")[0]
     print(f"ring: submitted {len(jobs)} {stage} cells of grid {grid.name} as job array {array_id} (logs in {folder})")
     return array_id
@@ -309,6 +311,42 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
                 state, detail = "failed", f"data check: {failure}"
             rows.append((stage, dataset, method, seed, state, detail))
     return rows
+
+
+def spent_hours(cell: Path) -> float:
+    """GPU-hours of the cell's recorded segments (provenance.json), 0 when it has none."""
+    try:
+        return float(read_json_record(cell / "provenance.json").get("gpu_hours", 0.0))
+    except (OSError, ValueError, AttributeError):
+        return 0.0
+
+
+def outlook(grid: G.Grid, results: Path, config: dict, rows: list[tuple], figures) -> eta.Outlook:
+    """When the grid's pretraining and linear evaluation will end (ring.plan.eta), from ``status``'s rows."""
+    cells = []
+    for stage, dataset, method, seed, state, _ in rows:
+        if stage not in ("pretrain", "lincls"):
+            continue
+        cell = cell_dir(results, grid.name, stage, dataset, method, seed)
+        spent, wall_left = spent_hours(cell), None
+        if state == "running":
+            segment, wall_left = progress.running_segment(cell)
+            spent += segment
+        build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
+        try:
+            price = E.predict_cell(stage, build(dataset, method, seed, config.get("data_root", "data")), figures)
+        except (ValueError, AttributeError):  # no figures, or a dataset the model has no sizes for
+            price = None
+        gpus = stage_resources(config, stage).tasks
+        cells.append(eta.Cell(stage, dataset, (dataset, method, seed), state, spent, price, gpus, wall_left))
+    return eta.outlook(cells)
+
+
+def load_figures_or_none():
+    try:
+        return E.load_figures()
+    except ValueError:
+        return None
 
 
 # The states every total line counts; the others (damaged, gone, SLURM's own) follow when there are any.
@@ -506,6 +544,7 @@ def main(argv=None) -> int:
             width = max([10, *(len(row[2]) for row in rows)])  # study cells name method/variant
             for stage, dataset, method, seed, state, detail in rows:
                 print(f"{stage:9} {dataset:10} {method:{width}} seed{seed:<3} {state:10} {detail}")
+            print("\n".join(outlook(grid, args.results, config, rows, load_figures_or_none()).lines(grid.name)))
             print(total_line(rows))
             for line in store_lines(grid, config.get("data_root", "data")):
                 print(line)

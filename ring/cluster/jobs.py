@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import os
 import signal
 import sys
 import zlib
@@ -37,11 +38,25 @@ OUTPUT = {
 }
 
 
-def rendezvous_port(job_id: str) -> int:
-    """The job's DDP rendezvous port, the same in every task: 20000-31999, below Linux's ephemeral
-    ports (32768 and up). submitit's own choice (20000-60000) can land on a port that one of the
-    node's open connections holds, and rank 0 then fails with EADDRINUSE (seen in CI)."""
-    return 20000 + zlib.crc32(str(job_id).encode()) % 12000
+def rendezvous_port(job_id: str, restart: int = 0) -> int:
+    """The job's DDP rendezvous port, the same in every task of one run and another after each requeue
+    (``restart``: SLURM_RESTART_COUNT), so that a straggler of the previous run cannot join the new run's store
+    (submitit issue 1613): 20000-31999, below Linux's ephemeral ports (32768 and up). submitit's own choice
+    (20000-60000) can land on a port that one of the node's open connections holds, and rank 0 then fails with
+    EADDRINUSE (seen in CI)."""
+    key = str(job_id) if not restart else f"{job_id}/{restart}"  # a first run keeps the port it always had
+    return 20000 + zlib.crc32(key.encode()) % 12000
+
+
+def master_problem(rank: int, node: str | None, master_addr: str) -> str | None:
+    """Rank 0 must run on the node named by MASTER_ADDR (where the others look for its store): submitit takes the
+    first node of SLURM's sorted node list, and SLURM places task 0 there; one sentence if it did not."""
+    if rank != 0 or not node or node == master_addr:
+        return None
+    return (
+        f"rank 0 runs on {node} but MASTER_ADDR names {master_addr}, where the other ranks would look for it; "
+        "the job's node list and task placement disagree (check the site's srun options in profiles/slurm/site.yaml)"
+    )
 
 
 def export_distributed_env() -> None:
@@ -52,7 +67,11 @@ def export_distributed_env() -> None:
     import submitit
 
     dist_env = submitit.helpers.TorchDistributedEnvironment()
-    dist_env.master_port = rendezvous_port(submitit.JobEnvironment().job_id)
+    restart = int(os.environ.get("SLURM_RESTART_COUNT", 0))
+    dist_env.master_port = rendezvous_port(submitit.JobEnvironment().job_id, restart)
+    problem = master_problem(dist_env.rank, os.environ.get("SLURMD_NODENAME"), dist_env.master_addr)
+    if problem:
+        raise RuntimeError(problem)
     # --gpus-per-node shows every task all the node's GPUs; each picks cuda:LOCAL_RANK itself.
     dist_env.export(set_cuda_visible_devices=False, overwrite=True)
 

@@ -106,9 +106,27 @@ def out_of_memory(cell: Path, job_id: str, state: str | None, log: str, res: slu
     return None
 
 
+TRACEBACK = "Traceback (most recent call last)"
+# What a rank's traceback says when it only saw another rank go (gloo's and NCCL's words): not the cause.
+PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "remote process exited", "NCCL communicator")
+
+
+def failing_task(job: submitit.SlurmJob) -> tuple[int, Path]:
+    """The task whose log holds the failure's traceback, and that log: of the tasks with a traceback, the first one
+    whose traceback is not only about a peer that went away (then the first with any); task 0 when none has one
+    (one task per GPU on every node: the traceback is often in another task's log than task 0's)."""
+    logs = [(i, Path(job.task(i).paths.stderr)) for i in range(job.num_tasks)] if job.num_tasks > 1 else []
+    texts = {i: path.read_text(errors="replace") for i, path in logs if path.is_file()}
+    with_traceback = [i for i, text in texts.items() if TRACEBACK in text]
+    causes = [i for i in with_traceback if not any(m in texts[i].rpartition(TRACEBACK)[2] for m in PEER_GONE)]
+    task = (causes or with_traceback or [0])[0]
+    return task, Path(job.task(task).paths.stderr) if job.num_tasks > 1 else Path(job.paths.stderr)
+
+
 def wait(job: submitit.SlurmJob, cell: Path, res: slurm.Resources, adopted: bool = False) -> str:
-    """Poll SLURM every ``poll_s`` until the job ends: "completed", "failed" (log tail printed) or
-    "gone" (unknown to sacct and squeue for ``unknown_grace_s``, or, for a job ``adopted`` from the
+    """Poll SLURM every ``poll_s`` until the job ends: "completed", "failed" (the tail of the log that holds the
+    traceback printed: :func:`failing_task`) or "gone" (ended NODE_FAIL, PREEMPTED or BOOT_FAIL: ``slurm.LOST``;
+    unknown to sacct and squeue for ``unknown_grace_s``; or, for a job ``adopted`` from the
     cell's record, cancelled before this client saw it run: accounting can lag a cancel, so that is the
     cancelled pending job that ``decide`` resubmits, seen late)."""
     start, last, unknown_since, ran = time.monotonic(), None, None, False
@@ -150,6 +168,14 @@ def wait(job: submitit.SlurmJob, cell: Path, res: slurm.Resources, adopted: bool
     else:
         reason = state
     slurm.account_ended(cell, job.job_id)  # first, so that the failure below stays the log's last sentence
+    if state in slurm.LOST:
+        print(
+            f"ring: {cell}: SLURM job {job.job_id} ended {state} (the cluster's doing, not the stage's); submitting "
+            "again (it resumes from its checkpoint)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return "gone"
     if state == "CANCELLED" and adopted and not ran:
         print(
             f"ring: {cell}: SLURM job {job.job_id} was cancelled before it ran; submitting again (it resumes)",
@@ -157,9 +183,10 @@ def wait(job: submitit.SlurmJob, cell: Path, res: slurm.Resources, adopted: bool
             flush=True,
         )
         return "gone"
-    stderr = Path(job.paths.stderr)
+    task, stderr = failing_task(job)
+    which = f"task {task} of {job.num_tasks} holds the traceback; " if job.num_tasks > 1 else ""
     print(
-        f"ring: {cell}: SLURM job {job.job_id} failed ({reason}); last lines of {stderr}:\n{log_tail(stderr)}",
+        f"ring: {cell}: SLURM job {job.job_id} failed ({reason}); {which}last lines of {stderr}:\n{log_tail(stderr)}",
         file=sys.stderr,
         flush=True,
     )
@@ -193,9 +220,7 @@ def submit(job: StageJob, cell: Path, res: slurm.Resources) -> submitit.SlurmJob
             raise ValueError(f"sbatch refused the job ({' '.join(str(err).split())}).") from None
 
     submitted = slurm.retrying(once, res, "submitting", cell=cell)
-    slurm.write_record(
-        cell, submitted.job_id, folder, job.stage, tasks=max(res.gpus_per_node, 1), config_hash=job_config_hash(job)
-    )
+    slurm.write_record(cell, submitted.job_id, folder, job.stage, tasks=res.tasks, config_hash=job_config_hash(job))
     print(
         f"ring: {cell}: submitted SLURM job {submitted.job_id} (log {submitted.paths.stderr})",
         file=sys.stderr,
@@ -418,7 +443,12 @@ def _launch_slurm(job: StageJob, cell: Path, res: slurm.Resources) -> int:
         if outcome == "failed":
             return 1
         attached = None
-    print(f"ring: {cell}: {res.max_requeues + 1} jobs were lost by SLURM; giving up", file=sys.stderr, flush=True)
+    print(
+        f"ring: {cell}: {res.max_requeues + 1} jobs were lost by SLURM (gone, or ended {', '.join(slurm.LOST)}); "
+        "giving up (raise max_requeues, or check the nodes: sinfo -R)",
+        file=sys.stderr,
+        flush=True,
+    )
     return 1
 
 
@@ -436,9 +466,12 @@ def main(argv=None) -> int:
     slurm.VERBOSE["on"] = args.verbose
     try:
         job = StageJob(args.stage, stage_argv)
+        values = None
         if "--config" in stage_argv:
             # The plan's checks (ring.plan.checks) on the cell's config, before any job starts or is queued.
-            checks.load_checked(args.stage, stage_argv[stage_argv.index("--config") + 1])
+            path = stage_argv[stage_argv.index("--config") + 1]
+            checks.load_checked(args.stage, path)
+            values = C.read_yaml(path, "Config file")
         if args.launcher == "local":
             from ring.cluster import progress  # CELL/running.json for `ring status`
 
@@ -448,7 +481,10 @@ def main(argv=None) -> int:
             with progress.running(args.cell) as run:
                 run["status"] = job.run_here()
             return run["status"]
-        return launch_slurm(job, args.cell, slurm.Resources.from_dict(json.loads(args.resources)))
+        res = slurm.Resources.from_dict(json.loads(args.resources))
+        if problems := slurm.stage_problems(args.stage, res, values):  # before anything is submitted
+            raise ValueError(problems[0])
+        return launch_slurm(job, args.cell, res)
     except (ValueError, RuntimeError, FileNotFoundError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1

@@ -124,3 +124,21 @@ def local_state(cell: Path) -> tuple[str, str]:
     if (cell / "config.yaml").exists():
         return "pending", "configured, not started"
     return "missing", ""
+
+
+PROGRESS = "progress.json"  # ring.engine.provenance.PROGRESS: the running segment's rate, rank 0 each epoch
+
+
+def running_segment(cell: Path) -> tuple[float, float | None]:
+    """(GPU-hours the running segment has spent, wall hours it still needs at its measured rate or None) from the
+    cell's ``progress.json``; (0, None) before its first epoch ends."""
+    try:
+        record = json.loads((cell / PROGRESS).read_text())
+        wall_s, epochs_done = float(record["segment_wall_s"]), float(record["segment_epochs"])
+        spent = wall_s * int(record["gpus"]) / 3600.0  # as provenance counts them: none on a CPU
+        remaining = float(record["epochs"]) - float(record["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0, None
+    if epochs_done <= 0 or wall_s <= 0:
+        return spent, None
+    return spent, remaining * wall_s / epochs_done / 3600.0

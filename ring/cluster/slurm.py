@@ -29,6 +29,7 @@ from ring import resources
 from ring.cluster import accounting
 from ring.core import config as C
 from ring.core.files import write_json
+from ring.plan.checks import world_problem
 
 RECORD = "job.json"
 
@@ -62,6 +63,12 @@ ENDED = {
     "REVOKED",
     "SPECIAL_EXIT",
 }
+
+
+# Ended states that say nothing about the stage: a node was lost (NODE_FAIL), the job was preempted without a
+# requeue (PREEMPTED, PreemptMode=CANCEL) or its node never booted (BOOT_FAIL).  The launcher submits such a job
+# again, within max_requeues, and the stage resumes from its checkpoint.
+LOST = ("NODE_FAIL", "PREEMPTED", "BOOT_FAIL")
 
 
 # What SLURM's clients print when slurmctld / slurmdbd cannot be reached (not a refusal).
@@ -113,6 +120,7 @@ class Resources:
     account: str | None = None
     qos: str | None = None
     constraint: str | None = None
+    nodes: int = 1
     gpus_per_node: int = 1
     cpus_per_task: int = 8
     mem_gb: float = 32
@@ -140,10 +148,16 @@ class Resources:
             raise ValueError(f"SLURM resource {where}: {err.message}; fix it in ring/resources/cluster.yaml.") from None
         return cls(**values)
 
+    @property
+    def tasks(self) -> int:
+        """The job's tasks: one per GPU on every node (one on a CPU-only node), the cell's processes."""
+        return self.nodes * max(self.gpus_per_node, 1)
+
 
 def executor_parameters(res: Resources, name: str) -> dict:
     """submitit's SlurmExecutor parameters: one task per GPU, as DDP from submitit's environment needs."""
     params = {
+        "nodes": res.nodes,
         "gpus_per_node": res.gpus_per_node,
         "ntasks_per_node": max(res.gpus_per_node, 1),
         "cpus_per_task": res.cpus_per_task,
@@ -156,6 +170,10 @@ def executor_parameters(res: Resources, name: str) -> dict:
         "setup": [f"export {var}={res.cpus_per_task}" for var in THREAD_VARIABLES] + list(res.setup),
         "additional_parameters": dict(res.additional),
         "array_parallelism": res.array_parallelism,
+        # Slurm 22.05-23.02's srun does not inherit --cpus-per-task from the allocation (data loaders got one CPU);
+        # a rank that exits non-zero must not kill the others before rank 0 has checkpointed and requeued (sites
+        # with KillOnBadExit=1 ended a USR2 requeue as FAILED).
+        "srun_args": [f"--cpus-per-task={res.cpus_per_task}", "--kill-on-bad-exit=0"],
     }
     for key in ("partition", "account", "qos", "constraint"):
         if getattr(res, key):
@@ -174,6 +192,7 @@ def sbatch_test_args(res: Resources) -> list[str]:
         "sbatch",
         "--test-only",
         f"--time={res.time_min}",
+        f"--nodes={res.nodes}",
         f"--gpus-per-node={res.gpus_per_node}",
         f"--ntasks-per-node={max(res.gpus_per_node, 1)}",
         f"--cpus-per-task={res.cpus_per_task}",
@@ -249,6 +268,31 @@ def resource_problems(res: Resources, checkpoint_interval_min: float | None) -> 
             f"signal_delay_s={res.signal_delay_s} is not shorter than time_min={res.time_min} min; lower "
             "signal_delay_s, or every job is signalled to stop as it starts and requeues until max_requeues."
         )
+    return problems
+
+
+# Stages whose entry point runs one process (one linear classifier, one transfer evaluation): more tasks would run
+# copies of it that write the same files.  Pretraining runs one task per GPU on every node; detection one per GPU.
+ONE_TASK = ("lincls", "transfer")
+
+
+def stage_problems(stage: str, res: Resources, config: dict | None = None) -> list[str]:
+    """What stops ``stage``'s job on these resources before SLURM is asked (one sentence each): more than one task
+    for a stage that runs one, or a pretraining ``config`` (its values) whose batch and BatchNorm groups the job's
+    processes cannot split as one process does (ring.plan.checks.world_problem)."""
+    problems = []
+    if stage in ONE_TASK and res.tasks > 1:
+        problems.append(
+            f"{stage} runs one task (one process on one GPU), but nodes={res.nodes} x gpus_per_node="
+            f"{res.gpus_per_node} asks for {res.tasks}; set nodes: 1 and gpus_per_node: 1 under slurm: {stage}: in "
+            "profiles/slurm/site.yaml."
+        )
+    if stage == "pretrain" and config is not None:
+        problem = world_problem(config.get("batch_size", 0), config.get("bn_groups", 1), res.tasks)
+        if problem:
+            problems.append(
+                f"{problem}; set in the cell's config or under slurm: pretrain: in profiles/slurm/site.yaml."
+            )
     return problems
 
 
@@ -395,6 +439,8 @@ def check_resource_sets(sets: dict[str, tuple[dict, float | None]]) -> tuple[lis
             problems.append(f"{label}: {err}")
             continue
         problems += [f"{label}: {problem}" for problem in resource_problems(res, checkpoint_interval_min)]
+        stage = next((s for s in ONE_TASK if label == s or label.startswith(f"{s}_")), None)
+        problems += [f"{label}: {problem}" for problem in stage_problems(stage, res)] if stage else []
         key = resources_digest(res)
         if key not in refusals:
             refusals[key] = retrying(lambda res=res: sbatch_refusal(res), res, f"checking the {label} resources")

@@ -65,7 +65,8 @@ class PretrainConfig:
 
     # BatchNorm statistics per group of the batch, as on this many GPUs (MoCo's shuffled BN needs
     # more than one: the paper grid uses MoCo's 8).  A data-parallel run uses bn_groups / GPUs
-    # groups per GPU, so it computes exactly what one process with bn_groups groups computes.
+    # groups per GPU, or spreads each group over GPUs / bn_groups consecutive GPUs (IR on 4 GPUs:
+    # one group over all 4), so it computes exactly what one process with bn_groups groups computes.
     bn_groups: int = 1
 
     # Ring window (see ring.engine.objectives.ring and ring.engine.anneal).  w_l goes 0 -> 90 ("threshold 100% ->

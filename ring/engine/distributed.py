@@ -11,9 +11,12 @@ so N processes compute what one process computes with ``bn_groups`` BatchNorm gr
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from ring.plan.checks import world_problem
 
 
 def is_initialized() -> bool:
@@ -36,6 +39,12 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", 0))
 
 
+# How long a rank waits at the rendezvous and in any collective before it fails: long enough for the slowest
+# single-rank work the others wait for (rank 0 writing an ImageNet checkpoint or exporting, the kNN monitor's
+# embedding of a training set), short enough that a rank lost with its node frees the others' GPUs within the hour.
+TIMEOUT = timedelta(minutes=30)
+
+
 def init_from_env(device_type: str) -> bool:
     """Join the process group the environment describes (nccl on GPUs, gloo on CPUs)."""
     if is_initialized():
@@ -46,6 +55,7 @@ def init_from_env(device_type: str) -> bool:
         "nccl" if device_type == "cuda" else "gloo",
         rank=int(os.environ["RANK"]),
         world_size=int(os.environ["WORLD_SIZE"]),
+        timeout=TIMEOUT,
     )
     return True
 
@@ -62,17 +72,30 @@ def start(device: torch.device) -> torch.device:
 
 def local_batch(batch_size: int, bn_groups: int) -> int:
     """This process's share of a global batch of ``batch_size`` images in ``bn_groups`` BatchNorm groups; one
-    sentence when the processes cannot split them evenly."""
-    world = world_size()
-    if batch_size % world or bn_groups % world:
-        raise ValueError(
-            f"batch_size={batch_size} and bn_groups={bn_groups} must be multiples of the {world} processes "
-            f"(each computes its own BatchNorm statistics); set bn_groups to a multiple of {world}."
-        )
-    local = batch_size // world
-    if local % (bn_groups // world):
-        raise ValueError(f"batch_size={batch_size} does not split into bn_groups={bn_groups} equal groups.")
-    return local
+    sentence when the processes cannot split them as one process does (ring.plan.checks.world_problem, which the
+    plan checks before submission)."""
+    problem = world_problem(batch_size, bn_groups, world_size())
+    if problem:
+        raise ValueError(problem + ".")
+    return batch_size // world_size()
+
+
+# This process's group of the ranks that share one BatchNorm group (:func:`bn_process_group`), per span.
+_BN_GROUPS: dict[int, dist.ProcessGroup] = {}
+
+
+def bn_process_group(span: int) -> dist.ProcessGroup | None:
+    """The process group of the ``span`` consecutive ranks (``rank // span``-th block) whose batches one BatchNorm group
+    normalises together; None for ``span`` 1 (no collective).  Every rank creates every block's group, in the same
+    order, the first time it is asked (``new_subgroups`` is a collective of all ranks): each asks when it builds its
+    network, before any step."""
+    if span == 1:
+        return None
+    if span not in _BN_GROUPS:
+        if world_size() % span:
+            raise ValueError(f"BatchNorm groups of {span} processes do not tile the {world_size()} processes.")
+        _BN_GROUPS[span] = dist.group.WORLD if span == world_size() else dist.new_subgroups(span)[0]
+    return _BN_GROUPS[span]
 
 
 @torch.no_grad()
@@ -202,6 +225,16 @@ class StepFlags:
             raise ValueError(f"StepFlags was made for {self.count} flags and was given {len(flags)}.")
 
 
+def broadcast_choice(choice: int) -> int:
+    """Rank 0's ``choice`` (a small integer) on every rank: one process decides what all do (which checkpoint to
+    resume: nodes on a shared filesystem may see different files for a while)."""
+    if world_size() == 1:
+        return choice
+    t = torch.tensor([choice], dtype=torch.long, device=_scalar_device())
+    dist.broadcast(t, src=0)
+    return int(t.item())
+
+
 def barrier() -> None:
     """Every rank waits here until all arrive (rank 0's file moves are done before others read)."""
     if world_size() > 1:
@@ -210,4 +243,5 @@ def barrier() -> None:
 
 def shutdown() -> None:
     if is_initialized():
+        _BN_GROUPS.clear()
         dist.destroy_process_group()

@@ -21,6 +21,7 @@ from torchvision.models import resnet18
 from ring.core.files import KEPT, FileError, place_exports, record_checksums, verify_checksum, write_failure
 from ring.core.methods import method as method_spec
 from ring.engine.checkpoint import atomic_save, safe_load
+from ring.engine.span_norm import SpanBatchNorm2d, batch_norm_input_grad
 from ring.plan.checks import HEADS  # the one list, which plan-time checks read too
 
 # The exact contract of an exported encoder: torchvision's resnet18 state_dict without the
@@ -204,11 +205,7 @@ class _ChannelsLastGroups(torch.autograd.Function):
         sum_dy = dy5.sum(dims, dtype=dtype)
         dot = torch.addcmul((dy5 * x5).sum(dims, dtype=dtype), mean, sum_dy, value=-1)  # sum of dy (x - mean)
         dot_hat = dot * invstd  # sum of dy x_hat: the weight's gradient per group
-        # dx = scale (dy - mean(dy) - x_hat mean(dy x_hat)) = scale dy - slope x + offset, per group.
-        slope = (scale * invstd).mul_(dot_hat).mul_(1.0 / count)
-        offset = torch.addcmul(slope * mean, scale, sum_dy, value=-1 / count)
-        dx = torch.addcmul(_per_channel(offset, x), dy5, _per_channel(scale, x))
-        dx.addcmul_(x5, _per_channel(slope, x), value=-1)
+        dx = batch_norm_input_grad(dy5, x5, mean, invstd, scale, sum_dy, dot_hat, count, lambda t: _per_channel(t, x))
         return torch.ops.aten._unsafe_view(dx, x.shape), dot_hat.sum(0), sum_dy.sum(0), None, None
 
 
@@ -285,23 +282,31 @@ class GroupBatchNorm2d(nn.BatchNorm2d):
 class Grouped(nn.Module):
     """BatchNorm statistics per group of the batch: ``groups`` consecutive chunks are normalised separately.
 
-    This is what ``groups`` GPUs compute (each normalises its own share of the batch); MoCo's
+    This is what ``groups`` GPUs compute (each normalises its own share of the batch; with ``span`` > 1 this process's
+    batch is a share of one group that ``span`` consecutive ranks normalise together: ring.engine.span_norm); MoCo's
     shuffled BN relies on it (``ring.engine.objectives.moco``), and data-parallel runs are equivalent to a
     single process with as many groups.  Every ``BatchNorm2d`` of ``module`` becomes a
     :class:`GroupBatchNorm2d` (same parameters, same ``state_dict``) and the network runs once over
     the whole batch, interleaved so that chunk ``j`` is the rows ``n = G b + j`` those layers group.
     """
 
-    def __init__(self, module: nn.Module, groups: int):
+    def __init__(self, module: nn.Module, groups: int, span: int = 1):
         super().__init__()
         if groups < 1:
             raise ValueError(f"bn_groups={groups} must be at least 1.")
+        if span > 1 and groups > 1:
+            raise ValueError(
+                f"A process holds either several BatchNorm groups or a share of one, not {groups} x {span}."
+            )
         self.module = module
         self.groups = groups
         # A plain list (not submodules): deep copies (MoCo's key encoder) map it to their own layers.
-        self.norms = [m for m in module.modules() if isinstance(m, nn.BatchNorm2d)] if groups > 1 else []
+        self.norms = [m for m in module.modules() if isinstance(m, nn.BatchNorm2d)] if groups * span > 1 else []
         for norm in self.norms:
-            norm.__class__ = GroupBatchNorm2d
+            # span > 1: this process's batch is a share of one group that ``span`` ranks normalise together.
+            norm.__class__ = SpanBatchNorm2d if span > 1 else GroupBatchNorm2d
+            if span > 1:
+                norm.prepare(span)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         g = self.groups

@@ -31,6 +31,7 @@ from ring.engine import distributed
 from ring.engine.runtime import Preempted
 
 FILE = "provenance.json"
+PROGRESS = "progress.json"  # the running segment's rate, rewritten by rank 0 each epoch (ring status reads it)
 # The checkout this package runs from, if it runs from one (an editable install or PYTHONPATH); an installed wheel
 # sits in site-packages, whose parent is no checkout of ours (and may lie inside some other repository).
 REPO = Path(__file__).resolve().parents[2]
@@ -103,10 +104,15 @@ def slurm_env() -> dict:
     return {"job_id": job, "restart_count": int(env.get("SLURM_RESTART_COUNT", 0)) if job else None}
 
 
+def nodes_in_use() -> int:
+    """The nodes of this run (SLURM_JOB_NUM_NODES; one outside SLURM): its GPUs are those of every node."""
+    return int(os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or 1)
+
+
 def gpus_in_use() -> tuple[int, str | None]:
     if not torch.cuda.is_available():
         return 0, None
-    world = int(os.environ.get("WORLD_SIZE", 1))
+    world = int(os.environ.get("WORLD_SIZE", 1))  # every rank's GPU, on every node: GPU-hours are wall x all of them
     return world, torch.cuda.get_device_name(0)
 
 
@@ -127,6 +133,22 @@ class Segment:
         self.t0 = time.monotonic()
         return self
 
+    def progress(self, start_epoch: float, done_epochs: int, epochs: int) -> None:
+        """Rank 0 after each epoch: how far this segment got (from ``start_epoch``, fractional when it resumed
+        mid-epoch) in how long, on how many GPUs, in ``progress.json``: the rate ``ring status`` extrapolates."""
+        if not distributed.is_main():
+            return
+        gpus, _ = gpus_in_use()
+        record = {
+            "epoch": done_epochs,
+            "epochs": epochs,
+            "segment_epochs": round(done_epochs - start_epoch, 6),
+            "segment_wall_s": round(time.monotonic() - self.t0, 3),
+            "gpus": gpus,
+            "updated": _now(),
+        }
+        write_json(self.path.with_name(PROGRESS), record, indent=None)
+
     def __exit__(self, exc_type, exc, tb) -> None:
         if not distributed.is_main():  # one record per data-parallel job, written by rank 0
             return
@@ -138,7 +160,8 @@ class Segment:
             "ended": _now(),
             "wall_s": round(wall, 3),
             "outcome": outcome,
-            "node": socket.gethostname(),
+            "node": socket.gethostname(),  # rank 0's
+            "nodes": nodes_in_use(),
             "gpus": gpus,
             "gpu_model": gpu_model,
             **slurm_env(),

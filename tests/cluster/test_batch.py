@@ -211,7 +211,8 @@ def test_status_asks_sacct_once_for_every_recorded_job_of_the_grid(tmp_path, cap
     )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     lines = _status(tmp_path, grids, capsys)
-    states = {(line.split()[0], line.split()[2], line.split()[3]): line.split()[4] for line in lines[:-1]}
+    rows = [line for line in lines[:-1] if not line.startswith(("pretrain:", "lincls:", "grid "))]  # not the outlook
+    states = {(line.split()[0], line.split()[2], line.split()[3]): line.split()[4] for line in rows}
     assert states == {
         ("pretrain", "IR", "seed0"): "running",
         ("pretrain", "IR", "seed1"): "gone",
@@ -382,3 +383,38 @@ def test_status_and_submit_agree_with_the_plan_on_an_evaluation_of_a_stale_encod
     assert [line.split()[4] for line in lines[:2]] == ["stale", "stale"], lines
     assert f"evaluated the encoder of {pre}, which another config than the grid's made" in lines[1]
     assert batch.stale_detail(G.from_dict("tiny", GRID), "lincls", lin, "digits", "IR", 0, "data")
+
+
+def test_status_says_when_the_grid_will_end_from_its_own_cells(tmp_path, monkeypatch):
+    """The outlook's inputs read from the cells: a finished cell's provenance (spent 2x its price), a running cell's
+    provenance and progress.json (its rate), the stage's GPUs from the resources; the arithmetic is ring.plan.eta's."""
+    grid = G.from_dict("tiny", GRID)
+    results = tmp_path / "results"
+    prices = {"pretrain": 1.0, "lincls": 0.25}
+    monkeypatch.setattr(batch.E, "predict_cell", lambda stage, cfg, figures: prices[stage])
+    config = {"slurm": {"defaults": {"gpus_per_node": 2}, "lincls": {"gpus_per_node": 1}}}
+    done = batch.cell_dir(results, "tiny", "pretrain", "digits", "IR", 0)
+    running = batch.cell_dir(results, "tiny", "pretrain", "digits", "IR", 1)
+    for cell, hours in ((done, 2.0), (running, 0.5)):
+        cell.mkdir(parents=True)
+        (cell / "provenance.json").write_text(json.dumps({"gpu_hours": hours}))
+    # 1 of 2 epochs in 0.25 h on 2 GPUs in the running segment: 0.5 GPU-h more spent, 0.25 h left.
+    progress_record = {"epoch": 1, "epochs": 2, "segment_epochs": 1.0, "segment_wall_s": 900.0, "gpus": 2}
+    (running / progress.PROGRESS).write_text(json.dumps(progress_record))
+    rows = [
+        ("pretrain", "digits", "IR", 0, "done", ""),
+        ("pretrain", "digits", "IR", 1, "running", ""),
+        ("pretrain", "digits", "MoCoRing", 0, "pending", ""),
+        ("lincls", "digits", "IR", 0, "pending", ""),
+        ("lincls", "digits", "IR", 1, "pending", ""),
+        ("lincls", "digits", "MoCoRing", 0, "missing", ""),
+    ]
+    out = batch.outlook(grid, results, config, rows, figures=None)
+    pre = out.stages["pretrain"]
+    assert (pre.done, pre.running, pre.pending, pre.spent) == (1, 1, 1, pytest.approx(3.0))
+    # Running: 0.25 h x 2 GPUs; pending MoCoRing: its price x the 2x the finished cell spent.
+    assert pre.left == pytest.approx((0.5 + 2.0, 0.5 + 2.0))
+    # lincls: nothing finished, uncalibrated: 3 x 0.25 GPU-h, one GPU each.
+    assert out.stages["lincls"].left == pytest.approx((0.75, 0.75))
+    # Floor: MoCoRing seed 0's chain, 2 GPU-h on 2 GPUs then 0.25 h; ceiling: 3.25 GPU-h at the 2 GPUs running now.
+    assert out.hours == pytest.approx((1.25, 1.625))

@@ -161,3 +161,38 @@ def test_a_preempted_stage_hands_over_to_submitits_requeue(fake_stage, one_task,
         jobs.StageJob("pretrain", []).__call__()
     assert called == [signal.SIGUSR2]  # submitit's handler: checkpoint(), requeue, exit
     assert "ring: checkpoint written at epoch 3, step 7; requeueing" in capsys.readouterr().err
+
+
+def test_a_requeued_job_meets_at_another_port():
+    """submitit issue 1613: a straggler of the previous run must not join the requeued run's store."""
+    first = jobs.rendezvous_port("1074_1")
+    assert jobs.rendezvous_port("1074_1", restart=0) == first  # a first run keeps the port it always had
+    restarts = [jobs.rendezvous_port("1074_1", restart=n) for n in range(1, 6)]
+    assert first not in restarts and len(set(restarts)) == 5
+    assert all(20000 <= p < 32000 for p in restarts)
+
+
+RANK_0_OF_4_ON_2_NODES = {
+    "SLURM_JOB_ID": "2001",
+    "SLURM_NTASKS": "4",
+    "SLURM_JOB_NUM_NODES": "2",
+    "SLURM_NODEID": "0",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+    "SLURM_JOB_NODELIST": "gpu[07-08]",
+    "SLURM_RESTART_COUNT": "2",
+}
+
+
+@pytest.mark.parametrize("node", ["gpu07", "gpu08"])
+def test_rank_0_must_run_on_the_node_master_addr_names(monkeypatch, node):
+    env = {k: v for k, v in os.environ.items() if k not in DDP_VARS}
+    environ = {**env, **RANK_0_OF_4_ON_2_NODES, "SLURMD_NODENAME": node, "_TEST_CLUSTER_": "slurm"}
+    monkeypatch.setattr(os, "environ", environ)
+    if node == "gpu08":
+        with pytest.raises(RuntimeError, match="rank 0 runs on gpu08 but MASTER_ADDR names gpu07"):
+            jobs.export_distributed_env()
+        return
+    jobs.export_distributed_env()
+    assert (os.environ["MASTER_ADDR"], os.environ["WORLD_SIZE"], os.environ["LOCAL_WORLD_SIZE"]) == ("gpu07", "4", "2")
+    assert os.environ["MASTER_PORT"] == str(jobs.rendezvous_port("2001", restart=2))

@@ -26,12 +26,16 @@ def test_a_restarted_client_decides_from_the_recorded_jobs_state(state, present,
     assert decide(state, present) == action
 
 
-def _fake_job(tmp_path, job_id="9_1"):
+def _fake_job(tmp_path, job_id="9_1", tasks=1):
+    """A submitit job of ``tasks`` tasks, each with its own log (task 0's is ``job.err``)."""
     from types import SimpleNamespace
 
     (tmp_path / "job.err").write_text("ring: the stage's own reason\n")
+    logs = [tmp_path / ("job.err" if i == 0 else f"job_{i}.err") for i in range(tasks)]
     return SimpleNamespace(
         job_id=job_id,
+        num_tasks=tasks,
+        task=lambda i: SimpleNamespace(paths=SimpleNamespace(stderr=logs[i])),
         paths=SimpleNamespace(stderr=tmp_path / "job.err"),
         done=lambda force_check=False: True,
         results=lambda: [0],
@@ -50,6 +54,10 @@ def _fake_job(tmp_path, job_id="9_1"):
         (["PENDING", "CANCELLED"], False, "failed"),
         (["RUNNING", "FAILED"], True, "failed"),
         (["PENDING", "RUNNING", "COMPLETED"], True, "completed"),
+        # A lost node, a preemption without requeue, a node that never booted: not the stage's fault, resubmitted.
+        (["RUNNING", "NODE_FAIL"], False, "gone"),
+        (["RUNNING", "PREEMPTED"], True, "gone"),
+        (["PENDING", "BOOT_FAIL"], False, "gone"),
     ],
 )
 def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(
@@ -303,3 +311,74 @@ def test_a_waiting_client_shows_why_its_job_is_pending(tmp_path, monkeypatch, ca
     lines = capsys.readouterr().err.splitlines()
     assert "SLURM job 9_1 PENDING (ReqNodeNotAvail, UnavailableNodes:node1) (0.0 min)" in lines[0]
     assert len(lines) == 3  # PENDING once, RUNNING, COMPLETED
+
+
+@pytest.mark.parametrize(
+    ("stage", "resources", "overrides", "problem"),
+    [
+        ("lincls", {"gpus_per_node": 2}, {}, "ring: lincls runs one task (one process on one GPU)"),
+        ("pretrain", {"nodes": 3}, {"batch_size": 64}, "ring: batch_size=64 does not split evenly over the 3"),
+    ],
+)
+def test_the_launcher_refuses_tasks_its_stage_cannot_use_before_anything_is_submitted(
+    tmp_path, monkeypatch, capsys, stage, resources, overrides, problem
+):
+    import json
+
+    from ring.cluster import launch
+    from ring.core import config as C
+    from tests.helpers import lincls_config, pretrain_config
+
+    cfg = lincls_config(**overrides) if stage == "lincls" else pretrain_config("IR", **overrides)
+    C.save(cfg, tmp_path / "config.yaml")
+    monkeypatch.setattr(launch, "launch_slurm", lambda *a: pytest.fail("submitted"))
+    monkeypatch.setattr("ring.cluster.slurm.slurm_call", lambda *a, **k: pytest.fail("asked SLURM"))
+    argv = [stage, "--cell", str(tmp_path), "--launcher", "slurm", "--resources", json.dumps(resources)]
+    assert launch.main([*argv, "--", "--config", str(tmp_path / "config.yaml"), "--out", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.startswith(problem)
+
+
+TRACEBACK_OF = {
+    "cause": "Traceback (most recent call last):\n  File x\nValueError: the stage's own reason\n",
+    "peer": "Traceback (most recent call last):\n  File y\nRuntimeError: [gloo] Connection closed by peer [10.0.0.2]\n",
+    "clean": "ring: pretrain epoch=0 loss=7.7\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("logs", "task"),
+    [
+        (["peer", "peer", "cause", "peer"], 2),  # the task that failed, not those that saw it go
+        (["clean", "peer", "clean", "peer"], 1),  # only peers' tracebacks: the first of them
+        (["clean", "clean", "clean", "clean"], 0),  # none: task 0's log
+    ],
+)
+def test_a_failure_shows_the_log_of_the_task_that_holds_the_traceback(tmp_path, monkeypatch, capsys, logs, task):
+    from ring.cluster import accounting, launch, slurm
+
+    job = _fake_job(tmp_path, tasks=4)
+    for i, kind in enumerate(logs):
+        job.task(i).paths.stderr.write_text(TRACEBACK_OF[kind])
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {ids[0]: "FAILED"})
+    monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 0)
+    assert launch.wait(job, tmp_path, Resources(poll_s=0)) == "failed"
+    err = capsys.readouterr().err
+    assert f"task {task} of 4 holds the traceback; last lines of {job.task(task).paths.stderr}:" in err
+    assert err.rstrip().endswith(TRACEBACK_OF[logs[task]].rstrip().splitlines()[-1])
+
+
+def test_lost_jobs_are_resubmitted_at_most_max_requeues_times(tmp_path, monkeypatch, capsys):
+    from ring.cluster import launch, slurm
+    from ring.cluster.jobs import StageJob
+
+    submitted = []
+    monkeypatch.setattr(slurm, "preflight", lambda *a, **k: None)
+    monkeypatch.setattr(launch, "submit", lambda job, cell, res: submitted.append(1) or _fake_job(tmp_path))
+    monkeypatch.setattr(launch, "wait", lambda *a, **k: "gone")
+    res = Resources(max_requeues=2)
+    assert launch._launch_slurm(StageJob("pretrain", ["--out", str(tmp_path)]), tmp_path, res) == 1
+    assert len(submitted) == 3
+    assert (
+        "3 jobs were lost by SLURM (gone, or ended NODE_FAIL, PREEMPTED, BOOT_FAIL); giving up"
+        in capsys.readouterr().err
+    )

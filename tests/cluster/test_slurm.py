@@ -23,6 +23,7 @@ from ring.cluster.slurm import (
     run_preflight,
     sbatch_test_args,
     slurm_options,
+    stage_problems,
     stage_resources,
     unreachable,
 )
@@ -49,6 +50,43 @@ def test_one_task_per_gpu_and_the_documented_fields():
     assert "qos" not in params  # unset fields are not sent
     args = sbatch_test_args(Resources(partition="gpu", gpus_per_node=2, time_min=90))
     assert args[:2] == ["sbatch", "--test-only"] and "--partition=gpu" in args and "--gpus-per-node=2" in args
+
+
+def test_nodes_multiply_the_tasks_in_the_job_and_in_its_resource_check():
+    res = Resources(nodes=2, gpus_per_node=4, cpus_per_task=6)
+    params = executor_parameters(res, "ring-x")
+    assert (params["nodes"], params["ntasks_per_node"], res.tasks) == (2, 4, 8)
+    # srun inherits neither the CPUs per task (Slurm 22.05-23.02) nor, at sites that set it, a kind kill policy.
+    assert params["srun_args"] == ["--cpus-per-task=6", "--kill-on-bad-exit=0"]
+    assert "--nodes=2" in sbatch_test_args(res) and "--ntasks-per-node=4" in sbatch_test_args(res)
+    assert Resources().tasks == 1 and Resources(gpus_per_node=0).tasks == 1
+    with pytest.raises(ValueError, match="SLURM resource nodes: 0 is less than the minimum of 1"):
+        Resources.from_dict({"nodes": 0})
+
+
+@pytest.mark.parametrize(
+    ("stage", "resources", "config", "problem"),
+    [
+        ("lincls", {"gpus_per_node": 2}, None, "lincls runs one task (one process on one GPU), but nodes=1 x"),
+        ("transfer", {"nodes": 2}, None, "transfer runs one task (one process on one GPU), but nodes=2 x"),
+        ("lincls", {}, None, None),
+        ("pretrain", {"nodes": 2, "gpus_per_node": 2}, {"batch_size": 256, "bn_groups": 1}, None),
+        ("pretrain", {"nodes": 2, "gpus_per_node": 8}, {"batch_size": 256, "bn_groups": 8}, None),
+        ("pretrain", {"nodes": 3, "gpus_per_node": 1}, {"batch_size": 256, "bn_groups": 1}, "batch_size=256 does not"),
+        ("pretrain", {"nodes": 3, "gpus_per_node": 4}, {"batch_size": 240, "bn_groups": 8}, "bn_groups=8 and the 12"),
+        ("detection", {"nodes": 1, "gpus_per_node": 8}, None, None),
+    ],
+)
+def test_a_stage_that_cannot_use_its_tasks_is_refused_before_submission(stage, resources, config, problem):
+    found = stage_problems(stage, Resources(**resources), config)
+    assert found == [] if problem is None else (len(found) == 1 and found[0].startswith(problem))
+    assert all(p.endswith(".") and p.count(". ") == 0 for p in found)  # one sentence
+
+
+def test_the_workflows_preflight_refuses_more_tasks_for_a_one_task_stage(monkeypatch):
+    monkeypatch.setattr("ring.cluster.slurm.sbatch_refusal", lambda res: None)
+    problems = run_preflight([("lincls", slurm_options({"lincls": {"nodes": 2}}, "lincls"), {})], {})
+    assert len(problems) == 1 and problems[0].startswith("lincls: lincls runs one task")
 
 
 def test_unknown_resource_names_the_known_ones():

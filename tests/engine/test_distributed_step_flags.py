@@ -188,3 +188,20 @@ def test_in_one_process_the_flags_are_answered_at_once_and_close_adds_nothing():
     assert flags.close(True, True) == (False, False)  # every step was answered as it came
     with pytest.raises(ValueError, match="made for 2 flags and was given 1"):
         flags(True)
+
+
+def test_the_process_group_is_joined_with_the_stated_timeout(monkeypatch):
+    """A rank lost with its node must not hold the others' GPUs for NCCL's or gloo's own default."""
+    import datetime
+
+    from ring.engine import distributed
+
+    joined = {}
+    monkeypatch.setattr(distributed, "is_initialized", lambda: False)
+    monkeypatch.setattr(
+        distributed.dist, "init_process_group", lambda backend, **kw: joined.update(kw, backend=backend)
+    )
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "2")
+    assert distributed.init_from_env("cpu")
+    assert joined == {"backend": "gloo", "rank": 2, "world_size": 4, "timeout": datetime.timedelta(minutes=30)}

@@ -3,6 +3,8 @@
 import json
 import subprocess
 
+import pytest
+
 import ring
 from ring.engine import provenance
 
@@ -64,3 +66,39 @@ def test_the_code_is_the_checkouts_commit_or_the_installed_version_said_so(tmp_p
             "version": ring.__version__,
             "code": f"installed package ring-bench {ring.__version__}, not a git checkout: no commit recorded",
         }
+
+
+def test_a_segment_records_its_nodes_and_counts_the_gpus_of_all_of_them(tmp_path, monkeypatch):
+    """A 2-node x 4-GPU job: rank 0 writes one segment for all 8 processes; GPU-hours are wall x 8."""
+    monkeypatch.setenv("SLURM_JOB_ID", "3001")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setattr(provenance, "gpus_in_use", lambda: (8, "NVIDIA H200"))  # as on the GPU nodes
+    with provenance.Segment(tmp_path, "hash", 0):
+        pass
+    doc = json.loads((tmp_path / provenance.FILE).read_text())
+    segment = doc["segments"][0]
+    assert (segment["nodes"], segment["gpus"], segment["job_id"]) == (2, 8, "3001")
+    assert doc["gpu_hours"] == round(segment["wall_s"] * 8 / 3600, 6)
+    monkeypatch.delenv("SLURM_JOB_NUM_NODES")
+    assert provenance.nodes_in_use() == 1
+
+
+def test_rank_0_writes_the_running_segments_rate_each_epoch(tmp_path, monkeypatch):
+    """progress.json: what `ring status` extrapolates a running cell from (ring.cluster.progress.running_segment)."""
+    from ring.cluster import progress
+
+    monkeypatch.setattr(provenance, "gpus_in_use", lambda: (4, "NVIDIA H200"))
+    with provenance.Segment(tmp_path, "hash", 0) as segment:
+        segment.t0 -= 1800.0  # resumed half an hour ago at epoch 2.5 of 10; epoch 4 just ended
+        segment.progress(2.5, 4, 10)
+        record = json.loads((tmp_path / provenance.PROGRESS).read_text())
+        assert {k: record[k] for k in ("epoch", "epochs", "segment_epochs", "gpus")} == {
+            "epoch": 4,
+            "epochs": 10,
+            "segment_epochs": 1.5,
+            "gpus": 4,
+        }
+        spent, wall_left = progress.running_segment(tmp_path)
+        assert spent == pytest.approx(2.0, rel=1e-3) and wall_left == pytest.approx(2.0, rel=1e-3)
+    assert provenance.PROGRESS == progress.PROGRESS
