@@ -11,6 +11,9 @@
    peak extra memory is measured (CUDA allocator on a GPU, resident set size on the CPU).
 4. IRing's draw: ``sample_in_window`` with the blocked draw (today's) and the cumulative-sum draw
    (before issue 31), asserting both draw the same indices; ``--draw-only`` runs just this.
+5. IRing's parts (``--scaled N``, issue 39): the selection of one chunk split into the similarity matmul, the
+   window's bounds, its mask and the draw, and the objective alone (loss, backward, bank update; no network)
+   of IR and IRing, at a bank of N entries; then the whole step's ratio there.  Writes ``ring_selection_scaled``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ring.engine.objectives.ir import InstanceDiscrimination  # noqa: E402
 from ring.engine.objectives.moco import MomentumContrast  # noqa: E402
 from ring.engine.objectives.ring import (  # noqa: E402
     DEFAULT_MAX_CHUNK_ELEMENTS,
+    DRAW_BY_DEVICE,
     _row_bounds,
     chunk_elements,
     padded_mask,
@@ -124,6 +128,59 @@ def bench_draw(batch: int, n: int, k: int, device, repeats: int) -> list[dict]:
         )
         del mask
     return rows
+
+
+def bench_parts(batch: int, n: int, k: int, device, repeats: int) -> list[dict]:
+    """Where IRing's extra time goes: one selection chunk's parts, and IR's and IRing's objective without a network."""
+    g = torch.Generator().manual_seed(0)
+    bank = F.normalize(torch.randn(n, 128, generator=g), dim=1).to(device)
+    q = F.normalize(torch.randn(batch, 128, generator=g), dim=1).to(device)
+    index = torch.randint(0, n, (batch,), generator=g).to(device)
+    budget = chunk_elements(0, device)
+    rows = min(batch, max(1, budget // n))  # one chunk's queries, as sample_in_window cuts them
+    objective_s = {}
+    for ring in (False, True):
+        objective = InstanceDiscrimination(n, 128, k, 0.07, 0.5, ring, budget).to(device)
+
+        def step(objective=objective):
+            x = q.clone().requires_grad_()
+            objective.contrast(x, objective.bank.memory, index, WINDOW, objective.draws(x)).backward()
+            objective.bank.update(index, x.detach())
+
+        objective_s[ring] = timeit(step, device, repeats)
+    draw = DRAW_BY_DEVICE.get(device.type, sample_from_blocks)  # as sample_in_window picks it
+    out = []
+    for window in ((0.0, 90.0), WINDOW):
+        lo_rank, hi_rank = window_ranks(n, *window)
+        sims = q[:rows] @ bank.T
+        lo, hi = _row_bounds(sims, lo_rank, hi_rank)
+        # The sides sample_in_window compares (an open one needs no comparison).
+        sides = (lo if lo_rank > 0 else None, hi if hi_rank < n else None)
+        mask = padded_mask(sims, *sides)
+        u = torch.rand(rows, k, generator=g).to(device)
+        parts = {
+            "similarity_s": timeit(lambda: q[:rows] @ bank.T, device, repeats),
+            "bounds_s": timeit(lambda s=sims, r=(lo_rank, hi_rank): _row_bounds(s, *r), device, repeats),
+            "mask_s": timeit(lambda sims=sims, sides=sides: padded_mask(sims, *sides), device, repeats),
+            "draw_s": timeit(lambda mask=mask, u=u: draw(mask, u), device, repeats),
+        }
+        total = sum(parts.values())
+        out.append(
+            {
+                "batch": batch,
+                "n": n,
+                "k": k,
+                "window": window,
+                "chunk_rows": rows,
+                **parts,
+                "shares": {name: value / total for name, value in parts.items()},
+                "ir_objective_s": objective_s[False],
+                "iring_objective_s": objective_s[True],
+                "objective_extra_s": objective_s[True] - objective_s[False],
+            }
+        )
+        del sims, mask
+    return out
 
 
 def _step(objective, encoder, optimizer, views, index, window):
@@ -282,6 +339,13 @@ def main() -> None:
         help="a plug-in's Ring method: time its kind's step against its base's, write only those rows (into "
         "RING_BENCH_RESULTS, the plug-in's figures folder: docs/adding-a-method.md, Pricing it)",
     )
+    parser.add_argument(
+        "--scaled",
+        type=int,
+        metavar="N",
+        help="IRing's parts and step ratio at a bank of N entries (batch 256, k 4096, 32 px on the CPU); "
+        "writes ring_selection_scaled",
+    )
     parser.add_argument("--peak-child", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peak_child:
@@ -305,10 +369,17 @@ def main() -> None:
     if args.draw_only:
         print(json.dumps(bench_draw(*draw_scale[:3], device, draw_scale[3]), indent=1))
         return
+    if args.scaled:  # issue 39: where IRing's extra time goes at a bank of N entries
+        repeats = 10 if gpu else 3
+        parts = bench_parts(256, args.scaled, 4096, device, repeats)
+        steps = bench_steps(256, 224 if gpu else 32, [args.scaled], None, device, repeats)
+        write("ring_selection_scaled", {"machine": machine(), "parts": parts, "steps": steps}, tiny=False)
+        return
     if args.tiny:
         sel = bench_selection(8, [4096], device, 2)
         steps = bench_steps(16, 32, [2048], 1024, device, 2)
         mem = bench_memory(200_000, 128, budget=2**21)
+        parts = bench_parts(16, 20_000, 256, device, 2)
     elif gpu and args.quick:  # IRing / IR at ImageNet's bank, the suite's quick mode
         repeats = int(os.environ.get("RING_BENCH_STEPS", 20))
         sel = bench_selection(256, [1_281_167], device, repeats)
@@ -326,11 +397,20 @@ def main() -> None:
         )
         mem = bench_memory(1_281_167, 256)
     draw = bench_draw(*draw_scale[:3], device, draw_scale[3])
+    extra = {"parts": parts} if args.tiny else {}
     # The quick run's own name: unpacked, it must not replace a full run's ratios (the estimate reads them all).
     name = "ring_selection_quick" if gpu and args.quick and not args.tiny else "ring_selection"
     write(
         name,
-        {"machine": machine(), "window": WINDOW, "selection": sel, "steps": steps, "memory": mem, "draw": draw},
+        {
+            "machine": machine(),
+            "window": WINDOW,
+            "selection": sel,
+            "steps": steps,
+            "memory": mem,
+            "draw": draw,
+            **extra,
+        },
         tiny=args.tiny,
     )
 

@@ -180,6 +180,8 @@ def sample_in_window(
     if k > n:
         raise ValueError(f"Cannot draw k={k} negatives from a bank of {n} entries; lower k to at most {n}.")
     lo_rank, hi_rank = window_ranks(n, w_l, w_u)
+    if lo_rank == 0 and hi_rank == n:  # the whole bank: its draw is IR's, index for index, with no similarity needed
+        return sample_uniform(n, u)
     b = queries.shape[0]
     out = torch.empty((b, k), dtype=torch.long, device=queries.device)
     step = _chunk_rows(b, n, max_chunk_elements)
@@ -187,7 +189,8 @@ def sample_in_window(
         stop = min(start + step, b)
         sims = queries[start:stop] @ bank.T
         lo, hi = _row_bounds(sims, lo_rank, hi_rank)
-        mask = padded_mask(sims, lo, hi)
+        # An open side (w_l = 0: every entry is close enough; w_u = 100: none is too close) needs no comparison.
+        mask = padded_mask(sims, lo if lo_rank > 0 else None, hi if hi_rank < n else None)
         del sims
         out[start:stop] = draw(mask, u[start:stop])
     return out
@@ -220,13 +223,25 @@ PAD = BLOCK * GROUP
 
 
 @torch.no_grad()
-def padded_mask(sims: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
-    """The window's B x N mask (``lo <= s <= hi``, ties included), padded with ``False`` to a multiple of PAD."""
+def padded_mask(sims: torch.Tensor, lo: torch.Tensor | None, hi: torch.Tensor | None) -> torch.Tensor:
+    """The window's B x N mask (``lo <= s <= hi``, ties included), padded with ``False`` to a multiple of PAD.
+
+    ``lo`` / ``hi`` None: that side is open.  Each comparison writes into the mask itself; only the padding is
+    cleared beforehand (issue 39: zeroing the whole mask, and comparing against an infinite bound, were passes over
+    B x N entries that changed nothing).
+    """
     rows, n = sims.shape
-    mask = torch.zeros((rows, -(-n // PAD) * PAD), dtype=torch.bool, device=sims.device)
+    mask = torch.empty((rows, -(-n // PAD) * PAD), dtype=torch.bool, device=sims.device)
+    mask[:, n:] = False
     inside = mask[:, :n]
-    torch.ge(sims, lo, out=inside)
-    inside &= sims <= hi
+    if lo is None and hi is None:
+        inside.fill_(True)
+    elif lo is None:
+        torch.le(sims, hi, out=inside)
+    else:
+        torch.ge(sims, lo, out=inside)
+        if hi is not None:
+            inside &= sims <= hi
     return mask
 
 

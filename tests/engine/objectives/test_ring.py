@@ -309,3 +309,65 @@ def test_blocked_draw_runs_no_bank_sized_cumulative_sum():
 def test_blocked_draw_refuses_an_unpadded_mask():
     with pytest.raises(ValueError, match="padded to a multiple of"):
         R.sample_from_blocks(torch.ones(2, 100, dtype=torch.bool), torch.rand(2, 3))
+
+
+# -- issue 39: no pass over the B x N similarities that changes no draw ------------------------------------------
+
+_VIEWS = {"aten::numpy_T", "aten::permute", "aten::as_strided", "aten::resolve_conj", "aten::slice", "aten::view"}
+
+
+def _bank_sized_passes(fn, b: int, n: int) -> list[str]:
+    """The operators that read or write at least B x N elements (views excluded), in the order they ran."""
+    with torch.profiler.profile(record_shapes=True) as prof:
+        fn()
+    return [
+        e.name
+        for e in prof.events()
+        if e.name not in _VIEWS and e.input_shapes and e.input_shapes[0] and math.prod(e.input_shapes[0]) >= b * n
+    ]
+
+
+@pytest.mark.parametrize(
+    "w_l, w_u, passes",
+    [
+        # The start of annealing (w_l = 0): one selection, one comparison (no zeroing, no lower one), the draw's count.
+        (0, 90, ["aten::topk", "aten::le", "aten::sum"]),
+        # The annealed window: both bounds from one selection, the mask compared in place (only its padding cleared).
+        (90, 99, ["aten::topk", "aten::ge", "aten::le", "aten::__iand__", "aten::bitwise_and_", "aten::sum"]),
+        (0, 100, []),  # the whole bank: IR's draw, no similarity at all
+    ],
+)
+def test_selection_makes_only_the_windows_passes_over_the_bank(w_l, w_u, passes):
+    """Profiled on the CPU: before issue 39 every window zeroed the whole B x N mask and compared against both
+    bounds, infinite or not (7 passes at w_l = 0), and the full window ran the whole selection."""
+    g = torch.Generator().manual_seed(15)
+    b, n = 4, 100_000
+    q = F.normalize(torch.randn(b, 8, generator=g), dim=1)
+    bank = F.normalize(torch.randn(n, 8, generator=g), dim=1)
+    u = torch.rand(b, 64, generator=g)
+    assert _bank_sized_passes(lambda: R.sample_in_window(q, bank, w_l, w_u, u), b, n) == passes
+
+
+def test_open_sided_mask_is_the_mask_with_infinite_bounds():
+    """An open side (None) selects exactly what an infinite bound selects, ties and padding included."""
+    g = torch.Generator().manual_seed(16)
+    sims = _tied_bank(3000, 4, g)[:, :1].T.repeat(5, 1) + torch.randint(-2, 3, (5, 1), generator=g).float()
+    lo, hi = R._row_bounds(sims, *R.window_ranks(3000, 30, 80))
+    inf = torch.full_like(lo, math.inf)
+    for low, high in [(lo, hi), (None, hi), (lo, None), (None, None)]:
+        expected = R.padded_mask(sims, -inf if low is None else low, inf if high is None else high)
+        assert torch.equal(R.padded_mask(sims, low, high), expected)
+        assert not expected[:, 3000:].any()
+
+
+def test_full_window_shortcut_is_the_draw_over_an_all_true_mask():
+    """sample_in_window skips the selection for the whole bank: both draws over an all-True mask agree with it."""
+    g = torch.Generator().manual_seed(17)
+    n = R.PAD + 5
+    u = torch.rand(3, 2000, generator=g)
+    u[:, :2] = torch.tensor([0.0, 1.0 - 2**-24])
+    mask = torch.ones(3, n, dtype=torch.bool)
+    uniform = R.sample_uniform(n, u)
+    assert torch.equal(R.sample_from_blocks(_padded(mask), u), uniform)
+    assert torch.equal(R.sample_from_mask(mask, u), uniform)
+    assert torch.equal(R.sample_in_window(torch.randn(3, 4), torch.randn(n, 4), 0, 100, u), uniform)
