@@ -33,6 +33,10 @@ def test_ring_selection_benchmark_asserts_the_same_set_and_measures_memory():
     assert {row["ring"] for row in result["steps"]} == {"IRing", "MoCoRing"}
     assert result["memory"]["selection_peak_bytes"] < result["memory"]["full_similarity_bytes"]
     assert len(result["draw"]) == 2 and all(row["same_draws"] and row["draw_speedup"] > 0 for row in result["draw"])
+    parts = ("similarity_s", "bounds_s", "mask_s", "draw_s")  # issue 39: where IRing's selection spends its time
+    assert [row["window"] for row in result["parts"]] == [[0.0, 90.0], [90.0, 99.0]]
+    assert all(row[p] > 0 for row in result["parts"] for p in parts)
+    assert all(abs(sum(row["shares"].values()) - 1) < 1e-9 for row in result["parts"])
 
 
 @pytest.mark.slow
