@@ -226,9 +226,9 @@ PAD = BLOCK * GROUP
 def padded_mask(sims: torch.Tensor, lo: torch.Tensor | None, hi: torch.Tensor | None) -> torch.Tensor:
     """The window's B x N mask (``lo <= s <= hi``, ties included), padded with ``False`` to a multiple of PAD.
 
-    ``lo`` / ``hi`` None: that side is open.  Each comparison writes into the mask itself; only the padding is
-    cleared beforehand (issue 39: zeroing the whole mask, and comparing against an infinite bound, were passes over
-    B x N entries that changed nothing).
+    ``lo`` / ``hi`` None: that side is open.  The first comparison writes into the mask itself and only the padding
+    is cleared beforehand (issue 39: zeroing the whole mask, and comparing against an infinite bound, were passes
+    over B x N entries that changed nothing).
     """
     rows, n = sims.shape
     mask = torch.empty((rows, -(-n // PAD) * PAD), dtype=torch.bool, device=sims.device)
