@@ -385,9 +385,8 @@ class Pretraining:
 
         self.n_views = views_per_image(self.spec)
         compiled = resolve_compile(cfg.compile, self.device)  # the views fused as the network is (eager fallback alike)
-        self.views = train_views(
-            cfg, self.data, self.device, self.n_views, compiled, self.local_batch, distributed.rank()
-        )
+        rank = distributed.rank()
+        self.views = train_views(cfg, self.data, self.device, self.n_views, compiled, self.local_batch, rank)
         self.train_set = self.views.dataset
         n_train = len(self.train_set)
         self.steps_per_epoch = n_train // cfg.batch_size

@@ -10,7 +10,16 @@ include: "helpers/prepare.smk"
 
 from types import SimpleNamespace
 
-from ring.plan.stores import BYTES_PER_PIXEL, MANIFEST, SAMPLES, SHARD, SHARD_RECORD, SPLIT_FOLDERS, cell_store, n_shards
+from ring.plan.stores import (
+    BYTES_PER_PIXEL,
+    MANIFEST,
+    SAMPLES,
+    SHARD,
+    SHARD_RECORD,
+    SPLIT_FOLDERS,
+    cell_store,
+    n_shards,
+)
 
 STORE_SPLITS = list(SPLIT_FOLDERS)  # train, test
 # <data_root>/<dataset>/store/<format>-<size>: ring.plan.stores.store_dir (tests/workflow keeps the two equal)
