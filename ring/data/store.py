@@ -100,7 +100,6 @@ class Format:
 
     name: str
     about: str
-    bytes_per_pixel: float  # for the room check before a build (ring.plan.stores.BYTES_PER_PIXEL)
     encode: Callable[[Image.Image], bytes]
     decode: Callable[[bytes, int], np.ndarray]
 
@@ -109,13 +108,10 @@ FORMATS: dict[str, Format] = {
     "jpeg95": Format(
         "jpeg95",
         "JPEG quality 95, 4:4:4 chroma (a 256-pixel decode)",
-        BYTES_PER_PIXEL["jpeg95"],
         _encode_jpeg95,
         _decode_jpeg,
     ),
-    "raw": Format(
-        "raw", "uint8 RGB, bit-exact with the PIL resize, no decode", BYTES_PER_PIXEL["raw"], _encode_raw, _decode_raw
-    ),
+    "raw": Format("raw", "uint8 RGB, bit-exact with the PIL resize, no decode", _encode_raw, _decode_raw),
 }
 assert FORMATS.keys() == BYTES_PER_PIXEL.keys()
 
