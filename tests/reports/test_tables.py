@@ -7,6 +7,7 @@ import yaml
 
 from ring import toy_cnce
 from ring.reports import tables
+from ring.reports.tables import cells, protocol, summary, toy
 from tests.helpers import PAPER_TRANSFER_DATASETS
 
 
@@ -222,7 +223,7 @@ def test_toy_cnce_table_means_stds_paper_and_true_mi(tmp_path):
 def test_toy_table_marks_a_published_mean_above_the_ceiling(tmp_path, monkeypatch):
     # The ceiling itself is tested in tests/core/test_gaussian.py; here only the marking: a ceiling placed
     # between the paper's w_l = 10 and w_l = 25 means marks the first and not the second.
-    monkeypatch.setattr(tables, "toy_ceiling", lambda e: (math.nan, 0.005) if e != "NCE" else (math.nan, 0.02041))
+    monkeypatch.setattr(toy, "toy_ceiling", lambda e: (math.nan, 0.005) if e != "NCE" else (math.nan, 0.02041))
     path = tmp_path / "toy0.json"
     path.write_text(
         json.dumps({"seed": 0, "true_mi": 0.0204110, "nce_critic": {"NCE": 0.01, "CNCE10": 0.0, "CNCE25": 0.0}})
@@ -389,9 +390,9 @@ def test_welch_p_agrees_with_the_formula_and_needs_two_seeds_a_side():
     import math
 
     # Welch: t = 3 / sqrt(1/3 + 4/3) = 2.32, df = (5/3)^2 / ((1/3)^2/2 + (4/3)^2/2) = 2.94; t(2.94) two-sided p = 0.105.
-    assert tables.welch_p(13.0, 2.0, 3, 10.0, 1.0, 3) == pytest.approx(0.105, abs=2e-3)
-    assert math.isnan(tables.welch_p(13.0, math.nan, 1, 10.0, 1.0, 3))
-    assert tables.welch_p(13.0, 0.0, 2, 10.0, 0.0, 2) == 0.0 and tables.welch_p(10.0, 0.0, 2, 10.0, 0.0, 2) == 1.0
+    assert summary.welch_p(13.0, 2.0, 3, 10.0, 1.0, 3) == pytest.approx(0.105, abs=2e-3)
+    assert math.isnan(summary.welch_p(13.0, math.nan, 1, 10.0, 1.0, 3))
+    assert summary.welch_p(13.0, 0.0, 2, 10.0, 0.0, 2) == 0.0 and summary.welch_p(10.0, 0.0, 2, 10.0, 0.0, 2) == 1.0
 
 
 def test_table2_and_la_variants_mark_a_significant_difference_too(tmp_path):
@@ -443,7 +444,7 @@ def test_a_high_loss_probe_above_chance_shows_its_accuracy_marked_with_the_loss_
     assert "loss 1.5e+06" in note and "ln(10) = 230" in note and PROTOCOL in note.split("[h2]")[0]
     assert "test top-1 26.9% against chance 10.0% + 3 binomial standard errors over 450 test images = 14.2%" in note
     assert "diverged" not in md
-    assert tables.collect(files, "top1").set_index("method").loc["CMC", "value"] == 26.9  # the CSV's number too
+    assert cells.collect(files, "top1").set_index("method").loc["CMC", "value"] == 26.9  # the CSV's number too
 
 
 @pytest.mark.parametrize("top1, loss", [(10.2, 0.3), (10.2, 1.5e6), (14.2, 2.0), (5.0, 2.0)])
@@ -507,8 +508,8 @@ def test_a_lesion_off_the_papers_protocol_gets_its_footnote_and_an_unknown_metho
     lin_cfg = paper.lincls_config("cifar10", "IRingNoAnneal", 0, "/data")
     pre_cfg.epochs = 50
     metrics = _evaluated_cell(root, "cifar10", "IRingNoAnneal", 0, pre_cfg, lin_cfg, 70.0)
-    assert tables.protocol_differences(metrics) == ["pretrain.epochs"]
-    assert "IRingNoAnneal" in tables._paper_methods() and "NoSuchMethod" not in tables._paper_methods()
+    assert protocol.protocol_differences(metrics) == ["pretrain.epochs"]
+    assert "IRingNoAnneal" in protocol.paper_methods() and "NoSuchMethod" not in protocol.paper_methods()
 
 
 def test_gpu_hours_count_each_job_once_the_runs_an_edit_set_aside_included(tmp_path):
