@@ -1,21 +1,21 @@
 """The GPU-hours table: compute spent per stage from the cells' provenance, beside what ring.plan.estimate predicts,
-opened by when the grid will end (the lines ``ring status`` ends with, computed by the same code:
-:func:`ring.cluster.batch.status` and :func:`ring.cluster.batch.outlook` over ring.plan.eta).
+opened by when the grid will end: the lines ``ring status`` ends with, which :mod:`ring.cluster.outlook` computes
+with ``ring status``'s own code (ring.plan.eta's arithmetic) and prints as JSON for this table to read.
 
-    ring table gpu_hours --out results/<grid>/tables/gpu_hours --provenance FILE ... --grid <grid>
+    python -m ring.cluster.outlook --grid G | ring table gpu_hours --out results/G/tables/gpu_hours --provenance FILE \
+        ... --outlook -
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from ring import resources
 from ring.core import config as C
 from ring.plan import estimate
 from ring.plan.rerun import RUNS
@@ -29,7 +29,7 @@ CELL_COLUMNS = ["stage", "cell", "run", "segments", "requeues", "wall_h", "gpu_h
 
 
 class OutlookError(ValueError):
-    """The grid whose end the table tells cannot be read (one sentence: the grid gate's)."""
+    """An outlook the table cannot read (one sentence naming it)."""
 
 
 def _predicted_hours(stage: str, cell: Path, figures) -> float | None:
@@ -88,9 +88,9 @@ def per_stage(runs: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
-def gpu_hours(provenance_files: list[str | Path], prefix: str | Path, outlook: list[str] | None = None) -> pd.DataFrame:
+def gpu_hours(provenance_files: list[str | Path], prefix: str | Path, outlook: dict | None = None) -> pd.DataFrame:
     """results/<grid>/tables/gpu_hours.{csv,md}: one CSV row per run, the Markdown per stage, opened by ``outlook``
-    (``ring status``'s lines on when the grid will end, :func:`grid_outlook`) where given."""
+    (``ring status``'s lines on when the grid will end and the time they were computed, :func:`read_outlook`)."""
     try:
         figures = estimate.load_figures()
     except ValueError:
@@ -102,8 +102,7 @@ def gpu_hours(provenance_files: list[str | Path], prefix: str | Path, outlook: l
         if figures is not None
         else "; no throughput figures committed, nothing predicted"
     )
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    top = f"{outlook_block(outlook, when)}\n" if outlook else ""
+    top = f"{outlook_block(outlook['lines'], outlook['when'])}\n" if outlook else ""
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     write_texts(
@@ -117,21 +116,23 @@ def gpu_hours(provenance_files: list[str | Path], prefix: str | Path, outlook: l
     return summary
 
 
-def grid_outlook(grid: str, results: Path, grids_dir: Path, configfiles: list[Path] | None = None) -> list[str]:
-    """The lines ``ring status --grid GRID`` ends with (per stage and for the grid: cells done, running and pending,
-    GPU-hours spent and left, the time left), computed as it computes them, with the same config files."""
-    import jsonschema
-
-    from ring.cluster import batch  # the login node's status (one sacct call for the grid); submitit, not torch
-    from ring.plan import gate
-
+def read_outlook(source: str) -> dict:
+    """The outlook ring.cluster.outlook printed (JSON, never unpickled), from a file or ``-`` (stdin), checked."""
     try:
-        config = batch.load_config(configfiles or batch.default_configs())
-        opened = gate.open_grid(grid, grids_dir, results)
-    except (ValueError, jsonschema.ValidationError) as err:
-        raise OutlookError(getattr(err, "message", str(err))) from None
-    rows = batch.status(opened, results, config)
-    return batch.outlook(opened, results, config, rows, batch.load_figures_or_none()).lines(opened.name)
+        text = sys.stdin.read() if source == "-" else Path(source).read_text()
+        doc = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise OutlookError(
+            f"The outlook {source} is unreadable ({err}); make it with python -m ring.cluster.outlook."
+        ) from None
+    doc = doc if isinstance(doc, dict) else {}
+    lines, when = doc.get("lines"), doc.get("when")
+    if not (isinstance(lines, list) and lines and all(isinstance(x, str) for x in lines) and isinstance(when, str)):
+        raise OutlookError(
+            f'The outlook {source} is not python -m ring.cluster.outlook\'s JSON ({{"when": ..., "lines": [...]}}); '
+            "make it with that command."
+        )
+    return doc
 
 
 @dataclass(frozen=True)
@@ -143,18 +144,17 @@ class CostTable:
         out_argument(parser, ".csv and .md")
         parser.add_argument("--provenance", nargs="*", default=[], help="provenance.json files of the cells and runs")
         parser.add_argument(
-            "--grid", help="the grid (name or file) whose end the table opens with, as `ring status` tells it"
-        )
-        parser.add_argument("--results", type=Path, default=Path("results"), help="with --grid: the results folder")
-        parser.add_argument("--grids-dir", type=Path, default=resources.GRIDS, help="with --grid: where names resolve")
-        parser.add_argument(
-            "--configfile", nargs="+", type=Path, help="with --grid: as `ring status`'s (default: the same files)"
+            "--outlook",
+            metavar="FILE",
+            help="when the grid will end, the JSON of python -m ring.cluster.outlook (- reads it from stdin)",
         )
 
     def run(self, args: argparse.Namespace) -> str:
-        outlook = grid_outlook(args.grid, args.results, args.grids_dir, args.configfile) if args.grid else None
+        outlook = read_outlook(args.outlook) if args.outlook else None
         summary = gpu_hours(args.provenance, args.out, outlook)
-        return "\n".join([*(outlook or []), summary.to_markdown(floatfmt=FLOATFMT)])
+        return "\n\n".join(
+            [*(["\n".join(outlook["lines"])] if outlook else []), summary.to_markdown(floatfmt=FLOATFMT)]
+        )
 
 
 TABLE = CostTable()
