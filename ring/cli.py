@@ -69,7 +69,7 @@ COMMANDS = (
     Command("detection", "ring.detection.runner:main", "stage: Table 4's detection training and evaluation"),
     Command("convert", "ring.detection.convert:main", "convert an encoder into Detectron2 backbone weights"),
     Command("train-net", "ring.detection.train_net:main", "Detectron2's training script with Ring's datasets"),
-    Command("table", "ring.reports.tables:main", "aggregate finished cells into a paper table"),
+    Command("table", "ring.reports.tables.registry:main", "aggregate finished cells into a paper table"),
     Command("figure", "ring.reports.figures:main", "build an appendix study's figure or table"),
     Command("reference", "ring.plan.reference:main", "write docs/configuration.md, the keys' reference"),
 )

@@ -116,7 +116,7 @@ class Outlook:
         calibration = (
             f"prices calibrated on the grid's {self.calibrated_on} finished cells"
             if self.calibrated_on
-            else "prices uncalibrated (no finished cell yet: ring.plan.estimate's model as it is)"
+            else "prices uncalibrated (no finished cell has spent GPU-hours yet: ring.plan.estimate's model as it is)"
         )
         width = f"at the {self.gpus_now} GPUs it holds now" if self.gpus_now else "one cell at a time"
         return [

@@ -66,3 +66,28 @@ def cell_config(files: Iterable) -> dict:
         if isinstance(values, dict):
             return values
     return {}
+
+
+# The gpu_hours table opens with when its grid will end, as `ring status` says it (ring.reports.tables.cost writes
+# the block, the report's caption reads it back from the table): a heading line, then the lines in a text block.
+OUTLOOK_HEADING = "When the grid will end"
+
+
+def outlook_block(lines: list[str], when: str) -> str:
+    """The Markdown block of ``ring status``'s outlook ``lines``, computed at ``when``."""
+    body = "\n".join(lines)
+    return f"{OUTLOOK_HEADING} (`ring status`, ring.plan.eta), at {when}:\n\n```text\n{body}\n```\n"
+
+
+def outlook(table: str | Path) -> dict:
+    """The outlook of a gpu_hours table (:func:`outlook_block`): ``{"when": ..., "lines": [...]}``, {} where it has
+    none or is not there yet."""
+    try:
+        text = Path(table).read_text()
+    except OSError:
+        return {}
+    _, found, rest = text.partition(f"{OUTLOOK_HEADING} (")
+    if not found or "```text\n" not in rest:
+        return {}
+    when = rest.split("\n", 1)[0].rsplit(", at ", 1)[-1].removesuffix(":")
+    return {"when": when, "lines": rest.split("```text\n", 1)[1].split("\n```", 1)[0].splitlines()}

@@ -72,3 +72,18 @@ def test_a_running_segment_s_rate_comes_from_its_progress_file(tmp_path):
     spent, wall_left = progress.running_segment(tmp_path)
     # 1.5 epochs in half an hour on 4 GPUs: 2 GPU-h spent; 7 epochs left at 3 epochs an hour.
     assert spent == pytest.approx(2.0) and wall_left == pytest.approx(7 / 3)
+
+
+def test_cells_finished_on_a_cpu_calibrate_nothing_and_it_says_so():
+    """A cell run on a CPU spends 0 GPU-hours (provenance counts GPUs): no ratio to calibrate on, and the line says
+    why, not that nothing has finished."""
+    out = eta.outlook(
+        [
+            _cell("pretrain", "digits", "c1", "done", spent=0.0, price=4.0),
+            _cell("lincls", "digits", "c1", "pending", price=1.0),
+        ]
+    )
+    assert out.calibrated_on == 0 and out.grid.left == (1.0, 1.0)
+    assert out.lines("g")[-1].endswith(
+        "prices uncalibrated (no finished cell has spent GPU-hours yet: ring.plan.estimate's model as it is)"
+    )

@@ -12,7 +12,7 @@ from ring.core.files import record_checksums
 from ring.plan import lineage
 from ring.reports import tables
 from tests.helpers import lincls_config, pretrain_config
-from tests.reports.test_tables import _evaluated_cell
+from tests.reports.tables.fixtures import _evaluated_cell
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_a_mislabelled_or_out_of_range_metrics_file_is_refused_naming_it(tmp_pat
 
 def test_a_detection_cell_whose_backbone_or_encoder_changed_is_stale_in_table4(tmp_path):
     from ring.plan import grid as G
-    from tests.reports.test_tables import _detection_cell
+    from tests.reports.tables.fixtures import _detection_cell
 
     paper = G.load(tables.PAPER_GRID)
     root = tmp_path / "results" / "mine"
@@ -199,7 +199,7 @@ def test_a_truncated_metrics_file_with_a_record_is_rerun_not_left_to_fail_the_ta
 def test_a_detection_metrics_file_edited_in_place_is_stale_in_table4(tmp_path):
     from ring.plan import grid as G
     from ring.plan import rerun
-    from tests.reports.test_tables import _detection_cell
+    from tests.reports.tables.fixtures import _detection_cell
 
     paper = G.load(tables.PAPER_GRID)
     cfg = paper.detection_config("IR", "voc_det", 0, "/datasets")

@@ -2,7 +2,7 @@
 
 import json
 
-from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps
+from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps, outlook, outlook_block
 
 
 def _metrics(path, values) -> str:
@@ -60,3 +60,32 @@ def test_cell_config_reads_the_first_readable_config_beside_the_files(tmp_path):
     files = [tmp_path / d / "metrics.json" for d in ("missing", "a", "b", "c")]
     assert cell_config(files) == {"lr": 0.03, "source": "cifar10"}  # YAML 1.2: 3e-2 is a float, as the stages read
     assert cell_config(files[:2]) == {}
+
+
+def test_the_gpu_hours_caption_opens_with_the_tables_outlook(tmp_path):
+    """workflow/report/gpu_hours.rst rendered as `snakemake --report` renders it (Jinja, then docutils), with the
+    params the rule passes: the outlook read back from the table (ring.reports.captions.outlook)."""
+    from types import SimpleNamespace
+
+    import jinja2
+    from docutils.core import publish_parts
+
+    from tests import ROOT
+
+    lines = ["pretrain: 1 done, 1 running, 2 pending; 3 GPU-h spent, 4.5 GPU-h left", "grid tiny: 1 done; 2 h left"]
+    table = tmp_path / "gpu_hours.md"
+    table.write_text(f"**gpu_hours**: caption\n\n{outlook_block(lines, '2026-11-28 23:40 UTC')}\n| stage |\n")
+    template = (ROOT / "workflow" / "report" / "gpu_hours.rst").read_text()
+
+    def render(outlook) -> str:
+        params = SimpleNamespace(outlook=outlook, provenance=["results/tiny/pretrain/digits/IR/seed0/provenance.json"])
+        snakemake = SimpleNamespace(params=params, wildcards=SimpleNamespace(grid="tiny"))
+        rst = jinja2.Environment().from_string(template).render(snakemake=snakemake)
+        return publish_parts(rst, writer="html", settings_overrides={"report_level": 2})["body"]
+
+    html = render(outlook(table))
+    assert (
+        html.index("pretrain: 1 done, 1 running") < html.index("grid tiny: 1 done; 2 h left") < html.index("per stage")
+    )
+    assert "2026-11-28 23:40 UTC" in html and "System Message" not in html
+    assert "will end" not in render(outlook(tmp_path / "none.md"))  # before the table exists: no outlook

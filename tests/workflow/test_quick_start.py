@@ -73,6 +73,7 @@ def test_readme_quick_start_builds_tables_1_to_3_and_their_report(workdir):
     ) in table1, table1
     assert "512 x 7 x 7" not in html  # the paper's 224-pixel map, which the smoke grid never computes
     assert "results/smoke/pretrain/digits_colour/IR/seed0/provenance.json" in captions["gpu_hours.csv"]
+    assert "grid smoke: " in captions["gpu_hours.csv"]  # opened by when the grid will end (ring.cluster.outlook)
     assert "IRingBall" in captions["table2.csv"] and "CMC" not in captions["table2.csv"]
     # Every link a caption holds resolves from where the report is written (this folder mirrors the checkout's root).
     links = [href for caption in captions.values() for href in re.findall(r'href="([^"]+)"', caption)]

@@ -58,9 +58,13 @@ rule make_gpu_hours:
         python=PYTHON,
         prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
         provenance=lambda wc, input: provenance_files(wc.grid),
+        grid=GRID_FILE,  # the table opens with when this grid will end, as `ring status --grid` says (JSON piped in)
+        outlook=lambda wc, output: table_outlook(Path(output[0]).with_suffix(".md")),  # for the report caption
     shell:
         logged(
-            "{params.python:q} -m ring.reports.tables gpu_hours --out {params.prefix:q} --provenance {params.provenance:q}"
+            "{params.python:q} -m ring.cluster.outlook --grid {params.grid:q} | "
+            "{params.python:q} -m ring.reports.tables gpu_hours --out {params.prefix:q} --provenance {params.provenance:q} "
+            "--outlook -"
         )
 
 

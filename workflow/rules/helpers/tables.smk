@@ -1,6 +1,8 @@
 # The tables' own helpers (and which tables and figures a grid builds: all_tables), included by
 # workflow/rules/tables.smk: functions only, as `snakemake --lint` wants them apart from the rules.
 
+from ring.reports.captions import outlook as table_outlook  # what the gpu_hours table says of its grid's end
+
 
 def cell_wildcards(grid: str) -> dict:
     """Parallel lists of dataset, method and seed over the cells of ``grid``, for expand(zip)."""
