@@ -116,7 +116,7 @@ def entries(stage: str) -> list[dict]:
 
 
 # The rule of ring.core.methods.unread_keys, as docs/configuration.md states it (tests/core/test_methods.py,
-# tests/plan/test_checks.py and tests/workflow/test_workflow.py show each sentence).
+# tests/plan/checks/test_stages.py and tests/workflow/test_workflow.py show each sentence).
 UNREAD_RULE = (
     "A pretraining key that only some methods read (the table below) is never read by the others: MoCo's negatives "
     "are its queue, so it never reads `negatives_count`; IR has no queue, so it never reads `queue_size`. Such a "
