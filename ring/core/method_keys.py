@@ -76,6 +76,11 @@ def _word(name: str, default: str, doc: str, words, about: str = "", note: str =
     )
 
 
+def _integer(name: str, default: int, low: int, about: str, doc: str = "", allowed: str = "", late=False) -> Key:
+    """A key that counts something, ``low`` or more (its allowed values say more where the cell bounds it too)."""
+    return Key(name, "int", default, doc, allowed or f">= {low}", about, lambda c: c.int_at_least(name, low), late)
+
+
 # -- a memory bank's (ring.engine.objectives.ir) -------------------------------------------------------------------
 
 
@@ -101,15 +106,7 @@ def _bank(c, n_images: int, m) -> None:
 _BANK = "Memory bank (IR, IRing): k negatives per query; bank entries move with momentum 0.5 (IR)."
 BANK = KeyGroup(
     (
-        Key(
-            "bank_negatives",
-            "int",
-            4096,
-            "",
-            "1 .. the bank (training images; LA: one fewer)",
-            _BANK,
-            lambda c: c.int_at_least("bank_negatives", 1),
-        ),
+        _integer("bank_negatives", 4096, 1, _BANK, allowed="1 .. the bank (training images; LA: one fewer)"),
         Key("bank_momentum", "float", 0.5, "", "[0, 1)", _BANK, lambda c: c.in_range("bank_momentum", 0.0, 1.0)),
         _word(
             "negatives_count",
@@ -233,20 +230,9 @@ _KMEANS = (
 KMEANS = KeyGroup(
     (
         Key("kmeans_k", "int", 1000, "", "1 .. the training images", _KMEANS, hashed_when_set=True),
-        *(
-            Key(name, "int", default, "", f">= {low}", _KMEANS, lambda c, k=name, lo=low: c.int_at_least(k, lo), True)
-            for name, default, low in (("kmeans_clusterings", 10, 1), ("kmeans_iters", 20, 1))
-        ),
-        Key(
-            "kmeans_warmup_epochs",
-            "int",
-            10,
-            "",
-            ">= 0, < epochs",
-            _KMEANS,
-            lambda c: c.int_at_least("kmeans_warmup_epochs", 0),
-            True,
-        ),
+        _integer("kmeans_clusterings", 10, 1, _KMEANS, late=True),
+        _integer("kmeans_iters", 20, 1, _KMEANS, late=True),
+        _integer("kmeans_warmup_epochs", 10, 0, _KMEANS, allowed=">= 0, < epochs", late=True),
     ),
     _kmeans,
 )
@@ -342,15 +328,7 @@ RING = KeyGroup(
             lambda o: o.ANNEAL_POLICIES,
             _WINDOW,
         ),
-        Key(
-            "ring_anneal_epochs",
-            "int",
-            100,
-            "Epochs over which w_l reaches its final value.",
-            ">= 1",
-            _WINDOW,
-            lambda c: c.int_at_least("ring_anneal_epochs", 1),
-        ),
+        _integer("ring_anneal_epochs", 100, 1, _WINDOW, "Epochs over which w_l reaches its final value."),
         Key(
             "ring_inner",
             "float | None",
@@ -369,7 +347,7 @@ RING = KeyGroup(
             _WINDOW,
             _ring_w_u,
         ),
-        Key("ring_anneal_stages", "int", 4, "", ">= 1", _POLICIES, lambda c: c.int_at_least("ring_anneal_stages", 1)),
+        _integer("ring_anneal_stages", 4, 1, _POLICIES),
         Key("ring_loss_ema", "float", 0.99, "", "[0, 1)", _POLICIES, lambda c: c.in_range("ring_loss_ema", 0.0, 1.0)),
         Key("ring_val_fraction", "float", 0.1, "", "(0, 1)", _POLICIES, _val_fraction),
         Key(
