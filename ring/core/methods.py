@@ -11,7 +11,9 @@ MoCo's queue) plus how it draws negatives and which positives it adds:
 
 The objective carries everything a stage asks of a method: how many views of an image it takes, its
 config checks, which measured throughput prices it, how its encoder and loss module are built and
-which config key is its number of negatives k.  Nothing else branches on a method's or objective's
+which config key is its number of negatives k.  The config keys only some methods read are declared, with their
+defaults, docs and checks, by what reads them (:mod:`ring.core.method_keys`); an objective names those it reads
+(:attr:`Objective.own_keys`).  Nothing else branches on a method's or objective's
 name: a new method is an :class:`Objective` (or an existing one) and a :func:`register` call, in a
 module of its own that may live outside ``ring/`` (see :data:`ENTRY_POINT_GROUP`).
 
@@ -47,9 +49,8 @@ QUEUE_KEYS = QUEUE.names  # MoCo's queue and key encoder (ring.engine.objectives
 CMC_KEYS = CMC_GROUP.names  # CMC's two banks' draw (ring.engine.objectives.cmc)
 KMEANS_KEYS = KMEANS.names  # Method.uses_kmeans
 LA_KEYS = LA_GROUP.names  # LA's background sampler only (ring.engine.objectives.ir)
-RING_KEYS = (
-    RING.names
-)  # the Ring window and its annealing (ring.engine.anneal): the trainer builds them for Ring methods
+# The Ring window and its annealing (ring.engine.anneal): the trainer builds them for Ring methods only.
+RING_KEYS = RING.names
 METHOD_KEYS = tuple(key for group in GROUPS for key in group.names)
 
 
