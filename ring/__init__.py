@@ -12,9 +12,10 @@
   a grid's end as JSON for the gpu_hours table, progress, run: ``ring run``, slurm) and :mod:`ring.reports`
   (captions, figures, tables), over :mod:`ring.plan`
   (catalog, checks, detection_tasks, disk, estimate, eta: when a grid will end, gate: every command's grid checks,
-  grid, lineage, listings, ownership, reference: the configuration reference, rerun, stores: the prepared stores'
-  layout and checks), over :mod:`ring.core` (config, failures, files, gaussian: the toy's closed forms, methods: the
-  registry, metrics, sources, stop).
+  grid, grid_checks: a grid's own checks, lineage, listings, ownership, reference: the configuration
+  reference, rerun, stores: the prepared stores' layout and checks), over :mod:`ring.core` (config, failures,
+  files, gaussian: the toy's closed forms, method_keys: the keys only some methods read, methods: the registry,
+  metrics, sources, stop).
 
 Each package's list names every module in it (tests/project/test_doc_claims.py).
 

@@ -17,10 +17,31 @@ from pathlib import Path
 
 import yaml
 
+from ring.core.method_keys import BANK, CMC, KEYS, KMEANS, LA, QUEUE, RING, KeyGroup
 from ring.core.methods import METHODS, apply_fixed, unread_keys
 
 
+def _with_method_keys(after: dict[str, tuple[KeyGroup, ...]]):
+    """A class decorator (under ``@dataclass``): the keys of each group of :mod:`ring.core.method_keys`, declared
+    there by what reads them, become fields right after the field ``after`` names for their group.  Flat fields, so
+    grid and config files set them as before; at those places, so config.yaml keeps its key order and text (the
+    workflow's rules take that text as a parameter: another text would rerun every cell)."""
+
+    def insert(cls):
+        annotations = {}
+        for name, annotation in cls.__dict__["__annotations__"].items():
+            annotations[name] = annotation
+            for key in (k for group in after.get(name, ()) for k in group.keys):
+                annotations[key.name] = key.type
+                setattr(cls, key.name, key.field())
+        cls.__annotations__ = annotations
+        return cls
+
+    return insert
+
+
 @dataclass
+@_with_method_keys({"temperature": (BANK, QUEUE), "bn_groups": (RING,), "max_chunk_elements": (KMEANS, LA, CMC)})
 class PretrainConfig:
     method: str  # the method (ring.core.methods.METHODS); the workflow sets it from the cell
     dataset: str  # the pretraining dataset (ring.plan.catalog); the workflow sets it from the cell
@@ -48,73 +69,19 @@ class PretrainConfig:
     head: str = "linear"
     out_dim: int = 128
     temperature: float = 0.07
-
-    # Memory bank (IR, IRing): k negatives per query; bank entries move with momentum 0.5 (IR).
-    bank_negatives: int = 4096
-    bank_momentum: float = 0.5
-    # What bank_negatives counts (ring.engine.objectives.ir): "excluding_positive", k drawn negatives and the positive
-    # (IR's and CMC's code: a softmax over 4,097 entries), or "including_positive", the positive and k - 1 drawn
-    # negatives (the authors' NCE/NCERing: 4,096 entries).  LA's k background neighbours keep their count.
-    negatives_count: str = "excluding_positive"
-
-    # MoCo queue.  4096 matches IR's k, so both objectives see as many negatives, and is the top of
-    # the appendix's MoCo sweep; ImageNet cells use MoCo's 65536 (set in the paper grid).
-    queue_size: int = 4096
-    # The key encoder's exponential moving average of the query encoder (MoCo's m): each step moves it 0.1% of the way.
-    key_momentum: float = 0.999
+    # Here: a memory bank's keys and MoCo's queue's (ring.core.method_keys BANK, QUEUE).
 
     # BatchNorm statistics per group of the batch, as on this many GPUs (MoCo's shuffled BN needs
     # more than one: the paper grid uses MoCo's 8).  A data-parallel run uses bn_groups / GPUs
     # groups per GPU, or spreads each group over GPUs / bn_groups consecutive GPUs (IR on 4 GPUs:
     # one group over all 4), so it computes exactly what one process with bn_groups groups computes.
     bn_groups: int = 1
+    # Here: the Ring window's keys (ring.core.method_keys RING).
 
-    # Ring window (see ring.engine.objectives.ring and ring.engine.anneal).  w_l goes 0 -> 90 ("threshold 100% ->
-    # 10% in 100 epochs"), the closest 10% of the eligible slice is excluded (authors' code).
-    ring_w_l: list[float] = field(default_factory=lambda: [0.0, 90.0])  # [start, final] lower percentile w_l
-    ring_anneal: str = "linear"  # how w_l moves from start to final (ring.engine.anneal policy)
-    ring_anneal_epochs: int = 100  # epochs over which w_l reaches its final value
-    ring_inner: float | None = 0.1  # upper bound as the excluded fraction of the eligible slice (null: use ring_w_u)
-    ring_w_u: float | None = None  # fixed upper percentile w_u (null: use ring_inner)
-    # Annealing policies of the appendix's study (ring.engine.anneal): the step policy's number of equal
-    # jumps (4: one every 25 epochs of the paper's 100); the loss-adaptive policy's moving-average
-    # momentum (0.99: about 100 steps, a fraction of a CIFAR10 epoch's 195, so a single noisy batch
-    # cannot flip its direction); the share of the training split held out as the validation set of
-    # the validation-adaptive policy (10%: 5,000 CIFAR10 images, a kNN pass of seconds).
-    ring_anneal_stages: int = 4
-    ring_loss_ema: float = 0.99
-    ring_val_fraction: float = 0.1
-    # The validation-adaptive policies' first signal: the validation accuracy of the network before the cell's
-    # first step, as the authors' trainer measured it (PyTorch Lightning 1.1.8's sanity check: 2 validation
-    # batches before training, then validation_epoch_end, so one untrained accuracy enters the policy's history).
-    # The adaptive_val_authors policy turns it on unless a grid or config file sets it (ring.core.methods); the field's
-    # default is what cells trained with before the switch, so their configs keep their hash.  Ours measures the
-    # whole held-out split (ring_val_fraction), as after every epoch, not 2 batches of it (see ring.engine.anneal).
-    ring_val_before_training: bool = False
     # Largest similarity block materialised at once while selecting (elements; 2**25 = 128 MiB in fp32);
     # 0: sized by the GPU's memory (ring.engine.objectives.ring.chunk_elements), 2**25 on CPUs.
     max_chunk_elements: int = 0
-
-    # k-means methods (LA, IRCave, CMCCave, IRing/CMCRing +C_i), LA's settings (Zhuang et al. 2019 and
-    # their code): 10 clusterings with different seeds, recomputed on the memory bank at the start
-    # of every epoch, 20 Lloyd iterations each (faiss's default there); LA's background neighbours
-    # are the bank_negatives (4096) closest entries.  kmeans_k: LA uses 30000 clusters for
-    # ImageNet's 1.28M images (~43 per cluster); 1000 keeps CIFAR's 50k at ~50 per cluster (the
-    # paper grid sets ImageNet's and STL10's).  The first kmeans_warmup_epochs epochs are the method
-    # without its k-means part (IR for LA, as LA starts from an IR-trained network): clusters of a
-    # random bank would be noise.
-    kmeans_k: int = 1000
-    kmeans_clusterings: int = 10
-    kmeans_iters: int = 20
-    kmeans_warmup_epochs: int = 10
-    # LA's own-entry rule (ring.engine.objectives.la): "topk" (LA's code) or "positive" (ours).  Each LA
-    # method fixes it (LA: "topk", LAOwnPositive: "positive"); the default is the rule LA cells
-    # trained with before the switch existed, so their configs keep their hash.
-    la_own_entry: str = "positive"
-    # CMC's negatives (ring.engine.objectives.cmc): "shared" (CMC's code: one index set for both views) or
-    # "per_view".  The CMC methods default to "shared" (ring.core.methods, applied by grids and config files);
-    # the field's default is the draw CMC cells trained with before the switch, so their configs keep their hash.
-    cmc_negatives: str = "per_view"
+    # Here: the k-means methods' keys, LA's and CMC's (ring.core.method_keys KMEANS, LA, CMC).
 
     # Monitoring: weighted kNN (k=200, tau=0.07, as IR) and 1-NN on the test split.
     knn_every: int = 1
@@ -189,18 +156,7 @@ class PretrainConfig:
     )
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
-    HASHED_WHEN_SET = (
-        "kmeans_k",
-        "kmeans_clusterings",
-        "kmeans_iters",
-        "kmeans_warmup_epochs",
-        "la_own_entry",
-        "cmc_negatives",
-        "augment",
-        "ring_val_before_training",
-        "negatives_count",
-        "store",
-    )
+    HASHED_WHEN_SET = (*(k.name for k in KEYS.values() if k.hashed_when_set), "augment", "store")
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).

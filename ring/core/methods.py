@@ -11,7 +11,9 @@ MoCo's queue) plus how it draws negatives and which positives it adds:
 
 The objective carries everything a stage asks of a method: how many views of an image it takes, its
 config checks, which measured throughput prices it, how its encoder and loss module are built and
-which config key is its number of negatives k.  Nothing else branches on a method's or objective's
+which config key is its number of negatives k.  The config keys only some methods read are declared, with their
+defaults, docs and checks, by what reads them (:mod:`ring.core.method_keys`); an objective names those it reads
+(:attr:`Objective.own_keys`).  Nothing else branches on a method's or objective's
 name: a new method is an :class:`Objective` (or an existing one) and a :func:`register` call, in a
 module of its own that may live outside ``ring/`` (see :data:`ENTRY_POINT_GROUP`).
 
@@ -35,27 +37,21 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 
 from ring.core import sources
+from ring.core.method_keys import BANK, GROUPS, KMEANS, QUEUE, RING, KeyGroup
+from ring.core.method_keys import CMC as CMC_GROUP
+from ring.core.method_keys import LA as LA_GROUP
 
-# PretrainConfig keys that only some methods read, by what reads them; every other key is read by every method.  A
-# key a method never reads takes its default in that method's cells (see :func:`unread_keys`).
-BANK_KEYS = ("bank_negatives", "bank_momentum", "negatives_count")  # a memory bank's (ring.engine.objectives.ir)
-QUEUE_KEYS = ("queue_size", "key_momentum")  # MoCo's queue and key encoder (ring.engine.objectives.moco)
-CMC_KEYS = ("cmc_negatives",)  # CMC's two banks' draw (ring.engine.objectives.cmc)
-KMEANS_KEYS = ("kmeans_k", "kmeans_clusterings", "kmeans_iters", "kmeans_warmup_epochs")  # Method.uses_kmeans
-LA_KEYS = ("la_own_entry",)  # LA's background sampler only (ring.engine.objectives.ir)
+# PretrainConfig keys that only some methods read, by what reads them (declared, with their defaults, docs and
+# checks, in ring.core.method_keys); every other key is read by every method.  A key a method never reads takes its
+# default in that method's cells (see :func:`unread_keys`).
+BANK_KEYS = BANK.names  # a memory bank's (ring.engine.objectives.ir)
+QUEUE_KEYS = QUEUE.names  # MoCo's queue and key encoder (ring.engine.objectives.moco)
+CMC_KEYS = CMC_GROUP.names  # CMC's two banks' draw (ring.engine.objectives.cmc)
+KMEANS_KEYS = KMEANS.names  # Method.uses_kmeans
+LA_KEYS = LA_GROUP.names  # LA's background sampler only (ring.engine.objectives.ir)
 # The Ring window and its annealing (ring.engine.anneal): the trainer builds them for Ring methods only.
-RING_KEYS = (
-    "ring_w_l",
-    "ring_anneal",
-    "ring_anneal_epochs",
-    "ring_inner",
-    "ring_w_u",
-    "ring_anneal_stages",
-    "ring_loss_ema",
-    "ring_val_fraction",
-    "ring_val_before_training",
-)
-METHOD_KEYS = (*BANK_KEYS, *QUEUE_KEYS, *CMC_KEYS, *KMEANS_KEYS, *LA_KEYS, *RING_KEYS)
+RING_KEYS = RING.names
+METHOD_KEYS = tuple(key for group in GROUPS for key in group.names)
 
 
 class Objective:
@@ -100,7 +96,8 @@ class Objective:
         raise NotImplementedError(f"{self!r} has no Ring variant to price")
 
     def check(self, c, n_images: int, m: Method) -> None:
-        """Its own config checks through ``c`` (:class:`ring.plan.checks.Checker`), for ``n_images`` training images."""
+        """Its own config checks through ``c`` (:class:`ring.plan.checks.checker.Checker`), for ``n_images`` training
+        images, beyond those of the key groups it reads (:attr:`Method.key_groups`, which the plan runs)."""
 
     def load(self):
         """The torch class (imports it: stages only)."""
@@ -134,26 +131,6 @@ class BankObjective(Objective):
     def ring_selection(self, cfg, n_images: int) -> tuple[str, int]:
         return "IRing", n_images  # the window ranks the whole bank
 
-    def check(self, c, n_images: int, m: Method) -> None:
-        cfg = c.cfg
-        c.int_at_least("bank_negatives", 1)
-        # LA's background neighbours exclude the instance's own entry: strictly fewer than the bank.
-        limit = n_images - 1 if m.sampler == "background" else n_images
-        if cfg.bank_negatives > limit:
-            c.fail(
-                "bank_negatives",
-                f"is larger than the memory bank ({n_images} {cfg.dataset} training images"
-                f"{', its own entry excluded' if limit < n_images else ''})",
-                f"set it to at most {limit}",
-            )
-        c.in_range("bank_momentum", 0.0, 1.0)
-        if cfg.negatives_count == "including_positive" and cfg.bank_negatives < 2:
-            c.fail(
-                "bank_negatives",
-                "counts the positive (negatives_count: including_positive), so no negative is left",
-                "set it to at least 2",
-            )
-
 
 class TwoViewBankObjective(BankObjective):
     """CMC: an L and an ab encoder, each with its bank; a grey image gives the ab view a constant input."""
@@ -177,23 +154,6 @@ class QueueObjective(Objective):
 
     def ring_selection(self, cfg, n_images: int) -> tuple[str, int]:
         return "MoCoRing", cfg.queue_size  # the window ranks the queue
-
-    def check(self, c, n_images: int, m: Method) -> None:
-        cfg = c.cfg
-        if not isinstance(cfg.queue_size, int) or cfg.queue_size < cfg.batch_size:
-            c.fail(
-                "queue_size",
-                f"is smaller than batch_size={cfg.batch_size} (each step enqueues a whole batch)",
-                f"raise queue_size to at least {cfg.batch_size}",
-            )
-        if cfg.queue_size > n_images:
-            c.fail(
-                "queue_size",
-                f"is larger than the {n_images} {cfg.dataset} training images (the queue would hold "
-                "several keys of one image, a query's own among its negatives)",
-                f"set it to at most {n_images}",
-            )
-        c.in_range("key_momentum", 0.0, 1.0)
 
 
 IR = BankObjective("ir", "ring.engine.objectives.ir:InstanceDiscrimination", cost_family="IR")
@@ -230,6 +190,13 @@ class Method:
     def reads(self) -> frozenset[str] | None:
         """The keys of :data:`METHOD_KEYS` it reads, as its objective declares them (None: every key)."""
         return self.objective.reads(self)
+
+    @property
+    def key_groups(self) -> tuple[KeyGroup, ...]:
+        """The groups of :mod:`ring.core.method_keys` whose checks its cells run: those its objective declares it
+        reads (none for an objective that declares nothing: its own :meth:`Objective.check` checks what it reads)."""
+        reads = self.reads
+        return () if reads is None else tuple(g for g in GROUPS if set(g.names) <= reads)
 
     @property
     def encoder_files(self) -> tuple[str, ...]:

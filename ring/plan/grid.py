@@ -15,6 +15,7 @@ An optional ``studies`` block plans the appendix's studies (:class:`Study`): eac
 methods, seeds and variants (sets of pretraining overrides applied over the grid's own, e.g.
 ``k16: {bank_negatives: 16}``); a variant may start from another cell's snapshot
 (``init_from: {method: IR, variant: source, epoch: 50}``, same study, dataset and seed).
+Its checks (names, keys, every cell's config) are :mod:`ring.plan.grid_checks`, run by :func:`from_dict`.
 This module is torch-free: the workflow client imports it.
 """
 
@@ -26,30 +27,13 @@ from itertools import product
 from pathlib import Path
 
 from ring.core import config as C
-from ring.core.methods import METHODS, RING_KEYS, apply_fixed, missing, read_only, unread_keys
-from ring.plan import catalog, checks
-from ring.plan.detection_tasks import TASKS
+from ring.core.methods import apply_fixed, read_only
+from ring.plan.grid_checks import IDENTITY_KEYS as IDENTITY_KEYS  # the grid's rules, named here as before
+from ring.plan.grid_checks import STAGES, validate, validate_study
+from ring.plan.grid_checks import STUDIES as STUDIES
 
-STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
-# Keys that name a cell (its folder) or where its data is: the grid sets them from the cell and the
-# workflow config, so a stage block that sets one would train a cell other than the one its folder
-# and its table row name.  Each maps to where it belongs.
-IDENTITY_KEYS = {
-    "method": "the grid's top-level methods: list",
-    "dataset": "the grid's top-level datasets: list (transfer datasets under transfer: datasets:)",
-    "seed": "the grid's top-level seeds: list",
-    "data_root": "the workflow config (--config data_root=PATH)",
-    "source": "transfer: source: (or detection: source:)",
-    "stats_cache": "nowhere: the workflow sets it for each transfer dataset",
-    "init_from": "a study variant's init_from: {method, variant, epoch}",
-    "task": "detection: tasks:",
-    "datasets_root": "the DETECTRON2_DATASETS environment variable (or detection: datasets: embedded)",
-}
 # A grid file's stem names its results folder (results/<name>/): a plain name, nothing that is a path.
 GRID_NAME = re.compile(r"[A-Za-z0-9_-]+")
-# The appendix's studies, each with its figure builder in ring.reports.figures (the study's name is its figure's).
-STUDIES = ("hard_negatives", "anneal_policies", "negatives_k", "ring_window")
-INIT_KEYS = ("method", "variant", "epoch")
 
 
 @dataclass
@@ -251,211 +235,6 @@ class Grid:
                 **values,
                 "init_from": init_from,
             },
-        )
-
-
-def check_no_identity_keys(values: dict, where: str) -> None:
-    """A block of stage overrides sets no key that names the cell (see IDENTITY_KEYS); one sentence otherwise."""
-    for key in values:
-        if key in IDENTITY_KEYS:
-            raise checks.ConfigError(
-                f"{where}: {key!r} names the cell, so it cannot be set in a stage block (every "
-                f"cell would train the same {key} under its own name); set it in "
-                f"{IDENTITY_KEYS[key]} and remove it here."
-            )
-
-
-def check_read(method: str, values: dict, where: str) -> None:
-    """Keys set for ``method`` alone (``by_method``) must be keys it reads: one it never reads changes nothing it
-    trains (its hash takes the key at its default), so setting it there is a mistake to be told of, not ignored."""
-    unread = [k for k in values if k in unread_keys(method)]
-    if not unread:
-        return
-    key = unread[0]
-    if key in RING_KEYS:  # the window's settings: name the methods that have one
-        what = (
-            f"is a Ring setting but {method} has no Ring window, so it would be ignored; remove it or use "
-            f"{method}Ring-style methods ({', '.join(n for n, m in METHODS.items() if m.ring)})"
-        )
-    else:
-        readers = [n for n in METHODS if key not in unread_keys(n)]
-        what = (
-            f"is a setting {method} never reads (only {', '.join(readers)} do), so it would change nothing it "
-            "trains; remove it here (under all: or by_dataset it applies only to the methods that read it)"
-        )
-    raise checks.ConfigError(f"{where}: {key}={values[key]!r} {what}.")
-
-
-def validate_detection(grid: Grid) -> None:
-
-    block = grid.detection
-    for part, values in [
-        ("all", block.get("all", {})),
-        *((f"by_task {k}", v) for k, v in block.get("by_task", {}).items()),
-        *((f"by_method {k}", v) for k, v in block.get("by_method", {}).items()),
-    ]:
-        check_no_identity_keys(values, f"Grid {grid.file}, block detection {part}")
-    if block["source"] not in grid.datasets:
-        raise ValueError(
-            f"Grid {grid.name}: detection source {block['source']!r} is not one of the grid's datasets "
-            f"({', '.join(grid.datasets)}), so no encoder is pretrained on it."
-        )
-    for name in [*block["methods"], *block.get("by_method", {})]:
-        if name not in grid.methods:
-            raise ValueError(
-                f"Grid {grid.name}: detection method {name!r} is not one of the grid's methods "
-                f"({', '.join(grid.methods)}), so no encoder is pretrained with it."
-            )
-    for name in [*block["tasks"], *block.get("by_task", {})]:
-        if name not in TASKS:
-            raise ValueError(f"Grid {grid.name}: unknown detection task {name!r}; choose from {', '.join(TASKS)}.")
-    for _, method, task, seed in grid.detection_cells():
-        try:
-            cfg = grid.detection_config(method, task, seed, "datasets")
-        except ValueError as err:
-            raise ValueError(f"Grid {grid.name}, detection cell {method}/{task}/seed{seed}: {err}") from None
-        checks.check(cfg, f"Grid {grid.file}, stage detection, cell {block['source']}/{method}/{task}/seed{seed}")
-
-
-def unknown_method(name: str) -> str:
-    """The end of the sentence for a method name the registry lacks: a broken plug-in's failure when there is one."""
-    return missing(name) or f"unknown method {name!r}; choose from {', '.join(METHODS)}."
-
-
-def validate(grid: Grid) -> None:
-    """Names and config keys; one sentence per problem, raised before anything runs."""
-    if "table1" in grid.tables:
-        raise ValueError(
-            f"Grid {grid.name}: table1's cells are the top-level datasets x methods; remove it from tables."
-        )
-    for table, axes in [("", {"methods": grid.methods, "datasets": grid.datasets}), *grid.tables.items()]:
-        where = f"table {table}: " if table else ""
-        for name in axes["datasets"]:
-            catalog.spec(name)
-            if name in catalog.TRANSFER:
-                raise ValueError(
-                    f"Grid {grid.name}: {where}{name!r} is a transfer dataset, not a pretraining one; "
-                    "list it under transfer: datasets."
-                )
-        for name in axes["methods"]:
-            if name not in METHODS:
-                raise ValueError(f"Grid {grid.name}: {where}{unknown_method(name)}")
-    for stage, block in grid.stages.items():
-        if stage not in STAGES:
-            raise ValueError(f"Grid {grid.name}: unknown stage {stage!r}; stages are {', '.join(STAGES)}.")
-        for name in block.get("by_dataset", {}):
-            catalog.spec(name)
-        for name in block.get("by_method", {}):
-            if name not in METHODS:
-                raise ValueError(f"Grid {grid.name}: by_method names {unknown_method(name)}")
-        overrides = [
-            ("all", block.get("all", {})),
-            *((f"by_dataset {k}", v) for k, v in block.get("by_dataset", {}).items()),
-            *((f"by_method {k}", v) for k, v in block.get("by_method", {}).items()),
-        ]
-        for where, values in overrides:
-            check_no_identity_keys(values, f"Grid {grid.file}, stage {stage}, block {where}")
-            for key in values:
-                C.check_key(STAGES[stage], key, context=f"Grid {grid.name}, stage {stage}: ")
-    for seed in (grid.toy_cnce_seeds() or [0]) if grid.toy_cnce is not None else []:
-        try:
-            cfg = grid.toy_cnce_config(seed)
-        except ValueError as err:
-            raise ValueError(f"Grid {grid.name}, toy_cnce: {err}") from None
-        checks.check(cfg, f"Grid {grid.file}, block toy_cnce, seed {seed}")
-    if grid.transfer:
-        validate_transfer(grid)
-    # Building every cell's config checks every override key against the dataclasses.
-    for method, values in grid.stages.get("pretrain", {}).get("by_method", {}).items():
-        check_read(method, values, f"Grid {grid.file}, stage pretrain, block by_method {method}")
-    for dataset, method, seed in grid.cells():
-        for stage, build in (("pretrain", grid.pretrain_config), ("lincls", grid.lincls_config)):
-            try:
-                cfg = build(dataset, method, seed, "data")
-            except ValueError as err:
-                raise ValueError(f"Grid {grid.name}, cell {dataset}/{method}/seed{seed}: {err}") from None
-            checks.check(cfg, f"Grid {grid.file}, stage {stage}, cell {dataset}/{method}/seed{seed}")
-    if grid.detection:
-        validate_detection(grid)
-
-
-def validate_transfer(grid: Grid) -> None:
-    block = grid.transfer
-    for key in ("source", "datasets"):
-        if key not in block:
-            raise ValueError(f"Grid {grid.name}: the transfer block needs {key!r}.")
-    if block["source"] not in grid.datasets:
-        raise ValueError(
-            f"Grid {grid.name}: transfer source {block['source']!r} is not one of the grid's datasets "
-            f"({', '.join(grid.datasets)}), whose pretraining cells it reuses; add it or change the source."
-        )
-    for name in [*block["datasets"], *block.get("by_dataset", {})]:
-        if name not in catalog.TRANSFER:
-            raise ValueError(
-                f"Grid {grid.name}: {name!r} is not a transfer dataset; choose from {', '.join(catalog.TRANSFER)}."
-            )
-    for name in grid.transfer_methods():
-        if name not in grid.methods:
-            raise ValueError(
-                f"Grid {grid.name}: transfer method {name!r} is not one of the grid's methods, "
-                "whose pretraining cells it reuses."
-            )
-    for dataset, method, seed in grid.transfer_cells():
-        try:
-            cfg = grid.transfer_config(dataset, method, seed, "data")
-        except ValueError as err:
-            raise ValueError(f"Grid {grid.name}, transfer cell {dataset}/{method}/seed{seed}: {err}") from None
-        checks.check(cfg, f"Grid {grid.file}, stage transfer, cell {dataset}/{method}/seed{seed}")
-
-
-def validate_study(grid: Grid, study: Study) -> None:
-    where = f"Grid {grid.name}, study {study.name}"
-    if study.name not in STUDIES:
-        raise ValueError(f"{where}: unknown study; studies are {', '.join(STUDIES)}.")
-    check_no_identity_keys(study.pretrain, f"Grid {grid.file}, study {study.name}, block pretrain")
-    for variant, values in study.variants.items():
-        check_no_identity_keys(
-            {k: v for k, v in values.items() if k != "init_from"},
-            f"Grid {grid.file}, study {study.name}, variant {variant}",
-        )
-    catalog.spec(study.dataset)
-    for name in study.methods:
-        if name not in METHODS:
-            raise ValueError(f"{where}: {unknown_method(name)}")
-    for variant, methods in study.variant_methods.items():
-        if variant not in study.variants or not set(methods) <= set(study.methods):
-            raise ValueError(
-                f"{where}: variant_methods {variant}: {methods} must name a variant and methods of the study."
-            )
-    cells = study.cells()
-    for method, variant, seed in cells:
-        ref = study.init_source(variant)
-        # The snapshot path the workflow passes (its folder does not matter to the checks).
-        init = C.SNAPSHOT_FILE.format(epoch=ref.get("epoch")) if ref else ""
-        try:
-            cfg = grid.study_config(study.name, method, variant, seed, "data")
-        except ValueError as err:
-            raise ValueError(f"{where}, cell {method}/{variant}/seed{seed}: {err}") from None
-        if ref is None:
-            checks.check(
-                cfg,
-                f"Grid {grid.file}, stage studies ({study.name}), cell {study.dataset}/{method}/{variant}/seed{seed}",
-            )
-            continue
-        if sorted(ref) != sorted(INIT_KEYS) or (ref["method"], ref["variant"], seed) not in cells:
-            raise ValueError(
-                f"{where}, variant {variant}: init_from {ref} must be {{method, variant, epoch}} "
-                "naming a cell of the same study."
-            )
-        source = grid.study_config(study.name, ref["method"], ref["variant"], seed, "data")
-        if ref["epoch"] not in source.snapshot_epochs or not ref["epoch"] < cfg.epochs:
-            raise ValueError(
-                f"{where}, variant {variant}: init_from epoch {ref['epoch']} must be in the snapshot_epochs "
-                f"{source.snapshot_epochs} of {ref['method']}/{ref['variant']} and below epochs={cfg.epochs}."
-            )
-        cfg.init_from = init
-        checks.check(
-            cfg, f"Grid {grid.file}, stage studies ({study.name}), cell {study.dataset}/{method}/{variant}/seed{seed}"
         )
 
 

@@ -1,11 +1,9 @@
-"""Plan-time checks (ring.plan.checks) through the real interface: a grid file given by path to `snakemake -n`.
+"""Plan-time checks (ring.plan.checks) of every stage through the real interface: a grid file given by path to
+`snakemake -n`.
 
 Each broken grid must stop the plan with one sentence naming the grid file, stage, cell, key, value
 and fix, a non-zero exit, no job planned or run and no results/ folder created.
 """
-
-import copy
-import subprocess
 
 import pytest
 import yaml
@@ -14,67 +12,8 @@ from ring.core import config as C
 from ring.plan import checks
 from tests import ROOT
 from tests.helpers import pretrain_config, run_module
+from tests.plan.checks import BASE, plan, refusals, with_value
 from tests.workflow.runs import snakemake
-
-# A valid grid on the embedded digits (1347 training images), every block present.
-BASE = {
-    "datasets": ["digits"],
-    "methods": ["IR", "IRing", "MoCoRing"],
-    "seeds": [0],
-    "pretrain": {
-        "all": {
-            "epochs": 2,
-            "batch_size": 64,
-            "lr_milestones": [1],
-            "resize": 32,
-            "crop": 32,
-            "bank_negatives": 256,
-            "queue_size": 256,
-            "ring_anneal_epochs": 1,
-        }
-    },
-    "lincls": {"all": {"epochs": 2, "batch_size": 64, "resize": 32, "crop": 32}},
-    "transfer": {"source": "digits", "datasets": ["shapes"], "all": {"resize": 32, "crop": 32, "batch_size": 64}},
-    "toy_cnce": {"seeds": [0], "epochs": 2},
-    "detection": {
-        "source": "digits",
-        "methods": ["IR"],
-        "tasks": ["voc_det"],
-        "datasets": "embedded",
-        "all": {"num_gpus": 0, "overrides": {"SOLVER.MAX_ITER": 2}},
-    },
-    "studies": {
-        "hard_negatives": {
-            "dataset": "digits",
-            "methods": ["IR", "IRing"],
-            "seeds": [0],
-            "pretrain": {
-                "epochs": 2,
-                "resize": 16,
-                "crop": 16,
-                "ring_inner": None,
-                "ring_w_u": 100.0,
-                "ring_anneal": "none",
-            },
-            "variants": {
-                "source": {"snapshot_epochs": [0, 1]},
-                "t10": {"ring_w_l": [90.0, 90.0], "init_from": {"method": "IR", "variant": "source", "epoch": 1}},
-            },
-            "variant_methods": {"source": ["IR"], "t10": ["IRing"]},
-        }
-    },
-}
-
-
-def _set(values: dict, path: str, value) -> dict:
-    out = copy.deepcopy(values)
-    *parents, last = path.split("/")
-    node = out
-    for key in parents:
-        node = node.setdefault(key, {})
-    node[last] = value
-    return out
-
 
 CELL = "stage pretrain, cell digits/IRing/seed0"
 # (grid key path, value, the sentence's expected text after "Grid <file>, ").
@@ -206,14 +145,8 @@ CASES = [
 ]
 
 
-def _plan(workdir, values, *extra):
-    grid = workdir.parent / "mygrid.yaml"
-    grid.write_text(yaml.safe_dump(values))
-    return grid, snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", *extra, check=False)
-
-
 def test_a_valid_grid_file_anywhere_plans_every_stage(workdir):
-    grid, result = _plan(workdir, BASE)
+    grid, result = plan(workdir, BASE)
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout + result.stderr
     for rule in ("pretrain", "lincls", "transfer", "toy_cnce", "detection", "study_pretrain"):
@@ -223,16 +156,12 @@ def test_a_valid_grid_file_anywhere_plans_every_stage(workdir):
 
 @pytest.mark.parametrize("path, value, sentence", CASES, ids=[f"{p}={v}" for p, v, _ in CASES])
 def test_each_bad_value_stops_the_plan_in_one_sentence(workdir, path, value, sentence):
-    grid, result = _plan(workdir, _set(BASE, path, value))
+    grid, result = plan(workdir, with_value(BASE, path, value))
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.startswith("ring: ")]
     assert len(lines) == 1 and lines[0].startswith(f"ring: Grid {grid}, {sentence}"), result.stderr[-2000:]
     assert "Traceback" not in result.stderr and "Job stats" not in result.stdout + result.stderr
     assert not (workdir / "results").exists()
-
-
-def _refusals(result) -> list[str]:
-    return [line for line in result.stderr.splitlines() if line.startswith("ring: ")]
 
 
 def test_a_repeated_key_in_a_grid_file_stops_the_plan_naming_both_lines(workdir):
@@ -244,14 +173,14 @@ def test_a_repeated_key_in_a_grid_file_stops_the_plan_naming_both_lines(workdir)
     grid.write_text(text + "pretrain: {all: {epochs: 7}}\n")
     result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
     assert result.returncode != 0 and "Traceback" not in result.stderr
-    assert _refusals(result) == [
+    assert refusals(result) == [
         f"ring: Grid file {grid} gives the key 'pretrain' twice, at lines {first} and {last} "
         "(YAML would keep only the last); merge the two into one."
     ]
     # Inside one block too (line 3 and line 4 of the block below).
     grid.write_text("datasets: [digits]\nlincls:\n  all: {epochs: 2}\n  all: {epochs: 3}\nmethods: [IR]\nseeds: [0]\n")
     result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
-    assert _refusals(result) == [
+    assert refusals(result) == [
         f"ring: Grid file {grid} gives the key 'all' twice, at lines 3 and 4 "
         "(YAML would keep only the last); merge the two into one."
     ]
@@ -274,14 +203,14 @@ def test_every_yaml_file_is_read_through_the_one_loader():
     assert len(readers) == 1 and readers[0].startswith("ring/core/config.py:"), readers
 
 
-def test_a_repeated_key_in_the_slurm_profiles_site_yaml_stops_the_plan(workdir):
+def test_a_repeated_key_in_the_slurm_profiles_site_yaml_stops_theplan(workdir):
     """Snakemake reads the profile's config files itself (last key wins); the workflow reads them again to refuse."""
     site = workdir / "profiles" / "slurm" / "site.yaml"
     lines = len(site.read_text().splitlines())
     site.write_text(site.read_text() + "launcher: slurm\nlauncher: local\n")
     result = snakemake(workdir, "-n", "all_tables", "--profile", "profiles/slurm", check=False)
     assert result.returncode != 0 and "Traceback" not in result.stderr
-    assert _refusals(result) == [
+    assert refusals(result) == [
         f"ring: Config file {site} gives the key 'launcher' twice, at lines {lines + 1} and "
         f"{lines + 2} (YAML would keep only the last); merge the two into one."
     ]
@@ -302,9 +231,9 @@ def test_a_grid_file_without_keys_stops_the_plan_in_one_sentence(workdir, text, 
     grid.write_text(text)
     result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    refusals = _refusals(result)
-    assert len(refusals) == 1 and refusals[0].startswith(f"ring: Grid file {grid} {holds}"), refusals
-    assert "ring/resources/grids/smoke.yaml is an example" in refusals[0]
+    found = refusals(result)
+    assert len(found) == 1 and found[0].startswith(f"ring: Grid file {grid} {holds}"), found
+    assert "ring/resources/grids/smoke.yaml is an example" in found[0]
 
 
 def test_an_unquoted_on_or_off_gets_a_sentence_telling_to_quote_it(workdir):
@@ -314,7 +243,7 @@ def test_an_unquoted_on_or_off_gets_a_sentence_telling_to_quote_it(workdir):
     grid.write_text(text)
     result = snakemake(workdir, "-n", "all_tables", "--config", f"grid={grid}", check=False)
     assert result.returncode != 0
-    assert _refusals(result) == [
+    assert refusals(result) == [
         f"ring: Grid {grid}, stage pretrain, cell digits/IR/seed0: compile=True is a YAML boolean: YAML reads an "
         "unquoted on/yes/true as True, and this key takes a word; write compile: 'on' (quoted)."
     ]
@@ -345,7 +274,7 @@ def test_a_hand_written_stage_config_refuses_repeated_keys_booleans_and_emptines
 def test_a_broken_sibling_grid_does_not_block_another(workdir):
     (workdir / "ring" / "resources" / "grids" / "broken.yaml").write_text("datasets: [digits\nmethods: [IR]\n")
     (workdir / "ring" / "resources" / "grids" / "wrong.yaml").write_text(
-        yaml.safe_dump(_set(BASE, "pretrain/all/epochs", 0))
+        yaml.safe_dump(with_value(BASE, "pretrain/all/epochs", 0))
     )
     assert snakemake(workdir, "-n", "all_tables", "--config", "grid=smoke", check=False).returncode == 0
     result = snakemake(workdir, "-n", "all_tables", "--config", "grid=broken", check=False)
@@ -357,7 +286,7 @@ def test_a_broken_sibling_grid_does_not_block_another(workdir):
 
 
 def test_schema_errors_name_the_grid_file_and_key_path(workdir):
-    grid, result = _plan(workdir, _set(BASE, "pretrain/by_methods", {}))
+    grid, result = plan(workdir, with_value(BASE, "pretrain/by_methods", {}))
     assert result.returncode != 0
     assert (
         f"ring: Grid file {grid}: key pretrain: Additional properties are not allowed ('by_methods' was unexpected); "
@@ -388,101 +317,3 @@ def test_entry_points_and_launch_run_the_same_checks_on_a_hand_written_config(tm
     direct = run_module("ring.pretrain", "--config", cfg, "--out", cell, check=False)
     assert direct.returncode == 1 and direct.stderr.strip() == expected
     assert not cell.exists()
-
-
-def test_a_results_folder_that_cannot_be_written_stops_the_plan(workdir):
-    (workdir / "results").mkdir()
-    (workdir / "results" / "mygrid").write_text("not a folder")
-    grid, result = _plan(workdir, BASE)
-    assert result.returncode != 0
-    assert [line for line in result.stderr.splitlines() if line.startswith("ring: ")] == [
-        "ring: The results folder results/mygrid is a file, not a folder; move it away or choose another grid name."
-    ]
-
-
-def test_environment_names_a_missing_detectron2_and_an_unwritable_folder(tmp_path, monkeypatch):
-    import importlib.util
-    import os
-
-    from ring.plan import grid as G
-
-    grid = G.from_dict("mygrid", BASE)
-    assert grid.detection and checks.environment(grid, tmp_path / "results") is None
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "detectron2" else real(name, *a))
-    assert checks.environment(grid, tmp_path / "results").startswith(
-        "Detectron2 is not installed in this Python environment"
-    )
-    monkeypatch.undo()
-    monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(tmp_path))  # what a non-root user meets
-    assert checks.environment(grid, tmp_path / "results") == (
-        f"The results folder {tmp_path / 'results' / 'mygrid'} cannot be created: {tmp_path} is not writable by this "
-        f"user; "
-        "fix its permissions or run from a folder you can write."
-    )
-
-
-def _unwritable(folder):
-    """Make ``folder`` unwritable for this user: chmod, and for root (whom permissions do not stop) the immutable flag;
-    whether it worked, as the check sees it."""
-    import os
-
-    folder.chmod(0o555)
-    if os.access(folder, os.W_OK) and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
-        return False
-    return not os.access(folder, os.W_OK)
-
-
-def test_an_unwritable_cell_folder_stops_the_plan_before_any_job(workdir):
-    """Not results/<grid> itself: a cell folder below it, which the cell's job would meet with a PermissionError."""
-    cell = workdir / "results" / "mygrid" / "pretrain" / "digits" / "IRing" / "seed0"
-    cell.mkdir(parents=True)
-    try:
-        if not _unwritable(cell):
-            pytest.skip("this user can write any folder and the file system has no immutable flag")
-        grid, result = _plan(workdir, BASE)
-    finally:
-        subprocess.run(["chattr", "-i", str(cell)], capture_output=True)
-        cell.chmod(0o755)
-    assert result.returncode != 0 and "Traceback" not in result.stderr
-    folder = "results/mygrid/pretrain/digits/IRing/seed0"
-    assert _refusals(result) == [
-        f"ring: The cell folder {folder} is not writable by this user; fix its permissions "
-        f"(chmod -R u+w {folder}) or move it away, and rerun."
-    ]
-    assert "Job stats" not in result.stdout + result.stderr
-
-
-def test_environment_finds_an_unwritable_cell_folder_at_any_depth(tmp_path, monkeypatch):
-    import os
-
-    from ring.plan import grid as G
-
-    grid = G.from_dict("mygrid", {k: v for k, v in BASE.items() if k != "detection"})
-    results = tmp_path / "results"
-    study = results / "mygrid" / "studies" / "hard_negatives" / "digits" / "IR" / "source" / "seed0"
-    study.mkdir(parents=True)
-    assert checks.environment(grid, results) is None
-    monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(study))
-    assert checks.environment(grid, results) == (
-        f"The cell folder {study} is not writable by this user; fix its permissions (chmod -R u+w {study}) or move it "
-        "away, and rerun."
-    )
-
-
-def test_cmc_on_a_grey_dataset_is_warned_about_once_at_plan_time_in_one_sentence(workdir):
-    """A warning, not a refusal: a grid may run CMC's methods on the grey digits to exercise their code path."""
-    cmc = pretrain_config("CMC", dataset="digits")
-    sentence = checks.grey_cmc_warning(cmc, "here")
-    assert sentence.startswith("here: warning: digits holds grey images, so CMC's ab view is a constant image")
-    assert sentence.count(". ") == 0 and sentence.endswith(".")  # one sentence
-    assert "diverge" in sentence and "colour dataset (digits_colour)" in sentence
-    assert checks.grey_cmc_warning(pretrain_config("CMC", dataset="digits_colour"), "here") is None  # the smoke grid's
-    assert checks.grey_cmc_warning(pretrain_config("IR", dataset="digits"), "here") is None
-    assert checks.grey_cmc_warning(pretrain_config("CMCRing", dataset="cifar10", resize=32, crop=32), "here") is None
-    grid, result = _plan(workdir, _set(BASE, "methods", ["IR", "CMC", "CMCRing"]))  # 4 CMC cells: one line
-    assert result.returncode == 0, result.stderr[-2000:]
-    warnings = [line for line in result.stderr.splitlines() if "holds grey images" in line]
-    assert len(warnings) == 1 and warnings[0].startswith(f"ring: Grid {grid}, stage pretrain, cell digits/CMC"), (
-        warnings
-    )
