@@ -23,7 +23,7 @@ from ring.core.methods import METHODS, apply_fixed, unread_keys
 @dataclass
 class PretrainConfig:
     method: str  # the method (ring.core.methods.METHODS); the workflow sets it from the cell
-    dataset: str  # the pretraining dataset (ring.plan.catalog); the workflow sets it from the cell
+    dataset: str  # the pretraining dataset (ring.core.catalog); the workflow sets it from the cell
     seed: int = 0  # seeds initialisation, sampling and augmentation; the workflow sets it from the cell
     data_root: str = "data"  # folder holding <dataset>/ (the workflow's data_root)
 

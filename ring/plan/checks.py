@@ -18,10 +18,24 @@ import re
 import sys
 from pathlib import Path
 
+from ring.core import catalog
 from ring.core import config as C
 from ring.core.files import unwritable, unwritable_below
 from ring.core.methods import METHODS, implementation_problem, missing
-from ring.plan import catalog, ownership
+from ring.data import AUGMENT_PLACES, AUGMENTATIONS
+from ring.data.stores import CHOICES as STORE_FORMATS
+from ring.engine import (
+    CHANNELS_LAST,
+    CMC_NEGATIVE_DRAWS,
+    COMPILE,
+    HEADS,
+    KEEP_CHECKPOINT,
+    LA_OWN_ENTRY_RULES,
+    NEGATIVES_COUNTS,
+    PRECISIONS,
+)
+from ring.engine.anneal import ANNEAL_POLICIES, VALIDATION_POLICIES
+from ring.plan import ownership
 from ring.plan.detection_tasks import missing_detectron2
 
 # Smallest crop/resize a ResNet-18 trunk takes meaningfully: its total stride is 32 (conv1 2, max
@@ -31,33 +45,8 @@ from ring.plan.detection_tasks import missing_detectron2
 # writes an encoder, but half its stages no longer see spatial structure.  16 px is also the size
 # of the smoke grid's study cells.
 MIN_INPUT_PX = 16
-# ring_anneal names (ring.engine.anneal.ANNEAL_POLICIES builds them; it asserts the two lists agree).
-ANNEAL_POLICIES = (
-    "linear",
-    "step",
-    "exponential",
-    "adaptive_val",
-    "adaptive_loss",
-    "none",
-    "step_authors",
-    "exponential_authors",
-    "adaptive_loss_authors",
-    "adaptive_val_authors",
-)
-HEADS = ("linear", "mlp")  # ring.engine.encoder builds them
-LA_OWN_ENTRY_RULES = ("topk", "positive")  # ring.engine.objectives.la implements them
-CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.engine.objectives.cmc implements them
-NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # ring.engine.objectives.ir implements them
-AUGMENT_PLACES = ("auto", "cpu", "device", "dali")  # ring.data.augment makes the views there
-STORE_FORMATS = ("jpeg95", "raw", "none")  # ring.plan.stores.CHOICES (tests keep them equal)
-COMPILE = ("auto", "on", "off")  # ring.engine.encoder.resolve_compile resolves them
-PRECISIONS = ("auto", "bf16", "fp32")
-CHANNELS_LAST = ("auto", "on", "off")
 KEEP_SUPERSEDED = ("results", "all")  # ring.plan.rerun.KEEP_SUPERSEDED: what a superseded run keeps
-KEEP_CHECKPOINT = ("last", "none")  # what a finished cell keeps of its checkpoints (ring.engine.checkpoint)
-AUGMENTATIONS = ("crop_flip", "none")
 DETECTION_DATASETS = ("detectron2", "embedded")
-VALIDATION_POLICIES = ("adaptive_val", "adaptive_val_authors")  # the policies that read a validation accuracy
 # Detectron2 keys: dotted upper-case paths (the job checks each against Detectron2's config).
 D2_KEY = re.compile(r"^[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)+$")
 SNAPSHOT = re.compile(re.escape(C.SNAPSHOT_FILE).replace(r"\{epoch\}", r"(\d+)") + "$")
@@ -267,39 +256,6 @@ def _implementation(where: str, name: str) -> None:
             f"{METHODS[name].objective.implementation!r} {problem}",
             "fix that package or choose another method",
         )
-
-
-def bn_layout(bn_groups: int, world: int) -> tuple[int, int]:
-    """How ``world`` processes hold ``bn_groups`` BatchNorm groups: (groups within each process, consecutive processes
-    that share one group).  One of the two is 1; a layout that nests neither way fails (:func:`world_problem`)."""
-    if bn_groups % world == 0:
-        return bn_groups // world, 1
-    return 1, world // bn_groups
-
-
-def world_problem(batch_size: int, bn_groups: int, world: int) -> str | None:
-    """Why ``world`` processes (nodes x gpus_per_node) cannot train a global batch of ``batch_size`` images in
-    ``bn_groups`` BatchNorm groups, as one process computes it (one sentence), or None.  Each process takes an equal
-    share of the batch; a group lies either within one process (``bn_groups`` a multiple of ``world``) or across
-    ``world / bn_groups`` whole consecutive processes (``world`` a multiple of ``bn_groups``)."""
-    if batch_size % world:
-        return (
-            f"batch_size={batch_size} does not split evenly over the {world} processes (nodes x gpus_per_node); "
-            f"choose a batch_size that is a multiple of {world}, or other resources"
-        )
-    if bn_groups % world and world % bn_groups:
-        return (
-            f"bn_groups={bn_groups} and the {world} processes (nodes x gpus_per_node) do not nest (a BatchNorm group "
-            f"lies within one process or spans whole processes); choose a divisor or a multiple of {world} for "
-            "bn_groups, or other resources"
-        )
-    groups, _ = bn_layout(bn_groups, world)
-    if (batch_size // world) % groups:
-        return (
-            f"the {batch_size // world} images of each of the {world} processes do not split into its {groups} "
-            "BatchNorm groups; choose a batch_size that is a multiple of bn_groups"
-        )
-    return None
 
 
 def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:

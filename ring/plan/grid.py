@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 
+from ring.core import catalog
 from ring.core import config as C
 from ring.core.methods import METHODS, RING_KEYS, apply_fixed, missing, read_only, unread_keys
-from ring.plan import catalog, checks
+from ring.plan import checks
 from ring.plan.detection_tasks import TASKS
 
 STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}

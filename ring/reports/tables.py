@@ -29,12 +29,12 @@ import pandas as pd
 from ring import resources
 from ring.core import config as C
 from ring.core import gaussian
+from ring.core.catalog import DATASETS, TRANSFER
 from ring.core.config import to_dict
 from ring.core.files import FileError, atomic_write
 from ring.core.methods import METHODS, display_name
 from ring.core.metrics import NonFinite, check_metrics
 from ring.plan import estimate, lineage
-from ring.plan.catalog import DATASETS, TRANSFER
 from ring.plan.detection_tasks import COLUMNS
 from ring.plan.rerun import RUNS
 
