@@ -1,24 +1,23 @@
 """Fetch datasets from their publishers into the layout the data check (:mod:`ring.data.folders`) expects; the
 command, ``ring fetch`` (by name or a grid's), is :mod:`ring.fetch`.
 
-Meant for a login node with internet.  Every download comes from the publisher's URL (torchvision's
-own url/md5 class attributes where torchvision has a downloader), goes to
-``<data_root>/.downloads/<host>/<path>`` (a partial file ``*.part`` is resumed with an HTTP Range
-request, by a retry or by the next run), is checked against the publisher's md5, then unpacked into
-``<data_root>/<name>/`` (detection: the Detectron2 folder), and the result must pass the data check.
-``--mirror URL`` fetches ``URL/<host>/<path>`` instead: the layout ``wget --mirror`` produces, and
-that ``<data_root>/.downloads`` itself has, so one site's download folder can serve another.
+Meant for a login node with internet. Every download comes from the publisher's URL (torchvision's own url/md5 class
+attributes where torchvision has a downloader), goes to ``<data_root>/.downloads/<host>/<path>`` (a partial file
+``*.part`` is resumed with an HTTP Range request, by a retry or by the next run), is checked against the publisher's
+md5, then unpacked into ``<data_root>/<name>/`` (detection: the Detectron2 folder), and the result must pass the data
+check. ``--mirror URL`` fetches ``URL/<host>/<path>`` instead: the layout ``wget --mirror`` produces, and that
+``<data_root>/.downloads`` itself has, so one site's download folder can serve another.
 
 Stamp: a fetched dataset's folder gets ``.ring-fetch.json`` (written last, atomically)::
 
     {"format": 1, "dataset": NAME, "folder": PATH, "fetched_at": ISO-8601 UTC,
      "files": [{"url": URL fetched, "file": path below .downloads, "bytes": N,
                 "publisher_md5": MD5 or null (the publisher publishes none), "md5": MD5, "sha256": SHA256}],
-     "fingerprint": the catalog's fingerprint of the unpacked files (sizes and times; not for detection)}
+     "fingerprint": ring.data.folders.fingerprint of the unpacked files (sizes and times; not for detection)}
 
-It means: these archives, with these checksums, were unpacked here and the data check passed.
-A dataset with a stamp whose folder still passes the check, unchanged since, is not fetched again;
-the data check trusts it instead of hashing the files (:func:`ring.data.folders.fetched_from_publisher`).
+It means: these archives, with these checksums, were unpacked here and the data check passed. A dataset with a stamp
+whose folder still passes the check, unchanged since, is not fetched again; the data check trusts it instead of hashing
+the files (:func:`ring.data.folders.fetched_from_publisher`).
 """
 
 from __future__ import annotations

@@ -192,7 +192,6 @@ class LossAdaptivePolicy(_Adaptive):
     """Every step: harder if the loss is below its moving average (``ema`` momentum), easier otherwise."""
 
     needs_loss = True
-
     ema: float = 0.99
 
     def step(self, loss: float | None = None, **_signals) -> None:
@@ -380,8 +379,7 @@ ANNEAL_POLICIES = {
     "adaptive_loss_authors": _adaptive_loss_authors,
     "adaptive_val_authors": _adaptive_val_authors,
 }
-# The policies that read a validation accuracy after every epoch (their policy's needs_validation): the only ones that
-# ring_val_before_training may be set for (ring.plan.checks).
+# The policies reading a validation accuracy every epoch (needs_validation): ring_val_before_training is for them alone.
 VALIDATION_POLICIES = ("adaptive_val", "adaptive_val_authors")
 
 
