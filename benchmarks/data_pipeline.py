@@ -20,6 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import items_per_second, machine, write  # noqa: E402
+from ring.core import catalog  # noqa: E402
 from ring.data import datasets  # noqa: E402
 from ring.engine.encoder import Encoder  # noqa: E402
 from ring.engine.objectives.ir import InstanceDiscrimination  # noqa: E402
@@ -39,7 +40,9 @@ def main() -> None:
 
     rng = np.random.default_rng(0)
     base = datasets.ArrayImages(rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8), np.zeros(n, dtype=np.int64))
-    views = datasets.Views(base, datasets.pretrain_view("cifar10", size if size > 32 else 32, size, 0.2))
+    views = datasets.Views(
+        base, datasets.pretrain_view(size if size > 32 else 32, size, 0.2, datasets.normalize(catalog.spec("cifar10")))
+    )
     encoder = Encoder().to(device)
     objective = InstanceDiscrimination(n, 128, 4096 if n > 4096 else n // 2, 0.07, 0.5, False, 2**25).to(device)
     optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9)

@@ -40,9 +40,9 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import items_per_second, machine, write  # noqa: E402
+from ring.core.catalog import spec  # noqa: E402
 from ring.data import augment, dali, datasets  # noqa: E402
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
-from ring.plan.catalog import spec  # noqa: E402
 
 # Film grain (grey levels, standard deviation) over the colour field: what brings a file to ImageNet's ~110 KB.
 GRAIN = 45.0
@@ -102,7 +102,7 @@ def main() -> None:
         order = epoch_batches(n, batch, 0, 0)
         rates, errors = {}, {}
 
-        pil = datasets.Views(folder, datasets.pretrain_view("imagenet", resize, crop, 0.2))
+        pil = datasets.Views(folder, datasets.pretrain_view(resize, crop, 0.2, datasets.normalize(spec("imagenet"))))
         rates["pil"] = timed(
             make_loader(pil, order, workers, device), lambda b: b[0].to(device, non_blocking=True), warmup, device
         )

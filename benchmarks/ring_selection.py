@@ -238,6 +238,7 @@ def bench_method_steps(name: str, batch: int, image: int, n_images: list[int], d
     kind ranks (``ring_selection(cfg, n)``) for each training-set size ``n``: rows of that kind, which `ring estimate`
     prices its cells by.  Built through the registry, as the pretraining stage builds them."""
     from ring.core import config as C
+    from ring.core.catalog import spec as dataset_spec
     from ring.core.methods import apply_fixed, method
     from ring.engine.objectives import build_encoder, build_objective
 
@@ -258,7 +259,7 @@ def bench_method_steps(name: str, batch: int, image: int, n_images: list[int], d
         times = {}
         for m, cfg in configs.items():
             spec = method(m)
-            encoder = build_encoder(spec, cfg).to(device)
+            encoder = build_encoder(spec, cfg, dataset_spec(cfg.dataset)).to(device)
             objective = build_objective(spec, cfg, encoder, n).to(device)
             optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9)
             views = [torch.randn(batch, 3, image, image, device=device) for _ in range(spec.objective.n_views)]

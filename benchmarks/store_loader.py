@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import items_per_second, machine, write  # noqa: E402
 from ring import prepare  # noqa: E402
+from ring.core.catalog import spec  # noqa: E402
 from ring.data import augment, datasets, store  # noqa: E402
 from ring.data.views import StoreViews  # noqa: E402
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
-from ring.plan.catalog import spec  # noqa: E402
 
 RESIZE, CROP, BATCH = 256, 224, 256
 NOISE = 27.0  # sensor-like noise (grey levels, sigma) over smooth content: ~110 KB files at quality 90, as ImageNet's
@@ -88,8 +88,8 @@ def per_core(folder: Path, n: int) -> dict[str, float]:
     torch.set_num_threads(1)
     files = datasets._build_image_folder(folder, "train")
     readers = {fmt: store.StoreReader(store.store_dir(folder, fmt, RESIZE), "train") for fmt in store.FORMATS}
-    norm = datasets.normalize("imagenet")
-    view = datasets.eval_view("imagenet", RESIZE, CROP, norm)
+    norm = datasets.normalize(spec("imagenet"))
+    view = datasets.eval_view(RESIZE, CROP, norm)
     images = {fmt: store.StoreImages(store.store_dir(folder, fmt, RESIZE), "train") for fmt in store.FORMATS}
     work = {
         "original_decode_resize": lambda i: store.resized(Path(files.samples[i][0]), RESIZE),
@@ -123,7 +123,10 @@ def loader_rates(folder: Path, batches: int, batch: int, workers: int, device: t
         loaders[f"store_{fmt}"] = items_per_second(
             make_loader(data, order, workers, device), lambda b: None, device, 1, count=lambda b: len(b[-1])
         )
-    files = datasets.Views(datasets._build_image_folder(folder, "train"), datasets.eval_view("imagenet", RESIZE, CROP))
+    files = datasets.Views(
+        datasets._build_image_folder(folder, "train"),
+        datasets.eval_view(RESIZE, CROP, datasets.normalize(spec("imagenet"))),
+    )
     loaders["original_eval"] = items_per_second(
         make_loader(files, order, workers, device), lambda b: None, device, 1, count=lambda b: len(b[-1])
     )

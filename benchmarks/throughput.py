@@ -38,12 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import LAB_CONVERSION, items_per_second, machine, sync, write  # noqa: E402
 from ring.core import config as C  # noqa: E402
+from ring.core.catalog import spec  # noqa: E402
 from ring.core.methods import method as method_spec  # noqa: E402
 from ring.data import augment, datasets  # noqa: E402
 from ring.engine.encoder import Grouped, Precision, resolve_precision  # noqa: E402
 from ring.engine.objectives import build_encoder, build_objective, views_per_image  # noqa: E402
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
-from ring.plan.catalog import spec  # noqa: E402
 
 # The paper's four throughput families, each measured by its base method; any registered method (a plug-in's
 # included) can be measured, and its file is named by its objective's family, what ring.plan.estimate looks up.
@@ -72,7 +72,7 @@ def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile
         cfg.queue_size = max(batch, min(cfg.queue_size, n))
     spec_ = method_spec(name)
     bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, device, cfg.bn_groups)
-    encoder = build_encoder(spec_, cfg).to(device)
+    encoder = build_encoder(spec_, cfg, spec(cfg.dataset)).to(device)
     net = Precision(encoder, bf16, channels_last, compile_)  # as ring.pretrain with compile: on (auto on CUDA)
     model = Grouped(net, cfg.bn_groups)
     objective = build_objective(spec_, cfg, model, n, device).to(device)
@@ -166,7 +166,7 @@ def main() -> None:
     def pil_feed():
         views = datasets.Views(
             datasets.ArrayImages(images, np.zeros(n)),
-            datasets.pretrain_view("cifar10", resize, crop, cfg.crop_scale_min),
+            datasets.pretrain_view(resize, crop, cfg.crop_scale_min, datasets.normalize(spec("cifar10"))),
             n_views,
         )
         loader = make_loader(views, order, workers, device)
@@ -193,7 +193,7 @@ def main() -> None:
     def pil_only() -> float:
         view = datasets.Views(
             datasets.ArrayImages(images, np.zeros(n)),
-            datasets.pretrain_view("cifar10", resize, crop, cfg.crop_scale_min),
+            datasets.pretrain_view(resize, crop, cfg.crop_scale_min, datasets.normalize(spec("cifar10"))),
         )
         start = time.perf_counter()
         for i in range(batch):
@@ -203,7 +203,10 @@ def main() -> None:
     def eval_pil_only() -> float:
         """The evaluation passes' input in one process (resize, centre crop, tensor, normalisation of an array image),
         images/s: what the kNN monitor's and linear evaluation's loader workers pay per in-memory image."""
-        view = datasets.Views(datasets.ArrayImages(images, np.zeros(n)), datasets.eval_view("cifar10", resize, crop))
+        view = datasets.Views(
+            datasets.ArrayImages(images, np.zeros(n)),
+            datasets.eval_view(resize, crop, datasets.normalize(spec("cifar10"))),
+        )
         start = time.perf_counter()
         for i in range(batch):
             view[i]

@@ -1,7 +1,7 @@
 """The ``ring`` command: one name for everything a user types, each subcommand a module's own ``main``.
 
     ring estimate --grid paper          # = python -m ring.cluster.batch estimate --grid paper
-    ring fetch cifar10 --data-root D    # = python -m ring.data.fetch cifar10 --data-root D
+    ring fetch cifar10 --data-root D    # = python -m ring.fetch cifar10 --data-root D
     ring --help                         # every subcommand, one line each
 
 Nothing is parsed here beyond the subcommand's name: the rest of the line goes to the module's ``main``, so a
@@ -46,7 +46,7 @@ def _batch(name: str, help: str) -> Command:
 
 # In the order of a user's day: data, plan, run, watch, report.
 COMMANDS = (
-    Command("fetch", "ring.data.fetch:main", "download and verify datasets (by name, or a grid's)"),
+    Command("fetch", "ring.fetch:main", "download and verify datasets (by name, or a grid's)"),
     Command("check", "ring.data.verify:main", "check a dataset under the data root (the data check)", ("check",)),
     Command("generate", "ring.data.metadataset:main", "generate an embedded transfer dataset (shapes)", ("generate",)),
     Command(

@@ -42,15 +42,16 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from ring.core import catalog
 from ring.core import config as C
 from ring.core.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
-from ring.data import datasets
+from ring.data import datasets, folders
 from ring.engine import health, provenance
 from ring.engine.checkpoint import finish_checkpoints, resume_state, rng_state, save_checkpoint, set_rng_state
 from ring.engine.encoder import Precision, load_feature_extractor, resolve_precision
 from ring.engine.logs import JsonLog
 from ring.engine.runtime import Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
-from ring.plan import catalog, checks, rerun
+from ring.plan import checks, rerun
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.json"
@@ -90,7 +91,7 @@ class LinearEval:
         self.spec = catalog.spec(cfg.dataset)
         # The plan's checks (ring.plan.checks; a TransferConfig gets the transfer ones), before any data.
         checks.check(cfg, f"{type(cfg).__name__} cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
-        catalog.check(cfg.dataset, cfg.data_root)
+        folders.check(cfg.dataset, cfg.data_root)
         setup_threads(cfg.threads)
         self.device = pick_device(cfg.device)
         torch.manual_seed(cfg.seed)
@@ -115,9 +116,9 @@ class LinearEval:
         self.optimizer = torch.optim.SGD(
             self.classifier.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
         )
-        view = datasets.linear_view(cfg.dataset, cfg.resize, cfg.crop, cfg.augmentation, norm)
+        view = datasets.linear_view(cfg.resize, cfg.crop, cfg.augmentation, norm)
         self.train_set = datasets.Views(train, view, seed=cfg.seed)
-        self.test_set = datasets.Views(test, datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop, norm))
+        self.test_set = datasets.Views(test, datasets.eval_view(cfg.resize, cfg.crop, norm))
         self.epoch = 0
         self.log = JsonLog(self.out / LOG)
         self._cache: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -128,7 +129,7 @@ class LinearEval:
         return (
             datasets.load(cfg.dataset, cfg.data_root, "train", cfg.store, cfg.resize),
             datasets.load(cfg.dataset, cfg.data_root, "test", cfg.store, cfg.resize),
-            datasets.normalize(cfg.dataset),
+            datasets.normalize(self.spec),
         )
 
     # -- features ----------------------------------------------------------------------------

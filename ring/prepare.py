@@ -19,9 +19,9 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from ring.core import catalog
 from ring.core.files import FileError, write_json
 from ring.data import store
-from ring.plan import catalog
 
 
 class Target:

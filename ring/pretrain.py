@@ -56,6 +56,7 @@ from ring.engine.checkpoint import (
     set_rng_state,
 )
 from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_compile, resolve_precision, save_trunks
+from ring.engine.groups import bn_layout
 from ring.engine.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
 from ring.engine.logs import JsonLog
 from ring.engine.objectives import build_encoder, build_objective, views_per_image
@@ -97,9 +98,7 @@ class KnnMonitor:
 
     def embed(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.cfg
-        images = datasets.Views(
-            self.data.load(split), datasets.eval_view(cfg.dataset, cfg.resize, cfg.crop, self.data.normalize())
-        )
+        images = datasets.Views(self.data.load(split), datasets.eval_view(cfg.resize, cfg.crop, self.data.normalize()))
         batches = epoch_batches(len(images), cfg.batch_size, 0, 0, shuffle=False, drop_last=False)
         return embed(self.net, make_loader(images, batches, cfg.num_workers, self.device), self.device)
 
@@ -396,9 +395,9 @@ class Pretraining:
 
         if self.device.type == "cuda":  # fixed input sizes: let cuDNN pick its fastest kernels once
             torch.backends.cudnn.benchmark = True
-        groups, span = checks.bn_layout(cfg.bn_groups, world)  # per process, or processes per group (span_norm)
+        groups, span = bn_layout(cfg.bn_groups, world)  # per process, or processes per group (span_norm)
         bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device, groups)
-        self.encoder = build_encoder(self.spec, cfg).to(self.device)
+        self.encoder = build_encoder(self.spec, cfg, self.data.spec).to(self.device)
         # What trains: the encoder behind its precision/memory-format/compile policy and BatchNorm groups
         # (the same parameters), wrapped for data parallelism when there are several processes.
         self.net = Precision(self.encoder, bf16, channels_last, compiled)

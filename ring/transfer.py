@@ -26,11 +26,11 @@ from torch.utils.data import DataLoader
 from torchvision import transforms as T
 
 from ring import lincls
+from ring.core import catalog
 from ring.core import config as C
 from ring.core.files import atomic_write
 from ring.data import datasets, metadataset
 from ring.lincls import LinearEval
-from ring.plan import catalog
 
 MANIFEST = "split-manifest.json"
 

@@ -89,7 +89,17 @@ def test_the_console_script_is_ring_cli_main():
 
 def test_ring_holds_the_stages_the_subpackages_and_the_command_only():
     top = sorted(p.name for p in (ROOT / "ring").glob("*.py"))
-    assert top == ["__init__.py", "cli.py", "lincls.py", "prepare.py", "pretrain.py", "toy_cnce.py", "transfer.py"]
+    # fetch.py: `ring fetch`, the workflow's fetch_data stage (a grid's datasets, over ring.data.fetch).
+    assert top == [
+        "__init__.py",
+        "cli.py",
+        "fetch.py",
+        "lincls.py",
+        "prepare.py",
+        "pretrain.py",
+        "toy_cnce.py",
+        "transfer.py",
+    ]
 
 
 def test_the_docs_type_ring_commands_that_exist():

@@ -128,8 +128,8 @@ def test_wrong_encoder_files_fail_with_one_sentence(tmp_path):
 @pytest.mark.slow
 def test_cmc_cell_is_evaluated_on_both_encoders_and_says_so(tmp_path):
     torch.manual_seed(0)
+    from ring.core.catalog import spec
     from ring.engine.encoder import LabEncoder, export_trunks
-    from ring.plan.catalog import spec
 
     s = spec("digits")
     save_trunks(export_trunks(LabEncoder("linear", 128, s.mean, s.std)), tmp_path)

@@ -7,9 +7,8 @@ from PIL import Image
 
 from ring import transfer
 from ring.core import config as C
-from ring.data import metadataset
+from ring.data import listings, metadataset
 from ring.lincls import LinearEval
-from ring.plan import listings
 from tests.data.test_metadataset import write_cub
 from tests.helpers import TINY_LINCLS, retrain_and_undo
 
@@ -115,8 +114,8 @@ def test_bad_transfer_cells_fail_with_one_sentence(tmp_path, encoder_file, data_
 
 def test_cmc_transfer_uses_both_trunks_and_undoes_the_transfer_normalisation(tmp_path, data_root):
     """CMC's Lab split must invert the transfer dataset's own statistics, not the source's."""
+    from ring.core.catalog import spec
     from ring.engine.encoder import LabEncoder, export_trunks, save_trunks
-    from ring.plan.catalog import spec
 
     torch.manual_seed(0)
     source = spec("digits")

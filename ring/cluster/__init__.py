@@ -1,3 +1,3 @@
-"""The cluster client on a login node, torch-free: launch, the submitit job, batch, accounting,
+"""The cluster client on a login node, torch-free: launch, the submitit job, batch,
 progress.
 """

@@ -25,7 +25,7 @@ from pathlib import Path
 import jsonschema
 
 from ring import resources
-from ring.cluster import accounting, progress
+from ring.cluster import progress
 from ring.cluster.detach import supersede
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
@@ -43,6 +43,7 @@ from ring.cluster.slurm import (
     write_record,
 )
 from ring.cluster.slurm import stage_resources as merged_resources
+from ring.core import accounting
 from ring.core import config as C
 from ring.core.files import CHECKSUMS
 from ring.core.files import read_record as read_json_record
@@ -355,8 +356,8 @@ STATES = ("done", "stale", "running", "pending", "failed", "missing")
 
 def store_lines(grid: G.Grid, data_root: str) -> list[str]:
     """One line per prepared store the grid's cells read (ring.data.store.cell_store), with its state."""
-    from ring.plan import catalog  # here: only `ring status` reads the catalog's stores
-    from ring.plan import stores as store  # (a plan of the other commands needs none)
+    from ring.core import catalog  # here: only `ring status` reads the catalog's stores
+    from ring.data import stores as store  # (a plan of the other commands needs none)
 
     stores = {}
     for dataset, method, seed in grid.cells():

@@ -77,7 +77,7 @@ def export_distributed_env() -> None:
 
 
 # The job log's words for a stop signal that came after the outputs were complete (the launcher counts them
-# into the job's provenance: ring.cluster.accounting.note_ignored_stops).
+# into the job's provenance: ring.core.accounting.note_ignored_stops).
 IGNORED_STOP = "received SLURM's stop signal (USR2) after its work was done"
 
 

@@ -15,7 +15,7 @@ The workflow's rules call this for every GPU stage.  ``local`` runs the stage in
   otherwise: the stage then resumes from its checkpoint, which is never a declared output.  Jobs that
   ended badly are resubmitted
   and resume too.  Runs of an ended job that wrote no segment (hard-killed) are added to the
-  cell's provenance from sacct first (ring.cluster.accounting);
+  cell's provenance from sacct first (ring.core.accounting);
 * it asks SLURM itself every ``poll_s`` seconds (sacct, then squeue for jobs accounting has not
   recorded yet or still calls PENDING) and prints one status line per state change;
 * a job that neither sacct nor squeue knows for ``unknown_grace_s`` seconds is gone (e.g. a
@@ -40,9 +40,10 @@ from pathlib import Path
 
 import submitit
 
-from ring.cluster import accounting, slurm
+from ring.cluster import slurm
 from ring.cluster.detach import accepts, detach
 from ring.cluster.jobs import IGNORED_STOP, OUTPUT, StageJob
+from ring.core import accounting
 from ring.core import config as C
 from ring.plan import checks, rerun
 

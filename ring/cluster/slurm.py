@@ -26,10 +26,10 @@ import jsonschema
 import submitit
 
 from ring import resources
-from ring.cluster import accounting
+from ring.core import accounting
 from ring.core import config as C
 from ring.core.files import write_json
-from ring.plan.checks import world_problem
+from ring.engine.groups import world_problem
 
 RECORD = "job.json"
 
@@ -279,7 +279,7 @@ ONE_TASK = ("lincls", "transfer")
 def stage_problems(stage: str, res: Resources, config: dict | None = None) -> list[str]:
     """What stops ``stage``'s job on these resources before SLURM is asked (one sentence each): more than one task
     for a stage that runs one, or a pretraining ``config`` (its values) whose batch and BatchNorm groups the job's
-    processes cannot split as one process does (ring.plan.checks.world_problem)."""
+    processes cannot split as one process does (ring.engine.groups.world_problem)."""
     problems = []
     if stage in ONE_TASK and res.tasks > 1:
         problems.append(

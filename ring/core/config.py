@@ -44,7 +44,7 @@ def _with_method_keys(after: dict[str, tuple[KeyGroup, ...]]):
 @_with_method_keys({"temperature": (BANK, QUEUE), "bn_groups": (RING,), "max_chunk_elements": (KMEANS, LA, CMC)})
 class PretrainConfig:
     method: str  # the method (ring.core.methods.METHODS); the workflow sets it from the cell
-    dataset: str  # the pretraining dataset (ring.plan.catalog); the workflow sets it from the cell
+    dataset: str  # the pretraining dataset (ring.core.catalog); the workflow sets it from the cell
     seed: int = 0  # seeds initialisation, sampling and augmentation; the workflow sets it from the cell
     data_root: str = "data"  # folder holding <dataset>/ (the workflow's data_root)
 

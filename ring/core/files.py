@@ -3,7 +3,7 @@
 A file is written to a temporary file beside it (``.<name>.<random>.tmp``), flushed to disk and
 renamed over the old one, so a process killed at any instant leaves the previous file or the new
 one, never a torn one; :func:`remove_stale_temporaries` clears what killed writes left behind.
-Torch-free: the SLURM client on a login node (ring.cluster.launch, ring.cluster.accounting) writes through it too.
+Torch-free: the SLURM client on a login node (ring.cluster.launch, ring.core.accounting) writes through it too.
 """
 
 from __future__ import annotations

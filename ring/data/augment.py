@@ -37,6 +37,7 @@ from typing import NamedTuple
 import torch
 from torchvision import transforms as T
 
+from ring.data import AUGMENT_PLACES
 from ring.data.datasets import Views
 
 # Layout of one view's parameter vector (float64: crop boxes and factors exactly as torchvision drew them).
@@ -51,12 +52,7 @@ LUMA = (0.299, 0.587, 0.114)  # PIL's convert("L") weights (ITU-R 601-2)
 JITTER_OPS = ("brightness", "contrast", "saturation", "hue")  # ColorJitter's fn_idx numbering of its ops
 
 
-AUGMENT = (
-    "auto",
-    "cpu",
-    "device",
-    "dali",
-)  # ring.plan.checks.AUGMENT_PLACES (torch-free) lists the same; tests keep them equal
+AUGMENT = AUGMENT_PLACES  # declared torch-free in ring.data (the plan's checks read it there)
 
 
 def resolve(augment: str, device: torch.device) -> str:

@@ -1,6 +1,6 @@
 """Dataset loaders, the embedded default, and the views the stages train on.
 
-The catalog (names, statistics, where each dataset goes) is :mod:`ring.plan.catalog`.
+The catalog (names, statistics, where each dataset goes) is :mod:`ring.core.catalog`.
 
 The embedded default, ``digits``, is scikit-learn's copy of the UCI optical digits (1797 real
 8x8 grey images, 10 classes).  Its fixed split is ``train_test_split(test_size=0.25,
@@ -29,9 +29,10 @@ from torch.utils.data import Dataset
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
+from ring.core.catalog import DATASETS, DatasetMissing, DatasetSpec, folder, hint, spec
 from ring.data import store
 from ring.data.digits import _digits_arrays, _digits_colour_arrays, stratified_split, tint  # noqa: F401  (names of this module before)
-from ring.plan.catalog import DATASETS, DatasetMissing, DatasetSpec, check, folder, hint, spec
+from ring.data.folders import check
 
 
 class ArrayImages(Dataset):
@@ -100,6 +101,7 @@ class Source:
     root: Path  # the data root
     build: Callable[[Path, str], Dataset] | None  # the loader (BUILDERS)
     store: Path | None = None  # the prepared store the cell reads instead of the files (ring.data.store.cell_store)
+    how_to_get: str = ""  # the catalog's hint for this dataset under this root, said if its files prove damaged
 
     def check(self) -> None:
         """Raise :class:`DatasetMissing` with one sentence if the dataset, or the store the cell reads, is not usable
@@ -113,7 +115,8 @@ class Source:
 
     def load(self, split: str) -> Dataset:
         """``split``: "pretrain" (the images pretraining sees), "train" or "test" (labelled)."""
-        build_split = split if self.name == "stl10" else ("train" if split == "pretrain" else split)
+        # A dataset whose pretraining sees more images than its labelled split (STL10's unlabeled) has a split for it.
+        build_split = split if self.spec.pretrain_images else ("train" if split == "pretrain" else split)
         if self.store is not None:
             return store.StoreImages(self.store, build_split)
         try:
@@ -121,11 +124,11 @@ class Source:
         except (RuntimeError, OSError) as err:  # torchvision's checksum and integrity errors
             raise DatasetMissing(
                 f"Dataset {self.name} under {folder(self.name, self.root)} is incomplete or corrupted "
-                f"({str(err).splitlines()[0]}); {hint(self.name, self.root)}."
+                f"({str(err).splitlines()[0]}); {self.how_to_get}."
             ) from None
 
     def normalize(self) -> T.Normalize:
-        return T.Normalize(self.spec.mean, self.spec.std)
+        return normalize(self.spec)
 
 
 def source(name: str, data_root: str | Path, store_format: str = store.NONE, resize: int = 0) -> Source:
@@ -136,7 +139,7 @@ def source(name: str, data_root: str | Path, store_format: str = store.NONE, res
     # pretraining.
     s = spec(name)
     prepared = store.cell_store(folder(name, data_root), getattr(s, "store_size", 0), store_format, resize)
-    return Source(name, s, Path(data_root), BUILDERS.get(name), prepared)
+    return Source(name, s, Path(data_root), BUILDERS.get(name), prepared, hint(name, data_root))
 
 
 def load(name: str, data_root: str | Path, split: str, store_format: str = store.NONE, resize: int = 0) -> Dataset:
@@ -147,16 +150,14 @@ def load(name: str, data_root: str | Path, split: str, store_format: str = store
     return data.load(split)
 
 
-def normalize(name: str) -> T.Normalize:
-    s = spec(name)
-    return T.Normalize(s.mean, s.std)
+def normalize(stats: DatasetSpec) -> T.Normalize:
+    """The input normalisation with a dataset's statistics (its catalog entry's mean and std)."""
+    return T.Normalize(stats.mean, stats.std)
 
 
-def pretrain_view(
-    name: str, resize: int, crop: int, crop_scale_min: float, norm: T.Normalize | None = None
-) -> T.Compose:
+def pretrain_view(resize: int, crop: int, crop_scale_min: float, norm: T.Normalize) -> T.Compose:
     """One random view from the paper's family: resize, random crop, colour jitter, flip, grayscale; ``norm``: the
-    input normalisation, the catalog's statistics of ``name`` unless given."""
+    input normalisation (:func:`normalize`, or a transfer dataset's own)."""
     return T.Compose(
         [
             T.Resize((resize, resize)),
@@ -165,24 +166,24 @@ def pretrain_view(
             T.RandomHorizontalFlip(),
             T.RandomGrayscale(p=0.2),
             T.ToTensor(),
-            norm or normalize(name),
+            norm,
         ]
     )
 
 
-def linear_view(name: str, resize: int, crop: int, augmentation: str, norm: T.Normalize | None = None) -> T.Compose:
-    """``norm``: the input normalisation, the catalog's statistics of ``name`` unless given (a transfer's own)."""
+def linear_view(resize: int, crop: int, augmentation: str, norm: T.Normalize) -> T.Compose:
+    """``norm``: the input normalisation (:func:`normalize`, or a transfer dataset's own)."""
     if augmentation == "crop_flip":
         ops = [T.Resize((resize, resize)), T.RandomResizedCrop(crop), T.RandomHorizontalFlip()]
     elif augmentation == "none":
         ops = [T.Resize((resize, resize)), T.CenterCrop(crop)]
     else:
         raise ValueError(f"Unknown linear-evaluation augmentation {augmentation!r}; choose crop_flip or none.")
-    return T.Compose([*ops, T.ToTensor(), norm or normalize(name)])
+    return T.Compose([*ops, T.ToTensor(), norm])
 
 
-def eval_view(name: str, resize: int, crop: int, norm: T.Normalize | None = None) -> T.Compose:
-    return linear_view(name, resize, crop, "none", norm)
+def eval_view(resize: int, crop: int, norm: T.Normalize) -> T.Compose:
+    return linear_view(resize, crop, "none", norm)
 
 
 class Views(Dataset):

@@ -114,7 +114,7 @@ def generate_folder(base: Path, seed: int = FOLDER_SEED) -> None:
     """Write ``digits_folder`` under ``base`` (its marker, written last, makes a second call a no-op)."""
     from PIL import Image
 
-    from ring.plan.listings import GENERATED  # here: the generated datasets' marker, used by this generator alone
+    from ring.data.listings import GENERATED  # here: the generated datasets' marker, used by this generator alone
 
     base = Path(base)
     if (base / GENERATED).exists():

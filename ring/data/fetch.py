@@ -1,26 +1,23 @@
-"""Fetch datasets from their publishers into the layout the data check (:mod:`ring.plan.catalog`) expects.
+"""Fetch datasets from their publishers into the layout the data check (:mod:`ring.data.folders`) expects; the
+command, ``ring fetch`` (by name or a grid's), is :mod:`ring.fetch`.
 
-    ring fetch cifar10 cub [--data-root data] [--mirror https://mirror.example/datasets]
-    ring fetch --grid paper          # every dataset the grid reads (detection: coco, voc2007, voc2012)
-
-Meant for a login node with internet.  Every download comes from the publisher's URL (torchvision's
-own url/md5 class attributes where torchvision has a downloader), goes to
-``<data_root>/.downloads/<host>/<path>`` (a partial file ``*.part`` is resumed with an HTTP Range
-request, by a retry or by the next run), is checked against the publisher's md5, then unpacked into
-``<data_root>/<name>/`` (detection: the Detectron2 folder), and the result must pass the data check.
-``--mirror URL`` fetches ``URL/<host>/<path>`` instead: the layout ``wget --mirror`` produces, and
-that ``<data_root>/.downloads`` itself has, so one site's download folder can serve another.
+Meant for a login node with internet. Every download comes from the publisher's URL (torchvision's own url/md5 class
+attributes where torchvision has a downloader), goes to ``<data_root>/.downloads/<host>/<path>`` (a partial file
+``*.part`` is resumed with an HTTP Range request, by a retry or by the next run), is checked against the publisher's
+md5, then unpacked into ``<data_root>/<name>/`` (detection: the Detectron2 folder), and the result must pass the data
+check. ``--mirror URL`` fetches ``URL/<host>/<path>`` instead: the layout ``wget --mirror`` produces, and that
+``<data_root>/.downloads`` itself has, so one site's download folder can serve another.
 
 Stamp: a fetched dataset's folder gets ``.ring-fetch.json`` (written last, atomically)::
 
     {"format": 1, "dataset": NAME, "folder": PATH, "fetched_at": ISO-8601 UTC,
      "files": [{"url": URL fetched, "file": path below .downloads, "bytes": N,
                 "publisher_md5": MD5 or null (the publisher publishes none), "md5": MD5, "sha256": SHA256}],
-     "fingerprint": the catalog's fingerprint of the unpacked files (sizes and times; not for detection)}
+     "fingerprint": ring.data.folders.fingerprint of the unpacked files (sizes and times; not for detection)}
 
-It means: these archives, with these checksums, were unpacked here and the data check passed.
-A dataset with a stamp whose folder still passes the check, unchanged since, is not fetched again;
-the data check trusts it instead of hashing the files (:func:`ring.plan.catalog.fetched_from_publisher`).
+It means: these archives, with these checksums, were unpacked here and the data check passed. A dataset with a stamp
+whose folder still passes the check, unchanged since, is not fetched again; the data check trusts it instead of hashing
+the files (:func:`ring.data.folders.fetched_from_publisher`).
 """
 
 from __future__ import annotations
@@ -43,9 +40,8 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
 from urllib.request import Request, urlopen
 
-from ring import resources
-from ring.plan import catalog
-from ring.plan import grid as G
+from ring.core import catalog
+from ring.data import folders
 
 STAMP = catalog.FETCH_STAMP
 STAMP_FORMAT = 1
@@ -99,41 +95,23 @@ def _idx(cls) -> Recipe:
     )
 
 
-def recipes() -> dict[str, Recipe]:
-    """Every automatically fetchable target.  URLs and md5s come from torchvision's class attributes
-    where it has them, so they are not duplicated here."""
-    D, voc, _ = _torchvision()
-    flowers = D.Flowers102
-    # torchvision's GTSRB keeps its URLs and md5s inside GTSRB.download(), not in attributes.
-    gtsrb = "https://sid.erda.dk/public/archives/daaeac0d7ce1152aea9b61d9f1e19370/"
-    coco = "http://images.cocodataset.org/"
-    # COCO publishes no checksums; these md5s are the ones other downloaders verify (PaddleDetection, ...).
-    coco_zips = {
-        "train2017": Download((coco + "zips/train2017.zip",), "cced6f7f71b7629ddf16f17bbcfab6b2"),
-        "val2017": Download((coco + "zips/val2017.zip",), "442b8da7639aecaf257c1dceb8ba8c80"),
-        "annotations": Download(
-            (coco + "annotations/annotations_trainval2017.zip",), "f4bbac642086de4f52a3fdda2de5fa2c"
+def _voc_year(voc, *years: str) -> Recipe:
+    """Pascal VOC of ``years`` (torchvision's URLs and md5s), in Detectron2's layout."""
+    base = voc.DATASET_YEAR_DICT[years[0]]["base_dir"]  # VOCdevkit/VOC2007
+    return Recipe(
+        tuple(Download((voc.DATASET_YEAR_DICT[y]["url"],), voc.DATASET_YEAR_DICT[y]["md5"], strip=base) for y in years),
+        detection=True,
+        required=(
+            "Annotations",
+            "JPEGImages",
+            *(f"ImageSets/Main/{s}.txt" for s in (("trainval", "test") if "2007-test" in years else ("trainval",))),
         ),
-    }
-    # The FGVCx 2018 page (github.com/visipedia/fgvcx_fungi_comp) publishes these md5s; its labs.gbif.org
-    # links moved, Meta-Dataset's instructions point at a copy on data.deic.dk.
-    deic = "https://data.deic.dk/public.php?service=files&t={}&download"
-    fungi = "https://labs.gbif.org/fgvcx/2018/"
+    )
 
-    def voc_year(*years: str) -> Recipe:
-        base = voc.DATASET_YEAR_DICT[years[0]]["base_dir"]  # VOCdevkit/VOC2007
-        return Recipe(
-            tuple(
-                Download((voc.DATASET_YEAR_DICT[y]["url"],), voc.DATASET_YEAR_DICT[y]["md5"], strip=base) for y in years
-            ),
-            detection=True,
-            required=(
-                "Annotations",
-                "JPEGImages",
-                *(f"ImageSets/Main/{s}.txt" for s in (("trainval", "test") if "2007-test" in years else ("trainval",))),
-            ),
-        )
 
+def _torchvision_recipes(D) -> dict[str, Recipe]:
+    """The datasets whose URLs and md5s torchvision's classes hold."""
+    flowers = D.Flowers102
     return {
         "cifar10": Recipe((Download((D.CIFAR10.url,), D.CIFAR10.tgz_md5),)),
         "cifar100": Recipe((Download((D.CIFAR100.url,), D.CIFAR100.tgz_md5),)),
@@ -151,11 +129,26 @@ def recipes() -> dict[str, Recipe]:
             ),
             into="flowers-102",
         ),
+    }
+
+
+# torchvision's GTSRB keeps its URLs and md5s inside GTSRB.download(), not in attributes.
+GTSRB = "https://sid.erda.dk/public/archives/daaeac0d7ce1152aea9b61d9f1e19370/"
+# The FGVCx 2018 page (github.com/visipedia/fgvcx_fungi_comp) publishes the fungi md5s; its labs.gbif.org links
+# moved, Meta-Dataset's instructions point at a copy on data.deic.dk.
+DEIC = "https://data.deic.dk/public.php?service=files&t={}&download"
+FUNGI = "https://labs.gbif.org/fgvcx/2018/"
+COCO = "http://images.cocodataset.org/"
+
+
+def _publisher_recipes() -> dict[str, Recipe]:
+    """The datasets whose URLs and md5s come from their publishers' pages (torchvision has none)."""
+    return {
         "traffic_sign": Recipe(
             (
-                Download((gtsrb + "GTSRB-Training_fixed.zip",), "513f3c79a4c5141765e10e952eaa2478"),
-                Download((gtsrb + "GTSRB_Final_Test_Images.zip",), "c7e4e6327067d32654124b0fe9e82185"),
-                Download((gtsrb + "GTSRB_Final_Test_GT.zip",), "fe31e9c9270bbcd7b84b7f21a9d9d9e5"),
+                Download((GTSRB + "GTSRB-Training_fixed.zip",), "513f3c79a4c5141765e10e952eaa2478"),
+                Download((GTSRB + "GTSRB_Final_Test_Images.zip",), "c7e4e6327067d32654124b0fe9e82185"),
+                Download((GTSRB + "GTSRB_Final_Test_GT.zip",), "fe31e9c9270bbcd7b84b7f21a9d9d9e5"),
             ),
             into="gtsrb",
         ),
@@ -171,27 +164,46 @@ def recipes() -> dict[str, Recipe]:
         "fungi": Recipe(
             (
                 Download(
-                    (fungi + "fungi_train_val.tgz", deic.format("2fd47962a38e2a70570f3be027cea57f")),
+                    (FUNGI + "fungi_train_val.tgz", DEIC.format("2fd47962a38e2a70570f3be027cea57f")),
                     "df2b2980835668ed1d9a0e286e4bdadd",
                 ),
                 Download(
-                    (fungi + "train_val_annotations.tgz", deic.format("8dc110f312677d2b53003de983b3a26e")),
+                    (FUNGI + "train_val_annotations.tgz", DEIC.format("8dc110f312677d2b53003de983b3a26e")),
                     "c3c0f1b8a8d0b60619c43d9c89bdbc7e",
                 ),
             )
         ),
-        "mscoco": Recipe(tuple(coco_zips.values())),
-        # Detectron2's layout (README "Detection"), below $DETECTRON2_DATASETS or <data_root>/detectron2.
-        "coco": Recipe(
-            tuple(coco_zips.values()),
-            detection=True,
-            required=tuple(
-                f"annotations/{k}_{s}2017.json" for k in ("instances", "person_keypoints") for s in ("train", "val")
-            )
-            + ("train2017", "val2017"),
-        ),
-        "voc2007": voc_year("2007", "2007-test"),
-        "voc2012": voc_year("2012"),
+    }
+
+
+def _coco_recipes() -> dict[str, Recipe]:
+    """COCO 2017: the transfer column's crops (mscoco) and Detectron2's layout (coco) from the same archives."""
+    # COCO publishes no checksums; these md5s are the ones other downloaders verify (PaddleDetection, ...).
+    zips = (
+        Download((COCO + "zips/train2017.zip",), "cced6f7f71b7629ddf16f17bbcfab6b2"),
+        Download((COCO + "zips/val2017.zip",), "442b8da7639aecaf257c1dceb8ba8c80"),
+        Download((COCO + "annotations/annotations_trainval2017.zip",), "f4bbac642086de4f52a3fdda2de5fa2c"),
+    )
+    annotations = tuple(
+        f"annotations/{k}_{s}2017.json" for k in ("instances", "person_keypoints") for s in ("train", "val")
+    )
+    # Detectron2's layout (README "Detection"), below $DETECTRON2_DATASETS or <data_root>/detectron2.
+    return {
+        "mscoco": Recipe(zips),
+        "coco": Recipe(zips, detection=True, required=(*annotations, "train2017", "val2017")),
+    }
+
+
+def recipes() -> dict[str, Recipe]:
+    """Every automatically fetchable target.  URLs and md5s come from torchvision's class attributes
+    where it has them, so they are not duplicated here."""
+    D, voc, _ = _torchvision()
+    return {
+        **_torchvision_recipes(D),
+        **_publisher_recipes(),
+        **_coco_recipes(),
+        "voc2007": _voc_year(voc, "2007", "2007-test"),
+        "voc2012": _voc_year(voc, "2012"),
     }
 
 
@@ -381,7 +393,7 @@ def check_layout(name: str, recipe: Recipe, base: Path, data_root: Path) -> None
         if missing:
             raise catalog.DatasetMissing(f"{name} is missing {base / missing[0]}")
     else:
-        catalog.check(name, data_root)
+        folders.check(name, data_root)
 
 
 def stamp_ok(name: str, recipe: Recipe, base: Path, data_root: Path) -> bool:
@@ -392,7 +404,7 @@ def stamp_ok(name: str, recipe: Recipe, base: Path, data_root: Path) -> bool:
         check_layout(name, recipe, base, data_root)
     except (OSError, ValueError, catalog.DatasetMissing):
         return False
-    unchanged = recipe.detection or stamp.get("fingerprint") == catalog.fingerprint(name, data_root)
+    unchanged = recipe.detection or stamp.get("fingerprint") == folders.fingerprint(name, data_root)
     return stamp.get("format") == STAMP_FORMAT and stamp.get("dataset") == name and unchanged
 
 
@@ -453,54 +465,10 @@ def fetch(
             "files": files,
         }
         if not recipe.detection:  # what the data check compares before it trusts the stamp
-            stamp["fingerprint"] = catalog.fingerprint(name, data_root)
+            stamp["fingerprint"] = folders.fingerprint(name, data_root)
         with tempfile.NamedTemporaryFile("w", dir=base, delete=False, suffix=".tmp") as tmp:
             json.dump(stamp, tmp, indent=1)
         os.replace(tmp.name, base / STAMP)
     except OSError as err:
         raise (_disk_error(err, Path(err.filename or base)) or err) from None
     return f"{name}: fetched, verified and unpacked into {base}"
-
-
-def main(argv=None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="ring fetch", description="Download datasets from their publishers, verify and unpack them."
-    )
-    parser.add_argument("names", nargs="*", metavar="NAME")
-    parser.add_argument(
-        "--grid", help="every dataset of a grid: a name (ring/resources/grids/GRID.yaml) or a grid file's path"
-    )
-    parser.add_argument("--grids-dir", type=Path, default=resources.GRIDS)
-    parser.add_argument("--data-root", default="data")
-    parser.add_argument("--mirror", help="fetch URL/<host>/<path> instead of each publisher's URL")
-    parser.add_argument(
-        "--detectron2-root",
-        help="Detectron2's datasets folder (default $DETECTRON2_DATASETS, else <data-root>/detectron2)",
-    )
-    args = parser.parse_args(argv)
-    names = list(args.names)
-    try:
-        if args.grid:
-            names += G.datasets_read(G.load(G.resolve(args.grid, args.grids_dir)))
-        if not names:
-            raise FetchError("Name datasets to fetch, or --grid GRID.")
-    except (FetchError, ValueError) as err:
-        print(f"ring: {err}", file=sys.stderr)
-        return 1
-    det_root = args.detectron2_root or os.environ.get("DETECTRON2_DATASETS")
-    failed = 0
-    for name in dict.fromkeys(names):
-        try:
-            print(fetch(name, args.data_root, args.mirror, det_root), flush=True)
-        except FetchError as err:
-            print(f"ring: {name}: {err}", file=sys.stderr, flush=True)
-            failed += 1
-    if failed:
-        print(f"ring: {failed} of {len(set(names))} datasets not fetched (above)", file=sys.stderr)
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

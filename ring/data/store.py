@@ -41,7 +41,7 @@ import numpy as np
 from PIL import Image
 
 from ring.core.files import atomic_write, read_record, sha256_file, write_json, write_text
-from ring.plan.stores import (  # noqa: F401  (the layout and its checks: ring.plan.stores; names of this module)
+from ring.data.stores import (  # noqa: F401  (the layout and its checks: ring.data.stores; names of this module)
     BYTES_PER_PIXEL,
     CHOICES,
     INDEX,

@@ -1,5 +1,5 @@
 """The data check against the publisher (``ring check``, ``python -m ring.data.verify check``):
-:func:`ring.plan.catalog.check`, then torchvision's md5 lists and the publisher's image counts
+:func:`ring.data.folders.check`, then torchvision's md5 lists and the publisher's image counts
 (:func:`verify`).  Here, not in the torch-free catalog, because the md5 lists are torchvision's.
 """
 
@@ -10,23 +10,16 @@ import json
 import sys
 from pathlib import Path
 
+from ring.core.catalog import DATASETS, SKIP_HINT, DatasetMissing, folder, hint, loader_verifies, skip_refusal, spec
 from ring.core.files import FileError, write_json
-from ring.plan.catalog import (
-    DATASETS,
-    SKIP_HINT,
+from ring.data.folders import (
     VERIFIED_SUFFIX,
-    DatasetMissing,
     _counts,
     _fingerprint,
     check,
     check_writable,
     fetched_from_publisher,
-    folder,
-    hint,
-    loader_verifies,
     md5_of,
-    skip_refusal,
-    spec,
 )
 
 
@@ -44,6 +37,61 @@ def published_md5(name: str) -> dict[str, str]:
     return {f"{cls.base_folder}/{file}": md5 for file, md5 in files}
 
 
+def _still_verified(stamp: Path | None, base: Path, skip_checksums: bool) -> dict | None:
+    """The record of an earlier passing verification of this folder, while every file it read is unchanged."""
+    if stamp is None or not stamp.is_file():
+        return None
+    try:
+        previous = json.loads(stamp.read_text())
+        if (
+            previous["folder"] == str(base.resolve())
+            and (skip_checksums or not previous["skip_checksums"])
+            and previous["fingerprint"] == _fingerprint([base / rel for rel in previous["fingerprint"]], base)
+        ):
+            return previous
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # a stale, torn or foreign stamp: verify again
+    return None
+
+
+def _check_md5s(name: str, base: Path, how: str) -> dict[str, str]:
+    """torchvision's md5 of each file that has one against the file's, by path below the dataset folder."""
+    md5s = {}
+    for rel, expected in published_md5(name).items():
+        path = base / rel
+        if not path.is_file():
+            raise DatasetMissing(f"Dataset {name} is missing {path}; {how}.")
+        actual = md5_of(path)
+        if actual != expected:
+            raise DatasetMissing(
+                f"Dataset {name} file {path} is corrupted or truncated: its md5 is {actual}, the publisher's "
+                f"(torchvision's) is {expected}; replace the file ({how})."
+            )  # no skip_checksums: see loader_verifies
+        md5s[rel] = actual
+    return md5s
+
+
+def _check_counts(name: str, root: Path, how: str, skip_checksums: bool) -> tuple[dict[str, int], list[Path]]:
+    """The images of each split (and the folders counted), against the publisher's counts unless skipped."""
+    s, base = spec(name), folder(name, root)
+    counts, counted = _counts(name, root)
+    if name in DATASETS and not skip_checksums:  # ImageNet: one folder per class in each split
+        for split in counts:
+            n = sum(1 for p in (base / split).iterdir() if p.is_dir())
+            if n != s.num_classes:
+                raise DatasetMissing(
+                    f"Dataset {name}'s {base / split} holds {n} class folders, the publisher's "
+                    f"release has {s.num_classes}; complete it ({how}), {SKIP_HINT}."
+                )
+    if not skip_checksums and tuple(counts.values()) != tuple(s.publisher_counts):
+        found = ", ".join(f"{n} {split}" for split, n in counts.items())
+        raise DatasetMissing(
+            f"Dataset {name} under {base} holds {found} images, the publisher's release has "
+            f"{' and '.join(map(str, s.publisher_counts))}; complete it ({how}), {SKIP_HINT}."
+        )
+    return counts, counted
+
+
 def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp_dir: str | Path | None = None) -> dict:
     """:func:`check`, then the contents against the publisher; returns the record (also the stamp).
 
@@ -58,57 +106,22 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
         raise DatasetMissing(skip_refusal(name))
     root = Path(data_root)
     base = folder(name, root)
-    s = spec(name)
     how = hint(name, root)
     stamp = Path(stamp_dir) / f"{name}{VERIFIED_SUFFIX}" if stamp_dir is not None else None
-    if stamp is not None and stamp.is_file():
-        try:
-            previous = json.loads(stamp.read_text())
-            if (
-                previous["folder"] == str(base.resolve())
-                and (skip_checksums or not previous["skip_checksums"])
-                and previous["fingerprint"] == _fingerprint([base / rel for rel in previous["fingerprint"]], base)
-            ):
-                return previous
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # a stale, torn or foreign stamp: verify again
+    previous = _still_verified(stamp, base, skip_checksums)
+    if previous is not None:
+        return previous
     record = {"dataset": name, "folder": str(base.resolve()), "skip_checksums": skip_checksums, "md5": {}, "counts": {}}
-    read = [base / rel for rel in s.required]
+    read = [base / rel for rel in spec(name).required]
     fetched = None if skip_checksums else fetched_from_publisher(name, root)
     if fetched is not None:
         record["fetched"] = fetched
     elif not skip_checksums:
-        for rel, expected in published_md5(name).items():
-            path = base / rel
-            if not path.is_file():
-                raise DatasetMissing(f"Dataset {name} is missing {path}; {how}.")
-            actual = md5_of(path)
-            if actual != expected:
-                raise DatasetMissing(
-                    f"Dataset {name} file {path} is corrupted or truncated: its md5 is {actual}, the publisher's "
-                    f"(torchvision's) is {expected}; replace the file ({how})."
-                )  # no skip_checksums: see loader_verifies
-            record["md5"][rel] = actual
-            read.append(path)
-    publisher = getattr(s, "publisher_counts", None)
-    if publisher is not None and fetched is None:
-        counts, counted = _counts(name, root)
-        record["counts"] = counts
+        record["md5"] = _check_md5s(name, base, how)
+        read += [base / rel for rel in record["md5"]]
+    if getattr(spec(name), "publisher_counts", None) is not None and fetched is None:
+        record["counts"], counted = _check_counts(name, root, how, skip_checksums)
         read += counted
-        if name in DATASETS and not skip_checksums:  # ImageNet: one folder per class in each split
-            for split in counts:
-                n = sum(1 for p in (base / split).iterdir() if p.is_dir())
-                if n != s.num_classes:
-                    raise DatasetMissing(
-                        f"Dataset {name}'s {base / split} holds {n} class folders, the publisher's "
-                        f"release has {s.num_classes}; complete it ({how}), {SKIP_HINT}."
-                    )
-        if not skip_checksums and tuple(counts.values()) != tuple(publisher):
-            found = ", ".join(f"{n} {split}" for split, n in counts.items())
-            raise DatasetMissing(
-                f"Dataset {name} under {base} holds {found} images, the publisher's release has "
-                f"{' and '.join(map(str, publisher))}; complete it ({how}), {SKIP_HINT}."
-            )
     record["checksums"] = (
         "skipped (skip_checksums): layout and listings only"
         if skip_checksums

@@ -84,7 +84,7 @@ def train_views(
         labels = datasets.Views(augment.Labels([t for _, t in base.samples]), None, n_views=0, seed=cfg.seed)
         return TrainViews(labels, maker, None, device)
     if place == "cpu":
-        view = datasets.pretrain_view(cfg.dataset, cfg.resize, cfg.crop, cfg.crop_scale_min, data.normalize())
+        view = datasets.pretrain_view(cfg.resize, cfg.crop, cfg.crop_scale_min, data.normalize())
         return TrainViews(datasets.Views(base, view, n_views=n_views, seed=cfg.seed), None, None, device)
     params = augment.ViewParams(cfg.resize, cfg.crop_scale_min)
     held = augment.in_memory(base)

@@ -69,9 +69,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ring.engine.objectives.ring import validate_window
-from ring.plan import checks
-
 
 class _StepCounted:
     """Policies whose only state is how many steps they have taken."""
@@ -195,7 +192,6 @@ class LossAdaptivePolicy(_Adaptive):
     """Every step: harder if the loss is below its moving average (``ema`` momentum), easier otherwise."""
 
     needs_loss = True
-
     ema: float = 0.99
 
     def step(self, loss: float | None = None, **_signals) -> None:
@@ -383,7 +379,19 @@ ANNEAL_POLICIES = {
     "adaptive_loss_authors": _adaptive_loss_authors,
     "adaptive_val_authors": _adaptive_val_authors,
 }
-assert tuple(ANNEAL_POLICIES) == checks.ANNEAL_POLICIES, "ring.plan.checks lists the policy names the plan accepts"
+# The policies reading a validation accuracy every epoch (needs_validation): ring_val_before_training is for them alone.
+VALIDATION_POLICIES = ("adaptive_val", "adaptive_val_authors")
+
+
+def validate_window(w_l: float, w_u: float) -> None:
+    """Fail with one sentence when a percentile window is unusable (ring.engine.objectives.ring selects in it)."""
+    for name, value in (("w_l", w_l), ("w_u", w_u)):
+        if not (0.0 <= value <= 100.0) or math.isnan(value):
+            raise ValueError(f"Ring percentile {name}={value} is outside [0, 100]; percentiles are given in percent.")
+    if w_l >= w_u:
+        raise ValueError(
+            f"Ring window w_l={w_l} >= w_u={w_u} selects nothing; choose w_l < w_u (w_l=0, w_u=100 is the base method)."
+        )
 
 
 class RingSchedule:

@@ -16,7 +16,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from ring.plan.checks import world_problem
+from ring.engine.groups import world_problem
 
 
 def is_initialized() -> bool:
@@ -72,7 +72,7 @@ def start(device: torch.device) -> torch.device:
 
 def local_batch(batch_size: int, bn_groups: int) -> int:
     """This process's share of a global batch of ``batch_size`` images in ``bn_groups`` BatchNorm groups; one
-    sentence when the processes cannot split them as one process does (ring.plan.checks.world_problem, which the
+    sentence when the processes cannot split them as one process does (ring.engine.groups.world_problem, which the
     plan checks before submission)."""
     problem = world_problem(batch_size, bn_groups, world_size())
     if problem:

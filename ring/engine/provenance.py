@@ -7,7 +7,7 @@ the software (torch, CUDA), and one *segment* per process that worked on the cel
 a resumed run, or a SLURM job requeued after preemption.  Each segment records its SLURM job id
 and restart count, node, GPU model, wall time and outcome, so GPU-hours add up over requeues.
 Runs that were killed before they could write theirs (an external requeue's SIGKILL, a job killed
-for good) are added from SLURM's accounting (``sacct -D``, ring.cluster.accounting): by the next segment of
+for good) are added from SLURM's accounting (``sacct -D``, ring.core.accounting): by the next segment of
 the same job, or by the launcher before it resubmits or collects the cell.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 import ring
-from ring.cluster.accounting import missing_runs, totals
+from ring.core.accounting import missing_runs, totals
 from ring.core.files import FileError, write_json
 from ring.engine import distributed
 from ring.engine.runtime import Preempted

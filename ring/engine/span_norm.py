@@ -1,7 +1,7 @@
 """BatchNorm groups that span processes: one group of the batch normalised over several consecutive ranks.
 
 With fewer BatchNorm groups than processes (IR, CMC and LA have one; MoCo's 8 on 16 GPUs), each group is the batches of
-``span = world / bn_groups`` consecutive ranks (ring.plan.checks.bn_layout), which normalise together: what one
+``span = world / bn_groups`` consecutive ranks (ring.engine.groups.bn_layout), which normalise together: what one
 process computes with ``bn_groups`` groups (:class:`ring.engine.encoder.Grouped`).  Forward, the ranks of a group
 exchange their per-channel statistics; backward, the two per-channel gradient sums that batch norm's backward needs.
 Not ``torch.nn.SyncBatchNorm``: it refuses CPU tensors (CI's gloo processes could not test it) and would make every

@@ -1,3 +1,1 @@
-"""Planning on a login node, torch-free: plan checks, dataset catalog and listings, grid, estimate,
-rerun, lineage, configuration reference.
-"""
+"""Planning on a login node, torch-free: plan checks, grid, estimate, rerun, lineage, configuration reference."""

@@ -28,9 +28,10 @@ from pathlib import Path, PurePosixPath
 import jsonschema
 
 from ring import resources
+from ring.core import catalog
 from ring.core.config import read_yaml
 from ring.core.methods import METHODS
-from ring.plan import catalog, checks, ownership
+from ring.plan import checks, ownership
 from ring.plan import grid as G
 
 SCHEMA = resources.SCHEMAS / "grid.schema.yaml"

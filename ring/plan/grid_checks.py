@@ -4,9 +4,10 @@ runs them on every grid it builds (a :class:`ring.plan.grid.Grid`, the ``grid`` 
 
 from __future__ import annotations
 
+from ring.core import catalog
 from ring.core import config as C
 from ring.core.methods import METHODS, RING_KEYS, missing, unread_keys
-from ring.plan import catalog, checks
+from ring.plan import checks
 from ring.plan.detection_tasks import TASKS
 
 # The stages a grid has blocks of (pretrain:, lincls:, transfer:), by the config class their keys are fields of.

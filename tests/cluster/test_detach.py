@@ -15,7 +15,7 @@ from ring.core import config as C
 from ring.plan import rerun
 from tests.helpers import TINY_PRETRAIN
 
-# sacct's answers about job 7: its state (JobID,State), and its one run (the -D query of ring.cluster.accounting).
+# sacct's answers about job 7: its state (JobID,State), and its one run (the -D query of ring.core.accounting).
 SACCT = """#!/bin/sh
 echo "sacct $*" >> {calls}
 case "$*" in

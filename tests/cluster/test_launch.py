@@ -63,7 +63,8 @@ def _fake_job(tmp_path, job_id="9_1", tasks=1):
 def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(
     states, adopted, outcome, tmp_path, monkeypatch, capsys
 ):
-    from ring.cluster import accounting, launch, slurm
+    from ring.cluster import launch, slurm
+    from ring.core import accounting
 
     job = _fake_job(tmp_path)
     replies = iter(states)
@@ -178,7 +179,8 @@ def _edited_cell(tmp_path, record_hash):
 def test_the_launcher_accepts_only_an_output_of_its_own_config_hash(record_hash, state, tmp_path, monkeypatch, capsys):
     """Issue 34, item 2: another config's encoder in the cell is one sentence, kept under runs/<its hash>/, and a job
     of the cell's own config is submitted; its encoder, of the right hash, is accepted."""
-    from ring.cluster import accounting, launch, slurm
+    from ring.cluster import launch, slurm
+    from ring.core import accounting
     from ring.core import config as C
     from ring.core.files import CHECKSUMS, write_json
 
@@ -247,7 +249,8 @@ def test_a_running_job_of_the_previous_config_is_cancelled_before_anything_moves
 )
 def test_a_job_out_of_memory_ends_with_one_sentence_naming_mem_gb(tmp_path, monkeypatch, capsys, state, log, says):
     """Issue 40 item 6: it ended with torch's allocator traceback and no sentence naming memory or mem_gb."""
-    from ring.cluster import accounting, launch, slurm
+    from ring.cluster import launch, slurm
+    from ring.core import accounting
 
     job = _fake_job(tmp_path)
     (tmp_path / "job.err").write_text(log)
@@ -354,7 +357,8 @@ TRACEBACK_OF = {
     ],
 )
 def test_a_failure_shows_the_log_of_the_task_that_holds_the_traceback(tmp_path, monkeypatch, capsys, logs, task):
-    from ring.cluster import accounting, launch, slurm
+    from ring.cluster import launch, slurm
+    from ring.core import accounting
 
     job = _fake_job(tmp_path, tasks=4)
     for i, kind in enumerate(logs):

@@ -47,11 +47,9 @@ def test_stale_temporaries_of_killed_writes_are_removed_by_name(tmp_path):
 
 
 def test_the_login_node_client_writes_without_torch():
-    """ring.cluster.launch and ring.cluster.accounting write job records and provenance through ring.core.files on a
+    """ring.cluster.launch and ring.core.accounting write job records and provenance through ring.core.files on a
     login node, where importing torch costs seconds (or torch is not installed)."""
-    code = (
-        "import sys, ring.core.files, ring.cluster.launch, ring.cluster.accounting; assert 'torch' not in sys.modules"
-    )
+    code = "import sys, ring.core.files, ring.cluster.launch, ring.core.accounting; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 

@@ -3,9 +3,10 @@ import dataclasses
 import pytest
 import torch
 
+from ring.core import catalog
 from ring.core import config as C
 from ring.core import methods as M
-from ring.engine.objectives import build_objective
+from ring.engine.objectives import build_encoder, build_objective
 from ring.plan import grid as G
 from ring.reports.tables import published
 from tests.helpers import TINY_PRETRAIN, pretrain_config
@@ -13,7 +14,8 @@ from tests.helpers import TINY_PRETRAIN, pretrain_config
 
 def test_every_method_is_implemented_and_builds_its_objective():
     for name, m in M.METHODS.items():
-        assert m.objective.load().build_encoder(pretrain_config(name)) is not None, name
+        cfg = pretrain_config(name)
+        assert build_encoder(m, cfg, catalog.spec(cfg.dataset)) is not None, name
         assert m.implemented, name
         cfg = pretrain_config(name, kmeans_k=5, kmeans_clusterings=2)
         objective = build_objective(m, cfg, encoder=torch.nn.Linear(2, 2), n_train=300)

@@ -9,8 +9,8 @@ import pytest
 import torch
 from PIL import Image
 
+from ring.core.catalog import spec
 from ring.data import augment, datasets
-from ring.plan.catalog import spec
 
 
 def _smooth_images(n: int, size: int, seed: int = 0) -> np.ndarray:
@@ -23,7 +23,9 @@ def _smooth_images(n: int, size: int, seed: int = 0) -> np.ndarray:
 
 def _both_paths(images: np.ndarray, resize: int, crop: int, seed: int = 3):
     base = datasets.ArrayImages(images, np.zeros(len(images)))
-    pil = datasets.Views(base, datasets.pretrain_view("cifar10", resize, crop, 0.2), seed=seed)
+    pil = datasets.Views(
+        base, datasets.pretrain_view(resize, crop, 0.2, datasets.normalize(spec("cifar10"))), seed=seed
+    )
     par = datasets.Views(base, augment.ViewParams(resize, 0.2), seed=seed)
     expected = torch.stack([pil[i][0] for i in range(len(base))])
     params = torch.stack([par[i][0] for i in range(len(base))])
@@ -57,7 +59,7 @@ def test_other_parameters_give_other_pixels():
     """The tolerance is meaningful: the same images with another seed's views are far outside it."""
     images = _smooth_images(24, 32)
     base = datasets.ArrayImages(images, np.zeros(24))
-    pil = datasets.Views(base, datasets.pretrain_view("cifar10", 32, 32, 0.2), seed=3)
+    pil = datasets.Views(base, datasets.pretrain_view(32, 32, 0.2, datasets.normalize(spec("cifar10"))), seed=3)
     other = torch.stack([datasets.Views(base, augment.ViewParams(32, 0.2), seed=4)[i][0] for i in range(24)])
     s = spec("cifar10")
     got = augment.apply(augment.device_images(images, torch.device("cpu")), other, 32, 32, s.mean, s.std)
@@ -133,7 +135,9 @@ def test_jpeg_views_decode_on_the_cpu_path(tmp_path):
 
     decoded = [np.asarray(Image.open(io.BytesIO(d.numpy().tobytes())).convert("RGB")) for d in data]
     base = datasets.ArrayImages(np.stack(decoded), np.zeros(6))
-    pil = datasets.Views(base, datasets.pretrain_view("cifar10", 32, 32, 0.2), n_views=2, seed=5)
+    pil = datasets.Views(
+        base, datasets.pretrain_view(32, 32, 0.2, datasets.normalize(spec("cifar10"))), n_views=2, seed=5
+    )
     expected = torch.stack([pil[i][1] for i in range(6)])
     # Same decoder family (libjpeg) on both sides; the resize 40 -> 32 and the view as above.
     assert ((expected - views[1]) * torch.tensor(s.std).view(1, 3, 1, 1) * 255).abs().mean() <= MEAN_LEVELS
@@ -240,7 +244,7 @@ def test_the_places_views_are_made_are_the_plan_checks_own_list():
     # a place added to one and not the other would pass the plan and fail in the job, or the reverse.
     from ring.plan import checks
 
-    assert augment.AUGMENT == checks.AUGMENT_PLACES
+    assert checks.AUGMENT_PLACES is augment.AUGMENT  # the plan reads the list the views are made by
 
 
 # Top-level aten calls of one view batch (benchmarks/profile_counts.py).  Before issue 23, 753 at batch 16

@@ -13,9 +13,9 @@ import pytest
 import torch
 from PIL import Image
 
+from ring.core.catalog import spec
 from ring.data import dali
 from ring.engine.runtime import epoch_batches
-from ring.plan.catalog import spec
 
 N_IMAGES, BATCH, CROP, SCALE_MIN, SEED = 96, 32, 24, 0.2, 7
 STATS = spec("imagenet")

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from ring.data import datasets
-from ring.plan import catalog
+from ring.core import catalog
+from ring.data import datasets, folders
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,7 +88,7 @@ def test_colour_digits_are_the_digits_tinted_deterministically_with_ab_channels_
     # and between images, where on the grey digits it is one constant (the test's guard against a vacuous pass).
     for name, threshold in (("digits_colour", 0.05), ("digits", None)):
         base = datasets.load(name, "unused", "test")
-        view = datasets.eval_view(name, 32, 32)
+        view = datasets.eval_view(32, 32, datasets.normalize(catalog.spec(name)))
         batch = torch.stack([view(base[i][0]) for i in range(64)])
         _, ab = lab_views(batch, catalog.spec(name).mean, catalog.spec(name).std)
         if threshold is None:
@@ -102,7 +102,9 @@ def test_colour_digits_are_the_digits_tinted_deterministically_with_ab_channels_
 
 def test_views_are_reproducible_per_sample_and_epoch():
     base = datasets.load("digits", "unused", "pretrain")
-    views = datasets.Views(base, datasets.pretrain_view("digits", 32, 32, 0.2), n_views=2, seed=3)
+    views = datasets.Views(
+        base, datasets.pretrain_view(32, 32, 0.2, datasets.normalize(catalog.spec("digits"))), n_views=2, seed=3
+    )
     a1, a2, label, index = views[5]
     assert a1.shape == (3, 32, 32) and index == 5 and 0 <= label < 10
     assert not torch.equal(a1, a2)  # two different views of one image
@@ -119,7 +121,7 @@ def test_corrupt_cifar10_files_fail_with_one_sentence(tmp_path):
     folder.mkdir(parents=True)
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch", "batches.meta"]:
         (folder / name).write_bytes(b"not a pickle")
-    catalog.check("cifar10", tmp_path)  # the layout is complete ...
+    folders.check("cifar10", tmp_path)  # the layout is complete ...
     with pytest.raises(
         catalog.DatasetMissing, match=r"Dataset cifar10 under .* is incomplete or corrupted .*; fetch it with"
     ):

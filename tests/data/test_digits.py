@@ -7,8 +7,8 @@ import pytest
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
+from ring.core import catalog
 from ring.data import digits
-from ring.plan import catalog
 
 
 @pytest.fixture(scope="module")

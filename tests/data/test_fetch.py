@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from ring import cli
-from ring.data import fetch
-from ring.plan import catalog
+from ring.core import catalog
+from ring.data import fetch, folders
 from tests.data.test_metadataset import WRITERS, _image, _text
 from tests.helpers import copy_workflow
 from tests.workflow.runs import snakemake
@@ -230,7 +230,7 @@ def test_dropped_connection_resumes_with_a_range_request(server, tmp_path, monke
     fetch.fetch("cub", tmp_path / "b", server.url)
     assert server.requests == [(path, None), (path, "bytes=250-")]
     assert (tmp_path / "b" / fetch.DOWNLOADS / recipe.downloads[0].mirror_path).stat().st_size == size
-    catalog.check("cub", tmp_path / "b")
+    folders.check("cub", tmp_path / "b")
 
 
 def test_archive_with_an_unexpected_layout_is_refused(server, tmp_path, monkeypatch):

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 from scipy.io import savemat
 
-from ring.data import metadataset
-from ring.plan import catalog, listings
+from ring.core import catalog
+from ring.data import folders, listings, metadataset
 from tests import ROOT
 
 
@@ -212,13 +212,13 @@ WRITERS = {name: globals()[f"write_{name}"] for name in metadataset.TRANSFER_DAT
 @pytest.mark.parametrize("name", sorted(WRITERS))
 def test_loader_reads_the_publishers_layout(tmp_path, name):
     expected = WRITERS[name](tmp_path)
-    catalog.check(name, tmp_path)
+    folders.check(name, tmp_path)
     for split in listings.SPLITS:
         dataset = metadataset.load(name, tmp_path, split)
         pairs = [dataset[i] for i in range(len(dataset))]
         assert [label for _, label in pairs] == expected[split], split
         assert all(img.mode == "RGB" for img, _ in pairs)  # grayscale sets become 3-channel
-    doc = catalog.manifest(name, tmp_path)
+    doc = folders.manifest(name, tmp_path)
     assert doc["counts"] == {split: len(expected[split]) for split in listings.SPLITS}
     assert [[label for _, label in doc["files"][s]] for s in listings.SPLITS] == [expected[s] for s in listings.SPLITS]
     assert len(doc["sha256"]) == 64 and doc["split"] == catalog.TRANSFER[name].split
@@ -237,7 +237,7 @@ def test_mscoco_crops_are_the_boxes(tmp_path):
 
 def test_data_check_command_reports_content_errors_in_one_sentence(tmp_path):
     # `python -m ring.data.verify` runs the data check as __main__; the DatasetMissing that
-    # ring.data.metadataset raises is ring.plan.catalog's and must still be caught.
+    # ring.data.metadataset raises is ring.core.catalog's and must still be caught.
     write_dtd(tmp_path)
     image = tmp_path / "dtd" / "dtd" / "dtd" / "images" / "banded" / "banded_0003.jpg"
     image.unlink()

@@ -11,10 +11,11 @@ from torchvision import datasets as tvd
 from torchvision import transforms as T
 
 from ring import prepare
+from ring.core import catalog
 from ring.data import augment, datasets, store
 from ring.data.digits import generate_folder
 from ring.data.views import StoreViews
-from ring.plan import catalog, checks
+from ring.plan import checks
 
 SIZE = catalog.DATASETS["digits_folder"].store_size
 
@@ -86,7 +87,7 @@ def test_the_store_is_readable_with_numpy_alone(root):
 def test_views_from_the_store_are_todays_views(root):
     """The CPU path: the store's image through pretrain_view is the file's (its Resize is then a copy); the device
     path: the store's batch, as the loader stacks it, gives the views apply() makes of the resized images."""
-    view = datasets.pretrain_view("digits_folder", SIZE, SIZE, 0.2)
+    view = datasets.pretrain_view(SIZE, SIZE, 0.2, datasets.normalize(catalog.spec("digits_folder")))
     from_files = datasets.Views(folder(root, "train"), view, n_views=2, seed=3)
     from_store = datasets.Views(store.StoreImages(stored(root, "raw"), "train"), view, n_views=2, seed=3)
     for i in (0, 700, 1346):
@@ -110,7 +111,7 @@ def test_a_cell_reads_the_store_only_at_its_size_and_format(root):
     assert datasets.source("digits_folder", root, "jpeg95", SIZE + 8).store is None  # another resize: the files
     assert datasets.source("digits_colour", root, "jpeg95", SIZE).store is None  # in memory: no store
     assert isinstance(datasets.load("digits_folder", root, "test", "raw", SIZE), store.StoreImages)
-    assert store.CHOICES == checks.STORE_FORMATS
+    assert checks.STORE_FORMATS is store.CHOICES  # the plan refuses what the store cannot read, by its own list
 
 
 def test_a_missing_store_is_one_sentence(tmp_path, root):

@@ -10,8 +10,8 @@ import pickle
 import numpy as np
 import pytest
 
-from ring.data import datasets, verify
-from ring.plan import catalog
+from ring.core import catalog
+from ring.data import datasets, folders, verify
 
 
 def _publish_fake(name, root, monkeypatch) -> dict:
@@ -37,13 +37,13 @@ def _publish_fake(name, root, monkeypatch) -> dict:
             path.write_bytes(
                 pickle.dumps({"data": rng.integers(0, 256, (4, 3072), dtype=np.uint8), key: [i % 10, 1, 2, 3]})
             )
-        md5[file] = catalog.md5_of(path)
+        md5[file] = folders.md5_of(path)
     monkeypatch.setattr(cls, "train_list", [[f, md5[f]] for f, _ in cls.train_list])
     monkeypatch.setattr(cls, "test_list", [[f, md5[f]] for f, _ in cls.test_list])
     if hasattr(cls, "meta"):
         meta = catalog.folder(name, root) / cls.base_folder / cls.meta["filename"]
         meta.write_bytes(pickle.dumps({cls.meta["key"]: [f"class{c}" for c in range(100)]}))
-        monkeypatch.setattr(cls, "meta", {**cls.meta, "md5": catalog.md5_of(meta)})
+        monkeypatch.setattr(cls, "meta", {**cls.meta, "md5": folders.md5_of(meta)})
     return verify.published_md5(name)
 
 
@@ -53,7 +53,7 @@ def test_data_check_verifies_torchvisions_md5_once_and_names_a_truncated_file(tm
     stamps, ok = tmp_path / "results" / "data", tmp_path / "results" / "data" / f"{name}.ok"
     args = ["check", name, "--data-root", str(tmp_path / "data"), "--stamp-dir", str(stamps), "--touch", str(ok)]
     assert verify.main(args) == 0
-    record = json.loads((stamps / f"{name}{catalog.VERIFIED_SUFFIX}").read_text())
+    record = json.loads((stamps / f"{name}{folders.VERIFIED_SUFFIX}").read_text())
     assert record["checksums"] == "verified against the publisher" and record["md5"] == files
     if name != "stl10":
         assert len(datasets.load(name, tmp_path / "data", "train")) == 4 * len(
@@ -108,7 +108,7 @@ def test_data_check_finds_an_unwritable_results_folder_before_any_job(tmp_path, 
     cell.mkdir(parents=True)
     cell.chmod(0o555)
     if os.geteuid() == 0:  # root writes whatever the mode bits say: judge by them, as for any other user
-        monkeypatch.setattr(catalog.os, "access", lambda path, mode: bool(os.stat(path).st_mode & 0o200))
+        monkeypatch.setattr(folders.os, "access", lambda path, mode: bool(os.stat(path).st_mode & 0o200))
     try:
         status = verify.main(
             ["check", "digits", "--data-root", str(tmp_path), "--writable", str(tmp_path / "results" / "smoke")]
@@ -144,11 +144,11 @@ def test_a_stamp_of_a_layout_only_check_does_not_stand_in_for_a_full_one(tmp_pat
     assert skipped["checksums"].startswith("skipped (skip_checksums)")
     full = verify.verify("digits", tmp_path, stamp_dir=stamps)  # verified again, not the skipped stamp
     assert full["checksums"] == "verified against the publisher"
-    assert json.loads((stamps / f"digits{catalog.VERIFIED_SUFFIX}").read_text()) == full
+    assert json.loads((stamps / f"digits{folders.VERIFIED_SUFFIX}").read_text()) == full
     # A torn stamp (a write cut short) is no record: verified again and rewritten whole.
-    (stamps / f"digits{catalog.VERIFIED_SUFFIX}").write_text('{"folder": ')
+    (stamps / f"digits{folders.VERIFIED_SUFFIX}").write_text('{"folder": ')
     assert verify.verify("digits", tmp_path, stamp_dir=stamps) == full
-    assert json.loads((stamps / f"digits{catalog.VERIFIED_SUFFIX}").read_text()) == full
+    assert json.loads((stamps / f"digits{folders.VERIFIED_SUFFIX}").read_text()) == full
 
 
 @pytest.mark.parametrize(

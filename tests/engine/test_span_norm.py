@@ -13,8 +13,8 @@ import torch.multiprocessing as mp
 
 from ring.engine import distributed
 from ring.engine.encoder import GroupBatchNorm2d, Grouped
+from ring.engine.groups import bn_layout
 from ring.engine.span_norm import SpanBatchNorm2d
-from ring.plan.checks import bn_layout, world_problem
 
 WORLD = 4
 ROWS = 4  # images per process
@@ -131,20 +131,3 @@ def test_one_process_builds_no_spanning_layer_and_no_collective(monkeypatch):
         net = _net()
         Grouped(net, groups, span)(torch.randn(8, 3, 4, 4, dtype=torch.float64))
         assert type(net[1]) is (GroupBatchNorm2d if bn_groups > 1 else torch.nn.BatchNorm2d)
-
-
-@pytest.mark.parametrize(
-    ("batch_size", "bn_groups", "world", "layout", "problem"),
-    [
-        (640, 1, 4, (1, 4), None),  # IR, CMC, LA on 4 GPUs: one group spread over all 4
-        (256, 8, 16, (1, 2), None),  # MoCo on 2 nodes x 8 GPUs: each group on 2 GPUs
-        (256, 8, 4, (2, 1), None),  # MoCo on 4 GPUs: 2 groups in each
-        (256, 8, 3, None, "batch_size=256 does not split evenly over the 3 processes"),
-        (240, 8, 12, None, "bn_groups=8 and the 12 processes (nodes x gpus_per_node) do not nest"),
-    ],
-)
-def test_world_sizes_that_split_the_batch_and_its_groups(batch_size, bn_groups, world, layout, problem):
-    found = world_problem(batch_size, bn_groups, world)
-    assert (found is None) if problem is None else found.startswith(problem)
-    if layout:
-        assert bn_layout(bn_groups, world) == layout

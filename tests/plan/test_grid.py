@@ -4,9 +4,10 @@ import jsonschema
 import pytest
 import yaml
 
+from ring.core import catalog
 from ring.core.config import config_hash
 from ring.core.methods import METHODS
-from ring.plan import catalog, checks, gate
+from ring.plan import checks, gate
 from ring.plan import grid as G
 from tests.helpers import PAPER_TRANSFER_DATASETS
 

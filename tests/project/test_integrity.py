@@ -317,9 +317,9 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
 def test_an_encoder_overwritten_mid_file_stops_every_reader_with_one_sentence(tmp_path, name):
     """A few KiB overwritten in the middle of a trunk (still a loadable zip of tensors, a plausible wrong
     number) stops linear evaluation, transfer and conversion before they use it, naming the file."""
+    from ring.core.catalog import spec
     from ring.core.files import FileError
     from ring.detection.convert import convert
-    from ring.plan.catalog import spec
 
     torch.manual_seed(0)
     s = spec("digits")

@@ -1,17 +1,22 @@
 """The package's layers (ring/__init__.py): import-linter's contracts (.importlinter) hold, no import
 circle joins ring's modules, and the login-node side imports without torch."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from tests import ROOT
+from tests.project import config_path
 
-LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+# import-linter's command, run by this interpreter (its console script may belong to another environment).
+LINT_IMPORTS = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
 
 def test_the_layer_contracts_hold():
-    out = subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", LINT_IMPORTS, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "0 broken" in out.stdout
 
@@ -31,7 +36,7 @@ def test_no_import_circle_among_rings_modules():
 
 
 def test_the_login_node_side_imports_without_torch():
-    """Every module of core, plan, cluster and reports, the workflow's data check and the ring command."""
+    """Every module of core, plan, cluster and reports, the workflow's data check, ring fetch and the ring command."""
     import pkgutil
 
     import ring
@@ -42,9 +47,53 @@ def test_the_login_node_side_imports_without_torch():
         for m in pkgutil.iter_modules([str(Path(ring.__file__).parent / pkg)])
     ]
     names += ["ring.data.metadataset", "ring.detection.tasks", "ring.data.verify", "ring.data.fetch", "ring.cli"]
+    # The compute side's torch-free modules, which the plan and the workflow client read, and ring fetch.
+    names += ["ring.data.folders", "ring.data.listings", "ring.data.stores", "ring.engine.anneal", "ring.engine.groups"]
+    names += ["ring.fetch"]
     code = (
         f"import importlib, sys; [importlib.import_module(n) for n in {names!r}]; "
         "heavy = sorted(m for m in ('torch', 'torchvision', 'detectron2', 'nvidia.dali') if m in sys.modules); "
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
+def test_the_compute_side_never_imports_the_plan_or_the_login_node_side():
+    """Directly or through another module, imports inside functions included (the layer contract says it too)."""
+    import grimp
+
+    graph = grimp.build_graph("ring", cache_dir=None)
+    compute = sorted(m for m in graph.modules if m.split(".")[1:2] in (["data"], ["engine"]))
+    reaches = [
+        (module, above)
+        for module in compute
+        for above in ("ring.plan", "ring.cluster", "ring.reports")
+        if any(graph.chain_exists(importer=module, imported=m) for m in graph.find_descendants(above) | {above})
+    ]
+    assert not reaches, reaches
+
+
+def test_the_catalog_is_on_the_ground_floor_and_imports_nothing_of_ring():
+    import grimp
+
+    graph = grimp.build_graph("ring", cache_dir=None)
+    assert config_path.layer_of("ring.core.catalog") == len(config_path.layers()) - 1
+    assert graph.find_modules_directly_imported_by("ring.core.catalog") == set()
+
+
+def test_the_development_page_states_the_measured_figures():
+    """docs/development.md's figures of the imports and of a pretraining cell's config path are the ones
+    tests/project/config_path.py computes; the path climbs back to a lower layer at most 3 times (issue 42)."""
+    page = " ".join((ROOT / "docs" / "development.md").read_text().split())
+    modules, edges = config_path.import_graph()
+    path = config_path.config_path()
+    stated = re.search(r"ring has (\d+) modules and (\d+) import edges", page)
+    assert stated and (int(stated[1]), int(stated[2])) == (modules, edges), (modules, edges)
+    stated = re.search(r"enters (\d+) modules and climbs back to a lower layer (\d+) times: ([\w., ]+)\.", page)
+    assert stated, "docs/development.md no longer states the config's path"
+    assert (int(stated[1]), int(stated[2])) == (len(path.modules), len(path.climbs())), (path.modules, path.climbs())
+    assert stated[3].split(", ") == sorted(path.modules)
+    assert len(path.climbs()) <= 3 and "ring.core.catalog" in path.modules and ENTRY_MODULE in path.modules
+
+
+ENTRY_MODULE = config_path.ENTRY[0]

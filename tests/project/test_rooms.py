@@ -1,17 +1,22 @@
 """Short rooms: no class of ``ring/`` over 200 lines, and a pretraining cell's method and dataset looked up by name
-once, at the stage's entry point (:func:`ring.pretrain.resolve`), then handed down as objects."""
+once, at the stage's entry point (:func:`ring.pretrain.resolve`), then handed down as objects (no module of the compute
+side names the catalog below its entry points)."""
 
 import ast
 import inspect
+import sys
 from pathlib import Path
 
+import pytest
+
 import ring
-from ring.core import methods
-from ring.data import datasets
-from ring.plan import catalog
+from ring.core import catalog, methods
+from ring.data import datasets, folders
 from tests.helpers import pretrain_config
 
 MAX_CLASS_LINES = 200  # DEVELOPERS' rule (issue 33, "Short rooms")
+# What looks a dataset up by its name: the catalog's lookup functions and tables.
+CATALOG_NAMES = {"spec", "hint", "DATASETS", "TRANSFER"}
 
 
 def test_no_class_is_longer_than_200_lines():
@@ -28,12 +33,24 @@ def test_no_class_is_longer_than_200_lines():
     assert not long, "classes over 200 lines: " + "; ".join(long)
 
 
-def test_a_resolved_pretraining_cell_trains_without_looking_anything_up_by_name(tmp_path, monkeypatch):
+class _Refused(dict):
+    """The catalog's tables after the entry point: any read of them fails the test."""
+
+    def _refuse(self, *args, **kwargs):
+        raise AssertionError(f"the catalog's tables read after the entry point: {args}")
+
+    __getitem__ = get = __contains__ = __iter__ = keys = items = values = __len__ = _refuse
+
+
+@pytest.mark.parametrize("name", ["IRing", "CMCRing"])  # CMC's Lab encoder reads the dataset's statistics
+def test_a_resolved_pretraining_cell_trains_without_looking_anything_up_by_name(tmp_path, monkeypatch, name):
     """After ring.pretrain.resolve, building and training the cell (monitors, Ring window, checkpoints, export) asks
-    neither the dataset catalog nor the method registry again: every by-name lookup below raises."""
+    neither the dataset catalog nor the method registry again: every by-name lookup below raises, and so does any
+    read of the catalog's tables (ring.core.catalog.DATASETS and TRANSFER, under whatever name a module holds them)."""
     from ring import pretrain
 
-    cfg = pretrain_config("IRing", epochs=1, lr_milestones=[], resize=16, crop=16, log_window_classes=True)
+    cfg = pretrain_config(name, dataset="digits_colour", epochs=1, lr_milestones=[], resize=16, crop=16)
+    cfg.log_window_classes = True
     cell = pretrain.resolve(cfg)
 
     def looked_up(*args, **kwargs):
@@ -49,25 +66,72 @@ def test_a_resolved_pretraining_cell_trains_without_looking_anything_up_by_name(
             return get_method(registry, name)
         return looked_up(registry, name)
 
-    for module, name in [
+    for module, attribute in [
         (catalog, "spec"),
-        (catalog, "check"),
         (catalog, "hint"),
+        (folders, "check"),
+        (folders, "listing"),
         (datasets, "spec"),
+        (datasets, "hint"),
         (datasets, "check"),
         (datasets, "source"),
-        (datasets, "normalize"),
+        (datasets, "load"),
         (methods, "method"),
         (methods, "check_fixed"),
         (pretrain, "method"),
         (pretrain, "check_fixed"),
         (pretrain, "resolve"),
     ]:
-        monkeypatch.setattr(module, name, looked_up)
+        monkeypatch.setattr(module, attribute, looked_up)
+    for module in [m for n, m in sorted(sys.modules.items()) if n == "ring" or n.startswith("ring.")]:
+        for attribute, table in vars(module).copy().items():
+            if table is catalog.DATASETS or table is catalog.TRANSFER:
+                monkeypatch.setattr(module, attribute, _Refused())
     monkeypatch.setattr(methods.Registry, "__getitem__", looked_up_unless_hashing)
     pretrain.Pretraining(cfg, tmp_path / "cell", cell).run()
     record = (tmp_path / "cell" / "log.jsonl").read_text()
     assert '"knn_top1"' in record and '"window_same_class"' in record  # the monitors ran, on the resolved dataset
+
+
+def test_no_compute_module_names_the_catalog_outside_its_entry_points():
+    """The compute side reads the catalog only where a name first becomes a dataset: a stage's entry point calls
+    ring.data.datasets.source (or load), the data check and fetch work on a named dataset by design.  Every other
+    module under ring/engine and ring/data takes the resolved entry from its caller."""
+    allowed = {
+        "ring/data/datasets.py": {"source", "load", "<module>"},  # the entry: a name becomes a Source
+        "ring/data/folders.py": None,  # the data check of a named dataset's folder
+        "ring/data/verify.py": None,
+        "ring/data/fetch.py": None,
+        "ring/data/metadataset.py": None,  # the transfer datasets' loaders, by name (ring.transfer's entry)
+    }
+    root = Path(ring.__file__).parent
+    found = []
+    for path in sorted([*(root / "engine").rglob("*.py"), *(root / "data").rglob("*.py")]):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel in allowed and allowed[rel] is None:
+            continue
+        tree = ast.parse(path.read_text(), rel)
+        imported = {  # the catalog's names as this module imports them
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "ring.core.catalog"
+            for alias in node.names
+            if alias.name in CATALOG_NAMES
+        }
+        scopes = {"<module>": tree, **{n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}}
+        for scope, node in scopes.items():
+            if scope in (allowed.get(rel) or ()):
+                continue
+            body = node.body if scope != "<module>" else [n for n in tree.body if not isinstance(n, ast.FunctionDef)]
+            for inner in (x for stmt in body for x in ast.walk(stmt)):
+                named = (isinstance(inner, ast.Name) and inner.id in imported and isinstance(inner.ctx, ast.Load)) or (
+                    isinstance(inner, ast.Attribute)
+                    and inner.attr in CATALOG_NAMES
+                    and getattr(inner.value, "id", "") == "catalog"
+                )
+                if named:
+                    found.append(f"{rel}:{inner.lineno} ({scope})")
+    assert not found, "the catalog looked up by name below an entry point: " + "; ".join(found)
 
 
 def _test_file_layout() -> tuple[list[str], list[str]]:

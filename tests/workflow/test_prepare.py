@@ -3,8 +3,8 @@
 import json
 from pathlib import Path
 
+from ring.core import catalog
 from ring.data import store
-from ring.plan import catalog
 from tests.workflow.runs import job_counts, snakemake, write_grid
 
 # digits_folder (the colour digits as a PNG image folder) at its store size: IR pretrained one epoch, then evaluated.

@@ -22,7 +22,7 @@ import ring.plan.gate
 import ring.plan.lineage
 import ring.plan.ownership
 import ring.resources
-from ring.plan.catalog import DATASETS, TRANSFER
+from ring.core.catalog import DATASETS, TRANSFER
 from ring.core.config import config_hash, read_yaml, dump as config_text
 from ring.plan.rerun import RUN_RECORD, RUNS
 from ring.core.methods import METHODS

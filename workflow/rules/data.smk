@@ -12,7 +12,7 @@ include: "helpers/data.smk"
 import shlex
 
 from ring.data.metadataset import GENERATED, GENERATORS
-from ring.plan.catalog import fingerprint as dataset_fingerprint
+from ring.data.folders import fingerprint as dataset_fingerprint
 
 DATA_LOG = "results/{grid}/data/{dataset}.log"  # its one sentence, for the failed-run summary and ring.cluster.batch
 FETCH_LOG = "results/{grid}/data/fetch.log"
@@ -81,6 +81,6 @@ rule fetch_data:
         detectron2=shlex.quote(detection_datasets_root(config["grid"])),
     shell:
         logged(
-            "{params.python:q} -m ring.data.fetch --grid {params.grid:q} --grids-dir {params.grids_dir:q} "
+            "{params.python:q} -m ring.fetch --grid {params.grid:q} --grids-dir {params.grids_dir:q} "
             "--data-root {params.root:q} --detectron2-root {params.detectron2} {params.mirror}"
         )

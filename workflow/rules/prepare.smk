@@ -10,7 +10,7 @@ include: "helpers/prepare.smk"
 
 from types import SimpleNamespace
 
-from ring.plan.stores import (
+from ring.data.stores import (
     BYTES_PER_PIXEL,
     MANIFEST,
     SAMPLES,
@@ -22,7 +22,7 @@ from ring.plan.stores import (
 )
 
 STORE_SPLITS = list(SPLIT_FOLDERS)  # train, test
-# <data_root>/<dataset>/store/<format>-<size>: ring.plan.stores.store_dir (tests/workflow keeps the two equal)
+# <data_root>/<dataset>/store/<format>-<size>: ring.data.stores.store_dir (tests/workflow keeps the two equal)
 STORE = str(Path(config["data_root"], "{dataset}", "store", "{format}-{size}"))
 STORE_LISTINGS = [str(Path(STORE, split, SAMPLES)) for split in STORE_SPLITS]
 STORE_SHARD = str(Path(STORE, "{split}", SHARD.split("{")[0] + "{shard}", SHARD_RECORD))

@@ -1,8 +1,8 @@
 """Objectives: the loss modules of the methods of :data:`ring.core.methods.METHODS`.
 
 Each method's :class:`ring.core.methods.Objective` names its torch class (``implementation``); the class builds the
-encoder it trains and itself from a pretraining config.  This module only calls them, with the method its caller
-looked up once.
+encoder it trains and itself from a pretraining config.  This module only calls them, with the method (and the
+dataset) its caller looked up once.  The objectives' option lists are :mod:`ring.engine`'s (torch-free, for the plan).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ring.core.catalog import DatasetSpec
 from ring.core.methods import Method
 from ring.engine.objectives.ring import chunk_elements
 
@@ -19,9 +20,14 @@ def views_per_image(m: Method) -> int:
     return m.objective.n_views
 
 
-def build_encoder(m: Method, cfg) -> nn.Module:
-    """The network method ``m`` trains (one ResNet-18 with its head, or CMC's L and ab pair)."""
-    return m.objective.load().build_encoder(cfg)
+def build_encoder(m: Method, cfg, dataset: DatasetSpec | None = None) -> nn.Module:
+    """The network method ``m`` trains (one ResNet-18 with its head, or CMC's L and ab pair) on ``dataset``, the
+    catalog entry the caller resolved: an implementation that reads it (``reads_dataset``, CMC's Lab pair: the
+    statistics its views are normalised with) gets it, the others are built from the config alone."""
+    implementation = m.objective.load()
+    if getattr(implementation, "reads_dataset", False):
+        return implementation.build_encoder(cfg, dataset)
+    return implementation.build_encoder(cfg)
 
 
 def build_objective(

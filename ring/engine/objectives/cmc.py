@@ -13,27 +13,30 @@ from __future__ import annotations
 
 import torch
 
-from ring.engine import distributed
+from ring.engine import CMC_NEGATIVE_DRAWS, distributed
 from ring.engine.encoder import LabEncoder
 from ring.engine.objectives.ir import InstanceDiscrimination, MemoryBank
-from ring.plan import catalog, checks
 
 # How the two views' negatives are drawn (cmc_negatives): "shared", CMC's code (HobbitLong/CMC,
 # NCE/NCEAverage.py: one multinomial draw of K indices per query indexes both memory_l and memory_ab,
 # the code behind CMC's published numbers); "per_view", an independent draw for each view (ours
 # before the switch).  With the same uniforms, uniform and Cave draws give the same indices in both
 # banks; Ring windows differ per view, so there the draws share their positions in each window.
-NEGATIVE_DRAWS = checks.CMC_NEGATIVE_DRAWS
+NEGATIVE_DRAWS = CMC_NEGATIVE_DRAWS
 
 
 class MultiviewContrast(InstanceDiscrimination):
     """CMC's two swapped banks on top of :class:`InstanceDiscrimination`'s per-bank contrast."""
 
+    reads_dataset = True  # build_encoder takes the resolved dataset (ring.engine.objectives.build_encoder)
+
     @staticmethod
-    def build_encoder(cfg) -> torch.nn.Module:
-        """An L and an ab ResNet-18, normalised with the dataset's statistics."""
-        spec = catalog.spec(cfg.dataset)
-        return LabEncoder(cfg.head, cfg.out_dim, spec.mean, spec.std)
+    def build_encoder(cfg, dataset=None) -> torch.nn.Module:
+        """An L and an ab ResNet-18 over views normalised with ``dataset``'s statistics (its catalog entry, which the
+        stage hands down: :func:`ring.engine.objectives.build_encoder`)."""
+        if dataset is None:
+            raise ValueError(f"CMC's Lab encoder needs the statistics of {cfg.dataset}: pass its catalog entry.")
+        return LabEncoder(cfg.head, cfg.out_dim, dataset.mean, dataset.std)
 
     @staticmethod
     def config_options(cfg) -> dict:

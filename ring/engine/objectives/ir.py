@@ -23,19 +23,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ring.engine import distributed
+from ring.engine import LA_OWN_ENTRY_RULES, NEGATIVES_COUNTS, distributed  # negatives_count: see the module docstring
 from ring.engine.encoder import Encoder
 from ring.engine.objectives.cave import sample_in_clusters
 from ring.engine.objectives.kmeans import Clusterings
-from ring.engine.objectives.la import (
-    LA_OWN_ENTRY_RULES,
-    background_neighbours,
-    local_aggregation_loss,
-    local_aggregation_loss_topk,
-)
+from ring.engine.objectives.la import background_neighbours, local_aggregation_loss, local_aggregation_loss_topk
 from ring.engine.objectives.ring import sample_in_window, sample_uniform
-
-NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # negatives_count: see the module docstring
 
 
 def nce_softmax_loss(q: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, temperature: float) -> torch.Tensor:

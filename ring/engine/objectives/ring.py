@@ -59,6 +59,8 @@ import math
 
 import torch
 
+from ring.engine.anneal import validate_window
+
 DEFAULT_MAX_CHUNK_ELEMENTS = 2**25
 # Device bytes per similarity a selection holds at once: the fp32 similarity, the window's boolean mask,
 # its int32 running count (the cumulative-sum draw's; the blocked draw keeps one per 16 entries), and the
@@ -81,17 +83,6 @@ def chunk_elements(setting: int, device: torch.device) -> int:
         return DEFAULT_MAX_CHUNK_ELEMENTS
     free, total = torch.cuda.mem_get_info(device)
     return max(DEFAULT_MAX_CHUNK_ELEMENTS, int(min(free / 4, total / 8)) // SELECTION_BYTES)
-
-
-def validate_window(w_l: float, w_u: float) -> None:
-    """Fail with one sentence when a percentile window is unusable."""
-    for name, value in (("w_l", w_l), ("w_u", w_u)):
-        if not (0.0 <= value <= 100.0) or math.isnan(value):
-            raise ValueError(f"Ring percentile {name}={value} is outside [0, 100]; percentiles are given in percent.")
-    if w_l >= w_u:
-        raise ValueError(
-            f"Ring window w_l={w_l} >= w_u={w_u} selects nothing; choose w_l < w_u (w_l=0, w_u=100 is the base method)."
-        )
 
 
 def window_ranks(n: int, w_l: float, w_u: float) -> tuple[int, int]:

@@ -10,9 +10,9 @@ Values only the job can see (the real size of a user's ImageNet copy, a transfer
 filters) are bounded here by the catalog's counts; the jobs check them again after loading.
 
 One idea per module: :mod:`.checker` (the sentence and the checks of one value), :mod:`.options` (the words a key
-takes), :mod:`.common` (what the stages share), :mod:`.pretrain`, :mod:`.stages` (the other stages), :mod:`.world`
-(processes and BatchNorm groups), :mod:`.allowed` (the checks in words, for the reference) and :mod:`.environment`
-(this machine).  This module runs them by config class; the names other modules use are importable from it.
+takes), :mod:`.common` (what the stages share), :mod:`.pretrain`, :mod:`.stages` (the other stages), :mod:`.allowed`
+(the checks in words, for the reference) and :mod:`.environment` (this machine). This module runs them by config class;
+the names other modules use are importable from it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from ring.plan.checks.options import (
 )
 from ring.plan.checks.pretrain import SNAPSHOT, check_pretrain, grey_cmc_warning, pretrain_images, warn_grey_cmc
 from ring.plan.checks.stages import check_detection, check_lincls, check_toy, check_transfer
-from ring.plan.checks.world import bn_layout, world_problem
 
 __all__ = [
     "ALLOWED",
@@ -67,14 +66,12 @@ __all__ = [
     "YAML_BOOLEAN_WORDS",
     "Checker",
     "ConfigError",
-    "bn_layout",
     "check",
     "environment",
     "grey_cmc_warning",
     "load_checked",
     "pretrain_images",
     "warn_grey_cmc",
-    "world_problem",
 ]
 
 CHECKS = {
@@ -107,5 +104,5 @@ def load_checked(stage: str, path) -> object:
 
 
 # Last: ALLOWED lists the registry's methods, whose first read loads the plug-ins, and a plug-in may import this package
-# (Checker, world_problem): every name above is bound by then.
+# (Checker): every name above is bound by then.
 from ring.plan.checks.allowed import ALLOWED, REFERENCE_HINT  # noqa: E402

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ring.core import catalog
 from ring.core import config as C
 from ring.core.method_keys import KEYS
 from ring.core.methods import METHODS
-from ring.plan import catalog
 from ring.plan.checks import options
 from ring.plan.checks.options import (
     AUGMENT_PLACES,

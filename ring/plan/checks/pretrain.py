@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 import sys
 
+from ring.core import catalog
 from ring.core import config as C
 from ring.core.method_keys import KEYS
 from ring.core.methods import METHODS, Method
-from ring.plan import catalog
 from ring.plan.checks.checker import Checker, fail, int_at_least, number, one_of, positive
 from ring.plan.checks.common import implementation, optimizer, registered, runtime, views
 from ring.plan.checks.options import AUGMENT_PLACES, COMPILE, HEADS, STORE_FORMATS

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
+from ring.core import catalog
 from ring.core import config as C
 from ring.core.methods import METHODS
-from ring.plan import catalog
 from ring.plan.checks.checker import fail, int_at_least, number, one_of, positive
 from ring.plan.checks.common import optimizer, registered, runtime, views
 from ring.plan.checks.options import AUGMENTATIONS, DETECTION_DATASETS, STORE_FORMATS

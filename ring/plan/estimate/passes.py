@@ -23,23 +23,17 @@ from __future__ import annotations
 
 import math
 
+from ring.core import catalog
 from ring.core import config as C
 from ring.core.methods import METHODS
 from ring.core.methods import method as method_spec
-from ring.plan import catalog
+from ring.engine import COMPILE
 from ring.plan.estimate import inputs
 from ring.plan.estimate.figures import FIGURES_GROUP, Figures
 
-# Images per split of each dataset (the public datasets' sizes; digits and digits_colour: ring.data.datasets' fixed
-# split): (pretraining images, labelled training images, test images).  STL10 pretrains on train+unlabeled.
-SIZES = {
-    "digits": (1347, 1347, 450),
-    "digits_colour": (1347, 1347, 450),
-    "cifar10": (50_000, 50_000, 10_000),
-    "cifar100": (50_000, 50_000, 10_000),
-    "stl10": (105_000, 5_000, 8_000),
-    "imagenet": (1_281_167, 1_281_167, 50_000),
-}
+# Images per split of each dataset, the catalog's (ring.core.catalog, the publisher's counts): (pretraining images,
+# labelled training images, test images).  STL10 pretrains on train+unlabeled.
+SIZES = {name: (s.bank_images(), s.train_images, s.test_images) for name, s in catalog.DATASETS.items()}
 # Datasets read as JPEG files from image folders (ring.data.datasets): the ones a prepared store can serve.
 JPEG_DATASETS = frozenset({"imagenet"})
 # Stated dense FP32 rates (flop/s, NVIDIA's data sheets; SXM parts) for the k-means GEMMs, by a part of the device's
@@ -80,14 +74,14 @@ def family(name: str, figures: Figures) -> str:
 
 def compiles(cfg, figures: Figures) -> bool:
     """ring.engine.encoder.resolve_compile, torch-free: "on", or "auto" on a GPU."""
-    if cfg.compile not in ("auto", "on", "off"):
+    if cfg.compile not in COMPILE:
         raise ValueError(f"Unknown compile {cfg.compile!r}; choose auto, on or off.")
     return cfg.compile == "on" or (cfg.compile == "auto" and figures.gpu)
 
 
 def sizes(dataset: str) -> tuple[int, int, int]:
     if dataset not in SIZES:
-        raise ValueError(f"No image counts for dataset {dataset!r} in ring.plan.estimate.SIZES; add its split sizes.")
+        raise ValueError(f"No image counts for dataset {dataset!r} in the catalog (ring.core.catalog); add its entry.")
     return SIZES[dataset]
 
 

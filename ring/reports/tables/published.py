@@ -7,8 +7,8 @@ from functools import cache
 from pathlib import Path
 
 from ring.core import config as C
+from ring.core.catalog import DATASETS, TRANSFER
 from ring.core.methods import METHODS, display_name
-from ring.plan.catalog import DATASETS, TRANSFER
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "data" / "published-results.yaml"
 

@@ -13,7 +13,7 @@ def store_shards(wildcards) -> list:
 
 
 def cell_store_ok(config_of):
-    """A stage rule's ``store`` input: the check stamp of the prepared store its cell reads (ring.plan.stores.cell_store:
+    """A stage rule's ``store`` input: the check stamp of the prepared store its cell reads (ring.data.stores.cell_store:
     an image folder at the catalog's store size, store not none), else nothing.  ``config_of``: the cell's config from
     the rule's wildcards."""
 

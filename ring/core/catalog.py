@@ -1,32 +1,17 @@
-"""The dataset catalog, free of torch so that the workflow client can read it.
+"""The dataset catalog, on the ground floor (torch-free: the workflow client, the plan and the compute side read it).
 
-Every dataset lives under ``<data_root>/<name>/`` in the layout its publisher (or torchvision's
-downloader, given that folder as ``root``) produces.  The check downloads nothing: a missing
-dataset is reported by :func:`check` with one sentence saying how to get it (:func:`hint`: the
-``ring fetch`` command of :mod:`ring.data.fetch` where it can fetch the dataset, the
-steps by hand where it cannot).  Loaders live in :mod:`ring.data.datasets`; the transfer
-datasets' listings are parsed by :mod:`ring.plan.listings`.
-
-The data check (``ring check``, the workflow's ``data_check`` rule) also
-verifies the contents against what the publisher publishes (:func:`ring.data.verify.verify`, beside
-torchvision, whose lists it reads; the rest of it is here, torch-free): torchvision's md5 of
-every file that has one (CIFAR10/100 batches, STL10's binaries), the publisher's image counts for
-the others.  A passing verification is cached in a stamp keyed by the size and modification time
-of every file and folder it read, so it runs once per dataset and again only when one changes.
-A folder that ``ring.data.fetch`` filled and stamped (``.ring-fetch.json``) is not hashed again while
-the stamp still describes it (:func:`fetched_from_publisher`).
+One entry per dataset: its display name, classes, input normalisation, the images of each split (the publisher's
+counts: the plan bounds batch and bank sizes and prices a pass with them before any data is there), the files its
+folder ``<data_root>/<name>/`` must hold (the layout its publisher, or torchvision's downloader given that folder as
+``root``, produces) and how to get it (:func:`hint`: the ``ring fetch`` command of :mod:`ring.data.fetch` where it
+can fetch the dataset, the steps by hand where it cannot).  The check of a folder against its entry is
+:mod:`ring.data.folders`; the loaders are :mod:`ring.data.datasets` and :mod:`ring.data.metadataset`.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from ring.plan.listings import LISTINGS, PART, SPLITS, Listing
 
 
 class DatasetMissing(FileNotFoundError):
@@ -45,6 +30,7 @@ class DatasetSpec:
     # trains on (its memory bank); the publisher's counts, so the plan bounds batch and bank sizes.
     train_images: int = 0
     pretrain_images: int = 0  # 0: train_images
+    test_images: int = 0  # the test split's (the kNN monitor and linear evaluation read it once per pass)
     # Verification against the publisher (verify): the torchvision class whose md5 lists cover the
     # files, or the publisher's (train, val) image counts in class folders.
     torchvision_md5: str | None = None
@@ -55,6 +41,10 @@ class DatasetSpec:
     # Image folders (<split>/<class>/<image>) that the prepare stage packs into a store (ring.data.store): the resize
     # of the paper's protocol for this dataset, done once; cells with another resize read the files.  0: no store.
     store_size: int = 0
+
+    def bank_images(self) -> int:
+        """Images a pretraining cell of this dataset trains on (its memory bank's size)."""
+        return self.pretrain_images or self.train_images
 
 
 def _torchvision_hint(cls: str, name: str, extra: str = "") -> str:
@@ -81,6 +71,7 @@ DATASETS: dict[str, DatasetSpec] = {
         required=(),
         how_to_get="it ships inside scikit-learn; install scikit-learn",
         train_images=1347,  # the fixed 75% split of ring.data.datasets
+        test_images=450,
         grey=True,
     ),
     # Its colour variant (the smoke grid's): the same images and split, each tinted by a seeded hue, so that CMC's ab
@@ -94,6 +85,7 @@ DATASETS: dict[str, DatasetSpec] = {
         required=(),
         how_to_get="it ships inside scikit-learn (tinted by ring.data.datasets); install scikit-learn",
         train_images=1347,
+        test_images=450,
     ),
     "cifar10": DatasetSpec(
         display="CIFAR10",
@@ -107,6 +99,7 @@ DATASETS: dict[str, DatasetSpec] = {
         ),
         how_to_get=_torchvision_hint("CIFAR10", "cifar10"),
         train_images=50000,
+        test_images=10000,
         torchvision_md5="CIFAR10",
     ),
     "cifar100": DatasetSpec(
@@ -117,6 +110,7 @@ DATASETS: dict[str, DatasetSpec] = {
         required=("cifar-100-python/train", "cifar-100-python/test"),
         how_to_get=_torchvision_hint("CIFAR100", "cifar100"),
         train_images=50000,
+        test_images=10000,
         torchvision_md5="CIFAR100",
     ),
     "stl10": DatasetSpec(
@@ -129,6 +123,7 @@ DATASETS: dict[str, DatasetSpec] = {
         torchvision_md5="STL10",
         train_images=5000,
         pretrain_images=105000,  # pretraining adds the 100k unlabeled images
+        test_images=8000,
     ),
     "imagenet": DatasetSpec(
         display="ImageNet",
@@ -143,6 +138,7 @@ DATASETS: dict[str, DatasetSpec] = {
         "('train', 'val')]\"`, which checks their md5s and unpacks them into <data_root>/imagenet/{train,val}/"
         "<wnid>/*.JPEG (validation images sorted into class folders)",
         train_images=1281167,  # ILSVRC2012 train
+        test_images=50000,  # ILSVRC2012 validation, the test split
         publisher_counts=(1281167, 50000),  # ILSVRC2012's train and validation images
         store_size=256,  # Sec. 5: "We resize input images to be 256 by 256 pixels"
     ),
@@ -158,6 +154,7 @@ DATASETS: dict[str, DatasetSpec] = {
         how_to_get="generate it with `ring generate digits_folder --data-root <data_root>` (the workflow does this "
         "itself)",
         train_images=1347,
+        test_images=450,
         publisher_counts=(1347, 450),
         store_size=32,  # the smoke grid's resize: the digits are 8x8
     ),
@@ -343,78 +340,6 @@ def hint(name: str, data_root: str | Path) -> str:
     )
 
 
-def check(name: str, data_root: str | Path) -> None:
-    """Raise :class:`DatasetMissing` with one sentence if ``name`` is not usable under ``data_root``."""
-    s = spec(name)
-    if not s.required:
-        return
-    root = Path(data_root)
-    how = hint(name, root)
-    if not root.is_dir():
-        raise DatasetMissing(
-            f"Data root {root} does not exist; create it and put the datasets below it ({name}: {how}), "
-            "or set data_root in the config."
-        )
-    base = folder(name, root)
-    for rel in s.required:
-        if not (base / rel).exists():
-            raise DatasetMissing(f"Dataset {name} is missing {base / rel}; {how}.")
-    if name in TRANSFER:
-        check_listing(name, root, how)
-    if getattr(s, "store_size", 0):  # image folders (transfer datasets have their own layouts)
-        for split in ("train", "val"):
-            if not any(p.is_dir() for p in (base / split).iterdir()):
-                raise DatasetMissing(f"{base / split} has no class folders; {how}.")
-
-
-def fetched_from_publisher(name: str, data_root: str | Path) -> dict | None:
-    """ring.data.fetch's stamp of ``name``'s folder when it vouches for what the comparison with the
-    publisher checks, so that the data check need not hash the files again; else None.
-
-    The stamp is only JSON (never unpickled), read by these rules, each for a reason:
-
-    * it names this dataset and this very folder (resolved): a folder copied or moved elsewhere,
-      stamp included, was not checked where it is now;
-    * every archive in it has the publisher's md5 and the md5 that ring.data.fetch measured, equal: the
-      fetch refuses a mismatch, so this says the archives were verified against the publisher.  A
-      publisher that publishes no checksum (FGVC-Aircraft) leaves nothing verified, so its folder
-      is compared with the publisher's counts as any other;
-    * the folder still has the sizes and modification times it had when the fetch, having unpacked
-      the verified archives, passed the layout check (its ``fingerprint``, the one of
-      :func:`fingerprint`): replacing or truncating a file that the comparison reads (the md5-listed
-      files and the annotation files that give the counts sit beside the required files), or adding
-      or removing entries of the image folders, changes it, and the full comparison runs.  A change
-      that keeps sizes and times is not seen, the same trust as the verified stamp of :func:`verify`
-      (delete ``.ring-fetch.json`` to force hashing).
-
-    What :func:`check` checks (layout, listings, every listed file present) runs in any case.
-    """
-    base = folder(name, data_root)
-    try:
-        stamp = json.loads((base / FETCH_STAMP).read_text())
-        archives = stamp["files"]
-        trusted = (
-            stamp["dataset"] == name
-            and Path(stamp["folder"]).resolve() == base.resolve()
-            and isinstance(archives, list)
-            and archives
-            and all(a["publisher_md5"] is not None and a["md5"] == a["publisher_md5"] for a in archives)
-            and stamp.get("fingerprint") == fingerprint(name, data_root) != ""
-        )
-    except (OSError, ValueError, KeyError, TypeError):  # no stamp, or a torn or foreign one
-        return None
-    if not trusted:
-        return None
-    return {
-        "stamp": str(base / FETCH_STAMP),
-        "fetched_at": stamp.get("fetched_at"),
-        "archives": {a["file"]: a["md5"] for a in archives},
-    }
-
-
-VERIFIED_SUFFIX = ".verified.json"
-
-
 def loader_verifies(name: str) -> bool:
     """Whether the dataset's loader (torchvision's) reads its files only when their md5 is the publisher's:
     skip_checksums cannot be honoured there (CIFAR's files are Python pickles, never read unverified)."""
@@ -435,139 +360,3 @@ SKIP_HINT = (
     "or, for your own modified copy, skip the comparison with the publisher with --skip-checksums "
     "(workflow config: skip_checksums: true)"
 )
-
-
-def md5_of(path: Path) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _counts(name: str, data_root: Path) -> tuple[dict[str, int], list[Path]]:
-    """Images per split and the folders counted: the transfer listing, or ImageNet's class folders."""
-    base = folder(name, data_root)
-    if name in TRANSFER:
-        splits = listing(name, data_root)
-        return {split: len(items) for split, items in splits.items()}, [base / rel for rel in spec(name).required]
-    counts, read = {}, []
-    for split in ("train", "val"):
-        classes = sorted(p for p in (base / split).iterdir() if p.is_dir())
-        counts[split] = sum(sum(1 for e in os.scandir(c) if e.is_file()) for c in classes)
-        read += [base / split, *classes]
-    return counts, read
-
-
-def _fingerprint(paths: list[Path], base: Path) -> dict[str, list[int]]:
-    """Size and modification time of every file and folder a verification read."""
-    stats = {}
-    for path in paths:
-        st = path.stat()
-        stats[str(path.relative_to(base))] = [st.st_size, st.st_mtime_ns]
-    return stats
-
-
-def fingerprint(name: str, data_root: str | Path) -> str:
-    """A digest of the size and modification time of the dataset's files, in a few stats, torch-free.
-
-    Each required file with its sibling files (but the fetch stamp), each required folder with its
-    subfolders (a folder's time changes when an entry is added or removed).  The workflow reruns the
-    data check when it changes; "" for a dataset with no files here (embedded, or not there yet: the
-    check says so).
-    """
-    base = folder(name, data_root)
-    paths = set()
-    for rel in spec(name).required:
-        path = base / rel
-        if path.is_file():  # not the fetch stamp, written after the fetch took this fingerprint
-            paths.update(p for p in path.parent.iterdir() if p.is_file() and p.name != FETCH_STAMP)
-        elif path.is_dir():
-            paths.update([path, *(p for p in path.iterdir() if p.is_dir())])
-    if not paths:
-        return ""
-    stats = [(str(p.relative_to(base)), p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(paths)]
-    return hashlib.sha256(json.dumps(stats).encode()).hexdigest()[:16]
-
-
-def check_writable(path: str | Path) -> None:
-    """Raise :class:`PermissionError` with one sentence if ``path`` or a folder below it cannot be written.
-
-    The data check runs this on the grid's results folder before any job of the dataset, so a
-    cell folder left read-only (another user's, a restored backup) is found before training, not
-    at the first checkpoint.
-    """
-    path = Path(path)
-    existing = path
-    while not existing.exists():  # a folder still to be created: its nearest existing parent decides
-        existing = existing.parent
-    folders = [existing] + (
-        [Path(d) / sub for d, subs, _ in os.walk(existing) for sub in subs] if path.exists() else []
-    )
-    for f in folders:
-        if f.is_dir() and not os.access(f, os.W_OK | os.X_OK):
-            raise PermissionError(
-                f"Results folder {f} is not writable by this user; fix its permissions (chmod u+w) or move it away "
-                "before training."
-            )
-
-
-# -- the transfer datasets' listings and manifests (the parsers: ring.plan.listings) -----------------
-assert LISTINGS.keys() == TRANSFER.keys()
-
-
-@functools.lru_cache(maxsize=4)
-def _listing(name: str, base: str) -> Listing:
-    return LISTINGS[name](Path(base))
-
-
-def listing(name: str, data_root: str | Path) -> Listing:
-    """The dataset's train/test split; one sentence naming the problem if an annotation file is bad."""
-    base = folder(name, data_root)
-    how = hint(name, data_root)
-    try:
-        return _listing(name, str(base))
-    except FileNotFoundError as err:
-        raise DatasetMissing(f"Dataset {name} is missing {err.filename}; {how}.") from None
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
-        raise DatasetMissing(
-            f"Dataset {name} under {base} has an unreadable annotation file "
-            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); {how}."
-        ) from None
-
-
-def check_listing(name: str, data_root: str | Path, hint: str) -> None:
-    """Every split non-empty, labels in range, every listed file present (called by check)."""
-    s = spec(name)
-    base = folder(name, data_root)
-    for split, items in listing(name, data_root).items():
-        if not items:
-            raise DatasetMissing(f"Dataset {name} lists no {split} images under {base}; {hint}.")
-        bad = [label for _, label in items if not 0 <= label < s.num_classes]
-        if bad:
-            raise DatasetMissing(f"Dataset {name} has {split} label {bad[0]} outside 0..{s.num_classes - 1}; {hint}.")
-        files = dict.fromkeys(rel.partition(PART)[0] for rel, _ in items)
-        missing = [f for f in files if not (base / f).is_file()]
-        if missing:
-            raise DatasetMissing(
-                f"Dataset {name} lists {len(files)} {split} image files but {len(missing)} are missing "
-                f"(first: {base / missing[0]}); {hint}."
-            )
-
-
-def manifest(name: str, data_root: str | Path) -> dict:
-    """The split manifest: every (file, label) of both splits and a SHA-256 over them."""
-    splits = listing(name, data_root)
-    files = {split: [[rel, label] for rel, label in splits[split]] for split in SPLITS}
-    s = spec(name)
-    counts = [len(files[split]) for split in SPLITS]
-    return {
-        "dataset": name,
-        "folder": str(folder(name, data_root)),
-        "split": s.split,
-        "counts": dict(zip(SPLITS, counts, strict=True)),
-        "publisher_counts": None if s.publisher_counts is None else dict(zip(SPLITS, s.publisher_counts, strict=True)),
-        "matches_publisher": None if s.publisher_counts is None else tuple(counts) == s.publisher_counts,
-        "sha256": hashlib.sha256(json.dumps(files, separators=(",", ":")).encode()).hexdigest(),
-        "files": files,
-    }

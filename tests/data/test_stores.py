@@ -1,10 +1,10 @@
-"""ring.plan.stores: where a store lies, which cells read one, the room it needs, and what ring status says of it."""
+"""ring.data.stores: where a store lies, which cells read one, the room it needs, and what ring status says of it."""
 
 import pytest
 
 from ring import prepare
-from ring.data import store
-from ring.plan import catalog, stores
+from ring.core import catalog
+from ring.data import store, stores
 from tests.data.test_store import SIZE, root  # noqa: F401  (the fixture: digits_folder and its two stores)
 
 

@@ -1,7 +1,7 @@
 """The transfer datasets' listings (Table 3, Meta-Dataset's nine image sets): splits and manifests,
 parsed from the publishers' annotation files without torch (the data check and the workflow client
-read them on a login node): the parsers here, :func:`ring.plan.catalog.listing` and
-:func:`ring.plan.catalog.manifest` over them; the loaders are :mod:`ring.data.metadataset`.
+read them on a login node): the parsers here, :func:`ring.data.folders.listing` and
+:func:`ring.data.folders.manifest` over them; the loaders are :mod:`ring.data.metadataset`.
 
 A dataset's **listing** is its documented, deterministic train/test split as ``(file, label)``
 pairs.  Items that are not whole files name their part: ``MNIST/raw/train-images-idx3-ubyte#17``

@@ -1,11 +1,11 @@
-"""ring.plan.listings: the transfer datasets' splits parsed from the publishers' annotation files (torch-free), the
+"""ring.data.listings: the transfer datasets' splits parsed from the publishers' annotation files (torch-free), the
 seeded per-class split and the generated shapes."""
 
 import struct
 
 import pytest
 
-from ring.plan import catalog, listings
+from ring.data import folders, listings
 from tests.data.test_metadataset import WRITERS, write_mnist, write_traffic_sign
 
 
@@ -67,7 +67,7 @@ def test_shapes_are_generated_identically(tmp_path):
     listings.generate_shapes(tmp_path / "b" / "shapes")
     a = tmp_path / "a" / "shapes" / "ring" / "ring_007.png"
     assert a.read_bytes() == (tmp_path / "b" / "shapes" / "ring" / "ring_007.png").read_bytes()
-    assert catalog.manifest("shapes", tmp_path / "a")["matches_publisher"] is True
+    assert folders.manifest("shapes", tmp_path / "a")["matches_publisher"] is True
 
 
 def test_a_finished_generation_is_never_redone(tmp_path):

@@ -1,5 +1,9 @@
-"""How data-parallel processes hold a batch and its BatchNorm groups: the rule the plan checks before submission,
-and the layout the trainer builds (ring.engine.span_norm)."""
+"""How the processes of a data-parallel run split a batch and its BatchNorm groups (torch-free).
+
+:mod:`ring.engine.span_norm` and :mod:`ring.engine.distributed` implement the layout; the plan's checks and the SLURM
+preflight (ring.cluster.slurm) refuse one that cannot be laid out before any job starts, with the same sentence the
+job would give.
+"""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""ring.cluster.accounting: a job's runs from sacct, the segments its killed runs never wrote, and their sums."""
+"""ring.core.accounting: a job's runs from sacct, the segments its killed runs never wrote, and their sums."""
 
 import json
 
 import pytest
 
-from ring.cluster import accounting
+from ring.core import accounting
 
 
 def test_runs_killed_before_writing_a_segment_come_from_accounting(monkeypatch):
