@@ -8,8 +8,9 @@
   provenance, runtime, span_norm: BatchNorm groups across processes) and :mod:`ring.data` (augment, dali, datasets,
   digits: the embedded digits, fetch, metadataset: the transfer datasets and loaders, store: the prepared store's
   records and readers, verify: the data check against the publisher, views).
-- the login-node side, never importing torch: :mod:`ring.cluster` (accounting, batch, detach, jobs, launch,
-  progress, run: ``ring run``, slurm) and :mod:`ring.reports` (captions, figures, tables), over :mod:`ring.plan`
+- the login-node side, never importing torch: :mod:`ring.cluster` (accounting, admission: whether SLURM admits a
+  stage's resources, batch, detach, jobs, launch, progress, prune: ``ring prune``, run: ``ring run``, slurm, watch:
+  following a job until it ends) and :mod:`ring.reports` (captions, figures, tables), over :mod:`ring.plan`
   (catalog, checks, detection_tasks, disk, estimate, eta: when a grid will end, gate: every command's grid checks,
   grid, lineage, listings, ownership, reference: the configuration reference, rerun, stores: the prepared stores'
   layout and checks), over :mod:`ring.core` (config, failures, files, gaussian: the toy's closed forms, methods: the

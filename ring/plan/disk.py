@@ -9,7 +9,7 @@ Two kinds of folders hold no result the grid's tables read, and only grow:
 
 Torch-free: it lists folders and adds file sizes (hard links counted once: a kept export is a link of its encoder).
 A cell the grid names is never removed, only its ``runs/``; ``prune`` removes nothing while a run holds the folder
-(ring.cluster.batch.holder, :func:`snakemake_lock`).
+(ring.cluster.prune.holder, :func:`snakemake_lock`).
 """
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ onstart:
     # nothing): a later plan from another file of the same name is refused (ring.plan.ownership).
     ring.plan.ownership.claim(GRID_FILE, Path("results", config["grid"]))
     if config["launcher"] == "slurm":  # every resource set this run submits, checked before its first submission
-        from ring.cluster.slurm import run_preflight  # submitit: only SLURM runs import it
+        from ring.cluster.admission import run_preflight  # submitit: only SLURM runs import it
 
         jobs = ((j.rule.name, getattr(j.params, "launch", None), j.wildcards) for j in workflow.dag.needrun_jobs())
         if problems := run_preflight(jobs, LAUNCHED_CHECKPOINT_INTERVAL):
