@@ -5,9 +5,10 @@
   :mod:`ring.toy_cnce`, :mod:`ring.prepare` (the prepared store), :mod:`ring.detection` (configs, convert, embedded,
   heads, runner, tasks, train_net); each is ``ring <stage>`` (or ``python -m ring.<stage>``).
 - compute (torch): :mod:`ring.engine` (anneal, checkpoint, distributed, encoder, health, knn, logs, objectives,
-  provenance, runtime, span_norm: BatchNorm groups across processes) and :mod:`ring.data` (augment, dali, datasets,
-  digits: the embedded digits, fetch, metadataset: the transfer datasets and loaders, store: the prepared store's
-  records and readers, verify: the data check against the publisher, views).
+  provenance, runtime, span_norm: BatchNorm groups across processes) and :mod:`ring.data` (augment, bilinear: PIL's
+  resampling as matrices, dali, datasets, digits: the embedded digits, fetch, hsv: PIL's HSV and hue tables,
+  metadataset: the transfer datasets and loaders, store: the prepared store's records and readers, verify: the data
+  check against the publisher, views).
 - the login-node side, never importing torch: :mod:`ring.cluster` (accounting, admission: whether SLURM admits a
   stage's resources, batch, detach, jobs, launch, progress, prune: ``ring prune``, run: ``ring run``, slurm, watch:
   following a job until it ends) and :mod:`ring.reports` (captions, figures, tables), over :mod:`ring.plan`

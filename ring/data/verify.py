@@ -58,57 +58,20 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
         raise DatasetMissing(skip_refusal(name))
     root = Path(data_root)
     base = folder(name, root)
-    s = spec(name)
-    how = hint(name, root)
     stamp = Path(stamp_dir) / f"{name}{VERIFIED_SUFFIX}" if stamp_dir is not None else None
-    if stamp is not None and stamp.is_file():
-        try:
-            previous = json.loads(stamp.read_text())
-            if (
-                previous["folder"] == str(base.resolve())
-                and (skip_checksums or not previous["skip_checksums"])
-                and previous["fingerprint"] == _fingerprint([base / rel for rel in previous["fingerprint"]], base)
-            ):
-                return previous
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # a stale, torn or foreign stamp: verify again
+    if stamp is not None and (previous := stamped(stamp, base, skip_checksums)) is not None:
+        return previous
     record = {"dataset": name, "folder": str(base.resolve()), "skip_checksums": skip_checksums, "md5": {}, "counts": {}}
-    read = [base / rel for rel in s.required]
+    read = [base / rel for rel in spec(name).required]
     fetched = None if skip_checksums else fetched_from_publisher(name, root)
     if fetched is not None:
         record["fetched"] = fetched
     elif not skip_checksums:
-        for rel, expected in published_md5(name).items():
-            path = base / rel
-            if not path.is_file():
-                raise DatasetMissing(f"Dataset {name} is missing {path}; {how}.")
-            actual = md5_of(path)
-            if actual != expected:
-                raise DatasetMissing(
-                    f"Dataset {name} file {path} is corrupted or truncated: its md5 is {actual}, the publisher's "
-                    f"(torchvision's) is {expected}; replace the file ({how})."
-                )  # no skip_checksums: see loader_verifies
-            record["md5"][rel] = actual
-            read.append(path)
-    publisher = getattr(s, "publisher_counts", None)
-    if publisher is not None and fetched is None:
-        counts, counted = _counts(name, root)
-        record["counts"] = counts
+        record["md5"] = checked_md5(name, base, hint(name, root))
+        read += [base / rel for rel in record["md5"]]
+    if getattr(spec(name), "publisher_counts", None) is not None and fetched is None:
+        record["counts"], counted = checked_counts(name, root, skip_checksums)
         read += counted
-        if name in DATASETS and not skip_checksums:  # ImageNet: one folder per class in each split
-            for split in counts:
-                n = sum(1 for p in (base / split).iterdir() if p.is_dir())
-                if n != s.num_classes:
-                    raise DatasetMissing(
-                        f"Dataset {name}'s {base / split} holds {n} class folders, the publisher's "
-                        f"release has {s.num_classes}; complete it ({how}), {SKIP_HINT}."
-                    )
-        if not skip_checksums and tuple(counts.values()) != tuple(publisher):
-            found = ", ".join(f"{n} {split}" for split, n in counts.items())
-            raise DatasetMissing(
-                f"Dataset {name} under {base} holds {found} images, the publisher's release has "
-                f"{' and '.join(map(str, publisher))}; complete it ({how}), {SKIP_HINT}."
-            )
     record["checksums"] = (
         "skipped (skip_checksums): layout and listings only"
         if skip_checksums
@@ -120,6 +83,63 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
     if stamp is not None:
         write_json(stamp, record, indent=1)
     return record
+
+
+def stamped(stamp: Path, base: Path, skip_checksums: bool) -> dict | None:
+    """The record of an earlier passing verification of ``base``, when every file and folder it read is unchanged
+    (and it checked at least as much as is asked now), else None."""
+    if not stamp.is_file():
+        return None
+    try:
+        previous = json.loads(stamp.read_text())
+        if (
+            previous["folder"] == str(base.resolve())
+            and (skip_checksums or not previous["skip_checksums"])
+            and previous["fingerprint"] == _fingerprint([base / rel for rel in previous["fingerprint"]], base)
+        ):
+            return previous
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # a stale, torn or foreign stamp: verify again
+    return None
+
+
+def checked_md5(name: str, base: Path, how: str) -> dict[str, str]:
+    """{path below the dataset's folder: md5} of every file torchvision lists for it, each the publisher's."""
+    found = {}
+    for rel, expected in published_md5(name).items():
+        path = base / rel
+        if not path.is_file():
+            raise DatasetMissing(f"Dataset {name} is missing {path}; {how}.")
+        actual = md5_of(path)
+        if actual != expected:
+            raise DatasetMissing(
+                f"Dataset {name} file {path} is corrupted or truncated: its md5 is {actual}, the publisher's "
+                f"(torchvision's) is {expected}; replace the file ({how})."
+            )  # no skip_checksums: see loader_verifies
+        found[rel] = actual
+    return found
+
+
+def checked_counts(name: str, root: Path, skip_checksums: bool) -> tuple[dict, list[Path]]:
+    """The dataset's image counts per split and what was read to count them; unless ``skip_checksums``, each the
+    publisher's (and, for ImageNet, one folder per class in each split)."""
+    s, base, how = spec(name), folder(name, root), hint(name, root)
+    counts, counted = _counts(name, root)
+    if name in DATASETS and not skip_checksums:  # ImageNet: one folder per class in each split
+        for split in counts:
+            n = sum(1 for p in (base / split).iterdir() if p.is_dir())
+            if n != s.num_classes:
+                raise DatasetMissing(
+                    f"Dataset {name}'s {base / split} holds {n} class folders, the publisher's "
+                    f"release has {s.num_classes}; complete it ({how}), {SKIP_HINT}."
+                )
+    if not skip_checksums and tuple(counts.values()) != tuple(s.publisher_counts):
+        found = ", ".join(f"{n} {split}" for split, n in counts.items())
+        raise DatasetMissing(
+            f"Dataset {name} under {base} holds {found} images, the publisher's release has "
+            f"{' and '.join(map(str, s.publisher_counts))}; complete it ({how}), {SKIP_HINT}."
+        )
+    return counts, counted
 
 
 def main(argv=None) -> int:
