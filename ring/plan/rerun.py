@@ -274,10 +274,7 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     if record.get(CONTINUING) == C.config_hash(cfg):
         return "continue"  # decided and said already (by the config rule): the job's log does not say it twice
     new_values = C.hashed_values(cfg)
-    keys = changed_keys(old_values, new_values) if old_values else []
-    what = f"its config changed ({', '.join(keys)})" if keys else "its config changed"
-    if old_hash == C.config_hash(cfg):
-        what = "the encoder it evaluates changed (its pretraining cell was retrained or restored)"
+    what = edit(old_values, new_values, same_config=old_hash == C.config_hash(cfg))
     longer = continues(stage, old_values, new_values)
     if longer and not any((cell / name).is_file() for name in ("checkpoint.pt", "checkpoint.prev.pt")):
         # A finished run whose checkpoint went (keep_checkpoint: none, or dropped by hand): nothing to continue.
@@ -286,14 +283,7 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     # A redo: the longer run, finished, is kept under runs/ (an undo set it aside); it comes back, nothing trains.
     longer = longer and not restorable(cell / RUNS / new_key, new_key, stage in EVALUATIONS)
     if longer:
-        aside = set_aside(cell, old_hash, OUTPUT_FILES)
-        if aside is not None:  # the shorter run's record beside its encoder: an undo restores it as finished
-            write_json(aside / RUN_RECORD, {"config_hash": old_hash, "config": old_values})
-        kept = f"; the {old_values['epochs']}-epoch encoder is kept in {aside}" if aside else ""
-        log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={new_values['epochs']}{kept}")
-        drop_checkpoints(aside, cfg, log)
-        write_json(cell / RUN_RECORD, {**record, CONTINUING: C.config_hash(cfg)})
-        return "continue"
+        return continue_longer(cell, record, cfg, what, log)
     aside = set_aside(cell, old_key, RUN_FILES[stage])
     if aside is not None:
         restore_exports(aside, None, last=EVALUATIONS.get(stage, ("encoder.pt",))[-1])  # what Snakemake deleted
@@ -315,6 +305,28 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     log(f"ring: {cell}: {what}: {kept} and this cell starts over")
     drop_checkpoints(aside, cfg, log)
     return "start over"
+
+
+def edit(old_values: dict | None, new_values: dict, same_config: bool) -> str:
+    """What changed, as the cell's line says it: the config's keys, or (``same_config``) the encoder evaluated."""
+    if same_config:
+        return "the encoder it evaluates changed (its pretraining cell was retrained or restored)"
+    keys = changed_keys(old_values, new_values) if old_values else []
+    return f"its config changed ({', '.join(keys)})" if keys else "its config changed"
+
+
+def continue_longer(cell: Path, record: dict, cfg, what: str, log) -> str:
+    """A longer schedule of the same run: its checkpoint continues, the shorter run's encoder set aside with the
+    record of its config (an undo restores it as finished); the cell's record notes the run it continues into."""
+    old_hash, old_values = record["config_hash"], record.get("config")
+    aside = set_aside(cell, old_hash, OUTPUT_FILES)
+    if aside is not None:  # the shorter run's record beside its encoder: an undo restores it as finished
+        write_json(aside / RUN_RECORD, {"config_hash": old_hash, "config": old_values})
+    kept = f"; the {old_values['epochs']}-epoch encoder is kept in {aside}" if aside else ""
+    log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={C.hashed_values(cfg)['epochs']}{kept}")
+    drop_checkpoints(aside, cfg, log)
+    write_json(cell / RUN_RECORD, {**record, CONTINUING: C.config_hash(cfg)})
+    return "continue"
 
 
 def restorable(kept: Path, key: str, finished_counts: bool = False) -> bool:
