@@ -80,6 +80,28 @@ def accuracies(logits: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
     }
 
 
+def feature_shape(extractor, crop: int, device: torch.device) -> tuple[int, ...]:
+    """The shape of one image's features (the classifier's input), from a probe image of ``crop`` pixels."""
+    with torch.no_grad():
+        return tuple(extractor(torch.zeros(1, 3, crop, crop, device=device)).shape[1:])
+
+
+def kept_metrics(out: Path, stage: str, cfg, encoder_sha256: str) -> dict | None:
+    """The metrics of this very evaluation when it is complete (an undone edit brought it back, its kept outputs
+    verified): its numbers, not new ones; None when it is to run."""
+    if not rerun.finished(out, stage, cfg, encoder_sha256):
+        return None
+    print(
+        f"ring: {out}: this encoder's evaluation is complete (kept outputs verified); nothing to train", file=sys.stderr
+    )
+    return json.loads((out / METRICS).read_text())
+
+
+def progress_bar(epochs: int, initial: int) -> tqdm:
+    """The run's progress bar over its epochs on stderr (none where stderr is no terminal: ``disable=None``)."""
+    return tqdm(total=epochs, initial=initial, desc="linear eval", file=sys.stderr, disable=None, dynamic_ncols=True)
+
+
 class LinearEval:
     STAGE = "lincls"  # what ring.plan.rerun keeps aside when this cell's config changes
 
@@ -107,9 +129,7 @@ class LinearEval:
         # One fingerprint of every encoder file: a retrained cell invalidates the checkpoint, and names the run.
         self.encoder_sha256 = rerun.encoder_fingerprint(self.encoder_hashes)
 
-        with torch.no_grad():
-            probe = torch.zeros(1, 3, cfg.crop, cfg.crop, device=self.device)
-            self.feature_shape = tuple(self.extractor(probe).shape[1:])
+        self.feature_shape = feature_shape(self.extractor, cfg.crop, self.device)
         n_features = int(torch.tensor(self.feature_shape).prod())
         self.classifier = nn.Linear(n_features, self.spec.num_classes).to(self.device)
         self.optimizer = torch.optim.SGD(
@@ -237,13 +257,8 @@ class LinearEval:
         rerun.prepare(
             self.out, self.STAGE, self.cfg, log=lambda line: print(line, file=sys.stderr), encoder=self.encoder_sha256
         )
-        if rerun.finished(self.out, self.STAGE, self.cfg, self.encoder_sha256):
-            # This very evaluation is complete (an undone edit brought it back): its numbers, not new ones.
-            print(
-                f"ring: {self.out}: this encoder's evaluation is complete (kept outputs verified); nothing to train",
-                file=sys.stderr,
-            )
-            return json.loads((self.out / METRICS).read_text())
+        if (kept := kept_metrics(self.out, self.STAGE, self.cfg, self.encoder_sha256)) is not None:
+            return kept
         self.resume()
         rerun.write_record(self.out, self.cfg, self.encoder_sha256)
         self.write_inputs()
@@ -255,14 +270,7 @@ class LinearEval:
         """Files that describe what this run reads, written once the cell's folder is this run's (ring.transfer)."""
 
     def _run(self) -> dict:
-        with tqdm(
-            total=self.cfg.epochs,
-            initial=self.epoch,
-            desc="linear eval",
-            file=sys.stderr,
-            disable=None,
-            dynamic_ncols=True,
-        ) as progress:
+        with progress_bar(self.cfg.epochs, self.epoch) as progress:
             scores, loss = None, None
             while self.epoch < self.cfg.epochs:
                 loss = self._train_epoch()
