@@ -1,12 +1,12 @@
 """ring-bench, in layers (each imports only from its own layer or below; .importlinter, checked by
 `lint-imports` in tests/project/test_layers.py):
 
-- stages, on a GPU node: :mod:`ring.pretrain` (over :mod:`ring.pretrain_checkpoint`, its checkpoints),
-  :mod:`ring.lincls`, :mod:`ring.transfer` (over lincls), :mod:`ring.toy_cnce`, :mod:`ring.prepare` (the prepared
-  store), :mod:`ring.detection` (configs, convert, embedded, heads, runner, tasks, train_net); each is
-  ``ring <stage>`` (or ``python -m ring.<stage>``).
+- stages, on a GPU node: :mod:`ring.pretrain`, :mod:`ring.lincls`, :mod:`ring.transfer` (over lincls),
+  :mod:`ring.toy_cnce`, :mod:`ring.prepare` (the prepared store), :mod:`ring.detection` (configs, convert, embedded,
+  heads, runner, tasks, train_net); each is ``ring <stage>`` (or ``python -m ring.<stage>``).
 - compute (torch): :mod:`ring.engine` (anneal, checkpoint, distributed, encoder, health, knn, logs, objectives,
-  provenance, runtime, span_norm: BatchNorm groups across processes) and :mod:`ring.data` (augment, bilinear: PIL's
+  pretrain_state: a pretraining cell's checkpoint and snapshots, provenance, runtime, span_norm: BatchNorm groups
+  across processes) and :mod:`ring.data` (augment, bilinear: PIL's
   resampling as matrices, dali, datasets, digits: the embedded digits, fetch, hsv: PIL's HSV and hue tables,
   metadataset: the transfer datasets and loaders, store: the prepared store's records and readers, verify: the data
   check against the publisher, views).

@@ -48,9 +48,9 @@ from ring.engine.knn import embed, holdout_accuracy, knn_accuracy, window_same_c
 from ring.engine.logs import JsonLog
 from ring.engine.objectives import build_encoder, build_objective, views_per_image
 from ring.engine.objectives.ring import chunk_elements
+from ring.engine.pretrain_state import CHECKPOINT, PretrainCheckpoint, finish, finished_without_checkpoint
 from ring.engine.runtime import Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
 from ring.plan import checks, rerun
-from ring.pretrain_checkpoint import CHECKPOINT, PretrainCheckpoint, finish, finished_without_checkpoint
 
 ENCODER = "encoder.pt"
 LOG = "log.jsonl"

@@ -1,12 +1,13 @@
-"""A pretraining cell's checkpoint: a corrupt one set aside, another method's refused, and rank 0 alone deciding what
-every rank resumes from (resuming bit-exactly is tests/test_pretrain.py's and tests/project/test_integrity.py's)."""
+"""A pretraining cell's checkpoint (ring.engine.pretrain_state): a corrupt one set aside, another method's refused,
+and rank 0 alone deciding what every rank resumes from (resuming bit-exactly is tests/test_pretrain.py's and
+tests/project/test_integrity.py's)."""
 
 from pathlib import Path
 
 import pytest
 import torch
 
-from ring import pretrain_checkpoint
+from ring.engine import pretrain_state
 from ring.engine.checkpoint import CheckpointError, checksummed
 from ring.pretrain import Pretraining
 from tests.helpers import pretrain_config
@@ -52,10 +53,10 @@ def test_ranks_other_than_0_resume_from_the_file_rank_0_chose(tmp_path, monkeypa
     assert ckpt.previous_path(path).name == "checkpoint.prev.pt"
     monkeypatch.setattr(distributed, "is_main", lambda: False)
     monkeypatch.setattr(distributed, "broadcast_choice", lambda mine: choice)
-    monkeypatch.setattr(pretrain_checkpoint, "resume_state", lambda *a: pytest.fail("only rank 0 decides"))
-    monkeypatch.setattr(pretrain_checkpoint, "load_verified", lambda p, what: {"from": Path(p).name})
+    monkeypatch.setattr(pretrain_state, "resume_state", lambda *a: pytest.fail("only rank 0 decides"))
+    monkeypatch.setattr(pretrain_state, "load_verified", lambda p, what: {"from": Path(p).name})
     seen = []
-    checkpoint = pretrain_checkpoint.PretrainCheckpoint(types.SimpleNamespace(out=tmp_path))
+    checkpoint = pretrain_state.PretrainCheckpoint(types.SimpleNamespace(out=tmp_path))
     monkeypatch.setattr(checkpoint, "load", lambda state, p, fix: seen.append(state["from"]))
     assert checkpoint.resume() is (loaded is not None)
     assert seen == ([loaded] if loaded else [])
@@ -74,8 +75,8 @@ def test_a_rank_0_that_cannot_resume_tells_the_others_before_failing(tmp_path, m
     def refuse(*args):
         raise CheckpointError("written by method MoCo")
 
-    monkeypatch.setattr(pretrain_checkpoint, "resume_state", refuse)
-    checkpoint = pretrain_checkpoint.PretrainCheckpoint(types.SimpleNamespace(out=tmp_path))
+    monkeypatch.setattr(pretrain_state, "resume_state", refuse)
+    checkpoint = pretrain_state.PretrainCheckpoint(types.SimpleNamespace(out=tmp_path))
     with pytest.raises(CheckpointError, match="written by method MoCo"):
         checkpoint.resume()
     assert sent == [3]
