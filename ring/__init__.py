@@ -5,21 +5,24 @@
   :mod:`ring.toy_cnce`, :mod:`ring.prepare` (the prepared store), :mod:`ring.detection` (configs, convert, embedded,
   heads, runner, tasks, train_net); each is ``ring <stage>`` (or ``python -m ring.<stage>``); and :mod:`ring.fetch`,
   ``ring fetch`` (a grid's datasets).
-- the login-node side, never importing torch: :mod:`ring.cluster` (batch, detach, jobs, launch, outlook: a grid's end as
-  JSON for the gpu_hours table, progress, run: ``ring run``, slurm) and :mod:`ring.reports` (captions, figures, tables),
+- the login-node side, never importing torch: :mod:`ring.cluster` (admission: whether SLURM admits a stage's resources,
+  batch, detach, jobs, launch, outlook: a grid's end as JSON for the gpu_hours table, progress, prune: ``ring prune``,
+  run: ``ring run``, slurm, watch: following a job until it ends) and :mod:`ring.reports` (captions, figures, tables),
   over :mod:`ring.plan` (checks, detection_tasks, disk, estimate, eta: when a grid will end, gate: every command's grid
-  checks, grid, grid_checks: a grid's own checks, lineage, ownership, reference: the configuration reference, rerun),
-  which checks configs against what the compute side declares it implements.
+  checks, grid, grid_checks: a grid's own checks, lineage, ownership, reference: the configuration reference, rerun:
+  ``ring rerun`` by hand), which checks configs against what the compute side declares it implements.
 - compute (torch), taking everything from its caller and the ground floor, never from the plan: :mod:`ring.engine`
   (anneal, checkpoint, distributed, encoder, groups: the processes' batch and BatchNorm layout, health, knn, logs,
-  objectives, provenance, runtime, span_norm: BatchNorm groups across processes) and :mod:`ring.data` (augment, dali,
-  datasets, digits: the embedded digits, fetch, folders: the data check of a dataset folder, listings: the transfer
-  datasets' splits, metadataset: the transfer datasets and loaders, store: the prepared store's records and readers,
-  stores: its layout and checks, verify: the data check against the publisher, views); their option lists and the
-  torch-free modules (folders, listings, stores, verify, fetch, anneal, groups) are what the plan reads of them.
+  objectives, pretrain_state: a pretraining cell's checkpoint and snapshots, provenance, runtime, span_norm: BatchNorm
+  groups across processes) and :mod:`ring.data` (augment, bilinear: PIL's resampling as matrices, dali, datasets,
+  digits: the embedded digits, fetch, folders: the data check of a dataset folder, hsv: PIL's HSV and hue tables,
+  listings: the transfer datasets' splits, metadataset: the transfer datasets and loaders, store: the prepared store's
+  records and readers, stores: its layout and checks, verify: the data check against the publisher, views); their option
+  lists and the torch-free modules (folders, listings, stores, verify, fetch, anneal, groups) are what the plan reads of
+  them.
 - the ground floor, torch-free: :mod:`ring.core` (accounting: SLURM's record of a cell's runs, catalog: the datasets'
   sizes; norms and layouts, config, failures, files, gaussian: the toy's closed forms, method_keys: the keys only some
-  methods read, methods: the registry, metrics, sources, stop).
+  methods read, methods: the registry, metrics, runs: what an edited config does to a cell's files, sources, stop).
 
 Each package's list names every module in it (tests/project/test_doc_claims.py).
 

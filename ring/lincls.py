@@ -19,7 +19,7 @@ verified, the last one too under ``keep_checkpoint: none``.  ``CELL/metrics.json
 the numbers, and is kept under ``CELL/exported/`` with a checksum record naming this config and the encoder
 evaluated.  A cell is one run per config and encoder: a retrained encoder (or an edited config) keeps the previous
 run whole under ``CELL/runs/<config hash>-<encoder sha256[:12]>/``, and a kept run of the encoder evaluated now comes
-back finished, trained no further (:mod:`ring.plan.rerun`).
+back finished, trained no further (:mod:`ring.core.runs`).
 
 A non-finite loss stops the stage at once (:mod:`ring.engine.health`, exit 1, nothing written).  A test top-1 at
 chance (:func:`ring.engine.health.divergence`: within 3 binomial standard errors of 1/K over the test images) is a
@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from ring.core import catalog
+from ring.core import catalog, runs
 from ring.core import config as C
 from ring.core.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
 from ring.data import datasets, folders
@@ -51,7 +51,7 @@ from ring.engine.checkpoint import finish_checkpoints, resume_state, rng_state, 
 from ring.engine.encoder import Precision, load_feature_extractor, resolve_precision
 from ring.engine.logs import JsonLog
 from ring.engine.runtime import Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
-from ring.plan import checks, rerun
+from ring.plan import checks
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.json"
@@ -61,15 +61,15 @@ LOG = "log.jsonl"
 def keep_foreign_run(out: Path, stage: str, cfg, state: dict) -> None:
     """The encoder was retrained (or the protocol changed) and the cell has no run.json saying so (written by hand,
     or before it was kept): the checkpoint's run evaluated something else.  Kept under runs/, named by what it
-    evaluated, as ring.plan.rerun keeps any other run (keep_superseded decides its checkpoints); the cell evaluates
+    evaluated, as ring.core.runs keeps any other run (keep_superseded decides its checkpoints); the cell evaluates
     from scratch."""
-    key = rerun.run_key(str(state.get("config_hash")), str(state.get("encoder_sha256") or "unknown"))
-    aside = rerun.set_aside(out, key, rerun.RUN_FILES[stage])
+    key = runs.run_key(str(state.get("config_hash")), str(state.get("encoder_sha256") or "unknown"))
+    aside = runs.set_aside(out, key, runs.RUN_FILES[stage])
     print(
         f"ring: {out / CHECKPOINT} belongs to another encoder or protocol; its run is kept in {aside}, starting over",
         file=sys.stderr,
     )
-    rerun.drop_checkpoints(aside, cfg, log=lambda line: print(line, file=sys.stderr))
+    runs.drop_checkpoints(aside, cfg, log=lambda line: print(line, file=sys.stderr))
 
 
 def accuracies(logits: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
@@ -81,8 +81,30 @@ def accuracies(logits: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
     }
 
 
+def feature_shape(extractor, crop: int, device: torch.device) -> tuple[int, ...]:
+    """The shape of one image's features (the classifier's input), from a probe image of ``crop`` pixels."""
+    with torch.no_grad():
+        return tuple(extractor(torch.zeros(1, 3, crop, crop, device=device)).shape[1:])
+
+
+def kept_metrics(out: Path, stage: str, cfg, encoder_sha256: str) -> dict | None:
+    """The metrics of this very evaluation when it is complete (an undone edit brought it back, its kept outputs
+    verified): its numbers, not new ones; None when it is to run."""
+    if not runs.finished(out, stage, cfg, encoder_sha256):
+        return None
+    print(
+        f"ring: {out}: this encoder's evaluation is complete (kept outputs verified); nothing to train", file=sys.stderr
+    )
+    return json.loads((out / METRICS).read_text())
+
+
+def progress_bar(epochs: int, initial: int) -> tqdm:
+    """The run's progress bar over its epochs on stderr (none where stderr is no terminal: ``disable=None``)."""
+    return tqdm(total=epochs, initial=initial, desc="linear eval", file=sys.stderr, disable=None, dynamic_ncols=True)
+
+
 class LinearEval:
-    STAGE = "lincls"  # what ring.plan.rerun keeps aside when this cell's config changes
+    STAGE = "lincls"  # what ring.core.runs keeps aside when this cell's config changes
 
     def __init__(self, cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path):
         self.cfg = cfg
@@ -106,11 +128,9 @@ class LinearEval:
         # The pretraining config the encoder was made with (its checksum record's), for the tables' chain check.
         self.encoder_config_hash = read_record(self.encoder_path.with_name(CHECKSUMS)).get("config_hash")
         # One fingerprint of every encoder file: a retrained cell invalidates the checkpoint, and names the run.
-        self.encoder_sha256 = rerun.encoder_fingerprint(self.encoder_hashes)
+        self.encoder_sha256 = runs.encoder_fingerprint(self.encoder_hashes)
 
-        with torch.no_grad():
-            probe = torch.zeros(1, 3, cfg.crop, cfg.crop, device=self.device)
-            self.feature_shape = tuple(self.extractor(probe).shape[1:])
+        self.feature_shape = feature_shape(self.extractor, cfg.crop, self.device)
         n_features = int(torch.tensor(self.feature_shape).prod())
         self.classifier = nn.Linear(n_features, self.spec.num_classes).to(self.device)
         self.optimizer = torch.optim.SGD(
@@ -235,18 +255,13 @@ class LinearEval:
         check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch
         if stale := remove_stale_temporaries(self.out):
             print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
-        rerun.prepare(
+        runs.prepare(
             self.out, self.STAGE, self.cfg, log=lambda line: print(line, file=sys.stderr), encoder=self.encoder_sha256
         )
-        if rerun.finished(self.out, self.STAGE, self.cfg, self.encoder_sha256):
-            # This very evaluation is complete (an undone edit brought it back): its numbers, not new ones.
-            print(
-                f"ring: {self.out}: this encoder's evaluation is complete (kept outputs verified); nothing to train",
-                file=sys.stderr,
-            )
-            return json.loads((self.out / METRICS).read_text())
+        if (kept := kept_metrics(self.out, self.STAGE, self.cfg, self.encoder_sha256)) is not None:
+            return kept
         self.resume()
-        rerun.write_record(self.out, self.cfg, self.encoder_sha256)
+        runs.write_record(self.out, self.cfg, self.encoder_sha256)
         self.write_inputs()
         self.log.truncate_from(self.epoch)
         with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
@@ -256,14 +271,7 @@ class LinearEval:
         """Files that describe what this run reads, written once the cell's folder is this run's (ring.transfer)."""
 
     def _run(self) -> dict:
-        with tqdm(
-            total=self.cfg.epochs,
-            initial=self.epoch,
-            desc="linear eval",
-            file=sys.stderr,
-            disable=None,
-            dynamic_ncols=True,
-        ) as progress:
+        with progress_bar(self.cfg.epochs, self.epoch) as progress:
             scores, loss = None, None
             while self.epoch < self.cfg.epochs:
                 loss = self._train_epoch()
@@ -348,11 +356,11 @@ def write_metrics(run: LinearEval, scores: dict | None, loss: float | None) -> d
         health.check_metrics(metrics, run.out / METRICS, keys=("top1", "top5"))
     atomic_write(run.out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
     # Kept beside a checksum record, where Snakemake's cleanup does not look: collected without a job, and
-    # kept with this run when the encoder or config changes (ring.plan.rerun).
-    rerun.keep_outputs(run.out, run.STAGE, run.cfg, run.encoder_sha256)
+    # kept with this run when the encoder or config changes (ring.core.runs).
+    runs.keep_outputs(run.out, run.STAGE, run.cfg, run.encoder_sha256)
     # Kept and verified, the outputs stand for the run: the previous checkpoint goes, the last too under
     # keep_checkpoint: none (ring.engine.checkpoint.finish_checkpoints); unverified copies keep both.
-    if rerun.verified_copies(run.out):
+    if runs.verified_copies(run.out):
         finish_checkpoints(run.out / CHECKPOINT, run.cfg.keep_checkpoint)
     return metrics
 

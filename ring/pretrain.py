@@ -15,11 +15,11 @@ epoch and step; it is written atomically at the end of every epoch and every
 * ``checkpoint.pt``: kept after the run so that a longer schedule can continue it (``keep_checkpoint: none``
   drops it); ``checkpoint.prev.pt``, the one before it (a fallback should the latest be damaged), only while the
   cell trains: it goes once the encoder is exported and verified;
-* ``run.json``: the config the checkpoint and outputs are made with (:mod:`ring.plan.rerun`);
+* ``run.json``: the config the checkpoint and outputs are made with (:mod:`ring.core.runs`);
 * ``snapshot_epoch<e>.pt``: the training state at the start of each epoch of ``snapshot_epochs``,
   from which a study cell (``init_from``) continues with other settings (appendix, hard negatives).
 
-An edited config is :mod:`ring.plan.rerun`'s to decide: a longer ``epochs`` continues the checkpoint,
+An edited config is :mod:`ring.core.runs`'s to decide: a longer ``epochs`` continues the checkpoint,
 any other change keeps the previous run's files under ``runs/<old config hash>/`` and starts over.
 
 The function :func:`run` never knows which launcher called it (this CLI, submitit, a test).
@@ -37,34 +37,23 @@ import torch
 from tqdm import tqdm
 
 from ring.core import config as C
-from ring.core.files import CHECKSUMS, FileError, check_writable, read_record, remove_stale_temporaries
+from ring.core import runs
+from ring.core.files import FileError, check_writable, remove_stale_temporaries
 from ring.core.methods import Method, check_fixed, method
 from ring.data import dali, datasets
 from ring.data.views import train_views
 from ring.engine import distributed, health, provenance
 from ring.engine.anneal import build_schedule
-from ring.engine.checkpoint import (
-    CheckpointError,
-    atomic_save,
-    checksummed,
-    finish_checkpoints,
-    load_verified,
-    previous_path,
-    resume_state,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)
 from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_compile, resolve_precision, save_trunks
 from ring.engine.groups import bn_layout
 from ring.engine.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
 from ring.engine.logs import JsonLog
 from ring.engine.objectives import build_encoder, build_objective, views_per_image
 from ring.engine.objectives.ring import chunk_elements
+from ring.engine.pretrain_state import CHECKPOINT, PretrainCheckpoint, finish, finished_without_checkpoint
 from ring.engine.runtime import Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
-from ring.plan import checks, rerun
+from ring.plan import checks
 
-CHECKPOINT = "checkpoint.pt"
 ENCODER = "encoder.pt"
 LOG = "log.jsonl"
 
@@ -166,156 +155,6 @@ class Losses:
         self.progress.set_postfix(loss=f"{values[-1]:.4f}")
 
 
-class PretrainCheckpoint:
-    """What a pretraining cell's checkpoint and snapshots hold, and how the cell picks one up (:meth:`resume`, through
-    :func:`ring.engine.checkpoint.resume_state`) or starts from another cell's snapshot (``init_from``)."""
-
-    def __init__(self, run: Pretraining):
-        self.run = run
-
-    def state(self) -> dict:
-        """The whole training state: what the checkpoint and the snapshots hold."""
-        run = self.run
-        return {
-            "config_hash": C.config_hash(run.cfg),
-            "config": C.hashed_values(run.cfg),  # what a longer schedule compares against (ring.plan.rerun.continues)
-            "method": run.cfg.method,  # named by the error when another method's cell finds it
-            "epoch": run.epoch,
-            "step_in_epoch": run.step_in_epoch,
-            "loss_sum": run.loss_sum,
-            "encoder": run.encoder.state_dict(),
-            "objective": run.objective.state_dict(),
-            "optimizer": run.optimizer.state_dict(),
-            "scheduler": run.scheduler.state_dict(),
-            "schedule": run.schedule.state_dict() if run.schedule else None,
-            "rng": rng_state(),
-        }
-
-    def save(self) -> None:
-        if distributed.is_main():  # every rank holds the same state
-            save_checkpoint(self.state(), self.run.out / CHECKPOINT)
-
-    def resume(self) -> bool:
-        path = self.run.out / CHECKPOINT
-        # The latest checkpoint that verifies, else the previous one (saying so), else a fresh start: decided by
-        # rank 0 alone (it moves a corrupt file aside; another node may not see a new file yet), followed by all.
-        state, failure = None, None
-        if distributed.is_main():
-            try:
-                state = resume_state(path, "pretraining checkpoint", self._belongs, self._set_aside)
-            except CheckpointError as err:  # told to the others first: they must not wait for rank 0 in vain
-                failure = err
-        choice = distributed.broadcast_choice(3 if failure else 0 if state is None else 1 if path.exists() else 2)
-        if failure:
-            raise failure
-        if choice == 3:
-            raise CheckpointError(f"{self.run.out}: rank 0 could not resume this cell; its log says why.")
-        if choice == 0:
-            return False
-        if state is None:  # another rank: the file rank 0 resumes from
-            chosen = path if choice == 1 else previous_path(path)
-            state = load_verified(chosen, "pretraining checkpoint")
-        self.load(state, path, "move it away to start again")
-        return True
-
-    def _belongs(self, state: dict) -> bool:
-        """Whether a checkpoint is this cell's to resume: its config's, or one a longer schedule continues."""
-        cfg = self.run.cfg
-        written_by = state.get("method")  # absent in checkpoints from before it was recorded
-        if written_by is not None and written_by != cfg.method:
-            raise CheckpointError(
-                f"The checkpoint {self.run.out / CHECKPOINT} was written by method {written_by}, but this cell trains "
-                f"{cfg.method}; move the checkpoint away to start this cell again (or back to a {written_by} cell)."
-            )
-        return state.get("config_hash") == C.config_hash(cfg) or rerun.continues(
-            "pretrain", state.get("config"), C.hashed_values(cfg)
-        )
-
-    def _set_aside(self, state: dict) -> None:
-        """Another config's run (a cell without run.json, or a config written by hand): kept, not resumed."""
-        if distributed.is_main():
-            out, found = self.run.out, state.get("config_hash")
-            aside = rerun.set_aside(out, str(found), rerun.RUN_FILES["pretrain"])
-            print(
-                f"ring: {out}: its checkpoint was written with another config (hash {found}); the previous "
-                f"run is kept in {aside} and this cell starts over",
-                file=sys.stderr,
-            )
-            rerun.drop_checkpoints(aside, self.run.cfg, log=lambda line: print(line, file=sys.stderr))
-
-    def init_from_snapshot(self) -> None:
-        """Start from another cell's snapshot (``init_from``): its whole training state, this cell's Ring schedule."""
-        cfg = self.run.cfg
-        path = Path(cfg.init_from)
-        state = load_verified(
-            path, "snapshot", fix="rerun the cell that writes it, with this epoch in its snapshot_epochs"
-        )
-        if int(state["epoch"]) >= cfg.epochs:
-            raise ValueError(
-                f"init_from {path} is at epoch {state['epoch']}, not before epochs={cfg.epochs}; "
-                "raise epochs or start from an earlier snapshot."
-            )
-        self.load({**state, "schedule": None}, path, "start from a snapshot of the same dataset and objective")
-
-    def load(self, state: dict, path: Path, fix: str) -> None:
-        run = self.run
-        try:
-            run.encoder.load_state_dict(state["encoder"])
-            run.objective.load_state_dict(state["objective"])
-            run.optimizer.load_state_dict(state["optimizer"])
-            run.scheduler.load_state_dict(state["scheduler"])
-            if run.schedule and state["schedule"] is not None:
-                run.schedule.load_state_dict(state["schedule"])
-            set_rng_state(state["rng"])
-            run.epoch = int(state["epoch"])
-            run.step_in_epoch = int(state["step_in_epoch"])
-            run.loss_sum = float(state["loss_sum"])
-        except (KeyError, RuntimeError, ValueError) as err:
-            raise CheckpointError(
-                f"The checkpoint {path} does not match this cell ({str(err).splitlines()[0]}); {fix}."
-            ) from None
-
-    def snapshot(self) -> None:
-        """The training state at the start of an epoch of ``snapshot_epochs``, for study cells to start from."""
-        run = self.run
-        path = run.out / C.SNAPSHOT_FILE.format(epoch=run.epoch)
-        if (
-            run.step_in_epoch == 0
-            and run.epoch in run.cfg.snapshot_epochs
-            and not path.exists()
-            and distributed.is_main()
-        ):
-            atomic_save(checksummed(self.state()), path)
-
-
-def finished_without_checkpoint(out: Path, cfg: C.PretrainConfig) -> bool:
-    """Bring the cell in line with ``cfg`` (the workflow decided this already; a config written by hand is decided
-    here), and say whether it is a finished run of this config without its checkpoint (an undone edit brought it
-    back after keep_superseded: results dropped the checkpoint): its verified encoder is the result, and nothing
-    retrains.  Not where a snapshot that study cells start from went with it: the cell retrains to write it."""
-    checkpoints = (out / CHECKPOINT, previous_path(out / CHECKPOINT))
-    if distributed.is_main():
-        rerun.prepare(out, "pretrain", cfg, log=lambda line: print(line, file=sys.stderr))
-        if not any(path.exists() for path in checkpoints):
-            rerun.restore_exports(out, cfg)  # the exports Snakemake deleted, from the verified copies
-    distributed.barrier()
-    snapshots = [out / C.SNAPSHOT_FILE.format(epoch=epoch) for epoch in cfg.snapshot_epochs]
-    if (
-        any(path.exists() for path in checkpoints)
-        or not all(path.exists() for path in snapshots)
-        or not rerun.finished_exports(out, C.config_hash(cfg))
-    ):
-        return False
-    if distributed.is_main():
-        rerun.write_record(out, cfg)
-        print(
-            f"ring: {out}: finished with this config (its encoder verifies against its checksum record) "
-            "and its checkpoint was dropped; nothing to train",
-            file=sys.stderr,
-        )
-    return True
-
-
 def check_writable_on_every_rank(out: Path) -> None:
     """An unwritable cell folder fails now, on every rank, not after an epoch of training.  The ranks decide together
     (a collective), so that no rank's write probe is still in the folder when rank 0 then removes the temporary files
@@ -327,23 +166,6 @@ def check_writable_on_every_rank(out: Path) -> None:
         problem = err
     if distributed.any_rank(problem is not None):
         raise problem or FileError(f"{out}: another rank cannot write this cell folder; its log says why.")
-
-
-def finish(out: Path, cfg: C.PretrainConfig) -> None:
-    """A finished cell keeps what it needs again (``keep_checkpoint``): the previous checkpoint goes once the exports
-    verify against their checksum record (they, not it, stand for the run now), the final one too under ``none``.
-    Exports that do not verify keep both: the next run resumes and exports again.  The kept copies are what is
-    verified: encoder.pt itself may be gone already (save_trunks: a Snakemake rerun deletes it while this job runs)."""
-    if read_record(out / CHECKSUMS).get("config_hash") != C.config_hash(cfg) or not rerun.verified_copies(out):
-        print(f"ring: {out}: its exports do not verify after writing; its checkpoints are kept", file=sys.stderr)
-        return
-    freed = finish_checkpoints(out / CHECKPOINT, cfg.keep_checkpoint)
-    if freed and cfg.keep_checkpoint == "none":
-        print(
-            f"ring: {out}: finished; dropped its checkpoints ({freed / 1e6:.1f} MB) under keep_checkpoint: none (a "
-            "longer epochs trains from scratch)",
-            file=sys.stderr,
-        )
 
 
 def validate_before_training(run: Pretraining) -> None:
@@ -524,7 +346,7 @@ class Pretraining:
         if not resumed and self.cfg.init_from:
             self.checkpoint.init_from_snapshot()
         if distributed.is_main():
-            rerun.write_record(self.out, self.cfg)  # from now on, every file here is this config's
+            runs.write_record(self.out, self.cfg)  # from now on, every file here is this config's
             self.log.truncate_from(self.epoch)
             self.log.purge_steps_from(self.epoch * self.steps_per_epoch + self.step_in_epoch + 1)
         if resumed and distributed.is_main():
@@ -534,39 +356,48 @@ class Pretraining:
         with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed) as self.segment:
             self.segment_start = self.epoch + self.step_in_epoch / self.steps_per_epoch
             self._train()
-        encoder_path = self.out / ENCODER
         if distributed.is_main():
-            trunks = export_trunks(self.encoder)
-            for name, state in trunks.items():  # every file checked before the first is written
-                health.check_export(state, self.out / name)
-            save_trunks(trunks, self.out, config_hash=C.config_hash(self.cfg), epochs=self.cfg.epochs)
-            finish(self.out, self.cfg)
-        return encoder_path
+            export(self.encoder, self.out, self.cfg)
+        return self.out / ENCODER
 
     def _train(self) -> None:
         self.checkpoint.snapshot()
         while self.epoch < self.cfg.epochs:
-            with tqdm(
-                total=self.steps_per_epoch,
-                initial=self.step_in_epoch,
-                desc=f"epoch {self.epoch + 1}/{self.cfg.epochs}",
-                file=sys.stderr,
-                leave=False,
-                dynamic_ncols=True,
-                disable=None,
-            ) as progress:
+            with progress_bar(self) as progress:
                 self._train_epoch(progress)
             self._end_epoch()
             self.checkpoint.snapshot()
             if distributed.is_main():
-                print(
-                    f"ring: {self.out.name} "
-                    + " ".join(
-                        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                        for k, v in self.log.records()[-1].items()
-                    ),
-                    file=sys.stderr,
-                )
+                print(epoch_line(self.out, self.log.records()[-1]), file=sys.stderr)
+
+
+def progress_bar(run: Pretraining) -> tqdm:
+    """The epoch's progress bar on stderr (none where stderr is no terminal: ``disable=None``)."""
+    return tqdm(
+        total=run.steps_per_epoch,
+        initial=run.step_in_epoch,
+        desc=f"epoch {run.epoch + 1}/{run.cfg.epochs}",
+        file=sys.stderr,
+        leave=False,
+        dynamic_ncols=True,
+        disable=None,
+    )
+
+
+def epoch_line(out: Path, record: dict) -> str:
+    """The line an epoch ends with: its log record, floats to 4 significant digits."""
+    values = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items())
+    return f"ring: {out.name} {values}"
+
+
+def export(encoder: torch.nn.Module, out: Path, cfg: C.PretrainConfig) -> None:
+    """The trained trunks (encoder.pt, and encoder_ab.pt for CMC), each checked before the first is written, with
+    their checksum record; then the checkpoints the finished cell no longer needs go (:func:`finish`)."""
+    trunks = export_trunks(encoder)
+    for name, state in trunks.items():
+        health.check_export(state, out / name)
+    save_trunks(trunks, out, config_hash=C.config_hash(cfg), epochs=cfg.epochs)
+    finish(out, cfg)
 
 
 def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:

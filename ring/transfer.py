@@ -124,7 +124,7 @@ class TransferEval(LinearEval):
         }
 
     def write_inputs(self) -> None:
-        write_json(self.manifest, self.out / MANIFEST)  # after ring.plan.rerun set aside the previous run's
+        write_json(self.manifest, self.out / MANIFEST)  # after ring.core.runs set aside the previous run's
 
 
 def run(cfg: C.TransferConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:

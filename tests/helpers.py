@@ -129,14 +129,14 @@ def retrain_and_undo(evaluate, encoder_file, cell, outputs=("metrics.json",)) ->
 
     import torch
 
+    from ring.core import runs
     from ring.core.files import CHECKSUMS, KEPT
     from ring.engine.encoder import Encoder, save_trunks, torchvision_state_dict
-    from ring.plan import rerun
 
     evaluate()
     first = {name: (cell / name).read_bytes() for name in (*outputs, "log.jsonl", "provenance.json")}
-    record = json.loads((cell / rerun.RUN_RECORD).read_text())
-    kept_encoder = encoder_file.parent / "kept-encoder"  # what ring.plan.rerun keeps of the pretraining run
+    record = json.loads((cell / runs.RUN_RECORD).read_text())
+    kept_encoder = encoder_file.parent / "kept-encoder"  # what ring.core.runs keeps of the pretraining run
     kept_encoder.mkdir()
     for name in (encoder_file.name, CHECKSUMS, KEPT):
         os.replace(encoder_file.parent / name, kept_encoder / name)
@@ -145,7 +145,7 @@ def retrain_and_undo(evaluate, encoder_file, cell, outputs=("metrics.json",)) ->
     for name in outputs:
         (cell / name).unlink()  # Snakemake deletes the outputs of a job it reruns
     evaluate()
-    aside = cell / rerun.RUNS / rerun.run_key(record["config_hash"], record["encoder_sha256"])
+    aside = cell / runs.RUNS / runs.run_key(record["config_hash"], record["encoder_sha256"])
     assert {name: (aside / name).read_bytes() for name in first} == first  # nothing finished is deleted
     # keep_superseded: results (the default) drops the probe's checkpoint; its finished outputs stay.
     assert not list(cell.glob("checkpoint.stale-*")) and not (aside / "checkpoint.pt").exists()
@@ -159,6 +159,6 @@ def retrain_and_undo(evaluate, encoder_file, cell, outputs=("metrics.json",)) ->
         (cell / name).unlink()
     evaluate()
     assert {name: (cell / name).read_bytes() for name in first} == first  # restored, not recomputed
-    assert json.loads((cell / rerun.RUN_RECORD).read_text()) == record
-    (kept_run,) = (cell / rerun.RUNS).iterdir()  # the retrained encoder's evaluation is kept in turn
+    assert json.loads((cell / runs.RUN_RECORD).read_text()) == record
+    (kept_run,) = (cell / runs.RUNS).iterdir()  # the retrained encoder's evaluation is kept in turn
     assert kept_run != aside and {name: (kept_run / name).read_bytes() for name in outputs} == second

@@ -25,11 +25,12 @@ from pathlib import Path
 import jsonschema
 
 from ring import resources
-from ring.cluster import progress
+from ring.cluster import progress, prune
+from ring.cluster.admission import preflight, stage_problems
 from ring.cluster.detach import supersede
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
-from ring.cluster.launch import job_config_hash, last_sentence
+from ring.cluster.launch import job_config_hash
 from ring.cluster.slurm import (
     ALIVE,
     ENDED,
@@ -37,18 +38,17 @@ from ring.cluster.slurm import (
     config_schema,
     job_states,
     make_executor,
-    preflight,
     read_record,
-    stage_problems,
     write_record,
 )
 from ring.cluster.slurm import stage_resources as merged_resources
-from ring.core import accounting
+from ring.cluster.watch import last_sentence
+from ring.core import accounting, runs
 from ring.core import config as C
 from ring.core.files import CHECKSUMS
 from ring.core.files import read_record as read_json_record
-from ring.plan import disk, eta, gate, lineage, ownership, rerun
 from ring.plan import estimate as E
+from ring.plan import eta, gate, lineage, ownership
 from ring.plan import grid as G
 
 # The slurm profile's config files, in its order (profiles/slurm/config.yaml): the package's defaults, then the
@@ -99,7 +99,7 @@ def cell_job(
     cell.mkdir(parents=True, exist_ok=True)
     cfg = build(dataset, method, seed, data_root)
     C.save(cfg, cell / "config.yaml")
-    rerun.prepare(cell, stage, cfg, log=lambda line: print(line, file=sys.stderr))  # as the workflow's config rule does
+    runs.prepare(cell, stage, cfg, log=lambda line: print(line, file=sys.stderr))  # as the workflow's config rule does
     argv = ["--config", str(cell / "config.yaml"), "--out", str(cell)]
     if stage == "lincls":
         argv += ["--encoder", str(cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"])]
@@ -172,35 +172,12 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
             print(f"ring: {cell} waits for its pretraining; not submitted", file=sys.stderr)
             continue
         todo.append((cell, cell_job(grid, stage, cell, dataset, method, seed, config["data_root"], results)))
-        if stale and (cell / OUTPUT[stage]).exists():  # still there after ring.plan.rerun: set it aside, kept
+        if stale and (cell / OUTPUT[stage]).exists():  # still there after ring.core.runs: set it aside, kept
             supersede(cell, stage, log=lambda line: print(line, file=sys.stderr))
     if not todo:
         print(f"ring: every {stage} cell of grid {grid.name} is done or already submitted", file=sys.stderr)
         return None
-    # The workflow's data check, and its marker: a missing dataset fails here in seconds, and a later
-    # `all_tables` finds the marker older than the array's outputs, so it collects them instead of
-    # rerunning the cells (a newer marker would make Snakemake retrain them).
-    for dataset in sorted({cell.parts[-3] for cell, _ in todo}):
-        marker = results / grid.name / "data" / f"{dataset}.ok"
-        if not marker.exists():
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            check = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "ring.data.verify",
-                    "check",
-                    dataset,
-                    "--data-root",
-                    str(config["data_root"]),
-                    "--touch",
-                    str(marker),
-                ],
-                capture_output=True,
-                text=True,
-            )
-            if check.returncode != 0:
-                raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")
+    check_data(results / grid.name / "data", sorted({cell.parts[-3] for cell, _ in todo}), config["data_root"])
     for cell, _ in todo:  # every cell's processes against its batch and BatchNorm groups, before the array is queued
         if problems := stage_problems(stage, res, C.read_yaml(cell / "config.yaml", "Cell config")):
             raise ValueError(f"{cell}: {problems[0]}")
@@ -218,6 +195,21 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     array_id = jobs[0].job_id.split("_")[0]
     print(f"ring: submitted {len(jobs)} {stage} cells of grid {grid.name} as job array {array_id} (logs in {folder})")
     return array_id
+
+
+def check_data(markers: Path, datasets: list[str], data_root: str) -> None:
+    """The workflow's data check of each dataset, and its marker: a missing dataset fails here in seconds, and a later
+    `all_tables` finds the marker older than the array's outputs, so it collects them instead of rerunning the cells
+    (a newer marker would make Snakemake retrain them)."""
+    for dataset in datasets:
+        marker = markers / f"{dataset}.ok"
+        if marker.exists():
+            continue
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        args = ["ring.data.verify", "check", dataset, "--data-root", str(data_root), "--touch", str(marker)]
+        check = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")
 
 
 def pretrained(grid: G.Grid, results: Path, dataset: str, method: str, seed: int, data_root: str) -> bool:
@@ -398,106 +390,7 @@ def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
     return ids
 
 
-def holder(grid: G.Grid, results: Path, config: dict) -> str | None:
-    """What holds ``results/<grid>`` now, so that nothing there may be removed (one sentence), or None: a Snakemake
-    run's lock on a file there, a live local launcher in one of its cell folders, or a SLURM job recorded in one
-    that is alive or too recently submitted for accounting to know (one sacct call; SLURM unasked is no proof)."""
-    folder = results / grid.name
-    if lock := disk.snakemake_lock(results, grid.name):
-        return (
-            f"A Snakemake run holds {folder} (its lock {lock}); prune once it has ended (a lock a killed run left "
-            "behind goes with `snakemake --unlock` and the run's own target and config)."
-        )
-    cells = disk.cell_folders(grid, results)
-    records = {cell: record for cell in cells if (record := read_record(cell)) is not None}
-    for cell in cells:
-        state, detail = progress.local_state(cell) if cell not in records else ("", "")
-        if state == "running":
-            return f"A local launcher runs {cell} ({detail}); prune once it has ended."
-    if not records:
-        return None
-    try:
-        states = job_states(list(dict.fromkeys(r["job_id"] for r in records.values())))
-    except (RuntimeError, OSError) as err:
-        return (
-            f"SLURM cannot say whether the jobs recorded in {folder} still run ({err}); prune when sacct answers, "
-            "as a job may still write there."
-        )
-    grace_s = stage_resources(config, "pretrain").unknown_grace_s
-    for cell, record in records.items():
-        state = states.get(record["job_id"])
-        age = (datetime.now(timezone.utc) - datetime.fromisoformat(record["submitted"])).total_seconds()
-        if state in ALIVE or (state is None and age < grace_s):
-            return (
-                f"SLURM job {record['job_id']} of grid {grid.name} is {(state or 'just submitted').lower()} in "
-                f"{cell}; prune once it has ended (ring cancel --grid {grid.file} ends the grid's jobs)."
-            )
-    return None
-
-
-def prune_lines(items: list[disk.Prunable], dry_run: bool) -> list[str]:
-    """Each superseded run and unnamed cell folder with its size, and the total."""
-    lines = [f"{disk.human(item.bytes):>10}  {disk.KINDS[item.kind][0]:38} {item.path}" for item in items]
-    total = disk.human(sum(item.bytes for item in items))
-    verb = "would free" if dry_run else "frees"
-    lines.append(f"total: {disk.summary(items)}; {verb} {total}" + (" (--dry-run: nothing removed)" if dry_run else ""))
-    return lines
-
-
-def confirmed(items: list[disk.Prunable], yes: bool) -> bool:
-    """--yes, or a y typed at a terminal; never a default."""
-    if yes:
-        return True
-    if not sys.stdin.isatty():
-        return False
-    answer = input(f"ring: remove these {len(items)} folders ({disk.human(sum(i.bytes for i in items))})? [y/N] ")
-    return answer.strip().lower() in ("y", "yes")
-
-
-def prune(grid: G.Grid, results: Path, config: dict, dry_run: bool, yes: bool = False) -> list[str]:
-    """``prune``: list the superseded runs and unnamed cell folders with their sizes and, unless ``dry_run``, remove
-    exactly those, only with ``yes`` or a confirmation at a terminal, only when this grid file is recorded as the
-    maker of the folder (the gate refused another's already) and nothing holds it (:func:`holder`).  Each refusal
-    is one sentence (ValueError) and removes nothing; the lines already printed say what would have gone."""
-    folder = results / grid.name
-    held = holder(grid, results, config)
-    if held and not dry_run:
-        raise ValueError(held)
-    items = disk.prunable(grid, results)
-    lines = prune_lines(items, dry_run)
-    if dry_run:
-        return lines + ([f"(prune would remove nothing now: {held})"] if held else [])
-    print("\n".join(lines))
-    if not items:
-        return ["ring: nothing to remove"]
-    if ownership.recorded_owner(folder) is None:
-        raise ValueError(
-            f"No grid file is recorded as the maker of {folder} ({ownership.MARKER}, or a job's provenance.json), so "
-            "prune cannot tell what is unwanted there; nothing removed (a run of the workflow or ring submit with "
-            "this grid records it)."
-        )
-    if not confirmed(items, yes):
-        raise ValueError(
-            f"Nothing removed: prune removes the {len(items)} folders above only with --yes (or a y at a terminal)."
-        )
-    if not yes and ((held := holder(grid, results, config)) or disk.prunable(grid, results) != items):
-        raise ValueError(held or f"What {folder} holds changed while you answered; nothing removed: run prune again.")
-    disk.remove(items, folder)
-    return [f"ring: removed {disk.summary(items)}; freed {disk.human(sum(item.bytes for item in items))}"]
-
-
-def disk_line(grid: G.Grid, results: Path, config: dict, grid_arg: str) -> str | None:
-    """status's line on superseded runs and unnamed cell folders, with the command that removes them; None if none."""
-    items = disk.prunable(grid, results)
-    if not items:
-        return None
-    return (
-        f"disk: {disk.summary(items)}, {disk.human(sum(item.bytes for item in items))} in all; list them with "
-        f"ring prune --grid {grid_arg} --dry-run, remove them with --yes instead"
-    )
-
-
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Batch submission, status, cancellation and pruning of a grid.")
     parser.add_argument("command", choices=["submit", "status", "cancel", "estimate", "prune"])
     parser.add_argument(
@@ -529,7 +422,24 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--dry-run", action="store_true", help="prune: list what would be removed, remove nothing")
     parser.add_argument("--yes", action="store_true", help="prune: remove what it lists without asking")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def status_lines(grid: G.Grid, config: dict, args: argparse.Namespace) -> list[str]:
+    """``status``: a line per stage run, when the grid will end, the totals, the prepared stores, the disk."""
+    rows = status(grid, args.results, config)
+    width = max([10, *(len(row[2]) for row in rows)])  # study cells name method/variant
+    lines = [
+        f"{stage:9} {dataset:10} {method:{width}} seed{seed:<3} {state:10} {detail}"
+        for stage, dataset, method, seed, state, detail in rows
+    ]
+    lines += outlook(grid, args.results, config, rows, load_figures_or_none()).lines(grid.name)
+    lines += [total_line(rows), *store_lines(grid, config.get("data_root", "data"))]
+    return lines + [line] if (line := prune.disk_line(grid, args.results, config, args.grid)) else lines
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     try:
         # estimate needs the grid and the throughput figures only, not the cluster's config.
         config = load_config(args.configfile or default_configs()) if args.command != "estimate" else {}
@@ -541,18 +451,9 @@ def main(argv=None) -> int:
                 raise ValueError("submit needs --stage pretrain or --stage lincls.")
             submit(grid, args.stage, config, args.results)
         elif args.command == "status":
-            rows = status(grid, args.results, config)
-            width = max([10, *(len(row[2]) for row in rows)])  # study cells name method/variant
-            for stage, dataset, method, seed, state, detail in rows:
-                print(f"{stage:9} {dataset:10} {method:{width}} seed{seed:<3} {state:10} {detail}")
-            print("\n".join(outlook(grid, args.results, config, rows, load_figures_or_none()).lines(grid.name)))
-            print(total_line(rows))
-            for line in store_lines(grid, config.get("data_root", "data")):
-                print(line)
-            if line := disk_line(grid, args.results, config, args.grid):
-                print(line)
+            print("\n".join(status_lines(grid, config, args)))
         elif args.command == "prune":
-            print("\n".join(prune(grid, args.results, config, args.dry_run, args.yes)))
+            print("\n".join(prune.prune(grid, args.results, config, args.dry_run, args.yes)))
         else:
             ids = cancel(grid, [args.stage] if args.stage else list(OUTPUT), args.results)
             print(f"ring: cancelled {len(ids)} jobs: {' '.join(ids)}" if ids else "ring: no live job to cancel")

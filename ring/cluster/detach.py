@@ -3,7 +3,7 @@
     python -m ring.cluster.detach CELL --stage pretrain    # the workflow's config rule, when CELL/slurm/job.json exists
 
 A cell's config rule (workflow/rules/common.smk, ``write_cell_config``) rewrites ``config.yaml``, and then
-:func:`ring.plan.rerun.prepare` moves the previous config's files to ``runs/<old hash>/``.  A job of that previous
+:func:`ring.core.runs.prepare` moves the previous config's files to ``runs/<old hash>/``.  A job of that previous
 config may still be queued or running there (its client was killed, the grid edited before the rerun): it would go on
 writing into the cell after its files moved (a crash on its moved step log, or an encoder of the old config in the
 edited cell), and a launcher re-attached to it would take that encoder for the edited cell's.  So, first:
@@ -13,7 +13,7 @@ edited cell), and a launcher re-attached to it would take that encoder for the e
   lists it (its processes are gone); its runs that wrote no segment go to the cell's provenance, which then moves to
   ``runs/<old hash>/`` with the rest of that run (an undo of the edit resumes it from there), and its record is
   retired as ``slurm/job-<id>.json``, so that no client re-attaches to it or counts it in the edited cell;
-* then the cell is brought in line with its config (``ring.plan.rerun.prepare``), as before.
+* then the cell is brought in line with its config (``ring.core.runs.prepare``), as before.
 
 The launcher (ring.cluster.launch) detaches the same way from a record it finds (a config written by hand), and
 accepts a finished output only when the config hash the stage recorded in it (``export.json`` of a pretraining
@@ -31,9 +31,10 @@ from pathlib import Path
 from ring.cluster import slurm
 from ring.cluster.jobs import OUTPUT
 from ring.core import config as C
+from ring.core import runs
 from ring.core.files import CHECKSUMS, FileError
 from ring.core.files import read_record as read_json_record
-from ring.plan import checks, rerun
+from ring.plan import checks
 
 
 def made_with(cell: Path, stage: str) -> str | None:
@@ -73,7 +74,7 @@ def detach(cell: Path, wanted: str | None, res: slurm.Resources, log=print) -> b
 def supersede(cell: Path, stage: str, log=print) -> Path | None:
     """Move a stage's output that another config made to ``runs/<its hash>/``, so that the workflow, ``batch status``
     and ``batch submit`` all see it missing and its cell's own config runs (nothing is deleted)."""
-    aside = rerun.set_aside(Path(cell), made_with(cell, stage) or "unrecorded", (OUTPUT[stage],))
+    aside = runs.set_aside(Path(cell), made_with(cell, stage) or "unrecorded", (OUTPUT[stage],))
     if aside is not None:
         log(f"ring: {cell}: its {OUTPUT[stage]} is superseded (another config made it); kept in {aside}")
     return aside
@@ -96,14 +97,14 @@ def accepts(cell: Path, stage: str, wanted: str | None, job_id: str, log=print) 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cell", type=Path, help="the cell folder, whose config.yaml holds the config it is to run")
-    parser.add_argument("--stage", required=True, choices=sorted(rerun.RUN_FILES))
+    parser.add_argument("--stage", required=True, choices=sorted(runs.RUN_FILES))
     args = parser.parse_args(argv)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     try:
         cfg = C.load(checks.STAGE_CONFIGS[args.stage], args.cell / "config.yaml")
         # The workflow's config rule has no resources: SLURM's defaults, polled every second (the rule waits).
         detach(args.cell, C.config_hash(cfg), slurm.Resources(poll_s=slurm.CANCEL_POLL_S), log=say)
-        rerun.prepare(args.cell, args.stage, cfg, log=say)
+        runs.prepare(args.cell, args.stage, cfg, log=say)
     except (OSError, ValueError, RuntimeError, FileError) as err:
         print(f"ring: {args.cell}: {err}", file=sys.stderr)
         return 1

@@ -34,23 +34,20 @@ import argparse
 import fcntl
 import json
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import submitit
 
-from ring.cluster import slurm
+from ring.cluster import admission, slurm
 from ring.cluster.detach import accepts, detach
 from ring.cluster.jobs import IGNORED_STOP, OUTPUT, StageJob
-from ring.core import accounting
+from ring.cluster.watch import say, wait
+from ring.core import accounting, runs
 from ring.core import config as C
-from ring.plan import checks, rerun
+from ring.plan import checks
 
 LOCK = "launch.lock"  # held by the one client attached to a cell (cell_lock)
-
-
-LOG_TAIL_LINES = 30
 
 
 def job_config_hash(job: StageJob) -> str | None:
@@ -68,133 +65,6 @@ def decide(state: str | None, output_present: bool) -> str:
     if state is None or state in slurm.ALIVE:
         return "wait"  # an unknown job is waited on for unknown_grace_s, then resubmitted
     return "resubmit"
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    if not path.exists():
-        return f"(no log at {path})"
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def last_sentence(path: Path) -> str:
-    """The job's own reason: the last ``ring:`` sentence of its log (srun's "Exited with exit code 1" or a submitit
-    warning may follow it), else the log's last line."""
-    if not path.exists():
-        return f"(no log at {path})"
-    lines = path.read_text(errors="replace").splitlines()
-    said = [line for line in lines if line.startswith("ring: ")]
-    return said[-1].removeprefix("ring: ") if said else (lines[-1] if lines else f"(empty log {path})")
-
-
-# What a job out of memory leaves in its log: torch's allocators, Python's, the kernel's OOM killer through slurmstepd.
-HOST_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "MemoryError", "oom-kill", "Out Of Memory", "OOM Killed")
-GPU_MEMORY = ("CUDA out of memory", "OutOfMemoryError", "HIP out of memory")
-
-
-def out_of_memory(cell: Path, job_id: str, state: str | None, log: str, res: slurm.Resources) -> str | None:
-    """The one sentence for a job that ran out of memory (SLURM's OUT_OF_MEMORY state, or an allocator's failure in
-    its log), naming what to raise; None for any other failure."""
-    if any(marker in log for marker in GPU_MEMORY):
-        return (
-            f"ring: {cell}: SLURM job {job_id} ran out of GPU memory; lower the stage's batch_size (the GPU's memory "
-            "is fixed: mem_gb is the host's), or ask for a GPU with more memory (gres in profiles/slurm/site.yaml)."
-        )
-    if state == "OUT_OF_MEMORY" or any(marker in log for marker in HOST_MEMORY):
-        return (
-            f"ring: {cell}: SLURM job {job_id} ran out of host memory at mem_gb={res.mem_gb:g} GB; raise mem_gb of "
-            "this stage under slurm: in profiles/slurm/site.yaml (or lower its num_workers or batch_size) and rerun."
-        )
-    return None
-
-
-TRACEBACK = "Traceback (most recent call last)"
-# What a rank's traceback says when it only saw another rank go (gloo's and NCCL's words): not the cause.
-PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "remote process exited", "NCCL communicator")
-
-
-def failing_task(job: submitit.SlurmJob) -> tuple[int, Path]:
-    """The task whose log holds the failure's traceback, and that log: of the tasks with a traceback, the first one
-    whose traceback is not only about a peer that went away (then the first with any); task 0 when none has one
-    (one task per GPU on every node: the traceback is often in another task's log than task 0's)."""
-    logs = [(i, Path(job.task(i).paths.stderr)) for i in range(job.num_tasks)] if job.num_tasks > 1 else []
-    texts = {i: path.read_text(errors="replace") for i, path in logs if path.is_file()}
-    with_traceback = [i for i, text in texts.items() if TRACEBACK in text]
-    causes = [i for i in with_traceback if not any(m in texts[i].rpartition(TRACEBACK)[2] for m in PEER_GONE)]
-    task = (causes or with_traceback or [0])[0]
-    return task, Path(job.task(task).paths.stderr) if job.num_tasks > 1 else Path(job.paths.stderr)
-
-
-def wait(job: submitit.SlurmJob, cell: Path, res: slurm.Resources, adopted: bool = False) -> str:
-    """Poll SLURM every ``poll_s`` until the job ends: "completed", "failed" (the tail of the log that holds the
-    traceback printed: :func:`failing_task`) or "gone" (ended NODE_FAIL, PREEMPTED or BOOT_FAIL: ``slurm.LOST``;
-    unknown to sacct and squeue for ``unknown_grace_s``; or, for a job ``adopted`` from the
-    cell's record, cancelled before this client saw it run: accounting can lag a cancel, so that is the
-    cancelled pending job that ``decide`` resubmits, seen late)."""
-    start, last, unknown_since, ran = time.monotonic(), None, None, False
-    while True:
-        state = slurm.retrying(
-            lambda: slurm.job_states([job.job_id])[job.job_id], res, f"asking about job {job.job_id}", cell=cell
-        )
-        if state is None:
-            unknown_since = unknown_since if unknown_since is not None else time.monotonic()
-            if time.monotonic() - unknown_since >= res.unknown_grace_s:
-                print(
-                    f"ring: {cell}: SLURM job {job.job_id} is unknown to sacct and squeue for "
-                    f"{res.unknown_grace_s:.0f} s; treating it as gone",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                return "gone"
-        else:
-            unknown_since = None
-        shown = state or "UNKNOWN"
-        if shown != last:
-            minutes = (time.monotonic() - start) / 60
-            # Why a job waits (Resources, Priority, a drained node's ReqNodeNotAvail): squeue's reason, once.
-            why = slurm.pending_reason(job.job_id) if shown == "PENDING" else ""
-            shown_why = f"{shown} ({why})" if why else shown
-            print(f"ring: {cell}: SLURM job {job.job_id} {shown_why} ({minutes:.1f} min)", file=sys.stderr, flush=True)
-            last = shown
-        ran = ran or (state in slurm.ALIVE and state != "PENDING")
-        if state in slurm.ENDED:
-            break
-        time.sleep(res.poll_s)
-    if state == "COMPLETED":
-        try:
-            job.done(force_check=True)
-            job.results()  # every task's (one per GPU); raises if any failed
-            return "completed"
-        except Exception as err:  # noqa: BLE001 -- the job failed: its log says why
-            reason = type(err).__name__
-    else:
-        reason = state
-    slurm.account_ended(cell, job.job_id)  # first, so that the failure below stays the log's last sentence
-    if state in slurm.LOST:
-        print(
-            f"ring: {cell}: SLURM job {job.job_id} ended {state} (the cluster's doing, not the stage's); submitting "
-            "again (it resumes from its checkpoint)",
-            file=sys.stderr,
-            flush=True,
-        )
-        return "gone"
-    if state == "CANCELLED" and adopted and not ran:
-        print(
-            f"ring: {cell}: SLURM job {job.job_id} was cancelled before it ran; submitting again (it resumes)",
-            file=sys.stderr,
-            flush=True,
-        )
-        return "gone"
-    task, stderr = failing_task(job)
-    which = f"task {task} of {job.num_tasks} holds the traceback; " if job.num_tasks > 1 else ""
-    print(
-        f"ring: {cell}: SLURM job {job.job_id} failed ({reason}); {which}last lines of {stderr}:\n{log_tail(stderr)}",
-        file=sys.stderr,
-        flush=True,
-    )
-    whole = stderr.read_text(errors="replace") if stderr.exists() else ""
-    if sentence := out_of_memory(cell, job.job_id, state, whole, res):  # the last sentence: status shows it
-        print(sentence, file=sys.stderr, flush=True)
-    return "failed"
 
 
 def checkpoint_interval(argv: list[str]) -> float | None:
@@ -238,7 +108,7 @@ def accounting_folder(cell: Path, record: dict, config_hash: str | None) -> Path
     recorded = record.get("config_hash")
     if recorded is None or config_hash is None or recorded == config_hash:
         return cell
-    from ring.plan.rerun import RUNS  # torch-free
+    from ring.core.runs import RUNS  # torch-free
 
     kept = cell / RUNS / recorded
     return kept if kept.is_dir() else None
@@ -294,13 +164,13 @@ def collect_exports(job: StageJob, cell: Path) -> bool:
         return False
     if job.stage in EVALUATED_ENCODER:
         return collect_evaluation(job, cell)
-    restored = rerun.restore_exports(cell, _stage_config(job))
+    restored = runs.restore_exports(cell, _stage_config(job))
     return bool(restored) and (cell / OUTPUT[job.stage]).exists()
 
 
 def collect_evaluation(job: StageJob, cell: Path) -> bool:
     """Before an evaluation runs or is submitted (torch-free): its cell brought in line with its config and the
-    encoder it is to evaluate (ring.plan.rerun.collect: the run of a previous encoder kept under runs/, a kept run
+    encoder it is to evaluate (ring.core.runs.collect: the run of a previous encoder kept under runs/, a kept run
     of this one restored); True when that evaluation is complete, its outputs put back from their kept copies and
     verified: then nothing runs and nothing is submitted."""
     flag = EVALUATED_ENCODER.get(job.stage)
@@ -308,7 +178,7 @@ def collect_evaluation(job: StageJob, cell: Path) -> bool:
         return False
 
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    if not rerun.collect(cell, job.stage, _stage_config(job), job.argv[job.argv.index(flag) + 1], log=log):
+    if not runs.collect(cell, job.stage, _stage_config(job), job.argv[job.argv.index(flag) + 1], log=log):
         return False
     print(
         f"ring: {cell}: the evaluation of this encoder with this config is complete ({OUTPUT[job.stage]} put back "
@@ -366,72 +236,72 @@ def launch_slurm(job: StageJob, cell: Path, res: slurm.Resources) -> int:
 
 
 def _launch_slurm(job: StageJob, cell: Path, res: slurm.Resources) -> int:
-    output = cell / OUTPUT[job.stage]
     wanted = job_config_hash(job)  # what this client was asked to run: only a job of it makes the cell's output
-    record, checked = slurm.read_record(cell), False
-    attached, adopted = None, False
+    record = slurm.read_record(cell)
     if record is not None and detach(cell, wanted, res, log=lambda line: print(line, file=sys.stderr)):
         record = None  # its job ran another config and is cancelled now: the edited cell is submitted
     if collect_evaluation(job, cell):  # a finished job's evaluation, or a kept one (an edit undone): no job
         return 0
-    if record is not None:
-        state = slurm.retrying(
-            lambda: slurm.job_states([record["job_id"]])[record["job_id"]],
-            res,
-            "asking about the recorded job",
-            cell=cell,
+    done, attached = reattach(job, cell, res, record, wanted) if record is not None else (False, None)
+    return 0 if done else follow(job, cell, res, attached, wanted)
+
+
+def reattach(
+    job: StageJob, cell: Path, res: slurm.Resources, record: dict, wanted: str | None
+) -> tuple[bool, submitit.SlurmJob | None]:
+    """What a client does with the cell's recorded job (:func:`decide`): (True, None) when the cell's output is
+    there now (collected, or put back from the job's kept copies), (False, the job) to wait on it, (False, None)
+    to submit the cell again."""
+    output = cell / OUTPUT[job.stage]
+    state = slurm.retrying(
+        lambda: slurm.job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job", cell=cell
+    )
+    action = decide(state, output.exists())
+    if state in slurm.ENDED:  # nothing of this cell runs now: the file has one writer
+        folder = accounting_folder(cell, record, wanted)
+        if folder is not None:
+            slurm.account_ended(folder, record["job_id"])
+    if action == "collect" and accepted(job, cell, wanted, record["job_id"]):
+        say(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; collected {output}")
+        return True, None
+    if action == "collect":
+        return False, None  # another config's output, superseded (accepted's sentence): the cell's own is submitted
+    if action == "wait":
+        attached = recorded_job(record)
+        say(f"ring: {cell}: re-attached to SLURM job {attached.job_id}")
+        return False, attached
+    if state == "COMPLETED" and collect_kept(job, cell):
+        say(
+            f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; restored {output} (deleted by "
+            "Snakemake's rerun) from the copy the job kept, its checksum verified; nothing submitted"
         )
-        action = decide(state, output.exists())
-        if state in slurm.ENDED:  # nothing of this cell runs now: the file has one writer
-            folder = accounting_folder(cell, record, wanted)
-            if folder is not None:
-                slurm.account_ended(folder, record["job_id"])
-        if action == "collect" and accepted(job, cell, wanted, record["job_id"]):
-            print(
-                f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; collected {output}",
-                file=sys.stderr,
-                flush=True,
-            )
-            return 0
-        if action == "collect":
-            pass  # another config's output, superseded (accepted's sentence): the cell's own config is submitted
-        elif action == "wait":
-            attached, adopted = recorded_job(record), True
-            print(f"ring: {cell}: re-attached to SLURM job {attached.job_id}", file=sys.stderr, flush=True)
-        elif state == "COMPLETED" and collect_kept(job, cell):
-            print(
-                f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; restored {output} (deleted by "
-                "Snakemake's rerun) from the copy the job kept, its checksum verified; nothing submitted",
-                file=sys.stderr,
-                flush=True,
-            )
-            return 0
-        elif state == "COMPLETED" and record.get("config_hash") not in (None, job_config_hash(job)):
-            print(
-                f"ring: {cell}: SLURM job {record['job_id']} ran an earlier config of this cell (it was edited since); "
-                "submitting the edited cell",
-                file=sys.stderr,
-                flush=True,
-            )
-        elif state == "COMPLETED":
-            print(
-                f"ring: {cell}: SLURM job {record['job_id']} COMPLETED but {output} is missing (Snakemake deletes "
-                "the outputs of a job it reruns); submitting again: the stage resumes from its checkpoint where that "
-                "is still this cell's",
-                file=sys.stderr,
-                flush=True,
-            )
-        else:
-            print(
-                f"ring: {cell}: previous job {record['job_id']} ended {state}; submitting again (it resumes)",
-                file=sys.stderr,
-                flush=True,
-            )
-    # A gone job is resubmitted; bounded like requeues, so a cluster that loses every job cannot loop.
+        return True, None
+    if state == "COMPLETED" and record.get("config_hash") not in (None, job_config_hash(job)):
+        say(
+            f"ring: {cell}: SLURM job {record['job_id']} ran an earlier config of this cell (it was edited since); "
+            "submitting the edited cell"
+        )
+    elif state == "COMPLETED":
+        say(
+            f"ring: {cell}: SLURM job {record['job_id']} COMPLETED but {output} is missing (Snakemake deletes "
+            "the outputs of a job it reruns); submitting again: the stage resumes from its checkpoint where that "
+            "is still this cell's"
+        )
+    else:
+        say(f"ring: {cell}: previous job {record['job_id']} ended {state}; submitting again (it resumes)")
+    return False, None
+
+
+def follow(
+    job: StageJob, cell: Path, res: slurm.Resources, attached: submitit.SlurmJob | None, wanted: str | None
+) -> int:
+    """Wait on the ``attached`` job (re-attached from the cell's record), or submit the cell and wait; a gone job
+    is resubmitted, bounded like requeues, so a cluster that loses every job cannot loop."""
+    output, checked, adopted = cell / OUTPUT[job.stage], False, attached is not None
     for _ in range(res.max_requeues + 1):
         if attached is None:
             if not checked:
-                slurm.preflight(res, checkpoint_interval(job.argv), cell)
+                admission.preflight(res, checkpoint_interval(job.argv), cell)
                 checked = True
             attached = submit(job, cell, res)
         outcome = wait(attached, cell, res, adopted=adopted)
@@ -444,11 +314,9 @@ def _launch_slurm(job: StageJob, cell: Path, res: slurm.Resources) -> int:
         if outcome == "failed":
             return 1
         attached = None
-    print(
+    say(
         f"ring: {cell}: {res.max_requeues + 1} jobs were lost by SLURM (gone, or ended {', '.join(slurm.LOST)}); "
-        "giving up (raise max_requeues, or check the nodes: sinfo -R)",
-        file=sys.stderr,
-        flush=True,
+        "giving up (raise max_requeues, or check the nodes: sinfo -R)"
     )
     return 1
 
@@ -483,7 +351,7 @@ def main(argv=None) -> int:
                 run["status"] = job.run_here()
             return run["status"]
         res = slurm.Resources.from_dict(json.loads(args.resources))
-        if problems := slurm.stage_problems(args.stage, res, values):  # before anything is submitted
+        if problems := admission.stage_problems(args.stage, res, values):  # before anything is submitted
             raise ValueError(problems[0])
         return launch_slurm(job, args.cell, res)
     except (ValueError, RuntimeError, FileNotFoundError) as err:

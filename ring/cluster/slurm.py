@@ -1,8 +1,8 @@
 """SLURM's plumbing for the launcher, ``ring cancel``/``status`` and the detach step, torch-free on a login node.
 
-A stage's resources (:class:`Resources`, validated against the workflow's config schema) and their check before a
-submission (``sbatch --test-only``: :func:`preflight`, :func:`check_resource_sets`); SLURM's clients called with an
-unreachable controller told from a refusal (:func:`slurm_call`) and retried (:func:`retrying`); the state of jobs
+A stage's resources (:class:`Resources`, validated against the workflow's config schema; whether SLURM admits them
+is ring.cluster.admission's) and the submitit executor they make; SLURM's clients called with an unreachable
+controller told from a refusal (:func:`slurm_call`) and retried (:func:`retrying`); the state of jobs
 (:func:`job_states`: sacct, then squeue); a cell's launcher record ``CELL/slurm/job.json`` (:func:`read_record`,
 :func:`write_record`, :func:`retire_record`); cancelling a job and waiting until it is gone (:func:`cancel_and_wait`)
 and the runs of an ended job added to the cell's provenance (:func:`account_ended`).
@@ -10,7 +10,6 @@ and the runs of an ended job added to the cell's provenance (:func:`account_ende
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -18,7 +17,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,7 +28,6 @@ from ring import resources
 from ring.core import accounting
 from ring.core import config as C
 from ring.core.files import write_json
-from ring.engine.groups import world_problem
 
 RECORD = "job.json"
 
@@ -187,25 +185,6 @@ def make_executor(folder: Path, res: Resources, name: str) -> submitit.SlurmExec
     return executor
 
 
-def sbatch_test_args(res: Resources) -> list[str]:
-    args = [
-        "sbatch",
-        "--test-only",
-        f"--time={res.time_min}",
-        f"--nodes={res.nodes}",
-        f"--gpus-per-node={res.gpus_per_node}",
-        f"--ntasks-per-node={max(res.gpus_per_node, 1)}",
-        f"--cpus-per-task={res.cpus_per_task}",
-        f"--mem={int(math.ceil(res.mem_gb * 1024))}M",
-    ]
-    for key in ("partition", "account", "qos", "constraint"):
-        if getattr(res, key):
-            args.append(f"--{key}={getattr(res, key)}")
-    for key, value in res.additional.items():
-        args.append(f"--{key}={value}")
-    return [*args, "--wrap", "true"]
-
-
 class ControllerUnreachable(RuntimeError):
     """SLURM's controller or accounting daemon did not answer (a retry may succeed)."""
 
@@ -255,93 +234,6 @@ def retrying(
             delay = min(2 * delay, max_delay_s)
 
 
-def resource_problems(res: Resources, checkpoint_interval_min: float | None) -> list[str]:
-    """What is wrong with these resources before SLURM is asked (one sentence each)."""
-    problems = []
-    if checkpoint_interval_min is not None and res.time_min < checkpoint_interval_min:
-        problems.append(
-            f"time_min={res.time_min} is shorter than one checkpoint interval ({checkpoint_interval_min} min); "
-            "raise time_min or lower checkpoint_interval_min, or every requeue would restart from scratch."
-        )
-    if res.signal_delay_s >= res.time_min * 60:
-        problems.append(
-            f"signal_delay_s={res.signal_delay_s} is not shorter than time_min={res.time_min} min; lower "
-            "signal_delay_s, or every job is signalled to stop as it starts and requeues until max_requeues."
-        )
-    return problems
-
-
-# Stages whose entry point runs one process (one linear classifier, one transfer evaluation): more tasks would run
-# copies of it that write the same files.  Pretraining runs one task per GPU on every node; detection one per GPU.
-ONE_TASK = ("lincls", "transfer")
-
-
-def stage_problems(stage: str, res: Resources, config: dict | None = None) -> list[str]:
-    """What stops ``stage``'s job on these resources before SLURM is asked (one sentence each): more than one task
-    for a stage that runs one, or a pretraining ``config`` (its values) whose batch and BatchNorm groups the job's
-    processes cannot split as one process does (ring.engine.groups.world_problem)."""
-    problems = []
-    if stage in ONE_TASK and res.tasks > 1:
-        problems.append(
-            f"{stage} runs one task (one process on one GPU), but nodes={res.nodes} x gpus_per_node="
-            f"{res.gpus_per_node} asks for {res.tasks}; set nodes: 1 and gpus_per_node: 1 under slurm: {stage}: in "
-            "profiles/slurm/site.yaml."
-        )
-    if stage == "pretrain" and config is not None:
-        problem = world_problem(config.get("batch_size", 0), config.get("bn_groups", 1), res.tasks)
-        if problem:
-            problems.append(
-                f"{problem}; set in the cell's config or under slurm: pretrain: in profiles/slurm/site.yaml."
-            )
-    return problems
-
-
-def responding_nodes() -> bool:
-    """Whether any node answers the controller (sinfo's "*" suffix and "unk" mark nodes that do not)."""
-    out = slurm_call(["sinfo", "-h", "-o", "%t"], timeout=30)
-    states = out.stdout.split()
-    return out.returncode == 0 and any(not (s.endswith("*") or s.startswith("unk")) for s in states)
-
-
-# sinfo's short node states (%t, a suffix such as * or ~ stripped) of a node that takes no new job for now: an admin
-# drained it, it is down or failing, in maintenance or powered off.  A partition of such nodes only is unavailable,
-# not a refusal of the resources: a plain sbatch is accepted and waits, while `sbatch --test-only` refuses.
-UNAVAILABLE = ("drain", "drng", "down", "fail", "maint", "pow", "inval", "futr")
-
-
-def fits(res: Resources, cpus: str, memory_mb: str, gres: str) -> bool:
-    """Whether one job of ``res`` fits a node of sinfo's CPUs (%c), memory (%m, MB) and generic resources (%G)."""
-    try:
-        gpus = sum(int(part.split("(")[0].split(":")[-1]) for part in gres.split(",") if part.startswith("gpu:"))
-        return (
-            res.cpus_per_task * max(res.gpus_per_node, 1) <= int(cpus.rstrip("+"))
-            and res.mem_gb * 1024 <= int(memory_mb.rstrip("+"))
-            and res.gpus_per_node <= gpus
-        )
-    except ValueError:
-        return False
-
-
-def unavailable_partition(res: Resources) -> str | None:
-    """When no node of the stage's partition (the default one when it names none) takes a job now although one of
-    them would fit these resources, the clause saying which and why (one sinfo call); None when a node takes jobs,
-    none fits (a real refusal), or sinfo cannot say."""
-    args = ["sinfo", "-h", "-o", "%P %t %N %c %m %G", *(["-p", res.partition] if res.partition else [])]
-    try:
-        out = slurm_call(args, timeout=30)
-    except RuntimeError:  # ControllerUnreachable included: then the refusal stands as SLURM gave it
-        return None
-    rows = [line.split() for line in out.stdout.splitlines() if len(line.split()) == 6] if out.returncode == 0 else []
-    rows = rows if res.partition else [row for row in rows if row[0].endswith("*")]
-    states = sorted({row[1].rstrip("*~#!%$@^-+") for row in rows})
-    if not rows or not all(state.startswith(UNAVAILABLE) for state in states):
-        return None
-    if not any(fits(res, *row[3:]) for row in rows):
-        return None
-    nodes = ",".join(row[2] for row in rows)
-    return f"partition {rows[0][0].rstrip('*')} has no node that takes a job now ({nodes}: {', '.join(states)})"
-
-
 def pending_reason(job_id: str) -> str:
     """squeue's reason a pending job waits (Resources, Priority, ReqNodeNotAvail, ...), or '' when it cannot say."""
     try:
@@ -352,103 +244,11 @@ def pending_reason(job_id: str) -> str:
     return words[-1].strip() if words and "|" not in words[-1] else ""
 
 
-def sbatch_refusal(res: Resources) -> str | None:
-    """SLURM's reason for refusing these resources (``sbatch --test-only``), or None if it accepts them.  A
-    partition whose nodes are all drained or down is not a refusal: the jobs would wait; a warning says so."""
-    out = slurm_call(sbatch_test_args(res))
-    if out.returncode == 0:
-        return None
-    if "node configuration is not available" in out.stderr and not responding_nodes():
-        # A controller that has just restarted refuses everything until its nodes re-register.
-        raise ControllerUnreachable("the controller answers but none of its nodes has registered yet")
-    if why := unavailable_partition(res):
-        print(
-            f"ring: warning: {why}; these resources are not refused, so the jobs are submitted and wait PENDING "
-            "until a node returns (scontrol show node says why it is out)",
-            file=sys.stderr,
-            flush=True,
-        )
-        return None
-    return " ".join(line.removeprefix("sbatch: error: ") for line in out.stderr.strip().splitlines()) or "no reason"
-
-
-def preflight(res: Resources, checkpoint_interval_min: float | None, cell: Path | None = None) -> None:
-    """Refuse resources SLURM would refuse, before anything is submitted (one sentence each)."""
-    problems = resource_problems(res, checkpoint_interval_min)
-    if problems:
-        raise ValueError(problems[0])
-    if resources_digest(res) in os.environ.get(CHECKED_ENV, "").split(","):
-        return  # the workflow checked this resource set before its first submission
-    reason = retrying(lambda: sbatch_refusal(res), res, "checking resources", cell=cell)
-    if reason is not None:
-        raise ValueError(f"SLURM refuses this stage's resources ({reason}); fix them in profiles/slurm/site.yaml.")
-
-
-# Set by run_preflight (the workflow's onstart check, common.smk) for the jobs it starts: the digests of the
-# resource sets already accepted by `sbatch --test-only`, so each cell does not ask again.
-CHECKED_ENV = "RING_SLURM_CHECKED"
-
-
-def resources_digest(res: Resources) -> str:
-    return hashlib.sha256(json.dumps(asdict(res), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def run_preflight(launches, intervals: dict) -> list[str]:
-    """Before a run's first submission: every problem of the resource sets of the jobs it will submit
-    (:func:`resource_sets`), each once, one ``sbatch --test-only`` per distinct set.  With none, the accepted sets'
-    digests go to :data:`CHECKED_ENV`, so the launchers this run starts skip their own ``sbatch --test-only``."""
-    problems, digests = check_resource_sets(resource_sets(launches, intervals))
-    if not problems:
-        os.environ[CHECKED_ENV] = ",".join(digests)
-    return problems
-
-
 def slurm_options(slurm: dict, stage: str, verbose: bool = False) -> str:
     """The launcher options of a stage's jobs on SLURM: its resources (:func:`stage_resources`, the same merge as
     ring.cluster.batch's) and ``--verbose``, which also shows SLURM's own error lines beside the retry lines."""
     resources = json.dumps(stage_resources(slurm, stage))
     return f"--launcher slurm --resources {shlex.quote(resources)}{' --verbose' if verbose else ''}"
-
-
-def resource_sets(launches, intervals: dict) -> dict[str, tuple[dict, float | None]]:
-    """The resource sets of the jobs a run will submit, by rule, for :func:`check_resource_sets`: ``launches``
-    yields each job's (rule, launch options, wildcards), ``intervals`` maps a rule to the checkpoint interval of a
-    cell (a function of its wildcards; a rule without one has none).  A job launched locally (no ``--resources``)
-    is left out; a rule's interval is the largest of its cells'."""
-    sets: dict[str, tuple[dict, float | None]] = {}
-    for rule, launch, wildcards in launches:
-        if not launch or "--resources" not in launch:
-            continue
-        words = shlex.split(launch)
-        values = json.loads(words[words.index("--resources") + 1])
-        interval = intervals[rule](wildcards) if rule in intervals else None
-        known = sets.get(rule, (values, None))[1]
-        sets[rule] = (values, interval if known is None else max(known, interval or known))
-    return sets
-
-
-def check_resource_sets(sets: dict[str, tuple[dict, float | None]]) -> tuple[list[str], list[str]]:
-    """Every problem of the labelled resource sets (label: (resources, checkpoint interval)), each
-    once, and the digests of the accepted sets; one ``sbatch --test-only`` per distinct set."""
-    problems: list[str] = []
-    refusals: dict[str, str | None] = {}
-    for label, (values, checkpoint_interval_min) in sets.items():
-        try:
-            res = Resources.from_dict(values)
-        except ValueError as err:
-            problems.append(f"{label}: {err}")
-            continue
-        problems += [f"{label}: {problem}" for problem in resource_problems(res, checkpoint_interval_min)]
-        stage = next((s for s in ONE_TASK if label == s or label.startswith(f"{s}_")), None)
-        problems += [f"{label}: {problem}" for problem in stage_problems(stage, res)] if stage else []
-        key = resources_digest(res)
-        if key not in refusals:
-            refusals[key] = retrying(lambda res=res: sbatch_refusal(res), res, f"checking the {label} resources")
-        if refusals[key] is not None:
-            problems.append(
-                f"{label}: SLURM refuses these resources ({refusals[key]}); fix them in profiles/slurm/site.yaml."
-            )
-    return list(dict.fromkeys(problems)), [key for key, reason in refusals.items() if reason is None]
 
 
 def _array_members(jid: str) -> list[str]:

@@ -153,7 +153,7 @@ def record_checksums(folder: str | Path, names, read_from: str | None = None, **
 
 
 # Exported files are also kept here (hard links: no second copy on disk), where Snakemake, which deletes
-# a rerun job's declared outputs, does not look: a client can restore them torch-free (ring.plan.rerun).
+# a rerun job's declared outputs, does not look: a client can restore them torch-free (ring.core.runs).
 KEPT = "exported"
 
 

@@ -11,10 +11,10 @@ that live there (in-memory datasets, :func:`device_images`) or that were just de
 
 * resize to ``resize x resize`` when the images are not that size, and the random resized crop of
   every sample: PIL's bilinear resampling (a triangle filter, widened when shrinking) written as
-  per-sample B x out x in weight matrices, applied by two batched matmuls;
+  per-sample B x out x in weight matrices, applied by two batched matmuls (ring.data.bilinear);
 * colour jitter with per-sample factors and per-sample order of brightness, contrast, saturation and
   hue (PIL's formulas: blends with black, the mean grey level and the grey image; hue in PIL's uint8
-  HSV, through two lookup tables), run as the same six slots for every sample whatever its order
+  HSV, through two lookup tables: ring.data.hsv), run as the same six slots for every sample whatever its order
   (``_SCHEDULE``), so that the batch never splits by op;
 * horizontal flip, grayscale (PIL's ITU-R 601-2 luma), normalisation.
 
@@ -37,7 +37,7 @@ from typing import NamedTuple
 import torch
 from torchvision import transforms as T
 
-from ring.data import AUGMENT_PLACES
+from ring.data import AUGMENT_PLACES, bilinear, hsv
 from ring.data.datasets import Views
 
 # Layout of one view's parameter vector (float64: crop boxes and factors exactly as torchvision drew them).
@@ -125,96 +125,7 @@ def decode_jpegs(data: list[torch.Tensor], device: torch.device, resize: int) ->
         global fallback_batches
         fallback_batches += 1
         images = [decode_image(d, mode=ImageReadMode.RGB).to(device) for d in data]
-    return _resize_each(images, resize)
-
-
-def _to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A small host tensor on ``device`` without waiting for it: a blocking copy to a GPU first waits for
-    every kernel queued before it (the training step in flight), so it goes from pinned memory, asynchronously."""
-    if device.type == "cuda":
-        return host.pin_memory().to(device, non_blocking=True)
-    return host.to(device)
-
-
-def _resize_each(images: list[torch.Tensor], size: int) -> torch.Tensor:
-    """PIL's Resize((size, size)) of uint8 C x H x W images of any sizes -> one B x C x size x size float tensor.
-
-    Each image still takes its own two matmuls (batching them would pad every image to the batch's largest,
-    and ImageNet holds some very large ones): five calls an image.  The weights of every side length in the
-    batch are made together, in one batch padded to the longest side (zero past each length), where making
-    each length's on its own cost about 40 calls an image and bound a GPU's JPEG path by its host
-    (1,982 views/s on an H200, ``ring/resources/figures/jpeg_decode-NVIDIA_H200.json``).
-    """
-    device = images[0].device
-    sides = sorted({side for img in images for side in img.shape[-2:]})
-    lengths = _to_device(torch.tensor(sides, dtype=torch.float32).view(-1, 1, 1), device)
-    padded = _weights(torch.zeros_like(lengths), lengths, _grid(size, sides[-1], device))  # U x size x longest side
-    rows, columns = padded.unbind(0), padded.mT.unbind(0)
-    index = {side: u for u, side in enumerate(sides)}
-    wy = {h: rows[index[h]].narrow(-1, 0, h) for h in {img.shape[-2] for img in images}}  # size x h
-    wx_t = {w: columns[index[w]].narrow(0, 0, w) for w in {img.shape[-1] for img in images}}  # w x size
-    # PIL's order and storage: horizontal, then vertical, each rounded to uint8 levels (see _resample).
-    return torch.stack(
-        [
-            torch.matmul(wy[img.shape[-2]], torch.matmul(img.float(), wx_t[img.shape[-1]]).round_()).round_()
-            for img in images
-        ]
-    )
-
-
-class _Grid(NamedTuple):
-    out_centres: torch.Tensor  # out x 1: i + 0.5
-    mirrored: torch.Tensor  # out x 1: out - (i + 0.5), the same centres in mirror order
-    in_centres: torch.Tensor  # size: j + 0.5
-    zero: torch.Tensor
-
-
-@functools.lru_cache(maxsize=64)
-def _grid(out: int, size: int, device: torch.device) -> _Grid:
-    out_centres = torch.arange(out, device=device, dtype=torch.float32).view(-1, 1) + 0.5
-    in_centres = torch.arange(size, device=device, dtype=torch.float32) + 0.5
-    return _Grid(out_centres, out - out_centres, in_centres, torch.zeros((), device=device))
-
-
-def _weights(
-    start: torch.Tensor, length: torch.Tensor, grid: _Grid, out_centres: torch.Tensor | None = None
-) -> torch.Tensor:
-    """PIL's bilinear resampling of the pixels [start, start + length) of an axis of ``size`` to ``out`` pixels
-    (``grid``: ``_grid(out, size, device)``).
-
-    ``start`` and ``length``: ``(..., 1, 1)``; returns ``(..., out, size)`` matrices: a triangle filter centred on
-    each output pixel's centre, widened by the reduction factor when shrinking (PIL's antialiasing), restricted
-    to the crop and normalised.  ``out_centres`` (``(..., out, 1)``; ``i + 0.5`` by default) mirrors the output
-    axis where a caller passes ``out - (i + 0.5)``.
-    """
-    scale = length / len(grid.out_centres)
-    support = scale.clamp_min(1.0)
-    centre = (grid.out_centres if out_centres is None else out_centres) * scale
-    v = grid.in_centres - start  # input pixel centres, from the crop's edge
-    w = 1.0 - ((v - centre) / support).abs()
-    # 1 inside the crop (0 < v < length), 0 outside: at a pixel centre v * (length - v) is never 0.
-    inside = torch.heaviside(v * (length - v), grid.zero)
-    w = w.clamp(grid.zero, inside)  # the triangle's positive part (w <= 1) inside the crop, 0 outside
-    return w / w.sum(-1, keepdim=True)
-
-
-@functools.lru_cache(maxsize=64)
-def _resize_weights(size: int, out: int, device: torch.device) -> torch.Tensor:
-    """The out x size matrix of PIL's resize of a whole axis, made once per sizes and device (bounded: JPEGs
-    come in many sizes, most of them in a few)."""
-    start = torch.zeros(1, 1, device=device)
-    return _weights(start, start + size, _grid(out, size, device))
-
-
-def _resample(x: torch.Tensor, wy: torch.Tensor, wx: torch.Tensor) -> torch.Tensor:
-    """``wy @ x @ wx^T`` in two passes, horizontal then vertical, each rounded to uint8 levels (PIL's order and
-    storage).  The weights are non-negative and sum to 1, so the levels stay in 0..255 without a clamp."""
-    return torch.matmul(wy, torch.matmul(x, wx.mT).round_()).round_()
-
-
-def _resize(x: torch.Tensor, size: int) -> torch.Tensor:
-    """PIL's Resize((size, size)) of whole images (B x C x H x W, 0..255)."""
-    return _resample(x, _resize_weights(x.shape[-2], size, x.device), _resize_weights(x.shape[-1], size, x.device))
+    return bilinear.resize_each(images, resize)
 
 
 # Colour jitter.  ColorJitter applies its four ops in an order drawn per sample, and a batch cannot run
@@ -261,7 +172,7 @@ class _Constants(NamedTuple):
     luma: torch.Tensor  # 1 x 3 x 1 x 1
     colour_number: torch.Tensor  # 1 x 3 x 1 x 1: 65536, 256, 1
     channels: torch.Tensor  # 1 x 3 x 1 x 1, long: 0, 1, 2
-    rgb_to_hsv: torch.Tensor  # see _hue_tables (flat)
+    rgb_to_hsv: torch.Tensor  # see hsv.hue_tables (flat)
     hsv_to_rgb: torch.Tensor
 
 
@@ -278,7 +189,7 @@ def _constants(device: torch.device) -> _Constants:
         torch.tensor(LUMA, device=device).view(channel),
         torch.tensor([65536.0, 256.0, 1.0], device=device).view(channel),
         torch.arange(3, device=device).view(channel),
-        *_hue_tables(device),
+        *hsv.hue_tables(device),
     )
 
 
@@ -310,68 +221,11 @@ def _blend(x: torch.Tensor, grey_weights: torch.Tensor, contrast: torch.Tensor, 
 
 
 def _rotate_hue(x: torch.Tensor, c: _Constants, shift: torch.Tensor, rotate: torch.Tensor) -> torch.Tensor:
-    """A hue slot: PIL's hue rotation where ``rotate`` is 1, through :func:`_hue_tables`; ``shift``: B x 3 x 1 x 1,
-    ``3 * int(factor * 255) + channel``."""
+    """A hue slot: PIL's hue rotation where ``rotate`` is 1, through :func:`ring.data.hsv.hue_tables`; ``shift``:
+    B x 3 x 1 x 1, ``3 * int(factor * 255) + channel``."""
     colour = (x * c.colour_number).sum(1, keepdim=True, dtype=torch.long)  # exact: integers below 2^24
     rotated = torch.take(c.hsv_to_rgb, torch.take(c.rgb_to_hsv, colour) + shift)
     return torch.lerp(x, rotated.float(), rotate)
-
-
-def _rgb_to_hsv(r: torch.Tensor, g: torch.Tensor, b: torch.Tensor):
-    """RGB levels -> PIL's uint8 HSV levels (h, s, v), in PIL's arithmetic (libImaging/Convert.c) as torchvision's
-    PIL path runs it."""
-    maxc, minc = torch.maximum(torch.maximum(r, g), b), torch.minimum(torch.minimum(r, g), b)
-    cr = (maxc - minc).clamp_min(1.0)
-    rc, gc, bc = (maxc - r) / cr, (maxc - g) / cr, (maxc - b) / cr
-    h = torch.where(r == maxc, bc - gc, torch.where(g == maxc, 2.0 + rc - bc, 4.0 + gc - rc))
-    h = torch.remainder(h / 6.0 + 1.0, 1.0)
-    grey = maxc == minc
-    zero = torch.zeros_like(h)
-    uh = torch.where(grey, zero, torch.floor(h * 255.0).clamp(0, 255))
-    us = torch.where(grey, zero, torch.floor((maxc - minc) / maxc.clamp_min(1.0) * 255.0).clamp(0, 255))
-    return uh, us, maxc
-
-
-# PIL's (r, g, b) of each hue sextant, as indices into (v, p, q, t).
-_SEXTANTS = ((0, 3, 1), (2, 0, 1), (1, 0, 3), (1, 2, 0), (3, 1, 0), (0, 1, 2))
-
-
-def _hsv_to_rgb(uh: torch.Tensor, us: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """PIL's uint8 HSV levels -> RGB levels (3 x ...), in PIL's arithmetic."""
-    uh, us, v = torch.broadcast_tensors(uh, us, v)
-    i = torch.floor(uh * 6.0 / 255.0)
-    frac = uh * 6.0 / 255.0 - i
-    fs = us / 255.0
-    p = torch.floor(v * (1.0 - fs) + 0.5).clamp(0, 255)
-    q = torch.floor(v * (1.0 - fs * frac) + 0.5).clamp(0, 255)
-    t = torch.floor(v * (1.0 - fs * (1.0 - frac)) + 0.5).clamp(0, 255)
-    sextants = torch.tensor(_SEXTANTS, device=v.device)
-    rgb = torch.stack((v, p, q, t)).gather(0, sextants[i.long() % 6].movedim(-1, 0))
-    return torch.where(us == 0, v, rgb)
-
-
-def _hue_tables(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """PIL's hue rotation as two lookup tables, exact by construction: the rotation only ever sees uint8
-    levels, and the tables hold PIL's arithmetic at every level.
-
-    ``rgb_to_hsv[r * 65536 + g * 256 + b] = 3 * ((s * 256 + v) * 512 + h + 128)`` (int32), and
-    ``hsv_to_rgb[3 * ((s * 256 + v) * 512 + j) + channel]`` is the RGB (uint8) of hue ``(j - 128) % 256``:
-    adding ``3 * rotation + channel`` (|rotation| = |int(factor * 255)| < 128) to the first indexes the second,
-    the hue's wrap-around included, a pixel's channels side by side.  64 MiB and 96 MiB per device, made once
-    (about a second on a CPU).
-    """
-    levels = torch.arange(256, device=device, dtype=torch.float32)
-    rgb_to_hsv = torch.empty(1 << 24, dtype=torch.int32, device=device)
-    hsv_to_rgb = torch.empty(3, 1 << 24, dtype=torch.uint8, device=device)
-    for first in range(0, 256, 16):  # entries 1M at a time: 16 values of the first of three base-256 digits
-        chunk = slice(first << 16, (first + 16) << 16)
-        digits = levels[first : first + 16].view(-1, 1, 1), levels.view(-1, 1), levels
-        h, s, v = _rgb_to_hsv(*digits)  # r, g, b
-        rgb_to_hsv[chunk] = (((s.int() * 256 + v.int()) * 512 + h.int() + 128) * 3).flatten()
-        s, v, h = digits
-        hsv_to_rgb[:, chunk] = _hsv_to_rgb(h, s, v).to(torch.uint8).flatten(1)
-    hue = (torch.arange(512, device=device) - 128) % 256
-    return rgb_to_hsv, hsv_to_rgb.view(3, 1 << 16, 256)[:, :, hue].permute(1, 2, 0).flatten()
 
 
 class _Tables(NamedTuple):
@@ -381,7 +235,7 @@ class _Tables(NamedTuple):
     traced into the graph, the lookups' constructions (the hue tables' 160 MB among them) ran in every call."""
 
     constants: _Constants
-    grid: _Grid  # the crop's: _grid(crop, resize)
+    grid: bilinear.Grid  # the crop's: bilinear.grid(crop, resize)
     extra_columns: torch.Tensor  # B x 5: _extra_columns
     resize: tuple[torch.Tensor, torch.Tensor] | None  # the whole images' resize weights (rows, columns), or None
     shift: torch.Tensor  # the normalisation's -mean / std and 1 / std
@@ -392,10 +246,10 @@ class _Tables(NamedTuple):
 def _tables(
     device: torch.device, batch: int, size: tuple[int, int], resize: int, crop: int, mean: tuple, std: tuple
 ) -> _Tables:
-    resized = None if size == (resize, resize) else tuple(_resize_weights(n, resize, device) for n in size)
+    resized = None if size == (resize, resize) else tuple(bilinear.resize_weights(n, resize, device) for n in size)
     return _Tables(
         _constants(device),
-        _grid(crop, resize, device),
+        bilinear.grid(crop, resize, device),
         _extra_columns(batch, device),
         resized,
         *_normalisation(device, mean, std),
@@ -409,7 +263,7 @@ def _views(images: torch.Tensor, params: torch.Tensor, t: _Tables) -> torch.Tens
     if x.shape[1] == 1:  # grey images are converted to RGB first, as ArrayImages does
         x = x.expand(-1, 3, -1, -1)
     if t.resize is not None:
-        x = _resample(x, *t.resize)
+        x = bilinear.resample(x, *t.resize)
     p = params.float()
     columns = torch.cat((p, t.extra_columns), 1).gather(1, c.plan[(p @ c.order_number).long()])
     start, length, flip, gray, hue, *slots = columns.view(*columns.shape, 1, 1).split(_PIECES, 1)
@@ -417,8 +271,8 @@ def _views(images: torch.Tensor, params: torch.Tensor, t: _Tables) -> torch.Tens
     # works per pixel, and the contrast's mean level is a sum of integers, exact in any order (below 2^24
     # for crops up to 256 pixels).
     centres = torch.lerp(t.grid.out_centres, t.grid.mirrored, flip)  # a weight of 0 or 1 selects exactly
-    wy, wx = _weights(start, length, t.grid, centres).unsqueeze(2).unbind(1)
-    x = _resample(x, wy, wx)
+    wy, wx = bilinear.weights(start, length, t.grid, centres).unsqueeze(2).unbind(1)
+    x = bilinear.resample(x, wy, wx)
     shift = torch.add(c.channels, (hue * 255.0).long(), alpha=3)  # int(factor * 255): PIL's path truncates it
     blends, rotates = [slots[k : k + 3] for k in range(0, 12, 3)], slots[12:]
     x = _blend(x, *blends[0])

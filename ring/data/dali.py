@@ -145,6 +145,39 @@ def crop_state(seed: int, epoch: int, step: int, view: int, rank: int = 0) -> np
     return np.concatenate([words & np.uint64(0xFFFFFFFF), words >> np.uint64(32)]).astype(np.uint32)[:7]
 
 
+def view_graph(
+    fn, types, jpegs, view: int, devices: tuple[str, str], crop: int, crop_scale_min: float, scale, sizes: bool
+):
+    """One view in DALI's graph: the file's random-area crop decoded (nvJPEG on the "mixed" device of a GPU: the
+    ``devices`` of the decoder and of the other ops), resized, colour-twisted, flipped and normalised, each draw fed
+    from :func:`draws` (``state{view}``, ``draws{view}``); with ``sizes``, the decoded crop's shape before it."""
+    decoder, ops = devices
+    state = fn.external_source(name=f"state{view}", dtype=types.UINT32)
+    p = fn.external_source(name=f"draws{view}", dtype=types.FLOAT)
+    image = fn.decoders.image_random_crop(
+        jpegs,
+        device=decoder,
+        output_type=types.RGB,
+        random_area=[crop_scale_min, 1.0],
+        random_aspect_ratio=list(ASPECT),
+        num_attempts=CROP_ATTEMPTS,
+        _random_state=state,
+    )
+    outputs = [image.shape(device="cpu")] if sizes else []  # the decoded crop's H x W, for the tests of the crop's law
+    image = fn.resize(image, device=ops, resize_x=crop, resize_y=crop)
+    image = fn.color_twist(image, device=ops, brightness=p[BRIGHT], contrast=p[CONTRAST], saturation=p[SAT], hue=p[HUE])
+    normalised = fn.crop_mirror_normalize(
+        image,
+        device=ops,
+        dtype=types.FLOAT,
+        output_layout="CHW",
+        mean=scale[0],
+        std=scale[1],
+        mirror=fn.cast(p[FLIP], dtype=types.INT32),
+    )
+    return [*outputs, normalised]
+
+
 class DaliViews:
     """``n_views`` views of a batch of image files, made by one DALI pipeline on ``device``.
 
@@ -192,6 +225,11 @@ class DaliViews:
             raise ValueError("augment: dali was given no image files.")
         self.crop, self.n_views, self.seed, self.rank = crop, n_views, seed, rank
         self.batch_size, self.crop_sizes = batch_size, crop_sizes
+        self.pipe = self._pipeline(dali, fn, types, crop_scale_min, mean, std, num_threads)
+        self.pipe.build()
+
+    def _pipeline(self, dali, fn, types, crop_scale_min: float, mean, std, num_threads: int | None):
+        """DALI's graph of the views (:func:`view_graph`), the files read once for all of them."""
         gpu = self.device.type == "cuda"
         device_id = (
             (self.device.index if self.device.index is not None else torch.cuda.current_device()) if gpu else None
@@ -200,10 +238,10 @@ class DaliViews:
         scale = [255.0 * m for m in mean], [255.0 * s for s in std]
 
         @dali.pipeline_def(
-            batch_size=batch_size,
+            batch_size=self.batch_size,
             num_threads=num_threads or min(8, os.cpu_count() or 1),
             device_id=device_id,
-            seed=seed & 0x7FFFFFFF,
+            seed=self.seed & 0x7FFFFFFF,
             # Run on demand, one batch per call: the batch fed is the batch returned,
             # so nothing is decoded ahead of a resume or past the epoch's end.
             exec_pipelined=False,
@@ -213,39 +251,13 @@ class DaliViews:
         def graph():
             jpegs = fn.io.file.read(fn.external_source(name="files", dtype=types.UINT8))
             outputs = []
-            for v in range(n_views):
-                state = fn.external_source(name=f"state{v}", dtype=types.UINT32)
-                p = fn.external_source(name=f"draws{v}", dtype=types.FLOAT)
-                image = fn.decoders.image_random_crop(
-                    jpegs,
-                    device=decoder,
-                    output_type=types.RGB,
-                    random_area=[crop_scale_min, 1.0],
-                    random_aspect_ratio=list(ASPECT),
-                    num_attempts=CROP_ATTEMPTS,
-                    _random_state=state,
-                )
-                if crop_sizes:  # the decoded crop's H x W, for the tests of the crop's law
-                    outputs.append(image.shape(device="cpu"))
-                image = fn.resize(image, device=ops, resize_x=crop, resize_y=crop)
-                image = fn.color_twist(
-                    image, device=ops, brightness=p[BRIGHT], contrast=p[CONTRAST], saturation=p[SAT], hue=p[HUE]
-                )
-                outputs.append(
-                    fn.crop_mirror_normalize(
-                        image,
-                        device=ops,
-                        dtype=types.FLOAT,
-                        output_layout="CHW",
-                        mean=scale[0],
-                        std=scale[1],
-                        mirror=fn.cast(p[FLIP], dtype=types.INT32),
-                    )
+            for v in range(self.n_views):
+                outputs += view_graph(
+                    fn, types, jpegs, v, (decoder, ops), self.crop, crop_scale_min, scale, self.crop_sizes
                 )
             return tuple(outputs)
 
-        self.pipe = graph()
-        self.pipe.build()
+        return graph()
 
     def draws(self, index, epoch: int, view: int) -> np.ndarray:
         """:func:`draws` under this pipeline's seed."""

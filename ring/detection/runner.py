@@ -29,12 +29,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ring.core import config as C
+from ring.core import runs
 from ring.core.files import CHECKSUMS, FileError, check_writable, verify_checksum, write_json, write_text
 from ring.detection import configs, missing_detectron2
 from ring.detection.convert import check_loaded, read_converted
 from ring.engine import health, provenance
 from ring.engine.runtime import setup_threads
-from ring.plan import checks, rerun
+from ring.plan import checks
 from ring.plan.detection_tasks import METRICS
 from ring.plan.detection_tasks import task as get_task
 
@@ -209,8 +210,8 @@ def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict, lineag
     health.check_metrics(metrics, path, keys=("columns",))
     write_json(path, metrics)
     # Kept with a checksum record naming the backbone: a job that finished while no client watched is collected
-    # by the launcher without a new job (ring.plan.rerun.collect).
-    rerun.keep_outputs(out, "detection", cfg, lineage["backbone_sha256"])
+    # by the launcher without a new job (ring.core.runs.collect).
+    runs.keep_outputs(out, "detection", cfg, lineage["backbone_sha256"])
     return metrics
 
 

@@ -22,7 +22,7 @@ from ring.core.files import KEPT, FileError, place_exports, record_checksums, ve
 from ring.core.methods import method as method_spec
 from ring.engine import HEADS  # the one list, which plan-time checks read too
 from ring.engine.checkpoint import atomic_save, safe_load
-from ring.engine.span_norm import SpanBatchNorm2d, batch_norm_input_grad
+from ring.engine.span_norm import SpanBatchNorm2d, batch_norm_input_grad, normalise
 
 # The exact contract of an exported encoder: torchvision's resnet18 state_dict without the
 # classifier.  ``resnet18().load_state_dict(sd, strict=False)`` must report these and nothing else.
@@ -186,13 +186,8 @@ class _ChannelsLastGroups(torch.autograd.Function):
             var, mean = torch.var_mean(x5, (0, 3, 4), correction=0)
             if var.dtype != weight.dtype:
                 var, mean = var.to(weight.dtype), mean.to(weight.dtype)
-            invstd = (var + eps).rsqrt()
-            scale = invstd * weight
-            y = torch.addcmul(_per_channel(torch.addcmul(bias, mean, scale, value=-1), x), x5, _per_channel(scale, x))
-        ctx.save_for_backward(x, mean, invstd, scale)
+            y = normalise(ctx, x, x5, mean, var, weight, bias, eps, lambda t: _per_channel(t, x))
         ctx.groups = groups
-        ctx.mark_non_differentiable(mean, var)
-        ctx.set_materialize_grads(False)  # no zero gradients made for the statistics
         # Not a view of y: torchvision's ReLU works in place on this output (see GroupBatchNorm2d.forward).
         return torch.ops.aten._unsafe_view(y, x.shape), mean, var
 

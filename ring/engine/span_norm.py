@@ -23,6 +23,20 @@ def _per_channel(stat: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return (stat if stat.dtype == like.dtype else stat.to(like.dtype)).view(1, -1, 1, 1)
 
 
+def normalise(ctx, x, values, mean, var, weight, bias, eps: float, per_channel) -> torch.Tensor:
+    """Batch norm's forward from a group's statistics: ``values`` (``x`` or a view of it) normalised by ``mean`` and
+    the biased ``var``, then scaled and shifted as one multiply-add; saves what :func:`batch_norm_input_grad` needs
+    (``x``, mean, 1 / std, the scale) and marks the statistics, returned for the running ones, not differentiable.
+    ``per_channel`` shapes a per-channel statistic to broadcast over ``values``."""
+    invstd = (var + eps).rsqrt()
+    scale = invstd * weight
+    y = torch.addcmul(per_channel(torch.addcmul(bias, mean, scale, value=-1)), values, per_channel(scale))
+    ctx.save_for_backward(x, mean, invstd, scale)
+    ctx.mark_non_differentiable(mean, var)
+    ctx.set_materialize_grads(False)  # no zero gradients made for the statistics
+    return y
+
+
 def batch_norm_input_grad(dy, x, mean, invstd, scale, sum_dy, dot_hat, count: int, per_channel):
     """Batch norm's input gradient from a group's ``sum_dy`` and ``dot_hat`` (the sum of dy x_hat) over its ``count``
     values per channel: dx = scale (dy - mean(dy) - x_hat mean(dy x_hat)) = scale dy - slope x + offset.
@@ -59,13 +73,8 @@ class _SpanBatchNorm(torch.autograd.Function):
             means, variances = torch.stack(gathered).view(span, 2, -1).unbind(1)
             mean = means.mean(0)
             var = variances.mean(0) + (means - mean).square().mean(0)
-            invstd = (var + eps).rsqrt()
-            scale = invstd * weight
-            y = torch.addcmul(_per_channel(torch.addcmul(bias, mean, scale, value=-1), x), x, _per_channel(scale, x))
-        ctx.save_for_backward(x, mean, invstd, scale)
+            y = normalise(ctx, x, x, mean, var, weight, bias, eps, lambda t: _per_channel(t, x))
         ctx.span = span
-        ctx.mark_non_differentiable(mean, var)
-        ctx.set_materialize_grads(False)
         return y, mean, var
 
     @staticmethod

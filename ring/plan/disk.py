@@ -2,14 +2,14 @@
 
 Two kinds of folders hold no result the grid's tables read, and only grow:
 
-* **superseded runs**: ``runs/<hash>/`` in a cell folder, the run an edit set aside (ring.plan.rerun), kept so that
+* **superseded runs**: ``runs/<hash>/`` in a cell folder, the run an edit set aside (ring.core.runs), kept so that
   an undo brings it back;
 * **unnamed cell folders**: a cell folder under ``results/<grid>/`` that the grid no longer names (a seed, method,
   dataset, study variant or detection task removed from the grid file).
 
 Torch-free: it lists folders and adds file sizes (hard links counted once: a kept export is a link of its encoder).
 A cell the grid names is never removed, only its ``runs/``; ``prune`` removes nothing while a run holds the folder
-(ring.cluster.batch.holder, :func:`snakemake_lock`).
+(ring.cluster.prune.holder, :func:`snakemake_lock`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ring.plan import rerun
+from ring.core import runs
 
 SEED = re.compile(r"seed\d+")
 # Where cell folders sit under results/<grid>/, as the workflow names them (the cell paths of workflow/rules/*.smk):
@@ -111,9 +111,9 @@ def prunable(grid, results: Path, busy: set[Path] = frozenset()) -> list[Prunabl
             if cell not in busy:
                 out.append(Prunable(cell, "cell", size(cell, seen)))
             continue
-        runs = cell / rerun.RUNS
-        if runs.is_dir():
-            out += [Prunable(run, "run", size(run, seen)) for run in sorted(runs.iterdir()) if run.is_dir()]
+        kept = cell / runs.RUNS
+        if kept.is_dir():
+            out += [Prunable(run, "run", size(run, seen)) for run in sorted(kept.iterdir()) if run.is_dir()]
     return out
 
 

@@ -331,7 +331,7 @@ def test_submit_submits_a_stale_cell_like_a_missing_one_and_keeps_its_output(tmp
 
 def test_status_reports_a_damaged_or_gone_output_of_a_finished_cell(tmp_path, capsys):
     """Issue 40 item 3: an encoder damaged after its cell finished was 'done'; a deleted metrics.json 'failed'."""
-    from ring.plan import rerun
+    from ring.core import runs
 
     grids = _grid(tmp_path, {**GRID, "methods": ["IR"], "seeds": [0]})
     pre = tmp_path / "results" / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
@@ -343,7 +343,7 @@ def test_status_reports_a_damaged_or_gone_output_of_a_finished_cell(tmp_path, ca
     C.save(cfg, lin / "config.yaml")
     (lin / "log.jsonl").write_text('{"epoch": 0}\n')
     (lin / "metrics.json").write_text("{}")
-    rerun.keep_outputs(lin, "lincls", cfg, "sha")
+    runs.keep_outputs(lin, "lincls", cfg, "sha")
     (lin / "metrics.json").unlink()
     (pre / "encoder.pt").write_bytes(b"trunk, damaged")
     lines = _status(tmp_path, grids, capsys)

@@ -1,29 +1,23 @@
-"""The SLURM primitives: a stage's resources and their checks, the job states, the retries (the cluster itself is
+"""The SLURM primitives: a stage's resources, the job states, the retries (the cluster itself is
 exercised in tests/workflow/test_slurm.py)."""
 
 import json
-import os
 import shlex
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
+from ring.cluster.admission import sbatch_test_args
 from ring.cluster.batch import DEFAULT_CONFIGS, load_config
 from ring.cluster.jobs import STAGES
 from ring.cluster.slurm import (
-    CHECKED_ENV,
     THREAD_VARIABLES,
     Resources,
     _array_members,
     config_schema,
     executor_parameters,
-    resource_problems,
-    resource_sets,
-    run_preflight,
-    sbatch_test_args,
     slurm_options,
-    stage_problems,
     stage_resources,
     unreachable,
 )
@@ -62,31 +56,6 @@ def test_nodes_multiply_the_tasks_in_the_job_and_in_its_resource_check():
     assert Resources().tasks == 1 and Resources(gpus_per_node=0).tasks == 1
     with pytest.raises(ValueError, match="SLURM resource nodes: 0 is less than the minimum of 1"):
         Resources.from_dict({"nodes": 0})
-
-
-@pytest.mark.parametrize(
-    ("stage", "resources", "config", "problem"),
-    [
-        ("lincls", {"gpus_per_node": 2}, None, "lincls runs one task (one process on one GPU), but nodes=1 x"),
-        ("transfer", {"nodes": 2}, None, "transfer runs one task (one process on one GPU), but nodes=2 x"),
-        ("lincls", {}, None, None),
-        ("pretrain", {"nodes": 2, "gpus_per_node": 2}, {"batch_size": 256, "bn_groups": 1}, None),
-        ("pretrain", {"nodes": 2, "gpus_per_node": 8}, {"batch_size": 256, "bn_groups": 8}, None),
-        ("pretrain", {"nodes": 3, "gpus_per_node": 1}, {"batch_size": 256, "bn_groups": 1}, "batch_size=256 does not"),
-        ("pretrain", {"nodes": 3, "gpus_per_node": 4}, {"batch_size": 240, "bn_groups": 8}, "bn_groups=8 and the 12"),
-        ("detection", {"nodes": 1, "gpus_per_node": 8}, None, None),
-    ],
-)
-def test_a_stage_that_cannot_use_its_tasks_is_refused_before_submission(stage, resources, config, problem):
-    found = stage_problems(stage, Resources(**resources), config)
-    assert found == [] if problem is None else (len(found) == 1 and found[0].startswith(problem))
-    assert all(p.endswith(".") and p.count(". ") == 0 for p in found)  # one sentence
-
-
-def test_the_workflows_preflight_refuses_more_tasks_for_a_one_task_stage(monkeypatch):
-    monkeypatch.setattr("ring.cluster.slurm.sbatch_refusal", lambda res: None)
-    problems = run_preflight([("lincls", slurm_options({"lincls": {"nodes": 2}}, "lincls"), {})], {})
-    assert len(problems) == 1 and problems[0].startswith("lincls: lincls runs one task")
 
 
 def test_unknown_resource_names_the_known_ones():
@@ -128,12 +97,6 @@ def test_pending_array_ranges_are_expanded():
     assert _array_members("12_7") == ["12_7"] and _array_members("12") == ["12"]
 
 
-def test_signal_delay_must_leave_time_to_run():
-    assert resource_problems(Resources(time_min=60, signal_delay_s=120), 10.0) == []
-    (problem,) = resource_problems(Resources(time_min=2, signal_delay_s=120), 1.0)
-    assert problem.startswith("signal_delay_s=120 is not shorter than time_min=2 min")
-
-
 def test_controller_outages_are_told_apart_from_refusals():
     assert unreachable(
         "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"
@@ -166,10 +129,6 @@ def test_retry_lines_name_the_cell_and_slurms_own_words_only_when_verbose(verbos
     assert ("sbatch: error" in line) == verbose
 
 
-def _launch(resources: dict) -> str:
-    return slurm_options({"defaults": resources}, "pretrain")
-
-
 def test_slurm_options_carry_the_stages_merged_resources_and_verbose():
     slurm = {"defaults": {"partition": "gpu", "time_min": 60}, "lincls": {"time_min": 30}}
     options = slurm_options(slurm, "lincls", verbose=True)
@@ -177,31 +136,3 @@ def test_slurm_options_carry_the_stages_merged_resources_and_verbose():
     assert words[:3] == ["--launcher", "slurm", "--resources"] and words[-1] == "--verbose"
     assert json.loads(words[3]) == {"partition": "gpu", "time_min": 30}  # the stage's block over the defaults
     assert not slurm_options({}, "lincls").endswith("--verbose")
-
-
-def test_resource_sets_take_each_launched_rules_largest_checkpoint_interval():
-    wanted = []  # the wildcards each interval was asked for: launched jobs only
-    intervals = {"pretrain": lambda wc: wanted.append(wc) or wc["interval"]}
-    launches = [
-        ("pretrain", _launch({"time_min": 60}), {"interval": 10.0}),
-        ("pretrain_config", None, {"interval": 99.0}),  # a local rule: no launch options
-        ("lincls", "--launcher local", {"interval": 99.0}),
-        ("pretrain", _launch({"time_min": 60}), {"interval": 30.0}),
-        ("pretrain", _launch({"time_min": 60}), {"interval": 20.0}),
-        ("lincls", _launch({"time_min": 15}), {}),  # no interval for this rule
-    ]
-    assert resource_sets(launches, intervals) == {
-        "pretrain": ({"time_min": 60}, 30.0),
-        "lincls": ({"time_min": 15}, None),
-    }
-    assert [wc["interval"] for wc in wanted] == [10.0, 30.0, 20.0]
-
-
-def test_run_preflight_reports_each_problem_and_marks_only_an_accepted_run(monkeypatch):
-    monkeypatch.setenv(CHECKED_ENV, "")  # recorded, so that the mark below goes when the test ends
-    monkeypatch.delenv(CHECKED_ENV)
-    bad = [("pretrain", _launch({"gpus": 2}), {})]  # refused before any sbatch --test-only
-    problems = run_preflight(bad + bad, {})
-    assert len(problems) == 1 and problems[0].startswith("pretrain: ") and "gpus" in problems[0]
-    assert CHECKED_ENV not in os.environ
-    assert run_preflight([("lincls", "--launcher local", {})], {}) == [] and os.environ[CHECKED_ENV] == ""

@@ -218,18 +218,6 @@ def test_a_jpeg_batch_costs_a_few_host_calls_an_image():
     assert not [e.name for e in prof.events() if e.name in SYNC_OPS]
 
 
-def test_a_batch_of_sizes_is_resized_as_each_image_alone():
-    """The batch's padded weights against each image's own (the former path): the same triangle filter; only the
-    normalising sum runs over a padded row, which can change its last bit and so, rarely, a rounding tie."""
-    g = torch.Generator().manual_seed(0)
-    shapes = [(int(h), int(w)) for h, w in torch.randint(12, 90, (40, 2), generator=g)] + [(32, 32), (9, 300)]
-    images = [torch.randint(0, 256, (3, h, w), dtype=torch.uint8, generator=g) for h, w in shapes]
-    together = augment._resize_each(images, 32)
-    alone = torch.stack([augment._resize(img[None].float(), 32)[0] for img in images])
-    difference = (together - alone).abs()
-    assert difference.max() <= 1 and (difference > 0).float().mean() <= 1e-3
-
-
 def test_resolve_auto_and_bad_values():
     assert augment.resolve("auto", torch.device("cpu")) == "cpu"
     assert augment.resolve("device", torch.device("cpu")) == "device"
@@ -335,7 +323,8 @@ def views_to_compile():
 @pytest.mark.slow
 def test_compiled_views_are_the_eager_views(views_to_compile):
     """The compiler runs the same formulas and may reorder a float sum (a weight's normalisation, a luma): a value on
-    a rounding boundary may then land one level apart, as in test_a_batch_of_sizes_is_resized_as_each_image_alone.
+    a rounding boundary may then land one level apart, as in
+    tests/data/test_bilinear.py::test_a_batch_of_sizes_is_resized_as_each_image_alone.
     Measured: the same levels everywhere (the normalisation's fused multiply-add moves them by < 0.01)."""
     run, compiled, levels = views_to_compile
     difference = ((compiled - run()) * levels).abs()

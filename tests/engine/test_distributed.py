@@ -53,19 +53,24 @@ def run_ranks(cfg: C.PretrainConfig, cell, world: int) -> None:
     assert all(p.returncode == 0 for p in procs), outputs
 
 
-@pytest.mark.parametrize("method", ["IRing", "MoCoRing", "CMCRing"])
-def test_two_processes_match_one_process_with_as_many_bn_groups(tmp_path, method):
-    # Two steps (1,347 images, batches of 640), from the same start (the epoch-0 snapshot).
-    cfg = pretrain_config(
+def _one_epoch_from_a_snapshot(method: str, bn_groups: int, batch_size: int):
+    """One epoch of the digits (1,347 images) without monitors, from the epoch-0 snapshot both runs write."""
+    return pretrain_config(
         method,
         epochs=1,
         lr_milestones=[],
         knn_every=0,
-        bn_groups=2,
-        batch_size=640,
+        bn_groups=bn_groups,
+        batch_size=batch_size,
         queue_size=1280,
         snapshot_epochs=[0],
     )
+
+
+@pytest.mark.parametrize("method", ["IRing", "MoCoRing", "CMCRing"])
+def test_two_processes_match_one_process_with_as_many_bn_groups(tmp_path, method):
+    # Two steps (1,347 images, batches of 640), from the same start (the epoch-0 snapshot).
+    cfg = _one_epoch_from_a_snapshot(method, bn_groups=2, batch_size=640)
     run_ranks(cfg, tmp_path / "single", world=1)
     run_ranks(cfg, tmp_path / "ddp", world=2)
     assert_runs_agree(tmp_path, method)
@@ -79,16 +84,7 @@ def test_four_processes_match_one_process_with_groups_across_processes(tmp_path,
     One step (a batch of 1,280 of the 1,347 images): with one group of 640 a second step is ill-conditioned on digits
     (the same single process on 1 and on 2 threads measured 10.8% apart after two steps, IRing), while one step
     compares the gradients themselves (measured 0.45% apart, the fp32 gradient's own accuracy, see below)."""
-    cfg = pretrain_config(
-        method,
-        epochs=1,
-        lr_milestones=[],
-        knn_every=0,
-        bn_groups=bn_groups,
-        batch_size=1280,
-        queue_size=1280,
-        snapshot_epochs=[0],
-    )
+    cfg = _one_epoch_from_a_snapshot(method, bn_groups=bn_groups, batch_size=1280)
     run_ranks(cfg, tmp_path / "single", world=1)
     run_ranks(cfg, tmp_path / "ddp", world=4)
     assert_runs_agree(tmp_path, method)

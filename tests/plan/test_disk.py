@@ -5,9 +5,9 @@ import os
 
 import pytest
 
+from ring.core.runs import RUNS
 from ring.plan import disk
 from ring.plan import grid as G
-from ring.plan.rerun import RUNS
 from tests.conftest import ROOT
 
 TINY = {

@@ -192,24 +192,6 @@ def test_a_plugin_that_exits_at_import_blocks_only_the_grids_that_use_it(tmp_pat
     assert json.dumps(err)  # one line
 
 
-def test_rerun_by_hand_opens_the_grid_that_owns_the_cells_folder_through_the_gate(tmp_path, capsys, monkeypatch):
-    from ring.plan import rerun
-
-    monkeypatch.delenv("RING_GRID_FILE", raising=False)
-    grids = grid_dir(tmp_path, GOOD)
-    base = results_folder(tmp_path)
-    ownership.claim(grids / "tiny.yaml", base)
-    cell = base / "pretrain" / "digits" / "IR" / "seed0"
-    (grids / "tiny.yaml").write_text(BAD["misspelt key"][0])  # edited since, with a typo the workflow refuses
-    before = snapshot(base)
-    assert rerun.main([str(cell), "--stage", "pretrain"]) == 1
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "key (top level): Additional properties are not allowed" in err, err
-    assert snapshot(base) == before
-    monkeypatch.setenv("RING_GRID_FILE", str(grids / "tiny.yaml"))  # the workflow's jobs: it opened the grid already
-    assert rerun.grid_problem(cell) is None
-
-
 @pytest.mark.slow
 def test_the_workflow_refuses_each_kind_of_bad_grid_in_the_same_sentence(workdir, tmp_path):
     """The workflow's plan (common.smk: ring.plan.gate.select with Snakemake's schema check) on each kind of bad grid

@@ -151,11 +151,11 @@ def test_stale_target_names_the_file_to_rerun_or_none(tmp_path, grid):
 
 def _exported(metrics_path):
     """The evaluation's outputs kept under exported/ (a hard link) and recorded, as ring.lincls leaves them."""
-    from ring.plan import rerun
+    from ring.core import runs
 
     cell = metrics_path.parent
     m = json.loads(metrics_path.read_text())
-    rerun.keep_outputs(cell, "lincls", C.load(C.LinclsConfig, cell / "config.yaml"), "sha")
+    runs.keep_outputs(cell, "lincls", C.load(C.LinclsConfig, cell / "config.yaml"), "sha")
     assert m["top1"] and (cell / "exported" / "metrics.json").stat().st_ino == metrics_path.stat().st_ino
 
 
@@ -197,8 +197,8 @@ def test_a_truncated_metrics_file_with_a_record_is_rerun_not_left_to_fail_the_ta
 
 
 def test_a_detection_metrics_file_edited_in_place_is_stale_in_table4(tmp_path):
+    from ring.core import runs
     from ring.plan import grid as G
-    from ring.plan import rerun
     from tests.reports.tables.fixtures import _detection_cell
 
     paper = G.load(tables.PAPER_GRID)
@@ -206,7 +206,7 @@ def test_a_detection_metrics_file_edited_in_place_is_stale_in_table4(tmp_path):
     metrics = _detection_cell(
         tmp_path / "results" / "mine", "IR", paper.pretrain_config("imagenet", "IR", 0, "/d"), cfg
     )
-    rerun.keep_outputs(metrics.parent, "detection", cfg, json.loads(metrics.read_text())["backbone_sha256"])
+    runs.keep_outputs(metrics.parent, "detection", cfg, json.loads(metrics.read_text())["backbone_sha256"])
     assert tables.build_table4([metrics], ["IR"], tmp_path / "table4").loc["IR", "voc_det_AP"] == "6.0"
     edited = json.loads(metrics.read_text())
     edited["columns"]["voc_det_AP"] = 60.0

@@ -132,10 +132,11 @@ def test_a_table_refuses_a_bad_metrics_file_and_keeps_the_old_table(tmp_path, ca
 # ---- checkpoints ----------------------------------------------------------------------------------
 
 
-# A finished cell drops its previous checkpoint once its encoder verifies (ring.pretrain.finish); a process killed
-# between that export and the drop leaves both checkpoints, the state these tests corrupt.
+# A finished cell drops its previous checkpoint once its encoder verifies (ring.engine.pretrain_state.finish); a process
+# killed between that export and the drop leaves both checkpoints, the state these tests corrupt.
 KILLED_BEFORE_THE_DROP = (
-    "import sys; from ring import pretrain; pretrain.finish_checkpoints = lambda *a: 0; sys.exit(pretrain.main())"
+    "import sys; from ring import pretrain; from ring.engine import pretrain_state; "
+    "pretrain_state.finish_checkpoints = lambda *a: 0; sys.exit(pretrain.main())"
 )
 
 

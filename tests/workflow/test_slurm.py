@@ -22,9 +22,10 @@ import pytest
 import torch
 import yaml
 
+from ring.cluster.admission import preflight
 from ring.cluster.batch import load_config, merge
 from ring.cluster.jobs import IGNORED_STOP
-from ring.cluster.slurm import Resources, preflight, stage_resources
+from ring.cluster.slurm import Resources, stage_resources
 from ring.core import config as C
 from ring.engine.checkpoint import safe_load
 from tests import ROOT

@@ -24,7 +24,7 @@ import ring.plan.ownership
 import ring.resources
 from ring.core.catalog import DATASETS, TRANSFER
 from ring.core.config import config_hash, read_yaml, dump as config_text
-from ring.plan.rerun import RUN_RECORD, RUNS
+from ring.core.runs import RUN_RECORD, RUNS
 from ring.core.methods import METHODS
 from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps
 
@@ -156,7 +156,7 @@ SLURM_RECORD = "job.json"
 
 def write_cell_config(stage: str) -> str:
     """The shell command of a cell's config rule (params python, text and cell).  It writes config.yaml; a cell
-    that already ran (it has a run.json) is then brought in line by ring.plan.rerun before any job is submitted (a
+    that already ran (it has a run.json) is then brought in line by ring.core.runs before any job is submitted (a
     longer schedule continues, any other edit keeps the previous run under runs/<hash>/ and starts over), through
     ring.cluster.detach when a SLURM job of it is recorded (that module says why).  A cell that never ran costs no
     interpreter.  A shell job, not `run:`: Snakemake runs `run:` jobs in a fresh interpreter (~1.5 s each)."""
@@ -164,7 +164,7 @@ def write_cell_config(stage: str) -> str:
         "printf '%s' {params.text:q} > {output:q}"
         f" && if [ -e {{params.cell:q}}/slurm/{SLURM_RECORD} ]; then {{params.python:q}} -m ring.cluster.detach"
         f" {{params.cell:q}} --stage {stage}; elif [ -e {{params.cell:q}}/{RUN_RECORD} ]; then"
-        f" {{params.python:q}} -m ring.plan.rerun {{params.cell:q}} --stage {stage}; fi"
+        f" {{params.python:q}} -m ring.core.runs {{params.cell:q}} --stage {stage}; fi"
     )
 
 
@@ -224,7 +224,7 @@ onstart:
     # nothing): a later plan from another file of the same name is refused (ring.plan.ownership).
     ring.plan.ownership.claim(GRID_FILE, Path("results", config["grid"]))
     if config["launcher"] == "slurm":  # every resource set this run submits, checked before its first submission
-        from ring.cluster.slurm import run_preflight  # submitit: only SLURM runs import it
+        from ring.cluster.admission import run_preflight  # submitit: only SLURM runs import it
 
         jobs = ((j.rule.name, getattr(j.params, "launch", None), j.wildcards) for j in workflow.dag.needrun_jobs())
         if problems := run_preflight(jobs, LAUNCHED_CHECKPOINT_INTERVAL):

@@ -42,5 +42,5 @@ __all__ = [
 # writes an encoder, but half its stages no longer see spatial structure.  16 px is also the size
 # of the smoke grid's study cells.
 MIN_INPUT_PX = 16
-KEEP_SUPERSEDED = ("results", "all")  # ring.plan.rerun.KEEP_SUPERSEDED: what a superseded run keeps
+KEEP_SUPERSEDED = ("results", "all")  # ring.core.runs.KEEP_SUPERSEDED: what a superseded run keeps
 DETECTION_DATASETS = ("detectron2", "embedded")

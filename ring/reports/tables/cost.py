@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from ring.core import config as C
+from ring.core.runs import RUNS
 from ring.plan import estimate
-from ring.plan.rerun import RUNS
 from ring.reports.captions import outlook_block
 from ring.reports.tables.entry import out_argument
 from ring.reports.tables.layout import write_texts

@@ -1,0 +1,171 @@
+"""Following a submitted job until it ends: status lines, a late-seen cancel, a lost job, and a failure's log and
+sentence (the cluster itself is exercised in tests/workflow/test_slurm.py)."""
+
+import pytest
+
+from ring.cluster.slurm import Resources
+from tests.cluster.test_launch import _fake_job
+
+
+@pytest.mark.parametrize(
+    "states, adopted, outcome",
+    [
+        # Accounting lagged the cancel of a pending array task: a stale PENDING, then CANCELLED.  Adopted
+        # from the cell's record, that is the cancelled pending job decide() resubmits, seen late.
+        (["PENDING", "CANCELLED"], True, "gone"),
+        ([None, "CANCELLED"], True, "gone"),
+        # A job seen running, or one this client submitted itself, was cancelled on purpose: the rule fails.
+        (["PENDING", "RUNNING", "CANCELLED"], True, "failed"),
+        (["PENDING", "CANCELLED"], False, "failed"),
+        (["RUNNING", "FAILED"], True, "failed"),
+        (["PENDING", "RUNNING", "COMPLETED"], True, "completed"),
+        # A lost node, a preemption without requeue, a node that never booted: not the stage's fault, resubmitted.
+        (["RUNNING", "NODE_FAIL"], False, "gone"),
+        (["RUNNING", "PREEMPTED"], True, "gone"),
+        (["PENDING", "BOOT_FAIL"], False, "gone"),
+    ],
+)
+def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(
+    states, adopted, outcome, tmp_path, monkeypatch, capsys
+):
+    from ring.cluster import slurm, watch
+    from ring.core import accounting
+
+    job = _fake_job(tmp_path)
+    replies = iter(states)
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {ids[0]: next(replies)})
+    monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 1)  # a run to report, as in CI
+    res = Resources(poll_s=0, unknown_grace_s=60)
+    assert watch.wait(job, tmp_path, res, adopted=adopted) == outcome
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ring: ")]
+    if outcome == "failed":
+        # The last sentence (the one ring.core.failures shows) is the stage's reason, not the accounting line.
+        assert said[-1] == "ring: the stage's own reason" and any("failed (" in line for line in said)
+
+
+def _polls(monkeypatch, replies):
+    """SLURM's clients answering each poll from ``replies``: (sacct output, squeue output) pairs, in order."""
+    import subprocess
+
+    from ring.cluster import slurm
+
+    answers = iter(replies)
+    current = {}
+
+    def call(args, timeout=60):
+        if args[0] == "sacct":
+            current["squeue"] = None
+            current["sacct"], current["squeue"] = next(answers)
+            return subprocess.CompletedProcess(args, 0, current["sacct"], "")
+        return subprocess.CompletedProcess(args, 0, current["squeue"], "")
+
+    monkeypatch.setattr(slurm, "slurm_call", call)
+
+
+def test_status_lines_change_only_when_the_job_does(tmp_path, monkeypatch, capsys):
+    """Issue 34 item 7: accounting learns of a start a poll or two after the controller; the client printed
+    RUNNING, PENDING, RUNNING.  A real requeue (the controller holds the job PENDING again) is still shown."""
+    from ring.cluster import watch
+
+    _polls(
+        monkeypatch,
+        [
+            ("", "9_1|RUNNING\n"),
+            ("9_1|PENDING\n", "9_1|RUNNING\n"),
+            ("9_1|RUNNING\n", ""),
+            ("9_1|REQUEUED\n", ""),
+            ("9_1|PENDING\n", "9_1|PENDING\n"),
+            ("9_1|PENDING\n", "9_1|RUNNING\n"),
+            ("9_1|COMPLETED\n", ""),
+        ],
+    )
+    assert watch.wait(_fake_job(tmp_path), tmp_path, Resources(poll_s=0)) == "completed"
+    shown = [line.split(" SLURM job 9_1 ")[1].split()[0] for line in capsys.readouterr().err.splitlines()]
+    assert shown == ["RUNNING", "REQUEUED", "PENDING", "RUNNING", "COMPLETED"]
+
+
+def test_a_cancelled_pending_job_keeps_accountings_word(monkeypatch):
+    from ring.cluster import slurm
+
+    _polls(monkeypatch, [("9_1|PENDING\n", "")])  # the controller no longer holds it: accounting has not caught up
+    assert slurm.job_states(["9_1"]) == {"9_1": "PENDING"}
+
+
+@pytest.mark.parametrize(
+    "state, log, says",
+    [
+        ("OUT_OF_MEMORY", "slurmstepd: error: Detected 1 oom_kill event\n", "ran out of host memory at mem_gb=8 GB"),
+        (
+            "FAILED",
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: can't allocate memory: "
+            "you tried to allocate 4096000000 bytes.\nsrun: error: node1: task 0: Exited with exit code 1\n",
+            "ran out of host memory at mem_gb=8 GB; raise mem_gb of this stage under slurm: in "
+            "profiles/slurm/site.yaml",
+        ),
+        ("FAILED", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n", "out of GPU memory"),
+        ("FAILED", "ring: the stage's own reason\nsrun: error: Exited with exit code 1\n", None),
+    ],
+)
+def test_a_job_out_of_memory_ends_with_one_sentence_naming_mem_gb(tmp_path, monkeypatch, capsys, state, log, says):
+    """Issue 40 item 6: it ended with torch's allocator traceback and no sentence naming memory or mem_gb."""
+    from ring.cluster import slurm, watch
+    from ring.core import accounting
+
+    job = _fake_job(tmp_path)
+    (tmp_path / "job.err").write_text(log)
+    replies = iter(["RUNNING", state])
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {ids[0]: next(replies)})
+    monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 0)
+    monkeypatch.setattr(job, "results", lambda: (_ for _ in ()).throw(RuntimeError("failed")))
+    assert watch.wait(job, tmp_path, Resources(poll_s=0, unknown_grace_s=60, mem_gb=8)) == "failed"
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ring: ")]
+    if says is None:
+        assert said[-1] == "ring: the stage's own reason" and not any("ran out of" in line for line in said)
+    else:
+        assert said[-1].startswith(f"ring: {tmp_path}: SLURM job 9_1 ran out of ") and says in said[-1], said
+    # ring status shows the job's own last sentence, not srun's line after it.
+    assert watch.last_sentence(tmp_path / "job.err") == (
+        "the stage's own reason" if says is None else log.strip().splitlines()[-1]
+    )
+
+
+def test_a_waiting_client_shows_why_its_job_is_pending(tmp_path, monkeypatch, capsys):
+    from ring.cluster import slurm, watch
+
+    replies = iter(["PENDING", "PENDING", "RUNNING", "COMPLETED"])
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {ids[0]: next(replies)})
+    monkeypatch.setattr(slurm, "pending_reason", lambda job_id: "ReqNodeNotAvail, UnavailableNodes:node1")
+    assert watch.wait(_fake_job(tmp_path), tmp_path, Resources(poll_s=0)) == "completed"
+    lines = capsys.readouterr().err.splitlines()
+    assert "SLURM job 9_1 PENDING (ReqNodeNotAvail, UnavailableNodes:node1) (0.0 min)" in lines[0]
+    assert len(lines) == 3  # PENDING once, RUNNING, COMPLETED
+
+
+TRACEBACK_OF = {
+    "cause": "Traceback (most recent call last):\n  File x\nValueError: the stage's own reason\n",
+    "peer": "Traceback (most recent call last):\n  File y\nRuntimeError: [gloo] Connection closed by peer [10.0.0.2]\n",
+    "clean": "ring: pretrain epoch=0 loss=7.7\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("logs", "task"),
+    [
+        (["peer", "peer", "cause", "peer"], 2),  # the task that failed, not those that saw it go
+        (["clean", "peer", "clean", "peer"], 1),  # only peers' tracebacks: the first of them
+        (["clean", "clean", "clean", "clean"], 0),  # none: task 0's log
+    ],
+)
+def test_a_failure_shows_the_log_of_the_task_that_holds_the_traceback(tmp_path, monkeypatch, capsys, logs, task):
+    from ring.cluster import slurm, watch
+    from ring.core import accounting
+
+    job = _fake_job(tmp_path, tasks=4)
+    for i, kind in enumerate(logs):
+        job.task(i).paths.stderr.write_text(TRACEBACK_OF[kind])
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {ids[0]: "FAILED"})
+    monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 0)
+    assert watch.wait(job, tmp_path, Resources(poll_s=0)) == "failed"
+    err = capsys.readouterr().err
+    assert f"task {task} of 4 holds the traceback; last lines of {job.task(task).paths.stderr}:" in err
+    assert err.rstrip().endswith(TRACEBACK_OF[logs[task]].rstrip().splitlines()[-1])
