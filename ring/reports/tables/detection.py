@@ -16,7 +16,7 @@ import pandas as pd
 from ring.plan.detection_tasks import COLUMNS
 from ring.reports.tables.cells import read_metrics, stale_reason
 from ring.reports.tables.entry import methods_argument, metrics_argument, out_argument
-from ring.reports.tables.layout import layout, write
+from ring.reports.tables.layout import layout, markdown, write
 from ring.reports.tables.protocol import protocol_differences
 from ring.reports.tables.published import published_value
 from ring.reports.tables.summary import summarize
@@ -49,7 +49,7 @@ class DetectionTable:
         return wide
 
     def run(self, args: argparse.Namespace) -> str:
-        return self.build(args.metrics, args.methods, args.out).to_markdown()
+        return markdown(self.build(args.metrics, args.methods, args.out))
 
 
 TABLE = DetectionTable()

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ring.reports.tables.cells import collect
 from ring.reports.tables.entry import methods_argument, metrics_argument, out_argument
-from ring.reports.tables.layout import layout, write
+from ring.reports.tables.layout import layout, markdown, write
 from ring.reports.tables.published import published_value
 from ring.reports.tables.summary import summarize
 
@@ -47,7 +47,7 @@ class EvaluationTable:
         return wide
 
     def run(self, args: argparse.Namespace) -> str:
-        return self.build(args.metrics, args.methods, args.datasets, args.out).to_markdown()
+        return markdown(self.build(args.metrics, args.methods, args.datasets, args.out))
 
 
 TABLES = (

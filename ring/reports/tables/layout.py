@@ -14,8 +14,12 @@ from ring.reports.tables.published import dataset_display
 from ring.reports.tables.summary import SIGNIFICANCE_NOTE
 
 
+def _finite(x) -> bool:
+    return x is not None and math.isfinite(x)
+
+
 def _fmt(x: float, signed: bool = False) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+    if not _finite(x):  # no number (NaN), or one that must never reach a table (inf)
         return "—"
     return f"{x:+.1f}" if signed else f"{x:.1f}"
 
@@ -37,14 +41,14 @@ def cell_text(
     if getattr(row, "loss_note", ""):  # a measured number, marked: its probe's training loss stayed high
         notes = loss_notes if loss_notes is not None else {}
         text += f" {notes.setdefault(row.loss_note, f'[h{len(notes) + 1}]')}"
-    if not math.isnan(row.delta_to_base):
+    if _finite(row.delta_to_base):
         mark = "*" if row.get("delta_significant", False) else ""
         text += f" ({_fmt(row.delta_to_base, signed=True)}{mark})"
     return text
 
 
 def paper_text(row, footnotes: dict | None = None) -> str:
-    if math.isnan(row.paper):
+    if not _finite(row.paper):
         return "—"
     if row.n and row.differs and footnotes is not None:
         # Another protocol: no difference to the paper, a footnote naming the keys instead.
@@ -77,6 +81,11 @@ def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str], displ
     return wide
 
 
+def markdown(wide: pd.DataFrame) -> str:
+    """``wide`` as a Markdown table, each cell's text as written: tabulate would otherwise print "80.0" as 80."""
+    return wide.to_markdown(disable_numparse=True)
+
+
 def write(name: str, caption: str, summary: pd.DataFrame, wide: pd.DataFrame, prefix: str | Path) -> list[Path]:
     """<prefix>.csv (``summary``), .md and .tex (``wide``, captioned, with the notes and its footnotes)."""
     prefix = Path(prefix)
@@ -90,7 +99,7 @@ def write(name: str, caption: str, summary: pd.DataFrame, wide: pd.DataFrame, pr
     write_texts(
         {
             paths[0]: summary.to_csv(index=False, float_format="%.4f"),
-            paths[1]: f"**{name}**: {caption}\n\n{wide.to_markdown()}\n\n{note}\n",
+            paths[1]: f"**{name}**: {caption}\n\n{markdown(wide)}\n\n{note}\n",
             paths[2]: wide.to_latex(caption=f"{caption}. {note}", label=f"tab:{name}", escape=True),
         }
     )

@@ -2,7 +2,6 @@
 
 import pandas as pd
 import pytest
-import yaml
 
 from ring.reports import tables
 from tests.helpers import PAPER_TRANSFER_DATASETS
@@ -39,14 +38,6 @@ def test_dataset_without_published_numbers(tmp_path):
     wide = tables.build("table1", files, ["IR", "IRing"], ["digits"], tmp_path / "table1")
     assert wide.loc["IRing", "Digits"] == "91.5 (+1.5)"
     assert wide.loc["IRing", "Digits paper (ours − paper)"] == "—"
-
-
-def test_published_numbers_are_the_papers(root):
-    ours = yaml.safe_load(tables.PUBLISHED.read_text())
-    assert ours["table1_linear_eval"]["rows"]["MoCoRing"] == [86.1, 61.5, 65.2, 54.6]
-    shared = root.parent / "shared" / "paper" / "published-results.yaml"
-    if shared.exists():  # the project's copy must not drift from the checked transcription
-        assert ours == yaml.safe_load(shared.read_text())
 
 
 def test_table3_columns_ring_deltas_recomputed_and_paper_numbers(tmp_path):
