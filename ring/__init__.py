@@ -11,9 +11,9 @@
 - the login-node side, never importing torch: :mod:`ring.cluster` (accounting, batch, detach, jobs, launch,
   progress, run: ``ring run``, slurm) and :mod:`ring.reports` (captions, figures, tables), over :mod:`ring.plan`
   (catalog, checks, detection_tasks, disk, estimate, eta: when a grid will end, gate: every command's grid checks,
-  grid, lineage, listings, ownership, reference: the configuration reference, rerun, stores: the prepared stores'
-  layout and checks), over :mod:`ring.core` (config, failures, files, gaussian: the toy's closed forms, methods: the
-  registry, metrics, sources, stop).
+  grid, lineage, listings, ownership, reference: the configuration reference, rerun, rules: the workflow rules' logic,
+  stores: the prepared stores' layout and checks), over :mod:`ring.core` (config, failures, files, gaussian: the
+  toy's closed forms, methods: the registry, metrics, sources, stop).
 
 Each package's list names every module in it (tests/project/test_doc_claims.py).
 
