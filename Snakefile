@@ -6,8 +6,8 @@
 #   snakemake --profile profiles/local results/smoke/lincls/digits/IRing/seed0/metrics.json
 #
 # This file is a table of contents: each stage lives in its rule file of workflow/rules/, its own functions in
-# helpers/<stage>.smk, which that file includes; common.smk holds what several stages share.  One namespace, in
-# this order (docs/development.md, "The workflow's files").
+# helpers/<stage>.smk, which that file includes; common.smk holds what several stages share, cells.smk the config
+# and hash rules every stage registers.  One namespace, in this order (docs/development.md, "The workflow's files").
 
 
 # The default config is package data (ring/resources/): the one copy that an installed `ring` reads too.
@@ -24,6 +24,7 @@ include: "workflow/rules/toy_cnce.smk"
 include: "workflow/rules/transfer.smk"
 include: "workflow/rules/detection.smk"
 include: "workflow/rules/studies.smk"
+include: "workflow/rules/cells.smk"
 
 
 rule all_tables:

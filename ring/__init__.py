@@ -10,7 +10,8 @@
   run: ``ring run``, slurm, watch: following a job until it ends) and :mod:`ring.reports` (captions, figures, tables),
   over :mod:`ring.plan` (checks, detection_tasks, disk, estimate, eta: when a grid will end, gate: every command's grid
   checks, grid, grid_checks: a grid's own checks, lineage, ownership, reference: the configuration reference, rerun:
-  ``ring rerun`` by hand), which checks configs against what the compute side declares it implements.
+  ``ring rerun`` by hand, rules: the workflow's rule registries and light commands), which checks configs against what
+  the compute side declares it implements.
 - compute (torch), taking everything from its caller and the ground floor, never from the plan: :mod:`ring.engine`
   (anneal, checkpoint, distributed, encoder, groups: the processes' batch and BatchNorm layout, health, knn, logs,
   objectives, pretrain_state: a pretraining cell's checkpoint and snapshots, provenance, runtime, span_norm: BatchNorm

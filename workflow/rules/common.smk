@@ -1,10 +1,9 @@
-# Shared by several stages: config and grid validation, wildcard constraints, cell paths, the config, hash and
-# launch parts of the stage rules, the run's handlers.  A stage's own paths live in its rule file, its own
+# Shared by several stages: config and grid validation, wildcard constraints, cell paths, the stages' registry of
+# their cells' config and hash rules, the launch parts of the stage rules, the run's handlers.  A stage's own paths live in its rule file, its own
 # functions in helpers/<stage>.smk, which that file includes (tests/workflow/test_conventions.py keeps them there).
 # Only torch-free parts of ring are imported here, so planning a DAG stays fast and light.
 
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -24,8 +23,8 @@ import ring.plan.ownership
 import ring.resources
 from ring.core.catalog import DATASETS, TRANSFER
 from ring.core.config import config_hash, read_yaml, dump as config_text
-from ring.core.runs import RUN_RECORD, RUNS
 from ring.core.methods import METHODS
+from ring.plan.rules import TABLE_EXTS, CellConfig, logged, one_of
 from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps
 
 # ring.resources: the one copy of the grids, schemas and default config (a wheel's `ring` reads it too).
@@ -83,14 +82,10 @@ GRID_FILE = Path(GRID.source).resolve()  # the grid's file, whether it was given
 os.environ.update(RING_GRID_FILE=str(GRID_FILE), RING_WORKFLOW_CONFIG=str(RESOURCES / "config.yaml"))
 
 
-def _one_of(names) -> str:
-    return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-
-
 wildcard_constraints:
-    grid=_one_of(GRIDS),
-    dataset=_one_of({**DATASETS, **TRANSFER}),
-    method=_one_of(METHODS),
+    grid=one_of(GRIDS),
+    dataset=one_of({**DATASETS, **TRANSFER}),
+    method=one_of(METHODS),
     seed=r"\d+",
 
 
@@ -103,7 +98,6 @@ TRANSFER_METRICS = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/metric
 DATA_OK = "results/{grid}/data/{dataset}.ok"
 TABLE = "results/{grid}/tables/{table}.{ext}"
 TABLE_LOG = "results/{grid}/tables/{table}.log"
-TABLE_EXTS = ["csv", "md", "tex"]
 DETECTION_EMBEDDED = "results/{grid}/detection/datasets"  # the generated COCO/VOC-format default
 
 
@@ -117,11 +111,6 @@ def stage_config(stage: str, wildcards):
     return build(wildcards.dataset, wildcards.method, int(wildcards.seed), config["data_root"])
 
 
-def transfer_metrics(grid: str) -> list:
-    cells = GRIDS[grid].transfer_cells()
-    return [TRANSFER_METRICS.format(grid=grid, dataset=d, method=m, seed=s) for d, m, s in cells]
-
-
 def detection_datasets_root(grid: str) -> str:
     """Where a grid's detection datasets are: the generated ones, or $DETECTRON2_DATASETS (else data_root/detectron2)."""
     if GRIDS[grid].detection.get("datasets") == "embedded":
@@ -129,50 +118,17 @@ def detection_datasets_root(grid: str) -> str:
     return os.environ.get("DETECTRON2_DATASETS") or str(Path(config["data_root"]) / "detectron2")
 
 
-# CONFIG_HASH: a stage's cell has two light rules. <stage>_hash writes config.hash, the hash of the values that
-# change results (ring.core.config.config_hash), and reruns only when it changes; <stage>_config, after it, writes
-# config.yaml, every value the job reads (runtime knobs such as threads, compile and num_workers included), and
-# reruns on any edit.  The stage rule takes config.hash as a plain input and config.yaml as ancient(), so a
-# runtime-only edit rewrites config.yaml and submits nothing, while any other edit reruns exactly the cells it
-# changes.  A rule that reads an encoder takes its pretraining cell's config.hash too, as an edited pretraining config
-# whose job failed removed the encoder, a missing intermediate that alone would not rerun the evaluation (the next
-# run would report "Nothing to be done").  In this order, not the other: Snakemake never looks at the params of a
-# job that follows one it reruns, so a hash rule after config.yaml's would miss every edit.
+# Each stage's cells' config.yaml and config.hash (ring.plan.rules.CellConfig), by stage: each rule file registers its
+# stage, workflow/rules/cells.smk makes the rules (CONFIG_HASH there says why two).
+CELL_CONFIGS = {}
 
 
-def results_key(build):
-    """A hash rule's params entry: the config hash of the cell config ``build(wildcards)``."""
-    return lambda wc: config_hash(build(wc))
-
-
-def write_hash() -> str:
-    """The shell command of a hash rule (params results)."""
-    return logged("printf '%s\\n' {params.results:q} > {output:q}")
-
-
-# ring.cluster.slurm.RECORD, the SLURM launcher's record (not imported: submitit would enter every plan).
-SLURM_RECORD = "job.json"
-
-
-def write_cell_config(stage: str) -> str:
-    """The shell command of a cell's config rule (params python, text and cell).  It writes config.yaml; a cell
-    that already ran (it has a run.json) is then brought in line by ring.core.runs before any job is submitted (a
-    longer schedule continues, any other edit keeps the previous run under runs/<hash>/ and starts over), through
-    ring.cluster.detach when a SLURM job of it is recorded (that module says why).  A cell that never ran costs no
-    interpreter.  A shell job, not `run:`: Snakemake runs `run:` jobs in a fresh interpreter (~1.5 s each)."""
-    return logged(
-        "printf '%s' {params.text:q} > {output:q}"
-        f" && if [ -e {{params.cell:q}}/slurm/{SLURM_RECORD} ]; then {{params.python:q}} -m ring.cluster.detach"
-        f" {{params.cell:q}} --stage {stage}; elif [ -e {{params.cell:q}}/{RUN_RECORD} ]; then"
-        f" {{params.python:q}} -m ring.core.runs {{params.cell:q}} --stage {stage}; fi"
-    )
-
-
-def logged(command: str) -> str:
-    """``command`` with its stderr (every ``ring:`` sentence) also written to the rule's log, for the
-    failed-run summary; its stdout, its stderr on the terminal and its exit status (pipefail) are
-    unchanged.  fd 3 carries stdout past the pipe into tee, which must end before the job does."""
-    return "{{ {{ COMMAND; }} 2>&1 1>&3 3>&- | tee {log:q} >&2 3>&-; }} 3>&1".replace("COMMAND", command)
+def own_shell(scope: dict, command: str) -> str:
+    """The shell command of each rule that a loop makes (``command`` where the loop defines it), and in a job the
+    command its rule recorded then.  Snakemake evaluates a rule's shell expression twice, when it defines the rule
+    (the text it shows and compares for its code rerun trigger) and again in each job's rule function, where the
+    loop's variables hold their last entry; ``scope``, that function's locals(), names the job's rule there."""
+    return workflow.get_rule(scope["rule"]).shellcmd if "rule" in scope else command
 
 
 # STALE: an output that the tables would show as stale (ring.plan.lineage: an encoder another config made, a

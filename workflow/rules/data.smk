@@ -53,7 +53,7 @@ rule generate_dataset:
     log:
         GENERATED_LOG,
     wildcard_constraints:
-        dataset=_one_of(GENERATORS),
+        dataset=one_of(GENERATORS),
     localrule: True
     conda:
         RING_ENV
@@ -72,13 +72,13 @@ rule fetch_data:
     localrule: True
     conda:
         RING_ENV
-    params:
+    params:  # in the command's order
         python=PYTHON,
-        root=config["data_root"],
         grid=GRID_FILE,
         grids_dir=GRID_DIR,
-        mirror=f"--mirror {shlex.quote(config['fetch_mirror'])}" if config.get("fetch_mirror") else "",
+        root=config["data_root"],
         detectron2=shlex.quote(detection_datasets_root(config["grid"])),
+        mirror=f"--mirror {shlex.quote(config['fetch_mirror'])}" if config.get("fetch_mirror") else "",
     shell:
         logged(
             "{params.python:q} -m ring.fetch --grid {params.grid:q} --grids-dir {params.grids_dir:q} "

@@ -1,5 +1,5 @@
 # Table 4: each pretrained encoder converted to a Detectron2 backbone, then one frozen-backbone
-# Detectron2 cell per (method, task, seed); table4 aggregates them.
+# Detectron2 cell per (method, task, seed); table4 (tables.smk) aggregates them.
 
 
 include: "helpers/detection.smk"
@@ -9,19 +9,19 @@ from ring.plan.detection_tasks import TASKS as DETECTION_TASKS
 
 
 wildcard_constraints:
-    task=_one_of(DETECTION_TASKS),
+    task=one_of(DETECTION_TASKS),
 
 
 # Converted backbone of one pretrained encoder, and one Detectron2 cell per (method, task, seed).
 DETECTION_WEIGHTS = "results/{grid}/detection/{dataset}/{method}/seed{seed}/backbone.pkl"
 DETECTION_WEIGHTS_LOG = "results/{grid}/detection/{dataset}/{method}/seed{seed}/backbone.pkl.log"
 DETECTION_CONFIG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.yaml"
-DETECTION_CONFIG_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.log"
 DETECTION_HASH = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.hash"
-DETECTION_HASH_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.hash.log"
 DETECTION_METRICS = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/metrics.json"
 DETECTION_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/detection.log"
 DETECTION_EMBEDDED_LOG = "results/{grid}/detection/datasets.log"
+# A Detectron2 cell's config.yaml is written only: the stage starts over from its own checkpoint (ring.detection).
+CELL_CONFIGS["detection"] = CellConfig(DETECTION_CONFIG, detection_cell_config, hash=DETECTION_HASH)
 
 
 rule detection_embedded:
@@ -43,7 +43,7 @@ rule detection_convert:
     """torchvision encoder -> Detectron2 .pkl, proven complete and numerically equal (ring.detection.convert)."""
     input:
         encoder=PRETRAIN_ENCODER,
-        pretrain_hash=PRETRAIN_HASH,  # CONFIG_HASH in common.smk
+        pretrain_hash=PRETRAIN_HASH,  # CONFIG_HASH in cells.smk
     output:
         DETECTION_WEIGHTS,
     log:
@@ -57,40 +57,9 @@ rule detection_convert:
         "OMP_NUM_THREADS=1 {params.python:q} -m ring.detection.convert --encoder {input.encoder:q} --out {output:q} 2>&1 | tee {log:q}"
 
 
-rule detection_config:
-    input:
-        DETECTION_HASH,  # CONFIG_HASH in common.smk: its rule runs first
-    output:
-        DETECTION_CONFIG,
-    log:
-        DETECTION_CONFIG_LOG,
-    localrule: True
-    conda:
-        RING_ENV
-    params:
-        text=lambda wc: config_text(detection_cell_config(wc)),
-    # A shell job, not `run:`: Snakemake runs `run:` jobs in a fresh interpreter (~1.5 s each).
-    shell:
-        logged("printf '%s' {params.text:q} > {output:q}")
-
-
-rule detection_hash:
-    output:
-        DETECTION_HASH,
-    log:
-        DETECTION_HASH_LOG,
-    localrule: True
-    conda:
-        RING_ENV
-    params:
-        results=results_key(detection_cell_config),
-    shell:
-        write_hash()
-
-
 rule detection:
     input:
-        cfg=ancient(DETECTION_CONFIG),  # CONFIG_HASH in common.smk
+        cfg=ancient(DETECTION_CONFIG),  # CONFIG_HASH in cells.smk
         hash=DETECTION_HASH,
         weights=DETECTION_WEIGHTS,
         stale=stale_evaluation(DETECTION_METRICS),  # STALE in common.smk: no file, a forced rerun
@@ -109,27 +78,3 @@ rule detection:
     shell:
         "OMP_NUM_THREADS={threads} {params.python:q} -m ring.cluster.launch detection --cell {params.out:q} {params.launch}"
         " -- --config {input.cfg:q} --weights {input.weights:q} --out {params.out:q} 2>&1 | tee {log:q}"
-
-
-rule make_table4:
-    input:
-        lambda wc: detection_metrics(wc.grid),
-        stale=missing_cells("table4"),  # STALE in common.smk: no file, a forced rerun
-    output:
-        table_outputs("table4"),
-    log:
-        expand(TABLE_LOG, table="table4", allow_missing=True),
-    localrule: True
-    conda:
-        RING_ENV
-    params:
-        python=PYTHON,
-        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
-        methods=lambda wc: GRIDS[wc.grid].detection["methods"],
-        # For the report caption: the source, methods and tasks of the cells, and their datasets.
-        cells=lambda wc, input: cell_axes(input, ("seed", "task", "method", "source")),
-        datasets=lambda wc, input: cell_config(input).get("datasets", ""),
-    shell:
-        logged(
-            "{params.python:q} -m ring.reports.tables table4 --out {params.prefix:q} --methods {params.methods} --metrics {input:q}"
-        )

@@ -5,47 +5,16 @@ include: "helpers/lincls.smk"
 
 
 LINCLS_CONFIG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.yaml"
-LINCLS_CONFIG_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.log"
 LINCLS_HASH = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.hash"
-LINCLS_HASH_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.hash.log"
 LINCLS_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/lincls.log"
-
-
-rule lincls_config:
-    input:
-        LINCLS_HASH,  # CONFIG_HASH in common.smk: its rule runs first
-    output:
-        LINCLS_CONFIG,
-    log:
-        LINCLS_CONFIG_LOG,
-    localrule: True
-    conda:
-        RING_ENV
-    params:
-        python=PYTHON,
-        text=lambda wc: config_text(stage_config("lincls", wc)),
-        cell=lambda wc, output: cell_dir(output[0]),
-    shell:
-        write_cell_config("lincls")
-
-
-rule lincls_hash:
-    output:
-        LINCLS_HASH,
-    log:
-        LINCLS_HASH_LOG,
-    localrule: True
-    conda:
-        RING_ENV
-    params:
-        results=results_key(lambda wc: stage_config("lincls", wc)),
-    shell:
-        write_hash()
+CELL_CONFIGS["lincls"] = CellConfig(
+    LINCLS_CONFIG, lambda wc: stage_config("lincls", wc), hash=LINCLS_HASH, rerun="lincls"
+)
 
 
 rule lincls:
     input:
-        cfg=ancient(LINCLS_CONFIG),  # CONFIG_HASH in common.smk
+        cfg=ancient(LINCLS_CONFIG),  # CONFIG_HASH in cells.smk
         hash=LINCLS_HASH,
         pretrain_hash=PRETRAIN_HASH,
         encoder=PRETRAIN_ENCODER,

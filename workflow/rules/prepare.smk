@@ -34,9 +34,9 @@ STORE_OK_LOG = "results/{grid}/data/{dataset}.{format}-{size}.log"
 
 
 wildcard_constraints:
-    format=_one_of(BYTES_PER_PIXEL),  # the store formats
+    format=one_of(BYTES_PER_PIXEL),  # the store formats
     size=r"\d+",
-    split=_one_of(STORE_SPLITS),
+    split=one_of(STORE_SPLITS),
     shard=r"\d{5}",
 
 

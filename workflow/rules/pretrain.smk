@@ -1,6 +1,6 @@
 # Contrastive pretraining: one cell per (grid, dataset, method, seed).
 # The cell config is written by a light rule whose params are the full config, its hash by another
-# (CONFIG_HASH in common.smk): a changed hyperparameter reruns exactly the cells it changes, a changed
+# (CONFIG_HASH in cells.smk): a changed hyperparameter reruns exactly the cells it changes, a changed
 # runtime knob only rewrites config.yaml.
 
 
@@ -8,46 +8,15 @@ include: "helpers/pretrain.smk"
 
 
 PRETRAIN_CONFIG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.yaml"
-PRETRAIN_CONFIG_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.log"
-PRETRAIN_HASH_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.hash.log"
 PRETRAIN_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/pretrain.log"
-
-
-rule pretrain_config:
-    input:
-        PRETRAIN_HASH,  # CONFIG_HASH in common.smk: its rule runs first
-    output:
-        PRETRAIN_CONFIG,
-    log:
-        PRETRAIN_CONFIG_LOG,
-    localrule: True
-    conda:
-        RING_ENV
-    params:
-        python=PYTHON,
-        text=lambda wc: config_text(stage_config("pretrain", wc)),
-        cell=lambda wc, output: cell_dir(output[0]),
-    shell:
-        write_cell_config("pretrain")
-
-
-rule pretrain_hash:
-    output:
-        PRETRAIN_HASH,
-    log:
-        PRETRAIN_HASH_LOG,
-    localrule: True
-    conda:
-        RING_ENV
-    params:
-        results=results_key(lambda wc: stage_config("pretrain", wc)),
-    shell:
-        write_hash()
+CELL_CONFIGS["pretrain"] = CellConfig(
+    PRETRAIN_CONFIG, lambda wc: stage_config("pretrain", wc), hash=PRETRAIN_HASH, rerun="pretrain"
+)
 
 
 rule pretrain:
     input:
-        cfg=ancient(PRETRAIN_CONFIG),  # CONFIG_HASH in common.smk
+        cfg=ancient(PRETRAIN_CONFIG),  # CONFIG_HASH in cells.smk
         hash=PRETRAIN_HASH,
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
         store=ancient(cell_store_ok(lambda wc: stage_config("pretrain", wc))),  # the prepared store it reads (prepare.smk), if any
@@ -57,7 +26,7 @@ rule pretrain:
     log:
         PRETRAIN_LOG,
     wildcard_constraints:
-        method=_one_of(set(METHODS) - set(two_encoder_methods())),
+        method=one_of(set(METHODS) - set(two_encoder_methods())),
     conda:
         RING_ENV
     threads: stage_threads("pretrain")
@@ -75,4 +44,4 @@ use rule pretrain as pretrain_two_encoders with:
     output:
         expand(PRETRAIN_FILE, name=["encoder.pt", "encoder_ab.pt"], allow_missing=True),
     wildcard_constraints:
-        method=_one_of(two_encoder_methods()),
+        method=one_of(two_encoder_methods()),

@@ -2,13 +2,16 @@
 # figures a grid builds (all_tables, the Snakefile's default target).
 
 
+from ring.plan.rules import TableRule, stale_table, with_kept_runs
+
+
 include: "helpers/tables.smk"
 
 
 # The provenance of every cell beside its outputs, read by the GPU-hours table.
 PRETRAIN_PROVENANCE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/provenance.json"
 LINCLS_PROVENANCE = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/provenance.json"
-# Tables with their own cells (the grid's `tables:` block), built by rules make_<table>.
+# Tables with their own cells (the grid's `tables:` block).
 GRID_TABLES = ["table2", "table_la_variants"]
 
 
@@ -19,80 +22,76 @@ onsuccess:
             print(f"\n{target}\n\n{target.read_text()}", file=sys.stderr)
 
 
-rule make_table1:
-    input:
-        lambda wc: table_metrics(wc.grid, "table1"),
-        stale=missing_cells("table1"),  # STALE in common.smk: no file, a forced rerun
-    output:
-        table_outputs("table1"),
-    log:
-        expand(TABLE_LOG, table="table1", allow_missing=True),
-    localrule: True
-    conda:
-        RING_ENV
-    params:
-        python=PYTHON,
-        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
-        methods=lambda wc: GRIDS[wc.grid].methods,
-        datasets=lambda wc: GRIDS[wc.grid].datasets,
-        features=lambda wc, input: feature_maps(input),  # for the report caption
-    shell:
-        logged(
-            "{params.python:q} -m ring.reports.tables table1 --out {params.prefix:q} --methods {params.methods} "
-            "--datasets {params.datasets} --metrics {input:q}"
-        )
+# The options of a table whose rows are methods and its columns datasets (Tables 1, 2 and 3, the LA variants).
+AXES_OPTIONS = "--methods {params.methods} --datasets {params.datasets} --metrics {input:q}"
+# Every table of ring.reports.tables and its rule make_<table> (one each, for its own report caption): the files of
+# the grid's cells it reads, its command's options and the params they and its caption name (ring.plan.rules).
+TABLE_RULES = {
+    "table1": lincls_table("table1", features=lambda wc, input: feature_maps(input)),  # the caption's features
+    **{table: lincls_table(table) for table in GRID_TABLES},
+    "table3": TableRule(
+        transfer_metrics,
+        AXES_OPTIONS,
+        {
+            "methods": lambda wc: GRIDS[wc.grid].transfer_methods(),
+            "datasets": lambda wc: GRIDS[wc.grid].transfer["datasets"],
+            # For the report caption: the source column whose encoders the cells read, and their features.
+            "source": lambda wc, input: cell_config(input).get("source", ""),
+            "features": lambda wc, input: feature_maps(input),
+        },
+    ),
+    "table4": TableRule(
+        detection_metrics,
+        "--methods {params.methods} --metrics {input:q}",
+        {
+            "methods": lambda wc: GRIDS[wc.grid].detection["methods"],
+            # For the report caption: the source, methods and tasks of the cells, and their datasets.
+            "cells": lambda wc, input: cell_axes(input, ("seed", "task", "method", "source")),
+            "datasets": lambda wc, input: cell_config(input).get("datasets", ""),
+        },
+    ),
+    "table_toy_cnce": TableRule(
+        toy_cnce_metrics,
+        "--metrics {input:q}",
+        {
+            # For the report caption: the cells' protocol and the mutual information they estimate.
+            "toy": lambda wc, input: cell_config(input),
+            "true_mi": lambda wc, input: next((m["true_mi"] for m in cell_metrics(input) if "true_mi" in m), None),
+        },
+    ),
+    "gpu_hours": TableRule(
+        lambda grid: [*lincls_metrics(grid), *transfer_metrics(grid)],
+        "--provenance {params.provenance:q} --outlook -",  # each cell's provenance.json, beside the metrics it waits for
+        {
+            "provenance": lambda wc, input: provenance_files(wc.grid),
+            "grid": GRID_FILE,
+            "outlook": lambda wc, output: table_outlook(Path(output[0]).with_suffix(".md")),  # for the report caption
+        },
+        exts=("csv", "md"),
+        # The table opens with when this grid will end, as `ring status --grid` says it (its JSON, piped in).
+        feed="{params.python:q} -m ring.cluster.outlook --grid {params.grid:q}",
+    ),
+}
 
 
-rule make_gpu_hours:
-    input:
-        lambda wc: [*lincls_metrics(wc.grid), *transfer_metrics(wc.grid)],
-        stale=missing_cells("gpu_hours"),
-    output:
-        table_outputs("gpu_hours", ["csv", "md"]),
-    log:
-        expand(TABLE_LOG, table="gpu_hours", allow_missing=True),
-    localrule: True
-    conda:
-        RING_ENV
-    params:
-        python=PYTHON,
-        prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
-        provenance=lambda wc, input: provenance_files(wc.grid),
-        grid=GRID_FILE,  # the table opens with when this grid will end, as `ring status --grid` says (JSON piped in)
-        outlook=lambda wc, output: table_outlook(Path(output[0]).with_suffix(".md")),  # for the report caption
-    shell:
-        logged(
-            "{params.python:q} -m ring.cluster.outlook --grid {params.grid:q} | "
-            "{params.python:q} -m ring.reports.tables gpu_hours --out {params.prefix:q} --provenance {params.provenance:q} "
-            "--outlook -"
-        )
-
-
-# Table 2 (lesions) and the LA-variants table: each from the cells of its `tables:` entry; one
-# rule per table, so that each has its own report caption.
-for grid_table in GRID_TABLES:
+for table_name, table_rule in TABLE_RULES.items():
 
     rule:
         name:
-            f"make_{grid_table}"
+            f"make_{table_name}"
         input:
-            lambda wc, table=grid_table: table_metrics(wc.grid, table),
-            stale=missing_cells(grid_table),
+            lambda wc, cells=table_rule.cells: cells(wc.grid),
+            stale=missing_cells(table_name, table_rule.cells),  # STALE in common.smk: no file, a forced rerun
         output:
-            table_outputs(grid_table),
+            table_outputs(table_name, table_rule.exts),
         log:
-            expand(TABLE_LOG, table=grid_table, allow_missing=True),
+            expand(TABLE_LOG, table=table_name, allow_missing=True),
         localrule: True
         conda:
             RING_ENV
         params:
+            **table_rule.params,
             python=PYTHON,
-            table=grid_table,
             prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
-            methods=lambda wc, table=grid_table: GRIDS[wc.grid].table_axes(table)[0],
-            datasets=lambda wc, table=grid_table: GRIDS[wc.grid].table_axes(table)[1],
         shell:
-            logged(
-                "{params.python:q} -m ring.reports.tables {params.table} --out {params.prefix:q} --methods {params.methods} "
-                "--datasets {params.datasets} --metrics {input:q}"
-            )
+            own_shell(locals(), table_rule.command(table_name))

@@ -2,11 +2,6 @@
 # as `snakemake --lint` wants them apart from the rules.
 
 
-def detection_metrics(grid: str) -> list:
-    cells = GRIDS[grid].detection_cells()
-    return [DETECTION_METRICS.format(grid=grid, dataset=d, method=m, task=t, seed=s) for d, m, t, s in cells]
-
-
 def detection_cell_config(wildcards):
     grid = GRIDS[wildcards.grid]
     return grid.detection_config(

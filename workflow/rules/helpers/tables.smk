@@ -10,27 +10,54 @@ def cell_wildcards(grid: str) -> dict:
     return {"dataset": [c[0] for c in cells], "method": [c[1] for c in cells], "seed": [c[2] for c in cells]}
 
 
+def transfer_metrics(grid: str) -> list:
+    cells = GRIDS[grid].transfer_cells()
+    return [TRANSFER_METRICS.format(grid=grid, dataset=d, method=m, seed=s) for d, m, s in cells]
+
+
+def detection_metrics(grid: str) -> list:
+    cells = GRIDS[grid].detection_cells()
+    return [DETECTION_METRICS.format(grid=grid, dataset=d, method=m, task=t, seed=s) for d, m, t, s in cells]
+
+
+def toy_cnce_metrics(grid: str) -> list:
+    return expand(TOY_CNCE_METRICS, grid=grid, seed=GRIDS[grid].toy_cnce_seeds())
+
+
 def lincls_metrics(grid: str) -> list:
     return expand(LINCLS_METRICS, zip, grid=[grid] * len(GRIDS[grid].cells()), **cell_wildcards(grid))
 
 
 def provenance_files(grid: str) -> list:
-    """Provenance of every finished cell of ``grid`` and of every run an edit set aside in it (runs/<key>/: its jobs
-    were spent too, and a run moves whole, so each job is counted once), read after the cells, never an input."""
+    """Provenance of every finished cell of ``grid`` and of every run an edit set aside in it, read after the cells,
+    never an input."""
     n = len(GRIDS[grid].cells())
-    paths = [
-        *expand(PRETRAIN_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
-        *expand(LINCLS_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
-        *[str(Path(p).with_name("provenance.json")) for p in transfer_metrics(grid)],
-    ]
-    kept = [str(k) for p in paths for k in sorted(Path(p).parent.glob(f"{RUNS}/*/provenance.json"))]
-    return [p for p in paths if Path(p).exists()] + kept
+    return with_kept_runs(
+        [
+            *expand(PRETRAIN_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
+            *expand(LINCLS_PROVENANCE, zip, grid=[grid] * n, **cell_wildcards(grid)),
+            *[str(Path(p).with_name("provenance.json")) for p in transfer_metrics(grid)],
+        ]
+    )
 
 
 def table_metrics(grid: str, table: str) -> list:
     """metrics.json of the cells of one table of ``grid`` (Table 1: the top-level datasets x methods)."""
     cells = GRIDS[grid].table_cells(table)
     return [LINCLS_METRICS.format(grid=grid, dataset=d, method=m, seed=s) for d, m, s in cells]
+
+
+def lincls_table(table: str, **params) -> TableRule:
+    """A table of linear-evaluation cells (Table 1, a `tables:` entry): rows its methods, columns its datasets."""
+    return TableRule(
+        lambda grid: table_metrics(grid, table),
+        AXES_OPTIONS,
+        {
+            "methods": lambda wc: GRIDS[wc.grid].table_axes(table)[0],
+            "datasets": lambda wc: GRIDS[wc.grid].table_axes(table)[1],
+            **params,
+        },
+    )
 
 
 def table_files(grid: str, table: str) -> list:
@@ -66,20 +93,10 @@ def all_tables(grid: str) -> list:
     ]
 
 
-def missing_cells(table: str):
-    """A table rule's ``stale`` input: forces the table when a file of a cell it averages is gone (a metrics.json
-    deleted, a pruned seed named again).  Snakemake reruns nothing for a missing intermediate file while the table
-    is there and newer (it said "Nothing to be done" beside a table that still averaged the gone cell); forced, the
-    table needs its inputs, and the cells that make them are planned (restored from their kept copies, or rerun)."""
-
-    def stale(wildcards) -> list:
-        inputs = {
-            "gpu_hours": lambda g: [*lincls_metrics(g), *transfer_metrics(g)],
-            "table3": transfer_metrics,
-            "table4": detection_metrics,
-        }
-        files = inputs.get(table, lambda g: table_metrics(g, table))(wildcards.grid)
-        target = TABLE.format(grid=wildcards.grid, table=table, ext="csv")
-        return _force(target if Path(target).exists() and not all(map(os.path.exists, files)) else None)
-
-    return stale
+def missing_cells(table: str, cells):
+    """A table rule's ``stale`` input: forces the table when a file of a cell it averages (``cells(grid)``) is gone (a
+    metrics.json deleted, a pruned seed named again).  Snakemake reruns nothing for a missing intermediate file while
+    the table is there and newer (it said "Nothing to be done" beside a table that still averaged the gone cell);
+    forced, the table needs its inputs, and the cells that make them are planned (restored from their kept copies, or
+    rerun)."""
+    return lambda wc: _force(stale_table(TABLE.format(grid=wc.grid, table=table, ext="csv"), cells(wc.grid)))
