@@ -15,7 +15,9 @@ Generates photo-like originals (:func:`make_photos`: smooth random content with 
   (``ring.data.views.StoreViews``: records decoded into one uint8 batch, the views' parameters drawn) and the
   original files through the evaluation view (``original_eval``, what kNN and linear evaluation read today);
 * ``views_per_s`` (a GPU only): the store's loader and the device views, eager and compiled (MoCo's two views of an
-  image, counted once).  ``gpu_decode`` stays null: the hardware decoder path is not built (docs/performance.md).
+  image, counted once); ``store_decode: gpu``'s decoder thread alone (``gpu_decode``: the workers read the records'
+  bytes, nvJPEG decodes each batch into the ring of device buffers, ``ring.data.gpu_decode``) and with the compiled
+  views (``store_gpu_device_compiled``).
 
 ``ring.plan.estimate`` prices every pass from these figures (``store_loader-<device>.json``).
 """
@@ -39,11 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import items_per_second, machine, write  # noqa: E402
 from ring import prepare  # noqa: E402
 from ring.data import augment, datasets, store  # noqa: E402
-from ring.data.views import StoreViews  # noqa: E402
+from ring.data.views import StoreViews, store_views  # noqa: E402
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
 from ring.plan.catalog import spec  # noqa: E402
 
 RESIZE, CROP, BATCH = 256, 224, 256
+# views_per_s's rates, each measured on a GPU only (null on a CPU; ``skipped`` says why).
+GPU_VIEWS = ("store_device", "store_device_compiled", "gpu_decode", "store_gpu_device_compiled")
 NOISE = 27.0  # sensor-like noise (grey levels, sigma) over smooth content: ~110 KB files at quality 90, as ImageNet's
 
 
@@ -128,7 +132,7 @@ def loader_rates(folder: Path, batches: int, batch: int, workers: int, device: t
         make_loader(files, order, workers, device), lambda b: None, device, 1, count=lambda b: len(b[-1])
     )
     if device.type != "cuda":
-        return loaders, {"store_device": None, "store_device_compiled": None, "gpu_decode": None}
+        return loaders, dict.fromkeys(GPU_VIEWS)
     reader = store.StoreReader(store.store_dir(folder, "jpeg95", RESIZE), "train")
     for name, compiled in (("store_device", False), ("store_device_compiled", True)):
         make = augment.DeviceViews(None, device, RESIZE, CROP, s.mean, s.std, compiled)
@@ -136,7 +140,17 @@ def loader_rates(folder: Path, batches: int, batch: int, workers: int, device: t
         views[name] = items_per_second(
             loader, lambda b, make=make: make(list(b[1:3]), b[-1], b[0]), device, 2, count=lambda b: len(b[-1])
         )
-    views["gpu_decode"] = None
+    # store_decode: gpu -- the workers read bytes, the decoder thread decodes into the ring of device buffers: the
+    # decode alone (each buffer released at once) and with MoCo's two compiled views.
+    for name, views_of in (("gpu_decode", None), ("store_gpu_device_compiled", 2)):
+        make = augment.DeviceViews(None, device, RESIZE, CROP, s.mean, s.std, compiled=True)
+        tv = store_views(reader, params, 2, 0, make, batch, "gpu")
+        loader = make_loader(tv.dataset, order, workers, device, collate_fn=tv.collate)
+        if views_of is None:
+            step = lambda b, ring=tv.device_views.ring: ring.release(b[0].slot)  # noqa: E731
+        else:
+            step = lambda b, tv=tv: tv.batch(b, 0, 0)  # noqa: E731
+        views[name] = items_per_second(tv.feed(loader), step, device, 2, count=lambda b: len(b[-1]))
     return loaders, views
 
 
@@ -172,6 +186,9 @@ def main() -> None:
         "per_core_images_per_s": cores,
         "loader_images_per_s": loaders,
         "views_per_s": views,
+        "skipped": None
+        if device.type == "cuda"
+        else "views_per_s: no CUDA device (the device views and the GPU's JPEG decoder are measured on a GPU)",
     }
     for key in ("per_core_images_per_s", "loader_images_per_s"):
         print(f"store_loader: {key} " + ", ".join(f"{k} {v:,.0f}" for k, v in payload[key].items()), file=sys.stderr)

@@ -150,6 +150,10 @@ class PretrainConfig:
     # 38-39 dB PSNR against the resize on photo-like samples: docs/fidelity.md) or "raw" (bit-exact, 262 GB), or
     # "none", the original JPEGs decoded and resized on every pass.  In-memory datasets ignore it.
     store: str = "jpeg95"
+    # Where the jpeg95 store's records are decoded: "cpu", PIL in the loader's workers; "gpu", the GPU's hardware
+    # decoder in a thread of its own (ring.data.gpu_decode: nvJPEG's pixels, the same batches and view parameters);
+    # "auto", what this device's committed figures measured faster for the method (ring.plan.decode_place), else cpu.
+    store_decode: str = "auto"
 
     # Execution (do not change results, so they are left out of the config hash).
     num_workers: int = 4
@@ -200,6 +204,7 @@ class PretrainConfig:
         "ring_val_before_training",
         "negatives_count",
         "store",
+        "store_decode",
     )
 
 

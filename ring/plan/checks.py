@@ -50,6 +50,7 @@ CMC_NEGATIVE_DRAWS = ("shared", "per_view")  # ring.engine.objectives.cmc implem
 NEGATIVES_COUNTS = ("excluding_positive", "including_positive")  # ring.engine.objectives.ir implements them
 AUGMENT_PLACES = ("auto", "cpu", "device", "dali")  # ring.data.augment makes the views there
 STORE_FORMATS = ("jpeg95", "raw", "none")  # ring.plan.stores.CHOICES (tests keep them equal)
+STORE_DECODE = ("auto", "cpu", "gpu")  # ring.plan.decode_place.CHOICES (tests keep them equal)
 COMPILE = ("auto", "on", "off")  # ring.engine.encoder.resolve_compile resolves them
 PRECISIONS = ("auto", "bf16", "fp32")
 CHANNELS_LAST = ("auto", "on", "off")
@@ -413,6 +414,9 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
             "reads the original files, and this cell reads the prepared store",
             ("set store: none for it, or augment: device (or auto) to read the store"),
         )
+    _one_of(where, cfg, "store_decode", STORE_DECODE)
+    if cfg.store_decode == "gpu":
+        _gpu_decode(where, cfg, spec)
     _one_of(where, cfg, "compile", COMPILE)
     v = cfg.checkpoint_interval_min  # 0 checkpoints after every step (the kill/resume tests use it)
     if not _number(v) or v < 0:
@@ -427,6 +431,23 @@ def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
     _int_at_least(where, cfg, "loss_read_every", 1)
     _runtime(where, cfg)
     warn_grey_cmc(cfg, where)
+
+
+def _gpu_decode(where: str, cfg, spec) -> None:
+    """``store_decode: gpu`` decodes the jpeg95 store's records on a CUDA device, into the device views."""
+    reads_jpeg95 = cfg.store == "jpeg95" and spec is not None and spec.store_size and spec.store_size == cfg.resize
+    problem = (
+        "decodes the jpeg95 store on a CUDA device, and this cell does not read that store"
+        if not reads_jpeg95
+        else f"decodes on a CUDA device, and this cell runs on device: {cfg.device}"
+        if cfg.device == "cpu"
+        else f"hands the device views the decoded batch, and this cell makes its views with augment: {cfg.augment}"
+        if cfg.augment in ("cpu", "dali")
+        else None
+    )
+    if problem:
+        fix = "set store_decode: auto (the measured choice) or cpu, or read the jpeg95 store on a GPU"
+        _fail(where, "store_decode", "gpu", problem, fix)
 
 
 # Datasets already warned about by warn_grey_cmc in this process: the plan checks every cell, one line says it.
@@ -645,6 +666,7 @@ ALLOWED = {
     "negatives_count": ", ".join(NEGATIVES_COUNTS) + " (including_positive: bank_negatives >= 2)",
     "augment": ", ".join(AUGMENT_PLACES),
     "store": ", ".join(STORE_FORMATS) + " (image folders at the catalog's store size; none: the original files)",
+    "store_decode": ", ".join(STORE_DECODE) + " (gpu: the jpeg95 store on a CUDA device with augment: device or auto)",
     "compile": ", ".join(COMPILE),
     "ring_anneal_epochs": ">= 1",
     "ring_inner": "[0, 1), or null with ring_w_u set",

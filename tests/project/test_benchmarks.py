@@ -55,7 +55,13 @@ def test_store_loader_benchmark_measures_every_pass_of_the_store():
     }
     assert all(v > 0 for v in [*result["per_core_images_per_s"].values(), *result["loader_images_per_s"].values()])
     assert result["store_bytes_per_image"]["raw"] == 256 * 256 * 3 and result["timed_batches"] >= 2
-    assert result["views_per_s"] == {"store_device": None, "store_device_compiled": None, "gpu_decode": None}
+    assert result["views_per_s"] == {
+        "store_device": None,
+        "store_device_compiled": None,
+        "gpu_decode": None,
+        "store_gpu_device_compiled": None,
+    }
+    assert result["skipped"].startswith("views_per_s: no CUDA device")
 
 
 @pytest.mark.slow
@@ -77,6 +83,8 @@ TARGET_IDS = {
     *(f"pipeline_{m}{c}" for m in ("IR", "MoCo", "CMC", "LA") for c in ("", "_compile")),
     "store_IR_compile",  # issue 39: the prepared store's path against the in-memory one
     "store_MoCo_compile",
+    "store_gpu_IR_compile",  # the same, its records decoded by the GPU decoder (store_decode: gpu)
+    "store_gpu_MoCo_compile",
 }
 FULL_PLAN = [
     "throughput_IR",
@@ -193,7 +201,7 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
         method="MoCo",
         compile=True,
         image_size=224,
-        images_per_s={"synthetic": 9000.0, "device": 8500.0, "store": 8000.0},
+        images_per_s={"synthetic": 9000.0, "device": 8500.0, "store": 8000.0, "store_gpu": 7000.0},
     )
     result(
         "ring_selection",
@@ -216,6 +224,8 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
             "sync_step_IR",
             "store_MoCo_compile",
             "store_IR_compile",
+            "store_gpu_MoCo_compile",
+            "store_gpu_IR_compile",
         )
     } == {
         "moco_compiled": "fail",
@@ -228,6 +238,8 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
         "sync_step_IR": "fail",
         "store_MoCo_compile": "pass",  # 8,000 / 8,500 >= 0.9
         "store_IR_compile": "not run",
+        "store_gpu_MoCo_compile": "fail",  # 7,000 / 8,500 < 0.9
+        "store_gpu_IR_compile": "not run",
     }
     assert rows["pipeline_MoCo_compile"]["measured"] == pytest.approx(8500 / 9000)
     # Priced from the committed H200 figures with this run's files in their place; H200's bound is 550 hours (issue 39).
@@ -380,3 +392,18 @@ def test_toy_protocols_benchmark_summarises_both_protocols_and_readings():
         assert ours["CNCE10"]["ours_key"] == "CNCE10" and literal["CNCE10"]["ours_key"] == "CNCE90"
         assert literal["CNCE10"]["mean"] == ours["CNCE90"]["mean"]
     assert list((ROOT / "ring" / "resources" / "figures").glob("toy_protocols-*.json"))
+
+
+@pytest.mark.slow
+def test_throughput_reads_the_store_and_states_why_the_gpu_decoder_feed_is_skipped_on_a_cpu():
+    subprocess.run(
+        [sys.executable, "benchmarks/throughput.py", "--method", "IR", "--feeds", "store,store_gpu", "--tiny"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    result = json.loads((ROOT / "ring" / "resources" / "figures" / ".tiny-throughput_IR.json").read_text())
+    assert set(result["images_per_s"]) == {"store"} and result["images_per_s"]["store"] > 0
+    assert result["skipped_feeds"]["store_gpu"].startswith("no CUDA device: the GPU's JPEG decoder needs one")
+    assert result["ratio_store_gpu_to_device"] is None and result["store_timed_steps"] >= 2
