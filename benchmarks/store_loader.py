@@ -17,7 +17,8 @@ Generates photo-like originals (:func:`make_photos`: smooth random content with 
 * ``views_per_s`` (a GPU only): the store's loader and the device views, eager and compiled (MoCo's two views of an
   image, counted once); ``store_decode: gpu``'s decoder thread alone (``gpu_decode``: the workers read the records'
   bytes, nvJPEG decodes each batch into the ring of device buffers, ``ring.data.gpu_decode``) and with the compiled
-  views (``store_gpu_device_compiled``).
+  views (``store_gpu_device_compiled``);
+* ``gpu_decode_pixels`` (a GPU only): nvJPEG's decode of two batches against PIL's, in grey levels.
 
 ``ring.plan.estimate`` prices every pass from these figures (``store_loader-<device>.json``).
 """
@@ -142,16 +143,41 @@ def loader_rates(folder: Path, batches: int, batch: int, workers: int, device: t
         )
     # store_decode: gpu -- the workers read bytes, the decoder thread decodes into the ring of device buffers: the
     # decode alone (each buffer released at once) and with MoCo's two compiled views.
-    for name, views_of in (("gpu_decode", None), ("store_gpu_device_compiled", 2)):
+    for name, with_views in (("gpu_decode", False), ("store_gpu_device_compiled", True)):
         make = augment.DeviceViews(None, device, RESIZE, CROP, s.mean, s.std, compiled=True)
         tv = store_views(reader, params, 2, 0, make, batch, "gpu")
         loader = make_loader(tv.dataset, order, workers, device, collate_fn=tv.collate)
-        if views_of is None:
-            step = lambda b, ring=tv.device_views.ring: ring.release(b[0].slot)  # noqa: E731
-        else:
-            step = lambda b, tv=tv: tv.batch(b, 0, 0)  # noqa: E731
+
+        def step(b, tv=tv, with_views=with_views):
+            if with_views:
+                tv.batch(b, 0, 0)
+            else:
+                tv.device_views.ring.release(b[0].slot)
+
         views[name] = items_per_second(tv.feed(loader), step, device, 2, count=lambda b: len(b[-1]))
     return loaders, views
+
+
+def gpu_pixels(folder: Path, batch: int, workers: int, device: torch.device) -> dict | None:
+    """nvJPEG's decode of two batches of jpeg95 records against PIL's (the workers'), in grey levels; None on a CPU."""
+    if device.type != "cuda":
+        return None
+    reader = store.StoreReader(store.store_dir(folder, "jpeg95", RESIZE), "train")
+    make = augment.DeviceViews(None, device, RESIZE, CROP, (0.5,) * 3, (0.25,) * 3)
+    tv = store_views(reader, augment.ViewParams(RESIZE, 0.2), 1, 0, make, batch, "gpu")
+    order = epoch_batches(len(reader), batch, 0, 0)[:2]
+    diffs = []
+    for handed, *_rest, index in tv.feed(make_loader(tv.dataset, order, workers, device, collate_fn=tv.collate)):
+        pil = torch.from_numpy(np.stack([reader.array(i) for i in index.tolist()])).to(device)
+        diffs.append((handed.images.int() - pil.int()).abs().flatten())
+        tv.device_views.ring.release(handed.slot)
+    diff = torch.cat(diffs).float()
+    return {
+        "images": len(order) * batch,
+        "max_abs_diff": int(diff.max()),
+        "mean_abs_diff": float(diff.mean()),
+        "differing_fraction": float((diff > 0).float().mean()),
+    }
 
 
 def main() -> None:
@@ -171,6 +197,7 @@ def main() -> None:
         build = build_stores(folder, args.workers, shard_images=1000)
         cores = per_core(folder, per_core_n)
         loaders, views = loader_rates(folder, batches, batch, args.workers, device)
+        pixels = gpu_pixels(folder, batch, args.workers, device)
         stored = {fmt: store.read_manifest(store.store_dir(folder, fmt, RESIZE))["bytes"] for fmt in store.FORMATS}
     payload = {
         "machine": machine(),
@@ -186,9 +213,12 @@ def main() -> None:
         "per_core_images_per_s": cores,
         "loader_images_per_s": loaders,
         "views_per_s": views,
+        # store_decode: gpu's pixels (nvJPEG) against the workers' (PIL's libjpeg-turbo), uint8 levels.
+        "gpu_decode_pixels": pixels,
         "skipped": None
         if device.type == "cuda"
-        else "views_per_s: no CUDA device (the device views and the GPU's JPEG decoder are measured on a GPU)",
+        else "views_per_s, gpu_decode_pixels: no CUDA device (the device views and the GPU's JPEG decoder are "
+        "measured on a GPU)",
     }
     for key in ("per_core_images_per_s", "loader_images_per_s"):
         print(f"store_loader: {key} " + ", ".join(f"{k} {v:,.0f}" for k, v in payload[key].items()), file=sys.stderr)

@@ -61,7 +61,10 @@ def test_store_loader_benchmark_measures_every_pass_of_the_store():
         "gpu_decode": None,
         "store_gpu_device_compiled": None,
     }
-    assert result["skipped"].startswith("views_per_s: no CUDA device")
+    assert (
+        result["skipped"].startswith("views_per_s, gpu_decode_pixels: no CUDA device")
+        and result["gpu_decode_pixels"] is None
+    )
 
 
 @pytest.mark.slow
