@@ -18,7 +18,8 @@ Generates photo-like originals (:func:`make_photos`: smooth random content with 
   image, counted once); ``store_decode: gpu``'s decoder thread alone (``gpu_decode``: the workers read the records'
   bytes, nvJPEG decodes each batch into the ring of device buffers, ``ring.data.gpu_decode``) and with the compiled
   views (``store_gpu_device_compiled``);
-* ``gpu_decode_pixels`` (a GPU only): nvJPEG's decode of two batches against PIL's, in grey levels.
+* ``gpu_decode_pixels`` (a GPU only): nvJPEG's decode of up to six batches against PIL's, in grey levels, each read
+  delayed on the training stream while the decoder runs ahead (a buffer rewritten too early shows as large ones).
 
 ``ring.plan.estimate`` prices every pass from these figures (``store_loader-<device>.json``).
 """
@@ -159,16 +160,19 @@ def loader_rates(folder: Path, batches: int, batch: int, workers: int, device: t
 
 
 def gpu_pixels(folder: Path, batch: int, workers: int, device: torch.device) -> dict | None:
-    """nvJPEG's decode of two batches of jpeg95 records against PIL's (the workers'), in grey levels; None on a CPU."""
+    """nvJPEG's decode of up to six batches of jpeg95 records against PIL's (the workers'), in grey levels; None on a
+    CPU.  Each comparison is queued on the training stream behind a 20-ms kernel while the decoder fills the ring's
+    three buffers ahead: a buffer rewritten before its reads ran would show as differences of up to 255 levels."""
     if device.type != "cuda":
         return None
     reader = store.StoreReader(store.store_dir(folder, "jpeg95", RESIZE), "train")
     make = augment.DeviceViews(None, device, RESIZE, CROP, (0.5,) * 3, (0.25,) * 3)
     tv = store_views(reader, augment.ViewParams(RESIZE, 0.2), 1, 0, make, batch, "gpu")
-    order = epoch_batches(len(reader), batch, 0, 0)[:2]
+    order = epoch_batches(len(reader), batch, 0, 0)[:6]
     diffs = []
     for handed, *_rest, index in tv.feed(make_loader(tv.dataset, order, workers, device, collate_fn=tv.collate)):
         pil = torch.from_numpy(np.stack([reader.array(i) for i in index.tolist()])).to(device)
+        torch.cuda._sleep(40_000_000)  # about 20 ms of a ~2 GHz clock, ahead of the reads on the training stream
         diffs.append((handed.images.int() - pil.int()).abs().flatten())
         tv.device_views.ring.release(handed.slot)
     diff = torch.cat(diffs).float()

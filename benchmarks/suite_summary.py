@@ -143,6 +143,16 @@ TARGETS = (
     *(_pipeline_target(m, compiled) for compiled in (False, True) for m in ("IR", "MoCo", "CMC", "LA")),
     Target("jpeg_path", "ImageNet JPEG path (decode_jpeg + device views)", 6000, True, "views/s", _jpeg_views),
     *(_store_target(m, feed) for feed in STORE_FEEDS for m in ("IR", "MoCo")),  # issue 39, item 7
+    # The GPU decoder's handover on the hardware: nvJPEG's IDCT rounding moves a level by a few at most, and a buffer
+    # rewritten before its reads ran would hold another photo (differences up to 255).
+    Target(
+        "store_gpu_pixels",
+        "store_decode: gpu, largest difference from PIL's decode, reads delayed behind the decoder",
+        16,
+        False,
+        "levels",
+        lambda r: ((r.get("store_loader") or {}).get("gpu_decode_pixels") or {}).get("max_abs_diff"),
+    ),
     Target(
         "mocoring_ratio",
         "MoCoRing / MoCo step time, queue 65,536",

@@ -87,7 +87,7 @@ class CudaSync:
         return torch.cuda.current_stream(self.device)
 
     def event(self):
-        return torch.cuda.Event()
+        return torch.cuda.Event(blocking=True)  # a host wait sleeps instead of spinning on a core the workers need
 
     def wait(self, stream, event) -> None:
         stream.wait_event(event)

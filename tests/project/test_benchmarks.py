@@ -88,6 +88,7 @@ TARGET_IDS = {
     "store_MoCo_compile",
     "store_gpu_IR_compile",  # the same, its records decoded by the GPU decoder (store_decode: gpu)
     "store_gpu_MoCo_compile",
+    "store_gpu_pixels",  # the GPU decoder's buffers are not rewritten before their reads ran
 }
 FULL_PLAN = [
     "throughput_IR",
@@ -213,6 +214,9 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
     result("ring_selection_quick", steps=[{"ring": "IRing", "n": 1_281_167, "ratio": 1.1}])  # --quick: replaces it
     result("jpeg_decode", image_size=224, views_per_s={"device": 6500.0, "decode_only": 30_000.0})
     result("sync_step", methods={"MoCo": {"status": "pass"}, "IR": {"status": "fail", "error": "called a sync"}})
+    stored = json.loads((suite_summary.COMMITTED / "store_loader-NVIDIA_H200.json").read_text())  # the price reads it
+    stored.pop("machine")
+    result("store_loader", **stored, gpu_decode_pixels={"max_abs_diff": 3, "mean_abs_diff": 0.2})  # nvJPEG's rounding
     rows = {r["id"]: r for r in suite_summary.summarize(tmp_path, "quick", [])["targets"]}
     assert {
         k: rows[k]["status"]
@@ -229,6 +233,7 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
             "store_IR_compile",
             "store_gpu_MoCo_compile",
             "store_gpu_IR_compile",
+            "store_gpu_pixels",
         )
     } == {
         "moco_compiled": "fail",
@@ -243,6 +248,7 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
         "store_IR_compile": "not run",
         "store_gpu_MoCo_compile": "fail",  # 7,000 / 8,500 < 0.9
         "store_gpu_IR_compile": "not run",
+        "store_gpu_pixels": "pass",  # 3 <= 16 levels
     }
     assert rows["pipeline_MoCo_compile"]["measured"] == pytest.approx(8500 / 9000)
     # Priced from the committed H200 figures with this run's files in their place; H200's bound is 550 hours (issue 39).
