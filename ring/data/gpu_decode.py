@@ -249,11 +249,14 @@ class StoreDecoder:
     def feed(self, loader: Iterable) -> Iterator[tuple]:
         """``loader``'s batches in its order, each ``(Handed, *params, labels, index)``."""
         stop = threading.Event()
-        device = self.device
+        # A new thread starts on CUDA device 0: it takes the training thread's device ("cuda" names no index).
+        index = None
+        if self.device.type == "cuda":
+            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
 
         def run() -> None:
-            if device.type == "cuda":
-                torch.cuda.set_device(device)
+            if index is not None:
+                torch.cuda.set_device(index)
             self._produce(loader, stop)
 
         thread = threading.Thread(target=run, name="ring-store-decoder", daemon=True)
