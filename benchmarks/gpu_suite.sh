@@ -18,7 +18,8 @@
 # (device pipeline, device tensors, PIL loader) and compiled (device tensors and device pipeline),
 # Ring's step-time ratios (queue 65,536; banks 50,000 and 1.28M), the JPEG path, one step under
 # torch.cuda.set_sync_debug_mode("error").  --quick (<= 4 minutes): MoCo and IR compiled (their device pipeline
-# and their prepared-store path with them), the JPEG path, the store's loader, IRing at the 1.28M bank, the sync step.
+# and their prepared-store path with them, decoded by the loader's workers and by the GPU decoder), the JPEG path,
+# the store's loader, IRing at the 1.28M bank, the sync step.
 # Compilation: the compiled methods are compiled first, side by side, into one inductor cache in a
 # scratch folder (on a fresh H200: MoCo 112 s, IR, CMC and LA 29-43 s, all four together), and nothing
 # is timed until every warm-up is done: warm-ups that ran beside the eager benchmarks halved MoCo's
@@ -140,8 +141,9 @@ if [ "$mode" = quick ]; then
   # ImageNet's prepared store (issue 39): per core, per loader, and through the compiled views of both methods.
   run store_loader 120 benchmarks/store_loader.py
   RING_BENCH_STEPS=${RING_BENCH_STEPS:-10} run ring_selection 50 benchmarks/ring_selection.py --quick
-  compiled MoCo synthetic,device,store
-  compiled IR synthetic,device,store
+  # store: the loader's workers decode the jpeg95 records; store_gpu: the GPU decoder thread (store_decode: gpu).
+  compiled MoCo synthetic,device,store,store_gpu
+  compiled IR synthetic,device,store,store_gpu
 else
   warm MoCo IR CMC LA
   warmed
@@ -160,7 +162,7 @@ else
   run sync_step 40 benchmarks/sync_step.py --methods MoCo IR
   # torch.compile (compile: auto turns it on for CUDA): device tensors and the device pipeline of every method.
   for method in MoCo IR CMC LA; do
-    compiled "$method" synthetic,device,store
+    compiled "$method" synthetic,device,store,store_gpu
   done
 fi
 finish

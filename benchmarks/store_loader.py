@@ -15,7 +15,11 @@ Generates photo-like originals (:func:`make_photos`: smooth random content with 
   (``ring.data.views.StoreViews``: records decoded into one uint8 batch, the views' parameters drawn) and the
   original files through the evaluation view (``original_eval``, what kNN and linear evaluation read today);
 * ``views_per_s`` (a GPU only): the store's loader and the device views, eager and compiled (MoCo's two views of an
-  image, counted once).  ``gpu_decode`` stays null: the hardware decoder path is not built (docs/performance.md).
+  image, counted once); ``store_decode: gpu``'s decoder thread alone (``gpu_decode``: the workers read the records'
+  bytes, nvJPEG decodes each batch into the ring of device buffers, ``ring.data.gpu_decode``) and with the compiled
+  views (``store_gpu_device_compiled``);
+* ``gpu_decode_pixels`` (a GPU only): nvJPEG's decode of up to six batches against PIL's, in grey levels, each read
+  delayed on the training stream while the decoder runs ahead (a buffer rewritten too early shows as large ones).
 
 ``ring.plan.estimate`` prices every pass from these figures (``store_loader-<device>.json``).
 """
@@ -40,10 +44,12 @@ from benchmarks.common import items_per_second, machine, write  # noqa: E402
 from ring import prepare  # noqa: E402
 from ring.core.catalog import spec  # noqa: E402
 from ring.data import augment, datasets, store  # noqa: E402
-from ring.data.views import StoreViews  # noqa: E402
+from ring.data.views import StoreViews, store_views  # noqa: E402
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
 
 RESIZE, CROP, BATCH = 256, 224, 256
+# views_per_s's rates, each measured on a GPU only (null on a CPU; ``skipped`` says why).
+GPU_VIEWS = ("store_device", "store_device_compiled", "gpu_decode", "store_gpu_device_compiled")
 NOISE = 27.0  # sensor-like noise (grey levels, sigma) over smooth content: ~110 KB files at quality 90, as ImageNet's
 
 
@@ -131,7 +137,7 @@ def loader_rates(folder: Path, batches: int, batch: int, workers: int, device: t
         make_loader(files, order, workers, device), lambda b: None, device, 1, count=lambda b: len(b[-1])
     )
     if device.type != "cuda":
-        return loaders, {"store_device": None, "store_device_compiled": None, "gpu_decode": None}
+        return loaders, dict.fromkeys(GPU_VIEWS)
     reader = store.StoreReader(store.store_dir(folder, "jpeg95", RESIZE), "train")
     for name, compiled in (("store_device", False), ("store_device_compiled", True)):
         make = augment.DeviceViews(None, device, RESIZE, CROP, s.mean, s.std, compiled)
@@ -139,8 +145,46 @@ def loader_rates(folder: Path, batches: int, batch: int, workers: int, device: t
         views[name] = items_per_second(
             loader, lambda b, make=make: make(list(b[1:3]), b[-1], b[0]), device, 2, count=lambda b: len(b[-1])
         )
-    views["gpu_decode"] = None
+    # store_decode: gpu -- the workers read bytes, the decoder thread decodes into the ring of device buffers: the
+    # decode alone (each buffer released at once) and with MoCo's two compiled views.
+    for name, with_views in (("gpu_decode", False), ("store_gpu_device_compiled", True)):
+        make = augment.DeviceViews(None, device, RESIZE, CROP, s.mean, s.std, compiled=True)
+        tv = store_views(reader, params, 2, 0, make, batch, "gpu")
+        loader = make_loader(tv.dataset, order, workers, device, collate_fn=tv.collate)
+
+        def step(b, tv=tv, with_views=with_views):
+            if with_views:
+                tv.batch(b, 0, 0)
+            else:
+                tv.device_views.ring.release(b[0].slot)
+
+        views[name] = items_per_second(tv.feed(loader), step, device, 2, count=lambda b: len(b[-1]))
     return loaders, views
+
+
+def gpu_pixels(folder: Path, batch: int, workers: int, device: torch.device) -> dict | None:
+    """nvJPEG's decode of up to six batches of jpeg95 records against PIL's (the workers'), in grey levels; None on a
+    CPU.  Each comparison is queued on the training stream behind a 20-ms kernel while the decoder fills the ring's
+    three buffers ahead: a buffer rewritten before its reads ran would show as differences of up to 255 levels."""
+    if device.type != "cuda":
+        return None
+    reader = store.StoreReader(store.store_dir(folder, "jpeg95", RESIZE), "train")
+    make = augment.DeviceViews(None, device, RESIZE, CROP, (0.5,) * 3, (0.25,) * 3)
+    tv = store_views(reader, augment.ViewParams(RESIZE, 0.2), 1, 0, make, batch, "gpu")
+    order = epoch_batches(len(reader), batch, 0, 0)[:6]
+    diffs = []
+    for handed, *_rest, index in tv.feed(make_loader(tv.dataset, order, workers, device, collate_fn=tv.collate)):
+        pil = torch.from_numpy(np.stack([reader.array(i) for i in index.tolist()])).to(device)
+        torch.cuda._sleep(40_000_000)  # about 20 ms of a ~2 GHz clock, ahead of the reads on the training stream
+        diffs.append((handed.images.int() - pil.int()).abs().flatten())
+        tv.device_views.ring.release(handed.slot)
+    diff = torch.cat(diffs).float()
+    return {
+        "images": len(order) * batch,
+        "max_abs_diff": int(diff.max()),
+        "mean_abs_diff": float(diff.mean()),
+        "differing_fraction": float((diff > 0).float().mean()),
+    }
 
 
 def main() -> None:
@@ -160,6 +204,7 @@ def main() -> None:
         build = build_stores(folder, args.workers, shard_images=1000)
         cores = per_core(folder, per_core_n)
         loaders, views = loader_rates(folder, batches, batch, args.workers, device)
+        pixels = gpu_pixels(folder, batch, args.workers, device)
         stored = {fmt: store.read_manifest(store.store_dir(folder, fmt, RESIZE))["bytes"] for fmt in store.FORMATS}
     payload = {
         "machine": machine(),
@@ -175,6 +220,12 @@ def main() -> None:
         "per_core_images_per_s": cores,
         "loader_images_per_s": loaders,
         "views_per_s": views,
+        # store_decode: gpu's pixels (nvJPEG) against the workers' (PIL's libjpeg-turbo), uint8 levels.
+        "gpu_decode_pixels": pixels,
+        "skipped": None
+        if device.type == "cuda"
+        else "views_per_s, gpu_decode_pixels: no CUDA device (the device views and the GPU's JPEG decoder are "
+        "measured on a GPU)",
     }
     for key in ("per_core_images_per_s", "loader_images_per_s"):
         print(f"store_loader: {key} " + ", ".join(f"{k} {v:,.0f}" for k, v in payload[key].items()), file=sys.stderr)

@@ -89,20 +89,24 @@ class Target:
         return {"id": self.id, "what": self.what, "target": bound, "measured": value, "status": status}
 
 
-def _store_ratio(results: dict, name: str) -> float | None:
-    store, device = _rate(results, name, "store"), _rate(results, name, "device")
+def _store_ratio(results: dict, name: str, feed: str) -> float | None:
+    store, device = _rate(results, name, feed), _rate(results, name, "device")
     return store / device if store and device else None
 
 
-def _store_target(method: str) -> Target:
+# The store's feeds of benchmarks/throughput.py: the target's id prefix and what decodes its records.
+STORE_FEEDS = {"store": "loader workers decode", "store_gpu": "GPU decoder thread"}
+
+
+def _store_target(method: str, feed: str) -> Target:
     name = f"throughput_{method}_compile"
     return Target(
-        f"store_{method}_compile",
-        f"{method} compiled: prepared store (jpeg95) / in-memory device pipeline",
+        f"{feed}_{method}_compile",
+        f"{method} compiled: prepared store (jpeg95, {STORE_FEEDS[feed]}) / in-memory device pipeline",
         0.9,
         True,
         "x",
-        lambda r: _store_ratio(r, name),
+        lambda r: _store_ratio(r, name, feed),
     )
 
 
@@ -138,7 +142,17 @@ TARGETS = (
     ),
     *(_pipeline_target(m, compiled) for compiled in (False, True) for m in ("IR", "MoCo", "CMC", "LA")),
     Target("jpeg_path", "ImageNet JPEG path (decode_jpeg + device views)", 6000, True, "views/s", _jpeg_views),
-    *(_store_target(m) for m in ("IR", "MoCo")),  # issue 39, item 7
+    *(_store_target(m, feed) for feed in STORE_FEEDS for m in ("IR", "MoCo")),  # issue 39, item 7
+    # The GPU decoder's handover on the hardware: nvJPEG's IDCT rounding moves a level by a few at most, and a buffer
+    # rewritten before its reads ran would hold another photo (differences up to 255).
+    Target(
+        "store_gpu_pixels",
+        "store_decode: gpu, largest difference from PIL's decode, reads delayed behind the decoder",
+        16,
+        False,
+        "levels",
+        lambda r: ((r.get("store_loader") or {}).get("gpu_decode_pixels") or {}).get("max_abs_diff"),
+    ),
     Target(
         "mocoring_ratio",
         "MoCoRing / MoCo step time, queue 65,536",

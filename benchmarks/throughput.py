@@ -13,6 +13,9 @@ One training step is the real one (``ring.engine.objectives`` through ``ring.eng
 * ``store``: ImageNet's path with its prepared store (``ring.data.store``): photo-like JPEGs
   (``benchmarks/store_loader.py``) prepared at ``resize`` in ``jpeg95``, the loader's workers decode records into one
   uint8 batch (``ring.data.views.StoreViews``), the device makes the views from it (compiled with ``--compile``).
+* ``store_gpu``: the same store with ``store_decode: gpu``: the workers read the records' bytes, a decoder thread
+  decodes them on the GPU's JPEG decoder into a ring of device buffers (``ring.data.gpu_decode``); CUDA only (on a
+  CPU it is skipped, and ``skipped_feeds`` says why).
 
 Also: the views alone (views/s), made by the device path in batches and by PIL in one process, the
 evaluation passes' PIL centre crops in one process (what ``ring.plan.estimate`` prices the kNN monitor's and linear
@@ -226,35 +229,67 @@ def main() -> None:
             sync(device)
         return steps * batch / (time.perf_counter() - start)
 
-    def store_feed():
+    stored = {}
+
+    def store_reader(timed_steps: int):
+        """ImageNet's path: photo-like JPEGs prepared at ``resize`` in jpeg95, built once for both store feeds."""
         from benchmarks.store_loader import make_photos
         from ring import prepare
         from ring.data import store
-        from ring.data.views import StoreViews
+
+        if "reader" not in stored:
+            folder = Path(scratch.name) / "photos"
+            make_photos(folder, (warmup + timed_steps) * batch, 16, max(workers, 1))
+            prepare.build(prepare.Target.of_folder(folder, "jpeg95", resize, 1000), max(workers, 1))
+            stored["reader"] = store.StoreReader(store.store_dir(folder, "jpeg95", resize), "train")
+        return stored["reader"]
+
+    def store_feed(place: str):
+        """The store's records decoded by the loader's workers (``cpu``) or by the GPU decoder's thread (``gpu``),
+        the views made on the device from the uint8 batch (compiled with ``--compile``)."""
+        from ring.data.views import store_views
 
         # The loader's workers decode ahead (2 batches each): timed over 10 steps, a fast step would be fed from
         # batches decoded during the warm-up.  Three times that depth is timed, so the loader's own rate shows.
         timed_steps = max(steps, 3 * 2 * workers)
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp) / "photos"
-            make_photos(folder, (warmup + timed_steps) * batch, 16, max(workers, 1))
-            prepare.build(prepare.Target.of_folder(folder, "jpeg95", resize, 1000), max(workers, 1))
-            reader = store.StoreReader(store.store_dir(folder, "jpeg95", resize), "train")
-            data = StoreViews(reader, augment.ViewParams(resize, cfg.crop_scale_min), n_views, seed=0)
-            loader = make_loader(data, epoch_batches(len(reader), batch, 0, 0), workers, device)
-            make_store = augment.DeviceViews(None, device, resize, crop, s.mean, s.std, args.compile)
+        reader = store_reader(timed_steps)
+        make_store = augment.DeviceViews(None, device, resize, crop, s.mean, s.std, args.compile)
+        params = augment.ViewParams(resize, cfg.crop_scale_min)
+        tv = store_views(reader, params, n_views, 0, make_store, batch, place)
+        order = epoch_batches(len(reader), batch, 0, 0)
+        loader = make_loader(tv.dataset, order, workers, device, collate_fn=tv.collate)
 
-            def batches():
-                for images, *params, _labels, index in loader:
-                    yield make_store(params, index, images), index.to(device, non_blocking=True)
+        def batches():
+            for b in tv.feed(loader):
+                yield tv.batch(b, 0, 0)
 
-            extra["store_timed_steps"] = timed_steps  # ring.plan.estimate trusts a store rate timed past the prefetch
-            return timed(batches())
+        extra["store_timed_steps"] = timed_steps  # ring.plan.estimate trusts a store rate timed past the prefetch
+        rate = timed(batches())
+        if place == "gpu":
+            extra["store_gpu_cpu_fallback_batches"] = tv.device_views.cpu_fallback_batches
+        return rate
 
-    feeds = {"synthetic": synthetic, "device": device_feed, "pil": pil_feed, "store": store_feed}
+    feeds = {
+        "synthetic": synthetic,
+        "device": device_feed,
+        "pil": pil_feed,
+        "store": lambda: store_feed("cpu"),
+        "store_gpu": lambda: store_feed("gpu"),  # store_decode: gpu (ring.data.gpu_decode)
+    }
     chosen = [f for f in args.feeds.split(",") if f]
-    images_per_s = {}
+    unknown = sorted(set(chosen) - feeds.keys())
+    if unknown:
+        parser.error(f"unknown feeds {', '.join(unknown)}; choose from {', '.join(feeds)}")
+    images_per_s, skipped = {}, {}
+    scratch = tempfile.TemporaryDirectory()  # the photo-like store of the store feeds
     for name in chosen:
+        if name == "store_gpu" and not gpu:
+            skipped[name] = (
+                "no CUDA device: the GPU's JPEG decoder needs one (tests/data/test_gpu_decode.py runs its "
+                "pipeline on the CPU)"
+            )
+            print(f"throughput {args.method}: {name} skipped, {skipped[name]}", file=sys.stderr, flush=True)
+            continue
         print(f"throughput {args.method}: feed {name} ...", file=sys.stderr, flush=True)
         images_per_s[name] = feeds[name]()
         print(f"throughput {args.method}: {name} {images_per_s[name]:.1f} images/s", file=sys.stderr, flush=True)
@@ -282,6 +317,10 @@ def main() -> None:
         "ratio_store_to_device": images_per_s["store"] / images_per_s["device"]
         if {"store", "device"} <= images_per_s.keys()
         else None,
+        "ratio_store_gpu_to_device": images_per_s["store_gpu"] / images_per_s["device"]
+        if {"store_gpu", "device"} <= images_per_s.keys()
+        else None,
+        "skipped_feeds": skipped,
         "ratio_pil_to_synthetic": images_per_s["pil"] / images_per_s["synthetic"]
         if {"pil", "synthetic"} <= images_per_s.keys()
         else None,
@@ -295,6 +334,7 @@ def main() -> None:
         else None,
         **extra,
     }
+    scratch.cleanup()
     layout, variant = LAYOUTS[args.channels_last]
     if variant:
         payload["variant"] = variant

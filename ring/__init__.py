@@ -16,11 +16,11 @@
   (anneal, checkpoint, distributed, encoder, groups: the processes' batch and BatchNorm layout, health, knn, logs,
   objectives, pretrain_state: a pretraining cell's checkpoint and snapshots, provenance, runtime, span_norm: BatchNorm
   groups across processes) and :mod:`ring.data` (augment, bilinear: PIL's resampling as matrices, dali, datasets,
-  digits: the embedded digits, fetch, folders: the data check of a dataset folder, hsv: PIL's HSV and hue tables,
-  listings: the transfer datasets' splits, metadataset: the transfer datasets and loaders, store: the prepared store's
-  records and readers, stores: its layout and checks, verify: the data check against the publisher, views); their option
-  lists and the torch-free modules (folders, listings, stores, verify, fetch, anneal, groups) are what the plan reads of
-  them.
+  decode_place: where the store's records are decoded, digits: the embedded digits, fetch, folders: the data check of a
+  dataset folder, gpu_decode: the store's records decoded on the GPU, hsv: PIL's HSV and hue tables, listings: the
+  transfer datasets' splits, metadataset: the transfer datasets and loaders, store: the prepared store's records and
+  readers, stores: its layout and checks, verify: the data check against the publisher, views); their option lists and
+  the torch-free modules (folders, listings, stores, verify, fetch, anneal, groups) are what the plan reads of them.
 - the ground floor, torch-free: :mod:`ring.core` (accounting: SLURM's record of a cell's runs, catalog: the datasets'
   sizes; norms and layouts, config, failures, files, gaussian: the toy's closed forms, method_keys: the keys only some
   methods read, methods: the registry, metrics, runs: what an edited config does to a cell's files, sources, stop).

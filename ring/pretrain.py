@@ -274,7 +274,7 @@ class Pretraining:
         losses = Losses(self, progress)
         self.encoder.train()
         flags = distributed.StepFlags(2)
-        for batch in loader:
+        for batch in self.views.feed(loader):  # the loader, or the GPU decoder thread over it
             losses.append(self.train_step(*self.views.batch(batch, self.epoch, self.step_in_epoch)))
             self.step_in_epoch += 1
             if self.schedule and not self.schedule.needs_loss:

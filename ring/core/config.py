@@ -117,6 +117,10 @@ class PretrainConfig:
     # 38-39 dB PSNR against the resize on photo-like samples: docs/fidelity.md) or "raw" (bit-exact, 262 GB), or
     # "none", the original JPEGs decoded and resized on every pass.  In-memory datasets ignore it.
     store: str = "jpeg95"
+    # Where the jpeg95 store's records are decoded: "cpu", PIL in the loader's workers; "gpu", the GPU's hardware
+    # decoder in a thread of its own (ring.data.gpu_decode: nvJPEG's pixels, the same batches and view parameters);
+    # "auto", what this device's committed figures measured faster for the method (ring.data.decode_place), else cpu.
+    store_decode: str = "auto"
 
     # Execution (do not change results, so they are left out of the config hash).
     num_workers: int = 4
@@ -156,7 +160,7 @@ class PretrainConfig:
     )
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
-    HASHED_WHEN_SET = (*(k.name for k in KEYS.values() if k.hashed_when_set), "augment", "store")
+    HASHED_WHEN_SET = (*(k.name for k in KEYS.values() if k.hashed_when_set), "augment", "store", "store_decode")
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).

@@ -13,16 +13,21 @@ from collections.abc import Callable
 import torch
 from torch.utils.data import Dataset, default_collate
 
-from ring.data import augment, dali, datasets, store
+from ring.core.methods import method as method_spec
+from ring.data import augment, dali, datasets, decode_place, gpu_decode, store
 
 
 class StoreViews(Dataset):
     """``(image, params_1, ..., params_n, label, index)`` of a prepared store's split: a worker reads one record and
     decodes it (raw: none) into a uint8 H x W x 3 tensor, which the loader stacks into the batch and pins; the
-    parameters are :class:`ring.data.augment.JpegViews`' (the same draws, whatever the input)."""
+    parameters are :class:`ring.data.augment.JpegViews`' (the same draws, whatever the input).  ``decoded=False``:
+    the record's bytes instead, as a uint8 tensor, for the GPU's decoder (:mod:`ring.data.gpu_decode`; the loader
+    packs them with :func:`ring.data.augment.collate_jpegs`)."""
 
-    def __init__(self, reader: store.StoreReader, params: augment.ViewParams, n_views: int, seed: int):
-        self.reader = reader
+    def __init__(
+        self, reader: store.StoreReader, params: augment.ViewParams, n_views: int, seed: int, decoded: bool = True
+    ):
+        self.reader, self.decoded = reader, decoded
         self.views = datasets.Views(augment.Labels(reader.targets), params, n_views, seed)
 
     def set_epoch(self, epoch: int) -> None:
@@ -32,15 +37,21 @@ class StoreViews(Dataset):
         return len(self.reader)
 
     def __getitem__(self, index: int):
-        return (torch.from_numpy(self.reader.array(index)), *self.views[index])
+        if self.decoded:
+            return (torch.from_numpy(self.reader.array(index)), *self.views[index])
+        return (torch.frombuffer(self.reader.record(index), dtype=torch.uint8), *self.views[index])
 
 
 class TrainViews:
     """What a pretraining epoch draws its views from: the loader's ``dataset``, the device's view maker
-    (``device_views``; None: the loader brings finished views) and the loader's ``collate`` (None: its default)."""
+    (``device_views``; None: the loader brings finished views), the loader's ``collate`` (None: its default) and
+    ``feed``, what the epoch iterates over its loader (the loader itself, or the GPU decoder's thread over it)."""
 
-    def __init__(self, dataset: Dataset, device_views, collate: Callable | None, device: torch.device):
+    def __init__(
+        self, dataset: Dataset, device_views, collate: Callable | None, device: torch.device, feed: Callable = iter
+    ):
         self.dataset, self.device_views, self.collate, self.device = dataset, device_views, collate, device
+        self.feed = feed
 
     def batch(self, batch, epoch: int, step: int) -> tuple[list[torch.Tensor], torch.Tensor]:
         """A loader batch as the objective takes it: the views and the images' indices, on the device; ``step``: the
@@ -96,10 +107,47 @@ def train_views(
         return TrainViews(
             datasets.Views(augment.Labels(targets), params, n_views=n_views, seed=cfg.seed), maker, None, device
         )
-    if isinstance(base, store.StoreImages):  # the workers read and decode records at the store's size
+    if isinstance(base, store.StoreImages):  # the workers read and decode records at the store's size, or the GPU
         maker = augment.DeviceViews(None, device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled)
-        return TrainViews(StoreViews(base.reader, params, n_views, cfg.seed), maker, default_collate, device)
+        place = decode_of(cfg, base.reader, device)
+        return store_views(base.reader, params, n_views, cfg.seed, maker, local_batch, place)
     if not hasattr(base, "samples"):
         raise ValueError(f"augment=device needs {cfg.dataset} in memory or as an image folder; use augment: cpu.")
     maker = augment.DeviceViews(None, device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled)
     return TrainViews(augment.JpegViews(base.samples, params, n_views, cfg.seed), maker, augment.collate_jpegs, device)
+
+
+def decode_of(cfg, reader: store.StoreReader, device: torch.device) -> str:
+    """Where the cell's store records are decoded (``store_decode``, :mod:`ring.data.decode_place`); one sentence
+    when the GPU's decoder cannot serve it."""
+    if cfg.store_decode == "auto" and (reader.format.name != "jpeg95" or device.type != "cuda"):
+        return "cpu"  # nothing to decode (raw), or no GPU: the workers, as before the option existed
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    spec = method_spec(cfg.method)
+    place = decode_place.resolve(cfg.store_decode, name, spec.objective.family(spec))
+    if place == "gpu" and device.type != "cuda":
+        raise ValueError(f"store_decode: gpu decodes on a CUDA device and this cell runs on {device}; use auto or cpu.")
+    if place == "gpu" and reader.format.name != "jpeg95":
+        raise ValueError(
+            f"store_decode: gpu decodes the jpeg95 store, and {reader.store} is {reader.format.name}; "
+            "use store: jpeg95 or store_decode: auto."
+        )
+    return place
+
+
+def store_views(
+    reader: store.StoreReader,
+    params: augment.ViewParams,
+    n_views: int,
+    seed: int,
+    maker: augment.DeviceViews,
+    local_batch: int,
+    place: str,
+) -> TrainViews:
+    """The store's pipeline with its records decoded in the loader's workers (``cpu``) or by the decoder thread
+    (``gpu``: :class:`ring.data.gpu_decode.StoreDecoder` on the views' device; on a CPU, torchvision's CPU decoder)."""
+    if place == "cpu":
+        return TrainViews(StoreViews(reader, params, n_views, seed), maker, default_collate, maker.device)
+    decoder = gpu_decode.StoreDecoder(maker, maker.device, local_batch, reader.size)
+    data = StoreViews(reader, params, n_views, seed, decoded=False)
+    return TrainViews(data, decoder, augment.collate_jpegs, maker.device, feed=decoder.feed)

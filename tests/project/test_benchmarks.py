@@ -55,7 +55,16 @@ def test_store_loader_benchmark_measures_every_pass_of_the_store():
     }
     assert all(v > 0 for v in [*result["per_core_images_per_s"].values(), *result["loader_images_per_s"].values()])
     assert result["store_bytes_per_image"]["raw"] == 256 * 256 * 3 and result["timed_batches"] >= 2
-    assert result["views_per_s"] == {"store_device": None, "store_device_compiled": None, "gpu_decode": None}
+    assert result["views_per_s"] == {
+        "store_device": None,
+        "store_device_compiled": None,
+        "gpu_decode": None,
+        "store_gpu_device_compiled": None,
+    }
+    assert (
+        result["skipped"].startswith("views_per_s, gpu_decode_pixels: no CUDA device")
+        and result["gpu_decode_pixels"] is None
+    )
 
 
 @pytest.mark.slow
@@ -77,6 +86,9 @@ TARGET_IDS = {
     *(f"pipeline_{m}{c}" for m in ("IR", "MoCo", "CMC", "LA") for c in ("", "_compile")),
     "store_IR_compile",  # issue 39: the prepared store's path against the in-memory one
     "store_MoCo_compile",
+    "store_gpu_IR_compile",  # the same, its records decoded by the GPU decoder (store_decode: gpu)
+    "store_gpu_MoCo_compile",
+    "store_gpu_pixels",  # the GPU decoder's buffers are not rewritten before their reads ran
 }
 FULL_PLAN = [
     "throughput_IR",
@@ -193,7 +205,7 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
         method="MoCo",
         compile=True,
         image_size=224,
-        images_per_s={"synthetic": 9000.0, "device": 8500.0, "store": 8000.0},
+        images_per_s={"synthetic": 9000.0, "device": 8500.0, "store": 8000.0, "store_gpu": 7000.0},
     )
     result(
         "ring_selection",
@@ -202,6 +214,9 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
     result("ring_selection_quick", steps=[{"ring": "IRing", "n": 1_281_167, "ratio": 1.1}])  # --quick: replaces it
     result("jpeg_decode", image_size=224, views_per_s={"device": 6500.0, "decode_only": 30_000.0})
     result("sync_step", methods={"MoCo": {"status": "pass"}, "IR": {"status": "fail", "error": "called a sync"}})
+    stored = json.loads((suite_summary.COMMITTED / "store_loader-NVIDIA_H200.json").read_text())  # the price reads it
+    stored.pop("machine")
+    result("store_loader", **stored, gpu_decode_pixels={"max_abs_diff": 3, "mean_abs_diff": 0.2})  # nvJPEG's rounding
     rows = {r["id"]: r for r in suite_summary.summarize(tmp_path, "quick", [])["targets"]}
     assert {
         k: rows[k]["status"]
@@ -216,6 +231,9 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
             "sync_step_IR",
             "store_MoCo_compile",
             "store_IR_compile",
+            "store_gpu_MoCo_compile",
+            "store_gpu_IR_compile",
+            "store_gpu_pixels",
         )
     } == {
         "moco_compiled": "fail",
@@ -228,6 +246,9 @@ def test_suite_summary_checks_targets_against_the_results(tmp_path):
         "sync_step_IR": "fail",
         "store_MoCo_compile": "pass",  # 8,000 / 8,500 >= 0.9
         "store_IR_compile": "not run",
+        "store_gpu_MoCo_compile": "fail",  # 7,000 / 8,500 < 0.9
+        "store_gpu_IR_compile": "not run",
+        "store_gpu_pixels": "pass",  # 3 <= 16 levels
     }
     assert rows["pipeline_MoCo_compile"]["measured"] == pytest.approx(8500 / 9000)
     # Priced from the committed H200 figures with this run's files in their place; H200's bound is 550 hours (issue 39).
@@ -380,3 +401,18 @@ def test_toy_protocols_benchmark_summarises_both_protocols_and_readings():
         assert ours["CNCE10"]["ours_key"] == "CNCE10" and literal["CNCE10"]["ours_key"] == "CNCE90"
         assert literal["CNCE10"]["mean"] == ours["CNCE90"]["mean"]
     assert list((ROOT / "ring" / "resources" / "figures").glob("toy_protocols-*.json"))
+
+
+@pytest.mark.slow
+def test_throughput_reads_the_store_and_states_why_the_gpu_decoder_feed_is_skipped_on_a_cpu():
+    subprocess.run(
+        [sys.executable, "benchmarks/throughput.py", "--method", "IR", "--feeds", "store,store_gpu", "--tiny"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    result = json.loads((ROOT / "ring" / "resources" / "figures" / ".tiny-throughput_IR.json").read_text())
+    assert set(result["images_per_s"]) == {"store"} and result["images_per_s"]["store"] > 0
+    assert result["skipped_feeds"]["store_gpu"].startswith("no CUDA device: the GPU's JPEG decoder needs one")
+    assert result["ratio_store_gpu_to_device"] is None and result["store_timed_steps"] >= 2

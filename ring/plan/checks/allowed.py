@@ -18,6 +18,7 @@ from ring.plan.checks.options import (
     KEEP_SUPERSEDED,
     MIN_INPUT_PX,
     PRECISIONS,
+    STORE_DECODE,
     STORE_FORMATS,
 )
 
@@ -50,6 +51,7 @@ ALLOWED = {
     "bn_groups": ">= 1, divides batch_size; a divisor or a multiple of the processes (nodes x gpus_per_node)",
     "augment": ", ".join(AUGMENT_PLACES),
     "store": ", ".join(STORE_FORMATS) + " (image folders at the catalog's store size; none: the original files)",
+    "store_decode": ", ".join(STORE_DECODE) + " (gpu: the jpeg95 store on a CUDA device with augment: device or auto)",
     "compile": ", ".join(COMPILE),
     "max_chunk_elements": ">= 0 (0: sized by the GPU's memory)",
     "knn_every": ">= 0 (0: never)",

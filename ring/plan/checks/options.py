@@ -3,6 +3,7 @@ beside the code that implements its choices (ring.engine, ring.data) and read fr
 (what a superseded run keeps, where detection's datasets are) are declared here."""
 
 from ring.data import AUGMENT_PLACES, AUGMENTATIONS
+from ring.data.decode_place import CHOICES as STORE_DECODE
 from ring.data.stores import CHOICES as STORE_FORMATS
 from ring.engine import (
     CHANNELS_LAST,
@@ -31,6 +32,7 @@ __all__ = [
     "MIN_INPUT_PX",
     "NEGATIVES_COUNTS",
     "PRECISIONS",
+    "STORE_DECODE",
     "STORE_FORMATS",
     "VALIDATION_POLICIES",
 ]

@@ -12,7 +12,7 @@ from ring.core.method_keys import KEYS
 from ring.core.methods import METHODS, Method
 from ring.plan.checks.checker import Checker, fail, int_at_least, number, one_of, positive
 from ring.plan.checks.common import implementation, optimizer, registered, runtime, views
-from ring.plan.checks.options import AUGMENT_PLACES, COMPILE, HEADS, STORE_FORMATS
+from ring.plan.checks.options import AUGMENT_PLACES, COMPILE, HEADS, STORE_DECODE, STORE_FORMATS
 
 SNAPSHOT = re.compile(re.escape(C.SNAPSHOT_FILE).replace(r"\{epoch\}", r"(\d+)") + "$")
 
@@ -150,6 +150,26 @@ def _views_place(where: str, cfg) -> None:
             "reads the original files, and this cell reads the prepared store",
             ("set store: none for it, or augment: device (or auto) to read the store"),
         )
+    one_of(where, cfg, "store_decode", STORE_DECODE)
+    if cfg.store_decode == "gpu":
+        _gpu_decode(where, cfg, spec)
+
+
+def _gpu_decode(where: str, cfg, spec) -> None:
+    """``store_decode: gpu`` decodes the jpeg95 store's records on a CUDA device, into the device views."""
+    reads_jpeg95 = cfg.store == "jpeg95" and spec is not None and spec.store_size and spec.store_size == cfg.resize
+    problem = (
+        "decodes the jpeg95 store on a CUDA device, and this cell does not read that store"
+        if not reads_jpeg95
+        else f"decodes on a CUDA device, and this cell runs on device: {cfg.device}"
+        if cfg.device == "cpu"
+        else f"hands the device views the decoded batch, and this cell makes its views with augment: {cfg.augment}"
+        if cfg.augment in ("cpu", "dali")
+        else None
+    )
+    if problem:
+        fix = "set store_decode: auto (the measured choice) or cpu, or read the jpeg95 store on a GPU"
+        fail(where, "store_decode", "gpu", problem, fix)
 
 
 def _faults_and_runtime(where: str, cfg) -> None:

@@ -17,8 +17,9 @@ core's process).  Every rate names the file it came from; a missing key falls ba
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ring.data import decode_place
 from ring.plan.estimate.figures import _matching as folders_matching
 from ring.plan.estimate.figures import label, last, positive, read
 
@@ -74,6 +75,9 @@ class StoreFigures:
     # jpeg95 pretraining measured end to end (throughput_<family>_compile's "store" feed, timed past the loader's
     # prefetch) where the loader, not the step, bounded it: the loader's own rate, (images/s, workers, file).
     end_to_end: tuple[float, int, str] | None = None
+    # Per family, the compiled jpeg95 store feeds timed past the prefetch, by where the records were decoded
+    # ({"cpu": images/s, "gpu": images/s}, ring.data.decode_place.measured), and the file they came from.
+    decode: dict[str, tuple[dict[str, float], str]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, path, name: str) -> StoreFigures:
@@ -124,6 +128,10 @@ def load(figures, folders) -> None:
     if store_file:
         figures.store = StoreFigures.read(store_file, label(store_file, folders[0]))
         figures.store.end_to_end = loader_bound(folders, tag)
+        for path in folders_matching(folders, f"throughput_*_compile-{tag}.json"):
+            doc = read(path)
+            if doc.get("method") and (rates := decode_place.measured(doc)):
+                figures.store.decode[doc["method"]] = (rates, label(path, folders[0]))
         figures.files.append(figures.store.file)
 
 
@@ -154,6 +162,23 @@ def loader_rate(figures, store: str) -> Rate:
     if s and LOADER_KEYS[store] in s.per_core:
         return Rate(s.per_core[LOADER_KEYS[store]], 1, f"{s.file}: {LOADER_KEYS[store]} per core")
     raise ValueError(_missing(figures, LOADER_KEYS[store]))
+
+
+def gpu_decode_rate(cfg, figures, fam: str) -> Rate | None:
+    """The jpeg95 store's pretraining end to end with its records decoded by the GPU decoder, where the cell decodes
+    there (``store_decode``: ``gpu``, or ``auto`` where the device measured it faster for ``fam``, as the run
+    chooses: :func:`ring.data.decode_place.pick`); None where the loader's workers decode."""
+    choice = getattr(cfg, "store_decode", "auto")  # a config without the key decodes in the workers
+    rates, file = (figures.store.decode.get(fam) if figures.store else None) or ({}, None)
+    place = decode_place.pick(rates) if choice == "auto" else choice
+    if place != "gpu":
+        return None
+    if "gpu" not in rates:
+        raise ValueError(
+            f"The {figures.device} figures have no store_gpu rate for {fam} (store_decode: gpu); run "
+            "benchmarks/gpu_suite.sh --quick on that device and commit its JSON, or price with store_decode: auto."
+        )
+    return Rate(rates["gpu"], 1, f"{file}: the jpeg95 store decoded by the GPU decoder, end to end")
 
 
 def store_views(figures, compiled: bool) -> tuple[float, str] | None:

@@ -153,6 +153,8 @@ def _store_path_s(cfg, figures: Figures, fam: str, compiled: bool, store: str, g
     workers (and, where measured on the GPU, the store loader with the device views together)."""
     n_views = method_spec(cfg.method).objective.n_views
     view = _view_s(cfg, figures, fam, compiled)
+    if store == "jpeg95" and (decoded := inputs.gpu_decode_rate(cfg, figures, fam)):  # store_decode: gpu, measured
+        return max(gpu_s + n_views * view, decoded.seconds(1))
     seconds = max(gpu_s + n_views * view, inputs.loader_rate(figures, store).seconds(cfg.num_workers))
     if measured := inputs.store_views(figures, compiled):
         seconds = max(seconds, 1.0 / measured[0] + (n_views - 1) * view)

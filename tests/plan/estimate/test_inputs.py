@@ -26,3 +26,35 @@ def test_a_store_rate_timed_within_the_loaders_prefetch_is_not_read(figures):
         assert E.load_figures(results=figures).store.end_to_end == expected
     rate = I.loader_rate(E.load_figures(results=figures), "jpeg95")
     assert (rate.per_s, rate.workers) == (3_600.0, 8)
+
+
+def test_the_gpu_decoder_prices_a_cell_only_where_the_run_would_choose_it(figures):
+    """``store_decode: auto`` decodes on the GPU where the device's compiled IR figure measured the GPU decoder's feed
+    faster than the workers' decode (ring.data.decode_place), and the price reads that feed end to end."""
+    import dataclasses
+
+    import pytest
+
+    from tests.plan.estimate.test_passes import _cell
+
+    _store(figures)
+    ir = json.loads((figures / "throughput_IR-GPU_X.json").read_text())
+    compiled = {**ir, "compile": True, "workers": 8, "store_timed_steps": 48}
+    cell = _cell("IR", compile="on")
+
+    def price(gpu_rate, decode="auto") -> float:
+        rates = {"synthetic": 16e3, "device": 10e3, "store": 3.6e3, **({"store_gpu": gpu_rate} if gpu_rate else {})}
+        (figures / "throughput_IR_compile-GPU_X.json").write_text(json.dumps({**compiled, "images_per_s": rates}))
+        return E.pretrain_hours(dataclasses.replace(cell, store_decode=decode), E.load_figures(results=figures))
+
+    workers = price(None)  # no GPU decoder figure: the workers' decode, as before the option existed
+    # The feed end to end, or the step and its views where they are slower (this fixture's step: 5,000 images/s).
+    assert price(9e3) < workers and price(9e3) >= 10 * 1_281_167 / 9e3 / 3600
+    assert price(3e3) == workers  # measured slower than the workers' decode: auto keeps the workers
+    assert price(9e3, "cpu") == workers  # chosen: priced as chosen
+    assert price(1e3, "gpu") == pytest.approx(10 * 1_281_167 / 1e3 / 3600)
+    f = E.load_figures(results=figures)
+    assert I.gpu_decode_rate(dataclasses.replace(cell, store_decode="auto"), f, "IR") is None
+    (figures / "throughput_IR_compile-GPU_X.json").write_text(json.dumps({**compiled, "images_per_s": {"store": 1.0}}))
+    with pytest.raises(ValueError, match=r"^The GPU X figures have no store_gpu rate for IR \(store_decode: gpu\); "):
+        price(None, "gpu")

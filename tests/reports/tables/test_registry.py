@@ -10,6 +10,7 @@ import pytest
 
 from ring.core.files import FileError
 from ring.core.metrics import NonFinite
+from ring.plan.rules import TableRule
 from ring.reports.tables import cells, cost, registry
 from tests.reports.tables.fixtures import _metrics
 
@@ -18,18 +19,18 @@ TABLE_CALL = re.compile(r"-m ring\.reports\.tables (\S+)")
 
 
 def _workflow_tables(root) -> set[str]:
-    """Every table name a workflow rule passes to ``python -m ring.reports.tables``; a rule looping over a list
-    (``{params.table}``, tables.smk's GRID_TABLES) runs each name of that list."""
-    names = set()
-    files = [root / "Snakefile", *sorted((root / "workflow").rglob("*.smk"))]
-    for path in files:
-        text = path.read_text()
-        for name in TABLE_CALL.findall(text):
-            if name == "{params.table}":
-                (grid_tables,) = re.findall(r"^GRID_TABLES = (\[.*?\])$", text, re.MULTILINE)
-                names.update(ast.literal_eval(grid_tables))
-            else:
-                names.add(name)
+    """Every table name a workflow rule passes to ``python -m ring.reports.tables``: tables.smk's TABLE_RULES makes
+    rule make_<name> for each of its keys (its GRID_TABLES spread among them), and each runs
+    :meth:`ring.plan.rules.TableRule.command` of its name."""
+    text = (root / "workflow" / "rules" / "tables.smk").read_text()
+    block = text[text.index("TABLE_RULES = {") : text.index("\n}\n", text.index("TABLE_RULES = {"))]
+    names = set(re.findall(r'^    "(\w+)": ', block, re.MULTILINE))
+    if "for table in GRID_TABLES}" in block:
+        (grid_tables,) = re.findall(r"^GRID_TABLES = (\[.*?\])$", text, re.MULTILINE)
+        names.update(ast.literal_eval(grid_tables))
+    for name in names:
+        command = TableRule(lambda grid: [], "--metrics {input:q}").command(name)
+        assert TABLE_CALL.findall(command) == [name], command
     return names
 
 
