@@ -235,10 +235,14 @@ def test_a_longer_schedule_continues_the_checkpoint_and_equals_training_that_lon
     assert (cell / "encoder.pt").read_bytes() == short
 
 
-def test_a_finished_cell_drops_its_previous_checkpoint_and_under_none_its_last_one_too(tmp_path):
-    # Two epochs: two saves, so that the previous checkpoint exists until the cell finishes.
-    cfg = pretrain_config("IR", epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)
-    cell = _run_cell(tmp_path, "last", cfg)
+# Two epochs of IR at 16 px without monitors: two saves, so that the previous checkpoint exists until the cell
+# finishes; the finished cell also says how far its one segment got.
+TWO_EPOCHS = dict(epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)
+
+
+def test_a_finished_cell_drops_its_previous_checkpoint_and_under_none_its_last_one_too(tmp_path, trained):
+    cfg = pretrain_config("IR", **TWO_EPOCHS)
+    cell = trained(cfg, checkpoint=True)
     assert sorted(p.name for p in cell.glob("checkpoint*.pt")) == ["checkpoint.pt"]
     assert safe_load(cell / "checkpoint.pt")["epoch"] == 2  # what a longer schedule continues
 
@@ -455,10 +459,8 @@ def test_no_rank_leaves_a_preempted_step_before_rank_0s_checkpoint_is_written(mo
     assert order == ["losses", "checkpoint", "barrier"]
 
 
-def test_a_cell_says_how_far_its_running_segment_got_after_each_epoch(tmp_path):
-    cfg = pretrain_config("IR", epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)
-    Pretraining(cfg, tmp_path).run()
-    record = json.loads((tmp_path / "progress.json").read_text())
+def test_a_cell_says_how_far_its_running_segment_got_after_each_epoch(trained):
+    record = json.loads((trained(pretrain_config("IR", **TWO_EPOCHS), checkpoint=True) / "progress.json").read_text())
     assert (record["epoch"], record["epochs"], record["segment_epochs"]) == (2, 2, 2.0)
     assert record["segment_wall_s"] > 0 and record["gpus"] == 0  # CPU: no GPU-hours
 
