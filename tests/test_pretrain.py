@@ -28,6 +28,13 @@ def _run_cell(tmp_path, name, cfg):
     return cell
 
 
+def _train_here(tmp_path, name, cfg):
+    """``cfg``'s cell trained in this process: for tests of what a cell holds, not of its process (a stage process
+    costs ~3.5 s of imports; the same weights, bit for bit: the preempted k-means test compares the two)."""
+    Pretraining(cfg, tmp_path / name).run()
+    return tmp_path / name
+
+
 @pytest.fixture(scope="module")
 def trained(module_tmp):
     """``trained(cfg)``: the finished cell of ``cfg``, trained once for the module as ``_run_cell`` trains it (its own
@@ -269,7 +276,7 @@ def test_cli_reports_one_sentence(tmp_path):
 
 @pytest.mark.slow
 def test_cmc_cell_exports_an_l_and_an_ab_torchvision_trunk(tmp_path):
-    cell = _run_cell(tmp_path, "cmc", pretrain_config("CMC", epochs=1, lr_milestones=[], knn_every=0))
+    cell = _train_here(tmp_path, "cmc", pretrain_config("CMC", epochs=1, lr_milestones=[], knn_every=0))
     for name, channels in (("encoder.pt", 1), ("encoder_ab.pt", 2)):
         model = resnet18()
         model.conv1 = torch.nn.Conv2d(channels, 64, 7, 2, 3, bias=False)
@@ -322,19 +329,19 @@ def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupte
 
 @pytest.mark.slow
 def test_snapshots_and_a_cell_started_from_one(tmp_path):
-    source = _run_cell(tmp_path, "source", pretrain_config("IR", snapshot_epochs=[0, 1], **FAST))
+    source = _train_here(tmp_path, "source", pretrain_config("IR", snapshot_epochs=[0, 1], **FAST))
     snapshots = {e: safe_load(source / f"snapshot_epoch{e}.pt") for e in (0, 1)}
     assert [s["epoch"] for s in snapshots.values()] == [0, 1]
     assert snapshots[1]["objective"]["bank.memory"].shape == (1347, 128)
 
     # Continuing the source's own config from its epoch-1 snapshot reproduces its final weights:
     # the snapshot holds the whole training state (bank, optimizer, lr schedule, RNG).
-    same = _run_cell(tmp_path, "same", pretrain_config("IR", init_from=str(source / "snapshot_epoch1.pt"), **FAST))
+    same = _train_here(tmp_path, "same", pretrain_config("IR", init_from=str(source / "snapshot_epoch1.pt"), **FAST))
     _assert_same_weights(source / "encoder.pt", same / "encoder.pt")
     assert [json.loads(line)["epoch"] for line in (same / "log.jsonl").read_text().splitlines()] == [1]
 
     # IRing with a fixed threshold of 10% from the same snapshot: the hard-negatives study's cell.
-    ring = _run_cell(
+    ring = _train_here(
         tmp_path,
         "ring",
         pretrain_config(
