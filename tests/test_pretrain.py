@@ -28,6 +28,13 @@ def _run_cell(tmp_path, name, cfg):
     return cell
 
 
+def _train_here(tmp_path, name, cfg):
+    """``cfg``'s cell trained in this process: for tests of what a cell holds, not of its process (a stage process
+    costs ~3.5 s of imports; the same weights, bit for bit: the preempted k-means test compares the two)."""
+    Pretraining(cfg, tmp_path / name).run()
+    return tmp_path / name
+
+
 @pytest.fixture(scope="module")
 def trained(module_tmp):
     """``trained(cfg)``: the finished cell of ``cfg``, trained once for the module as ``_run_cell`` trains it (its own
@@ -235,10 +242,14 @@ def test_a_longer_schedule_continues_the_checkpoint_and_equals_training_that_lon
     assert (cell / "encoder.pt").read_bytes() == short
 
 
-def test_a_finished_cell_drops_its_previous_checkpoint_and_under_none_its_last_one_too(tmp_path):
-    # Two epochs: two saves, so that the previous checkpoint exists until the cell finishes.
-    cfg = pretrain_config("IR", epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)
-    cell = _run_cell(tmp_path, "last", cfg)
+# Two epochs of IR at 16 px without monitors: two saves, so that the previous checkpoint exists until the cell
+# finishes; the finished cell also says how far its one segment got.
+TWO_EPOCHS = dict(epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)
+
+
+def test_a_finished_cell_drops_its_previous_checkpoint_and_under_none_its_last_one_too(tmp_path, trained):
+    cfg = pretrain_config("IR", **TWO_EPOCHS)
+    cell = trained(cfg, checkpoint=True)
     assert sorted(p.name for p in cell.glob("checkpoint*.pt")) == ["checkpoint.pt"]
     assert safe_load(cell / "checkpoint.pt")["epoch"] == 2  # what a longer schedule continues
 
@@ -265,7 +276,7 @@ def test_cli_reports_one_sentence(tmp_path):
 
 @pytest.mark.slow
 def test_cmc_cell_exports_an_l_and_an_ab_torchvision_trunk(tmp_path):
-    cell = _run_cell(tmp_path, "cmc", pretrain_config("CMC", epochs=1, lr_milestones=[], knn_every=0))
+    cell = _train_here(tmp_path, "cmc", pretrain_config("CMC", epochs=1, lr_milestones=[], knn_every=0))
     for name, channels in (("encoder.pt", 1), ("encoder_ab.pt", 2)):
         model = resnet18()
         model.conv1 = torch.nn.Conv2d(channels, 64, 7, 2, 3, bias=False)
@@ -318,19 +329,19 @@ def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupte
 
 @pytest.mark.slow
 def test_snapshots_and_a_cell_started_from_one(tmp_path):
-    source = _run_cell(tmp_path, "source", pretrain_config("IR", snapshot_epochs=[0, 1], **FAST))
+    source = _train_here(tmp_path, "source", pretrain_config("IR", snapshot_epochs=[0, 1], **FAST))
     snapshots = {e: safe_load(source / f"snapshot_epoch{e}.pt") for e in (0, 1)}
     assert [s["epoch"] for s in snapshots.values()] == [0, 1]
     assert snapshots[1]["objective"]["bank.memory"].shape == (1347, 128)
 
     # Continuing the source's own config from its epoch-1 snapshot reproduces its final weights:
     # the snapshot holds the whole training state (bank, optimizer, lr schedule, RNG).
-    same = _run_cell(tmp_path, "same", pretrain_config("IR", init_from=str(source / "snapshot_epoch1.pt"), **FAST))
+    same = _train_here(tmp_path, "same", pretrain_config("IR", init_from=str(source / "snapshot_epoch1.pt"), **FAST))
     _assert_same_weights(source / "encoder.pt", same / "encoder.pt")
     assert [json.loads(line)["epoch"] for line in (same / "log.jsonl").read_text().splitlines()] == [1]
 
     # IRing with a fixed threshold of 10% from the same snapshot: the hard-negatives study's cell.
-    ring = _run_cell(
+    ring = _train_here(
         tmp_path,
         "ring",
         pretrain_config(
@@ -455,10 +466,8 @@ def test_no_rank_leaves_a_preempted_step_before_rank_0s_checkpoint_is_written(mo
     assert order == ["losses", "checkpoint", "barrier"]
 
 
-def test_a_cell_says_how_far_its_running_segment_got_after_each_epoch(tmp_path):
-    cfg = pretrain_config("IR", epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)
-    Pretraining(cfg, tmp_path).run()
-    record = json.loads((tmp_path / "progress.json").read_text())
+def test_a_cell_says_how_far_its_running_segment_got_after_each_epoch(trained):
+    record = json.loads((trained(pretrain_config("IR", **TWO_EPOCHS), checkpoint=True) / "progress.json").read_text())
     assert (record["epoch"], record["epochs"], record["segment_epochs"]) == (2, 2, 2.0)
     assert record["segment_wall_s"] > 0 and record["gpus"] == 0  # CPU: no GPU-hours
 

@@ -34,6 +34,8 @@ def test_the_waiting_client_tells_a_late_seen_cancel_from_a_failure(
     job = _fake_job(tmp_path)
     replies = iter(states)
     monkeypatch.setattr(slurm, "job_states", lambda ids: {ids[0]: next(replies)})
+    # squeue's reason for a PENDING line: faked too, or a real squeue waits 18 s for a controller that CI lacks.
+    monkeypatch.setattr(slurm, "pending_reason", lambda job_id: "Priority")
     monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 1)  # a run to report, as in CI
     res = Resources(poll_s=0, unknown_grace_s=60)
     assert watch.wait(job, tmp_path, res, adopted=adopted) == outcome

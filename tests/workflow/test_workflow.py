@@ -1,5 +1,6 @@
 """The Snakemake DAG, run for real in a copy of the workflow (results never touch the checkout)."""
 
+import copy
 import json
 import re
 import shutil
@@ -13,6 +14,7 @@ import yaml
 
 from tests import ROOT
 from tests.documented import documented_commands
+from tests.helpers import copy_workflow
 from tests.workflow.runs import SMALL, entry, job_counts, snakemake, write_grid
 
 pytestmark = pytest.mark.slow  # whole Snakemake runs: outside the developer loop (pytest -m 'not slow')
@@ -259,6 +261,37 @@ def test_the_shipped_slurm_profile_plans_the_paper_grid(workdir):
     )
 
 
+# The finished grid four tests start from: a grid file kept outside the repository (issue #22), its IR, IRing and MoCo
+# cells on digits, seed 0, and every table built.  Each test built its own before (four all_tables runs: six
+# pretraining and four evaluation jobs); one run serves them all, each test editing a copy of it.
+FINISHED = {**SMALL, "methods": ["IR", "IRing", "MoCo"], "seeds": [0]}
+
+
+@pytest.fixture(scope="module")
+def finished_grid(module_tmp) -> Path:
+    root = copy_workflow(module_tmp("finished"))
+    grid_file = root / "elsewhere" / "mine.yaml"
+    grid_file.parent.mkdir()
+    grid_file.write_text(yaml.safe_dump(FINISHED))
+    snakemake(root, "--profile", "profiles/local", "all_tables", "--config", f"grid={grid_file}")
+    return root
+
+
+@pytest.fixture
+def finished(finished_grid, tmp_path) -> tuple[Path, Path, dict]:
+    """A copy of ``finished_grid`` to edit (its modification times kept, as Snakemake reads them): the folder to run
+    Snakemake in, its grid file, and the grid's values.  Its results folder is recorded as the copied grid file's, as
+    its own first run would have recorded it (ring.plan.ownership: an edited file of the same name elsewhere is
+    refused)."""
+    from ring.plan import ownership
+
+    workdir = Path(shutil.copytree(finished_grid, tmp_path / "finished", symlinks=True))
+    grid_file, results = workdir / "elsewhere" / "mine.yaml", workdir / "results" / "mine"
+    (results / ownership.MARKER).unlink()
+    ownership.claim(grid_file, results)
+    return workdir, grid_file, copy.deepcopy(FINISHED)
+
+
 def _table_entry(workdir: Path, grid: str, method: str) -> str:
     """The Digits entry of a method's row in Table 1's Markdown."""
     for line in (workdir / "results" / grid / "tables" / "table1.md").read_text().splitlines():
@@ -268,20 +301,16 @@ def _table_entry(workdir: Path, grid: str, method: str) -> str:
     raise AssertionError(f"no row {method}")
 
 
-def test_an_edit_keeps_the_old_encoders_evaluation_and_an_undo_brings_it_back_untrained(workdir, tmp_path):
+def test_an_edit_keeps_the_old_encoders_evaluation_and_an_undo_brings_it_back_untrained(finished):
     """Issue 32 item 3: a pretraining edit keeps the finished linear evaluation of the old encoder under the
     evaluation cell's runs/<lincls hash>-<encoder sha256[:12]>/; undoing the edit restores the encoder and that
     evaluation, decided before any job: the same metrics.json and log.jsonl bytes, nothing trained."""
-    grid_file = tmp_path / "elsewhere" / "undo.yaml"
-    grid_file.parent.mkdir()
-    values = {**SMALL, "methods": ["IR"], "seeds": [0]}
-    grid_file.write_text(yaml.safe_dump(values))
+    workdir, grid_file, values = finished
 
     def run():
         return snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", f"grid={grid_file}")
 
-    run()
-    cell = workdir / "results" / "undo" / "lincls" / "digits" / "IR" / "seed0"
+    cell = workdir / "results" / "mine" / "lincls" / "digits" / "IR" / "seed0"
     first = {name: (cell / name).read_bytes() for name in ("metrics.json", "log.jsonl", "provenance.json")}
     record = json.loads((cell / "run.json").read_text())
     kept = cell / "runs" / f"{record['config_hash']}-{record['encoder_sha256'][:12]}"
@@ -304,18 +333,15 @@ def test_an_edit_keeps_the_old_encoders_evaluation_and_an_undo_brings_it_back_un
     (edited_run,) = (cell / "runs").iterdir()  # the edited encoder's evaluation, kept in turn
     assert (edited_run / "metrics.json").read_bytes() == edited
     assert not list(cell.rglob("checkpoint.stale-*"))
-    assert _table_entry(workdir, "undo", "IR").startswith(entry(json.loads(first["metrics.json"])))
+    assert _table_entry(workdir, "mine", "IR").startswith(entry(json.loads(first["metrics.json"])))
 
 
-def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the_new_number(workdir, tmp_path):
+def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the_new_number(finished):
     """Issue #22: a grid file kept outside the repository, edited after its cells finished."""
     from ring.core import config as C
     from ring.plan import grid as G
 
-    grid_file = tmp_path / "elsewhere" / "mine.yaml"
-    grid_file.parent.mkdir()
-    values = {**SMALL, "methods": ["IR", "IRing"], "seeds": [0]}
-    grid_file.write_text(yaml.safe_dump(values))
+    workdir, grid_file, values = finished
 
     def run(*args, **kw):
         return snakemake(
@@ -330,7 +356,6 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
             (workdir / "results" / "mine" / "lincls" / "digits" / method / "seed0" / "metrics.json").read_text()
         )
 
-    run()
     first_iring = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IRing", 0, "data"))
     old_encoder = (pre("IRing") / "encoder.pt").read_bytes()
     old_ir = metrics("IR")
@@ -368,7 +393,8 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
 
     # 2. A longer schedule for IR continues its checkpoint.
     values["pretrain"]["all"] = {**values["pretrain"]["all"], "epochs": 2}
-    values["pretrain"]["by_method"]["IRing"]["epochs"] = 1  # IRing keeps its schedule: only IR changes
+    for method in ("IRing", "MoCo"):  # they keep their schedule: only IR changes
+        values["pretrain"]["by_method"].setdefault(method, {})["epochs"] = 1
     grid_file.write_text(yaml.safe_dump(values))
     result = run()
     output = result.stdout + result.stderr
@@ -429,35 +455,32 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
 
     # 5. Runtime knobs are not edits (issue 32 item 7): the cells' config.yaml take the new values for any later
     # job, and nothing trains, exports or evaluates again.
-    encoders = {m: (pre(m) / "encoder.pt").stat().st_mtime_ns for m in ("IR", "IRing")}
+    encoders = {m: (pre(m) / "encoder.pt").stat().st_mtime_ns for m in FINISHED["methods"]}
     values["pretrain"]["all"] = {**values["pretrain"]["all"], "loss_read_every": 10, "compile": "off", "threads": 1}
     values["lincls"]["all"] = {**values["lincls"]["all"], "num_workers": 1, "threads": 1}
     grid_file.write_text(yaml.safe_dump(values))
     result = run()
     counts = job_counts(result.stdout + result.stderr)
     assert not {"pretrain", "lincls", "make_table1"} & set(counts), counts
-    assert counts.get("pretrain_config") == 2 and counts.get("lincls_config") == 2, counts
+    assert counts.get("pretrain_config") == 3 and counts.get("lincls_config") == 3, counts  # every cell's
     assert yaml.safe_load((pre("IR") / "config.yaml").read_text())["loss_read_every"] == 10
-    assert {m: (pre(m) / "encoder.pt").stat().st_mtime_ns for m in ("IR", "IRing")} == encoders
+    assert {m: (pre(m) / "encoder.pt").stat().st_mtime_ns for m in FINISHED["methods"]} == encoders
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
 
 
-def test_a_key_moco_never_reads_under_all_retrains_the_ir_cell_and_leaves_the_finished_moco_cell(workdir, tmp_path):
+def test_a_key_moco_never_reads_under_all_retrains_the_ir_cell_and_leaves_the_finished_moco_cell(finished):
     """Issue 32 item 7: negatives_count counts a memory bank's negatives; MoCo's are its queue, so it never reads it."""
-    grid_file = tmp_path / "elsewhere" / "unread.yaml"
-    grid_file.parent.mkdir()
-    values = {**SMALL, "methods": ["IR", "MoCo"], "seeds": [0]}
-    grid_file.write_text(yaml.safe_dump(values))
+    workdir, grid_file, values = finished
 
     def pre(m):
-        return workdir / "results" / "unread" / "pretrain" / "digits" / m / "seed0"
+        return workdir / "results" / "mine" / "pretrain" / "digits" / m / "seed0"
 
+    # The two cells' encoders, the targets (the grid's IRing, a memory bank's too, is not asked for).
     encoders = [str(pre(m).relative_to(workdir) / "encoder.pt") for m in ("IR", "MoCo")]
 
     def run(*args):
         return snakemake(workdir, "--profile", "profiles/local", *args, *encoders, "--config", f"grid={grid_file}")
 
-    run()
     moco = {name: (pre("MoCo") / name).read_bytes() for name in ("config.yaml", "config.hash")}
 
     values["pretrain"]["all"] = {**values["pretrain"]["all"], "negatives_count": "including_positive"}
@@ -477,17 +500,14 @@ def test_a_key_moco_never_reads_under_all_retrains_the_ir_cell_and_leaves_the_fi
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
 
 
-def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_removes_them(workdir, tmp_path):
+def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_removes_them(finished, tmp_path):
     """Issue 32 item 4: a superseded run keeps its encoder, log and records and drops its checkpoints (unless
     keep_superseded: all); an undo brings a finished run back without retraining; status shows what prune removes;
-    prune --dry-run lists it with sizes, prune removes superseded runs and the cells of a seed the grid dropped."""
+    prune --dry-run lists it with sizes, prune removes superseded runs and the cells of a method the grid dropped."""
     from ring.core import config as C
     from ring.plan import grid as G
 
-    grid_file = tmp_path / "elsewhere" / "mine.yaml"
-    grid_file.parent.mkdir()
-    values = {**SMALL, "methods": ["IR"], "seeds": [0, 1]}
-    grid_file.write_text(yaml.safe_dump(values))
+    workdir, grid_file, values = finished
 
     def run(*args):
         return snakemake(workdir, "--profile", "profiles/local", "all_tables", *args, "--config", f"grid={grid_file}")
@@ -501,15 +521,18 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
             timeout=120,
         )
 
-    run()
     base = workdir / "results" / "mine"
     cell = base / "pretrain" / "digits" / "IR" / "seed0"
     first = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IR", 0, "data"))
     first_encoder = (cell / "encoder.pt").read_bytes()
     assert (cell / "checkpoint.pt").is_file()
 
-    # An edit of a pretraining key, and seed 1 dropped from the grid.
-    values = {**values, "seeds": [0], "pretrain": {"all": {**SMALL["pretrain"]["all"], "lr": 0.01}}}
+    # An edit of IR's pretraining, and MoCo dropped from the grid.
+    values = {
+        **values,
+        "methods": ["IR", "IRing"],
+        "pretrain": {**values["pretrain"], "by_method": {"IR": {"lr": 0.01}}},
+    }
     grid_file.write_text(yaml.safe_dump(values))
     run()
     kept = cell / "runs" / first
@@ -536,10 +559,10 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     assert f"prune --grid {grid_file} --dry-run" in disk
     dry = batch("prune", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    seed1 = [base / stage / "digits" / "IR" / "seed1" for stage in ("pretrain", "lincls")]
+    dropped = [base / stage / "digits" / "MoCo" / "seed0" for stage in ("pretrain", "lincls")]
     listed = dry.stdout.splitlines()
     assert {line.split()[-1] for line in listed[:-1]} == {
-        str(p.relative_to(workdir)) for p in [cell / "runs" / edited, kept_eval, *seed1]
+        str(p.relative_to(workdir)) for p in [cell / "runs" / edited, kept_eval, *dropped]
     }
     assert all(re.match(r" *\d+\.\d+ (MB|GB)  ", line) for line in listed[:-1])
     assert re.fullmatch(
@@ -547,15 +570,15 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
         r"would free .+ MB \(--dry-run: nothing removed\)",
         listed[-1],
     ), listed[-1]
-    assert all(p.is_dir() for p in [cell / "runs" / edited, kept_eval, *seed1])
+    assert all(p.is_dir() for p in [cell / "runs" / edited, kept_eval, *dropped])
 
     # prune removes them, and the grid's live cells keep every file: the tables build from them unchanged.
     live = {
-        p: p.read_bytes() for p in base.rglob("*") if p.is_file() and "seed1" not in p.parts and "runs" not in p.parts
+        p: p.read_bytes() for p in base.rglob("*") if p.is_file() and "MoCo" not in p.parts and "runs" not in p.parts
     }
     pruned = batch("prune", "--yes")
     assert pruned.returncode == 0 and "; freed " in pruned.stdout, pruned.stderr
-    assert not (cell / "runs").exists() and not any(p.exists() for p in seed1)
+    assert not (cell / "runs").exists() and not any(p.exists() for p in dropped)
     assert all(p.read_bytes() == data for p, data in live.items() if p.suffix != ".log")
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
     run("--forcerun", "make_table1")
@@ -599,24 +622,22 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     assert planned() == {}
 
 
-def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(workdir):
+def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(finished):
     """Issue 34, item 2: an encoder that another config made (as a job of the previous config wrote it after an edit,
     before the launcher checked hashes) makes Table 1 stale; `batch status` says the next all_tables reruns it, a dry
     run plans it (never "Nothing to be done"), all_tables reruns it, and then the table has its number."""
     from ring.cluster import batch
     from ring.plan import lineage
 
-    values = {**SMALL, "methods": ["IR"], "seeds": [0]}
-    write_grid(workdir, "tiny", values)
+    workdir, grid_file, _ = finished
 
     def run(*args):
-        return snakemake(workdir, "--profile", "profiles/local", "all_tables", *args, "--config", "grid=tiny")
+        return snakemake(workdir, "--profile", "profiles/local", "all_tables", *args, "--config", f"grid={grid_file}")
 
-    run()
-    export = workdir / "results/tiny/pretrain/digits/IR/seed0/export.json"
+    export = workdir / "results/mine/pretrain/digits/IR/seed0/export.json"
     made = json.loads(export.read_text())
     export.write_text(json.dumps({**made, "config_hash": "0" * 16}))  # the files verify; another config made them
-    evaluation = workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json"
+    evaluation = workdir / "results/mine/lincls/digits/IR/seed0/metrics.json"
     assert lineage.stale_reason(evaluation, json.loads(evaluation.read_text()))  # Table 1 would show it stale
     status = subprocess.run(
         [
@@ -625,7 +646,7 @@ def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(wo
             "ring.cluster.batch",
             "status",
             "--grid",
-            "tiny",
+            str(grid_file),
             "--grids-dir",
             "ring/resources/grids",
             "--configfile",
@@ -636,13 +657,13 @@ def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(wo
         text=True,
         check=True,
     ).stdout
-    row = next(line for line in status.splitlines() if line.startswith("pretrain"))
+    row = next(line for line in status.splitlines() if line.split()[:3] == ["pretrain", "digits", "IR"])
     assert row.split()[4] == "stale" and "the next all_tables reruns it" in row, status
     plan = run("-n")
     assert {"pretrain": 1, "lincls": 1}.items() <= job_counts(plan.stdout + plan.stderr).items()
     run()
     assert json.loads(export.read_text())["config_hash"] == made["config_hash"]
-    metrics = json.loads((workdir / "results/tiny/lincls/digits/IR/seed0/metrics.json").read_text())
-    table = (workdir / "results/tiny/tables/table1.md").read_text()
-    assert "stale" not in table and _table_entry(workdir, "tiny", "IR").startswith(entry(metrics)), table
+    metrics = json.loads((workdir / "results/mine/lincls/digits/IR/seed0/metrics.json").read_text())
+    table = (workdir / "results/mine/tables/table1.md").read_text()
+    assert "stale" not in table and _table_entry(workdir, "mine", "IR").startswith(entry(metrics)), table
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
