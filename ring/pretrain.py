@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from tqdm import tqdm
 
 from ring.core import catalog, runs
 from ring.core import config as C
@@ -385,8 +384,11 @@ class Pretraining:
                 print(epoch_line(self.out, self.log.records()[-1]), file=sys.stderr)
 
 
-def progress_bar(run: Pretraining) -> tqdm:
-    """The epoch's progress bar on stderr (none where stderr is no terminal: ``disable=None``)."""
+def progress_bar(run: Pretraining):
+    """The epoch's progress bar on stderr (none where stderr is no terminal: ``disable=None``).  tqdm is imported here:
+    the benchmarks build their objectives with :func:`objective_settings` where only torch's stack is installed."""
+    from tqdm import tqdm
+
     return tqdm(
         total=run.steps_per_epoch,
         initial=run.step_in_epoch,

@@ -346,9 +346,9 @@ def test_a_plugin_whose_implementation_names_a_missing_class_is_refused_by_the_p
         (  # a plug-in written for the protocol before the objectives took their settings instead of the config
             lambda src: src.replace(
                 "def from_settings(cls, settings, model, n_train, max_chunk_elements):\n"
-                "            return cls(settings.temperature, settings.method.ring)",
+                "        return cls(settings.temperature, settings.method.ring)",
                 "def from_config(cls, m, cfg, model, n_train, max_chunk_elements):\n"
-                "            return cls(cfg.temperature, m.ring)",
+                "        return cls(cfg.temperature, m.ring)",
             ),
             r"names InBatchContrast, written for the former protocol: it defines from_config where the stage now "
             r"calls from_settings\(settings, model, n_train, max_chunk_elements\) \(docs/adding-a-method\.md, "
