@@ -208,7 +208,7 @@ class Pretraining:
     """Everything one pretraining cell holds; ``run()`` trains it to the end, resuming if it can."""
 
     def __init__(self, cfg: C.PretrainConfig, out_dir: str | Path, cell: Cell | None = None):
-        """``cell``: the method and dataset its entry point resolved (:func:`run`); resolved here when not given."""
+        """``cell``: what its entry point resolved (:func:`run`, :class:`Cell`); resolved here when not given."""
         self.cfg = cfg
         self.out = Path(out_dir)
         self.spec, self.data, self.settings, views = cell or resolve(cfg)
