@@ -241,6 +241,7 @@ def bench_method_steps(name: str, batch: int, image: int, n_images: list[int], d
     from ring.core.catalog import spec as dataset_spec
     from ring.core.methods import apply_fixed, method
     from ring.engine.objectives import build_encoder, build_objective
+    from ring.pretrain import objective_settings
 
     ring_method = method(name)
     if not ring_method.ring:
@@ -259,8 +260,9 @@ def bench_method_steps(name: str, batch: int, image: int, n_images: list[int], d
         times = {}
         for m, cfg in configs.items():
             spec = method(m)
-            encoder = build_encoder(spec, cfg, dataset_spec(cfg.dataset)).to(device)
-            objective = build_objective(spec, cfg, encoder, n).to(device)
+            settings = objective_settings(cfg, spec, dataset_spec(cfg.dataset))
+            encoder = build_encoder(settings).to(device)
+            objective = build_objective(settings, encoder, n, chunk_elements(cfg.max_chunk_elements, device)).to(device)
             optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9)
             views = [torch.randn(batch, 3, image, image, device=device) for _ in range(spec.objective.n_views)]
             index = torch.randint(0, n, (batch,), device=device)

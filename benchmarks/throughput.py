@@ -46,7 +46,9 @@ from ring.core.methods import method as method_spec  # noqa: E402
 from ring.data import augment, datasets  # noqa: E402
 from ring.engine.encoder import Grouped, Precision, resolve_precision  # noqa: E402
 from ring.engine.objectives import build_encoder, build_objective, views_per_image  # noqa: E402
+from ring.engine.objectives.ring import chunk_elements  # noqa: E402
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
+from ring.pretrain import objective_settings  # noqa: E402
 
 # The paper's four throughput families, each measured by its base method; any registered method (a plug-in's
 # included) can be measured, and its file is named by its objective's family, what ring.plan.estimate looks up.
@@ -75,10 +77,11 @@ def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile
         cfg.queue_size = max(batch, min(cfg.queue_size, n))
     spec_ = method_spec(name)
     bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, device, cfg.bn_groups)
-    encoder = build_encoder(spec_, cfg, spec(cfg.dataset)).to(device)
+    settings = objective_settings(cfg, spec_, spec(cfg.dataset))
+    encoder = build_encoder(settings).to(device)
     net = Precision(encoder, bf16, channels_last, compile_)  # as ring.pretrain with compile: on (auto on CUDA)
     model = Grouped(net, cfg.bn_groups)
-    objective = build_objective(spec_, cfg, model, n, device).to(device)
+    objective = build_objective(settings, model, n, chunk_elements(cfg.max_chunk_elements, device)).to(device)
     optimizer = torch.optim.SGD(encoder.parameters(), lr=0.03, momentum=0.9, foreach=True)  # as ring.pretrain
     return cfg, spec_, model, objective, optimizer
 

@@ -23,7 +23,8 @@
   the torch-free modules (folders, listings, stores, verify, fetch, anneal, groups) are what the plan reads of them.
 - the ground floor, torch-free: :mod:`ring.core` (accounting: SLURM's record of a cell's runs, catalog: the datasets'
   sizes; norms and layouts, config, failures, files, gaussian: the toy's closed forms, method_keys: the keys only some
-  methods read, methods: the registry, metrics, runs: what an edited config does to a cell's files, sources, stop).
+  methods read, methods: the registry, metrics, objective_settings: what an objective is built from, runs: what an
+  edited config does to a cell's files, sources, stop).
 
 Each package's list names every module in it (tests/project/test_doc_claims.py).
 

@@ -34,14 +34,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from tqdm import tqdm
 
+from ring.core import catalog, runs
 from ring.core import config as C
-from ring.core import runs
 from ring.core.files import FileError, check_writable, remove_stale_temporaries
-from ring.core.methods import Method, check_fixed, method
+from ring.core.methods import METHOD_KEYS, Method, check_fixed, method
+from ring.core.objective_settings import ObjectiveSettings, OwnKeys
 from ring.data import dali, datasets
-from ring.data.views import train_views
+from ring.data.views import ViewSpec, train_views
 from ring.engine import distributed, health, provenance
 from ring.engine.anneal import build_schedule
 from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_compile, resolve_precision, save_trunks
@@ -59,10 +59,13 @@ LOG = "log.jsonl"
 
 
 class Cell(NamedTuple):
-    """A pretraining cell's method and dataset, looked up by name once (:func:`resolve`) and handed down as objects."""
+    """A pretraining cell resolved once (:func:`resolve`) and handed down as objects: its method and dataset, looked up
+    by name here, and what its objective and its views are made from, read from its config here."""
 
     method: Method
     data: datasets.Source
+    objective: ObjectiveSettings
+    views: ViewSpec
 
 
 def resolve(cfg: C.PretrainConfig) -> Cell:
@@ -70,11 +73,23 @@ def resolve(cfg: C.PretrainConfig) -> Cell:
     not-implemented methods, unknown datasets, the plan's checks and missing files fail here, before any data."""
     m = method(cfg.method)
     check_fixed(cfg.method, C.to_dict(cfg))
-    data = datasets.source(cfg.dataset, cfg.data_root, cfg.store, cfg.resize)
+    entry = catalog.spec(cfg.dataset)
+    data = datasets.source(entry, cfg.data_root, cfg.store, cfg.resize)
     # The plan's checks (ring.plan.checks), again here for configs written by hand, before any data.
     checks.check(cfg, f"pretrain cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
     data.check()
-    return Cell(m, data)
+    views = ViewSpec(
+        cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode, m.objective.family(m)
+    )
+    return Cell(m, data, objective_settings(cfg, m, entry), views)
+
+
+def objective_settings(cfg: C.PretrainConfig, m: Method, dataset: catalog.DatasetSpec) -> ObjectiveSettings:
+    """What method ``m``'s objective is built from, read from ``cfg``: the values every objective shares and the keys
+    of METHOD_KEYS its objective declares it reads (all of them for one that declares none: ``own_keys = None``)."""
+    values, reads = C.to_dict(cfg), m.reads
+    own = OwnKeys(m.objective.label, {k: values[k] for k in METHOD_KEYS if reads is None or k in reads})
+    return ObjectiveSettings(m, dataset, cfg.head, cfg.out_dim, cfg.temperature, cfg.batch_size, cfg.seed, own)
 
 
 class KnnMonitor:
@@ -193,10 +208,10 @@ class Pretraining:
     """Everything one pretraining cell holds; ``run()`` trains it to the end, resuming if it can."""
 
     def __init__(self, cfg: C.PretrainConfig, out_dir: str | Path, cell: Cell | None = None):
-        """``cell``: the method and dataset its entry point resolved (:func:`run`); resolved here when not given."""
+        """``cell``: what its entry point resolved (:func:`run`, :class:`Cell`); resolved here when not given."""
         self.cfg = cfg
         self.out = Path(out_dir)
-        self.spec, self.data = cell or resolve(cfg)
+        self.spec, self.data, self.settings, views = cell or resolve(cfg)
         setup_threads(cfg.threads)
         # Data parallel when the environment says so (one process per GPU, see ring.engine.distributed).
         self.device = distributed.start(pick_device(cfg.device))
@@ -207,19 +222,19 @@ class Pretraining:
         self.n_views = views_per_image(self.spec)
         compiled = resolve_compile(cfg.compile, self.device)  # the views fused as the network is (eager fallback alike)
         rank = distributed.rank()
-        self.views = train_views(cfg, self.data, self.device, self.n_views, compiled, self.local_batch, rank)
+        self.views = train_views(views, self.data, self.device, self.n_views, compiled, self.local_batch, rank)
         self.train_set = self.views.dataset
         n_train = len(self.train_set)
         self.steps_per_epoch = n_train // cfg.batch_size
         if self.steps_per_epoch == 0:
             raise ValueError(f"batch_size={cfg.batch_size} exceeds the {n_train} training images; lower it.")
-        self.schedule = build_schedule(cfg, self.steps_per_epoch) if self.spec.ring else None
+        self.schedule = build_schedule(self.settings.keys, self.steps_per_epoch) if self.spec.ring else None
 
         if self.device.type == "cuda":  # fixed input sizes: let cuDNN pick its fastest kernels once
             torch.backends.cudnn.benchmark = True
         groups, span = bn_layout(cfg.bn_groups, world)  # per process, or processes per group (span_norm)
         bf16, channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device, groups)
-        self.encoder = build_encoder(self.spec, cfg, self.data.spec).to(self.device)
+        self.encoder = build_encoder(self.settings).to(self.device)
         # What trains: the encoder behind its precision/memory-format/compile policy and BatchNorm groups
         # (the same parameters), wrapped for data parallelism when there are several processes.
         self.net = Precision(self.encoder, bf16, channels_last, compiled)
@@ -227,9 +242,7 @@ class Pretraining:
         # Rows of a selection chunk (Ring's window, the kNN monitor's window measure): sized once, by the free memory
         # at the start, not re-measured each epoch while the training's own tensors hold memory.
         self.chunk_elements = chunk_elements(cfg.max_chunk_elements, self.device)
-        self.objective = build_objective(self.spec, cfg, self.model, n_train, self.device, self.chunk_elements).to(
-            self.device
-        )
+        self.objective = build_objective(self.settings, self.model, n_train, self.chunk_elements).to(self.device)
         self.monitor = KnnMonitor(cfg, self.data, self.net, self.device, self.chunk_elements)
         self.train_model = self.model
         if world > 1:
@@ -371,8 +384,11 @@ class Pretraining:
                 print(epoch_line(self.out, self.log.records()[-1]), file=sys.stderr)
 
 
-def progress_bar(run: Pretraining) -> tqdm:
-    """The epoch's progress bar on stderr (none where stderr is no terminal: ``disable=None``)."""
+def progress_bar(run: Pretraining):
+    """The epoch's progress bar on stderr (none where stderr is no terminal: ``disable=None``).  tqdm is imported here:
+    the benchmarks build their objectives with :func:`objective_settings` where only torch's stack is installed."""
+    from tqdm import tqdm
+
     return tqdm(
         total=run.steps_per_epoch,
         initial=run.step_in_epoch,

@@ -10,7 +10,7 @@ can fetch the dataset, the steps by hand where it cannot).  The check of a folde
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -41,6 +41,7 @@ class DatasetSpec:
     # Image folders (<split>/<class>/<image>) that the prepare stage packs into a store (ring.data.store): the resize
     # of the paper's protocol for this dataset, done once; cells with another resize read the files.  0: no store.
     store_size: int = 0
+    name: str = ""  # its key in DATASETS (set there): a resolved entry names its folder without a lookup
 
     def bank_images(self) -> int:
         """Images a pretraining cell of this dataset trains on (its memory bank's size)."""
@@ -172,6 +173,7 @@ class TransferSpec:
     how_to_get: str
     split: str  # the documented, deterministic train/test split
     publisher_counts: tuple[int, int] | None  # (train, test) images of the full release; None: depends on filters
+    name: str = ""  # its key in TRANSFER (set there)
 
 
 _FUNGI_HINT = (
@@ -292,6 +294,9 @@ TRANSFER: dict[str, TransferSpec] = {
     ),
 }
 assert not TRANSFER.keys() & DATASETS.keys()
+# Each entry carries its key: a stage hands the entry down (ring.pretrain.resolve), never the name to look up again.
+DATASETS = {name: replace(entry, name=name) for name, entry in DATASETS.items()}
+TRANSFER = {name: replace(entry, name=name) for name, entry in TRANSFER.items()}
 
 
 def spec(name: str) -> DatasetSpec | TransferSpec:

@@ -135,19 +135,32 @@ class _Source(str):
         return str(self)
 
 
-def class_problem(module: str, name: str, calls: dict[str, tuple[str, ...]]) -> str | None:
-    """Why ``module:name`` cannot take ``calls`` ({call: its positional arguments}), as a clause, or None."""
+def class_problem(
+    module: str, name: str, calls: dict[str, tuple[str, ...]], former: dict[str, str] | None = None
+) -> str | None:
+    """Why ``module:name`` cannot take ``calls`` ({call: its positional arguments}), as a clause, or None.  ``former``:
+    {call: the call it replaced}, said for a class that defines the former call and not today's."""
     try:
         if source_file(module) is None:
             return f"names module {module}, which is not installed (no {module} on the path)"
         found = find_class(module, name)
         fns = {} if found is None else {call: find_call(found, call) for call in calls}
+        olds = {
+            call: old
+            for call, old in (former or {}).items()
+            if found is not None and fns.get(call) is None and find_call(found, old) is not None
+        }
     except (SyntaxError, OSError, UnicodeDecodeError) as err:  # a base's module too
         return f"names module {module}, which cannot be read ({type(err).__name__}: {err})"
     if found is None:
         return f"names {name}, which module {module} does not define"
     for call, args in calls.items():
         fn = fns[call]
+        if fn is None and call in olds:
+            return (
+                f"names {name}, written for the former protocol: it defines {olds[call]} where the stage now calls "
+                f"{call}({', '.join(args)}) (docs/adding-a-method.md, 'From from_config to from_settings')"
+            )
         if fn is None:
             return f"names {name}, whose {call} is missing (the stage calls {call}({', '.join(args)}))"
         sig = None if fn is UNKNOWN else signature(fn)

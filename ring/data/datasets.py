@@ -131,21 +131,22 @@ class Source:
         return normalize(self.spec)
 
 
-def source(name: str, data_root: str | Path, store_format: str = store.NONE, resize: int = 0) -> Source:
-    """Catalog dataset ``name`` under ``data_root``, read from its prepared store in ``store_format`` when a cell of
-    that ``resize`` reads one (:func:`ring.data.store.cell_store`): an unknown name fails here, missing files in
-    :meth:`Source.check`."""
+def source(entry: DatasetSpec, data_root: str | Path, store_format: str = store.NONE, resize: int = 0) -> Source:
+    """Catalog dataset ``entry`` (what its stage's entry point looked its name up to: :func:`ring.core.catalog.spec`)
+    under ``data_root``, read from its prepared store in ``store_format`` when a cell of that ``resize`` reads one
+    (:func:`ring.data.store.cell_store`): missing files fail in :meth:`Source.check`."""
     # A transfer dataset has no builder here (ring.data.metadataset loads it); the plan's checks refuse it for
     # pretraining.
-    s = spec(name)
-    prepared = store.cell_store(folder(name, data_root), getattr(s, "store_size", 0), store_format, resize)
-    return Source(name, s, Path(data_root), BUILDERS.get(name), prepared, hint(name, data_root))
+    name = entry.name
+    prepared = store.cell_store(folder(name, data_root), getattr(entry, "store_size", 0), store_format, resize)
+    return Source(name, entry, Path(data_root), BUILDERS.get(name), prepared, hint(name, data_root))
 
 
 def load(name: str, data_root: str | Path, split: str, store_format: str = store.NONE, resize: int = 0) -> Dataset:
-    """``split``: "pretrain" (the images pretraining sees), "train" or "test" (labelled); from the prepared store in
-    ``store_format`` where a cell of that ``resize`` reads one."""
-    data = source(name, data_root, store_format, resize)
+    """Catalog dataset ``name``'s ``split``: "pretrain" (the images pretraining sees), "train" or "test" (labelled);
+    from the prepared store in ``store_format`` where a cell of that ``resize`` reads one.  An unknown name fails
+    here."""
+    data = source(spec(name), data_root, store_format, resize)
     data.check()
     return data.load(split)
 

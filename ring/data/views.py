@@ -3,18 +3,33 @@
 Three places make a step's views: the loader's workers with PIL (``cpu``, :func:`ring.data.datasets.pretrain_view`),
 the device from images held there or from the JPEG bytes the loader brings (``device``,
 :class:`ring.data.augment.DeviceViews`), or DALI from image folders (``dali``, :mod:`ring.data.dali`).
-:func:`train_views` picks one and :class:`TrainViews` turns each loader batch into the views on the device.
+:func:`train_views` picks one and :class:`TrainViews` turns each loader batch into the views on the device.  It takes a
+:class:`ViewSpec`, the few values of the cell's config its views are made from, which the stage's entry point reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch.utils.data import Dataset, default_collate
 
-from ring.core.methods import method as method_spec
 from ring.data import augment, dali, datasets, decode_place, gpu_decode, store
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """What a pretraining cell's views are made from (its config's view keys, :class:`ring.core.config.PretrainConfig`),
+    and the throughput family of its method, by which ``store_decode: auto`` picks the decoder."""
+
+    augment: str  # where the views are made (ring.data.augment.resolve)
+    resize: int
+    crop: int
+    crop_scale_min: float
+    seed: int  # with the epoch and the image's index, seeds each view
+    store_decode: str = "auto"  # where a store's records are decoded (decode_of)
+    family: str = ""  # the method's measured throughput family (Objective.family): decode_of's "auto" reads it
 
 
 class StoreViews(Dataset):
@@ -68,63 +83,66 @@ class TrainViews:
 
 
 def train_views(
-    cfg, data: datasets.Source, device: torch.device, n_views: int, compiled: bool, local_batch: int, rank: int
+    spec: ViewSpec,
+    data: datasets.Source,
+    device: torch.device,
+    n_views: int,
+    compiled: bool,
+    local_batch: int,
+    rank: int,
 ) -> TrainViews:
-    """The view pipeline of pretraining config ``cfg`` on ``data``: ``n_views`` views of each image (the method's),
+    """The view pipeline ``spec`` asks for on ``data``: ``n_views`` views of each image (the method's),
     ``compiled`` (the views fused as the network is), ``local_batch`` images per step on this process, its ``rank``."""
     base = data.load("pretrain")
     stats = data.spec
-    place = augment.resolve(cfg.augment, device)
+    place = augment.resolve(spec.augment, device)
     if place == "dali":  # image folders' JPEGs decoded and cropped by DALI (ring.data.dali); the loader brings indices
         if not hasattr(base, "samples"):
-            raise ValueError(
-                f"augment: dali reads image folders; {cfg.dataset} is held in memory: use augment: device."
-            )
+            raise ValueError(f"augment: dali reads image folders; {data.name} is held in memory: use augment: device.")
         maker = dali.for_folder(
             base.samples,
             device,
-            cfg.crop,
-            cfg.crop_scale_min,
+            spec.crop,
+            spec.crop_scale_min,
             stats.mean,
             stats.std,
             n_views,
-            cfg.seed,
+            spec.seed,
             batch_size=local_batch,
             rank=rank,
         )
-        labels = datasets.Views(augment.Labels([t for _, t in base.samples]), None, n_views=0, seed=cfg.seed)
+        labels = datasets.Views(augment.Labels([t for _, t in base.samples]), None, n_views=0, seed=spec.seed)
         return TrainViews(labels, maker, None, device)
     if place == "cpu":
-        view = datasets.pretrain_view(cfg.resize, cfg.crop, cfg.crop_scale_min, data.normalize())
-        return TrainViews(datasets.Views(base, view, n_views=n_views, seed=cfg.seed), None, None, device)
-    params = augment.ViewParams(cfg.resize, cfg.crop_scale_min)
+        view = datasets.pretrain_view(spec.resize, spec.crop, spec.crop_scale_min, data.normalize())
+        return TrainViews(datasets.Views(base, view, n_views=n_views, seed=spec.seed), None, None, device)
+    params = augment.ViewParams(spec.resize, spec.crop_scale_min)
     held = augment.in_memory(base)
     if held is not None:  # the decoded images go to the device once
         images, targets = held
         maker = augment.DeviceViews(
-            augment.device_images(images, device), device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled
+            augment.device_images(images, device), device, spec.resize, spec.crop, stats.mean, stats.std, compiled
         )
         return TrainViews(
-            datasets.Views(augment.Labels(targets), params, n_views=n_views, seed=cfg.seed), maker, None, device
+            datasets.Views(augment.Labels(targets), params, n_views=n_views, seed=spec.seed), maker, None, device
         )
     if isinstance(base, store.StoreImages):  # the workers read and decode records at the store's size, or the GPU
-        maker = augment.DeviceViews(None, device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled)
-        place = decode_of(cfg, base.reader, device)
-        return store_views(base.reader, params, n_views, cfg.seed, maker, local_batch, place)
+        maker = augment.DeviceViews(None, device, spec.resize, spec.crop, stats.mean, stats.std, compiled)
+        place = decode_of(spec, base.reader, device)
+        return store_views(base.reader, params, n_views, spec.seed, maker, local_batch, place)
     if not hasattr(base, "samples"):
-        raise ValueError(f"augment=device needs {cfg.dataset} in memory or as an image folder; use augment: cpu.")
-    maker = augment.DeviceViews(None, device, cfg.resize, cfg.crop, stats.mean, stats.std, compiled)
-    return TrainViews(augment.JpegViews(base.samples, params, n_views, cfg.seed), maker, augment.collate_jpegs, device)
+        raise ValueError(f"augment=device needs {data.name} in memory or as an image folder; use augment: cpu.")
+    maker = augment.DeviceViews(None, device, spec.resize, spec.crop, stats.mean, stats.std, compiled)
+    return TrainViews(augment.JpegViews(base.samples, params, n_views, spec.seed), maker, augment.collate_jpegs, device)
 
 
-def decode_of(cfg, reader: store.StoreReader, device: torch.device) -> str:
+def decode_of(spec: ViewSpec, reader: store.StoreReader, device: torch.device) -> str:
     """Where the cell's store records are decoded (``store_decode``, :mod:`ring.data.decode_place`); one sentence
     when the GPU's decoder cannot serve it."""
-    if cfg.store_decode == "auto" and (reader.format.name != "jpeg95" or device.type != "cuda"):
+    if spec.store_decode == "auto" and (reader.format.name != "jpeg95" or device.type != "cuda"):
         return "cpu"  # nothing to decode (raw), or no GPU: the workers, as before the option existed
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    spec = method_spec(cfg.method)
-    place = decode_place.resolve(cfg.store_decode, name, spec.objective.family(spec))
+    place = decode_place.resolve(spec.store_decode, name, spec.family)
     if place == "gpu" and device.type != "cuda":
         raise ValueError(f"store_decode: gpu decodes on a CUDA device and this cell runs on {device}; use auto or cpu.")
     if place == "gpu" and reader.format.name != "jpeg95":

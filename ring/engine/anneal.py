@@ -65,6 +65,7 @@ network's own embeddings (above chance).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -305,67 +306,67 @@ class AuthorsValidationAdaptivePolicy(_AuthorsAdaptive):
         self.record(val_accuracy)
 
 
-def _step_authors(cfg, steps_per_epoch: int):
-    start, end = cfg.ring_w_l
-    return AuthorsStepPolicy(start=start, end=end, steps=cfg.ring_anneal_epochs * steps_per_epoch)
+def _step_authors(ring: Mapping, steps_per_epoch: int):
+    start, end = ring["ring_w_l"]
+    return AuthorsStepPolicy(start=start, end=end, steps=ring["ring_anneal_epochs"] * steps_per_epoch)
 
 
-def _exponential_authors(cfg, steps_per_epoch: int):
-    start, end = cfg.ring_w_l
-    return AuthorsExponentialPolicy(start=start, end=end, steps=cfg.ring_anneal_epochs * steps_per_epoch)
+def _exponential_authors(ring: Mapping, steps_per_epoch: int):
+    start, end = ring["ring_w_l"]
+    return AuthorsExponentialPolicy(start=start, end=end, steps=ring["ring_anneal_epochs"] * steps_per_epoch)
 
 
-def _adaptive_loss_authors(cfg, steps_per_epoch: int):
-    start, end = cfg.ring_w_l
+def _adaptive_loss_authors(ring: Mapping, steps_per_epoch: int):
+    start, end = ring["ring_w_l"]
     return AuthorsLossAdaptivePolicy(
         start=start, end=end, delta=AUTHORS_LOSS_DELTA, window=AUTHORS_LOSS_WINDOW, lower_is_better=True
     )
 
 
-def _adaptive_val_authors(cfg, steps_per_epoch: int):
-    start, end = cfg.ring_w_l
+def _adaptive_val_authors(ring: Mapping, steps_per_epoch: int):
+    start, end = ring["ring_w_l"]
     return AuthorsValidationAdaptivePolicy(
         start=start, end=end, delta=AUTHORS_VAL_DELTA, window=AUTHORS_VAL_WINDOW, lower_is_better=False
     )
 
 
-def _linear(cfg, steps_per_epoch: int):
-    start, end = cfg.ring_w_l
-    return LinearPolicy(start=start, end=end, steps=cfg.ring_anneal_epochs * steps_per_epoch)
+def _linear(ring: Mapping, steps_per_epoch: int):
+    start, end = ring["ring_w_l"]
+    return LinearPolicy(start=start, end=end, steps=ring["ring_anneal_epochs"] * steps_per_epoch)
 
 
-def _step(cfg, steps_per_epoch: int):
-    start, end = cfg.ring_w_l
-    return StepPolicy(
-        start=start, end=end, steps=cfg.ring_anneal_epochs * steps_per_epoch, stages=cfg.ring_anneal_stages
-    )
+def _step(ring: Mapping, steps_per_epoch: int):
+    start, end = ring["ring_w_l"]
+    steps = ring["ring_anneal_epochs"] * steps_per_epoch
+    return StepPolicy(start=start, end=end, steps=steps, stages=ring["ring_anneal_stages"])
 
 
-def _exponential(cfg, steps_per_epoch: int):
-    start, end = cfg.ring_w_l
-    return ExponentialPolicy(start=start, end=end, steps=cfg.ring_anneal_epochs * steps_per_epoch)
+def _exponential(ring: Mapping, steps_per_epoch: int):
+    start, end = ring["ring_w_l"]
+    return ExponentialPolicy(start=start, end=end, steps=ring["ring_anneal_epochs"] * steps_per_epoch)
 
 
-def _epoch_rate(cfg) -> float:
-    start, end = cfg.ring_w_l
-    return abs(end - start) / max(cfg.ring_anneal_epochs, 1)
+def _epoch_rate(ring: Mapping) -> float:
+    start, end = ring["ring_w_l"]
+    return abs(end - start) / max(ring["ring_anneal_epochs"], 1)
 
 
-def _adaptive_val(cfg, steps_per_epoch: int):
-    start, end = cfg.ring_w_l
-    return ValidationAdaptivePolicy(start=start, end=end, rate=_epoch_rate(cfg))
+def _adaptive_val(ring: Mapping, steps_per_epoch: int):
+    start, end = ring["ring_w_l"]
+    return ValidationAdaptivePolicy(start=start, end=end, rate=_epoch_rate(ring))
 
 
-def _adaptive_loss(cfg, steps_per_epoch: int):
-    start, end = cfg.ring_w_l
-    return LossAdaptivePolicy(start=start, end=end, rate=_epoch_rate(cfg) / steps_per_epoch, ema=cfg.ring_loss_ema)
+def _adaptive_loss(ring: Mapping, steps_per_epoch: int):
+    start, end = ring["ring_w_l"]
+    rate = _epoch_rate(ring) / steps_per_epoch
+    return LossAdaptivePolicy(start=start, end=end, rate=rate, ema=ring["ring_loss_ema"])
 
 
-def _none(cfg, steps_per_epoch: int):
-    return ConstantPolicy(end=cfg.ring_w_l[1])
+def _none(ring: Mapping, steps_per_epoch: int):
+    return ConstantPolicy(end=ring["ring_w_l"][1])
 
 
-# ring_anneal name -> builder of its policy from a PretrainConfig and the steps per epoch.
+# ring_anneal name -> builder of its policy from the Ring keys' values (build_schedule) and the steps per epoch.
 ANNEAL_POLICIES = {
     "linear": _linear,
     "step": _step,
@@ -461,13 +462,14 @@ class RingSchedule:
         self.policy.load_state_dict(state["policy"])
 
 
-def build_schedule(cfg, steps_per_epoch: int) -> RingSchedule:
-    """The schedule a pretraining config asks for (``cfg`` is a :class:`ring.core.config.PretrainConfig`)."""
-    if cfg.ring_anneal not in ANNEAL_POLICIES:
-        raise ValueError(f"Unknown ring_anneal {cfg.ring_anneal!r}; choose one of {sorted(ANNEAL_POLICIES)}.")
-    policy = ANNEAL_POLICIES[cfg.ring_anneal](cfg, steps_per_epoch)
-    schedule = RingSchedule(
-        policy, inner=cfg.ring_inner, w_u=cfg.ring_w_u, validate_before_training=cfg.ring_val_before_training
-    )
+def build_schedule(ring: Mapping, steps_per_epoch: int) -> RingSchedule:
+    """The schedule of a Ring method's cell from ``ring``, the Ring keys' values (:data:`ring.core.method_keys.RING`)
+    as its entry point read them (:class:`ring.core.objective_settings.OwnKeys`); no other key is read."""
+    anneal = ring["ring_anneal"]
+    if anneal not in ANNEAL_POLICIES:
+        raise ValueError(f"Unknown ring_anneal {anneal!r}; choose one of {sorted(ANNEAL_POLICIES)}.")
+    policy = ANNEAL_POLICIES[anneal](ring, steps_per_epoch)
+    validate = ring["ring_val_before_training"]
+    schedule = RingSchedule(policy, inner=ring["ring_inner"], w_u=ring["ring_w_u"], validate_before_training=validate)
     schedule.validate()
     return schedule

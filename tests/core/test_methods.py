@@ -8,6 +8,7 @@ from ring.core import config as C
 from ring.core import methods as M
 from ring.engine.objectives import build_encoder, build_objective
 from ring.plan import grid as G
+from ring.pretrain import objective_settings
 from ring.reports.tables import published
 from tests.helpers import TINY_PRETRAIN, pretrain_config
 
@@ -15,10 +16,11 @@ from tests.helpers import TINY_PRETRAIN, pretrain_config
 def test_every_method_is_implemented_and_builds_its_objective():
     for name, m in M.METHODS.items():
         cfg = pretrain_config(name)
-        assert build_encoder(m, cfg, catalog.spec(cfg.dataset)) is not None, name
+        assert build_encoder(objective_settings(cfg, m, catalog.spec(cfg.dataset))) is not None, name
         assert m.implemented, name
         cfg = pretrain_config(name, kmeans_k=5, kmeans_clusterings=2)
-        objective = build_objective(m, cfg, encoder=torch.nn.Linear(2, 2), n_train=300)
+        settings = objective_settings(cfg, m, catalog.spec(cfg.dataset))
+        objective = build_objective(settings, torch.nn.Linear(2, 2), n_train=300, max_chunk_elements=2**25)
         assert (getattr(objective, "clusterings", None) is not None) == m.uses_kmeans, name
 
 

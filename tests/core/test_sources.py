@@ -158,3 +158,21 @@ def test_source_file_finds_a_package_that_only_a_meta_path_finder_knows(tmp_path
     assert sources.source_file("edited.impl") == checkout / "impl.py"
     assert sources.class_problem("edited.impl", "Impl", {}) is None
     assert "edited" not in sys.modules
+
+
+def test_a_class_written_for_a_former_call_is_told_the_call_that_replaced_it():
+    """The pretraining stage's protocol (ring.core.methods.IMPLEMENTATION_CALLS, FORMER_CALLS): a plug-in that defines
+    from_config, the former call, is told what the stage calls now; one that defines neither hears it is missing."""
+    from ring.core.methods import FORMER_CALLS, IMPLEMENTATION_CALLS
+
+    assert sources.class_problem("plug.impl", "Good", IMPLEMENTATION_CALLS, FORMER_CALLS) == (
+        "names Good, written for the former protocol: it defines from_config where the stage now calls "
+        "from_settings(settings, model, n_train, max_chunk_elements) (docs/adding-a-method.md, 'From from_config to "
+        "from_settings')"
+    )
+    assert sources.class_problem("plug.twice", "Thing", IMPLEMENTATION_CALLS, FORMER_CALLS) == (
+        "names Thing, whose build_encoder is missing (the stage calls build_encoder(settings))"
+    )
+    assert sources.class_problem("plug.impl", "Missing", IMPLEMENTATION_CALLS, FORMER_CALLS) == (
+        "names Missing, which module plug.impl does not define"
+    )

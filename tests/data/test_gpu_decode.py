@@ -7,6 +7,7 @@ is queued (nvJPEG's engine, torchvision PR 9606 / torchcodec PR 1634)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -264,15 +265,13 @@ def test_the_store_batches_of_the_cpu_place_are_the_default_collate(jpeg_store):
 
 
 def test_gpu_decoding_on_a_cpu_is_one_sentence(jpeg_store):
-    from types import SimpleNamespace
-
     reader = store.StoreReader(jpeg_store, "train")
-    cfg = SimpleNamespace(store_decode="gpu", method="IR")
+    spec = views.ViewSpec("device", SIZE, 24, 0.2, 0, store_decode="gpu", family="IR")
     with pytest.raises(
         ValueError, match=r"^store_decode: gpu decodes on a CUDA device and this cell runs on cpu; use "
     ):
-        views.decode_of(cfg, reader, CPU)
-    assert views.decode_of(SimpleNamespace(store_decode="auto", method="IR"), reader, CPU) == "cpu"
+        views.decode_of(spec, reader, CPU)
+    assert views.decode_of(dataclasses.replace(spec, store_decode="auto"), reader, CPU) == "cpu"
 
 
 def test_the_plan_refuses_gpu_decoding_where_it_cannot_run():

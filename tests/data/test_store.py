@@ -106,16 +106,20 @@ def test_views_from_the_store_are_todays_views(root):
 
 
 def test_a_cell_reads_the_store_only_at_its_size_and_format(root):
-    assert datasets.source("digits_folder", root, "jpeg95", SIZE).store == stored(root, "jpeg95")
-    assert datasets.source("digits_folder", root, "none", SIZE).store is None
-    assert datasets.source("digits_folder", root, "jpeg95", SIZE + 8).store is None  # another resize: the files
-    assert datasets.source("digits_colour", root, "jpeg95", SIZE).store is None  # in memory: no store
+    assert datasets.source(catalog.spec("digits_folder"), root, "jpeg95", SIZE).store == stored(root, "jpeg95")
+    assert datasets.source(catalog.spec("digits_folder"), root, "none", SIZE).store is None
+    assert (
+        datasets.source(catalog.spec("digits_folder"), root, "jpeg95", SIZE + 8).store is None
+    )  # another resize: the files
+    assert datasets.source(catalog.spec("digits_colour"), root, "jpeg95", SIZE).store is None  # in memory: no store
     assert isinstance(datasets.load("digits_folder", root, "test", "raw", SIZE), store.StoreImages)
     assert checks.STORE_FORMATS is store.CHOICES  # the plan refuses what the store cannot read, by its own list
 
 
 def test_a_missing_store_is_one_sentence(tmp_path, root):
-    source = datasets.source("digits_folder", tmp_path, "jpeg95", SIZE)  # no store was built under tmp_path
+    source = datasets.source(
+        catalog.spec("digits_folder"), tmp_path, "jpeg95", SIZE
+    )  # no store was built under tmp_path
     with pytest.raises(catalog.DatasetMissing, match=r"^No prepared store at .*jpeg95-32 .*`snakemake prepare_stores`"):
         datasets.Source(source.name, source.spec, root, source.build, source.store).check()
 

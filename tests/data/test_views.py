@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
+from ring.core import catalog
 from ring.core import config as C
 from ring.data import augment, datasets, views
 from tests.helpers import TINY_PRETRAIN
@@ -18,8 +19,10 @@ from tests.helpers import TINY_PRETRAIN
 CPU = torch.device("cpu")
 
 
-def _cfg(augment_place: str) -> C.PretrainConfig:
-    return C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "augment": augment_place, "crop": 24})
+def _cfg(augment_place: str) -> views.ViewSpec:
+    """The views of the tiny pretraining cell, ``crop`` 24, made at ``augment_place``."""
+    cfg = C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "augment": augment_place, "crop": 24})
+    return views.ViewSpec(cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode, "IR")
 
 
 @pytest.fixture
@@ -27,7 +30,7 @@ def digits(tmp_path):
     """The digits source holding 8 random 8x8 images in memory, as digits does (its 1,347 would take seconds)."""
     images = torch.randint(0, 256, (8, 8, 8), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)).numpy()
     small = datasets.ArrayImages(images, [i % 3 for i in range(8)])
-    return dataclasses.replace(datasets.source("digits", tmp_path), build=lambda root, split: small)
+    return dataclasses.replace(datasets.source(catalog.spec("digits"), tmp_path), build=lambda root, split: small)
 
 
 def _views_of_one_batch(tv: views.TrainViews, size: int = 4):

@@ -3,12 +3,18 @@ import math
 import pytest
 
 from ring.core.config import PretrainConfig
+from ring.core.method_keys import RING
 from ring.engine.anneal import ANNEAL_POLICIES, ConstantPolicy, LinearPolicy, RingSchedule, build_schedule
+
+
+def _ring(cfg: PretrainConfig) -> dict:
+    """The Ring keys' values of ``cfg``: all the schedule reads (the stage's entry point hands it no other key)."""
+    return {key: getattr(cfg, key) for key in RING.names}
 
 
 def test_paper_default_anneals_threshold_100_to_10_percent_over_100_epochs():
     cfg = PretrainConfig(method="IRing", dataset="cifar10")
-    schedule = build_schedule(cfg, steps_per_epoch=10)
+    schedule = build_schedule(_ring(cfg), steps_per_epoch=10)
     assert schedule.window() == (0.0, 90.0)  # all entries eligible, closest 10% excluded
     for _ in range(500):
         schedule.step()
@@ -33,9 +39,9 @@ def test_schedule_state_survives_a_resume():
 
 
 def test_lesions_no_anneal_and_ball():
-    no_anneal = build_schedule(PretrainConfig(method="IRing", dataset="cifar10", ring_anneal="none"), 10)
+    no_anneal = build_schedule(_ring(PretrainConfig(method="IRing", dataset="cifar10", ring_anneal="none")), 10)
     assert no_anneal.window() == pytest.approx((90.0, 99.0))
-    ball = build_schedule(PretrainConfig(method="IRing", dataset="cifar10", ring_inner=None, ring_w_u=100.0), 10)
+    ball = build_schedule(_ring(PretrainConfig(method="IRing", dataset="cifar10", ring_inner=None, ring_w_u=100.0)), 10)
     assert ball.window() == (0.0, 100.0)
     assert isinstance(no_anneal.policy, ConstantPolicy)
 
@@ -52,12 +58,12 @@ def test_lesions_no_anneal_and_ball():
 )
 def test_bad_ring_settings_fail_before_training(overrides, message):
     with pytest.raises(ValueError, match=message):
-        build_schedule(PretrainConfig(method="IRing", dataset="cifar10", **overrides), 10)
+        build_schedule(_ring(PretrainConfig(method="IRing", dataset="cifar10", **overrides)), 10)
 
 
 def _schedule(anneal, steps_per_epoch=10, **overrides):
     return build_schedule(
-        PretrainConfig(method="IRing", dataset="cifar10", ring_anneal=anneal, **overrides), steps_per_epoch
+        _ring(PretrainConfig(method="IRing", dataset="cifar10", ring_anneal=anneal, **overrides)), steps_per_epoch
     )
 
 

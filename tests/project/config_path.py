@@ -6,7 +6,7 @@ The config's path starts at ``ring.pretrain.run(cfg, ...)`` and follows every ca
 argument that is the config itself (a name bound to it, or any ``.cfg`` attribute), or ``self`` inside a class whose
 instances hold it.  A callee is resolved through the caller's imports (a function, a class's ``__init__``, a method
 called on ``self``); a call through the method registry (``....objective.load().f(...)``) enters the traced cell's
-implementation, here IRing's.  A call whose callee the source does not name (a method of an object passed in) is not
+implementation, here CMCRing's.  A call whose callee the source does not name (a method of an object passed in) is not
 followed.  Each module a reached function lives in is *entered*; a *climb back to a lower layer* is a call on the path
 from a module that is not the entry point into a lower layer than its own that is not the ground floor (ring.core):
 a module below the stage reaching down again into a layer other than the shared ground floor, as the compute side did

@@ -97,3 +97,14 @@ def test_the_development_page_states_the_measured_figures():
 
 
 ENTRY_MODULE = config_path.ENTRY[0]
+
+
+def test_the_config_path_keeps_to_issue_42s_bound():
+    """Issue 42 item 4: a pretraining cell's config, followed from ring.pretrain.run, enters at most 8 modules and
+    climbs back to a lower layer at most 3 times; the compute side takes the values the entry point resolved (the
+    catalog entry, the views' spec, the Ring keys, the objective's settings), never the config.  Before: 13 modules,
+    among them ring.data.datasets, ring.data.views, ring.engine.anneal and the objectives."""
+    path = config_path.config_path()
+    assert len(path.modules) <= 8 and len(path.climbs()) <= 3, (sorted(path.modules), sorted(path.climbs()))
+    handed_values = {"ring.data.datasets", "ring.data.views", "ring.engine.anneal", "ring.engine.objectives"}
+    assert not {m for m in path.modules if m.startswith(tuple(handed_values))}, sorted(path.modules)

@@ -59,12 +59,12 @@ PLUGIN = textwrap.dedent('''
             self.temperature, self.ring = temperature, ring
 
         @staticmethod
-        def build_encoder(cfg):
-            return Encoder(cfg.head, cfg.out_dim)
+        def build_encoder(settings):
+            return Encoder(settings.head, settings.out_dim)
 
         @classmethod
-        def from_config(cls, m, cfg, model, n_train, max_chunk_elements):
-            return cls(cfg.temperature, m.ring)
+        def from_settings(cls, settings, model, n_train, max_chunk_elements):
+            return cls(settings.temperature, settings.method.ring)
 
         def forward(self, model, views, index, window=None):
             q, k = F.normalize(model(views[0]), dim=1), F.normalize(model(views[1]), dim=1)
@@ -335,14 +335,24 @@ def test_a_plugin_whose_implementation_names_a_missing_class_is_refused_by_the_p
     "edit, reason",
     [
         (
-            lambda src: src.replace("def from_config(cls, m, cfg,", "def from_config(cls, cfg,"),
-            r"names InBatchContrast, whose from_config takes \(cfg, model, n_train, max_chunk_elements\) \(the stage "
-            r"calls "
-            r"from_config\(method, cfg, model, n_train, max_chunk_elements\)\)",
+            lambda src: src.replace("def from_settings(cls, settings, model,", "def from_settings(cls, model,"),
+            r"names InBatchContrast, whose from_settings takes \(model, n_train, max_chunk_elements\) \(the stage "
+            r"calls from_settings\(settings, model, n_train, max_chunk_elements\)\)",
         ),
         (
-            lambda src: src.replace("def build_encoder(cfg)", "def build_encodr(cfg)"),
-            r"names InBatchContrast, whose build_encoder is missing \(the stage calls build_encoder\(cfg\)\)",
+            lambda src: src.replace("def build_encoder(settings)", "def build_encodr(settings)"),
+            r"names InBatchContrast, whose build_encoder is missing \(the stage calls build_encoder\(settings\)\)",
+        ),
+        (  # a plug-in written for the protocol before the objectives took their settings instead of the config
+            lambda src: src.replace(
+                "def from_settings(cls, settings, model, n_train, max_chunk_elements):\n"
+                "        return cls(settings.temperature, settings.method.ring)",
+                "def from_config(cls, m, cfg, model, n_train, max_chunk_elements):\n"
+                "        return cls(cfg.temperature, m.ring)",
+            ),
+            r"names InBatchContrast, written for the former protocol: it defines from_config where the stage now "
+            r"calls from_settings\(settings, model, n_train, max_chunk_elements\) \(docs/adding-a-method\.md, "
+            r"'From from_config to from_settings'\)",
         ),
         (
             lambda src: src.replace('f"{__name__}:InBatchContrast"', '"toy_method_torch:InBatchContrast"'),
@@ -531,14 +541,16 @@ def test_the_guides_example_installs_and_plans_without_torch(guide_site, tmp_pat
     # A job builds the encoder and the loss from the implementation module, and there torch loads (the watch sees it).
     job = run(
         "-c",
+        "from ring.core import catalog\n"
         "from ring.core import config as C\n"
         "from ring.core.methods import method\n"
         "from ring.engine.objectives import build_encoder, build_objective\n"
         "import torch\n"
+        "from ring.pretrain import objective_settings\n"
         "cfg = C.PretrainConfig(dataset='digits', method='InBatchRing', batch_size=8)\n"
-        "m = method('InBatchRing')\n"
-        "model = build_encoder(m, cfg)\n"
-        "loss = build_objective(m, cfg, model, 100)(model, [torch.randn(8, 3, 32, 32)] * 2,"
+        "settings = objective_settings(cfg, method('InBatchRing'), catalog.spec('digits'))\n"
+        "model = build_encoder(settings)\n"
+        "loss = build_objective(settings, model, 100, 2**25)(model, [torch.randn(8, 3, 32, 32)] * 2,"
         " torch.arange(8), (0.0, 90.0))\n"
         "assert torch.isfinite(loss), loss\n",
     )

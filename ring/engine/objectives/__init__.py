@@ -1,18 +1,17 @@
 """Objectives: the loss modules of the methods of :data:`ring.core.methods.METHODS`.
 
 Each method's :class:`ring.core.methods.Objective` names its torch class (``implementation``); the class builds the
-encoder it trains and itself from a pretraining config.  This module only calls them, with the method (and the
-dataset) its caller looked up once.  The objectives' option lists are :mod:`ring.engine`'s (torch-free, for the plan).
+encoder it trains and itself from the cell's :class:`ring.core.objective_settings.ObjectiveSettings` (its resolved
+method and dataset, the shared values, its own keys), which the stage's entry point read from the config once.  This
+module only calls them.  The objectives' option lists are :mod:`ring.engine`'s (torch-free, for the plan).
 """
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
-from ring.core.catalog import DatasetSpec
 from ring.core.methods import Method
-from ring.engine.objectives.ring import chunk_elements
+from ring.core.objective_settings import ObjectiveSettings
 
 
 def views_per_image(m: Method) -> int:
@@ -20,28 +19,13 @@ def views_per_image(m: Method) -> int:
     return m.objective.n_views
 
 
-def build_encoder(m: Method, cfg, dataset: DatasetSpec | None = None) -> nn.Module:
-    """The network method ``m`` trains (one ResNet-18 with its head, or CMC's L and ab pair) on ``dataset``, the
-    catalog entry the caller resolved: an implementation that reads it (``reads_dataset``, CMC's Lab pair: the
-    statistics its views are normalised with) gets it, the others are built from the config alone."""
-    implementation = m.objective.load()
-    if getattr(implementation, "reads_dataset", False):
-        return implementation.build_encoder(cfg, dataset)
-    return implementation.build_encoder(cfg)
+def build_encoder(settings: ObjectiveSettings) -> nn.Module:
+    """The network the cell's method trains (one ResNet-18 with its head, or CMC's L and ab pair)."""
+    return settings.method.objective.load().build_encoder(settings)
 
 
-def build_objective(
-    m: Method,
-    cfg,
-    encoder: nn.Module,
-    n_train: int,
-    device: torch.device | None = None,
-    max_chunk_elements: int | None = None,
-) -> nn.Module:
-    """The objective module of method ``m`` (resolved by the caller's entry point, :func:`ring.core.methods.method`)
-    with a pretraining config ``cfg``, to train on ``device``.  ``max_chunk_elements``: the selection's chunk size when
-    the caller already sized it (see :func:`ring.engine.objectives.ring.chunk_elements`), else sized here from the
-    config and device."""
-    if max_chunk_elements is None:
-        max_chunk_elements = chunk_elements(cfg.max_chunk_elements, device or torch.device("cpu"))
-    return m.objective.load().from_config(m, cfg, encoder, n_train, max_chunk_elements)
+def build_objective(settings: ObjectiveSettings, model: nn.Module, n_train: int, max_chunk_elements: int) -> nn.Module:
+    """The cell's method's loss module for ``model`` (the network it trains, as wrapped for the step), ``n_train``
+    training images, and selections of at most ``max_chunk_elements`` similarities at once
+    (:func:`ring.engine.objectives.ring.chunk_elements` sizes it for the device)."""
+    return settings.method.objective.load().from_settings(settings, model, n_train, max_chunk_elements)

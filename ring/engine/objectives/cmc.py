@@ -28,19 +28,15 @@ NEGATIVE_DRAWS = CMC_NEGATIVE_DRAWS
 class MultiviewContrast(InstanceDiscrimination):
     """CMC's two swapped banks on top of :class:`InstanceDiscrimination`'s per-bank contrast."""
 
-    reads_dataset = True  # build_encoder takes the resolved dataset (ring.engine.objectives.build_encoder)
+    @staticmethod
+    def build_encoder(settings) -> torch.nn.Module:
+        """An L and an ab ResNet-18 over views normalised with the statistics of the cell's dataset (its catalog entry,
+        resolved by the stage's entry point: :class:`ring.core.objective_settings.ObjectiveSettings`)."""
+        return LabEncoder(settings.head, settings.out_dim, settings.dataset.mean, settings.dataset.std)
 
     @staticmethod
-    def build_encoder(cfg, dataset=None) -> torch.nn.Module:
-        """An L and an ab ResNet-18 over views normalised with ``dataset``'s statistics (its catalog entry, which the
-        stage hands down: :func:`ring.engine.objectives.build_encoder`)."""
-        if dataset is None:
-            raise ValueError(f"CMC's Lab encoder needs the statistics of {cfg.dataset}: pass its catalog entry.")
-        return LabEncoder(cfg.head, cfg.out_dim, dataset.mean, dataset.std)
-
-    @staticmethod
-    def config_options(cfg) -> dict:
-        return {"negative_draw": cfg.cmc_negatives}
+    def own_options(keys) -> dict:
+        return {"negative_draw": keys["cmc_negatives"]}
 
     def __init__(
         self,

@@ -73,37 +73,41 @@ class InstanceDiscrimination(nn.Module):
     """
 
     @staticmethod
-    def build_encoder(cfg) -> nn.Module:
+    def build_encoder(settings) -> nn.Module:
         """The network it trains: one ResNet-18 with its head."""
-        return Encoder(cfg.head, cfg.out_dim)
+        return Encoder(settings.head, settings.out_dim)
 
     @classmethod
-    def from_config(cls, m, cfg, model: nn.Module, n_train: int, max_chunk_elements: int) -> InstanceDiscrimination:
-        """Method ``m``'s (:class:`ring.core.methods.Method`) loss module from a pretraining config; ``model`` is unused
-        (the bank holds the keys)."""
+    def from_settings(cls, s, model: nn.Module, n_train: int, max_chunk_elements: int) -> InstanceDiscrimination:
+        """The loss module of the method of ``s`` (:class:`ring.core.objective_settings.ObjectiveSettings`); ``model``
+        is unused (the bank holds the keys).  The k-means keys are read by the methods that cluster alone, LA's
+        own-entry rule by the background sampler alone (what :meth:`ring.core.methods.BankObjective.reads` declares)."""
+        m, keys = s.method, s.keys
         clusterings = None
         if m.uses_kmeans:
-            clusterings = Clusterings(n_train, cfg.kmeans_clusterings, cfg.kmeans_k, cfg.kmeans_iters, cfg.seed)
+            clusterings = Clusterings(
+                n_train, keys["kmeans_clusterings"], keys["kmeans_k"], keys["kmeans_iters"], s.seed
+            )
         return cls(
             n=n_train,
-            dim=cfg.out_dim,
-            negatives=cfg.bank_negatives,
-            temperature=cfg.temperature,
-            bank_momentum=cfg.bank_momentum,
+            dim=s.out_dim,
+            negatives=keys["bank_negatives"],
+            temperature=s.temperature,
+            bank_momentum=keys["bank_momentum"],
             ring=m.ring,
             max_chunk_elements=max_chunk_elements,
             sampler=m.sampler,
             close_positives=m.close_positives,
             clusterings=clusterings,
-            warmup_epochs=cfg.kmeans_warmup_epochs,
-            la_own_entry=cfg.la_own_entry,
-            negatives_count=cfg.negatives_count,
-            **cls.config_options(cfg),
+            warmup_epochs=keys["kmeans_warmup_epochs"] if m.uses_kmeans else 0,
+            la_own_entry=keys["la_own_entry"] if m.sampler == "background" else "positive",
+            negatives_count=keys["negatives_count"],
+            **cls.own_options(keys),
         )
 
     @staticmethod
-    def config_options(cfg) -> dict:
-        """Keyword arguments a subclass takes from the config beyond the bank's."""
+    def own_options(keys) -> dict:
+        """Keyword arguments a subclass takes from its own keys beyond the bank's."""
         return {}
 
     def __init__(

@@ -42,24 +42,24 @@ class MomentumContrast(nn.Module):
     """MoCo, or MoCoRing when ``ring`` is set.  Two views per image."""
 
     @staticmethod
-    def build_encoder(cfg) -> nn.Module:
+    def build_encoder(settings) -> nn.Module:
         """The query network: one ResNet-18 with its head (the key encoder is its copy)."""
-        return Encoder(cfg.head, cfg.out_dim)
+        return Encoder(settings.head, settings.out_dim)
 
     @classmethod
-    def from_config(cls, m, cfg, model: nn.Module, n_train: int, max_chunk_elements: int) -> MomentumContrast:
-        """Method ``m``'s loss module; the key encoder starts as a copy of ``model`` (BatchNorm groups included)."""
-        if cfg.queue_size < cfg.batch_size:
-            raise ValueError(
-                f"queue_size={cfg.queue_size} is smaller than batch_size={cfg.batch_size}; raise queue_size."
-            )
+    def from_settings(cls, s, model: nn.Module, n_train: int, max_chunk_elements: int) -> MomentumContrast:
+        """The loss module of the method of ``s`` (:class:`ring.core.objective_settings.ObjectiveSettings`); the key
+        encoder starts as a copy of ``model`` (BatchNorm groups included)."""
+        queue_size = s.keys["queue_size"]
+        if queue_size < s.batch_size:
+            raise ValueError(f"queue_size={queue_size} is smaller than batch_size={s.batch_size}; raise queue_size.")
         return cls(
             model,
-            dim=cfg.out_dim,
-            queue_size=cfg.queue_size,
-            key_momentum=cfg.key_momentum,
-            temperature=cfg.temperature,
-            ring=m.ring,
+            dim=s.out_dim,
+            queue_size=queue_size,
+            key_momentum=s.keys["key_momentum"],
+            temperature=s.temperature,
+            ring=s.method.ring,
         )
 
     def __init__(

@@ -150,11 +150,17 @@ def test_negatives_count_including_positive_is_the_authors_nce():
 
 
 def test_negatives_count_is_a_config_switch_that_keeps_las_background_and_refuses_no_negative():
+    from ring.core import catalog
     from ring.core import config as C
     from ring.core import methods as M
     from ring.engine.objectives import build_objective
     from ring.plan import checks
+    from ring.pretrain import objective_settings
     from tests.helpers import pretrain_config
+
+    def build_objective_of(name, cfg, encoder, n_train):
+        settings = objective_settings(cfg, M.method(name), catalog.spec(cfg.dataset))
+        return build_objective(settings, encoder, n_train, 2**25)
 
     default = pretrain_config("IRing")
     assert default.negatives_count == "excluding_positive"
@@ -163,12 +169,10 @@ def test_negatives_count_is_a_config_switch_that_keeps_las_background_and_refuse
     assert C.config_hash(default) == C.config_hash(pretrain_config("IRing", negatives_count="excluding_positive"))
     encoder = torch.nn.Linear(2, 2)
     # TINY_PRETRAIN's 256 counts the positive
-    assert build_objective(M.method("IRing"), authors, encoder, 300).negatives == 255
+    assert build_objective_of("IRing", authors, encoder, 300).negatives == 255
     cmc = pretrain_config("CMC", negatives_count="including_positive")
-    assert build_objective(M.method("CMC"), cmc, encoder, 300).negatives == 255
-    la = build_objective(
-        M.method("LA"), pretrain_config("LA", negatives_count="including_positive", kmeans_k=5), encoder, 300
-    )
+    assert build_objective_of("CMC", cmc, encoder, 300).negatives == 255
+    la = build_objective_of("LA", pretrain_config("LA", negatives_count="including_positive", kmeans_k=5), encoder, 300)
     assert (la.negatives, la.background_size) == (255, 256)  # LA's k background neighbours: no draw, their count kept
     with pytest.raises(checks.ConfigError, match="bank_negatives=1 counts the positive .* set it to at least 2"):
         checks.check(pretrain_config("IR", negatives_count="including_positive", bank_negatives=1), "here")

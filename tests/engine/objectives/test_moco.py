@@ -2,7 +2,6 @@
 the FIFO queue."""
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -105,6 +104,12 @@ def test_a_step_contrasts_against_the_queue_before_enqueuing_its_own_keys():
 def test_a_queue_shorter_than_a_batch_is_refused_in_one_sentence():
     with pytest.raises(ValueError, match=r"^queue_size=0 must be at least the batch size\.$"):
         MomentumContrast(torch.nn.Linear(2, 2), 2, 0, 0.99, 0.1, ring=False)
-    cfg = SimpleNamespace(queue_size=32, batch_size=64)
+    from ring.core import catalog
+    from ring.core.methods import method
+    from ring.pretrain import objective_settings
+    from tests.helpers import pretrain_config
+
+    cfg = pretrain_config("MoCo", queue_size=32, batch_size=64)
+    settings = objective_settings(cfg, method("MoCo"), catalog.spec(cfg.dataset))
     with pytest.raises(ValueError, match=r"^queue_size=32 is smaller than batch_size=64; raise queue_size\.$"):
-        MomentumContrast.from_config(SimpleNamespace(ring=False), cfg, torch.nn.Linear(2, 2), 100, 1000)
+        MomentumContrast.from_settings(settings, torch.nn.Linear(2, 2), 100, 1000)
