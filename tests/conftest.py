@@ -27,15 +27,17 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # test_workflow.py 343 s, test_pretrain.py 410 s; no other file takes more than 83 s.  The quick start is now two
 # halves and its rerun (tests/workflow/runs.py, QUICK_START_HALVES), so that no file is the suite's critical path.
 # test_slurm.py, alone 1,399 s on one worker of the fresh-clone CI of 9deab51 (the critical path of its 2,497 s), is
-# now four files that share the cluster and run on both workers at once (tests/workflow/slurm.py).
+# now four files that share the cluster and run on both workers at once (tests/workflow/slurm.py).  Measured serially
+# on this machine (2026-11-29, loaded by other work; the old file 2,044 s an hour earlier, under heavier load):
+# test_slurm_submit.py 316 s, test_slurm_grid.py 314 s, test_slurm_nodes.py 218 s, test_slurm_preempt.py 145 s.
 LONGEST_FIRST = (
     "tests/workflow/test_quick_start.py",
-    "tests/workflow/test_slurm_submit.py",
-    "tests/workflow/test_slurm_nodes.py",
-    "tests/workflow/test_slurm_grid.py",
     "tests/workflow/test_quick_start_appendix.py",
     "tests/workflow/test_workflow.py",
     "tests/test_pretrain.py",
+    "tests/workflow/test_slurm_submit.py",
+    "tests/workflow/test_slurm_grid.py",
+    "tests/workflow/test_slurm_nodes.py",
     "tests/workflow/test_slurm_preempt.py",
     "tests/workflow/test_quick_start_rerun.py",
 )
