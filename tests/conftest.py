@@ -11,7 +11,7 @@ from tests.helpers import copy_workflow  # torch-free: the thread settings below
 sys.path.insert(0, str(ROOT))
 
 # README's command (2) runs the suite on two pytest-xdist workers, one test file each at a time (--dist loadfile: a
-# module's fixtures are made once, and test_slurm.py's cluster is started and stopped by one worker).  Alone the suite
+# module's fixtures are made once; the SLURM files share one cluster, tests/workflow/slurm.py).  Alone the suite
 # left half of CI's two cores idle (vmstat over a fresh-clone run: 30-50 % idle), waiting on imports, subprocesses and
 # the SLURM scheduler.  Each worker's torch, and every stage it starts, gets its share of the cores; OpenMP threads
 # that find no work sleep rather than spin, so that the other worker's threads get the core (spinning OpenMP threads
@@ -26,12 +26,19 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # (2026-11-28, 894b9ef, 2,565 s in all): test_slurm.py 730 s, the README quick start 397 s, the rest of
 # test_workflow.py 343 s, test_pretrain.py 410 s; no other file takes more than 83 s.  The quick start is now two
 # halves and its rerun (tests/workflow/runs.py, QUICK_START_HALVES), so that no file is the suite's critical path.
+# test_slurm.py, alone 1,399 s on one worker of the fresh-clone CI of 9deab51 (the critical path of its 2,497 s), is
+# now four files that share the cluster and run on both workers at once (tests/workflow/slurm.py).  Measured serially
+# on this machine (2026-11-29, loaded by other work; the old file 2,044 s an hour earlier, under heavier load):
+# test_slurm_submit.py 316 s, test_slurm_grid.py 314 s, test_slurm_nodes.py 218 s, test_slurm_preempt.py 145 s.
 LONGEST_FIRST = (
-    "tests/workflow/test_slurm.py",
     "tests/workflow/test_quick_start.py",
     "tests/workflow/test_quick_start_appendix.py",
     "tests/workflow/test_workflow.py",
     "tests/test_pretrain.py",
+    "tests/workflow/test_slurm_submit.py",
+    "tests/workflow/test_slurm_grid.py",
+    "tests/workflow/test_slurm_nodes.py",
+    "tests/workflow/test_slurm_preempt.py",
     "tests/workflow/test_quick_start_rerun.py",
 )
 

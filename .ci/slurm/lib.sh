@@ -74,11 +74,44 @@ stop_daemon() {
 }
 
 # take_lock: serialize start.sh/stop.sh runs on one state dir (e.g. parallel
-# test workers). start.sh passes its lock on to the stop.sh it calls.
+# test workers). start.sh passes its lock on to the stop.sh it calls.  900 s:
+# the first start.sh on a fresh machine installs the packages under it.
 take_lock() {
     [ "${RING_SLURM_LOCKED:-}" = "$STATE" ] && return 0
     mkdir -p "$STATE"
     exec 9>"$STATE/.lock"
-    flock -w 300 9 || die "could not lock $STATE/.lock within 300s"
+    flock -w 900 9 || die "could not lock $STATE/.lock within 900s"
     export RING_SLURM_LOCKED=$STATE
+}
+
+# The processes that use the cluster (start.sh --user PID, e.g. each pytest
+# worker), one file each in $USERS holding the process's start time, so that a
+# pid reused by another process after a user died is not taken for that user.
+# stop.sh --user PID stops the cluster only when the last live user leaves.
+USERS=$STATE/users
+
+started_at() { # started_at PID: the process's start time (/proc/PID/stat field 22), empty if none
+    local stat fields
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    stat=${stat##*) } # field 3 on: the command name may hold spaces
+    read -ra fields <<<"$stat"
+    printf '%s' "${fields[19]}"
+}
+
+add_user() { # add_user PID (under the lock)
+    local since
+    since=$(started_at "$1")
+    [ -n "$since" ] || die "no process $1 to register as a user of the cluster"
+    mkdir -p "$USERS"
+    printf '%s\n' "$since" >"$USERS/$1"
+}
+
+live_users() { # live_users: the registered users still alive, one pid a line; forgets the dead (under the lock)
+    local f pid
+    [ -d "$USERS" ] || return 0
+    for f in "$USERS"/*; do
+        [ -e "$f" ] || continue
+        pid=${f##*/}
+        if [ "$(started_at "$pid")" = "$(cat "$f" 2>/dev/null)" ]; then echo "$pid"; else rm -f "$f"; fi
+    done
 }

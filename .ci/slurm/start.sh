@@ -5,6 +5,11 @@
 #   bash .ci/slurm/start.sh      # ~10 s once packages are installed
 #   bash .ci/slurm/stop.sh       # stop it (add --purge to wipe state)
 #
+#   bash .ci/slurm/start.sh --user PID   # ... and register process PID as a
+#                                        # user: stop.sh --user PID stops the
+#                                        # cluster only when no other live user
+#                                        # is left (tests on several workers)
+#
 # - Installs missing Debian packages (quietly; no-op when present).
 # - Writes /etc/slurm/{slurm,slurmdbd,gres}.conf from the *.in templates next
 #   to this script. Clients need no SLURM_CONF: the default path is used
@@ -22,6 +27,9 @@
 #   the tests of one cell across two nodes.
 # - Re-runnable: if everything is already up with the same config it does
 #   nothing; otherwise it stops what is left (stop.sh) and starts cleanly.
+#   Concurrent callers are serialised by a lock in the state dir (taken before
+#   the packages are installed): the first starts the cluster, the others find
+#   it up.
 #
 # Environment (all optional):
 #   RING_SLURM_STATE        state dir            (/tmp/ring-slurm)
@@ -38,6 +46,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
 
 [ "$(id -u)" = 0 ] || die "must run as root"
+user=
+case ${1:-} in
+    --user) user=${2:?usage: $0 [--user PID]} ;;
+    "") ;;
+    *) die "usage: $0 [--user PID]" ;;
+esac
 wait_s=${RING_SLURM_TIMEOUT:-60}
 CLUSTER=ring
 ACCOUNT=ring
@@ -183,9 +197,8 @@ all_alive() {
 }
 
 # --- main -----------------------------------------------------------------
-install_packages
-
 take_lock
+install_packages
 mkdir -p "$STATE" "$RUN" "$LOG"
 [ -r "$STATE/db.pass" ] && DB_PASS=$(cat "$STATE/db.pass")
 render_all
@@ -194,6 +207,7 @@ if all_alive && configs_installed && ctld_up && sacct_answers && [[ $(node_state
     case $(node_state) in
         idle | mix | alloc | comp*)
             say "already running (state dir $STATE); nothing to do"
+            [ -z "$user" ] || add_user "$user"
             exit 0
             ;;
     esac
@@ -294,6 +308,7 @@ wait_for slurmdbd "sacct" sacct_answers
 for d in "${DAEMONS[@]}"; do
     alive "$d" || fail "$d" "$d is not running after start"
 done
+[ -z "$user" ] || add_user "$user"
 say "cluster '$CLUSTER' up in $(elapsed "$t0")s: node $HOST (cpus=$CPUS mem=${MEM}M gpu:2), partition gpu, account $ACCOUNT"
 say "second node $HOST2 (slurmd port $SLURMD2_PORT, gpu:2), partition multi = $HOST,$HOST2"
 say "config $CONF_DIR/slurm.conf, state $STATE, logs $LOG"

@@ -3,6 +3,8 @@
 #
 #   bash .ci/slurm/stop.sh            stop daemons, keep state (db, job ids, logs)
 #   bash .ci/slurm/stop.sh --purge    also wipe the state dir (db, job state, logs)
+#   bash .ci/slurm/stop.sh --user PID the user PID (start.sh --user) leaves: stop
+#                                     only if no other live user is left
 #
 # Daemons are stopped by the PIDs start.sh recorded in $RING_SLURM_STATE/run
 # (default /tmp/ring-slurm): SIGTERM, then SIGKILL after
@@ -15,14 +17,23 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
 
 [ "$(id -u)" = 0 ] || die "must run as root"
-purge=0
+purge=0 user=
 case ${1:-} in
     --purge) purge=1 ;;
+    --user) user=${2:?usage: $0 [--purge | --user PID]} ;;
     "") ;;
-    *) die "usage: $0 [--purge]" ;;
+    *) die "usage: $0 [--purge | --user PID]" ;;
 esac
 timeout_s=${RING_SLURM_STOP_TIMEOUT:-10}
 take_lock
+if [ -n "$user" ]; then
+    rm -f "$USERS/$user"
+    others=$(live_users | wc -l)
+    if ((others)); then
+        say "still used by $others other process(es) (start.sh --user); left running"
+        exit 0
+    fi
+fi
 t0=$(now)
 STOPPED=()
 

@@ -1,6 +1,7 @@
 """Whether SLURM would admit a stage's resources, before anything is submitted: the resources' own problems, a stage
 that cannot use its tasks, and the workflow's one check of every resource set it will submit (SLURM's own answer,
-sbatch --test-only, is asked of the cluster itself in tests/workflow/test_slurm.py and tests/cluster/test_launch.py)."""
+sbatch --test-only, is asked of the cluster itself in tests/workflow/test_slurm_submit.py and
+tests/cluster/test_launch.py)."""
 
 import os
 

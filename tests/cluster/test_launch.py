@@ -1,4 +1,4 @@
-"""The SLURM launcher's pure parts (the cluster itself is exercised in tests/workflow/test_slurm.py)."""
+"""The SLURM launcher's pure parts (the cluster itself is exercised in tests/workflow/test_slurm_*.py)."""
 
 import pytest
 

@@ -1,5 +1,5 @@
 """The SLURM primitives: a stage's resources, the job states, the retries (the cluster itself is
-exercised in tests/workflow/test_slurm.py)."""
+exercised in tests/workflow/test_slurm_*.py)."""
 
 import json
 import shlex

@@ -1,5 +1,5 @@
 """Following a submitted job until it ends: status lines, a late-seen cancel, a lost job, and a failure's log and
-sentence (the cluster itself is exercised in tests/workflow/test_slurm.py)."""
+sentence (the cluster itself is exercised in tests/workflow/test_slurm_*.py)."""
 
 import pytest
 

@@ -80,7 +80,7 @@ TINY = {
 
 # The workflow tests' grid: TINY at 16 pixels.  They test what the workflow decides (what reruns, what is kept, what
 # the tables show), not accuracy; 16-pixel views make each pretraining and evaluation job's compute about 4x smaller
-# (ResNet-18's maps stay 1 x 1 at layer4).  TINY itself stays at 32 pixels, as tests/workflow/test_slurm.py (which
+# (ResNet-18's maps stay 1 x 1 at layer4).  TINY itself stays at 32 pixels, as tests/workflow/test_slurm_*.py (which
 # imports it) was written and measured with.
 SMALL = {
     **TINY,
