@@ -286,8 +286,10 @@ def job_states(job_ids: list[str]) -> dict[str, str | None]:
     # Accounting lags the controller by a poll or two: a job that has just started is still PENDING in sacct
     # while squeue shows it RUNNING, and the client printed RUNNING, PENDING, RUNNING.  For a job sacct does
     # not know or calls PENDING, the controller's word wins while it holds the job (a cancelled pending job,
-    # which it no longer holds, keeps sacct's word).
-    unsure = [jid for jid, state in states.items() if state in (None, "PENDING")]
+    # which it no longer holds, keeps sacct's word).  So it does for a lost one: under JobRequeue=1 SLURM requeues
+    # a job whose node failed under the same id, and sacct shows NODE_FAIL until the new run's record arrives;
+    # taken at its word, the launcher submitted the cell again beside the requeued job (two jobs on one cell).
+    unsure = [jid for jid, state in states.items() if state in (None, "PENDING", *LOST)]
     if unsure:
         out = slurm_call(["squeue", "-r", "-h", "-o", "%i|%T"], timeout=30)
         if out.returncode != 0:

@@ -93,6 +93,18 @@ def test_a_cancelled_pending_job_keeps_accountings_word(monkeypatch):
     assert slurm.job_states(["9_1"]) == {"9_1": "PENDING"}
 
 
+@pytest.mark.parametrize("sacct, squeue, state", [("NODE_FAIL", "PENDING", "PENDING"), ("NODE_FAIL", "", "NODE_FAIL")])
+def test_a_lost_job_slurm_requeued_itself_is_waited_on_not_submitted_again(monkeypatch, sacct, squeue, state):
+    """SLURM (JobRequeue=1) requeues a job whose node failed under its own id; accounting says NODE_FAIL until the
+    requeued run's record arrives.  While the controller holds the job its word wins, so the launcher waits on it
+    instead of submitting a second job for the cell; a lost job it no longer holds stays lost (resubmitted)."""
+    from ring.cluster import slurm
+
+    _polls(monkeypatch, [(f"9|{sacct}\n", f"9|{squeue}\n" if squeue else "")])
+    assert slurm.job_states(["9"]) == {"9": state}
+    assert (state in slurm.ALIVE) == bool(squeue)
+
+
 @pytest.mark.parametrize(
     "state, log, says",
     [

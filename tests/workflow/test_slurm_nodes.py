@@ -179,9 +179,10 @@ def test_usr2_on_a_two_node_job_checkpoints_requeues_once_and_finishes_equal(tmp
     assert equal_across_processes(two_node_reference, cell / "encoder.pt")
 
 
-def test_a_lost_second_node_resubmits_and_the_cell_still_finishes_equal(tmp_path, two_node_reference):
-    """The second node's slurmd and its job steps killed, the node marked down: the job ends NODE_FAIL, the launcher
-    submits it again (slurm.LOST) and the stage resumes from its checkpoint once the node is back."""
+def test_a_lost_second_node_is_requeued_once_and_the_cell_still_finishes_equal(tmp_path, two_node_reference):
+    """The second node's slurmd and its job steps killed, the node marked down: the job ends NODE_FAIL, SLURM
+    (JobRequeue=1) requeues it under its own id, the launcher waits on that job rather than submitting a second one
+    for the cell, and the stage resumes from its checkpoint once the node is back."""
     node = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True).stdout.strip() + SECOND
     cell = tmp_path / "results" / "t" / "pretrain" / "digits" / "IRing" / "seed0"
     proc = launch_cell(cell, IRING_2_EPOCHS, TWO_NODES)
@@ -195,9 +196,11 @@ def test_a_lost_second_node_resubmits_and_the_cell_still_finishes_equal(tmp_path
         subprocess.run(["bash", str(SCRIPTS / "node.sh"), "start", node], check=True, timeout=120)
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
-    # The job ends NODE_FAIL and the launcher submits it again (ring.cluster.slurm.LOST: measured here, job 71
-    # NODE_FAIL, job 72 resumed and COMPLETED); a site that requeues such jobs itself runs the same job again.
-    # Either way a run ended NODE_FAIL, and it is in the cell's provenance (from sacct).
+    # The job's run ends NODE_FAIL and SLURM runs the same job again: the launcher, which reads the controller's
+    # word while it holds a lost job, submitted nothing (before, it saw accounting's NODE_FAIL and submitted a second
+    # job beside the requeued one).  A site without JobRequeue gets a new job (tests/cluster/test_watch.py).  The run
+    # that ended NODE_FAIL is in the cell's provenance (from sacct).
+    assert job_of(cell) == job_id, f"a second job {job_of(cell)} was submitted beside the requeued {job_id}"
     runs = subprocess.run(
         ["sacct", "-D", "-X", "-n", "-P", "-j", ",".join({job_id, job_of(cell)}), "-o", "JobID,State"],
         capture_output=True,
