@@ -81,19 +81,16 @@ def test_the_catalog_is_on_the_ground_floor_and_imports_nothing_of_ring():
     assert graph.find_modules_directly_imported_by("ring.core.catalog") == set()
 
 
-def test_the_development_page_states_the_measured_figures():
-    """docs/development.md's figures of the imports and of a pretraining cell's config path are the ones
-    tests/project/config_path.py computes; the path climbs back to a lower layer at most 3 times (issue 42)."""
+MAX_MODULES, MAX_CLIMBS = 8, 3  # issue 42's bound on a pretraining cell's config path
+
+
+def test_the_development_page_states_the_bounds_and_no_count_that_an_import_changes():
+    """docs/development.md states the bounds the tests below hold, and no figure of the import graph that a new module
+    or import would make stale (issue 49: a page that stated exact counts had to change with every import)."""
     page = " ".join((ROOT / "docs" / "development.md").read_text().split())
-    modules, edges = config_path.import_graph()
-    path = config_path.config_path()
-    stated = re.search(r"ring has (\d+) modules and (\d+) import edges", page)
-    assert stated and (int(stated[1]), int(stated[2])) == (modules, edges), (modules, edges)
-    stated = re.search(r"enters (\d+) modules and climbs back to a lower layer (\d+) times: ([\w., ]+)\.", page)
-    assert stated, "docs/development.md no longer states the config's path"
-    assert (int(stated[1]), int(stated[2])) == (len(path.modules), len(path.climbs())), (path.modules, path.climbs())
-    assert stated[3].split(", ") == sorted(path.modules)
-    assert len(path.climbs()) <= 3 and "ring.core.catalog" in path.modules and ENTRY_MODULE in path.modules
+    assert f"enters at most {MAX_MODULES} modules and climbs back to a lower layer at most {MAX_CLIMBS} times" in page
+    counts = re.findall(r"(?<!at most )\b\d+ (?:modules|import edges)\b", page)
+    assert not counts, f"docs/development.md states import-graph counts; state a bound or generate them: {counts}"
 
 
 ENTRY_MODULE = config_path.ENTRY[0]
@@ -105,6 +102,7 @@ def test_the_config_path_keeps_to_issue_42s_bound():
     catalog entry, the views' spec, the Ring keys, the objective's settings), never the config.  Before: 13 modules,
     among them ring.data.datasets, ring.data.views, ring.engine.anneal and the objectives."""
     path = config_path.config_path()
-    assert len(path.modules) <= 8 and len(path.climbs()) <= 3, (sorted(path.modules), sorted(path.climbs()))
+    assert len(path.modules) <= MAX_MODULES and len(path.climbs()) <= MAX_CLIMBS, (sorted(path.modules), path.climbs())
+    assert "ring.core.catalog" in path.modules and ENTRY_MODULE in path.modules, sorted(path.modules)
     handed_values = {"ring.data.datasets", "ring.data.views", "ring.engine.anneal", "ring.engine.objectives"}
     assert not {m for m in path.modules if m.startswith(tuple(handed_values))}, sorted(path.modules)
