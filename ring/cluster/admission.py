@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shlex
 import sys
@@ -30,9 +29,9 @@ def sbatch_test_args(res: Resources) -> list[str]:
         f"--time={res.time_min}",
         f"--nodes={res.nodes}",
         f"--gpus-per-node={res.gpus_per_node}",
-        f"--ntasks-per-node={max(res.gpus_per_node, 1)}",
+        f"--ntasks-per-node={res.tasks_per_node}",
         f"--cpus-per-task={res.cpus_per_task}",
-        f"--mem={int(math.ceil(res.mem_gb * 1024))}M",
+        f"--mem={res.mem_mb_per_node}M",
     ]
     for key in ("partition", "account", "qos", "constraint"):
         if getattr(res, key):
@@ -83,6 +82,65 @@ def stage_problems(stage: str, res: Resources, config: dict | None = None) -> li
     return problems
 
 
+def gres_gpus(gres: str) -> int | None:
+    """The GPUs per node a ``--gres`` value asks for (``gpu:a100:2,nvme:1`` -> 2; ``gpu`` or ``gpu:a100`` -> 1, as
+    SLURM reads a gres without a count), or None when it names no GPU."""
+    counts = [part.split(":") for part in str(gres).split(",") if part.split(":")[0] == "gpu"]
+    if not counts:
+        return None
+    return sum(int(fields[-1]) if len(fields) > 1 and fields[-1].isdigit() else 1 for fields in counts)
+
+
+def node_problems(stage: str, res: Resources, node: dict | None) -> list[str]:
+    """What of ``stage``'s job does not fit one node (one sentence each): a ``gres`` under ``additional`` whose GPUs
+    are not ``gpus_per_node`` (submitit asks ``--gpus-per-node`` too), and, where the site names its largest node
+    (``slurm: largest_node: {gpus, cpus, mem_gb}``; a value it leaves out is not checked), the GPUs, the CPUs
+    (``cpus_per_task`` per task) and the memory (``mem_gb`` per task) of the stage's tasks on one node."""
+    problems = []
+    where = f"under slurm: {stage}: in profiles/slurm/site.yaml"
+    asked = gres_gpus(res.additional["gres"]) if "gres" in res.additional else None
+    if asked is not None and asked != res.gpus_per_node:
+        problems.append(
+            f"{stage}'s gres {res.additional['gres']} asks for {asked} GPUs per node but gpus_per_node="
+            f"{res.gpus_per_node}; give each GPU stage a gres with its own gpus_per_node {where}, or name the GPU "
+            "type as a constraint."
+        )
+    node = node or {}
+    wanted = {
+        "gpus": (res.gpus_per_node, f"gpus_per_node={res.gpus_per_node}"),
+        "cpus": (
+            res.cpus_per_task * res.tasks_per_node,
+            f"{res.tasks_per_node} tasks x cpus_per_task={res.cpus_per_task}",
+        ),
+        "mem_gb": (res.mem_gb * res.tasks_per_node, f"{res.tasks_per_node} tasks x mem_gb={res.mem_gb:g}, per task"),
+    }
+    unit = {"gpus": "GPUs", "cpus": "CPUs", "mem_gb": "GB of memory"}
+    for key, (need, why) in wanted.items():
+        if node.get(key) is not None and need > node[key]:
+            problems.append(
+                f"{stage} asks for {need:g} {unit[key]} per node ({why}) but the site's largest node has "
+                f"{node[key]:g} (slurm: largest_node: {key}); lower it {where}."
+            )
+    return problems
+
+
+def plan_problems(stage: str, slurm_config: dict, config: dict | None = None) -> list[str]:
+    """Every rule a ``stage`` job's resources break that needs no running cluster (one sentence each), for the
+    workflow's plan (``snakemake -n`` included): the resources' schema and own rules (:func:`resource_problems`,
+    against the cell ``config``'s checkpoint interval), the stage's tasks (:func:`stage_problems`: the batch and
+    BatchNorm groups over the ranks, one-task stages) and one node (:func:`node_problems`)."""
+    try:
+        res = Resources.from_dict(slurm.stage_resources(slurm_config, stage))
+    except ValueError as err:
+        return [str(err)]
+    interval = (config or {}).get("checkpoint_interval_min")
+    return [
+        *resource_problems(res, interval),
+        *stage_problems(stage, res, config),
+        *node_problems(stage, res, slurm_config.get("largest_node")),
+    ]
+
+
 def responding_nodes() -> bool:
     """Whether any node answers the controller (sinfo's "*" suffix and "unk" mark nodes that do not)."""
     out = slurm.slurm_call(["sinfo", "-h", "-o", "%t"], timeout=30)
@@ -101,8 +159,8 @@ def fits(res: Resources, cpus: str, memory_mb: str, gres: str) -> bool:
     try:
         gpus = sum(int(part.split("(")[0].split(":")[-1]) for part in gres.split(",") if part.startswith("gpu:"))
         return (
-            res.cpus_per_task * max(res.gpus_per_node, 1) <= int(cpus.rstrip("+"))
-            and res.mem_gb * 1024 <= int(memory_mb.rstrip("+"))
+            res.cpus_per_task * res.tasks_per_node <= int(cpus.rstrip("+"))
+            and res.mem_mb_per_node <= int(memory_mb.rstrip("+"))
             and res.gpus_per_node <= gpus
         )
     except ValueError:
