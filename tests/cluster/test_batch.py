@@ -416,5 +416,6 @@ def test_status_says_when_the_grid_will_end_from_its_own_cells(tmp_path, monkeyp
     assert pre.left == pytest.approx((0.5 + 2.0, 0.5 + 2.0))
     # lincls: nothing finished, uncalibrated: 3 x 0.25 GPU-h, one GPU each.
     assert out.stages["lincls"].left == pytest.approx((0.75, 0.75))
-    # Floor: MoCoRing seed 0's chain, 2 GPU-h on 2 GPUs then 0.25 h; ceiling: 3.25 GPU-h at the 2 GPUs running now.
-    assert out.hours == pytest.approx((1.25, 1.625))
+    # Floor: MoCoRing seed 0's chain, 2 GPU-h on 2 GPUs then 0.25 h; ceiling: one cell at a time on its own GPUs,
+    # 0.25 h + 2 GPU-h / 2 + 3 x 0.25 h.
+    assert out.hours == pytest.approx((1.25, 2.0)) and out.gpus_all == 2 + 2 + 3
