@@ -252,7 +252,8 @@ def pending_reason(job_id: str) -> str:
     except RuntimeError:  # a status line without its reason, never a failed wait
         return ""
     words = out.stdout.strip().splitlines() if out.returncode == 0 else []
-    return words[-1].strip() if words and "|" not in words[-1] else ""
+    reason = words[-1].strip() if words and "|" not in words[-1] else ""
+    return "" if reason == "None" else reason  # a job the scheduler has not looked at yet: no reason to show
 
 
 def slurm_options(slurm: dict, stage: str, verbose: bool = False) -> str:

@@ -419,3 +419,22 @@ def test_status_says_when_the_grid_will_end_from_its_own_cells(tmp_path, monkeyp
     # Floor: MoCoRing seed 0's chain, 2 GPU-h on 2 GPUs then 0.25 h; ceiling: one cell at a time on its own GPUs,
     # 0.25 h + 2 GPU-h / 2 + 3 x 0.25 h.
     assert out.hours == pytest.approx((1.25, 2.0)) and out.gpus_all == 2 + 2 + 3
+
+
+def test_a_failed_slurm_cell_shows_the_launchers_sentence_not_sruns(tmp_path):
+    """Issue 50 item 3: `ring status` showed "srun: error: vm: task 0: Exited with exit code 1" for a job out of
+    memory, where the launcher had said which mem_gb to raise."""
+    from ring.cluster.slurm import Resources, write_record
+
+    cell, folder = tmp_path / "cell", tmp_path / "cell" / "slurm"
+    write_record(cell, "7", folder, "pretrain", tasks=1)
+    (folder / "7_0_log.err").write_text(
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=7.0\nsrun: error: vm: task 0: Exited with exit code 1\n"
+    )
+    state, detail = batch.cell_status(cell, "pretrain", Resources(mem_gb=4), {"7": "OUT_OF_MEMORY"})
+    assert state == "failed" and detail.startswith("7 OUT_OF_MEMORY: SLURM job 7 ran out of host memory at mem_gb=4 GB")
+    (folder / "7_0_log.err").write_text("ValueError: bad shard\nsrun: error: vm: task 0: Exited with exit code 1\n")
+    assert batch.cell_status(cell, "pretrain", Resources(), {"7": "FAILED"}) == (
+        "failed",
+        "7 FAILED: ValueError: bad shard",
+    )
