@@ -101,15 +101,16 @@ def submit(job: StageJob, cell: Path, res: slurm.Resources) -> submitit.SlurmJob
 
 
 def accounting_folder(cell: Path, record: dict, config_hash: str | None) -> Path | None:
-    """Where the recorded job's runs are accounted: the run kept under ``runs/`` whose provenance already holds a
-    segment of the job (an edit, or a retrained encoder, set that run aside with its jobs: an evaluation's run is
-    kept per config *and* encoder, so its record's config hash alone cannot tell), else the cell when the job ran its
-    current config (or a record that names none), else the run of the job's own config kept under
-    ``runs/<its hash>/``, or None when nothing of it was kept.  A cell's provenance holds its own run's jobs only: a
-    set-aside run's job added there would be counted twice, there and in its kept run."""
+    """Where the recorded job's runs are accounted: the folder whose provenance already holds a segment of the job
+    (ring.core.accounting.holder: the cell, whose run continued to a longer schedule keeps its earlier config's jobs;
+    or a run an edit or a retrained encoder set aside under ``runs/`` with its jobs: an evaluation's run is kept per
+    config *and* encoder, so its record's config hash alone cannot tell), else the cell when the job ran its current
+    config (or a record that names none), else the run of the job's own config kept under ``runs/<its hash>/``, or
+    None when nothing of it was kept.  A job is in one provenance only: added to a second it would be counted
+    twice."""
     from ring.core.runs import RUNS  # torch-free
 
-    if (holder := accounting.kept_run_of(cell / RUNS, record["job_id"])) is not None:
+    if (holder := accounting.holder(cell, RUNS, record["job_id"])) is not None:
         return holder
     recorded = record.get("config_hash")
     if recorded is None or config_hash is None or recorded == config_hash:

@@ -145,10 +145,11 @@ def add_ended_job(cell: Path, job_id: str) -> int:
     return len(added)
 
 
-def kept_run_of(runs: Path, job_id: str) -> Path | None:
-    """The run kept under ``runs`` (a cell's ``runs/<key>/`` folders) whose ``provenance.json`` holds a segment of
-    ``job_id``, or None: that job belongs to that run, which an edit set aside with its provenance."""
-    for path in sorted(Path(runs).glob(f"*/{FILE}")):
+def holder(cell: Path, runs: str, job_id: str) -> Path | None:
+    """The folder whose ``provenance.json`` holds a segment of ``job_id``: the cell itself (a run continued to a
+    longer schedule keeps its earlier jobs there), else a run kept under ``cell/<runs>/`` (an edit set it aside with
+    its provenance); None when none does."""
+    for path in [Path(cell) / FILE, *sorted((Path(cell) / runs).glob(f"*/{FILE}"))]:
         try:
             segments = json.loads(path.read_text()).get("segments", [])
         except (OSError, ValueError, AttributeError):
