@@ -1,7 +1,8 @@
 """Whether SLURM would admit a stage's resources, asked before anything is submitted (torch-free, on a login node).
 
-What is wrong with the resources themselves (:func:`resource_problems`) or for the stage (:func:`stage_problems`),
-and SLURM's own answer, ``sbatch --test-only`` (:func:`sbatch_refusal`), a partition whose nodes are all out told
+What is wrong with the resources themselves (:func:`resource_problems`), for the stage (:func:`stage_problems`) or
+on one node (:func:`node_problems`), all that the plan checks with no cluster (:func:`plan_problems`); and SLURM's own
+answer, ``sbatch --test-only`` (:func:`sbatch_refusal`), a partition with too few of its nodes up for the job told
 apart from a refusal (:func:`unavailable_partition`): :func:`preflight` before one submission, and
 :func:`run_preflight` before a workflow run's first (each resource set it will submit, once:
 :func:`resource_sets`, :func:`check_resource_sets`).  SLURM's clients are called through ring.cluster.slurm.
@@ -149,13 +150,15 @@ def responding_nodes() -> bool:
 
 
 # sinfo's short node states (%t, a suffix such as * or ~ stripped) of a node that takes no new job for now: an admin
-# drained it, it is down or failing, in maintenance or powered off.  A partition of such nodes only is unavailable,
-# not a refusal of the resources: a plain sbatch is accepted and waits, while `sbatch --test-only` refuses.
-UNAVAILABLE = ("drain", "drng", "down", "fail", "maint", "pow", "inval", "futr")
+# drained or reserved it, it is down or failing, in maintenance or powered off.  A job that only such nodes keep from
+# starting is not a refusal of its resources: a plain sbatch is accepted and waits, while `sbatch --test-only`
+# refuses.
+UNAVAILABLE = ("drain", "drng", "down", "fail", "maint", "pow", "inval", "futr", "resv")
 
 
 def fits(res: Resources, cpus: str, memory_mb: str, gres: str) -> bool:
-    """Whether one job of ``res`` fits a node of sinfo's CPUs (%c), memory (%m, MB) and generic resources (%G)."""
+    """Whether one node's share of ``res`` fits a node of sinfo's CPUs (%c), memory (%m, MB) and generic resources
+    (%G)."""
     try:
         gpus = sum(int(part.split("(")[0].split(":")[-1]) for part in gres.split(",") if part.startswith("gpu:"))
         return (
@@ -167,29 +170,41 @@ def fits(res: Resources, cpus: str, memory_mb: str, gres: str) -> bool:
         return False
 
 
+def waiting_for_nodes(res: Resources, rows: list[list[str]]) -> str | None:
+    """Given sinfo's nodes of the job's partition (one row each: partition, state, name, CPUs, memory, gres), why the
+    job would wait rather than be refused: enough configured nodes fit it (``nodes`` of them) but too few of those
+    take a job now (drained, down, reserved: :data:`UNAVAILABLE`).  None when too few fit even all up (no node set
+    can ever hold the job: a real refusal) or enough of the fitting ones are up (the refusal is about something
+    else)."""
+    fitting = [row for row in rows if fits(res, *row[3:6])]
+    up = [row for row in fitting if not row[1].rstrip("*~#!%$@^-+").startswith(UNAVAILABLE)]
+    if len(fitting) < res.nodes or len(up) >= res.nodes:
+        return None
+    out = ", ".join(f"{row[2]}: {row[1].rstrip('*~#!%$@^-+')}" for row in fitting if row not in up)
+    partition = fitting[0][0].rstrip("*")
+    if not up:
+        return f"partition {partition} has no node that takes a job now ({out})"
+    return f"partition {partition} has {len(up)} node(s) that take a job now where the job needs {res.nodes} ({out})"
+
+
 def unavailable_partition(res: Resources) -> str | None:
-    """When no node of the stage's partition (the default one when it names none) takes a job now although one of
-    them would fit these resources, the clause saying which and why (one sinfo call); None when a node takes jobs,
-    none fits (a real refusal), or sinfo cannot say."""
-    args = ["sinfo", "-h", "-o", "%P %t %N %c %m %G", *(["-p", res.partition] if res.partition else [])]
+    """When the stage's partition (the default one when it names none) has enough nodes that fit these resources
+    but too few of them take a job now (:func:`waiting_for_nodes`), the clause saying which and why (one sinfo call,
+    a row per node); None when it can hold the job now, never can (a real refusal), or sinfo cannot say."""
+    args = ["sinfo", "-h", "-N", "-o", "%P %t %N %c %m %G", *(["-p", res.partition] if res.partition else [])]
     try:
         out = slurm.slurm_call(args, timeout=30)
     except RuntimeError:  # ControllerUnreachable included: then the refusal stands as SLURM gave it
         return None
     rows = [line.split() for line in out.stdout.splitlines() if len(line.split()) == 6] if out.returncode == 0 else []
     rows = rows if res.partition else [row for row in rows if row[0].endswith("*")]
-    states = sorted({row[1].rstrip("*~#!%$@^-+") for row in rows})
-    if not rows or not all(state.startswith(UNAVAILABLE) for state in states):
-        return None
-    if not any(fits(res, *row[3:]) for row in rows):
-        return None
-    nodes = ",".join(row[2] for row in rows)
-    return f"partition {rows[0][0].rstrip('*')} has no node that takes a job now ({nodes}: {', '.join(states)})"
+    return waiting_for_nodes(res, rows)
 
 
 def sbatch_refusal(res: Resources) -> str | None:
     """SLURM's reason for refusing these resources (``sbatch --test-only``), or None if it accepts them.  A
-    partition whose nodes are all drained or down is not a refusal: the jobs would wait; a warning says so."""
+    partition with enough nodes for the job, too few of them taking jobs now (drained, down, reserved), is not a
+    refusal: the jobs would wait PENDING with squeue's reason; a warning says so."""
     out = slurm.slurm_call(sbatch_test_args(res))
     if out.returncode == 0:
         return None

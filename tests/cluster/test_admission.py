@@ -133,3 +133,49 @@ def test_mem_gb_is_asked_per_task():
     res = Resources(gpus_per_node=4, mem_gb=1.5)
     assert "--mem=6144M" in sbatch_test_args(res) and executor_parameters(res, "x")["mem"] == "6144M"
     assert Resources(gpus_per_node=0, mem_gb=4).mem_mb_per_node == 4096  # a CPU job: one task
+
+
+NODES = "multi idle vm 4 8000 gpu:2\nmulti drain vm-b 4 8000 gpu:2\n"  # sinfo -N: one row per node
+
+
+@pytest.mark.parametrize(
+    ("sinfo", "resources", "waits"),
+    [
+        # Issue 50 item 2: one of two nodes drained, a 2-node job: a plain sbatch pends, --test-only refused it.
+        (NODES, {"nodes": 2}, "partition multi has 1 node(s) that take a job now where the job needs 2 (vm-b: drain)"),
+        (
+            NODES.replace("idle", "resv"),
+            {"nodes": 2},
+            "partition multi has no node that takes a job now (vm: resv, vm-b",
+        ),
+        (NODES, {"nodes": 3}, None),  # no configured set of 3 nodes: a real refusal
+        (NODES, {"nodes": 2, "gpus_per_node": 4}, None),  # no node has 4 GPUs
+        (NODES, {"nodes": 2, "gpus_per_node": 2, "mem_gb": 4}, None),  # 2 tasks x 4 GB: more than a node's 8000 MB
+        (NODES, {"nodes": 1}, None),  # vm takes it now: the refusal is about something else
+        (NODES.replace("drain", "down*"), {"nodes": 2}, "(vm-b: down)"),
+    ],
+)
+def test_only_a_request_no_configured_node_set_can_hold_is_refused(monkeypatch, capsys, sinfo, resources, waits):
+    import subprocess
+
+    from ring.cluster import admission, slurm
+
+    asked = []
+
+    def call(args, timeout=60):
+        asked.append(args)
+        if args[0] == "sbatch":
+            return subprocess.CompletedProcess(
+                args, 1, "", "sbatch: error: Requested node configuration is not available\n"
+            )
+        return subprocess.CompletedProcess(args, 0, sinfo if "-N" in args else "idle\n", "")
+
+    monkeypatch.setattr(slurm, "slurm_call", call)
+    res = Resources(**{"partition": "multi", "gpus_per_node": 2, "cpus_per_task": 1, "mem_gb": 1, **resources})
+    refusal = admission.sbatch_refusal(res)
+    err = capsys.readouterr().err
+    if waits is None:
+        assert refusal == "Requested node configuration is not available" and err == ""
+    else:
+        assert refusal is None and waits in err and "the jobs are submitted and wait PENDING" in err
+    assert ["sinfo", "-h", "-N", "-o", "%P %t %N %c %m %G", "-p", "multi"] in asked  # a row per node, not per state
