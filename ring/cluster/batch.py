@@ -26,7 +26,7 @@ import jsonschema
 
 from ring import resources
 from ring.cluster import progress, prune
-from ring.cluster.admission import preflight, stage_problems
+from ring.cluster.admission import plan_problems, preflight
 from ring.cluster.detach import supersede
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
@@ -178,8 +178,8 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
         print(f"ring: every {stage} cell of grid {grid.name} is done or already submitted", file=sys.stderr)
         return None
     check_data(results / grid.name / "data", sorted({cell.parts[-3] for cell, _ in todo}), config["data_root"])
-    for cell, _ in todo:  # every cell's processes against its batch and BatchNorm groups, before the array is queued
-        if problems := stage_problems(stage, res, C.read_yaml(cell / "config.yaml", "Cell config")):
+    for cell, _ in todo:  # every cell against the plan's rules (its batch over the ranks, the site's largest node)
+        if problems := plan_problems(stage, config.get("slurm", {}), C.read_yaml(cell / "config.yaml", "Cell config")):
             raise ValueError(f"{cell}: {problems[0]}")
     first_cfg = C.read_yaml(todo[0][0] / "config.yaml", "Cell config")
     preflight(res, first_cfg.get("checkpoint_interval_min"))

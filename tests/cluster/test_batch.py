@@ -438,3 +438,16 @@ def test_a_failed_slurm_cell_shows_the_launchers_sentence_not_sruns(tmp_path):
         "failed",
         "7 FAILED: ValueError: bad shard",
     )
+
+
+def test_submit_refuses_what_the_plan_refuses_before_the_array_is_queued(tmp_path, monkeypatch):
+    """Issue 50 item 4: `ring submit` checks each cell by the workflow plan's rules (ring.cluster.admission.
+    plan_problems): here the shipped pretraining's 32 GB per task on a site whose largest node has 16."""
+    grids, results = _grid(tmp_path), tmp_path / "results"
+    (results / "tiny" / "data").mkdir(parents=True)
+    (results / "tiny" / "data" / "digits.ok").touch()  # the data check passed
+    monkeypatch.setattr(batch, "make_executor", lambda *a: pytest.fail("queued"))
+    monkeypatch.setattr(batch, "preflight", lambda res, interval: pytest.fail("asked SLURM"))
+    config = batch.merge(batch.load_config(batch.DEFAULT_CONFIGS), {"slurm": {"largest_node": {"mem_gb": 16}}})
+    with pytest.raises(ValueError, match="pretrain asks for 32 GB of memory per node .* largest node has 16"):
+        batch.submit(G.load(grids / "tiny.yaml"), "pretrain", config, results)
