@@ -143,6 +143,7 @@ def test_an_undone_and_a_redone_epochs_edit_submit_nothing(workdir):
         result = snakemake(workdir, "all_tables", *SLURM)
         return result.stdout + result.stderr, [name for _, name, _ in sacct_jobs("ring-", start, workdir)]
 
+    first = now()
     run(1)
     short = (cell / "encoder.pt").read_bytes()
     output, jobs = run(2)
@@ -155,6 +156,21 @@ def test_an_undone_and_a_redone_epochs_edit_submit_nothing(workdir):
         output, jobs = run(epochs)
         assert jobs == [] and "is back in place" in output, output[-3000:]
         assert (cell / "encoder.pt").read_bytes() == encoder
+        # Issue 50 item 3: gpu_hours adds every provenance.json, live and kept: each job sacct lists is in one of
+        # them, once.  The retrained encoder's evaluation set the first one's run aside, and its job was copied from
+        # sacct into the live cell's provenance as "killed (COMPLETED)" too.
+        held = segments_by_job(workdir / "results" / "tiny")
+        assert sorted(held) == sorted(jid for jid, _, _ in sacct_jobs("ring-", first, workdir)), held
+        assert all(len(files) == 1 for files in held.values()), held
+
+
+def segments_by_job(results: Path) -> dict[str, list[Path]]:
+    """Job id -> the provenance.json holding each of its segments, over every cell and every run kept under runs/."""
+    held: dict[str, list[Path]] = {}
+    for path in sorted(results.rglob("provenance.json")):
+        for segment in json.loads(path.read_text()).get("segments", []):
+            held.setdefault(segment["job_id"], []).append(path)
+    return held
 
 
 def readme_cluster_rerun() -> list[str]:
