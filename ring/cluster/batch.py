@@ -30,7 +30,7 @@ from ring.cluster.admission import plan_problems, preflight
 from ring.cluster.detach import supersede
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
-from ring.cluster.launch import job_config_hash, recorded_job
+from ring.cluster.launch import accounting_folder, job_config_hash, recorded_job
 from ring.cluster.slurm import (
     ALIVE,
     ENDED,
@@ -166,8 +166,10 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
         if status not in ("missing", "failed", "gone") and not stale:
             continue
         record = read_record(cell)
-        if record is not None and states.get(record["job_id"]) in ENDED:
-            accounting.add_ended_job(cell, record["job_id"])  # its hard-killed runs, before the record is replaced
+        if record is not None and states.get(record["job_id"]) in ENDED:  # its hard-killed runs, before the record
+            # is replaced: where a segment of it already is (a run an edit set aside keeps its jobs), else the cell
+            folder = accounting_folder(cell, record, None)
+            accounting.add_ended_job(folder if folder is not None else cell, record["job_id"])
         if stage == "lincls" and not pretrained(grid, results, dataset, method, seed, config["data_root"]):
             print(f"ring: {cell} waits for its pretraining; not submitted", file=sys.stderr)
             continue

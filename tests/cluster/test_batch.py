@@ -451,3 +451,31 @@ def test_submit_refuses_what_the_plan_refuses_before_the_array_is_queued(tmp_pat
     config = batch.merge(batch.load_config(batch.DEFAULT_CONFIGS), {"slurm": {"largest_node": {"mem_gb": 16}}})
     with pytest.raises(ValueError, match="pretrain asks for 32 GB of memory per node .* largest node has 16"):
         batch.submit(G.load(grids / "tiny.yaml"), "pretrain", config, results)
+
+
+def test_submit_leaves_a_set_aside_runs_job_with_that_run(tmp_path, monkeypatch):
+    """Issue 50 item 3: `ring submit` added the ended job of a cell's record to the live cell's provenance, from sacct,
+    though the run an edit set aside (runs/<key>/) holds it: counted twice."""
+    import json
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from ring.cluster import slurm
+    from tests.cluster.test_launch import _one_completed_job
+
+    grids, results = _grid(tmp_path), tmp_path / "results"
+    (results / "tiny" / "data").mkdir(parents=True)
+    (results / "tiny" / "data" / "digits.ok").touch()  # the data check passed
+    cell = results / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
+    (cell / "runs" / "abc").mkdir(parents=True)
+    _one_completed_job(monkeypatch, cell / "runs" / "abc" / "provenance.json", "3")
+    monkeypatch.setattr(batch, "job_states", slurm.job_states)  # the fake's: job 3 COMPLETED
+    slurm.write_record(cell, "3", cell / "slurm", "pretrain", config_hash="abc")
+    executor = SimpleNamespace(batch=nullcontext, submit=lambda job: SimpleNamespace(job_id="5_0"))
+    monkeypatch.setattr(batch, "make_executor", lambda folder, res, name: executor)
+    monkeypatch.setattr(batch, "preflight", lambda res, interval: None)
+    assert batch.submit(G.load(grids / "tiny.yaml"), "pretrain", batch.load_config(batch.DEFAULT_CONFIGS), results)
+    assert not (cell / "provenance.json").exists()
+    assert [s["job_id"] for s in json.loads((cell / "runs" / "abc" / "provenance.json").read_text())["segments"]] == [
+        "3"
+    ]
