@@ -1,7 +1,8 @@
 """Whether SLURM would admit a stage's resources, asked before anything is submitted (torch-free, on a login node).
 
-What is wrong with the resources themselves (:func:`resource_problems`) or for the stage (:func:`stage_problems`),
-and SLURM's own answer, ``sbatch --test-only`` (:func:`sbatch_refusal`), a partition whose nodes are all out told
+What is wrong with the resources themselves (:func:`resource_problems`), for the stage (:func:`stage_problems`) or
+on one node (:func:`node_problems`), all that the plan checks with no cluster (:func:`plan_problems`); and SLURM's own
+answer, ``sbatch --test-only`` (:func:`sbatch_refusal`), a partition with too few of its nodes up for the job told
 apart from a refusal (:func:`unavailable_partition`): :func:`preflight` before one submission, and
 :func:`run_preflight` before a workflow run's first (each resource set it will submit, once:
 :func:`resource_sets`, :func:`check_resource_sets`).  SLURM's clients are called through ring.cluster.slurm.
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shlex
 import sys
@@ -30,9 +30,9 @@ def sbatch_test_args(res: Resources) -> list[str]:
         f"--time={res.time_min}",
         f"--nodes={res.nodes}",
         f"--gpus-per-node={res.gpus_per_node}",
-        f"--ntasks-per-node={max(res.gpus_per_node, 1)}",
+        f"--ntasks-per-node={res.tasks_per_node}",
         f"--cpus-per-task={res.cpus_per_task}",
-        f"--mem={int(math.ceil(res.mem_gb * 1024))}M",
+        f"--mem={res.mem_mb_per_node}M",
     ]
     for key in ("partition", "account", "qos", "constraint"):
         if getattr(res, key):
@@ -83,6 +83,65 @@ def stage_problems(stage: str, res: Resources, config: dict | None = None) -> li
     return problems
 
 
+def gres_gpus(gres: str) -> int | None:
+    """The GPUs per node a ``--gres`` value asks for (``gpu:a100:2,nvme:1`` -> 2; ``gpu`` or ``gpu:a100`` -> 1, as
+    SLURM reads a gres without a count), or None when it names no GPU."""
+    counts = [part.split(":") for part in str(gres).split(",") if part.split(":")[0] == "gpu"]
+    if not counts:
+        return None
+    return sum(int(fields[-1]) if len(fields) > 1 and fields[-1].isdigit() else 1 for fields in counts)
+
+
+def node_problems(stage: str, res: Resources, node: dict | None) -> list[str]:
+    """What of ``stage``'s job does not fit one node (one sentence each): a ``gres`` under ``additional`` whose GPUs
+    are not ``gpus_per_node`` (submitit asks ``--gpus-per-node`` too), and, where the site names its largest node
+    (``slurm: largest_node: {gpus, cpus, mem_gb}``; a value it leaves out is not checked), the GPUs, the CPUs
+    (``cpus_per_task`` per task) and the memory (``mem_gb`` per task) of the stage's tasks on one node."""
+    problems = []
+    where = f"under slurm: {stage}: in profiles/slurm/site.yaml"
+    asked = gres_gpus(res.additional["gres"]) if "gres" in res.additional else None
+    if asked is not None and asked != res.gpus_per_node:
+        problems.append(
+            f"{stage}'s gres {res.additional['gres']} asks for {asked} GPUs per node but gpus_per_node="
+            f"{res.gpus_per_node}; give each GPU stage a gres with its own gpus_per_node {where}, or name the GPU "
+            "type as a constraint."
+        )
+    node = node or {}
+    wanted = {
+        "gpus": (res.gpus_per_node, f"gpus_per_node={res.gpus_per_node}"),
+        "cpus": (
+            res.cpus_per_task * res.tasks_per_node,
+            f"{res.tasks_per_node} tasks x cpus_per_task={res.cpus_per_task}",
+        ),
+        "mem_gb": (res.mem_gb * res.tasks_per_node, f"{res.tasks_per_node} tasks x mem_gb={res.mem_gb:g}, per task"),
+    }
+    unit = {"gpus": "GPUs", "cpus": "CPUs", "mem_gb": "GB of memory"}
+    for key, (need, why) in wanted.items():
+        if node.get(key) is not None and need > node[key]:
+            problems.append(
+                f"{stage} asks for {need:g} {unit[key]} per node ({why}) but the site's largest node has "
+                f"{node[key]:g} (slurm: largest_node: {key}); lower it {where}."
+            )
+    return problems
+
+
+def plan_problems(stage: str, slurm_config: dict, config: dict | None = None) -> list[str]:
+    """Every rule a ``stage`` job's resources break that needs no running cluster (one sentence each), for the
+    workflow's plan (``snakemake -n`` included): the resources' schema and own rules (:func:`resource_problems`,
+    against the cell ``config``'s checkpoint interval), the stage's tasks (:func:`stage_problems`: the batch and
+    BatchNorm groups over the ranks, one-task stages) and one node (:func:`node_problems`)."""
+    try:
+        res = Resources.from_dict(slurm.stage_resources(slurm_config, stage))
+    except ValueError as err:
+        return [str(err)]
+    interval = (config or {}).get("checkpoint_interval_min")
+    return [
+        *resource_problems(res, interval),
+        *stage_problems(stage, res, config),
+        *node_problems(stage, res, slurm_config.get("largest_node")),
+    ]
+
+
 def responding_nodes() -> bool:
     """Whether any node answers the controller (sinfo's "*" suffix and "unk" mark nodes that do not)."""
     out = slurm.slurm_call(["sinfo", "-h", "-o", "%t"], timeout=30)
@@ -91,47 +150,61 @@ def responding_nodes() -> bool:
 
 
 # sinfo's short node states (%t, a suffix such as * or ~ stripped) of a node that takes no new job for now: an admin
-# drained it, it is down or failing, in maintenance or powered off.  A partition of such nodes only is unavailable,
-# not a refusal of the resources: a plain sbatch is accepted and waits, while `sbatch --test-only` refuses.
-UNAVAILABLE = ("drain", "drng", "down", "fail", "maint", "pow", "inval", "futr")
+# drained or reserved it, it is down or failing, in maintenance or powered off.  A job that only such nodes keep from
+# starting is not a refusal of its resources: a plain sbatch is accepted and waits, while `sbatch --test-only`
+# refuses.
+UNAVAILABLE = ("drain", "drng", "down", "fail", "maint", "pow", "inval", "futr", "resv")
 
 
 def fits(res: Resources, cpus: str, memory_mb: str, gres: str) -> bool:
-    """Whether one job of ``res`` fits a node of sinfo's CPUs (%c), memory (%m, MB) and generic resources (%G)."""
+    """Whether one node's share of ``res`` fits a node of sinfo's CPUs (%c), memory (%m, MB) and generic resources
+    (%G)."""
     try:
         gpus = sum(int(part.split("(")[0].split(":")[-1]) for part in gres.split(",") if part.startswith("gpu:"))
         return (
-            res.cpus_per_task * max(res.gpus_per_node, 1) <= int(cpus.rstrip("+"))
-            and res.mem_gb * 1024 <= int(memory_mb.rstrip("+"))
+            res.cpus_per_task * res.tasks_per_node <= int(cpus.rstrip("+"))
+            and res.mem_mb_per_node <= int(memory_mb.rstrip("+"))
             and res.gpus_per_node <= gpus
         )
     except ValueError:
         return False
 
 
+def waiting_for_nodes(res: Resources, rows: list[list[str]]) -> str | None:
+    """Given sinfo's nodes of the job's partition (one row each: partition, state, name, CPUs, memory, gres), why the
+    job would wait rather than be refused: enough configured nodes fit it (``nodes`` of them) but too few of those
+    take a job now (drained, down, reserved: :data:`UNAVAILABLE`).  None when too few fit even all up (no node set
+    can ever hold the job: a real refusal) or enough of the fitting ones are up (the refusal is about something
+    else)."""
+    fitting = [row for row in rows if fits(res, *row[3:6])]
+    up = [row for row in fitting if not row[1].rstrip("*~#!%$@^-+").startswith(UNAVAILABLE)]
+    if len(fitting) < res.nodes or len(up) >= res.nodes:
+        return None
+    out = ", ".join(f"{row[2]}: {row[1].rstrip('*~#!%$@^-+')}" for row in fitting if row not in up)
+    partition = fitting[0][0].rstrip("*")
+    if not up:
+        return f"partition {partition} has no node that takes a job now ({out})"
+    return f"partition {partition} has {len(up)} node(s) that take a job now where the job needs {res.nodes} ({out})"
+
+
 def unavailable_partition(res: Resources) -> str | None:
-    """When no node of the stage's partition (the default one when it names none) takes a job now although one of
-    them would fit these resources, the clause saying which and why (one sinfo call); None when a node takes jobs,
-    none fits (a real refusal), or sinfo cannot say."""
-    args = ["sinfo", "-h", "-o", "%P %t %N %c %m %G", *(["-p", res.partition] if res.partition else [])]
+    """When the stage's partition (the default one when it names none) has enough nodes that fit these resources
+    but too few of them take a job now (:func:`waiting_for_nodes`), the clause saying which and why (one sinfo call,
+    a row per node); None when it can hold the job now, never can (a real refusal), or sinfo cannot say."""
+    args = ["sinfo", "-h", "-N", "-o", "%P %t %N %c %m %G", *(["-p", res.partition] if res.partition else [])]
     try:
         out = slurm.slurm_call(args, timeout=30)
     except RuntimeError:  # ControllerUnreachable included: then the refusal stands as SLURM gave it
         return None
     rows = [line.split() for line in out.stdout.splitlines() if len(line.split()) == 6] if out.returncode == 0 else []
     rows = rows if res.partition else [row for row in rows if row[0].endswith("*")]
-    states = sorted({row[1].rstrip("*~#!%$@^-+") for row in rows})
-    if not rows or not all(state.startswith(UNAVAILABLE) for state in states):
-        return None
-    if not any(fits(res, *row[3:]) for row in rows):
-        return None
-    nodes = ",".join(row[2] for row in rows)
-    return f"partition {rows[0][0].rstrip('*')} has no node that takes a job now ({nodes}: {', '.join(states)})"
+    return waiting_for_nodes(res, rows)
 
 
 def sbatch_refusal(res: Resources) -> str | None:
     """SLURM's reason for refusing these resources (``sbatch --test-only``), or None if it accepts them.  A
-    partition whose nodes are all drained or down is not a refusal: the jobs would wait; a warning says so."""
+    partition with enough nodes for the job, too few of them taking jobs now (drained, down, reserved), is not a
+    refusal: the jobs would wait PENDING with squeue's reason; a warning says so."""
     out = slurm.slurm_call(sbatch_test_args(res))
     if out.returncode == 0:
         return None

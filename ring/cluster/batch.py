@@ -26,11 +26,11 @@ import jsonschema
 
 from ring import resources
 from ring.cluster import progress, prune
-from ring.cluster.admission import preflight, stage_problems
+from ring.cluster.admission import plan_problems, preflight
 from ring.cluster.detach import supersede
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
-from ring.cluster.launch import job_config_hash
+from ring.cluster.launch import accounting_folder, job_config_hash, recorded_job
 from ring.cluster.slurm import (
     ALIVE,
     ENDED,
@@ -42,7 +42,7 @@ from ring.cluster.slurm import (
     write_record,
 )
 from ring.cluster.slurm import stage_resources as merged_resources
-from ring.cluster.watch import last_sentence
+from ring.cluster.watch import failure_sentence
 from ring.core import accounting, runs
 from ring.core import config as C
 from ring.core.files import CHECKSUMS
@@ -117,9 +117,10 @@ def recorded_states(cells: list[tuple[Path, str]]) -> dict[str, str | None]:
     return job_states(list(dict.fromkeys(ids))) if ids else {}
 
 
-def cell_status(cell: Path, stage: str, grace_s: float, states: dict[str, str | None]) -> tuple[str, str]:
-    """done / a live SLURM state / gone / failed / missing, and the job id or the failure's last log line;
-    ``states`` holds the recorded jobs' states (:func:`recorded_states`)."""
+def cell_status(cell: Path, stage: str, res: Resources, states: dict[str, str | None]) -> tuple[str, str]:
+    """done / a live SLURM state / gone / failed / missing, and the job id or the failure's most specific sentence
+    (ring.cluster.watch.failure_sentence, with the stage's resources ``res``); ``states`` holds the recorded jobs'
+    states (:func:`recorded_states`)."""
     if (cell / OUTPUT[stage]).exists():
         return "done", ""
     record = read_record(cell)
@@ -134,15 +135,14 @@ def cell_status(cell: Path, stage: str, grace_s: float, states: dict[str, str | 
     state = states.get(record["job_id"])
     if state is None:
         age = (datetime.now(timezone.utc) - datetime.fromisoformat(record["submitted"])).total_seconds()
-        if age < grace_s:
+        if age < res.unknown_grace_s:
             return "submitted", record["job_id"]  # accounting has not recorded it yet
         return "gone", f"{record['job_id']} unknown to sacct and squeue; the next run resubmits it"
     if state in ALIVE:
         return state.lower(), record["job_id"]
     if state == "COMPLETED":  # the output is missing (checked above): the next run resubmits, resuming
         return "gone", f"{record['job_id']} COMPLETED but {OUTPUT[stage]} is missing; the next run resubmits it"
-    stderr = Path(record["folder"]) / f"{record['job_id']}_0_log.err"
-    return "failed", f"{record['job_id']} {state}: {last_sentence(stderr)}"
+    return "failed", f"{record['job_id']} {state}: {failure_sentence(recorded_job(record), cell, state, res)}"
 
 
 def grid_cells(grid: G.Grid, stage: str, results: Path) -> list[tuple[Path, str, str, int]]:
@@ -159,15 +159,17 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     cells = grid_cells(grid, stage, results)
     states = recorded_states([(cell, stage) for cell, *_ in cells])
     for cell, dataset, method, seed in cells:
-        status, _ = cell_status(cell, stage, res.unknown_grace_s, states)
+        status, _ = cell_status(cell, stage, res, states)
         # A stale cell (status's "stale": its output is another config's, or evaluated another encoder) is submitted
         # like a missing one, as all_tables reruns it: no command calls it done while a table shows it stale.
         stale = status == "done" and stale_detail(grid, stage, cell, dataset, method, seed, config["data_root"])
         if status not in ("missing", "failed", "gone") and not stale:
             continue
         record = read_record(cell)
-        if record is not None and states.get(record["job_id"]) in ENDED:
-            accounting.add_ended_job(cell, record["job_id"])  # its hard-killed runs, before the record is replaced
+        if record is not None and states.get(record["job_id"]) in ENDED:  # its hard-killed runs, before the record
+            # is replaced: where a segment of it already is (a run an edit set aside keeps its jobs), else the cell
+            folder = accounting_folder(cell, record, None)
+            accounting.add_ended_job(folder if folder is not None else cell, record["job_id"])
         if stage == "lincls" and not pretrained(grid, results, dataset, method, seed, config["data_root"]):
             print(f"ring: {cell} waits for its pretraining; not submitted", file=sys.stderr)
             continue
@@ -178,8 +180,8 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
         print(f"ring: every {stage} cell of grid {grid.name} is done or already submitted", file=sys.stderr)
         return None
     check_data(results / grid.name / "data", sorted({cell.parts[-3] for cell, _ in todo}), config["data_root"])
-    for cell, _ in todo:  # every cell's processes against its batch and BatchNorm groups, before the array is queued
-        if problems := stage_problems(stage, res, C.read_yaml(cell / "config.yaml", "Cell config")):
+    for cell, _ in todo:  # every cell against the plan's rules (its batch over the ranks, the site's largest node)
+        if problems := plan_problems(stage, config.get("slurm", {}), C.read_yaml(cell / "config.yaml", "Cell config")):
             raise ValueError(f"{cell}: {problems[0]}")
     first_cfg = C.read_yaml(todo[0][0] / "config.yaml", "Cell config")
     preflight(res, first_cfg.get("checkpoint_interval_min"))
@@ -290,9 +292,9 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
         [(cell, "pretrain" if stage == "study" else stage) for stage in cells for cell, *_ in cells[stage]]
     )
     for stage, stage_cells in cells.items():
-        grace_s = stage_resources(config, stage).unknown_grace_s
+        res = stage_resources(config, stage)
         for cell, dataset, method, seed in stage_cells:
-            state, detail = cell_status(cell, "pretrain" if stage == "study" else stage, grace_s, states)
+            state, detail = cell_status(cell, "pretrain" if stage == "study" else stage, res, states)
             if state == "running" and read_record(cell) is not None:  # a SLURM task: add its epoch and kNN
                 detail = ", ".join(filter(None, [progress.progress(cell), detail]))
             if state == "done" and (hurt := damage(cell, "pretrain" if stage == "study" else stage)):

@@ -101,15 +101,20 @@ def submit(job: StageJob, cell: Path, res: slurm.Resources) -> submitit.SlurmJob
 
 
 def accounting_folder(cell: Path, record: dict, config_hash: str | None) -> Path | None:
-    """Where the recorded job's runs are accounted: the cell when the job ran its current config (or a record that
-    names none), else the run of the job's own config kept under ``runs/<its hash>/`` (an edit set it aside there,
-    its provenance with it), or None when nothing of it was kept.  A cell's provenance holds its own config's jobs
-    only: an earlier config's job added there would be counted twice, there and in its kept run."""
+    """Where the recorded job's runs are accounted: the folder whose provenance already holds a segment of the job
+    (ring.core.accounting.holder: the cell, whose run continued to a longer schedule keeps its earlier config's jobs;
+    or a run an edit or a retrained encoder set aside under ``runs/`` with its jobs: an evaluation's run is kept per
+    config *and* encoder, so its record's config hash alone cannot tell), else the cell when the job ran its current
+    config (or a record that names none), else the run of the job's own config kept under ``runs/<its hash>/``, or
+    None when nothing of it was kept.  A job is in one provenance only: added to a second it would be counted
+    twice."""
+    from ring.core.runs import RUNS  # torch-free
+
+    if (holder := accounting.holder(cell, RUNS, record["job_id"])) is not None:
+        return holder
     recorded = record.get("config_hash")
     if recorded is None or config_hash is None or recorded == config_hash:
         return cell
-    from ring.core.runs import RUNS  # torch-free
-
     kept = cell / RUNS / recorded
     return kept if kept.is_dir() else None
 
@@ -257,10 +262,9 @@ def reattach(
         lambda: slurm.job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job", cell=cell
     )
     action = decide(state, output.exists())
-    if state in slurm.ENDED:  # nothing of this cell runs now: the file has one writer
-        folder = accounting_folder(cell, record, wanted)
-        if folder is not None:
-            slurm.account_ended(folder, record["job_id"])
+    folder = accounting_folder(cell, record, wanted) if state in slurm.ENDED else cell
+    if state in slurm.ENDED and folder is not None:  # nothing of this cell runs now: the file has one writer
+        slurm.account_ended(folder, record["job_id"])
     if action == "collect" and accepted(job, cell, wanted, record["job_id"]):
         say(f"ring: {cell}: SLURM job {record['job_id']} COMPLETED meanwhile; collected {output}")
         return True, None
@@ -276,10 +280,15 @@ def reattach(
             "Snakemake's rerun) from the copy the job kept, its checksum verified; nothing submitted"
         )
         return True, None
-    if state == "COMPLETED" and record.get("config_hash") not in (None, job_config_hash(job)):
+    if state == "COMPLETED" and record.get("config_hash") not in (None, wanted):
         say(
             f"ring: {cell}: SLURM job {record['job_id']} ran an earlier config of this cell (it was edited since); "
             "submitting the edited cell"
+        )
+    elif state == "COMPLETED" and folder != cell:
+        say(
+            f"ring: {cell}: SLURM job {record['job_id']} made a run of this cell that an edit or a retrained encoder "
+            f"set aside since (kept in {folder}); running this cell's own"
         )
     elif state == "COMPLETED":
         say(

@@ -147,9 +147,20 @@ class Resources:
         return cls(**values)
 
     @property
+    def tasks_per_node(self) -> int:
+        """One task per GPU (one on a CPU-only node): the processes, each with its loader workers, of one node."""
+        return max(self.gpus_per_node, 1)
+
+    @property
     def tasks(self) -> int:
         """The job's tasks: one per GPU on every node (one on a CPU-only node), the cell's processes."""
-        return self.nodes * max(self.gpus_per_node, 1)
+        return self.nodes * self.tasks_per_node
+
+    @property
+    def mem_mb_per_node(self) -> int:
+        """The memory asked of each node: ``mem_gb`` is per task (a rank and its loader workers), and a node runs
+        ``tasks_per_node`` of them."""
+        return int(math.ceil(self.mem_gb * 1024)) * self.tasks_per_node
 
 
 def executor_parameters(res: Resources, name: str) -> dict:
@@ -157,9 +168,9 @@ def executor_parameters(res: Resources, name: str) -> dict:
     params = {
         "nodes": res.nodes,
         "gpus_per_node": res.gpus_per_node,
-        "ntasks_per_node": max(res.gpus_per_node, 1),
+        "ntasks_per_node": res.tasks_per_node,
         "cpus_per_task": res.cpus_per_task,
-        "mem": f"{int(math.ceil(res.mem_gb * 1024))}M",
+        "mem": f"{res.mem_mb_per_node}M",
         "time": res.time_min,
         "job_name": name,
         "signal_delay_s": res.signal_delay_s,
@@ -241,7 +252,8 @@ def pending_reason(job_id: str) -> str:
     except RuntimeError:  # a status line without its reason, never a failed wait
         return ""
     words = out.stdout.strip().splitlines() if out.returncode == 0 else []
-    return words[-1].strip() if words and "|" not in words[-1] else ""
+    reason = words[-1].strip() if words and "|" not in words[-1] else ""
+    return "" if reason == "None" else reason  # a job the scheduler has not looked at yet: no reason to show
 
 
 def slurm_options(slurm: dict, stage: str, verbose: bool = False) -> str:

@@ -4,7 +4,7 @@
 still calls PENDING), prints one status line per state change (a pending job's reason with it), and tells a job
 that completed from one the cluster lost (resubmitted, it resumes) and from one that failed: then the tail of the
 log that holds the traceback (:func:`failing_task`), and for a job out of memory one sentence naming what to raise
-(:func:`out_of_memory`).  ``ring status`` shows a failed job's :func:`last_sentence`.
+(:func:`out_of_memory`).  ``ring status`` shows a failed job's most specific sentence (:func:`failure_sentence`).
 """
 
 from __future__ import annotations
@@ -26,14 +26,30 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
+# Lines SLURM's step daemon, srun and submitit add to a task's log after the job's own words: never its reason.
+AFTERWORDS = ("srun: ", "slurmstepd: ", "submitit ")
+
+
 def last_sentence(path: Path) -> str:
-    """The job's own reason: the last ``ring:`` sentence of its log (srun's "Exited with exit code 1" or a submitit
-    warning may follow it), else the log's last line."""
+    """The job's own reason: the last ``ring:`` sentence of its log, else its last line that srun, slurmstepd or
+    submitit did not add (the exception's line above srun's "Exited with exit code 1"), else the log's last line."""
     if not path.exists():
         return f"(no log at {path})"
-    lines = path.read_text(errors="replace").splitlines()
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
     said = [line for line in lines if line.startswith("ring: ")]
-    return said[-1].removeprefix("ring: ") if said else (lines[-1] if lines else f"(empty log {path})")
+    own = [line for line in lines if not line.startswith(AFTERWORDS)]
+    return said[-1].removeprefix("ring: ") if said else (own or lines or [f"(empty log {path})"])[-1]
+
+
+def failure_sentence(job: submitit.SlurmJob, cell: Path, state: str, res: slurm.Resources) -> str:
+    """The most specific sentence known of a failed job, for ``ring status``: the launcher's own (out of memory,
+    naming what to raise: :func:`out_of_memory`), else the job's :func:`last_sentence` in the log of the task that
+    holds the traceback (:func:`failing_task`)."""
+    _, stderr = failing_task(job)
+    text = stderr.read_text(errors="replace") if stderr.is_file() else ""
+    if said := out_of_memory(cell, job.job_id, state, text, res):
+        return said.removeprefix(f"ring: {cell}: ")
+    return last_sentence(stderr)
 
 
 # What a job out of memory leaves in its log: torch's allocators, Python's, the kernel's OOM killer through slurmstepd.

@@ -145,6 +145,20 @@ def add_ended_job(cell: Path, job_id: str) -> int:
     return len(added)
 
 
+def holder(cell: Path, runs: str, job_id: str) -> Path | None:
+    """The folder whose ``provenance.json`` holds a segment of ``job_id``: the cell itself (a run continued to a
+    longer schedule keeps its earlier jobs there), else a run kept under ``cell/<runs>/`` (an edit set it aside with
+    its provenance); None when none does."""
+    for path in [Path(cell) / FILE, *sorted((Path(cell) / runs).glob(f"*/{FILE}"))]:
+        try:
+            segments = json.loads(path.read_text()).get("segments", [])
+        except (OSError, ValueError, AttributeError):
+            continue  # a damaged record names no job: the job is looked for elsewhere
+        if any(isinstance(s, dict) and s.get("job_id") == job_id for s in segments):
+            return path.parent
+    return None
+
+
 def note_ignored_stops(cell: Path, job_id: str, count: int) -> bool:
     """Record in the job's segments of ``cell/provenance.json`` that it got ``count`` stop signals (USR2) after its
     outputs were complete, which it ignored and ended COMPLETED; False when the file has no segment of that job.

@@ -7,9 +7,12 @@ own finished cells: the ratio of the GPU-hours they spent (provenance.json) to t
 giving the range.  A running cell with a measured rate (``progress.json``, rank 0's epochs per wall second of the
 running segment) is extrapolated from that rate instead.
 
-The time left is a range: at least the longest remaining pretrain -> lincls chain of one dataset, method and seed
-(no scheduler can run a chain's two stages side by side), at most the GPU-hours left spread over the GPUs the grid
-holds now (one cell's when nothing runs): what it takes if the grid keeps its present width.
+The time left is a range, each end a bound.  At least the longest remaining pretrain -> lincls chain of one dataset,
+method and seed (no scheduler can run a chain's two stages side by side) and the GPU-hours left over every GPU the
+grid's cells left can hold at once (all of them running side by side); at most the grid run one cell at a time, each
+on its own GPUs (a pretraining cell on 8, its evaluation on 1: the GPU-hours of each over its own count, added up;
+a running or queued cell's measured time left counted whole).  A cell left that cannot be priced leaves the time
+unknown: the line says so instead of a figure.
 """
 
 from __future__ import annotations
@@ -107,9 +110,9 @@ class Outlook:
 
     stages: dict[str, Summary]
     grid: Summary
-    hours: tuple[float, float]  # wall hours left (low, high)
-    chain_h: float  # the longest remaining pretrain -> lincls chain, wall hours (the range's floor)
-    gpus_now: int  # GPUs the grid's running cells hold (the ceiling's width)
+    hours: tuple[float, float] | None  # wall hours left (low, high); None when a cell left is not priced
+    chain_h: float  # the longest remaining pretrain -> lincls chain, wall hours (a floor)
+    gpus_all: int  # GPUs the cells left hold when all run at once (the other floor's width)
     calibrated_on: int  # finished priced cells the prices were calibrated on
 
     def lines(self, grid_name: str) -> list[str]:
@@ -118,13 +121,18 @@ class Outlook:
             if self.calibrated_on
             else "prices uncalibrated (no finished cell has spent GPU-hours yet: ring.plan.estimate's model as it is)"
         )
-        width = f"at the {self.gpus_now} GPUs it holds now" if self.gpus_now else "one cell at a time"
+        if self.hours is None:
+            when = f"time left unknown ({self.grid.unpriced} cells left are not priced)"
+        else:
+            spread = self.grid.left[0] / max(self.gpus_all, 1)
+            when = (
+                f"{_duration(*self.hours)} left (at least the longest pretrain->lincls chain, "
+                f"{_duration(self.chain_h, self.chain_h)}, and the work over the {self.gpus_all} GPUs its cells left "
+                f"hold at once, {_duration(spread, spread)}; at most one cell at a time on its own GPUs)"
+            )
         return [
             *(summary.line(stage) for stage, summary in self.stages.items()),
-            self.grid.line(f"grid {grid_name}")
-            + f"; {_duration(*self.hours)} left (at least the longest pretrain->lincls chain, "
-            f"{_duration(self.chain_h, self.chain_h)}; "
-            f"at most {width}); {calibration}",
+            f"{self.grid.line(f'grid {grid_name}')}; {when}; {calibration}",
         ]
 
 
@@ -133,15 +141,18 @@ def outlook(cells: list[Cell]) -> Outlook:
     stages: dict[str, Summary] = {}
     grid = Summary()
     chains: dict[tuple, float] = {}
+    one_at_a_time_h, gpus_all = 0.0, 0
     for cell in cells:
         hours = left(cell, calibration)
         stages.setdefault(cell.stage, Summary()).add(cell, hours)
         grid.add(cell, hours)
+        gpus = max(cell.gpus, 1)
+        gpus_all += gpus if cell.state != DONE else 0
         if hours is not None:  # a chain runs its stages one after the other, each on its own GPUs
-            chains[cell.chain] = chains.get(cell.chain, 0.0) + hours[0] / max(cell.gpus, 1)
-    gpus_now = sum(max(c.gpus, 1) for c in cells if c.state == RUNNING)
-    width = gpus_now or max([max(c.gpus, 1) for c in cells if c.state != DONE] or [1])
+            chains[cell.chain] = chains.get(cell.chain, 0.0) + hours[0] / gpus
+            one_at_a_time_h += hours[1] / gpus
     chain_h = max(chains.values(), default=0.0)
-    high = max(grid.left[1] / width, chain_h)
+    low = max(chain_h, grid.left[0] / max(gpus_all, 1))
+    hours = None if grid.unpriced else (low, max(one_at_a_time_h, low))
     calibrated_on = sum(1 for c in cells if c.state == DONE and c.price and c.spent > 0)
-    return Outlook(stages, grid, (chain_h, high), chain_h, gpus_now, calibrated_on)
+    return Outlook(stages, grid, hours, chain_h, gpus_all, calibrated_on)

@@ -416,5 +416,66 @@ def test_status_says_when_the_grid_will_end_from_its_own_cells(tmp_path, monkeyp
     assert pre.left == pytest.approx((0.5 + 2.0, 0.5 + 2.0))
     # lincls: nothing finished, uncalibrated: 3 x 0.25 GPU-h, one GPU each.
     assert out.stages["lincls"].left == pytest.approx((0.75, 0.75))
-    # Floor: MoCoRing seed 0's chain, 2 GPU-h on 2 GPUs then 0.25 h; ceiling: 3.25 GPU-h at the 2 GPUs running now.
-    assert out.hours == pytest.approx((1.25, 1.625))
+    # Floor: MoCoRing seed 0's chain, 2 GPU-h on 2 GPUs then 0.25 h; ceiling: one cell at a time on its own GPUs,
+    # 0.25 h + 2 GPU-h / 2 + 3 x 0.25 h.
+    assert out.hours == pytest.approx((1.25, 2.0)) and out.gpus_all == 2 + 2 + 3
+
+
+def test_a_failed_slurm_cell_shows_the_launchers_sentence_not_sruns(tmp_path):
+    """Issue 50 item 3: `ring status` showed "srun: error: vm: task 0: Exited with exit code 1" for a job out of
+    memory, where the launcher had said which mem_gb to raise."""
+    from ring.cluster.slurm import Resources, write_record
+
+    cell, folder = tmp_path / "cell", tmp_path / "cell" / "slurm"
+    write_record(cell, "7", folder, "pretrain", tasks=1)
+    (folder / "7_0_log.err").write_text(
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=7.0\nsrun: error: vm: task 0: Exited with exit code 1\n"
+    )
+    state, detail = batch.cell_status(cell, "pretrain", Resources(mem_gb=4), {"7": "OUT_OF_MEMORY"})
+    assert state == "failed" and detail.startswith("7 OUT_OF_MEMORY: SLURM job 7 ran out of host memory at mem_gb=4 GB")
+    (folder / "7_0_log.err").write_text("ValueError: bad shard\nsrun: error: vm: task 0: Exited with exit code 1\n")
+    assert batch.cell_status(cell, "pretrain", Resources(), {"7": "FAILED"}) == (
+        "failed",
+        "7 FAILED: ValueError: bad shard",
+    )
+
+
+def test_submit_refuses_what_the_plan_refuses_before_the_array_is_queued(tmp_path, monkeypatch):
+    """Issue 50 item 4: `ring submit` checks each cell by the workflow plan's rules (ring.cluster.admission.
+    plan_problems): here the shipped pretraining's 32 GB per task on a site whose largest node has 16."""
+    grids, results = _grid(tmp_path), tmp_path / "results"
+    (results / "tiny" / "data").mkdir(parents=True)
+    (results / "tiny" / "data" / "digits.ok").touch()  # the data check passed
+    monkeypatch.setattr(batch, "make_executor", lambda *a: pytest.fail("queued"))
+    monkeypatch.setattr(batch, "preflight", lambda res, interval: pytest.fail("asked SLURM"))
+    config = batch.merge(batch.load_config(batch.DEFAULT_CONFIGS), {"slurm": {"largest_node": {"mem_gb": 16}}})
+    with pytest.raises(ValueError, match="pretrain asks for 32 GB of memory per node .* largest node has 16"):
+        batch.submit(G.load(grids / "tiny.yaml"), "pretrain", config, results)
+
+
+def test_submit_leaves_a_set_aside_runs_job_with_that_run(tmp_path, monkeypatch):
+    """Issue 50 item 3: `ring submit` added the ended job of a cell's record to the live cell's provenance, from sacct,
+    though the run an edit set aside (runs/<key>/) holds it: counted twice."""
+    import json
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from ring.cluster import slurm
+    from tests.cluster.test_launch import _one_completed_job
+
+    grids, results = _grid(tmp_path), tmp_path / "results"
+    (results / "tiny" / "data").mkdir(parents=True)
+    (results / "tiny" / "data" / "digits.ok").touch()  # the data check passed
+    cell = results / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
+    (cell / "runs" / "abc").mkdir(parents=True)
+    _one_completed_job(monkeypatch, cell / "runs" / "abc" / "provenance.json", "3")
+    monkeypatch.setattr(batch, "job_states", slurm.job_states)  # the fake's: job 3 COMPLETED
+    slurm.write_record(cell, "3", cell / "slurm", "pretrain", config_hash="abc")
+    executor = SimpleNamespace(batch=nullcontext, submit=lambda job: SimpleNamespace(job_id="5_0"))
+    monkeypatch.setattr(batch, "make_executor", lambda folder, res, name: executor)
+    monkeypatch.setattr(batch, "preflight", lambda res, interval: None)
+    assert batch.submit(G.load(grids / "tiny.yaml"), "pretrain", batch.load_config(batch.DEFAULT_CONFIGS), results)
+    assert not (cell / "provenance.json").exists()
+    assert [s["job_id"] for s in json.loads((cell / "runs" / "abc" / "provenance.json").read_text())["segments"]] == [
+        "3"
+    ]

@@ -173,7 +173,8 @@ def test_a_drained_partition_is_told_apart_from_refused_resources(monkeypatch, c
         return subprocess.CompletedProcess(args, 0, sinfo if "%P %t %N %c %m %G" in args else "idle\n", "")
 
     monkeypatch.setattr(slurm, "slurm_call", call)
-    assert admission.sbatch_refusal(Resources(gpus_per_node=gpus, cpus_per_task=2, mem_gb=16)) == refused
+    # mem_gb is per task: 2 tasks x 15 GB fit the node's 32000 MB.
+    assert admission.sbatch_refusal(Resources(gpus_per_node=gpus, cpus_per_task=2, mem_gb=15)) == refused
     err = capsys.readouterr().err
     if refused is None:
         assert err.startswith("ring: warning: partition debug has no node that takes a job now (node1: ")
@@ -222,3 +223,65 @@ def test_lost_jobs_are_resubmitted_at_most_max_requeues_times(tmp_path, monkeypa
         "3 jobs were lost by SLURM (gone, or ended NODE_FAIL, PREEMPTED, BOOT_FAIL); giving up"
         in capsys.readouterr().err
     )
+
+
+def _one_completed_job(monkeypatch, provenance, job_id):
+    """``provenance`` holding the one segment of ``job_id``, a job SLURM and its accounting call COMPLETED."""
+    import json
+
+    from ring.cluster import slurm
+    from ring.core import accounting
+
+    segment = {"job_id": job_id, "restart_count": 0, "wall_s": 60.0, "gpus": 1, "outcome": "completed"}
+    provenance.write_text(json.dumps({"segments": [segment], "gpu_hours": 60.0 / 3600}))
+    run = {"state": "COMPLETED", "started": "2026-12-01T00:00", "ended": "x", "wall_s": 60.0, "node": "vm", "gpus": 1}
+    monkeypatch.setattr(accounting, "accounted_runs", lambda jid: [run])
+    monkeypatch.setattr(slurm, "job_states", lambda ids: dict.fromkeys(ids, "COMPLETED"))
+
+
+def test_a_job_of_a_run_set_aside_stays_with_it_and_is_not_submitted_again_in_words(tmp_path, monkeypatch, capsys):
+    """Issue 50 item 3: after its pretraining cell was edited, a linear evaluation's run of the old encoder is set
+    aside (ring.core.runs keeps it per config and encoder) with the provenance of its COMPLETED job 11; the record
+    still names job 11, of the same lincls config hash.  The launcher copied job 11 from sacct into the live cell's
+    provenance as "killed (COMPLETED)" (counted twice) and said its metrics.json was missing, submitting again."""
+    import json
+
+    from ring.cluster import launch, slurm
+    from ring.cluster.jobs import StageJob
+
+    cell = tmp_path / "lincls" / "seed0"
+    kept = cell / "runs" / "abc-0123456789ab"
+    kept.mkdir(parents=True)
+    _one_completed_job(monkeypatch, kept / "provenance.json", "11")
+    slurm.write_record(cell, "11", cell / "slurm", "lincls", config_hash="abc")
+    job = StageJob("lincls", ["--out", str(cell)])
+    assert launch.reattach(job, cell, Resources(), slurm.read_record(cell), "abc") == (False, None)
+    assert not (cell / "provenance.json").exists()  # job 11 counted once: in the run it made
+    assert [s["job_id"] for s in json.loads((kept / "provenance.json").read_text())["segments"]] == ["11"]
+    said = capsys.readouterr().err
+    assert (
+        f"SLURM job 11 made a run of this cell that an edit or a retrained encoder set aside since (kept in {kept})"
+        in said
+    )
+    assert "is missing" not in said
+    # A job no kept run holds is the live cell's, as before: its hard-killed run comes from sacct.
+    slurm.write_record(cell, "12", cell / "slurm", "lincls", config_hash="abc")
+    assert launch.accounting_folder(cell, slurm.read_record(cell), "abc") == cell
+
+
+def test_a_job_of_a_run_continued_to_more_epochs_stays_in_the_cells_provenance(tmp_path, monkeypatch):
+    """Issue 50 item 3: a longer `epochs` continues the cell's run, whose provenance keeps job 7 of the shorter
+    config; only the shorter encoder is kept under runs/<its hash>/.  The launcher, finding job 7 of that hash, copied
+    it from sacct into a new runs/<its hash>/provenance.json: counted twice."""
+    import json
+
+    from ring.cluster import launch, slurm
+
+    cell, job, old = _edited_cell(tmp_path, lambda old: old)
+    (cell / "runs" / old).mkdir(parents=True)
+    (cell / "runs" / old / "encoder.pt").write_bytes(b"lr 0.03")  # what continue_longer sets aside
+    _one_completed_job(monkeypatch, cell / "provenance.json", "7")
+    (cell / "encoder.pt").unlink()  # Snakemake's rerun deleted the output: the edited cell is submitted
+    assert launch.reattach(job, cell, Resources(), slurm.read_record(cell), "new") == (False, None)
+    assert not (cell / "runs" / old / "provenance.json").exists()
+    assert [s["job_id"] for s in json.loads((cell / "provenance.json").read_text())["segments"]] == ["7"]

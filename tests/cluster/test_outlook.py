@@ -43,14 +43,14 @@ def test_the_gpu_hours_table_tells_the_grids_end_as_ring_status_does(tmp_path, m
     assert outlook.main(where) == 0
     printed = json.loads(capsys.readouterr().out)
     # Pretraining: 2 + 0.5 + 0.5 spent; left 0.25 h x 2 GPUs running, 2 pending x 1 GPU-h x the finished cell's 2x.
-    # Linear evaluation: uncalibrated, 4 x 0.25.  Floor: a MoCoRing chain, 2 GPU-h on 2 GPUs then 0.25 h; ceiling:
-    # 5.5 GPU-h at the 2 GPUs running now.
+    # Linear evaluation: uncalibrated, 4 x 0.25.  Floor: a MoCoRing chain, 2 GPU-h on 2 GPUs then 0.25 h (above
+    # 5.5 GPU-h over the 3 x 2 + 4 GPUs of the cells left); ceiling: one cell at a time, 0.25 + 2 x 1 + 4 x 0.25 h.
     lines = [
         "pretrain: 1 done, 1 running, 2 pending; 3 GPU-h spent, 4.5 GPU-h left",
         "lincls: 0 done, 0 running, 4 pending; 0 GPU-h spent, 1 GPU-h left",
-        "grid tiny: 1 done, 1 running, 6 pending; 3 GPU-h spent, 5.5 GPU-h left; 1.25-2.75 h left (at least the "
-        "longest pretrain->lincls chain, 75 min; at most at the 2 GPUs it holds now); prices calibrated on the grid's "
-        "1 finished cells",
+        "grid tiny: 1 done, 1 running, 6 pending; 3 GPU-h spent, 5.5 GPU-h left; 1.25-3.25 h left (at least the "
+        "longest pretrain->lincls chain, 75 min, and the work over the 10 GPUs its cells left hold at once, 33 min; "
+        "at most one cell at a time on its own GPUs); prices calibrated on the grid's 1 finished cells",
     ]
     assert printed["grid"] == "tiny" and printed["lines"] == lines and printed["when"].endswith(" UTC")
     # `ring status` on the same grid ends with the same lines: one computation, not two.

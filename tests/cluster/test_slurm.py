@@ -35,7 +35,8 @@ def test_one_task_per_gpu_and_the_documented_fields():
         Resources(partition="gpu", account="lab", gpus_per_node=4, mem_gb=1.5, additional={"gres": "gpu:a100:4"}),
         "ring-x",
     )
-    assert (params["gpus_per_node"], params["ntasks_per_node"], params["mem"]) == (4, 4, "1536M")
+    # mem_gb is per task: the node holds 4 x 1.5 GB.
+    assert (params["gpus_per_node"], params["ntasks_per_node"], params["mem"]) == (4, 4, "6144M")
     assert (params["partition"], params["account"], params["additional_parameters"]) == (
         "gpu",
         "lab",
@@ -68,7 +69,7 @@ def test_resources_and_the_config_schema_are_one_definition():
     # the other: the shipped `detection:` block was rejected by the schema that way.
     schema = config_schema()
     assert set(schema["$defs"]["resources"]["properties"]) == {f.name for f in fields(Resources)}
-    assert set(schema["properties"]["slurm"]["properties"]) == {"defaults", *STAGES}
+    assert set(schema["properties"]["slurm"]["properties"]) == {"defaults", "largest_node", *STAGES}
 
 
 def test_the_shipped_slurm_profile_resolves_every_stage():

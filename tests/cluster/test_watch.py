@@ -137,10 +137,9 @@ def test_a_job_out_of_memory_ends_with_one_sentence_naming_mem_gb(tmp_path, monk
         assert said[-1] == "ring: the stage's own reason" and not any("ran out of" in line for line in said)
     else:
         assert said[-1].startswith(f"ring: {tmp_path}: SLURM job 9_1 ran out of ") and says in said[-1], said
-    # ring status shows the job's own last sentence, not srun's line after it.
-    assert watch.last_sentence(tmp_path / "job.err") == (
-        "the stage's own reason" if says is None else log.strip().splitlines()[-1]
-    )
+    # ring status shows the launcher's sentence where it has one, else the job's own, never srun's line after it.
+    shown = watch.failure_sentence(job, tmp_path, state, Resources(mem_gb=8))
+    assert shown == ("the stage's own reason" if says is None else said[-1].removeprefix(f"ring: {tmp_path}: "))
 
 
 def test_a_waiting_client_shows_why_its_job_is_pending(tmp_path, monkeypatch, capsys):
@@ -183,3 +182,41 @@ def test_a_failure_shows_the_log_of_the_task_that_holds_the_traceback(tmp_path, 
     err = capsys.readouterr().err
     assert f"task {task} of 4 holds the traceback; last lines of {job.task(task).paths.stderr}:" in err
     assert err.rstrip().endswith(TRACEBACK_OF[logs[task]].rstrip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    ("log", "shown"),
+    [
+        ("ring: loading\nring: the stage's own reason\nsrun: error: vm: task 0: Exited with exit code 1\n", None),
+        (
+            "Traceback (most recent call last):\n  File x\nValueError: bad shard\n"
+            "srun: error: vm: task 0: Exited with exit code 1\nsubmitit WARNING (2026-12-01) - Bypassing signal\n",
+            "ValueError: bad shard",
+        ),
+        ("slurmstepd: error: *** JOB 9 CANCELLED ***\n", "slurmstepd: error: *** JOB 9 CANCELLED ***"),
+    ],
+)
+def test_a_failed_cell_shows_the_most_specific_sentence_known(tmp_path, log, shown):
+    """Issue 50 item 3: `ring status` showed srun's "Exited with exit code 1" for a job out of memory, and for any
+    job whose log had no `ring:` line."""
+    from ring.cluster import watch
+
+    job = _fake_job(tmp_path)
+    (tmp_path / "job.err").write_text(log)
+    assert watch.failure_sentence(job, tmp_path, "FAILED", Resources()) == (shown or "the stage's own reason")
+    (tmp_path / "job.err").write_text("slurmstepd: error: Detected 1 oom_kill event\n" + log)
+    assert watch.failure_sentence(job, tmp_path, "OUT_OF_MEMORY", Resources(mem_gb=6, gpus_per_node=2)).startswith(
+        "SLURM job 9_1 ran out of host memory at mem_gb=6 GB; raise mem_gb of this stage"
+    )
+
+
+def test_a_job_the_scheduler_has_not_looked_at_shows_no_reason(monkeypatch):
+    """squeue's reason of a job just submitted is "None": the status line read "PENDING (None)"."""
+    import subprocess
+
+    from ring.cluster import slurm
+
+    for reason, shown in (("None", ""), ("Priority", "Priority"), ("", "")):
+        reply = subprocess.CompletedProcess([], 0, stdout=f"{reason}\n", stderr="")
+        monkeypatch.setattr(slurm, "slurm_call", lambda args, timeout=60, reply=reply: reply)
+        assert slurm.pending_reason("9") == shown

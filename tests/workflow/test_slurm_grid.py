@@ -80,6 +80,7 @@ def the_grid_equals_the_local_run(workdir: Path, local_run: Path) -> None:
 
 def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_number(workdir, local_run):
     """Issue #22, items 1, 8 and 9: the same edit as locally, with the shipped profile on the cluster."""
+    first = now()
     the_grid_equals_the_local_run(workdir, local_run)
     folder = workdir / "results/tiny/pretrain/digits/IR/seed0"
     old_job = recorded_id(folder)
@@ -120,6 +121,11 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     # Issue 40 item 6: gpu_hours counts both, each once (it read only the live cells' provenance.json).
     runs = [line.split(",")[2] for line in (workdir / "results/tiny/tables/gpu_hours.csv").read_text().splitlines()[1:]]
     assert sorted(r for r in runs if r.startswith(cell)) == [cell, str(kept.parent.relative_to(workdir))], runs
+    # Issue 50 item 3: so with the IR evaluation, whose run of the old encoder was set aside with its job: that job is
+    # not copied into the new evaluation's provenance, nor called "COMPLETED but metrics.json is missing".
+    held = segments_by_job(workdir / "results" / "tiny")
+    assert sorted(held) == sorted(jid for jid, _, _ in sacct_jobs("ring-", first, workdir)), held
+    assert all(len(files) == 1 for files in held.values()) and "metrics.json is missing" not in output, held
 
     # Runtime knobs are not edits (issue 32 item 7, issue 34 item 5): the configs take them, nothing is submitted.
     values["pretrain"] = {**values["pretrain"], "all": {**values["pretrain"]["all"], "loss_read_every": 10}}
@@ -143,6 +149,7 @@ def test_an_undone_and_a_redone_epochs_edit_submit_nothing(workdir):
         result = snakemake(workdir, "all_tables", *SLURM)
         return result.stdout + result.stderr, [name for _, name, _ in sacct_jobs("ring-", start, workdir)]
 
+    first = now()
     run(1)
     short = (cell / "encoder.pt").read_bytes()
     output, jobs = run(2)
@@ -155,6 +162,21 @@ def test_an_undone_and_a_redone_epochs_edit_submit_nothing(workdir):
         output, jobs = run(epochs)
         assert jobs == [] and "is back in place" in output, output[-3000:]
         assert (cell / "encoder.pt").read_bytes() == encoder
+        # Issue 50 item 3: gpu_hours adds every provenance.json, live and kept: each job sacct lists is in one of
+        # them, once.  The retrained encoder's evaluation set the first one's run aside, and its job was copied from
+        # sacct into the live cell's provenance as "killed (COMPLETED)" too.
+        held = segments_by_job(workdir / "results" / "tiny")
+        assert sorted(held) == sorted(jid for jid, _, _ in sacct_jobs("ring-", first, workdir)), held
+        assert all(len(files) == 1 for files in held.values()), held
+
+
+def segments_by_job(results: Path) -> dict[str, list[Path]]:
+    """Job id -> the provenance.json holding each of its segments, over every cell and every run kept under runs/."""
+    held: dict[str, list[Path]] = {}
+    for path in sorted(results.rglob("provenance.json")):
+        for segment in json.loads(path.read_text()).get("segments", []):
+            held.setdefault(segment["job_id"], []).append(path)
+    return held
 
 
 def readme_cluster_rerun() -> list[str]:

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ring.cluster.admission import preflight
-from ring.cluster.slurm import Resources
+from ring.cluster.admission import preflight, sbatch_test_args
+from ring.cluster.slurm import Resources, job_states, pending_reason
 from ring.core import config as C
 from tests import ROOT
 from tests.helpers import TINY_PRETRAIN
@@ -192,14 +192,44 @@ def test_a_drained_partition_is_told_apart_from_resources_slurm_refuses(capsys, 
     subprocess.run(
         ["scontrol", "update", f"nodename={node}", "state=drain", "reason=ring-test"], check=True, timeout=30
     )
+    names = []
     try:
         preflight(Resources.from_dict(CLUSTER), checkpoint_interval_min=5.0)  # not refused
         err = capsys.readouterr().err
         assert "has no node that takes a job now" in err and "the jobs are submitted and wait PENDING" in err, err
         with pytest.raises(ValueError, match="Requested node configuration is not available"):
             preflight(Resources.from_dict({**CLUSTER, "gpus_per_node": 8}), checkpoint_interval_min=5.0)
+        # Issue 50 item 2: one of partition multi's two nodes drained, the other up; a 2-node job was refused,
+        # though a plain sbatch queues it.
+        names = sorted(
+            set(subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split())
+        )
+        subprocess.run(["scontrol", "update", f"nodename={names[0]}", "state=drain", "reason=ring-test"], check=True)
+        subprocess.run(["scontrol", "update", f"nodename={','.join(names[1:])}", "state=resume"], check=True)
+        two = Resources.from_dict({**CLUSTER, "partition": "multi", "nodes": 2})
+        preflight(two, checkpoint_interval_min=5.0)
+        err = capsys.readouterr().err
+        assert f"has 1 node(s) that take a job now where the job needs 2 ({names[0]}: drain)" in err, err
+        queued = subprocess.run(
+            ["sbatch", "--parsable", *sbatch_test_args(two)[2:]], capture_output=True, text=True, timeout=60
+        )
+        assert queued.returncode == 0, queued.stderr
+        job_id = queued.stdout.strip().split(";")[0]
+        try:  # it pends, with squeue's reason once the scheduler has looked at it ("None" before: not shown)
+            deadline, reason = time.monotonic() + 60, ""
+            while not reason and time.monotonic() < deadline:
+                time.sleep(1)
+                reason = pending_reason(job_id)
+            assert reason and job_states([job_id])[job_id] == "PENDING", reason
+        finally:
+            subprocess.run(["scancel", job_id], timeout=30)
+        with pytest.raises(ValueError, match="SLURM refuses this stage's resources"):  # no 3 nodes to wait for
+            preflight(Resources.from_dict({**CLUSTER, "partition": "multi", "nodes": 3}), checkpoint_interval_min=5.0)
     finally:
-        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=True, timeout=30)
+        # Every node this test drained (the first sinfo line's, multi's first) that is still drained.
+        drained = subprocess.run(["sinfo", "-h", "-t", "drain", "-N", "-o", "%N"], capture_output=True, text=True)
+        for name in sorted({*node.split(","), *names[:1]} & set(drained.stdout.split())):
+            subprocess.run(["scontrol", "update", f"nodename={name}", "state=resume"], check=True, timeout=30)
 
 
 def test_an_unreachable_controller_is_retried_not_reported_as_bad_resources(tmp_path, cluster_alone):

@@ -261,6 +261,40 @@ def test_the_shipped_slurm_profile_plans_the_paper_grid(workdir):
     )
 
 
+# Issue 50 item 4: sites whose jobs break a node or resource rule that needs no cluster, each planned with rc 0 and no
+# word before; the smoke grid's pretraining batch is 64, its detection cells ask the shipped 8 GPUs.
+REFUSED_SITES = {
+    "ranks": ({"pretrain": {"nodes": 2, "gpus_per_node": 3}}, "batch_size=64 does not split evenly over the 6"),
+    "one_task": ({"lincls": {"nodes": 2}}, "lincls runs one task (one process on one GPU), but nodes=2"),
+    "node_gpus": ({"largest_node": {"gpus": 4}}, "detection asks for 8 GPUs per node (gpus_per_node=8) but the site"),
+    "rank_memory": (
+        {"pretrain": {"gpus_per_node": 4, "mem_gb": 64}, "largest_node": {"mem_gb": 128}},
+        "pretrain asks for 256 GB of memory per node (4 tasks x mem_gb=64, per task)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_SITES))
+def test_the_slurm_dry_run_refuses_what_the_run_would_in_one_sentence(workdir, case):
+    site, sentence = REFUSED_SITES[case]
+    (workdir / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump({"slurm": site}))
+    if case == "ranks":  # `ring run -n` from a run folder holding the site's file, as the README plans a grid
+        (workdir / "run").mkdir()
+        (workdir / "run" / "site.yaml").write_text(yaml.safe_dump({"slurm": site}))
+        args = [sys.executable, "-m", "ring.cli", "run", "-n", "all_tables", "--profile", "slurm", "--grid", "smoke"]
+        result = subprocess.run(args, cwd=workdir / "run", capture_output=True, text=True, timeout=300)
+        written = workdir / "run" / "results"
+    else:
+        result = snakemake(
+            workdir, "--profile", "profiles/slurm", "-n", "all_tables", "--config", "grid=smoke", check=False
+        )
+        written = workdir / "results"
+    said = [line for line in result.stderr.splitlines() if line.startswith("ring: ")]
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert len(said) == 1 and sentence in said[0] and said[0].endswith("."), result.stderr[-2000:]
+    assert not written.exists()  # nothing planned is written, nothing submitted
+
+
 # The finished grid four tests start from: a grid file kept outside the repository (issue #22), its IR, IRing and MoCo
 # cells on digits, seed 0, and every table built.  Each test built its own before (four all_tables runs: six
 # pretraining and four evaluation jobs); one run serves them all, each test editing a copy of it.

@@ -3,6 +3,7 @@
 # functions in helpers/<stage>.smk, which that file includes (tests/workflow/test_conventions.py keeps them there).
 # Only torch-free parts of ring are imported here, so planning a DAG stays fast and light.
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -165,6 +166,28 @@ def launch_options(stage: str) -> str:
     from ring.cluster.slurm import slurm_options  # not at the top: it imports submitit, which local plans never need
 
     return slurm_options(config.get("slurm", {}), stage, getattr(workflow.output_settings, "verbose", False))
+
+
+def admitted(stage: str, build=None, output: str | None = None):
+    """A SLURM stage rule's ``admitted`` input: no file, but every node and resource rule its job breaks that needs no
+    running cluster (ring.cluster.admission.plan_problems: the batch over the ranks, one-task stages, the site's
+    largest node, memory per task), checked while Snakemake plans, so a dry run (``-n``) refuses what a run would:
+    one sentence each, nothing submitted or written.  ``build(wildcards)`` is the cell's config; a cell whose
+    ``output`` is there is not checked (its job does not run)."""
+
+    def check(wildcards) -> list:
+        if config["launcher"] != "slurm" or (output and Path(output.format(**dict(wildcards.items()))).exists()):
+            return []
+        from ring.cluster.admission import plan_problems  # submitit: only SLURM plans import it
+
+        cell = None if build is None else dataclasses.asdict(build(wildcards))
+        if problems := plan_problems(stage, config.get("slurm", {}), cell):
+            where = f"{stage} {'/'.join(str(v) for v in wildcards)}"
+            print("\n".join(f"ring: {where}: {problem}" for problem in problems), file=sys.stderr)
+            raise SystemExit(1)
+        return []
+
+    return check
 
 
 # Rules that launch a stage, and the checkpoint interval of their cell (time_min must exceed it).

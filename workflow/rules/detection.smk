@@ -62,6 +62,7 @@ rule detection:
         cfg=ancient(DETECTION_CONFIG),  # CONFIG_HASH in cells.smk
         hash=DETECTION_HASH,
         weights=DETECTION_WEIGHTS,
+        admitted=admitted("detection", output=DETECTION_METRICS),  # no file: the plan's SLURM check
         stale=stale_evaluation(DETECTION_METRICS),  # STALE in common.smk: no file, a forced rerun
         data=detection_data,
     output:

@@ -69,6 +69,7 @@ rule prepare_listing:
 rule prepare_shard:
     input:
         ancient(STORE_LISTINGS),
+        admitted=admitted("prepare", output=STORE_SHARD),  # no file: the plan's SLURM check
     output:
         STORE_SHARD,
     log:

@@ -21,6 +21,7 @@ rule pretrain:
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
         store=ancient(cell_store_ok(lambda wc: stage_config("pretrain", wc))),  # the prepared store it reads (prepare.smk), if any
         stale=stale_encoder,  # STALE in common.smk: no file, a forced rerun
+        admitted=admitted("pretrain", lambda wc: stage_config("pretrain", wc), PRETRAIN_ENCODER),  # no file
     output:
         PRETRAIN_ENCODER,
     log:

@@ -38,6 +38,7 @@ use rule pretrain as study_pretrain with:
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
         store=ancient(cell_store_ok(study_cell_config)),  # the prepared store it reads (prepare.smk), if any
         source=study_source,
+        admitted=admitted("pretrain", study_cell_config, STUDY_ENCODER),  # no file: the plan's SLURM check
     output:
         STUDY_ENCODER,
     log:

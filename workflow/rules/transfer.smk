@@ -22,6 +22,7 @@ rule transfer:
         encoder=lambda wc: transfer_encoders(wc)[0],
         companions=lambda wc: transfer_encoders(wc)[1:],
         data=ancient(DATA_OK),
+        admitted=admitted("transfer", transfer_stage_config, TRANSFER_METRICS),  # no file: the plan's SLURM check
         stale=stale_evaluation(TRANSFER_METRICS),  # STALE in common.smk: no file, a forced rerun  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         metrics=TRANSFER_METRICS,
