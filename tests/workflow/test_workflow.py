@@ -667,3 +667,19 @@ def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(fi
     table = (workdir / "results/mine/tables/table1.md").read_text()
     assert "stale" not in table and _table_entry(workdir, "mine", "IR").startswith(entry(metrics)), table
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
+
+
+def test_a_misspelt_target_or_a_cell_the_grid_does_not_name_is_one_sentence(workdir):
+    # Issue 52 item 3: before, MissingRuleException without the targets, and seed9's cell planned as a new one.
+    result = snakemake(workdir, "-n", "tabel1", check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert re.search(
+        r"^ring: 'tabel1' is no target of the workflow; choose one of \S+, \S+, all_tables, table1, ",
+        result.stderr,
+        re.M,
+    ), result.stderr
+    cell = "results/smoke/pretrain/digits_colour/IR/seed9/encoder.pt"
+    result = snakemake(workdir, "-n", cell, check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"ring: {cell} lies in pretrain/digits_colour/IR/seed9, a cell grid smoke does not name;" in result.stderr
+    assert "Nothing to be done" not in snakemake(workdir, "-n", cell.replace("seed9", "seed0")).stdout

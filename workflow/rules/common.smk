@@ -20,6 +20,7 @@ import ring.plan.checks
 import ring.plan.gate
 import ring.plan.lineage
 import ring.plan.ownership
+import ring.plan.targets
 import ring.resources
 from ring.core.catalog import DATASETS, TRANSFER
 from ring.core.config import config_hash, read_yaml, dump as config_text
