@@ -152,9 +152,19 @@ def main(argv=None) -> int:
     except (ValueError, RuntimeError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
-    if args.results:
-        results_folder(args.results).mkdir(parents=True, exist_ok=True)
-    return subprocess.run(line, env=os.environ).returncode
+    made = made_folders(results_folder(args.results)) if args.results else []
+    for folder in reversed(made):
+        folder.mkdir()
+    code = subprocess.run(line, env=os.environ).returncode
+    for folder in made if code else []:  # a refused run leaves none of the folders it made for itself
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    return code
+
+
+def made_folders(folder: Path) -> list[Path]:
+    """The folders ``--results`` makes: ``folder`` and its missing parents, deepest first."""
+    return [p for p in (folder, *folder.parents) if not p.exists()]
 
 
 if __name__ == "__main__":

@@ -134,3 +134,15 @@ def test_a_file_as_results_folder_or_a_missing_config_file_is_one_sentence(
     assert run.main(["table1", "--profile", "local", *argv]) == 1
     assert capsys.readouterr().err == f"ring: {refusal.format(tmp=tmp_path.resolve())}\n"
     assert (tmp_path / "taken").read_text() == "a file\n"
+
+
+def test_a_refused_run_leaves_no_results_folder_and_the_corrected_one_plans(tmp_path, monkeypatch, capsys):
+    """Issue 52 item 2: `ring run --results DIR` made DIR before Snakemake refused the run, and left it behind."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "note.txt").write_text("mine\n")
+    argv = ["--profile", "local", "--results", "kept/new/results", "-n", "--quiet"]
+    assert run.main(["tabel1", *argv]) == 1
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["kept", "kept/note.txt"]
+    assert run.main(["table1", *argv]) == 0
+    assert (tmp_path / "kept" / "new" / "results").is_dir()
