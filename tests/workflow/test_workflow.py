@@ -683,3 +683,38 @@ def test_a_misspelt_target_or_a_cell_the_grid_does_not_name_is_one_sentence(work
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"ring: {cell} lies in pretrain/digits_colour/IR/seed9, a cell grid smoke does not name;" in result.stderr
     assert "Nothing to be done" not in snakemake(workdir, "-n", cell.replace("seed9", "seed0")).stdout
+
+
+def test_a_rerun_after_a_killed_snakemake_and_unlock_waits_for_the_orphaned_launcher(workdir):
+    """Issue 52 item 4: Snakemake killed while a local launcher trains, `--unlock`, an immediate rerun: a second
+    launcher trained the cell beside the orphaned first (overlapping segments, epoch 1 logged twice).  Now the
+    second waits on the cell folder's lock and takes the encoder the first finishes: every epoch is logged once."""
+    import contextlib
+    import os
+    import signal
+
+    grid = {**SMALL, "methods": ["IR"], "seeds": [0], "pretrain": {"all": {**SMALL["pretrain"]["all"], "epochs": 8}}}
+    write_grid(workdir, "orphan", grid)
+    cell = workdir / "results" / "orphan" / "pretrain" / "digits" / "IR" / "seed0"
+    run = ["--profile", "profiles/local", str(cell.relative_to(workdir) / "encoder.pt"), "--config", "grid=orphan"]
+    with open(workdir / "first.log", "w") as log:
+        first = subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *run], cwd=workdir, stdout=log, stderr=log, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 300
+        while not (cell / "log.jsonl").exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)  # the launcher trains: its first epoch is logged
+        assert first.poll() is None, (workdir / "first.log").read_text()[-3000:]
+        os.kill(first.pid, signal.SIGKILL)  # Snakemake only: its launcher goes on, orphaned
+        first.wait()
+        assert json.loads((cell / "running.json").read_text())["state"] == "running"
+        snakemake(workdir, "--unlock", *run)
+        second = snakemake(workdir, *run)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(first.pid, signal.SIGKILL)  # whatever of the first run is left
+    assert "another launcher runs this cell" in second.stdout + second.stderr
+    assert "(finished by the launcher this one waited for); nothing to run" in second.stdout + second.stderr
+    epochs = [json.loads(line)["epoch"] for line in (cell / "log.jsonl").read_text().splitlines() if line.strip()]
+    assert epochs == sorted(set(epochs)) and epochs[-1] == 7, epochs
