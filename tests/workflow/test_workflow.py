@@ -718,3 +718,30 @@ def test_a_rerun_after_a_killed_snakemake_and_unlock_waits_for_the_orphaned_laun
     assert "(finished by the launcher this one waited for); nothing to run" in second.stdout + second.stderr
     epochs = [json.loads(line)["epoch"] for line in (cell / "log.jsonl").read_text().splitlines() if line.strip()]
     assert epochs == sorted(set(epochs)) and epochs[-1] == 7, epochs
+
+
+def test_a_run_whose_slurm_resources_are_refused_writes_nothing_under_results(workdir, tmp_path):
+    """Issue 52 item 2: the slurm profile's check of the resources (onstart) refused the run after the grid's
+    ownership record had been written into results/<grid>/.  A stand-in sbatch accepts everything; the refusal is
+    the resources' own (a time limit shorter than the stop signal's delay)."""
+    import os
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "sbatch").chmod(0o755)
+    write_grid(workdir, "tiny", {**SMALL, "methods": ["IR"], "seeds": [0]})
+    mine = workdir / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"grid": "tiny", "slurm": {"pretrain": {"time_min": 1}}}))
+    files = ["ring/resources/config.yaml", "ring/resources/cluster.yaml", "profiles/slurm/site.yaml", str(mine)]
+    target = "results/tiny/pretrain/digits/IR/seed0/encoder.pt"
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", target, "--configfile", *files],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"},
+    )
+    assert result.returncode == 1 and "signal_delay_s=120 is not shorter than time_min=1 min" in result.stderr
+    assert not (workdir / "results").exists(), sorted((workdir / "results").rglob("*"))
