@@ -3,7 +3,7 @@
 #
 #   snakemake --profile profiles/local all_tables                 # the configured grid (smoke)
 #   snakemake --profile profiles/local all_tables --config grid=paper
-#   snakemake --profile profiles/local results/smoke/lincls/digits/IRing/seed0/metrics.json
+#   snakemake --profile profiles/local results/smoke/lincls/digits_colour/IRing/seed0/metrics.json
 #
 # This file is a table of contents: each stage lives in its rule file of workflow/rules/, its own functions in
 # helpers/<stage>.smk, which that file includes; common.smk holds what several stages share, cells.smk the config
@@ -112,3 +112,11 @@ rule gpu_hours:
     """The GPU-hours of every cell that ran, from each cell's provenance.json."""
     input:
         expand(TABLE, grid=config["grid"], table="gpu_hours", ext=["csv", "md"]),
+
+
+# Last, with every rule defined: each target asked for is a rule, or a file of a cell the grid names (ring.plan.targets).
+RULE_WILDCARDS = {r.name: bool(r.wildcard_names) for r in workflow.rules}
+if target_problem := ring.plan.targets.problem(
+    ring.plan.targets.requested(sys.argv), RULE_WILDCARDS, GRID, Path("results"), Path.cwd()
+):
+    _fail_plan(target_problem)

@@ -10,8 +10,8 @@
   run: ``ring run``, slurm, watch: following a job until it ends) and :mod:`ring.reports` (captions, figures, tables),
   over :mod:`ring.plan` (checks, detection_tasks, disk, estimate, eta: when a grid will end, gate: every command's grid
   checks, grid, grid_checks: a grid's own checks, lineage, ownership, reference: the configuration reference, rerun:
-  ``ring rerun`` by hand, rules: the workflow's rule registries and light commands), which checks configs against what
-  the compute side declares it implements.
+  ``ring rerun`` by hand, rules: the workflow's rule registries and light commands, targets: a run's targets),
+  which checks configs against what the compute side declares it implements.
 - compute (torch), taking everything from its caller and the ground floor, never from the plan: :mod:`ring.engine`
   (anneal, checkpoint, distributed, encoder, groups: the processes' batch and BatchNorm layout, health, knn, logs,
   objectives, pretrain_state: a pretraining cell's checkpoint and snapshots, provenance, runtime, span_norm: BatchNorm
@@ -23,8 +23,9 @@
   the torch-free modules (folders, listings, stores, verify, fetch, anneal, groups) are what the plan reads of them.
 - the ground floor, torch-free: :mod:`ring.core` (accounting: SLURM's record of a cell's runs, catalog: the datasets'
   sizes; norms and layouts, config, failures, files, gaussian: the toy's closed forms, method_keys: the keys only some
-  methods read, methods: the registry, metrics, objective_settings: what an objective is built from, runs: what an
-  edited config does to a cell's files, sources, stop).
+  methods read, methods: the registry, metrics, objective_settings: what an objective is built from, plugin_child,
+  plugins: the plug-ins' imports tried in a child process, runs: what an edited config does to a cell's files,
+  sources, stop).
 
 Each package's list names every module in it (tests/project/test_doc_claims.py).
 

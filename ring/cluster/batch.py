@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import jsonschema
+import yaml
 
 from ring import resources
 from ring.cluster import progress, prune
@@ -92,12 +94,10 @@ def cell_dir(results: Path, grid: str, stage: str, dataset: str, method: str, se
 
 
 def cell_job(
-    grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str, results: Path
+    stage: str, cell: Path, cfg, grid: G.Grid, dataset: str, method: str, seed: int, results: Path
 ) -> StageJob:
-    """Write the cell's config as the workflow would, and the job that runs the cell."""
-    build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
+    """Write the cell's config as the workflow would, and the job that runs the cell (once every check passed)."""
     cell.mkdir(parents=True, exist_ok=True)
-    cfg = build(dataset, method, seed, data_root)
     C.save(cfg, cell / "config.yaml")
     runs.prepare(cell, stage, cfg, log=lambda line: print(line, file=sys.stderr))  # as the workflow's config rule does
     argv = ["--config", str(cell / "config.yaml"), "--out", str(cell)]
@@ -150,11 +150,22 @@ def grid_cells(grid: G.Grid, stage: str, results: Path) -> list[tuple[Path, str,
     return [(cell_dir(results, grid.name, stage, d, m, s), d, m, s) for d, m, s in grid.cells()]
 
 
-def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
-    # Another grid file of this name made results/<name> (a grid built in code has no file: nothing to compare).
-    if grid.source and (problem := ownership.conflict(grid.source, results / grid.name)):
-        raise ValueError(problem)
-    res = stage_resources(config, stage)
+@dataclass
+class Submission:
+    """A cell ``submit`` queues: its config is written only once every check passed."""
+
+    cell: Path
+    dataset: str
+    method: str
+    seed: int
+    cfg: object
+    stale: str  # why its output is stale ("": it is missing)
+    ended_job: str | None  # the recorded job that ended, whose hard-killed runs are accounted before it is replaced
+    ended_in: Path  # where that job is accounted: the cell, or the set-aside run that holds a segment of it
+
+
+def to_submit(grid: G.Grid, stage: str, config: dict, results: Path, res: Resources) -> list[Submission]:
+    """The grid's cells of ``stage`` that ``submit`` queues: missing, failed, gone or stale; nothing is written."""
     todo = []
     cells = grid_cells(grid, stage, results)
     states = recorded_states([(cell, stage) for cell, *_ in cells])
@@ -162,31 +173,58 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
         status, _ = cell_status(cell, stage, res, states)
         # A stale cell (status's "stale": its output is another config's, or evaluated another encoder) is submitted
         # like a missing one, as all_tables reruns it: no command calls it done while a table shows it stale.
-        stale = status == "done" and stale_detail(grid, stage, cell, dataset, method, seed, config["data_root"])
+        stale = stale_detail(grid, stage, cell, dataset, method, seed, config["data_root"]) if status == "done" else ""
         if status not in ("missing", "failed", "gone") and not stale:
             continue
-        record = read_record(cell)
-        if record is not None and states.get(record["job_id"]) in ENDED:  # its hard-killed runs, before the record
-            # is replaced: where a segment of it already is (a run an edit set aside keeps its jobs), else the cell
-            folder = accounting_folder(cell, record, None)
-            accounting.add_ended_job(folder if folder is not None else cell, record["job_id"])
         if stage == "lincls" and not pretrained(grid, results, dataset, method, seed, config["data_root"]):
             print(f"ring: {cell} waits for its pretraining; not submitted", file=sys.stderr)
             continue
-        todo.append((cell, cell_job(grid, stage, cell, dataset, method, seed, config["data_root"], results)))
-        if stale and (cell / OUTPUT[stage]).exists():  # still there after ring.core.runs: set it aside, kept
-            supersede(cell, stage, log=lambda line: print(line, file=sys.stderr))
+        record = read_record(cell)
+        ended = record["job_id"] if record is not None and states.get(record["job_id"]) in ENDED else None
+        # an ended job is accounted where a segment of it already is (a run an edit set aside keeps its jobs)
+        ended_in = (accounting_folder(cell, record, None) or cell) if ended else cell
+        build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
+        todo.append(
+            Submission(
+                cell, dataset, method, seed, build(dataset, method, seed, config["data_root"]), stale, ended, ended_in
+            )
+        )
+    return todo
+
+
+def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
+    """Queue the grid's missing cells of ``stage`` as one job array.  Every check (ownership, each cell's processes,
+    SLURM's view of the resources, the data) runs before anything is written, so a refusal leaves results/ as it
+    was and the corrected command submits every cell."""
+    # Another grid file of this name made results/<name> (a grid built in code has no file: nothing to compare).
+    if grid.source and (problem := ownership.conflict(grid.source, results / grid.name)):
+        raise ValueError(problem)
+    res = stage_resources(config, stage)
+    todo = to_submit(grid, stage, config, results, res)
     if not todo:
         print(f"ring: every {stage} cell of grid {grid.name} is done or already submitted", file=sys.stderr)
         return None
-    check_data(results / grid.name / "data", sorted({cell.parts[-3] for cell, _ in todo}), config["data_root"])
-    for cell, _ in todo:  # every cell against the plan's rules (its batch over the ranks, the site's largest node)
-        if problems := plan_problems(stage, config.get("slurm", {}), C.read_yaml(cell / "config.yaml", "Cell config")):
-            raise ValueError(f"{cell}: {problems[0]}")
-    first_cfg = C.read_yaml(todo[0][0] / "config.yaml", "Cell config")
-    preflight(res, first_cfg.get("checkpoint_interval_min"))
+    for item in todo:  # every cell against the plan's rules (its batch over the ranks, the site's largest node)
+        if problems := plan_problems(stage, config.get("slurm", {}), yaml.safe_load(C.dump(item.cfg))):
+            raise ValueError(f"{item.cell}: {problems[0]}")
+    preflight(res, getattr(todo[0].cfg, "checkpoint_interval_min", None))
+    check_data(results / grid.name / "data", sorted({item.dataset for item in todo}), config["data_root"])
     if grid.source:
         ownership.claim(grid.source, results / grid.name)
+    jobs = []
+    for item in todo:
+        if item.ended_job:
+            accounting.add_ended_job(
+                item.ended_in, item.ended_job
+            )  # its hard-killed runs, before the record is replaced
+        jobs.append(cell_job(stage, item.cell, item.cfg, grid, item.dataset, item.method, item.seed, results))
+        if item.stale and (item.cell / OUTPUT[stage]).exists():  # still there after ring.core.runs: set aside, kept
+            supersede(item.cell, stage, log=lambda line: print(line, file=sys.stderr))
+    return queue(grid, stage, res, results, [(item.cell, job) for item, job in zip(todo, jobs, strict=True)])
+
+
+def queue(grid: G.Grid, stage: str, res: Resources, results: Path, todo: list[tuple[Path, StageJob]]) -> str:
+    """Submit ``todo`` (cell, job) as one job array and record each cell's task; the array's id."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     folder = results / grid.name / "slurm" / f"{stage}-{stamp}"
     executor = make_executor(folder, res, f"ring-{stage}-{grid.name}")
@@ -207,7 +245,7 @@ def check_data(markers: Path, datasets: list[str], data_root: str) -> None:
         marker = markers / f"{dataset}.ok"
         if marker.exists():
             continue
-        marker.parent.mkdir(parents=True, exist_ok=True)
+        # The check writes the marker (its folder too) only when it passes: a refusal leaves nothing behind.
         args = ["ring.data.verify", "check", dataset, "--data-root", str(data_root), "--touch", str(marker)]
         check = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True)
         if check.returncode != 0:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,7 +41,7 @@ from pathlib import Path
 import submitit
 
 from ring.cluster import admission, slurm
-from ring.cluster.detach import accepts, detach
+from ring.cluster.detach import accepts, detach, made_with
 from ring.cluster.jobs import IGNORED_STOP, OUTPUT, StageJob
 from ring.cluster.watch import say, wait
 from ring.core import accounting, runs
@@ -150,6 +151,59 @@ def cell_lock(cell: Path):
             )
             fcntl.flock(fh, fcntl.LOCK_EX)
         yield
+
+
+@contextmanager
+def folder_lock(cell: Path):
+    """One local launcher per cell: an exclusive lock on the cell folder itself (no file is written into it), held by
+    the launcher's process for as long as it runs, whatever becomes of the Snakemake that started it (a killed
+    Snakemake, ``--unlock`` and a rerun leave the first launcher training).  A second launcher waits here; True is
+    yielded to one that waited."""
+    cell.mkdir(parents=True, exist_ok=True)
+    fd = os.open(cell, os.O_RDONLY)
+    waited = False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waited = True
+            from ring.cluster import progress  # the holder's pid and progress, from its running.json
+
+            state, detail = progress.local_state(cell)
+            holder = f" ({detail})" if state == "running" and detail else ""
+            print(
+                f"ring: {cell}: another launcher runs this cell{holder}; waiting for it to end, so that no two "
+                "train it side by side",
+                file=sys.stderr,
+                flush=True,
+            )
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield waited
+    finally:
+        os.close(fd)
+
+
+def launch_local(job: StageJob, cell: Path) -> int:
+    """Run the stage here, holding the cell's lock (:func:`folder_lock`); a launcher that waited for another takes
+    the output that one finished with this config as it is, and otherwise runs (the stage resumes from the
+    checkpoint the other wrote)."""
+    from ring.cluster import progress  # CELL/running.json for `ring status`
+
+    with folder_lock(cell) as waited:
+        if collect_evaluation(job, cell):  # as on SLURM: a finished evaluation is not run again
+            return 0
+        wanted = job_config_hash(job)
+        if waited and (cell / OUTPUT[job.stage]).exists() and wanted and made_with(cell, job.stage) == wanted:
+            print(
+                f"ring: {cell}: {OUTPUT[job.stage]} of this config is there (finished by the launcher this one waited "
+                "for); nothing to run",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 0
+        with progress.running(cell) as run:
+            run["status"] = job.run_here()
+        return run["status"]
 
 
 # The evaluation stages and the argument naming the encoder each evaluates: their runs are kept per config and
@@ -351,14 +405,7 @@ def main(argv=None) -> int:
             checks.load_checked(args.stage, path)
             values = C.read_yaml(path, "Config file")
         if args.launcher == "local":
-            from ring.cluster import progress  # CELL/running.json for `ring status`
-
-            if collect_evaluation(job, args.cell):  # as on SLURM: a finished evaluation is not run again
-                return 0
-
-            with progress.running(args.cell) as run:
-                run["status"] = job.run_here()
-            return run["status"]
+            return launch_local(job, args.cell)
         res = slurm.Resources.from_dict(json.loads(args.resources))
         if problems := admission.stage_problems(args.stage, res, values):  # before anything is submitted
             raise ValueError(problems[0])

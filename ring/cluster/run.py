@@ -9,7 +9,8 @@ ships in ``ring/resources/workflow/`` (setup.py), laid out as a checkout: ``Snak
 ``profiles/local`` and ``profiles/slurm``.  Snakemake reads a profile's and the Snakefile's config files relative to the
 folder it runs in, so this command names them itself, absolute: the package's ``config.yaml`` (and the profile's
 other files under ``ring/``), then the site's file in place of the profile's own ``site.yaml``: ``--site``, else
-``site.yaml`` in the folder, else the profile's template.  ``snakemake --profile profiles/local`` in a checkout is
+``site.yaml`` in the folder, else the profile's template; the user's ``--configfile`` files come last, so a key they
+set wins (Snakemake keeps a repeated key's last value).  ``snakemake --profile profiles/local`` in a checkout is
 unchanged: this module only builds the command line.  Torch-free, like every login-node command.
 """
 
@@ -89,18 +90,34 @@ def command(args: argparse.Namespace, rest: list[str], folder: Path) -> list[str
     files = config_files(profile, root, site)
     if args.site and site not in files:
         raise ValueError(f"--site: the profile {profile} reads no site file (the slurm profile does).")
+    mine = [(folder / Path(given).expanduser()).resolve() for given in args.configfile or []]
+    for given, path in zip(args.configfile or [], mine, strict=True):
+        if not path.is_file():
+            raise ValueError(f"--configfile {given} names no file; give the path of a YAML config file.")
     config = list(args.config or [])
     if args.grid:
         grid = Path(args.grid).expanduser()
         config.append(f"grid={grid.resolve() if grid.suffix in ('.yaml', '.yml') and grid.is_file() else args.grid}")
     # The user's targets and options first: the list-valued options below would read a target after them as theirs.
     line = [sys.executable, "-m", "snakemake", *rest, "--snakefile", str(root / "Snakefile"), "--profile", str(profile)]
-    line += ["--configfile", *map(str, files)]
+    # Snakemake keeps a repeated key's last value: the package's defaults first, the user's --configfile files last.
+    line += ["--configfile", *map(str, [*files, *mine])]
     if config:
         line += ["--config", *config]
     if args.results:
-        line += ["--directory", str(args.results.resolve())]
+        line += ["--directory", str(results_folder(args.results))]
     return line
+
+
+def results_folder(results: Path) -> Path:
+    """``--results``, absolute: a folder, or a path where one can be made (refused in one sentence otherwise)."""
+    folder = results.expanduser().resolve()
+    blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ValueError(
+            f"--results {results}: {blocker} is a file, not a folder; give a folder to work in (made when missing)."
+        )
+    return folder
 
 
 def parser() -> argparse.ArgumentParser:
@@ -117,6 +134,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--site", type=Path, help=f"your site's values (default: ./{SITE_FILE}, else the profile's own)")
     p.add_argument("--results", type=Path, help="the folder to work in: results/<grid>/ and .snakemake/ land there")
     p.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="Snakemake's --config, with grid= added")
+    p.add_argument(
+        "--configfile",
+        "--configfiles",
+        nargs="+",
+        action="extend",
+        metavar="FILE",
+        help="your config files, read after the package's (a key they set wins)",
+    )
     return p
 
 
@@ -127,9 +152,19 @@ def main(argv=None) -> int:
     except (ValueError, RuntimeError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1
-    if args.results:
-        args.results.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(line, env=os.environ).returncode
+    made = made_folders(results_folder(args.results)) if args.results else []
+    for folder in reversed(made):
+        folder.mkdir()
+    code = subprocess.run(line, env=os.environ).returncode
+    for folder in made if code else []:  # a refused run leaves none of the folders it made for itself
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    return code
+
+
+def made_folders(folder: Path) -> list[Path]:
+    """The folders ``--results`` makes: ``folder`` and its missing parents, deepest first."""
+    return [p for p in (folder, *folder.parents) if not p.exists()]
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from ring.core import sources
+from ring.core import plugins, sources
 from ring.core.method_keys import BANK, GROUPS, KMEANS, QUEUE, RING, KeyGroup
 from ring.core.method_keys import CMC as CMC_GROUP
 from ring.core.method_keys import LA as LA_GROUP
@@ -325,30 +325,44 @@ def register(name: str, m: Method) -> Method:
     return m
 
 
-def _reason(err: BaseException) -> str:
+def reason(err: BaseException) -> str:
+    """How a plug-in's import failed, as a clause (the child of :mod:`ring.core.plugins` reports it too)."""
     if isinstance(err, SystemExit):
         return f"it called sys.exit({err.code!r}) while being imported"
+    if not isinstance(err, Exception):  # KeyboardInterrupt, in the child only: the module raised it, not the user
+        return f"it raised {type(err).__name__} while being imported"
     text = str(err).strip().rstrip(".") or type(err).__name__
-    return text if isinstance(err, (ImportError, ValueError)) else f"{type(err).__name__}: {text}"
+    return text if isinstance(err, (ImportError, ValueError, _Broken)) else f"{type(err).__name__}: {text}"
+
+
+class _Broken(Exception):
+    """A plug-in the child process of :mod:`ring.core.plugins` could not import: its clause, as :func:`reason` gives
+    it."""
 
 
 def _load_entry_points() -> None:
     """Each entry point on its own: a broken one is recorded in ``METHODS.broken`` and what it registered before
     failing is taken back, so grids that name none of its methods, and every stage of theirs, still run.  A
     plug-in that calls ``sys.exit`` (or raises any other non-Exception) at import is broken too, not the end of
-    every command.  One whose declaration imports torch is recorded in ``METHODS.heavy`` (the plan warns)."""
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    every command.  Each is imported in a child process first (:mod:`ring.core.plugins`): one that raises
+    ``KeyboardInterrupt``, calls ``os._exit`` or never returns there is broken and never imported here.  One whose
+    declaration imports torch is recorded in ``METHODS.heavy`` (the plan warns)."""
+    eps = list(entry_points(group=ENTRY_POINT_GROUP))
+    verdicts = plugins.probe(eps) if eps else {}
+    for ep in eps:
         before = set(METHODS._methods)
         torch_before = "torch" in sys.modules
         try:
+            if failure := verdicts.get(ep.name):
+                raise _Broken(failure)
             ep.load()
         except KeyboardInterrupt:
-            raise
+            raise  # the child imported it whole: this one is the user's
         except BaseException as err:  # a broken plug-in names itself, not a traceback deep in ours (nor an exit)
             for name in set(METHODS._methods) - before:
                 del METHODS._methods[name]
             METHODS.broken[ep.name] = (
-                f"the {ENTRY_POINT_GROUP} entry point {ep.name} ({ep.value}) failed to load ({_reason(err)})"
+                f"the {ENTRY_POINT_GROUP} entry point {ep.name} ({ep.value}) failed to load ({reason(err)})"
             )
             continue
         METHODS.broken.pop(ep.name, None)

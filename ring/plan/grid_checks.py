@@ -4,6 +4,7 @@ runs them on every grid it builds (a :class:`ring.plan.grid.Grid`, the ``grid`` 
 
 from __future__ import annotations
 
+from ring import resources
 from ring.core import catalog
 from ring.core import config as C
 from ring.core.methods import METHODS, RING_KEYS, missing, unread_keys
@@ -29,6 +30,10 @@ IDENTITY_KEYS = {
 # The appendix's studies, each with its figure builder in ring.reports.figures (the study's name is its figure's).
 STUDIES = ("hard_negatives", "anneal_policies", "negatives_k", "ring_window")
 INIT_KEYS = ("method", "variant", "epoch")
+# What a grid's resources: block sets: a local job's CPU threads, which the workflow's rules read.  A SLURM job's
+# resources are the site's (its slurm: block), which every launch and ring submit read: the same key in a grid would be
+# ignored, so it is refused with where it belongs.
+GRID_RESOURCES = ("threads",)
 
 
 def check_no_identity_keys(values: dict, where: str) -> None:
@@ -103,6 +108,7 @@ def validate(grid) -> None:
     """Names and config keys; one sentence per problem, raised before anything runs."""
     _tables(grid)
     _stage_blocks(grid)
+    _resources(grid)
     for seed in (grid.toy_cnce_seeds() or [0]) if grid.toy_cnce is not None else []:
         try:
             cfg = grid.toy_cnce_config(seed)
@@ -156,6 +162,26 @@ def _stage_blocks(grid) -> None:
             check_no_identity_keys(values, f"Grid {grid.file}, stage {stage}, block {where}")
             for key in values:
                 C.check_key(STAGES[stage], key, context=f"Grid {grid.name}, stage {stage}: ")
+
+
+def _resources(grid) -> None:
+    """Each key of the grid's ``resources:`` block is one a grid sets (:data:`GRID_RESOURCES`); a SLURM resource there
+    is named with the site file's block that sets it, anything else with what the block holds."""
+    schema = C.read_yaml(resources.SCHEMAS / "config.schema.yaml", "Schema")
+    slurm_keys = schema["$defs"]["resources"]["properties"]
+    for stage, block in grid.resources.items():
+        for key in (k for k in block or {} if k not in GRID_RESOURCES):
+            where = f"Grid {grid.file}: resources: {stage}: {key}"
+            if key in slurm_keys:
+                raise ValueError(
+                    f"{where} is a SLURM resource, which every launch reads from the site file, never from a grid, so "
+                    f"it would be ignored; set it under slurm: in your site file (profiles/slurm/site.yaml, or ring "
+                    "run --site; its keys are ring/resources/cluster.yaml's) and remove it here."
+                )
+            raise ValueError(
+                f"{where} is no resource a grid sets (a grid's resources: holds threads, a local job's CPU threads); "
+                "remove it (SLURM resources go under slurm: in your site file, keys as in ring/resources/cluster.yaml)."
+            )
 
 
 def _cells(grid) -> None:

@@ -289,37 +289,52 @@ def test_status_shows_cells_the_grid_no_longer_describes_as_stale_and_a_failed_d
     assert lines[-1] == "total 8 stage runs: 1 done, 2 stale, 0 running, 0 pending, 5 failed, 0 missing"
 
 
-def test_submit_submits_a_stale_cell_like_a_missing_one_and_keeps_its_output(tmp_path, monkeypatch, capsys):
-    """Issue 34, item 2: the cell `status` calls stale (an encoder another config made) is submitted by `submit`, never
-    called done; its encoder is set aside in runs/<its hash>/ first, so status shows the job, not the stale output."""
-    from contextlib import nullcontext
-    from types import SimpleNamespace
-
-    from ring.cluster import slurm
-
-    grids = _grid(tmp_path)
-    results = tmp_path / "results"
+def _stale_and_done(results: Path):
+    """Grid tiny's IR pretraining cells: seed 0 finished with another config (stale), seed 1 done; the cell's path
+    by (method, seed)."""
 
     def cell(method, seed):
         return results / "tiny" / "pretrain" / "digits" / method / f"seed{seed}"
 
     for seed in (0, 1):
         cell("IR", seed).mkdir(parents=True)
-    _finished_pretraining(cell("IR", 0), config_hash="0" * 16)  # stale
-    _finished_pretraining(cell("IR", 1), seed=1)  # done
-    (results / "tiny" / "data").mkdir()
-    (results / "tiny" / "data" / "digits.ok").touch()  # the data check passed
+    _finished_pretraining(cell("IR", 0), config_hash="0" * 16)
+    _finished_pretraining(cell("IR", 1), seed=1)
+    return cell
+
+
+def fake_slurm(monkeypatch, array: str) -> list[Path]:
+    """``batch.submit``'s executor and preflight stood in for: each job's cell is appended to the list returned, its
+    task id ``array_<n>``."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
     submitted = []
 
     def executor(folder, res, name):
         def submit(job):
             submitted.append(Path(job.argv[job.argv.index("--out") + 1]))
-            return SimpleNamespace(job_id=f"5_{len(submitted) - 1}")
+            return SimpleNamespace(job_id=f"{array}_{len(submitted) - 1}")
 
         return SimpleNamespace(batch=nullcontext, submit=submit)
 
     monkeypatch.setattr(batch, "make_executor", executor)
     monkeypatch.setattr(batch, "preflight", lambda res, interval: None)
+    return submitted
+
+
+def test_submit_submits_a_stale_cell_like_a_missing_one_and_keeps_its_output(tmp_path, monkeypatch, capsys):
+    """Issue 34, item 2: the cell `status` calls stale (an encoder another config made) is submitted by `submit`, never
+    called done; its encoder is set aside in runs/<its hash>/ first, so status shows the job, not the stale output."""
+
+    from ring.cluster import slurm
+
+    grids = _grid(tmp_path)
+    results = tmp_path / "results"
+    cell = _stale_and_done(results)
+    (results / "tiny" / "data").mkdir()
+    (results / "tiny" / "data" / "digits.ok").touch()  # the data check passed
+    submitted = fake_slurm(monkeypatch, "5")
     grid = G.load(grids / "tiny.yaml")
     assert batch.submit(grid, "pretrain", batch.load_config(batch.DEFAULT_CONFIGS), results) == "5"
     assert sorted(submitted) == sorted([cell("IR", 0), cell("MoCoRing", 0), cell("MoCoRing", 1)])
@@ -479,3 +494,38 @@ def test_submit_leaves_a_set_aside_runs_job_with_that_run(tmp_path, monkeypatch)
     assert [s["job_id"] for s in json.loads((cell / "runs" / "abc" / "provenance.json").read_text())["segments"]] == [
         "3"
     ]
+
+
+def listing(folder: Path) -> dict[str, str]:
+    """Every file and folder under ``folder``: a file's SHA-256, a folder's mark; byte-equal listings, equal trees."""
+    import hashlib
+
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "folder"
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+def test_a_refused_submit_changes_nothing_and_the_corrected_one_submits_every_cell(tmp_path, monkeypatch, capsys):
+    """Issue 52 item 2: `ring submit` refused (batch 64 does not split over 3 processes) had written the cells'
+    configs, so the corrected submit said "every pretrain cell ... is done or already submitted" and queued nothing."""
+
+    grids = _grid(tmp_path)
+    results = tmp_path / "results"
+    cell = _stale_and_done(results)
+    submitted = fake_slurm(monkeypatch, "7")
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump({"slurm": {"pretrain": {"nodes": 3}}}))
+    argv = ["submit", "--stage", "pretrain", "--grid", "tiny", "--grids-dir", str(grids), "--results", str(results)]
+    configs = ["--configfile", str(batch.resources.CONFIG), str(batch.resources.CLUSTER), str(site)]
+    before = listing(results)
+    assert batch.main([*argv, *configs]) == 1
+    assert "batch_size=64 does not split evenly over the 3 processes" in capsys.readouterr().err
+    assert listing(results) == before and not submitted
+    site.write_text(yaml.safe_dump({"slurm": {"pretrain": {"nodes": 2}}}))
+    assert batch.main([*argv, *configs]) == 0
+    assert sorted(submitted) == sorted([cell("IR", 0), cell("MoCoRing", 0), cell("MoCoRing", 1)])
+    assert "submitted 3 pretrain cells of grid tiny as job array 7" in capsys.readouterr().out
+    assert (cell("IR", 0) / "runs" / ("0" * 16) / "encoder.pt").read_bytes() == b"trunk"
+    assert all(slurm.read_record(c)["job_id"].startswith("7_") for c in submitted)
+    assert (results / "tiny" / "data" / "digits.ok").is_file()  # the data check ran once every other check passed

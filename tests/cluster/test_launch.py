@@ -285,3 +285,41 @@ def test_a_job_of_a_run_continued_to_more_epochs_stays_in_the_cells_provenance(t
     assert launch.reattach(job, cell, Resources(), slurm.read_record(cell), "new") == (False, None)
     assert not (cell / "runs" / old / "provenance.json").exists()
     assert [s["job_id"] for s in json.loads((cell / "provenance.json").read_text())["segments"]] == ["7"]
+
+
+def test_a_second_local_launcher_waits_for_the_first_and_takes_what_it_finished(tmp_path):
+    """Issue 52 item 4: after a killed Snakemake, `--unlock` and a rerun, a second local launcher trained the cell
+    beside the orphaned first (epoch 1 logged twice).  Now it waits on the cell folder's lock, trains nothing, and
+    takes the encoder the first finished with its config."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from ring.cluster import launch
+    from ring.core import config as C
+    from ring.core.files import record_checksums
+    from tests import ROOT
+    from tests.helpers import pretrain_config
+
+    cell = tmp_path / "pretrain" / "digits" / "IR" / "seed0"
+    cell.mkdir(parents=True)
+    cfg = pretrain_config("IR", epochs=1)
+    C.save(cfg, cell / "config.yaml")
+    command = [sys.executable, "-m", "ring.cluster.launch", "pretrain", "--cell", str(cell), "--launcher", "local"]
+    command += ["--", "--config", str(cell / "config.yaml"), "--out", str(cell)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with launch.folder_lock(cell):  # the first launcher, still training
+        second = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+        lines = []
+        while (line := second.stderr.readline()) and "another launcher runs this cell" not in line:
+            lines.append(line)
+        assert "another launcher runs this cell; waiting for it to end" in line, "".join(lines)
+        time.sleep(2)
+        assert second.poll() is None and not (cell / "running.json").exists() and not (cell / "log.jsonl").exists()
+        (cell / "encoder.pt").write_bytes(b"trunk")  # the first launcher finishes the cell
+        record_checksums(cell, ["encoder.pt"], config_hash=C.config_hash(cfg))
+    _, rest = second.communicate(timeout=300)
+    assert second.returncode == 0, rest
+    assert "encoder.pt of this config is there (finished by the launcher this one waited for); nothing to run" in rest
+    assert not (cell / "log.jsonl").exists() and (cell / "encoder.pt").read_bytes() == b"trunk"

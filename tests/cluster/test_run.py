@@ -88,3 +88,61 @@ def test_the_workflow_is_the_packages_copy_where_no_checkout_holds_the_package(t
     (shipped / "workflow" / "rules").mkdir(parents=True)
     (shipped / "Snakefile").write_text("")
     assert run.workflow_root() == shipped
+
+
+def test_the_users_config_files_come_after_the_packages_so_their_keys_win(tmp_path, monkeypatch):
+    """Issue 52 item 3: `ring run --configfile mine.yaml` put the package's files after the user's, and Snakemake keeps
+    a repeated key's last value: a grid named in mine.yaml planned the profile's grid (the paper's 1,856 jobs)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.yaml").write_text("grid: mine\n")
+    (tmp_path / "more.yaml").write_text("data_root: /datasets\n")
+    shipped = [str(ROOT / "ring/resources/config.yaml"), str(ROOT / "ring/resources/cluster.yaml")]
+    words = line(tmp_path, "table1", "--profile", "slurm", "--configfile", "mine.yaml", "--configfiles", "more.yaml")
+    assert option(words, "--configfile") == [
+        *shipped,
+        str(ROOT / "profiles/slurm/site.yaml"),
+        str(tmp_path / "mine.yaml"),
+        str(tmp_path / "more.yaml"),
+    ]
+    assert words.count("--configfile") == 1 and "--configfiles" not in words
+
+
+@pytest.mark.parametrize(
+    ("argv", "refusal"),
+    [
+        (
+            ["--results", "taken"],
+            "--results taken: {tmp}/taken is a file, not a folder; give a folder to work in (made when missing).",
+        ),
+        (
+            ["--results", "taken/inside"],
+            "--results taken/inside: {tmp}/taken is a file, not a folder; give a folder to work in (made when "
+            "missing).",
+        ),
+        (
+            ["--configfile", "nowhere.yaml"],
+            "--configfile nowhere.yaml names no file; give the path of a YAML config file.",
+        ),
+    ],
+)
+def test_a_file_as_results_folder_or_a_missing_config_file_is_one_sentence(
+    tmp_path, monkeypatch, capsys, argv, refusal
+):
+    # Before: FileExistsError's traceback from mkdir, and a missing --configfile went to Snakemake behind the package's.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken").write_text("a file\n")
+    assert run.main(["table1", "--profile", "local", *argv]) == 1
+    assert capsys.readouterr().err == f"ring: {refusal.format(tmp=tmp_path.resolve())}\n"
+    assert (tmp_path / "taken").read_text() == "a file\n"
+
+
+def test_a_refused_run_leaves_no_results_folder_and_the_corrected_one_plans(tmp_path, monkeypatch, capsys):
+    """Issue 52 item 2: `ring run --results DIR` made DIR before Snakemake refused the run, and left it behind."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "note.txt").write_text("mine\n")
+    argv = ["--profile", "local", "--results", "kept/new/results", "-n", "--quiet"]
+    assert run.main(["tabel1", *argv]) == 1
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["kept", "kept/note.txt"]
+    assert run.main(["table1", *argv]) == 0
+    assert (tmp_path / "kept" / "new" / "results").is_dir()

@@ -2,6 +2,7 @@
 sentence before anything runs."""
 
 import pytest
+import yaml
 
 from ring.plan import grid as G
 from ring.plan import grid_checks
@@ -148,3 +149,35 @@ def test_study_variants_cannot_set_a_key_that_names_the_cell():
     }
     with pytest.raises(ValueError, match="Grid g, study negatives_k, variant a: 'seed' names the cell"):
         G.from_dict("g", values)
+
+
+SLURM_HOME = (
+    "is a SLURM resource, which every launch reads from the site file, never from a grid, so it would be ignored; set "
+    "it under slurm: in your site file (profiles/slurm/site.yaml, or ring run --site; its keys are "
+    "ring/resources/cluster.yaml's) and remove it here."
+)
+NOT_A_GRIDS = (
+    "is no resource a grid sets (a grid's resources: holds threads, a local job's CPU threads); remove it (SLURM "
+    "resources go under slurm: in your site file, keys as in ring/resources/cluster.yaml)."
+)
+
+
+@pytest.mark.parametrize(
+    "block, refusal",
+    [
+        ({"pretrain": {"threads": 1, "nodes": 2}}, f"pretrain: nodes {SLURM_HOME}"),
+        ({"pretrain": {"nodes": 0}}, f"pretrain: nodes {SLURM_HOME}"),
+        ({"detection": {"gpus_per_node": 8}}, f"detection: gpus_per_node {SLURM_HOME}"),
+        ({"lincls": {"gpus": "two"}}, f"lincls: gpus {NOT_A_GRIDS}"),
+    ],
+)
+def test_a_grids_resources_hold_threads_and_a_slurm_resource_there_is_refused_with_its_home(tmp_path, block, refusal):
+    # Issue 52 item 3: before, these were accepted and every launch used the site's 1 node x 1 GPU without a word.
+    from ring.plan import gate
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"datasets": ["digits"], "methods": ["IR"], "seeds": [0], "resources": block}))
+    with pytest.raises(ValueError) as err:
+        gate.open_grid(path, tmp_path, tmp_path / "results")
+    assert str(err.value) == f"Grid {path}: resources: {refusal}"
+    assert not (tmp_path / "results").exists()

@@ -401,6 +401,13 @@ BROKEN = {  # how a plug-in breaks -> the reason its sentence gives
         "import sys\nsys.exit('no GPU here')\n",
         r"it called sys\.exit\('no GPU here'\) while being imported",
     ),
+    # Issue 52 item 3: before, KeyboardInterrupt at import broke every command with a 50-line traceback, and os._exit
+    # made every command exit 3 without a word; the registry's child process (ring.core.plugins) contains both.
+    "KeyboardInterrupt at import": ("raise KeyboardInterrupt\n", r"it raised KeyboardInterrupt while being imported"),
+    "os._exit at import": (
+        "import os\nos._exit(3)\n",
+        r"it ended the process \(exit status 3\) while being imported",
+    ),
 }
 
 

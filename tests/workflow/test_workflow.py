@@ -701,3 +701,81 @@ def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(fi
     table = (workdir / "results/mine/tables/table1.md").read_text()
     assert "stale" not in table and _table_entry(workdir, "mine", "IR").startswith(entry(metrics)), table
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
+
+
+def test_a_misspelt_target_or_a_cell_the_grid_does_not_name_is_one_sentence(workdir):
+    # Issue 52 item 3: before, MissingRuleException without the targets, and seed9's cell planned as a new one.
+    result = snakemake(workdir, "-n", "tabel1", check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert re.search(
+        r"^ring: 'tabel1' is no target of the workflow; choose one of \S+, \S+, all_tables, table1, ",
+        result.stderr,
+        re.M,
+    ), result.stderr
+    cell = "results/smoke/pretrain/digits_colour/IR/seed9/encoder.pt"
+    result = snakemake(workdir, "-n", cell, check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"ring: {cell} lies in pretrain/digits_colour/IR/seed9, a cell grid smoke does not name;" in result.stderr
+    assert "Nothing to be done" not in snakemake(workdir, "-n", cell.replace("seed9", "seed0")).stdout
+
+
+def test_a_rerun_after_a_killed_snakemake_and_unlock_waits_for_the_orphaned_launcher(workdir):
+    """Issue 52 item 4: Snakemake killed while a local launcher trains, `--unlock`, an immediate rerun: a second
+    launcher trained the cell beside the orphaned first (overlapping segments, epoch 1 logged twice).  Now the
+    second waits on the cell folder's lock and takes the encoder the first finishes: every epoch is logged once."""
+    import contextlib
+    import os
+    import signal
+
+    grid = {**SMALL, "methods": ["IR"], "seeds": [0], "pretrain": {"all": {**SMALL["pretrain"]["all"], "epochs": 8}}}
+    write_grid(workdir, "orphan", grid)
+    cell = workdir / "results" / "orphan" / "pretrain" / "digits" / "IR" / "seed0"
+    run = ["--profile", "profiles/local", str(cell.relative_to(workdir) / "encoder.pt"), "--config", "grid=orphan"]
+    with open(workdir / "first.log", "w") as log:
+        first = subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *run], cwd=workdir, stdout=log, stderr=log, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 300
+        while not (cell / "log.jsonl").exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)  # the launcher trains: its first epoch is logged
+        assert first.poll() is None, (workdir / "first.log").read_text()[-3000:]
+        os.kill(first.pid, signal.SIGKILL)  # Snakemake only: its launcher goes on, orphaned
+        first.wait()
+        assert json.loads((cell / "running.json").read_text())["state"] == "running"
+        snakemake(workdir, "--unlock", *run)
+        second = snakemake(workdir, *run)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(first.pid, signal.SIGKILL)  # whatever of the first run is left
+    assert "another launcher runs this cell" in second.stdout + second.stderr
+    assert "(finished by the launcher this one waited for); nothing to run" in second.stdout + second.stderr
+    epochs = [json.loads(line)["epoch"] for line in (cell / "log.jsonl").read_text().splitlines() if line.strip()]
+    assert epochs == sorted(set(epochs)) and epochs[-1] == 7, epochs
+
+
+def test_a_run_whose_slurm_resources_are_refused_writes_nothing_under_results(workdir, tmp_path):
+    """Issue 52 item 2: the slurm profile's check of the resources (onstart) refused the run after the grid's
+    ownership record had been written into results/<grid>/.  A stand-in sbatch accepts everything; the refusal is
+    the resources' own (a time limit shorter than the stop signal's delay)."""
+    import os
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "sbatch").chmod(0o755)
+    write_grid(workdir, "tiny", {**SMALL, "methods": ["IR"], "seeds": [0]})
+    mine = workdir / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"grid": "tiny", "slurm": {"pretrain": {"time_min": 1}}}))
+    files = ["ring/resources/config.yaml", "ring/resources/cluster.yaml", "profiles/slurm/site.yaml", str(mine)]
+    target = "results/tiny/pretrain/digits/IR/seed0/encoder.pt"
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", target, "--configfile", *files],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"},
+    )
+    assert result.returncode == 1 and "signal_delay_s=120 is not shorter than time_min=1 min" in result.stderr
+    assert not (workdir / "results").exists(), sorted((workdir / "results").rglob("*"))

@@ -21,6 +21,7 @@ import ring.plan.checks
 import ring.plan.gate
 import ring.plan.lineage
 import ring.plan.ownership
+import ring.plan.targets
 import ring.resources
 from ring.core.catalog import DATASETS, TRANSFER
 from ring.core.config import config_hash, read_yaml, dump as config_text
@@ -199,9 +200,6 @@ LAUNCHED_CHECKPOINT_INTERVAL = {
 
 
 onstart:
-    # The first run that writes results/<grid> records its grid file there (a dry run, which has no onstart, writes
-    # nothing): a later plan from another file of the same name is refused (ring.plan.ownership).
-    ring.plan.ownership.claim(GRID_FILE, Path("results", config["grid"]))
     if config["launcher"] == "slurm":  # every resource set this run submits, checked before its first submission
         from ring.cluster.admission import run_preflight  # submitit: only SLURM runs import it
 
@@ -209,6 +207,10 @@ onstart:
         if problems := run_preflight(jobs, LAUNCHED_CHECKPOINT_INTERVAL):
             print("\n".join(f"ring: {p}" for p in problems), file=sys.stderr)
             raise WorkflowError("SLURM refused resources before any submission (above); nothing was submitted.")
+    # Then, with nothing left to refuse, the first run that writes results/<grid> records its grid file there (a dry
+    # run, which has no onstart, writes nothing): a later plan from another file of the same name is refused
+    # (ring.plan.ownership).  A refused run has written nothing.
+    ring.plan.ownership.claim(GRID_FILE, Path("results", config["grid"]))
 
 
 onerror:

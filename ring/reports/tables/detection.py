@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ring.core.methods import METHODS
 from ring.plan.detection_tasks import COLUMNS
 from ring.reports.tables.cells import read_metrics, stale_reason
-from ring.reports.tables.entry import methods_argument, metrics_argument, out_argument
+from ring.reports.tables.entry import check_names, methods_argument, metrics_argument, out_argument
 from ring.reports.tables.layout import layout, markdown, write
 from ring.reports.tables.protocol import protocol_differences
 from ring.reports.tables.published import published_value
@@ -42,6 +43,7 @@ class DetectionTable:
         return published_value(self.published_key, method, column)
 
     def build(self, metric_files: list[str | Path], methods: list[str], prefix: str | Path) -> pd.DataFrame:
+        check_names("--methods", "registered method", methods, METHODS)
         same = str  # Table 4's column names are the published file's own
         summary = summarize(collect_columns(metric_files), self.paper, methods, COLUMNS, display=same)
         wide = layout(summary, methods, COLUMNS, display=same)

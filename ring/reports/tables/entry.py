@@ -6,6 +6,7 @@ An entry carries its own behaviour: the arguments its ``ring table NAME`` takes 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from typing import Protocol
 
 
@@ -30,3 +31,16 @@ def metrics_argument(parser: argparse.ArgumentParser, cells: str = "cells") -> N
 
 def methods_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--methods", nargs="+", required=True, help="row order")
+
+
+class UnknownName(ValueError):
+    """A ``--methods`` or ``--datasets`` name no table can show (a typo): refused with the choices, before anything
+    is read or written."""
+
+
+def check_names(option: str, what: str, given: list[str], choices: Iterable[str]) -> None:
+    """Each of ``given`` (the values of ``option``) is one of ``choices``, else one sentence naming the first that
+    is not, and the choices."""
+    choices = list(choices)
+    if unknown := next((name for name in given if name not in choices), None):
+        raise UnknownName(f"{option} {unknown}: no {what} of that name; choose among {', '.join(choices)}.")

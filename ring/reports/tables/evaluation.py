@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ring.core.methods import METHODS
 from ring.reports.tables.cells import collect
-from ring.reports.tables.entry import methods_argument, metrics_argument, out_argument
+from ring.reports.tables.entry import check_names, methods_argument, metrics_argument, out_argument
 from ring.reports.tables.layout import layout, markdown, write
-from ring.reports.tables.published import published_value
+from ring.reports.tables.published import DISPLAY, published_value
 from ring.reports.tables.summary import summarize
 
 
@@ -41,6 +42,8 @@ class EvaluationTable:
     def build(
         self, metric_files: list[str | Path], methods: list[str], datasets: list[str], prefix: str | Path
     ) -> pd.DataFrame:
+        check_names("--methods", "registered method", methods, METHODS)
+        check_names("--datasets", "dataset", datasets, DISPLAY)
         summary = summarize(collect(metric_files, self.metric), self.paper, methods, datasets)
         wide = layout(summary, methods, datasets)
         write(self.name, self.help, summary, wide, prefix)

@@ -10,14 +10,14 @@ from ring.core.files import FileError
 from ring.core.metrics import NonFinite
 from ring.reports.tables import cost, detection, evaluation, toy
 from ring.reports.tables.cells import MetricsError
-from ring.reports.tables.entry import Table
+from ring.reports.tables.entry import Table, UnknownName
 
 # In the paper's order: Tables 1-3, Table 4, the LA variants, the appendix's toy table, then the compute spent.
 ENTRIES: tuple[Table, ...] = (*evaluation.TABLES, detection.TABLE, toy.TABLE, cost.TABLE)
 REGISTRY: dict[str, Table] = {table.name: table for table in ENTRIES}
 
 # What a table refuses in one sentence that names the file (or the grid); the old table files are left untouched.
-REFUSALS = (MetricsError, NonFinite, FileError, cost.OutlookError)
+REFUSALS = (MetricsError, NonFinite, FileError, cost.OutlookError, UnknownName)
 
 
 def parser() -> argparse.ArgumentParser:

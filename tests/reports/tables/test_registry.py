@@ -137,3 +137,29 @@ def test_a_table_prints_its_markdown_and_a_non_finite_metric_is_refused_leaving_
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("ring: ") and str(bad) in line and "non-finite" in line
     assert {p: p.read_bytes() for p in out.parent.iterdir()} == before
+
+
+@pytest.mark.parametrize(
+    ("table", "option", "typo", "what"),
+    [
+        ("table1", "--datasets", "digitz", "dataset"),
+        ("table1", "--methods", "IRR", "registered method"),
+        ("table4", "--methods", "MoCoo", "registered method"),
+    ],
+)
+def test_an_unknown_method_or_dataset_is_refused_with_the_choices_writing_nothing(
+    tmp_path, capsys, table, option, typo, what
+):
+    # Issue 52 item 3: before, `ring table table1 --datasets digitz` (or --methods IRR) ended in a KeyError traceback.
+    from ring.core.methods import METHODS
+    from ring.reports.tables.published import DISPLAY
+
+    (good,) = _metrics(tmp_path, [("digits", "IR", 0, 80.0)])
+    out = tmp_path / "tables" / table
+    given = {"--methods": ["IR"], "--datasets": ["digits"] if table == "table1" else []}
+    given[option] = [*given[option], typo]
+    args = [table, "--out", str(out), *(w for o, v in given.items() if v for w in (o, *v)), "--metrics", str(good)]
+    assert registry.main(args) == 1
+    choices = ", ".join(METHODS if option == "--methods" else DISPLAY)
+    assert capsys.readouterr().err == f"ring: {option} {typo}: no {what} of that name; choose among {choices}.\n"
+    assert not out.parent.exists()
