@@ -109,7 +109,7 @@ def grid_cells(grid, data_root: str = "data"):
 
 
 def price_grid(grid, figures: Figures, store: str | None = None) -> dict[str, dict]:
-    """Per block: {"cells", "seconds", "sources": {row: set}, "unpriced": {row: {reason: cells}}}."""
+    """Per block: {"cells", "seconds", "sources": {row: {source: cells}}, "unpriced": {row: {reason: cells}}}."""
     blocks: dict[str, dict] = {}
     for block, stage, cfg, share in grid_cells(grid):
         entry = blocks.setdefault(block, {"cells": 0, "seconds": 0.0, "sources": {}, "unpriced": {}})
@@ -118,7 +118,8 @@ def price_grid(grid, figures: Figures, store: str | None = None) -> dict[str, di
         price = price_cell(stage, cfg, figures, store, threads)
         for row, seconds in price.seconds.items():
             entry["seconds"] += seconds * (share if row in ("pretraining", "kNN monitor", "k-means") else 1.0)
-            entry["sources"].setdefault(row, set()).add(price.sources[row])
+            sources = entry["sources"].setdefault(row, {})
+            sources[price.sources[row]] = sources.get(price.sources[row], 0) + 1
         for row, reason in price.unpriced.items():
             reasons = entry["unpriced"].setdefault(row, {})
             reasons[reason] = reasons.get(reason, 0) + 1
@@ -134,7 +135,8 @@ def lines(grid, figures: Figures, store: str | None = None) -> list[str]:
     for block, entry in blocks.items():
         out.append(f"{block:18} {entry['cells']:6d} cells {entry['seconds'] / 3600.0:12.4g}")
         for row, sources in sorted(entry["sources"].items()):
-            out.append(f"  {row}: {'; '.join(sorted(sources))}")
+            for source, cells in sorted(sources.items()):
+                out.append(f"  {row}: {cells} cells from {source}")
         for row, reasons in sorted(entry["unpriced"].items()):
             for reason, cells in sorted(reasons.items()):
                 out.append(f"  {row}: NOT PRICED in {cells} cells: {reason}")

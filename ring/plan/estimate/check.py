@@ -97,7 +97,7 @@ def check(grid, results: Path, figures: Figures) -> Check:
         for row, reason in price.unpriced.items():
             out.unpriced.setdefault(row, set()).add(reason)
         for row in ROWS:
-            if row in price.seconds or row in used:
+            if price.seconds.get(row) or used.get(row):  # a pass neither priced nor spent (IR's k-means) is no row
                 out.add(row, price.seconds.get(row, 0.0), used.get(row, 0.0))
             if row in price.sources:
                 out.sources.setdefault(row, set()).add(price.sources[row])

@@ -112,7 +112,7 @@ def _figure(measured: Measured, name: str, method: str, record: dict) -> tuple[d
         fig = measured.figures.get(("linear evaluation", method))
     if fig is None:
         return None, f"no end-to-end {name} figure of {method} in {measured.file}"
-    if why := M.mismatch(fig["record"], record):
+    if why := M.mismatch(fig["record"], record, name):
         return None, f"the {name} figure of {method} in {measured.file} was {why}"
     return fig, ""
 

@@ -75,3 +75,7 @@ def test_a_cell_that_runs_otherwise_than_the_figure_is_not_priced_from_it():
     why = M.mismatch(RECORD, {**RECORD, "workers": 8, "store": "jpeg95"})
     assert "workers 2 (the cell's 8)" in why and "store 'none' (the cell's 'jpeg95')" in why
     assert M.mismatch(RECORD, {**RECORD, "dataset": "cifar10"}) == ""  # priced per image of the cell's own dataset
+    # The bank is pretraining's: the kNN monitor's forward reads none.
+    assert M.mismatch(RECORD, {**RECORD, "bank": 1024}) and not M.mismatch(
+        RECORD, {**RECORD, "bank": 1024}, "kNN monitor"
+    )
