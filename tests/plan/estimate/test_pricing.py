@@ -131,3 +131,26 @@ def test_a_figure_file_timed_inside_the_prefetch_is_not_read(tmp_path):
         assert "timed inside the prefetch" in str(err)
     else:
         raise AssertionError("a figure timed inside the prefetch was read")
+
+
+def test_the_counts_are_what_the_stages_record(tmp_path, encoder_file):
+    """pricing.counts against a real run: the calls and images ring.pretrain and ring.lincls record per pass
+    (ring.engine.clock, in provenance.json) are the ones the price multiplies."""
+    from ring import lincls, pretrain
+    from ring.core import catalog
+    from tests.helpers import lincls_config, pretrain_config
+
+    cfg = pretrain_config("IR", epochs=2, lr_milestones=[], resize=16, crop=16, knn_every=1)
+    pretrain.run(cfg, tmp_path / "pre")
+    spec = catalog.spec("digits")
+    sizes = (spec.bank_images(), spec.train_images, spec.test_images)
+    segment = json.loads((tmp_path / "pre" / "provenance.json").read_text())["segments"][-1]
+    recorded = {name: (segment["pass_calls"][name], segment["pass_images"][name]) for name in segment["pass_images"]}
+    assert recorded == pricing.counts("pretrain", cfg, sizes)
+    assert segment["pass_calls"]["checkpoint writes"] == cfg.epochs  # the price's checkpoint write per epoch
+    lin = lincls_config(resize=16, crop=16)
+    lincls.run(lin, encoder_file, tmp_path / "lin")
+    segment = json.loads((tmp_path / "lin" / "provenance.json").read_text())["segments"][-1]
+    recorded = (segment["pass_calls"]["linear evaluation"], segment["pass_images"]["linear evaluation"])
+    assert recorded == pricing.counts("lincls", lin, sizes)["linear evaluation"]
+    assert segment["pass_calls"]["checkpoint writes"] == lin.epochs
