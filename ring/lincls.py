@@ -46,7 +46,7 @@ from ring.core import catalog, runs
 from ring.core import config as C
 from ring.core.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
 from ring.data import datasets, folders
-from ring.engine import health, provenance
+from ring.engine import clock, health, provenance
 from ring.engine.checkpoint import finish_checkpoints, resume_state, rng_state, save_checkpoint, set_rng_state
 from ring.engine.encoder import Precision, load_feature_extractor, resolve_precision
 from ring.engine.logs import JsonLog
@@ -105,6 +105,7 @@ def progress_bar(epochs: int, initial: int) -> tqdm:
 
 class LinearEval:
     STAGE = "lincls"  # what ring.core.runs keeps aside when this cell's config changes
+    PASS = "linear evaluation"  # its seconds' name in provenance.json (ring.engine.clock)
 
     def __init__(self, cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path):
         self.cfg = cfg
@@ -160,12 +161,16 @@ class LinearEval:
     def _cached(self, name: str, dataset) -> tuple[torch.Tensor, torch.Tensor]:
         if name not in self._cache:
             self._cache[name] = all_features(
-                self.features, dataset, self.cfg.batch_size, self.cfg.num_workers, self.device
+                self.features, dataset, self.cfg.batch_size, self.cfg.num_workers, self.device, self.PASS
             )
         return self._cache[name]
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self) -> None:
+        with clock.timing("checkpoint writes"):
+            self._save_checkpoint()
+
+    def _save_checkpoint(self) -> None:
         save_checkpoint(
             {
                 "config_hash": C.config_hash(self.cfg),
@@ -206,7 +211,7 @@ class LinearEval:
             feats, labels = self._cached("train", self.train_set)
             pairs = ((feats[b], labels[b]) for b in map(torch.tensor, batches))
         else:
-            loader = make_loader(self.train_set, batches, cfg.num_workers, self.device)
+            loader = clock.counted(self.PASS, make_loader(self.train_set, batches, cfg.num_workers, self.device))
             pairs = ((self.features(x), y.to(self.device)) for x, y, _ in loader)
         total, count = 0.0, 0
         for step, (f, y) in enumerate(pairs, 1):
@@ -271,7 +276,7 @@ class LinearEval:
         """Files that describe what this run reads, written once the cell's folder is this run's (ring.transfer)."""
 
     def _run(self) -> dict:
-        with progress_bar(self.cfg.epochs, self.epoch) as progress:
+        with progress_bar(self.cfg.epochs, self.epoch) as progress, clock.timing(self.PASS):
             scores, loss = None, None
             while self.epoch < self.cfg.epochs:
                 loss = self._train_epoch()
@@ -292,12 +297,13 @@ class LinearEval:
 
 @torch.no_grad()
 def all_features(
-    features, dataset, batch_size: int, num_workers: int, device: torch.device
+    features, dataset, batch_size: int, num_workers: int, device: torch.device, name: str = "linear evaluation"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every image of ``dataset`` through ``features``, in order, and its label, on ``device``."""
+    """Every image of ``dataset`` through ``features``, in order, and its label, on ``device`` (each batch counted
+    as pass ``name``'s: ring.engine.clock)."""
     batches = epoch_batches(len(dataset), batch_size, 0, 0, shuffle=False, drop_last=False)
     feats, labels = [], []
-    for x, y, _ in make_loader(dataset, batches, num_workers, device):
+    for x, y, _ in clock.counted(name, make_loader(dataset, batches, num_workers, device)):
         feats.append(features(x))
         labels.append(y.to(device))
     return torch.cat(feats), torch.cat(labels)
@@ -365,8 +371,11 @@ def write_metrics(run: LinearEval, scores: dict | None, loss: float | None) -> d
     return metrics
 
 
-def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:
-    return LinearEval(cfg, encoder_path, out_dir).run()
+def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path, evaluation=None) -> dict:
+    clock.start()  # what each pass of this cell costs (ring.engine.clock), recorded with its segment
+    with clock.timing("setup"):  # the checks, the data's folders, the encoder's files
+        cell = (evaluation or LinearEval)(cfg, encoder_path, out_dir)
+    return cell.run()
 
 
 def main(argv=None, evaluation=LinearEval, config_cls=C.LinclsConfig, description: str | None = None) -> int:
@@ -378,9 +387,10 @@ def main(argv=None, evaluation=LinearEval, config_cls=C.LinclsConfig, descriptio
     parser.add_argument("--encoder", required=True, help="encoder.pt written by ring.pretrain")
     parser.add_argument("--out", required=True, help="cell folder: checkpoint, log and metrics.json go here")
     args = parser.parse_args(argv)
+    clock.entered()  # the interpreter's start and the imports: this job's first fixed cost
     try:
         stage = {C.LinclsConfig: "lincls", C.TransferConfig: "transfer"}[config_cls]
-        metrics = evaluation(checks.load_checked(stage, args.config), args.encoder, args.out).run()
+        metrics = run(checks.load_checked(stage, args.config), args.encoder, args.out, evaluation)
     except (ValueError, FileNotFoundError, FileError) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1

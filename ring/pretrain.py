@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import NamedTuple
 
@@ -42,7 +43,7 @@ from ring.core.methods import METHOD_KEYS, Method, check_fixed, method
 from ring.core.objective_settings import ObjectiveSettings, OwnKeys
 from ring.data import dali, datasets
 from ring.data.views import ViewSpec, train_views
-from ring.engine import distributed, health, provenance
+from ring.engine import clock, distributed, health, provenance
 from ring.engine.anneal import build_schedule
 from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_compile, resolve_precision, save_trunks
 from ring.engine.groups import bn_layout
@@ -104,12 +105,17 @@ class KnnMonitor:
         cfg = self.cfg
         images = datasets.Views(self.data.load(split), datasets.eval_view(cfg.resize, cfg.crop, self.data.normalize()))
         batches = epoch_batches(len(images), cfg.batch_size, 0, 0, shuffle=False, drop_last=False)
-        return embed(self.net, make_loader(images, batches, cfg.num_workers, self.device), self.device)
+        loader = clock.counted("kNN monitor", make_loader(images, batches, cfg.num_workers, self.device))
+        return embed(self.net, loader, self.device)
 
     def __call__(self, test: bool, validation: bool, window: tuple[float, float] | None = None) -> dict[str, float]:
         """``window``: the Ring window whose classes to measure (the labels measure it, training never sees them)."""
-        cfg = self.cfg
         classes = self.data.spec.num_classes
+        with clock.timing("kNN monitor"):
+            return self._measure(test, validation, window, classes)
+
+    def _measure(self, test: bool, validation: bool, window, classes: int) -> dict[str, float]:
+        cfg = self.cfg
         train_f, train_y = self.embed("train")
         out = {}
         if validation:
@@ -223,6 +229,7 @@ class Pretraining:
         compiled = resolve_compile(cfg.compile, self.device)  # the views fused as the network is (eager fallback alike)
         rank = distributed.rank()
         self.views = train_views(views, self.data, self.device, self.n_views, compiled, self.local_batch, rank)
+        self.cold = compiled  # this process's first step compiles: a fixed cost, not the pass's
         self.train_set = self.views.dataset
         n_train = len(self.train_set)
         self.steps_per_epoch = n_train // cfg.batch_size
@@ -261,7 +268,8 @@ class Pretraining:
 
     # -- checkpoints (PretrainCheckpoint) -------------------------------------------------------
     def save_checkpoint(self) -> None:
-        self.checkpoint.save()
+        with clock.timing("checkpoint writes"):
+            self.checkpoint.save()
 
     def resume(self) -> bool:
         return self.checkpoint.resume()
@@ -277,7 +285,8 @@ class Pretraining:
         self.train_set.set_epoch(self.epoch)
         start_epoch = getattr(self.objective, "start_epoch", None)
         if start_epoch:  # k-means methods recluster the bank (kept in the checkpoint, so not twice)
-            start_epoch(self.epoch)
+            with clock.timing("k-means"):
+                start_epoch(self.epoch)
         batches = epoch_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch)[self.step_in_epoch :]
         if distributed.world_size() > 1:  # this rank's share of every global batch
             r, n = distributed.rank(), self.local_batch
@@ -288,7 +297,10 @@ class Pretraining:
         self.encoder.train()
         flags = distributed.StepFlags(2)
         for batch in self.views.feed(loader):  # the loader, or the GPU decoder thread over it
-            losses.append(self.train_step(*self.views.batch(batch, self.epoch, self.step_in_epoch)))
+            with clock.timing("compile warm-up") if self.cold else nullcontext():
+                losses.append(self.train_step(*self.views.batch(batch, self.epoch, self.step_in_epoch)))
+            self.cold = False
+            clock.count("pretraining", self.local_batch)
             self.step_in_epoch += 1
             if self.schedule and not self.schedule.needs_loss:
                 self.schedule.step()  # counts steps; the loss-adaptive policies step as Losses reads each loss
@@ -369,14 +381,14 @@ class Pretraining:
         with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed) as self.segment:
             self.segment_start = self.epoch + self.step_in_epoch / self.steps_per_epoch
             self._train()
-        if distributed.is_main():
+        if distributed.is_main():  # after the segment: its seconds are not in the cell's record
             export(self.encoder, self.out, self.cfg)
         return self.out / ENCODER
 
     def _train(self) -> None:
         self.checkpoint.snapshot()
         while self.epoch < self.cfg.epochs:
-            with progress_bar(self) as progress:
+            with progress_bar(self) as progress, clock.timing("pretraining"):
                 self._train_epoch(progress)
             self._end_epoch()
             self.checkpoint.snapshot()
@@ -417,7 +429,12 @@ def export(encoder: torch.nn.Module, out: Path, cfg: C.PretrainConfig) -> None:
 
 
 def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:
-    return Pretraining(cfg, out_dir, resolve(cfg)).run()
+    clock.start()  # what each pass of this cell costs (ring.engine.clock), recorded with its segment
+    with clock.timing("data check"):
+        cell = resolve(cfg)
+    with clock.timing("setup"):
+        pretraining = Pretraining(cfg, out_dir, cell)
+    return pretraining.run()
 
 
 def main(argv=None) -> int:
@@ -427,6 +444,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--out", required=True, help="cell folder: checkpoint, log and encoder go here")
     args = parser.parse_args(argv)
+    clock.entered()  # the interpreter's start and the imports: this job's first fixed cost
     try:
         cfg = checks.load_checked("pretrain", args.config)
         run(cfg, args.out)

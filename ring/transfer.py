@@ -86,6 +86,7 @@ def normalization(images, split_sha256: str, resize: int, crop: int, cache_dir: 
 
 class TransferEval(LinearEval):
     STAGE = "transfer"
+    PASS = "transfer"
 
     def __init__(self, cfg: C.TransferConfig, encoder_path: str | Path, out_dir: str | Path):
         if cfg.dataset not in catalog.TRANSFER:
@@ -128,7 +129,7 @@ class TransferEval(LinearEval):
 
 
 def run(cfg: C.TransferConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:
-    return TransferEval(cfg, encoder_path, out_dir).run()
+    return lincls.run(cfg, encoder_path, out_dir, TransferEval)
 
 
 def main(argv=None) -> int:

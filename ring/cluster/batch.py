@@ -460,6 +460,7 @@ def parser() -> argparse.ArgumentParser:
         help="estimate: price every image-folder cell as reading this store (none: today's code, the original JPEGs); "
         "default: each cell's own store key",
     )
+    parser.add_argument("--check", action="store_true", help="estimate: finished cells' price against their spent")
     parser.add_argument("--dry-run", action="store_true", help="prune: list what would be removed, remove nothing")
     parser.add_argument("--yes", action="store_true", help="prune: remove what it lists without asking")
     return parser
@@ -475,6 +476,7 @@ def status_lines(grid: G.Grid, config: dict, args: argparse.Namespace) -> list[s
     ]
     lines += outlook(grid, args.results, config, rows, load_figures_or_none()).lines(grid.name)
     lines += [total_line(rows), *store_lines(grid, config.get("data_root", "data"))]
+    lines += E.check.status_lines(grid, args.results, E.load_figures)
     return lines + [line] if (line := prune.disk_line(grid, args.results, config, args.grid)) else lines
 
 
@@ -484,7 +486,9 @@ def main(argv=None) -> int:
         # estimate needs the grid and the throughput figures only, not the cluster's config.
         config = load_config(args.configfile or default_configs()) if args.command != "estimate" else {}
         grid = gate.open_grid(args.grid, args.grids_dir, args.results)  # the workflow's checks, ownership included
-        if args.command == "estimate":
+        if args.command == "estimate" and args.check:
+            print("\n".join(E.check.command(grid, args.results, E.load_figures, args.device, args.figures)))
+        elif args.command == "estimate":
             print(E.report(grid, E.load_figures(args.device, extra=args.figures), args.by, args.store))
         elif args.command == "submit":
             if not args.stage:

@@ -33,7 +33,7 @@ from ring.core import runs
 from ring.core.files import CHECKSUMS, FileError, check_writable, verify_checksum, write_json, write_text
 from ring.detection import configs, missing_detectron2
 from ring.detection.convert import check_loaded, read_converted
-from ring.engine import health, provenance
+from ring.engine import clock, health, provenance
 from ring.engine.runtime import setup_threads
 from ring.plan import checks
 from ring.plan.detection_tasks import METRICS
@@ -141,13 +141,15 @@ def _slurm_worker(d2cfg, converted, datasets_root, where) -> dict:
 
 
 def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | None:
-
+    clock.start()  # what each pass of this cell costs (ring.engine.clock), recorded with its segment
     setup_threads(cfg.threads)
-    d2cfg, converted = prepare(cfg, weights, out)
+    with clock.timing("setup"):
+        d2cfg, converted = prepare(cfg, weights, out)
     lineage = {"config_hash": C.config_hash(cfg), **weights_lineage(weights)}
     where = f"the {cfg.task} model ({get_task(cfg.task).base_config} at RESNETS.DEPTH 18)"
     args = (d2cfg, converted, cfg.datasets_root, where)
-    with provenance.Segment(out, C.config_hash(cfg), cfg.seed), non_finite_loss_is_one_sentence(out, cfg):
+    segment = provenance.Segment(out, C.config_hash(cfg), cfg.seed)
+    with segment, non_finite_loss_is_one_sentence(out, cfg), clock.timing("detection"):
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             results = _slurm_worker(*args)
         elif cfg.num_gpus > 1:
@@ -223,6 +225,7 @@ def main(argv=None) -> int:
     parser.add_argument("--weights", required=True, help="backbone.pkl written by ring.detection.convert")
     parser.add_argument("--out", required=True, help="cell folder: Detectron2's checkpoints, logs and metrics.json")
     args = parser.parse_args(argv)
+    clock.entered()  # the interpreter's start and the imports: this job's first fixed cost
     try:
         metrics = run(checks.load_checked("detection", args.config), args.weights, args.out)
     except (ValueError, FileNotFoundError, FileError) as err:  # ConversionError is a ValueError

@@ -5,7 +5,9 @@ checkout, the version alone and a ``code`` line saying so; the grid file and wor
 config that made the cell, with their sha256, count as dirty when untracked or modified), the config hash and seed,
 the software (torch, CUDA), and one *segment* per process that worked on the cell: a first run,
 a resumed run, or a SLURM job requeued after preemption.  Each segment records its SLURM job id
-and restart count, node, GPU model, wall time and outcome, so GPU-hours add up over requeues.
+and restart count, node, GPU model, wall time and outcome, so GPU-hours add up over requeues, and the seconds the
+process spent in each pass and fixed cost (``passes_s``, with ``pass_images`` and ``pass_calls``: ring.engine.clock;
+from the process's start, so they may exceed ``wall_s``, which starts with the segment).
 Runs that were killed before they could write theirs (an external requeue's SIGKILL, a job killed
 for good) are added from SLURM's accounting (``sacct -D``, ring.core.accounting): by the next segment of
 the same job, or by the launcher before it resubmits or collects the cell.
@@ -27,7 +29,7 @@ import torch
 import ring
 from ring.core.accounting import missing_runs, totals
 from ring.core.files import FileError, write_json
-from ring.engine import distributed
+from ring.engine import clock, distributed
 from ring.engine.runtime import Preempted
 
 FILE = "provenance.json"
@@ -165,6 +167,7 @@ class Segment:
             "gpus": gpus,
             "gpu_model": gpu_model,
             **slurm_env(),
+            **clock.record(),
         }
         previous = json.loads(self.path.read_text()) if self.path.exists() else {}
         earlier = previous.get("segments", [])

@@ -372,6 +372,8 @@ def test_orchestration_benchmark_plans_the_paper_grid():
         "throughput_CMC",
         "throughput_LA",
         "jpeg_decode",
+        "price",
+        "price_check",
     ],
 )
 def test_committed_results_exist(name):
@@ -416,3 +418,30 @@ def test_throughput_reads_the_store_and_states_why_the_gpu_decoder_feed_is_skipp
     assert set(result["images_per_s"]) == {"store"} and result["images_per_s"]["store"] > 0
     assert result["skipped_feeds"]["store_gpu"].startswith("no CUDA device: the GPU's JPEG decoder needs one")
     assert result["ratio_store_gpu_to_device"] is None and result["store_timed_steps"] >= 2
+
+
+def test_the_performance_page_holds_the_price_section_generated_from_the_committed_files():
+    """docs/performance.md's measured price (issue 47, item 5) is ``python -m benchmarks.price --docs``'s output: the
+    end-to-end figures, the fixed costs, the held-out grid's predicted against spent, and the paper grid's blocks."""
+    from benchmarks import price_docs
+
+    figures = ROOT / "ring" / "resources" / "figures"
+    section = price_docs.section(figures / "price-cpu.json", figures / "price_check-cpu.json")
+    page = (ROOT / "docs" / "performance.md").read_text()
+    stated = page[page.index(price_docs.BEGIN) : page.index(price_docs.END) + len(price_docs.END)]
+    assert stated == section, "run python -m benchmarks.price --docs and put its output in docs/performance.md"
+
+
+def test_the_committed_cpu_figures_were_timed_past_the_prefetch_and_price_the_held_out_grid_end_to_end():
+    """Every committed end-to-end figure passes the writer's checks (timed past workers x prefetch_factor + warm-up
+    batches), and every row of the held-out grid's check was priced from them, none by the component model."""
+    from ring.plan.estimate import measured
+
+    figures = ROOT / "ring" / "resources" / "figures"
+    price = json.loads((figures / "price-cpu.json").read_text())
+    for fig in price["passes"]:
+        measured.check_written(fig)
+        assert fig["excluded_batches"] >= fig["record"]["workers"] * fig["record"]["prefetch_factor"] + 1
+    check = json.loads((figures / "price_check-cpu.json").read_text())
+    assert check["sources"] and all(s == ["end-to-end (price-cpu.json)"] for s in check["sources"].values())
+    assert set(check["rows"]) == {"pretraining", "linear evaluation", "fixed costs"}

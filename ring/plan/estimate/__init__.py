@@ -13,8 +13,14 @@ Each cell is priced pass by pass (:mod:`ring.plan.estimate.passes`: pretraining,
 linear evaluation), each through what it reads and how (:mod:`ring.plan.estimate.inputs`); ``--by pass`` shows
 them.  A cell reads the prepared store where its dataset is an image folder, its ``store`` is not ``none`` and its
 ``resize`` is the store's 256; ``--store`` prices every such cell as reading the one named (``none``: today's code,
-the original JPEGs).  Transfer, detection and study cells are not priced.  The report's header names every file
-each figure came from (:mod:`ring.plan.estimate.report`).
+the original JPEGs).  The report's header names every file each figure came from (:mod:`ring.plan.estimate.report`).
+
+Below the table, every block of the grid (pretraining, linear evaluation, transfer, each study; detection named as not
+priced) is priced cell by cell with the fixed costs of each job (:mod:`ring.plan.estimate.blocks`): from the
+end-to-end figures of ``benchmarks/price.py`` (``price-<device>.json``: each pass timed through its stage's own entry
+point, :mod:`ring.plan.estimate.measured`, :mod:`ring.plan.estimate.pricing`) where one's record matches the cell, else
+by the component model above, each block's sources and the figures' age printed.  ``ring estimate --check``
+(:mod:`ring.plan.estimate.check`) sets the price of the finished cells beside the seconds they spent.
 
 The figures are read from the package's own folder (``ring/resources/figures``, package data), then from each folder
 a plug-in names under the ``ring.figures`` entry point group (a package whose folder holds its method's
@@ -27,8 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ring.plan.estimate import check, inputs, pricing
 from ring.plan.estimate import figures as _figures
-from ring.plan.estimate import inputs
 from ring.plan.estimate.figures import FAMILIES, FIGURES_GROUP, RESULTS, Figures, plugin_folders
 from ring.plan.estimate.passes import (
     JPEG_DATASETS,
@@ -51,6 +57,7 @@ __all__ = [
     "SIZES",
     "Figures",
     "cell_passes",
+    "check",
     "estimate",
     "estimate_passes",
     "kmeans_hours",
@@ -72,6 +79,10 @@ def load_figures(device: str | None = None, results: Path | None = None, extra: 
     folders = _figures.folders_of(results or RESULTS, extra)
     figures = _figures.load(device, folders)
     inputs.load(figures, folders)
+    figures.measured = pricing.load(folders, figures.device)
+    figures.host = figures.measured if not figures.gpu else pricing.load(folders, "cpu")
+    if figures.measured:
+        figures.files.append(figures.measured.file)
     return figures
 
 

@@ -61,6 +61,10 @@ class Figures:
     store: object | None = None
     # In-memory datasets' evaluation input: PIL's centre crop of one array image in one process (images/s, its file).
     memory_eval: tuple[float, str] | None = None
+    # The end-to-end figures (ring.plan.estimate.pricing.Measured) of this device, and of the nearest measured host
+    # (the CPU's) that stands in for a device without its own fixed costs.
+    measured: object | None = None
+    host: object | None = None
 
     @property
     def gpu(self) -> bool:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from ring.plan.estimate import inputs
+from ring.plan.estimate import blocks, inputs
 from ring.plan.estimate.figures import Figures
 from ring.plan.estimate.passes import PASSES, lincls_passes, measured_kmeans, pretrain_passes, stated_flops
 
-# The passes this model does not price, and why (each its own row of ``--by pass``).
+# The passes this table does not price, and why (each its own row of ``--by pass``): every block's price, below it
+# (ring.plan.estimate.blocks), prices transfer and says why detection is not.
 NOT_PRICED = {
-    "transfer": "not priced: no committed figure for its datasets' PIL input (MNIST's 28-px arrays to Aircraft's "
-    "megapixel JPEGs), and MS-COCO's crops depend on the annotations",
-    "detection": "not priced: no committed Detectron2 throughput figure (benchmarks/ measures none)",
+    "transfer": "not priced in this table (the component model has no figure for its datasets' input): see every "
+    "block's price below",
+    "detection": "not priced: no committed Detectron2 figure on any device (benchmarks/ measures none)",
 }
 
 
@@ -134,13 +135,13 @@ def report(grid, figures: Figures, by: str = "stage", store: str | None = None) 
     if by == "pass":
         lines += _table("pass", estimate_passes(grid, figures, store), PASSES, 18)
         lines += [f"{name:18} {why}" for name, why in NOT_PRICED.items()]
-        return "\n".join(lines)
-    if by != "stage":
+    elif by == "stage":
+        rows = sorted(estimate(grid, figures, store), key=lambda r: (r[0] != "pretrain", r[1]))
+        lines += _table("stage", rows, ("pretrain", "lincls"), 10)
+        lines.append("(transfer, detection and study cells: in every block's price below)")
+    else:
         raise ValueError(f"Unknown --by {by!r}; choose stage or pass.")
-    rows = sorted(estimate(grid, figures, store), key=lambda r: (r[0] != "pretrain", r[1]))
-    lines += _table("stage", rows, ("pretrain", "lincls"), 10)
-    lines.append("(transfer, detection and study cells are not priced)")
-    return "\n".join(lines)
+    return "\n".join([*lines, *blocks.lines(grid, figures, store)])
 
 
 def _table(key: str, rows: list, groups, width: int) -> list[str]:
