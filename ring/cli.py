@@ -56,7 +56,7 @@ COMMANDS = (
     Command("run", "ring.cluster.run:main", "run the workflow here: targets, --profile local|slurm, --grid"),
     _batch("estimate", "a grid's predicted GPU-hours (torch-free, seconds)"),
     _batch("submit", "submit a grid's missing cells to SLURM: one job array"),
-    _batch("status", "each cell: done/stale/running/pending/failed/missing"),
+    _batch("status", "each cell: done/diverged/stale/running/pending/failed/missing"),
     _batch("cancel", "cancel a grid's recorded SLURM jobs"),
     _batch("prune", "delete superseded runs and cell folders the grid no longer names"),
     Command("rerun", "ring.plan.rerun:main", "what an edited cell config does: continue or restart"),

@@ -280,6 +280,13 @@ def data_check_failure(results: Path, grid: G.Grid, dataset: str) -> str:
     return lines[-1].removeprefix("ring: ") if lines else ""
 
 
+def verdict(cell: Path, stage: str) -> tuple[str, str]:
+    """("done", "") for a finished cell, ("diverged", its sentence) for an evaluation that finished without an
+    accuracy (ring.engine.health.divergence): the tables print "diverged" for it, so status does not call it done."""
+    reason = read_json_record(cell / OUTPUT[stage]).get("diverged") if stage == "lincls" else None
+    return ("diverged", str(reason)) if reason else ("done", "")
+
+
 def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
     """One row per stage run: Table 1's pretraining and linear evaluation, then every study cell
     (its stage column ``study``: a study cell is a pretraining run whose output is its encoder)."""
@@ -299,7 +306,7 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
                 state, detail = "damaged", hurt
             elif state == "done" and stage != "study":
                 reason = stale_detail(grid, stage, cell, dataset, method, seed, config.get("data_root", "data"))
-                state, detail = ("stale", reason) if reason else (state, detail)
+                state, detail = ("stale", reason) if reason else verdict(cell, stage)
             if state in ("pending", "missing") and (failure := data_check_failure(results, grid, dataset)):
                 state, detail = "failed", f"data check: {failure}"
             rows.append((stage, dataset, method, seed, state, detail))
@@ -331,7 +338,8 @@ def outlook(grid: G.Grid, results: Path, config: dict, rows: list[tuple], figure
         except (ValueError, AttributeError):  # no figures, or a dataset the model has no sizes for
             price = None
         gpus = stage_resources(config, stage).tasks
-        cells.append(eta.Cell(stage, dataset, (dataset, method, seed), state, spent, price, gpus, wall_left))
+        finished = eta.DONE if state == "diverged" else state  # a finished verdict: nothing of it runs again
+        cells.append(eta.Cell(stage, dataset, (dataset, method, seed), finished, spent, price, gpus, wall_left))
     return eta.outlook(cells)
 
 
