@@ -31,6 +31,7 @@ from ring.cluster.detach import supersede
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
 from ring.cluster.launch import job_config_hash
+from ring.cluster.run import last_grid
 from ring.cluster.slurm import (
     ALIVE,
     ENDED,
@@ -402,7 +403,9 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Batch submission, status, cancellation and pruning of a grid.")
     parser.add_argument("command", choices=["submit", "status", "cancel", "estimate", "prune"])
     parser.add_argument(
-        "--grid", required=True, help="a grid's name (ring/resources/grids/NAME.yaml) or the path of a grid file"
+        "--grid",
+        help="a grid's name (ring/resources/grids/NAME.yaml) or the path of a grid file; status: default the grid "
+        "`ring run` last used with these results, else smoke",
     )
     parser.add_argument("--stage", choices=list(OUTPUT), help="submit: required; cancel: default all stages")
     parser.add_argument("--configfile", nargs="+", type=Path, help="default: the package's, then ./" + str(SITE))
@@ -451,7 +454,11 @@ def main(argv=None) -> int:
     try:
         # estimate needs the grid and the throughput figures only, not the cluster's config.
         config = load_config(args.configfile or default_configs()) if args.command != "estimate" else {}
-        grid = gate.open_grid(args.grid, args.grids_dir, args.results)  # the workflow's checks, ownership included
+        if not args.grid and args.command != "status":
+            raise ValueError(f"{args.command} needs --grid: a grid's name (paper, smoke) or a grid file.")
+        grid = gate.open_grid(
+            args.grid or last_grid(args.results), args.grids_dir, args.results
+        )  # the workflow's checks, ownership included
         if args.command == "estimate":
             print(E.report(grid, E.load_figures(args.device, extra=args.figures), args.by, args.store))
         elif args.command == "submit":
