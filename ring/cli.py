@@ -67,6 +67,9 @@ COMMANDS = (
     Command("transfer", "ring.transfer:main", "stage: linear evaluation on a transfer dataset"),
     Command("toy-cnce", "ring.toy_cnce:main", "stage: the appendix's toy NCE/CNCE on Gaussians"),
     Command("detection", "ring.detection.runner:main", "stage: Table 4's detection training and evaluation"),
+    Command(
+        "install-detection", "ring.plan.detection_tasks:install_main", "install Detectron2 here (CPU, or --cluster)"
+    ),
     Command("convert", "ring.detection.convert:main", "convert an encoder into Detectron2 backbone weights"),
     Command("train-net", "ring.detection.train_net:main", "Detectron2's training script with Ring's datasets"),
     Command("table", "ring.reports.tables.registry:main", "aggregate finished cells into a paper table"),

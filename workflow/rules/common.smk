@@ -179,6 +179,11 @@ onstart:
     # The first run that writes results/<grid> records its grid file there (a dry run, which has no onstart, writes
     # nothing): a later plan from another file of the same name is refused (ring.plan.ownership).
     ring.plan.ownership.claim(GRID_FILE, Path("results", config["grid"]))
+    # Detectron2 where a job of this run imports it on this machine, before the first job: a plan needs none.
+    rules = [job.rule.name for job in workflow.dag.needrun_jobs()]
+    if problem := ring.plan.checks.detection_environment(rules, config["launcher"]):
+        print(f"ring: {problem}", file=sys.stderr)
+        raise WorkflowError("Detectron2 is missing where this run's detection jobs run (above); no job was started.")
     if config["launcher"] == "slurm":  # every resource set this run submits, checked before its first submission
         from ring.cluster.admission import run_preflight  # submitit: only SLURM runs import it
 
