@@ -111,3 +111,21 @@ def test_snakemake_lint_and_plans_run_without_detectron2_and_a_run_that_needs_it
     assert "`ring install-detection`" in ran.stderr and "no job was started" in ran.stderr
     assert "Finished jobid" not in ran.stdout + ran.stderr and "Traceback" not in ran.stderr
     assert sys.modules.get("detectron2", False) is not None  # this process was left alone
+
+
+def test_the_chance_bars_docs_methods_quotes_are_what_the_code_computes():
+    """Issue 51: docs/methods.md said ImageNet's bar is 10.1% (a 10-class bar); health.chance_bar gives 0.142%.  Each
+    bar quoted as "X% on <dataset>'s N (test) images" or "(N shape images, K classes) needs X%" is recomputed."""
+    from ring.core import catalog
+    from ring.engine import health
+
+    text = (ROOT / "docs" / "methods.md").read_text()
+    quoted = re.findall(r"([\d.]+)% on (\w+?)'s? ([\d,]+)", text)
+    assert {name for _, name, _ in quoted} >= {"digits", "ImageNet"}, quoted
+    classes = {"digits": 10, "ImageNet": 1000}
+    for percent, name, images in quoted:
+        bar = health.chance_bar(classes[name], int(images.replace(",", "")))
+        assert float(percent) == round(bar, len(percent.split(".")[1])), (name, percent, bar)
+    for images, k, percent in re.findall(r"\((\d+) shape images, (\d+) classes\) needs ([\d.]+)%", text):
+        assert float(percent) == round(health.chance_bar(int(k), int(images)), 1), (images, percent)
+        assert (int(images), int(k)) == (catalog.TRANSFER["shapes"].publisher_counts[1], 6)
