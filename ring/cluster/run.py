@@ -149,6 +149,11 @@ def remember_grid(line: list[str], workdir: Path) -> None:
     write_json(record, {"grid": chosen_grid(line)})
 
 
+def dry_run(rest: list[str]) -> bool:
+    """Whether Snakemake's options ask for a plan only (-n, -np, --dry-run)."""
+    return any(a in ("--dry-run", "--dryrun") or (a[:1] == "-" and a[1:2] != "-" and "n" in a[1:]) for a in rest)
+
+
 def last_grid(results: Path) -> str:
     """The grid ``ring run`` last used with its results in ``results`` (``ring status``'s default), else smoke."""
     return str(read_record(results / LAST_RUN.name).get("grid") or "smoke")
@@ -163,7 +168,8 @@ def main(argv=None) -> int:
         return 1
     if args.results:
         args.results.mkdir(parents=True, exist_ok=True)
-    remember_grid(line, (args.results or Path.cwd()).resolve())
+    if not dry_run(rest):  # a plan writes nothing, its results folder included
+        remember_grid(line, (args.results or Path.cwd()).resolve())
     return subprocess.run(line, env=os.environ).returncode
 
 

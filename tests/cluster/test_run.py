@@ -103,11 +103,13 @@ def test_run_defaults_to_the_local_profile_and_status_to_the_grid_run_last_used_
     ran = []
     monkeypatch.setattr(run.subprocess, "run", lambda words, env: ran.append(words) or type("R", (), {"returncode": 0}))
     assert run.main(["-n", "table1", "--grid", "mine.yaml"]) == 0 and ran
+    assert not Path("results").exists()  # a plan records nothing: it writes no results folder
+    assert run.main(["table1", "--grid", "mine.yaml"]) == 0
     assert run.last_grid(Path("results")) == str(tmp_path / "mine.yaml")
     assert batch.main(["status"]) == 0
     rows = capsys.readouterr().out.splitlines()
     assert rows[0].split()[:4] == ["pretrain", "digits", "IR", "seed3"]
     # Without --grid, the grid the profile's config files name (the package's: smoke) is the one recorded.
-    assert run.main(["-n", "table1"]) == 0 and run.last_grid(Path("results")) == "smoke"
+    assert run.main(["table1"]) == 0 and run.last_grid(Path("results")) == "smoke"
     assert batch.main(["estimate"]) == 1  # the other commands still need --grid, said in one sentence
     assert capsys.readouterr().err.startswith("ring: estimate needs --grid")
