@@ -206,9 +206,14 @@ def test_ring_run_runs_the_shipped_workflow_from_an_empty_folder(installed):
     table1 = (folder / "results" / "tiny" / "tables" / "table1.md").read_text()
     assert re.search(r"\| IRing +\| (\d+\.\d|diverged)", table1), table1
     status = ring_here("status")  # the grid `ring run` last used in this folder
-    assert status.stdout.splitlines()[-1] == (
-        "total 2 stage runs: 2 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing"
-    ), status.stdout
+    # The tiny encoder's probe may sit at chance: the table then says "diverged", and so does status (not "done").
+    evaluation = "1 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing, 1 diverged"
+    finished = (
+        evaluation
+        if re.search(r"\| IRing +\| diverged", table1)
+        else "2 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing"
+    )
+    assert status.stdout.splitlines()[-1] == f"total 2 stage runs: {finished}", status.stdout
 
 
 @pytest.mark.slow  # plans the paper grid from the installed wheel
