@@ -244,7 +244,7 @@ SHAPES_PER_CLASS = 200
 SHAPES_SIZE = 32
 # Light shapes on a dark, noisy background, as the tinted digits the smoke encoders learn from are drawn: on random
 # background colours the colour, not the shape, set the features, and no probe of a digits encoder read the shape
-# (IR 29.2%, IRing 23.6%); on these, 75.4% and 75.0% (issue 51).  The radius is drawn in SHAPES_RADIUS pixels.
+# (IR 29.2%, IRing 23.6%); on these, 75.0% and 75.4%, the seven methods 71.7-81.7% (issue 51).  Radii in pixels.
 SHAPES_BACKGROUND = 16  # grey level of every channel
 SHAPES_NOISE = 6.0  # the background noise's standard deviation, grey levels
 SHAPES_RADIUS = (9.0, 14.0)
