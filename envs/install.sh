@@ -15,5 +15,5 @@ if [ "${RING_SKIP_DALI:-0}" != 1 ] && [ "$(uname -s)" = Linux ]; then
         -r envs/requirements-dali.txt -c envs/constraints-cpu.txt
 fi
 # Detectron2 for the detection stage (Table 4): its Python code from a pinned, hash-checked sdist
-# (this machine and CI reach PyPI, not GitHub); clusters use envs/detection-cluster.sh instead.
-bash envs/install-detectron2-cpu.sh .venv/bin/python
+# (this machine and CI reach PyPI, not GitHub); clusters use `ring install-detection --cluster` instead.
+bash ring/resources/install/detectron2-cpu.sh .venv/bin/python

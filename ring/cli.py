@@ -56,7 +56,7 @@ COMMANDS = (
     Command("run", "ring.cluster.run:main", "run the workflow here: targets, --profile local|slurm, --grid"),
     _batch("estimate", "a grid's predicted GPU-hours (torch-free, seconds)"),
     _batch("submit", "submit a grid's missing cells to SLURM: one job array"),
-    _batch("status", "each cell: done/stale/running/pending/failed/missing"),
+    _batch("status", "each cell: done/diverged/stale/running/pending/failed/missing"),
     _batch("cancel", "cancel a grid's recorded SLURM jobs"),
     _batch("prune", "delete superseded runs and cell folders the grid no longer names"),
     Command("rerun", "ring.plan.rerun:main", "what an edited cell config does: continue or restart"),
@@ -67,6 +67,9 @@ COMMANDS = (
     Command("transfer", "ring.transfer:main", "stage: linear evaluation on a transfer dataset"),
     Command("toy-cnce", "ring.toy_cnce:main", "stage: the appendix's toy NCE/CNCE on Gaussians"),
     Command("detection", "ring.detection.runner:main", "stage: Table 4's detection training and evaluation"),
+    Command(
+        "install-detection", "ring.plan.detection_tasks:install_main", "install Detectron2 here (CPU, or --cluster)"
+    ),
     Command("convert", "ring.detection.convert:main", "convert an encoder into Detectron2 backbone weights"),
     Command("train-net", "ring.detection.train_net:main", "Detectron2's training script with Ring's datasets"),
     Command("table", "ring.reports.tables.registry:main", "aggregate finished cells into a paper table"),

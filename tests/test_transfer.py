@@ -36,10 +36,10 @@ def test_transfer_cell_writes_manifest_statistics_and_metrics(tmp_path, encoder_
     cell = tmp_path / "cell"
     metrics = transfer.run(transfer_config(data_root, stats_cache=str(tmp_path / "stats")), encoder_file, cell)
     manifest = json.loads((cell / transfer.MANIFEST).read_text())
-    assert manifest["counts"] == {"train": 288, "test": 72} and manifest["dataset"] == "shapes"
+    assert manifest["counts"] == {"train": 960, "test": 240} and manifest["dataset"] == "shapes"
     saved = json.loads((cell / "metrics.json").read_text())
-    # A random-init encoder's short probe may sit at chance on the 72 shape images (ring.engine.health.chance_bar:
-    # 16.7% + 3 standard errors = 29.8%), then its verdict is "diverged" instead of a top-1: either is written as
+    # A random-init encoder's short probe may sit at chance on the 240 shape images (ring.engine.health.chance_bar:
+    # 16.7% + 3 standard errors = 23.9%), then its verdict is "diverged" instead of a top-1: either is written as
     # returned.
     verdict = "top1" if "top1" in metrics else "diverged"
     assert saved["dataset"] == "shapes" and saved["method"] == "IRing" and saved[verdict] == metrics[verdict]

@@ -24,7 +24,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import jsonschema
-import yaml
 
 from ring import resources
 from ring.cluster import progress, prune
@@ -33,6 +32,7 @@ from ring.cluster.detach import supersede
 from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
 from ring.cluster.launch import accounting_folder, job_config_hash, recorded_job
+from ring.cluster.run import last_grid
 from ring.cluster.slurm import (
     ALIVE,
     ENDED,
@@ -205,7 +205,7 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
         print(f"ring: every {stage} cell of grid {grid.name} is done or already submitted", file=sys.stderr)
         return None
     for item in todo:  # every cell against the plan's rules (its batch over the ranks, the site's largest node)
-        if problems := plan_problems(stage, config.get("slurm", {}), yaml.safe_load(C.dump(item.cfg))):
+        if problems := plan_problems(stage, config.get("slurm", {}), C.to_dict(item.cfg)):
             raise ValueError(f"{item.cell}: {problems[0]}")
     preflight(res, getattr(todo[0].cfg, "checkpoint_interval_min", None))
     check_data(results / grid.name / "data", sorted({item.dataset for item in todo}), config["data_root"])
@@ -320,6 +320,13 @@ def data_check_failure(results: Path, grid: G.Grid, dataset: str) -> str:
     return lines[-1].removeprefix("ring: ") if lines else ""
 
 
+def verdict(cell: Path, stage: str) -> tuple[str, str]:
+    """("done", "") for a finished cell, ("diverged", its sentence) for an evaluation that finished without an
+    accuracy (ring.engine.health.divergence): the tables print "diverged" for it, so status does not call it done."""
+    reason = read_json_record(cell / OUTPUT[stage]).get("diverged") if stage == "lincls" else None
+    return ("diverged", str(reason)) if reason else ("done", "")
+
+
 def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
     """One row per stage run: Table 1's pretraining and linear evaluation, then every study cell
     (its stage column ``study``: a study cell is a pretraining run whose output is its encoder)."""
@@ -339,7 +346,7 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
                 state, detail = "damaged", hurt
             elif state == "done" and stage != "study":
                 reason = stale_detail(grid, stage, cell, dataset, method, seed, config.get("data_root", "data"))
-                state, detail = ("stale", reason) if reason else (state, detail)
+                state, detail = ("stale", reason) if reason else verdict(cell, stage)
             if state in ("pending", "missing") and (failure := data_check_failure(results, grid, dataset)):
                 state, detail = "failed", f"data check: {failure}"
             rows.append((stage, dataset, method, seed, state, detail))
@@ -371,7 +378,8 @@ def outlook(grid: G.Grid, results: Path, config: dict, rows: list[tuple], figure
         except (ValueError, AttributeError):  # no figures, or a dataset the model has no sizes for
             price = None
         gpus = stage_resources(config, stage).tasks
-        cells.append(eta.Cell(stage, dataset, (dataset, method, seed), state, spent, price, gpus, wall_left))
+        finished = eta.DONE if state == "diverged" else state  # a finished verdict: nothing of it runs again
+        cells.append(eta.Cell(stage, dataset, (dataset, method, seed), finished, spent, price, gpus, wall_left))
     return eta.outlook(cells)
 
 
@@ -434,7 +442,9 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Batch submission, status, cancellation and pruning of a grid.")
     parser.add_argument("command", choices=["submit", "status", "cancel", "estimate", "prune"])
     parser.add_argument(
-        "--grid", required=True, help="a grid's name (ring/resources/grids/NAME.yaml) or the path of a grid file"
+        "--grid",
+        help="a grid's name (ring/resources/grids/NAME.yaml) or the path of a grid file; status: default the grid "
+        "`ring run` last used with these results, else smoke",
     )
     parser.add_argument("--stage", choices=list(OUTPUT), help="submit: required; cancel: default all stages")
     parser.add_argument("--configfile", nargs="+", type=Path, help="default: the package's, then ./" + str(SITE))
@@ -485,7 +495,10 @@ def main(argv=None) -> int:
     try:
         # estimate needs the grid and the throughput figures only, not the cluster's config.
         config = load_config(args.configfile or default_configs()) if args.command != "estimate" else {}
-        grid = gate.open_grid(args.grid, args.grids_dir, args.results)  # the workflow's checks, ownership included
+        if not args.grid and args.command != "status":
+            raise ValueError(f"{args.command} needs --grid: a grid's name (paper, smoke) or a grid file.")
+        # the workflow's checks, ownership included
+        grid = gate.open_grid(args.grid or last_grid(args.results), args.grids_dir, args.results)
         if args.command == "estimate" and args.check:
             print("\n".join(E.check.command(grid, args.results, E.load_figures, args.device, args.figures)))
         elif args.command == "estimate":

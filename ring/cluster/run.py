@@ -1,6 +1,6 @@
 """``ring run``: the workflow from any folder, with its results there.
 
-    ring run all_tables --profile local                         # the smoke grid, results/smoke/ in this folder
+    ring run all_tables                                         # the smoke grid, results/smoke/ in this folder
     ring run -n all_tables --profile slurm --grid paper         # plan the paper grid on the site's SLURM
     ring run table1 --profile local --grid mine.yaml --results /scratch/me -j 2   # snakemake's options pass through
 
@@ -25,6 +25,7 @@ from pathlib import Path
 import ring
 from ring import resources
 from ring.core import config as C
+from ring.core.files import read_record, write_json
 
 PACKAGE_PARENT = Path(ring.__file__).resolve().parent.parent  # a checkout's root, or site-packages
 SHIPPED = resources.path("workflow")  # present in a built package only (setup.py copies it there)
@@ -129,7 +130,11 @@ def parser() -> argparse.ArgumentParser:
         epilog="Results land under results/<grid>/ in this folder (or in --results). `snakemake --profile "
         "profiles/local` in a checkout runs the same workflow.",
     )
-    p.add_argument("--profile", required=True, help="local (this machine), slurm (submitit jobs) or a profile folder")
+    p.add_argument(
+        "--profile",
+        default="local",
+        help="local (this machine, the default), slurm (submitit jobs) or a profile folder",
+    )
     p.add_argument("--grid", help="a grid's name (ring/resources/grids/NAME.yaml) or a grid file; default: profile's")
     p.add_argument("--site", type=Path, help=f"your site's values (default: ./{SITE_FILE}, else the profile's own)")
     p.add_argument("--results", type=Path, help="the folder to work in: results/<grid>/ and .snakemake/ land there")
@@ -143,6 +148,40 @@ def parser() -> argparse.ArgumentParser:
         help="your config files, read after the package's (a key they set wins)",
     )
     return p
+
+
+LAST_RUN = Path("results") / ".ring-run.json"  # below the folder Snakemake runs in: the grid `ring status` reads
+
+
+def chosen_grid(line: list[str]) -> str:
+    """The grid a ``ring run`` command line plans: the last ``grid=`` of its ``--config``, else the last config file
+    (the profile's) that names one, else the package's default."""
+    config = line[line.index("--config") + 1 :] if "--config" in line else []
+    given = [item.split("=", 1)[1] for item in config if item.startswith("grid=")]
+    if given:
+        return given[-1]
+    files = line[line.index("--configfile") + 1 :] if "--configfile" in line else []
+    for path in reversed([f for f in files if f.endswith((".yaml", ".yml")) and Path(f).is_file()]):
+        if grid := (C.read_yaml(path, "Config file") or {}).get("grid"):
+            return str(grid)
+    return "smoke"
+
+
+def remember_grid(line: list[str], workdir: Path) -> None:
+    """Record the grid this run uses in ``workdir``, so that ``ring status`` there needs no ``--grid``."""
+    record = workdir / LAST_RUN
+    record.parent.mkdir(parents=True, exist_ok=True)
+    write_json(record, {"grid": chosen_grid(line)})
+
+
+def dry_run(rest: list[str]) -> bool:
+    """Whether Snakemake's options ask for a plan only (-n, -np, --dry-run)."""
+    return any(a in ("--dry-run", "--dryrun") or (a[:1] == "-" and a[1:2] != "-" and "n" in a[1:]) for a in rest)
+
+
+def last_grid(results: Path) -> str:
+    """The grid ``ring run`` last used with its results in ``results`` (``ring status``'s default), else smoke."""
+    return str(read_record(results / LAST_RUN.name).get("grid") or "smoke")
 
 
 def main(argv=None) -> int:
@@ -159,6 +198,11 @@ def main(argv=None) -> int:
     for folder in made if code else []:  # a refused run leaves none of the folders it made for itself
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
+    workdir = (args.results or Path.cwd()).resolve()
+    # The grid is remembered by a run that wrote results (one whose jobs failed included); a plan, or a run refused
+    # before its first job, writes nothing.
+    if not dry_run(rest) and (code == 0 or any((workdir / "results").glob("*/"))):
+        remember_grid(line, workdir)
     return code
 
 

@@ -290,7 +290,7 @@ TRANSFER: dict[str, TransferSpec] = {
         how_to_get="generate it with `ring generate shapes --data-root <data_root>` "
         "(the smoke workflow does this itself)",
         split="80/20 per class with seed 0",
-        publisher_counts=(288, 72),
+        publisher_counts=(960, 240),  # ring.data.listings.SHAPES_PER_CLASS
     ),
 }
 assert not TRANSFER.keys() & DATASETS.keys()

@@ -1,5 +1,6 @@
 """The three Table 4 models: Detectron2 base config, paper schedule and which metrics they report;
-and the sentence that says how to install Detectron2 when it is missing (:func:`missing_detectron2`).
+the sentence that says how to install Detectron2 when it is missing (:func:`missing_detectron2`), and the command
+that does it (``ring install-detection``, :func:`install_main`: the installers the package ships).
 
 Torch-free (the workflow client and ``ring.reports.tables`` import it).  Each task starts from Detectron2's
 own model-zoo config and changes only what the paper's appendix ("Detectron2 Experiments") and
@@ -8,6 +9,8 @@ MoCo's detection configs, whose hyperparameters the paper follows, change.
 
 from __future__ import annotations
 
+import argparse
+import subprocess
 import sys
 from dataclasses import dataclass, field
 
@@ -53,7 +56,7 @@ def task(name: str) -> Task:
 
 
 def _detection_modules() -> set[str]:
-    """Detectron2 and the runtime requirements envs/install-detectron2-cpu.sh installs with it."""
+    """Detectron2 and the runtime requirements its installers (ring/resources/install/) install with it."""
     names = {"detectron2"}
     requirements = resources.DETECTION_REQUIREMENTS
     if requirements.is_file():
@@ -71,7 +74,36 @@ def missing_detectron2(err: ModuleNotFoundError) -> str | None:
         return None
     return (
         f"Detectron2 is not installed in this Python environment ({sys.executable}: no module {err.name!r}); "
-        f"install the detection environment with `bash envs/install-detectron2-cpu.sh {sys.executable}` "
-        "(its Python code, CPU; envs/install.sh runs it) or, on a GPU cluster, `bash envs/detection-cluster.sh` "
-        "(README, Detection)."
+        "install the detection environment with `ring install-detection` (its Python code for a CPU, from a pinned "
+        "sdist; envs/install.sh runs it) or, on a GPU cluster, `ring install-detection --cluster` (built with its "
+        "CUDA extension) (docs/detection.md, Install)."
     )
+
+
+# The installers the package ships (ring/resources/install/): CPU (Python code only), cluster (with the extension).
+INSTALLERS = {False: "detectron2-cpu.sh", True: "detectron2-cluster.sh"}
+
+
+def installer(cluster: bool) -> list[str]:
+    """The command that installs Detectron2 into this interpreter's environment: the shipped script, run by bash."""
+    return ["bash", str(resources.INSTALLERS / INSTALLERS[cluster]), sys.executable]
+
+
+def install_main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ring install-detection",
+        description="Install Detectron2 (Table 4's detection stage) into this Python environment, pinned.",
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="build it from its git repository with its CUDA extension (a GPU node's toolkit); default: its Python "
+        "code only, for a CPU, from a hash-checked sdist on the package index",
+    )
+    parser.add_argument("--print", action="store_true", help="print the command instead of running it")
+    args = parser.parse_args(argv)
+    line = installer(args.cluster)
+    if args.print:
+        print(" ".join(line))
+        return 0
+    return subprocess.run(line).returncode

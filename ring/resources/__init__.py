@@ -7,8 +7,9 @@ installed wheel carries them (pyproject.toml's package-data), so ``ring`` never 
 * ``cluster.yaml``: the slurm profile's per-stage resources, under the site's ``profiles/slurm/site.yaml``;
 * ``figures/``: the committed benchmark results (``benchmarks/*.py`` write them here); the wheel carries the ones
   ``ring estimate`` prices from (throughput, Ring's selection ratios, the JPEG path);
-* ``requirements-detection.txt``: Detectron2's runtime requirements (envs/install-detectron2-cpu.sh installs them;
-  the plan names them when one is missing).
+* ``requirements-detection.txt``: Detectron2's runtime requirements (the installers install them; the plan names
+  them when one is missing);
+* ``install/``: Detectron2's installers, CPU and cluster (``ring install-detection [--cluster]``).
 """
 
 from __future__ import annotations
@@ -33,3 +34,4 @@ CONFIG = path("config.yaml")
 CLUSTER = path("cluster.yaml")
 FIGURES = path("figures")
 DETECTION_REQUIREMENTS = path("requirements-detection.txt")
+INSTALLERS = path("install")

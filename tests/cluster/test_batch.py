@@ -344,10 +344,8 @@ def test_submit_submits_a_stale_cell_like_a_missing_one_and_keeps_its_output(tmp
     assert slurm.read_record(cell("IR", 0))["job_id"] == "5_0"
 
 
-def test_status_reports_a_damaged_or_gone_output_of_a_finished_cell(tmp_path, capsys):
-    """Issue 40 item 3: an encoder damaged after its cell finished was 'done'; a deleted metrics.json 'failed'."""
-    from ring.core import runs
-
+def _finished_chain(tmp_path):
+    """A one-cell grid's finished pretraining and its evaluation's folder with the grid's config (no output yet)."""
     grids = _grid(tmp_path, {**GRID, "methods": ["IR"], "seeds": [0]})
     pre = tmp_path / "results" / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
     lin = pre.parents[3] / "lincls" / "digits" / "IR" / "seed0"
@@ -356,6 +354,14 @@ def test_status_reports_a_damaged_or_gone_output_of_a_finished_cell(tmp_path, ca
     lin.mkdir(parents=True)
     cfg = G.from_dict("tiny", GRID).lincls_config("digits", "IR", 0, "data")
     C.save(cfg, lin / "config.yaml")
+    return grids, pre, lin, cfg
+
+
+def test_status_reports_a_damaged_or_gone_output_of_a_finished_cell(tmp_path, capsys):
+    """Issue 40 item 3: an encoder damaged after its cell finished was 'done'; a deleted metrics.json 'failed'."""
+    from ring.core import runs
+
+    grids, pre, lin, cfg = _finished_chain(tmp_path)
     (lin / "log.jsonl").write_text('{"epoch": 0}\n')
     (lin / "metrics.json").write_text("{}")
     runs.keep_outputs(lin, "lincls", cfg, "sha")
@@ -398,6 +404,32 @@ def test_status_and_submit_agree_with_the_plan_on_an_evaluation_of_a_stale_encod
     assert [line.split()[4] for line in lines[:2]] == ["stale", "stale"], lines
     assert f"evaluated the encoder of {pre}, which another config than the grid's made" in lines[1]
     assert batch.stale_detail(G.from_dict("tiny", GRID), "lincls", lin, "digits", "IR", 0, "data")
+
+
+def test_status_calls_a_diverged_evaluation_diverged_not_done(tmp_path, capsys):
+    """Issue 51 item 1: a linear evaluation that finished without an accuracy (the tables' "diverged") was 'done'."""
+    from ring.core import runs
+
+    grids, pre, lin, cfg = _finished_chain(tmp_path)
+    C.save(G.from_dict("tiny", GRID).pretrain_config("digits", "IR", 0, "data"), pre / "config.yaml")
+    record = json.loads((pre / "export.json").read_text())
+    sentence = f"{lin}: the linear evaluation diverged: its top-1 10.2% is at chance"
+    metrics = {"dataset": "digits", "method": "IR", "seed": 0, "config_hash": C.config_hash(cfg)}
+    (lin / "metrics.json").write_text(json.dumps({**metrics, "protocol": {"encoder_files": record["files"]}}))
+    runs.keep_outputs(lin, "lincls", cfg, "sha")
+    assert [line.split()[4] for line in _status(tmp_path, grids, capsys)[:2]] == ["done", "done"]
+    (lin / "metrics.json").write_text(
+        json.dumps({**metrics, "protocol": {"encoder_files": record["files"]}, "diverged": sentence})
+    )
+    runs.keep_outputs(lin, "lincls", cfg, "sha")  # as ring.lincls keeps a diverged evaluation's metrics.json
+    lines = _status(tmp_path, grids, capsys)
+    assert lines[0].split()[4] == "done"  # its encoder is fine: only the evaluation diverged
+    assert lines[1].split()[4] == "diverged" and sentence in lines[1], lines
+    assert "total 2 stage runs: 1 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing, 1 diverged" in lines
+    # Finished with its verdict: the grid's end does not wait for it to run again.
+    grid, config = G.from_dict("tiny", GRID), batch.load_config(batch.DEFAULT_CONFIGS)
+    rows = batch.status(grid, tmp_path / "results", config)
+    assert batch.outlook(grid, tmp_path / "results", config, rows, figures=None).stages["lincls"].done == 1
 
 
 def test_status_says_when_the_grid_will_end_from_its_own_cells(tmp_path, monkeypatch):

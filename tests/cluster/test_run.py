@@ -9,6 +9,7 @@ import yaml
 
 from ring.cluster import batch, run
 from tests import ROOT
+from tests.helpers import TINY_PRETRAIN_BLOCK
 
 
 def line(tmp_path: Path, *argv: str) -> list[str]:
@@ -146,3 +147,27 @@ def test_a_refused_run_leaves_no_results_folder_and_the_corrected_one_plans(tmp_
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["kept", "kept/note.txt"]
     assert run.main(["table1", *argv]) == 0
     assert (tmp_path / "kept" / "new" / "results").is_dir()
+
+
+def test_run_defaults_to_the_local_profile_and_status_to_the_grid_run_last_used_here(tmp_path, monkeypatch, capsys):
+    """Issue 51 item 3: `ring run` needed --profile and `ring status` --grid, even right after a run in the folder."""
+    monkeypatch.chdir(tmp_path)
+    assert option(line(tmp_path, "all_tables", "-n"), "--profile") == [str(ROOT / "profiles" / "local")]
+    # No run here yet: status reads the smoke grid (the package's default grid).
+    assert batch.main(["status"]) == 0
+    assert "digits_colour" in capsys.readouterr().out
+    mine = {"datasets": ["digits"], "methods": ["IR"], "seeds": [3], "pretrain": {"all": TINY_PRETRAIN_BLOCK}}
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(mine))
+    ran = []
+    monkeypatch.setattr(run.subprocess, "run", lambda words, env: ran.append(words) or type("R", (), {"returncode": 0}))
+    assert run.main(["-n", "table1", "--grid", "mine.yaml"]) == 0 and ran
+    assert not Path("results").exists()  # a plan records nothing: it writes no results folder
+    assert run.main(["table1", "--grid", "mine.yaml"]) == 0
+    assert run.last_grid(Path("results")) == str(tmp_path / "mine.yaml")
+    assert batch.main(["status"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].split()[:4] == ["pretrain", "digits", "IR", "seed3"]
+    # Without --grid, the grid the profile's config files name (the package's: smoke) is the one recorded.
+    assert run.main(["table1"]) == 0 and run.last_grid(Path("results")) == "smoke"
+    assert batch.main(["estimate"]) == 1  # the other commands still need --grid, said in one sentence
+    assert capsys.readouterr().err.startswith("ring: estimate needs --grid")

@@ -1,6 +1,7 @@
 """ring.data.listings: the transfer datasets' splits parsed from the publishers' annotation files (torch-free), the
 seeded per-class split and the generated shapes."""
 
+import json
 import struct
 
 import pytest
@@ -70,11 +71,20 @@ def test_shapes_are_generated_identically(tmp_path):
     assert folders.manifest("shapes", tmp_path / "a")["matches_publisher"] is True
 
 
-def test_a_finished_generation_is_never_redone(tmp_path):
+def test_a_finished_generation_is_never_redone_and_another_versions_is_made_again(tmp_path):
     base = tmp_path / "shapes"
     listings.generate_shapes(base)
     image = base / "circle" / "circle_000.png"
     image.write_bytes(b"kept")
-    listings.generate_shapes(base, seed=1)  # generated.json is there: nothing is drawn again
+    listings.generate_shapes(base)  # generated.json names these parameters: nothing is drawn again
     assert image.read_bytes() == b"kept"
     assert sum(1 for _ in base.rglob("*.png")) == len(listings.SHAPES) * listings.SHAPES_PER_CLASS
+    # Issue 51: a folder an earlier version generated (60 a class on random colours) was read as it was, and the
+    # data check then refused its counts; its marker differs from this version's, so the images are made again.
+    old = {**listings.shapes_spec(), "images_per_class": 60}
+    for key in ("background", "noise", "radius"):
+        old.pop(key)
+    (base / listings.GENERATED).write_text(json.dumps(old))
+    listings.generate_shapes(base)
+    assert image.read_bytes() != b"kept" and folders.manifest("shapes", tmp_path)["matches_publisher"] is True
+    assert json.loads((base / listings.GENERATED).read_text()) == listings.shapes_spec()

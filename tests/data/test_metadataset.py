@@ -202,7 +202,7 @@ def write_mscoco(root: Path) -> dict:
 
 def write_shapes(root: Path) -> dict:
     listings.generate_shapes(root / "shapes")
-    per_class = {"train": 48, "test": 12}
+    per_class = {"train": listings.SHAPES_PER_CLASS * 4 // 5, "test": listings.SHAPES_PER_CLASS // 5}
     return {split: [label for label in range(len(listings.SHAPES)) for _ in range(n)] for split, n in per_class.items()}
 
 

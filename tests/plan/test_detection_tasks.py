@@ -34,8 +34,30 @@ def test_an_unknown_task_is_refused_with_the_choices():
 def test_detectron2_or_one_of_its_requirements_missing_says_how_to_install_it(name):
     sentence = missing_detectron2(ModuleNotFoundError(f"No module named {name!r}", name=name))
     assert sentence.startswith(f"Detectron2 is not installed in this Python environment ({sys.executable}: no module ")
-    assert f"`bash envs/install-detectron2-cpu.sh {sys.executable}`" in sentence and sentence.count(". ") == 0
-    assert sentence.endswith("(README, Detection).")
+    # Issue 51: it named envs/ scripts a wheel does not have; the command it names ships in the package.
+    assert "`ring install-detection`" in sentence and "`ring install-detection --cluster`" in sentence
+    assert "envs/install-detectron2" not in sentence and sentence.count(". ") == 0
+    assert sentence.endswith("(docs/detection.md, Install).")
+
+
+def test_ring_install_detection_runs_the_installer_the_package_ships(monkeypatch, capsys):
+    from ring import cli, resources
+    from ring.plan import detection_tasks
+
+    for flags, script in (([], "detectron2-cpu.sh"), (["--cluster"], "detectron2-cluster.sh")):
+        assert cli.main(["install-detection", "--print", *flags]) == 0
+        assert capsys.readouterr().out.split() == ["bash", str(resources.INSTALLERS / script), sys.executable]
+        assert (resources.INSTALLERS / script).is_file()
+    ran = []
+    monkeypatch.setattr(
+        detection_tasks.subprocess, "run", lambda line: ran.append(line) or type("R", (), {"returncode": 3})
+    )
+    assert cli.main(["install-detection"]) == 3  # the installer's exit status
+    assert ran == [detection_tasks.installer(cluster=False)]
+    # The scripts find their requirements beside them, not in a checkout's working folder.
+    for script in detection_tasks.INSTALLERS.values():
+        text = (resources.INSTALLERS / script).read_text()
+        assert '"$HERE/../requirements-detection.txt"' in text and 'cd "$(dirname "$0")/.."' not in text
 
 
 def test_every_pinned_detection_requirement_counts_and_other_modules_do_not():

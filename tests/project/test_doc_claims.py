@@ -90,16 +90,42 @@ def test_the_packages_docstring_names_every_module():
 NO_DETECTRON2 = "import sys\nsys.modules['detectron2'] = None\n"
 
 
-@pytest.mark.slow  # a lint and a dry run
-def test_snakemake_lint_runs_without_detectron2_and_the_plan_names_it(workdir, tmp_path, monkeypatch):
+@pytest.mark.slow  # a lint, three dry runs and a run stopped before its first job
+def test_snakemake_lint_and_plans_run_without_detectron2_and_a_run_that_needs_it_names_it(
+    workdir, tmp_path, monkeypatch
+):
     # Before: the plan check refused the smoke grid (it has Table 4) at parse time, so --lint needed Detectron2.
+    # Issue 51: a plan (-n, a login node's) needed it too, even for table1; now only a run whose jobs import it here.
     hide = tmp_path / "hide"
     hide.mkdir()
     (hide / "sitecustomize.py").write_text(NO_DETECTRON2)
-    monkeypatch.setenv("PYTHONPATH", str(hide))
+    monkeypatch.setenv("PYTHONPATH", f"{hide}:{ROOT}")
     linted = snakemake(workdir, "--lint", check=False)
     assert linted.returncode == 0 and "Congratulations" in linted.stdout + linted.stderr, linted.stderr[-3000:]
-    planned = snakemake(workdir, "-n", "table4", check=False)  # a plan of a grid with Table 4 still needs it
-    assert planned.returncode == 1 and "Detectron2" in planned.stderr, planned.stderr[-3000:]
-    assert "Traceback" not in planned.stderr
+    for plan in (["table1"], ["table4"], ["table4", "--config", "launcher=slurm"]):
+        planned = snakemake(workdir, "-n", *plan, check=False)
+        assert planned.returncode == 0 and "This was a dry-run" in planned.stdout, planned.stderr[-3000:]
+    ran = snakemake(workdir, "--cores", "1", "table4", check=False)  # its detection jobs would import it here
+    assert ran.returncode == 1, ran.stderr[-3000:]
+    assert "ring: Detectron2 is not installed in this Python environment" in ran.stderr
+    assert "`ring install-detection`" in ran.stderr and "no job was started" in ran.stderr
+    assert "Finished jobid" not in ran.stdout + ran.stderr and "Traceback" not in ran.stderr
     assert sys.modules.get("detectron2", False) is not None  # this process was left alone
+
+
+def test_the_chance_bars_docs_methods_quotes_are_what_the_code_computes():
+    """Issue 51: docs/methods.md said ImageNet's bar is 10.1% (a 10-class bar); health.chance_bar gives 0.142%.  Each
+    bar quoted as "X% on <dataset>'s N (test) images" or "(N shape images, K classes) needs X%" is recomputed."""
+    from ring.core import catalog
+    from ring.engine import health
+
+    text = (ROOT / "docs" / "methods.md").read_text()
+    quoted = re.findall(r"([\d.]+)% on (\w+?)'s? ([\d,]+)", text)
+    assert {name for _, name, _ in quoted} >= {"digits", "ImageNet"}, quoted
+    classes = {"digits": 10, "ImageNet": 1000}
+    for percent, name, images in quoted:
+        bar = health.chance_bar(classes[name], int(images.replace(",", "")))
+        assert float(percent) == round(bar, len(percent.split(".")[1])), (name, percent, bar)
+    for images, k, percent in re.findall(r"\((\d+) shape images, (\d+) classes\) needs ([\d.]+)%", text):
+        assert float(percent) == round(health.chance_bar(int(k), int(images)), 1), (images, percent)
+        assert (int(images), int(k)) == (catalog.TRANSFER["shapes"].publisher_counts[1], 6)

@@ -139,6 +139,12 @@ def test_the_installed_wheel_runs_the_login_node_commands_from_another_folder(in
     cells = sum(1 for _ in G.load(resources.GRIDS / "paper.yaml").cells())
     assert table(priced.stdout)[-2].split()[:2] == ["total", str(2 * cells)]  # a pretraining and a lincls job each
 
+    # Detectron2's installers ship in the package: `ring install-detection` runs the wheel's own copy.
+    for flags, script in (([], "detectron2-cpu.sh"), (["--cluster"], "detectron2-cluster.sh")):
+        line = ring_command(installed, "install-detection", "--print", *flags).stdout.split()
+        assert line[0] == "bash" and Path(line[1]).is_relative_to(venv) and Path(line[1]).name == script, line
+        assert Path(line[1]).is_file() and (Path(line[1]).parent.parent / "requirements-detection.txt").is_file()
+
     described = ring_command(installed, "describe", "pretrain", "ring_w_l")
     ours = run(sys.executable, "-m", "ring.cli", "describe", "pretrain", "ring_w_l", cwd=ROOT)
     assert described.stdout == ours.stdout and described.stdout.startswith("pretrain.ring_w_l: "), described.stdout
@@ -195,14 +201,19 @@ def test_ring_run_runs_the_shipped_workflow_from_an_empty_folder(installed):
     assert not (folder / "results").exists()  # a dry run writes no results
 
     (folder / "tiny.yaml").write_text(yaml.safe_dump({**SMALL, "methods": ["IRing"], "seeds": [0]}))
-    made = ring_here("run", "table1", "--profile", "local", "--grid", "tiny.yaml", "--cores", "2")
+    made = ring_here("run", "table1", "--grid", "tiny.yaml", "--cores", "2")  # the local profile, by default
     assert job_counts(made.stdout + made.stderr)["make_table1"] == 1
     table1 = (folder / "results" / "tiny" / "tables" / "table1.md").read_text()
     assert re.search(r"\| IRing +\| (\d+\.\d|diverged)", table1), table1
-    status = ring_here("status", "--grid", "tiny.yaml")
-    assert status.stdout.splitlines()[-1] == (
-        "total 2 stage runs: 2 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing"
-    ), status.stdout
+    status = ring_here("status")  # the grid `ring run` last used in this folder
+    # The tiny encoder's probe may sit at chance: the table then says "diverged", and so does status (not "done").
+    evaluation = "1 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing, 1 diverged"
+    finished = (
+        evaluation
+        if re.search(r"\| IRing +\| diverged", table1)
+        else "2 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing"
+    )
+    assert status.stdout.splitlines()[-1] == f"total 2 stage runs: {finished}", status.stdout
 
 
 @pytest.mark.slow  # plans the paper grid from the installed wheel

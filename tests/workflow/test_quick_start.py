@@ -26,8 +26,12 @@ def test_readme_quick_start_builds_tables_1_to_3_and_their_report(workdir):
     # 2e3 on this CPU) shows its accuracy marked [hN] where it is above chance, not "diverged".
     assert "holds grey images" not in printed
     tables = workdir / "results" / "smoke" / "tables"
-    for name in ("table1.md", "table2.md", "table_la_variants.md"):
+    # Issue 51: no Table 3 row held a number (12.5-27.8% against the 72-image bar of 29.8%), and CMC was diverged on
+    # another CPU.  One seed: a Ring row's difference to its base says it is untested.
+    for name in ("table1.md", "table2.md", "table_la_variants.md", "table3.md"):
         assert "diverged [d" not in (tables / name).read_text(), name
+    text = (tables / "table1.md").read_text()
+    assert re.search(r"\([+-]\d+\.\d untested\)", text) and not re.search(r"\([+-]\d+\.\d\*?\)", text), text
     for method in (
         "IR",
         "IRing",

@@ -90,7 +90,8 @@ def test_an_edited_cell_is_decided_on_the_login_node_and_table1_shows_the_new_nu
     # rerun): the evaluation of the stale encoder is stale too, not done, and submit leaves it to its pretraining.
     rows = {tuple(line.split()[:3]): line.split()[4] for line in batch(workdir, "status").splitlines()[:-1]}
     assert rows[("pretrain", "digits", "IR")] == rows[("lincls", "digits", "IR")] == "stale", rows
-    assert rows[("lincls", "digits", "MoCoRing")] == "done", rows
+    # Finished, not stale: "diverged" where the tiny encoder's probe sat at chance (status says so since issue 51).
+    assert rows[("lincls", "digits", "MoCoRing")] in ("done", "diverged"), rows
     start = now()
     result = snakemake(workdir, "all_tables", *SLURM)
     output = result.stdout + result.stderr

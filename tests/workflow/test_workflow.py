@@ -171,7 +171,7 @@ def test_transfer_column_end_to_end_on_generated_shapes(workdir, tmp_path):
     assert (data / "shapes" / "generated.json").is_file()
     cell = workdir / "results" / "tiny" / "transfer" / "shapes" / "IR" / "seed0"
     manifest = json.loads((cell / "split-manifest.json").read_text())
-    assert manifest["counts"] == {"train": 288, "test": 72}
+    assert manifest["counts"] == {"train": 960, "test": 240}
     assert json.loads((cell / "metrics.json").read_text())["protocol"]["split_sha256"] == manifest["sha256"]
     assert (cell.parent.parent / "normalization-16x16.json").is_file()  # shared by the dataset's cells
     assert re.search(

@@ -200,6 +200,13 @@ LAUNCHED_CHECKPOINT_INTERVAL = {
 
 
 onstart:
+    # Detectron2 where a job of this run imports it on this machine, before the first job: a plan needs none.
+    rules = [job.rule.name for job in workflow.dag.needrun_jobs()]
+    if problem := ring.plan.checks.detection_environment(rules, config["launcher"]):
+        print(f"ring: {problem}", file=sys.stderr)
+        raise WorkflowError(
+            "Detectron2 is missing where this run's detection jobs run (above); no job was started."
+        )
     if config["launcher"] == "slurm":  # every resource set this run submits, checked before its first submission
         from ring.cluster.admission import run_preflight  # submitit: only SLURM runs import it
 

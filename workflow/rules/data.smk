@@ -11,6 +11,7 @@ include: "helpers/data.smk"
 
 import shlex
 
+from ring.data.listings import GENERATOR_SPECS
 from ring.data.metadataset import GENERATED, GENERATORS
 from ring.data.folders import fingerprint as dataset_fingerprint
 
@@ -60,6 +61,8 @@ rule generate_dataset:
     params:
         python=PYTHON,
         root=lambda wildcards, output: str(Path(output[0]).parents[1]),  # the data root it lies under
+        # The generator's parameters: a changed one makes the dataset again (the generator redraws it too).
+        spec=lambda wildcards: GENERATOR_SPECS.get(wildcards.dataset, {}),
     shell:
         logged("{params.python:q} -m ring.data.metadataset generate {wildcards.dataset} --data-root {params.root:q}")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ring.core import config as C
 from ring.plan.checks.checker import YAML_BOOLEAN_WORDS, Checker, ConfigError
-from ring.plan.checks.environment import environment
+from ring.plan.checks.environment import detection_environment, environment
 from ring.plan.checks.options import (
     ANNEAL_POLICIES,
     AUGMENT_PLACES,
@@ -67,6 +67,7 @@ __all__ = [
     "Checker",
     "ConfigError",
     "check",
+    "detection_environment",
     "environment",
     "grey_cmc_warning",
     "load_checked",

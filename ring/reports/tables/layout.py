@@ -11,7 +11,7 @@ import pandas as pd
 from ring.core.files import atomic_write
 from ring.core.methods import display_name
 from ring.reports.tables.published import dataset_display
-from ring.reports.tables.summary import SIGNIFICANCE_NOTE
+from ring.reports.tables.summary import SIGNIFICANCE_NOTE, UNTESTED
 
 
 def _finite(x) -> bool:
@@ -42,9 +42,16 @@ def cell_text(
         notes = loss_notes if loss_notes is not None else {}
         text += f" {notes.setdefault(row.loss_note, f'[h{len(notes) + 1}]')}"
     if _finite(row.delta_to_base):
-        mark = "*" if row.get("delta_significant", False) else ""
-        text += f" ({_fmt(row.delta_to_base, signed=True)}{mark})"
+        text += f" ({_fmt(row.delta_to_base, signed=True)}{significance_mark(row)})"
     return text
+
+
+def significance_mark(row) -> str:
+    """ "*" for a difference Welch's test finds beyond the seed noise, "" for one it finds within, and " untested"
+    for one it could not test (a side with one seed): the last two must not read alike."""
+    if not row.get("delta_tested", True):
+        return f" {UNTESTED}"
+    return "*" if row.get("delta_significant", False) else ""
 
 
 def paper_text(row, footnotes: dict | None = None) -> str:

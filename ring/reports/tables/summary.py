@@ -19,10 +19,12 @@ REASONS = ("stale", "diverged", "loss_note")
 # differ (ring_digits: 1.6 vs 3.9 points).  With 3 seeds a side it needs the difference beyond roughly 2.8 to 4.3
 # standard errors (the t quantile at Welch's 2 to 4 degrees of freedom), so a gain within the seed noise is unmarked.
 SIGNIFICANCE = 0.05
+# A difference with one seed on a side cannot be tested; it says so, so that no mark never means two things.
+UNTESTED = "untested"
 SIGNIFICANCE_NOTE = (
     f"* after a difference: it exceeds the seed noise, Welch's two-sided t-test over the seeds of the "
-    f"Ring method and of its base at p < {SIGNIFICANCE:g}; no mark: within the noise, or a side with "
-    "one seed, which has no spread to test against."
+    f"Ring method and of its base at p < {SIGNIFICANCE:g}; no mark: tested, within the noise; "
+    f"{UNTESTED!r} after a difference: not tested, a side with one seed, which has no spread to test against."
 )
 
 
@@ -98,6 +100,7 @@ def with_deltas(out: pd.DataFrame) -> pd.DataFrame:
         for _, row in out.iterrows()
     ]
     out["delta_significant"] = out["delta_p"] < SIGNIFICANCE
+    out["delta_tested"] = out["delta_p"].notna()
     return out
 
 

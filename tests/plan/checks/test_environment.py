@@ -19,20 +19,32 @@ def test_a_results_folder_that_cannot_be_written_stops_theplan(workdir):
     ]
 
 
-def test_environment_names_a_missing_detectron2_and_an_unwritable_folder(tmp_path, monkeypatch):
+def test_detectron2_is_asked_for_only_by_the_jobs_that_import_it_on_this_machine(tmp_path, monkeypatch):
+    """Issue 51 item 3: a grid with Table 4 could not be planned (nor its table1 run) without Detectron2."""
     import importlib.util
+
+    from ring.plan import grid as G
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "detectron2" else real(name, *a))
+    grid = G.from_dict("mygrid", BASE)
+    assert grid.detection and checks.environment(grid, tmp_path / "results") is None  # the plan: none needed
+    rules = ["pretrain", "lincls", "detection"]
+    assert checks.detection_environment(rules, "slurm") is None  # the cluster's job checks its own environment
+    for needs, launcher in ((rules, "local"), (["detection_convert"], "slurm"), (["detection_embedded"], "slurm")):
+        sentence = checks.detection_environment(needs, launcher)
+        assert sentence.startswith("Detectron2 is not installed in this Python environment"), (needs, launcher)
+    assert checks.detection_environment(["pretrain", "table1"], "local") is None
+    monkeypatch.undo()
+    assert checks.detection_environment(rules, "local") is None  # installed here
+
+
+def test_environment_names_an_unwritable_folder(tmp_path, monkeypatch):
     import os
 
     from ring.plan import grid as G
 
     grid = G.from_dict("mygrid", BASE)
-    assert grid.detection and checks.environment(grid, tmp_path / "results") is None
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "detectron2" else real(name, *a))
-    assert checks.environment(grid, tmp_path / "results").startswith(
-        "Detectron2 is not installed in this Python environment"
-    )
-    monkeypatch.undo()
     monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(tmp_path))  # what a non-root user meets
     assert checks.environment(grid, tmp_path / "results") == (
         f"The results folder {tmp_path / 'results' / 'mygrid'} cannot be created: {tmp_path} is not writable by this "

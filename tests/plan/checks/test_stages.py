@@ -111,7 +111,7 @@ CASES = [
         "training images; set batch_size to at most 1347.",
     ),
     ("lincls/all/batch_size", 2048, "stage lincls, cell digits/IR/seed0: batch_size=2048 exceeds the 1347 labelled"),
-    ("transfer/all/batch_size", 512, "stage transfer, cell shapes/IR/seed0: batch_size=512 exceeds the 288 shapes"),
+    ("transfer/all/batch_size", 1024, "stage transfer, cell shapes/IR/seed0: batch_size=1024 exceeds the 960 shapes"),
     ("pretrain/all/crop", 8, f"stage pretrain, cell digits/IR/seed0: crop=8 is below {checks.MIN_INPUT_PX} px"),
     ("lincls/all/resize", 1, f"stage lincls, cell digits/IR/seed0: resize=1 is below {checks.MIN_INPUT_PX} px"),
     ("pretrain/all/crop", 48, "stage pretrain, cell digits/IR/seed0: crop=48 exceeds resize=32"),

@@ -20,7 +20,7 @@ def test_a_high_loss_probe_above_chance_shows_its_accuracy_marked_with_the_loss_
     ]
     wide = tables.build("table1", files, ["IR", "CMC", "CMCRing"], ["digits"], tmp_path / "t")
     assert wide.loc["CMC", "Digits"] == "26.9 [h1]"
-    assert wide.loc["CMCRing", "Digits"] == "30.0 [h2] (+3.1)"  # a measured number: its delta to CMC too
+    assert wide.loc["CMCRing", "Digits"] == "30.0 [h2] (+3.1 untested)"  # a measured number: its delta to CMC too
     assert wide.loc["IR", "Digits"] == "90.0"  # a healthy probe is unmarked
     md = (tmp_path / "t.md").read_text()
     note = md[md.index("[h1] accuracy measured, training loss high: ") :]

@@ -24,7 +24,7 @@ def test_table4_means_ring_deltas_and_paper_numbers_per_column(tmp_path):
         files.append(path)
     wide = tables.build_table4(files, ["IR", "IRing", "LA"], tmp_path / "table4")
     assert wide.loc["IR", "voc_det_AP"] == "5.5 ± 0.7"
-    assert wide.loc["IRing", "voc_det_AP"] == "7.5 (+2.0)"
+    assert wide.loc["IRing", "voc_det_AP"] == "7.5 (+2.0 untested)"
     assert wide.loc["IRing", "voc_det_AP paper (ours − paper)"] == "7.6 (-0.1)"
     assert wide.loc["IR", "coco_kp_AP"] == "—" and wide.loc["IRing", "coco_kp_AP"] == "37.0"
     assert wide.loc["LA", "coco_det_AP50 paper (ours − paper)"] == "22.0"

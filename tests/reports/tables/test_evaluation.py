@@ -36,7 +36,7 @@ def test_table1_means_stds_ring_deltas_and_paper_numbers(tmp_path):
 def test_dataset_without_published_numbers(tmp_path):
     files = _metrics(tmp_path, [("digits", "IR", 0, 90.0), ("digits", "IRing", 0, 91.5)])
     wide = tables.build("table1", files, ["IR", "IRing"], ["digits"], tmp_path / "table1")
-    assert wide.loc["IRing", "Digits"] == "91.5 (+1.5)"
+    assert wide.loc["IRing", "Digits"] == "91.5 (+1.5 untested)"
     assert wide.loc["IRing", "Digits paper (ours − paper)"] == "—"
 
 
@@ -52,7 +52,7 @@ def test_table3_columns_ring_deltas_recomputed_and_paper_numbers(tmp_path):
     )
     datasets = [*PAPER_TRANSFER_DATASETS, "shapes"]
     wide = tables.build("table3", files, ["IR", "IRing"], datasets, tmp_path / "table3")
-    assert wide.loc["IRing", "FashionMNIST"] == "92.0 (+1.0)"
+    assert wide.loc["IRing", "FashionMNIST"] == "92.0 (+1.0 untested)"
     # The paper prints IRing's FashionMNIST delta as (+0.1); its numbers give 91.6 - 91.7 = -0.1.
     assert wide.loc["IRing", "FashionMNIST paper (ours − paper)"] == "91.6 (+0.4)"
     assert wide.loc["IRing", "CUBirds"] == "18.0" and wide.loc["IR", "Aircraft paper (ours − paper)"] == "40.9"
@@ -69,7 +69,7 @@ def test_table2_rows_are_the_papers_lesion_labels(tmp_path):
         "table2", files, ["IR", "IRing", "IRingNoAnneal", "IRingBall"], ["cifar10", "imagenet"], tmp_path / "table2"
     )
     assert list(wide.index) == ["IR", "IRing", "IRing (No Anneal)", "IRing (w_u = 100)"]
-    assert wide.loc["IRing (No Anneal)", "CIFAR10"] == "81.0 (+1.0)"  # a lesion is compared with IR
+    assert wide.loc["IRing (No Anneal)", "CIFAR10"] == "81.0 (+1.0 untested)"  # a lesion is compared with IR
     assert wide.loc["IRing (No Anneal)", "CIFAR10 paper (ours − paper)"] == "81.4 (-0.4)"
     assert wide.loc["IRing (w_u = 100)", "ImageNet paper (ours − paper)"] == "47.3 (-0.3)"
 
@@ -79,7 +79,7 @@ def test_la_variants_table_has_the_papers_single_cifar10_column(tmp_path):
     methods = ["LA", "IRCave", "CMCCave", "IRingCi", "CMCRingCi"]
     wide = tables.build("table_la_variants", files, methods, ["cifar10"], tmp_path / "la")
     assert list(wide.columns) == ["CIFAR10", "CIFAR10 paper (ours − paper)"]
-    assert wide.loc["IRing (+C_i)", "CIFAR10"] == "84.0 (+1.0)"  # LA and IRing (+C_i) differ only by w_l
+    assert wide.loc["IRing (+C_i)", "CIFAR10"] == "84.0 (+1.0 untested)"  # LA and IRing (+C_i) differ only by w_l
     assert wide.loc["CMCRing (+C_i)", "CIFAR10 paper (ours − paper)"] == "87.8"
     assert wide.loc["LA", "CIFAR10 paper (ours − paper)"] == "83.9 (-0.9)"
 

@@ -39,6 +39,7 @@ def _row(**values) -> pd.Series:
         ({"n": 0, "mean": NAN}, "—"),  # no cell finished: shown, never dropped
         ({"delta_to_base": 3.5}, "80.0 (+3.5)"),
         ({"delta_to_base": -0.25, "delta_significant": True}, "80.0 (-0.2*)"),
+        ({"delta_to_base": 3.5, "delta_tested": False}, "80.0 (+3.5 untested)"),  # one seed a side: not "(+3.5)"
         ({"loss_note": "loss 1.5e+06"}, "80.0 [h1]"),
         ({"stale": "cells/IR/seed0 is older than its encoder"}, "stale [s1]"),
         ({"diverged": "cells/IR/seed0 diverged", "mean": NAN}, "diverged [d1]"),

@@ -18,7 +18,7 @@ def test_ring_base_differences_beyond_the_seed_noise_are_marked_by_welchs_test(t
             # CIFAR100: 1 point above with a spread of 2 a side: t = 0.6, p = 0.57, within the noise.
             *(("cifar100", "IR", s, v) for s, v in enumerate((50.0, 52.0, 54.0))),
             *(("cifar100", "IRing", s, v) for s, v in enumerate((51.0, 53.0, 55.0))),
-            # STL10: one seed a side, 10 points apart: no spread to test against, no mark.
+            # STL10: one seed a side, 10 points apart: no spread to test against, said so (it read like CIFAR100).
             ("stl10", "IR", 0, 70.0),
             ("stl10", "IRing", 0, 80.0),
         ],
@@ -27,13 +27,15 @@ def test_ring_base_differences_beyond_the_seed_noise_are_marked_by_welchs_test(t
     assert wide.loc["IR", "CIFAR10"] == "81.0 ± 1.0"
     assert wide.loc["IRing", "CIFAR10"] == "86.0 ± 1.0 (+5.0*)"
     assert wide.loc["IRing", "CIFAR100"] == "53.0 ± 2.0 (+1.0)"
-    assert wide.loc["IRing", "STL10"] == "80.0 (+10.0)"
+    assert wide.loc["IRing", "STL10"] == "80.0 (+10.0 untested)"
     csv = pd.read_csv(tmp_path / "t1.csv").set_index(["method", "dataset"])
     assert csv.loc[("IRing", "cifar10"), "delta_p"] == pytest.approx(0.00367, abs=1e-4)
     assert csv.loc[("IRing", "cifar100"), "delta_p"] == pytest.approx(0.5734, abs=1e-3)
     assert pd.isna(csv.loc[("IRing", "stl10"), "delta_p"]) and not csv.loc[("IRing", "stl10"), "delta_significant"]
+    assert csv.loc[("IRing", "cifar100"), "delta_tested"] and not csv.loc[("IRing", "stl10"), "delta_tested"]
     md = (tmp_path / "t1.md").read_text()
     assert "Welch's two-sided t-test" in md and "p < 0.05" in md and "one seed, which has no spread" in md
+    assert "no mark: tested, within the noise; 'untested' after a difference: not tested" in md
     assert "Welch's two-sided t-test" in (tmp_path / "t1.tex").read_text()  # the LaTeX caption states it too
 
 

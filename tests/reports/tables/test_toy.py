@@ -24,8 +24,10 @@ def test_toy_cnce_table_means_stds_paper_and_true_mi(tmp_path):
     assert wide.loc["ours, NCE's critic: mean (2 seeds)"].tolist() == ["0.02041", "0.012", "-0.12"]
     assert wide.loc["ours, NCE's critic: std"].tolist() == ["—", "0.002828", "0.02828"]
     assert wide.loc["ours, own critics: mean (1 seed)"].tolist() == ["0.02041", "0.01", "3e-05"]
-    # (0.012 - 0.01345) / 0.001 = -1.45 -> -1.4 (half to even); (-0.12 - 7.29e-5) / 9e-6 = -13341.0
-    assert wide.loc["ours, NCE's critic: (mean - paper) / paper stdev"].tolist() == ["—", "-1.4", "-1.334e+04"]
+    # Standard errors 0.002828 / sqrt 2 = 0.002 and 0.02, above the paper's stdevs (0.001, 9e-6): a distance in those
+    # units would measure two seeds' noise (-1.4 and -1.3e4), not a deviation.
+    assert wide.loc["ours, NCE's critic: standard error"].tolist() == ["—", "0.002", "0.02"]
+    assert wide.loc["ours, NCE's critic: (mean - paper) / paper stdev"].tolist() == ["—", "unresolved", "unresolved"]
     assert wide.loc["training data, own critics: mean (1 seed)"].tolist() == ["0.02041", "0.013", "7e-05"]
     # The published w_l = 50 mean lies below its ceiling (no mark); NCE's k -> inf ceiling is the true MI.
     assert wide.loc["paper: mean († above the ceiling)"].tolist() == ["0.02041", "0.01345", "7.29e-05"]
@@ -59,3 +61,29 @@ def test_toy_table_marks_a_published_mean_above_the_ceiling(tmp_path, monkeypatc
     assert "† a published mean above" in (tmp_path / "t" / "table_toy_cnce.md").read_text()
     assert "Looseness of CNCE" in (tmp_path / "t" / "table_toy_cnce.md").read_text()
     assert "tab:toy_cnce" in (tmp_path / "t" / "table_toy_cnce.tex").read_text()
+
+
+def test_toy_table_says_where_its_size_cannot_resolve_a_sign_or_a_distance_to_the_paper(tmp_path):
+    """Issue 51: a one-seed smoke cell read -1.2e5 paper stdevs, with nothing saying its size made the row
+    meaningless.  One seed: the standard error is the held-out points' (ring.toy_cnce's *_sem)."""
+    path = tmp_path / "toy0.json"
+    estimates = {"NCE": 0.0125, "CNCE10": -0.001, "CNCE95": -0.125}
+    sems = {"NCE": 0.0005, "CNCE10": 0.002, "CNCE95": 0.004}
+    path.write_text(json.dumps({"seed": 0, "true_mi": 0.0204110, "nce_critic": estimates, "nce_critic_sem": sems}))
+    wide = tables.toy_cnce([path], tmp_path / "t" / "table_toy_cnce")
+    # CNCE10 lies within 2 SE of zero (0.001 < 0.004): its sign is not resolved; the others' are.
+    assert wide.loc["ours, NCE's critic: mean (1 seed)"].tolist() == ["0.02041", "0.0125", "-0.001 ‡", "-0.125"]
+    assert wide.loc["ours, NCE's critic: standard error"].tolist() == ["—", "0.0005", "0.002", "0.004"]
+    # NCE: SE 0.0005 <= the paper's 0.001, (0.0125 - 0.01345) / 0.001 = -0.95 -> -0.9 (half to even); the CNCEs'
+    # SEs exceed the paper's 3e-4 and 4e-6: unresolved, not -44 and -3.1e4.
+    assert wide.loc["ours, NCE's critic: (mean - paper) / paper stdev"].tolist() == [
+        "—",
+        "-0.9",
+        "unresolved",
+        "unresolved",
+    ]
+    md = (tmp_path / "t" / "table_toy_cnce.md").read_text()
+    assert "‡ a mean within 2 standard errors of zero" in md and "'unresolved' where our standard error exceeds" in md
+    csv = pd.read_csv(tmp_path / "t" / "table_toy_cnce.csv").set_index("estimator")
+    assert csv.loc["CNCE95", "se"] == 0.004 and not csv.loc["CNCE95", "deviation_resolved"]
+    assert csv.loc["NCE", "deviation_resolved"] and not csv.loc["CNCE10", "sign_resolved"]

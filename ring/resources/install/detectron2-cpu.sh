@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Detectron2's Python package, without its C++/CUDA extension, for CPU machines that reach PyPI but
-# not GitHub (this project's development machines and CI).  Usage: envs/install-detectron2-cpu.sh VENV_PYTHON
+# not GitHub (this project's development machines and CI).  Usage: `ring install-detection` (this interpreter), or
+# bash ring/resources/install/detectron2-cpu.sh VENV_PYTHON (envs/install.sh)
 #
 # Why not `pip install detectron2`: detectron2 is not published as a wheel, and the two source
 # distributions on PyPI (pb1-detectron2 0.6, detectron2-cdo 0.5) lack detectron2/layers/csrc, so
@@ -11,16 +12,21 @@
 # model-zoo configs included, as a pure-Python `detectron2==0.6` and installs it with its runtime
 # requirements from ring/resources/requirements-detection.txt.  Two documented changes to the sources: the
 # NumPy/Pillow alias replacements upstream made after v0.6, and a `detectron2/_C.py` that fails
-# with one sentence if an operator of the missing extension is ever called.  A cluster uses envs/detection-cluster.sh instead
+# with one sentence if an operator of the missing extension is ever called.  A cluster uses detectron2-cluster.sh instead
+# (`ring install-detection --cluster`)
 # (detectron2 built from its git repository at a pinned commit, with the extension).
+# Shipped in the package (ring/resources/install/), so that a wheel's user runs it too.
 # Idempotent: nothing is downloaded when detectron2 0.6 is already installed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-PY=${1:-.venv/bin/python}
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY=${1:-python}
+# The requirements' pins, and in a checkout the shared constraints their dependencies resolve under (a wheel has none).
+PINS=(-r "$HERE/../requirements-detection.txt")
+[ -f "$HERE/../../../envs/constraints-cpu.txt" ] && PINS+=(-c "$HERE/../../../envs/constraints-cpu.txt")
 SDIST=pb1-detectron2-0.6.tar.gz
 SDIST_SHA256="5d2e9e51e523ec72f6a31cca04b0a515492e9514b773a3d134cedc0677170b29"
 
-"$PY" -m pip install --quiet --disable-pip-version-check -r ring/resources/requirements-detection.txt -c envs/constraints-cpu.txt
+"$PY" -m pip install --quiet --disable-pip-version-check "${PINS[@]}"
 if "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('detectron2') != '0.6')" 2>/dev/null; then
     exit 0
 fi
@@ -76,7 +82,7 @@ include = ["detectron2*"]
 
 # What detectron2.utils.collect_env (run by default_setup) asks the extension about itself.
 def get_compiler_version():
-    return "none: detectron2's C++ extension is not built (envs/install-detectron2-cpu.sh)"
+    return "none: detectron2's C++ extension is not built (ring install-detection)"
 
 
 def get_cuda_version():
@@ -90,8 +96,8 @@ def has_cuda():
 def __getattr__(name):
     raise ImportError(
         f"detectron2._C.{name} is part of detectron2's C++ extension, which this CPU install "
-        "(envs/install-detectron2-cpu.sh) does not build; install detectron2 from its git repository "
-        "(envs/detection-cluster.sh) to use deformable convolutions, rotated boxes or the fast COCO evaluator."
+        "(ring install-detection) does not build; install detectron2 from its git repository "
+        "(ring install-detection --cluster) to use deformable convolutions, rotated boxes or the fast COCO evaluator."
     )
 ''')
 # Detectron2 v0.6 predates NumPy 1.24 and Pillow 10, which removed the aliases np.bool/np.int/
