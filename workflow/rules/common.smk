@@ -179,6 +179,7 @@ onstart:
     # The first run that writes results/<grid> records its grid file there (a dry run, which has no onstart, writes
     # nothing): a later plan from another file of the same name is refused (ring.plan.ownership).
     ring.plan.ownership.claim(GRID_FILE, Path("results", config["grid"]))
+    check_data_first(workflow.dag.needrun_jobs())  # every dataset the run reads, before any job (helpers/data.smk)
     if config["launcher"] == "slurm":  # every resource set this run submits, checked before its first submission
         from ring.cluster.admission import run_preflight  # submitit: only SLURM runs import it
 
