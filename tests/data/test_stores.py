@@ -169,6 +169,7 @@ def test_a_store_older_than_its_images_is_stale_until_built_again(tmp_path, buil
     shutil.copyfile(next((data / "digits_folder" / "train" / "4").iterdir()), tmp)
     os.replace(tmp, image)  # another digit under this one's name: the folder's time changes
     build = f"`ring prepare build digits_folder --data-root {data} --format raw`"
+    assert stores.state(where, 2) == f"stale: {_refusal(source)}"  # ring status says so too
     assert _refusal(source) == (
         f"The store at {where} was built from {data / 'digits_folder' / 'train'} before its images changed (an image "
         f"added, removed or rewritten since); delete {where} and run {build}, which builds it from the images as they "
