@@ -140,9 +140,11 @@ def main(argv=None) -> int:
         else:
             checksums = not args.skip_checksums
             manifest = store.verify(target.dir, target.format, target.size, checksums, every_image=checksums)
-            print(f"prepare: {target.dir} holds {manifest['bytes'] / 1e9:.2f} GB, as its manifest says", flush=True)
+            print(f"prepare: {target.dir} holds {store.size_text(manifest['bytes'])}, as its manifest says", flush=True)
             if args.touch:
-                write_json(args.touch, {"store": str(target.dir), "checksums": not args.skip_checksums})
+                # The store as checked (the workflow checks it again once this changes: store_changed).
+                stamp = {"store": str(target.dir), "checksums": checksums, "fingerprint": store.fingerprint(target.dir)}
+                write_json(args.touch, stamp)
     except (ValueError, FileError, catalog.DatasetMissing) as err:
         print(f"ring: {err}", file=sys.stderr)
         return 1

@@ -77,12 +77,12 @@ def check_room(folder: Path, images: int, fmt: str, size: int) -> None:
     if free < need:
         cheaper = "or choose store: jpeg95 (about a quarter of raw)" if fmt == "raw" else "or build it on another disk"
         raise StoreError(
-            f"The {fmt} store of {images:,} images at {size}x{size} needs about {_size(need)} under {folder}, "
-            f"which has {_size(free)} free; free space there, {cheaper}."
+            f"The {fmt} store of {images:,} images at {size}x{size} needs about {size_text(need)} under {folder}, "
+            f"which has {size_text(free)} free; free space there, {cheaper}."
         )
 
 
-def _size(nbytes: float) -> str:
+def size_text(nbytes: float) -> str:
     return f"{nbytes / 1e9:.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.1f} MB"
 
 
@@ -239,6 +239,15 @@ def _check_counts(store: Path, split: str, entry: dict) -> None:
             )
 
 
+def fingerprint(store: Path) -> str:
+    """A digest of the size and time of the store's manifest and shards, in a few stats ("" for no store): the
+    workflow checks a store again (store_check's params) once it was deleted, damaged or built again, where the
+    check's stamp alone said "Nothing to be done"."""
+    files = [store / MANIFEST, *sorted(store.glob(f"*/shard-*/{SHARD_DATA}"))]
+    stats = [(str(p.relative_to(store)), *_stat(p)) for p in files if p.is_file()]
+    return _digest(stats)[:16] if stats else ""
+
+
 def state(store: Path, shards: int) -> str:
     """What ``ring status`` says of a store that should hold ``shards`` shards: verified by its manifest's SHA-256s
     (each shard hashed again only after its size or time changed), stale, or how far its build got."""
@@ -250,7 +259,7 @@ def state(store: Path, shards: int) -> str:
             return f"stale: {err}"
         except (StoreError, KeyError, ValueError, TypeError, OSError) as err:
             return f"damaged: {err}"
-        return f"built, {_size(manifest['bytes'])}, every file matching its recorded SHA-256"
+        return f"built, {size_text(manifest['bytes'])}, every file matching its recorded SHA-256"
     done = sum(1 for split in SPLIT_FOLDERS for _ in (store / split).glob(f"shard-*/{SHARD_RECORD}"))
     if done:
         return f"building: {done} of {shards} shards done ({rebuild_command(store)} resumes from them)"
