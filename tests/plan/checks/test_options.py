@@ -30,7 +30,7 @@ def test_every_word_of_a_pretraining_keys_list_is_accepted_and_no_other(key):
     for word in words:
         # The ring window's validation-before-training and DALI's store rule are other checks' business.
         # store: a key of the datasets that have a store (ring.plan.checks.common.store).
-        dataset = {"dataset": "digits_folder"} if key == "store" else {}
+        dataset = {"dataset": "digits_folder"} if key == "store" or word == "dali" else {}
         checks.check(
             pretrain_config("IRing", **{key: word, **dataset, **({"store": "none"} if word == "dali" else {})}), "here"
         )
