@@ -20,8 +20,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from ring.core import catalog
-from ring.core.files import FileError, write_json
+from ring.core.files import FileError, read_record, sha256_file, write_json
 from ring.data import store
+from ring.data.folders import check
 
 
 class Target:
@@ -36,8 +37,13 @@ class Target:
         self.counts = dict(zip(store.SPLIT_FOLDERS, spec.publisher_counts, strict=True))
 
     def _set(self, dataset: str, folder: Path, fmt: str, size: int, shard_images: int) -> None:
-        self.dataset, self.format, self.size, self.shard_images = dataset, store.format_of(fmt).name, size, shard_images
-        self.folder = Path(folder)
+        if fmt not in store.FORMATS:  # store: none is a cell's choice to read the files, not a store to build
+            raise ValueError(
+                f"A prepared store is built in {' or '.join(store.FORMATS)}, not {fmt!r}; pass --format "
+                f"{' or --format '.join(store.FORMATS)}."
+            )
+        self.dataset, self.format, self.size, self.shard_images = dataset, fmt, size, shard_images
+        self.folder, self.data_root = Path(folder), Path(folder).parent
         self.dir = store.store_dir(self.folder, self.format, self.size)
 
     @classmethod
@@ -59,10 +65,28 @@ class Target:
         return self.folder / store.SPLIT_FOLDERS[split]
 
     def list(self) -> None:
+        """Each split's listing, kept when it is there and matches the manifest of an earlier build (one damaged
+        since is listed again); one sentence first when the images are not there or do not fit on the disk."""
+        self.check_source()
         store.check_room(self.dir, sum(n or 0 for n in self.counts.values()), self.format, self.size)
+        recorded = read_record(self.dir / store.MANIFEST).get("splits", {})
         for split, expected in self.counts.items():
-            if not (self.dir / split / store.SAMPLES).is_file():
+            listing = self.dir / split / store.SAMPLES
+            sha = recorded.get(split, {}).get("listing", {}).get("sha256") if isinstance(recorded, dict) else None
+            if not listing.is_file() or (sha is not None and sha256_file(listing) != sha):
                 store.write_listing(self.dir / split, self.source(split), expected)
+
+    def check_source(self) -> None:
+        """The data check's sentence for a catalog dataset whose image folders are not there (a missing data root
+        included), a plain one for another folder."""
+        if self.dataset in catalog.DATASETS and self.folder == catalog.folder(self.dataset, self.data_root):
+            check(self.dataset, self.data_root)
+        for split in store.SPLIT_FOLDERS:
+            if not self.source(split).is_dir():
+                raise ValueError(
+                    f"{self.source(split)} is not a folder; the store is built from {self.folder}/train and "
+                    f"{self.folder}/val, one folder per class in each."
+                )
 
     def shard(self, split: str, shard: int) -> dict:
         return store.build_shard(self.dir / split, self.source(split), shard, self.format, self.size, self.shard_images)
@@ -93,7 +117,7 @@ def main(argv=None) -> int:
     parser.add_argument("command", choices=["build", "list", "shard", "finish", "check"])
     parser.add_argument("dataset")
     parser.add_argument("--data-root", required=True)
-    parser.add_argument("--format", default="jpeg95", help=f"one of {', '.join(store.FORMATS)}")
+    parser.add_argument("--format", default="jpeg95", help=f"{' or '.join(store.FORMATS)}")
     parser.add_argument("--split", choices=list(store.SPLIT_FOLDERS), help="shard: the split")
     parser.add_argument("--shard", type=int, help="shard: its number")
     parser.add_argument("--shard-images", type=int, default=store.SHARD_IMAGES, help=argparse.SUPPRESS)
@@ -114,12 +138,21 @@ def main(argv=None) -> int:
         elif args.command == "finish":
             target.finish()
         else:
-            manifest = store.verify(target.dir, target.format, target.size, checksums=not args.skip_checksums)
-            print(f"prepare: {target.dir} holds {manifest['bytes'] / 1e9:.2f} GB, as its manifest says", flush=True)
+            checksums = not args.skip_checksums
+            manifest = store.verify(target.dir, target.format, target.size, checksums, every_image=checksums)
+            print(f"prepare: {target.dir} holds {store.size_text(manifest['bytes'])}, as its manifest says", flush=True)
             if args.touch:
-                write_json(args.touch, {"store": str(target.dir), "checksums": not args.skip_checksums})
-    except (ValueError, FileError) as err:
+                # The store as checked (the workflow checks it again once this changes: store_changed).
+                stamp = {"store": str(target.dir), "checksums": checksums, "fingerprint": store.fingerprint(target.dir)}
+                write_json(args.touch, stamp)
+    except (ValueError, FileError, catalog.DatasetMissing) as err:
         print(f"ring: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:  # a file of the image folder or the store that cannot be read or written
+        print(
+            f"ring: {args.dataset}'s store cannot be prepared ({err}); fix the file or its permissions and rerun.",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

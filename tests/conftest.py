@@ -141,7 +141,9 @@ def encoder_file(tmp_path) -> Path:
 # keep_checkpoint: none (docs/results.md, "Disk"): what stays is the encoders, the study snapshots, the Detectron2
 # models and the data.  Measured alone on the same machine (2026-11-28, loaded by other work): 1,827 MB.
 # After a green run pytest removes the whole base folder (tmp_path_retention_policy = "failed"): 0 MB measured.
-FOOTPRINT_BOUND_BYTES = 2 * 1000**3
+# Since issue 52 item 7 each encoder's kept copy under exported/ is a real copy, not a hard link counted once: the
+# encoders' 1.3 GB twice, about 3.1 GB (an estimate from those figures, not yet measured: remeasure and tighten).
+FOOTPRINT_BOUND_BYTES = int(3.5 * 1000**3)
 RETAINED_BOUND_BYTES = 200 * 1000**2
 
 

@@ -41,3 +41,43 @@ def test_the_prepare_command_refuses_a_dataset_without_a_store(tmp_path):
     assert out.stderr.strip().splitlines() == [
         "ring: cifar10 has no prepared store (it is not an image folder); stored datasets: imagenet, digits_folder."
     ]
+
+
+def test_each_refusal_of_the_prepare_command_is_one_sentence(tmp_path, root, monkeypatch, capsys):
+    """Issue 52 item 1: a missing data root was a traceback, --format none was refused by a list naming none, and a
+    full disk said "the previous file is kept" where no shard was there before."""
+    import errno
+    import os
+    import shutil
+
+    def refusal(*args) -> str:
+        assert prepare.main(["build", "digits_folder", *args]) == 1
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1, lines
+        return lines[0]
+
+    missing = tmp_path / "nowhere"
+    assert refusal("--data-root", str(missing)).startswith(
+        f"ring: Data root {missing} does not exist; create it and put the datasets below it (digits_folder: generate"
+    )
+    for fmt in ("png", "none"):
+        assert refusal("--data-root", str(root), "--format", fmt) == (
+            f"ring: A prepared store is built in jpeg95 or raw, not {fmt!r}; pass --format jpeg95 or --format raw."
+        )
+    data = tmp_path / "data"
+    shutil.copytree(root / "digits_folder", data / "digits_folder", ignore=shutil.ignore_patterns("store"))
+    real = os.fsync
+
+    def full(fd):  # the listing fits, the first shard does not
+        if ".data.bin." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", full)
+    shard = store.store_dir(data / "digits_folder", "raw", 32) / "train" / "shard-00000"
+    assert refusal("--data-root", str(data), "--format", "raw") == (
+        f"ring: The disk holding {shard} is full (no space left while writing data.bin); no data.bin was written: "
+        "free some space and rerun to continue."
+    )
+    monkeypatch.undo()
+    assert prepare.main(["build", "digits_folder", "--data-root", str(data), "--format", "raw"]) == 0  # it resumes

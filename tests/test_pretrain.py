@@ -485,3 +485,30 @@ def test_rank_0_cleans_up_only_after_every_ranks_write_probe_is_gone(tmp_path, m
     monkeypatch.setattr(distributed, "any_rank", lambda flag: True)  # another rank could not write
     with pytest.raises(FileError, match="another rank cannot write this cell folder; its log says why"):
         pretrain.check_writable_on_every_rank(tmp_path)
+
+
+def test_a_cell_reading_a_damaged_store_stops_before_training(tmp_path, capsys):
+    """Issue 52 item 1: a grid that had passed its store check retrained on a shard damaged since (rc 0, no word).
+    The stage verifies the store it reads before its first batch: one sentence naming the shard and the command that
+    mends it, and nothing of a run in the cell folder."""
+    from ring import prepare
+    from ring.data import store
+    from ring.data.digits import generate_folder
+
+    generate_folder(tmp_path / "data" / "digits_folder")
+    prepare.build(prepare.Target("digits_folder", tmp_path / "data", "raw"), workers=1)
+    shard = store.store_dir(tmp_path / "data" / "digits_folder", "raw", 32) / "test" / "shard-00000" / "data.bin"
+    damaged = bytearray(shard.read_bytes())
+    damaged[5000] ^= 0xFF
+    shard.write_bytes(bytes(damaged))
+    cell = tmp_path / "cell"
+    cfg = pretrain_config("IR", dataset="digits_folder", store="raw", data_root=str(tmp_path / "data"), epochs=1)
+    cell.mkdir()
+    C.save(cfg, cell / "config.yaml")
+    assert pretrain.main(["--config", str(cell / "config.yaml"), "--out", str(cell)]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"ring: {shard} does not match its recorded SHA-256 (damaged or edited since the store was built); run "
+        f"`ring prepare build digits_folder --data-root {tmp_path / 'data'} --format raw`, which builds that file "
+        "again."
+    )
+    assert sorted(p.name for p in cell.iterdir()) == ["config.yaml"]

@@ -54,12 +54,14 @@ def reason(logs: list[str]) -> str:
 
 def summary(log_text: str) -> str:
     jobs = failed_jobs(log_text)
-    if not jobs:
-        return ""
+    return report([(job["output"], job["rule"], job["log"]) for job in jobs]) if jobs else ""
+
+
+def report(jobs: list[tuple[list[str], str, list[str]]]) -> str:
+    """The summary of failed jobs given as (outputs, rule, log files): one line each, its cell and its sentence."""
     lines = [f"ring: {len(jobs)} job{'s' if len(jobs) > 1 else ''} failed:"]
-    for job in jobs:
-        where = cell_of(job["output"][0]) if job["output"] else job["rule"]
-        lines.append(f"  {where} (rule {job['rule']}): {reason(job['log'])}")
+    for output, rule, logs in jobs:
+        lines.append(f"  {cell_of(output[0]) if output else rule} (rule {rule}): {reason(logs)}")
     return "\n".join(lines)
 
 

@@ -152,14 +152,44 @@ def record_checksums(folder: str | Path, names, read_from: str | None = None, **
     return doc
 
 
-# Exported files are also kept here (hard links: no second copy on disk), where Snakemake, which deletes
+# Exported files are also kept here (real copies, or reflinks where the file system shares blocks until one side
+# is written: never hard links, which an edit in place would change on both sides), where Snakemake, which deletes
 # a rerun job's declared outputs, does not look: a client can restore them torch-free (ring.core.runs).
 KEPT = "exported"
+FICLONE = 0x40049409  # Linux's ioctl that makes a file share another's blocks copy-on-write (btrfs, XFS)
+
+
+def _clone_or_copy(source: Path, target: Path) -> None:
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        try:
+            import fcntl
+
+            fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
+            return
+        except (ImportError, OSError):
+            pass  # no reflinks here: a byte copy
+        shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def copy_into_place(source: Path, target: Path) -> None:
+    """``target`` becomes a copy of ``source`` at once (a reflink where the file system has them, else a byte copy,
+    renamed over it): it never vanishes or shows half a file, and an edit of either never changes the other.
+    Raises OSError."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        _clone_or_copy(source, tmp)
+        shutil.copystat(source, tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def link_into_place(source: Path, target: Path) -> None:
     """``target`` becomes ``source``'s content at once (a hard link, a copy where links are not supported,
-    renamed over it): it never vanishes or shows half a file.  Raises OSError."""
+    renamed over it): it never vanishes or shows half a file.  Raises OSError.  Only for a file its writer then
+    replaces by a rename (the previous checkpoint): a file anyone may edit in place is kept by
+    :func:`copy_into_place`."""
     link = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     link.unlink(missing_ok=True)
     try:
@@ -175,17 +205,17 @@ def keep_exports(folder: str | Path, names) -> None:
     try:
         kept.mkdir(exist_ok=True)
         for name in names:
-            link_into_place(folder / name, kept / name)
+            copy_into_place(folder / name, kept / name)
     except OSError as err:
         raise FileError(write_failure(kept / list(names)[-1], err)) from None
 
 
 def place_exports(folder: str | Path, names) -> None:
-    """Link each kept copy (``folder/exported/NAME``) into ``folder``, in the order given."""
+    """Copy each kept copy (``folder/exported/NAME``) into ``folder``, in the order given."""
     folder = Path(folder)
     for name in names:
         try:
-            link_into_place(folder / KEPT / name, folder / name)
+            copy_into_place(folder / KEPT / name, folder / name)
         except OSError as err:
             raise FileError(write_failure(folder / name, err)) from None
 
@@ -230,28 +260,29 @@ def _no_room(folder: Path, margin: int = 1 << 20) -> bool:
 
 
 def write_failure(path: Path, err: OSError) -> str:
-    """One sentence for a write that the file system refused."""
+    """One sentence for a write that the file system refused (the file it replaces, if any, is untouched)."""
+    kept = "the previous file is kept" if path.exists() else f"no {path.name} was written"
     if err.errno == errno.ENOSPC:
         return (
-            f"The disk holding {path.parent} is full (no space left while writing {path.name}); the previous file "
-            "is kept: free some space and rerun to continue."
+            f"The disk holding {path.parent} is full (no space left while writing {path.name}); {kept}: free some "
+            "space and rerun to continue."
         )
     if err.errno == errno.EFBIG:
         return (
             f"Writing {path} exceeds the largest file this process may write (File too large: the file-size limit, "
-            "ulimit -f, or the file system's); the previous file is kept: raise the limit and rerun to continue."
+            f"ulimit -f, or the file system's); {kept}: raise the limit and rerun to continue."
         )
     if err.errno == errno.EDQUOT:
         return (
-            f"Writing {path} exceeds this user's disk quota on {path.parent} (Disk quota exceeded); the previous "
-            "file is kept: free some space or raise the quota and rerun to continue."
+            f"Writing {path} exceeds this user's disk quota on {path.parent} (Disk quota exceeded); {kept}: free "
+            "some space or raise the quota and rerun to continue."
         )
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return (
             f"The folder {path.parent} is not writable ({err.strerror}); "
             "fix its permissions or choose another results folder."
         )
-    return f"Writing {path} failed ({err.strerror or err}); the previous file is kept: fix the cause and rerun."
+    return f"Writing {path} failed ({err.strerror or err}); {kept}: fix the cause and rerun."
 
 
 def check_writable(folder: str | Path) -> None:

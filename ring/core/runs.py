@@ -52,8 +52,8 @@ from ring.core.files import (
     CHECKSUMS,
     KEPT,
     FileError,
+    copy_into_place,
     keep_exports,
-    link_into_place,
     read_record,
     record_checksums,
     sha256_file,
@@ -346,6 +346,11 @@ def restore(cell: Path, key: str, finished_counts: bool = False) -> bool:
         for path in sorted(kept.iterdir()):
             os.replace(path, cell / path.name)
         kept.rmdir()
+        # A file altered in place since it was set aside comes back as its verified kept copy (a real copy: the
+        # alteration did not reach it).
+        for name, sha in verified_copies(cell).items():
+            if not (cell / name).is_file() or sha256_file(cell / name) != sha:
+                copy_into_place(cell / KEPT / name, cell / name)
     except OSError as err:
         raise FileError(
             f"Cannot bring the run kept in {kept} back into {cell} ({err.strerror or err}); "
@@ -384,14 +389,14 @@ def restore_exports(
     missing = [name for name in files if not (cell / name).exists()]
     try:
         for name in sorted(missing, key=lambda n: n == last):  # the stage's last output last, as it writes them
-            link_into_place(cell / KEPT / name, cell / name)
+            copy_into_place(cell / KEPT / name, cell / name)
     except OSError as err:
         raise FileError(write_failure(cell / last, err)) from None
     return missing
 
 
 def keep_outputs(cell: str | Path, stage: str, cfg, encoder: str) -> dict:
-    """An evaluation's finished outputs kept under ``exported/`` (hard links) and recorded in ``export.json`` with
+    """An evaluation's finished outputs kept under ``exported/`` (copies) and recorded in ``export.json`` with
     its config hash and encoder: what :func:`collect` and :func:`restore` verify (see the module docstring)."""
     names = EVALUATIONS[stage]
     keep_exports(cell, names)

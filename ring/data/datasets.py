@@ -104,12 +104,14 @@ class Source:
     how_to_get: str = ""  # the catalog's hint for this dataset under this root, said if its files prove damaged
 
     def check(self) -> None:
-        """Raise :class:`DatasetMissing` with one sentence if the dataset, or the store the cell reads, is not usable
-        (the store's checksums are the data check's: ring.data.verify)."""
+        """Raise :class:`DatasetMissing` with one sentence if the dataset, or the store the cell reads, is not usable:
+        a store is verified whole before any of it is read (ring.data.stores.verify: its counts, its folder's times,
+        every file's SHA-256, each hashed again only after its size or time changed since the last check)."""
         check(self.name, self.root)
         if self.store is not None:
+            fmt, size = self.store.name.rsplit("-", 1)  # ring.data.stores.store_dir's name
             try:
-                store.read_manifest(self.store)
+                store.verify(self.store, fmt, int(size))
             except store.StoreError as err:
                 raise DatasetMissing(str(err)) from None
 

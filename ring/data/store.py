@@ -11,6 +11,8 @@ torchvision's ``ImageFolder`` loads (``convert("RGB")``, then PIL's bilinear res
 On disk (``<data_root>/<dataset>/store/<format>-<size>/``), readable with numpy and PIL alone::
 
     manifest.json              written last: format, size, image counts, classes, the SHA-256 of every file below
+    checked.json               {file: [size, mtime_ns, SHA-256]}: the checks hash a file again only once it changed
+    <split>/source.json        the image folder's stats as it was listed (a store older than its images is stale)
     <split>/samples.tsv        the listing: one "relative/path<TAB>label" line per image, in store order
     <split>/index.npy          one row per image: shard (u4), offset (u8), length (u4), label (i4) -- np.load(...)
     <split>/shard-00000/data.bin    the records of images [0, shard_images), back to back
@@ -43,6 +45,7 @@ from PIL import Image
 from ring.core.files import atomic_write, read_record, sha256_file, write_json, write_text
 from ring.data.stores import (  # noqa: F401  (the layout and its checks: ring.data.stores; names of this module)
     BYTES_PER_PIXEL,
+    CHECKED,
     CHOICES,
     INDEX,
     INDEX_DTYPE,
@@ -53,14 +56,21 @@ from ring.data.stores import (  # noqa: F401  (the layout and its checks: ring.d
     SHARD_DATA,
     SHARD_IMAGES,
     SHARD_RECORD,
+    SOURCE,
     SPLIT_FOLDERS,
     STORE,
     StoreError,
+    StoreStale,
     cell_store,
     check_room,
+    fingerprint,
+    hashed,
     n_shards,
     needed_bytes,
     read_manifest,
+    rebuild_command,
+    size_text,
+    source_stats,
     state,
     store_dir,
     verify,
@@ -148,6 +158,8 @@ def write_listing(split_dir: Path, source: Path, expected: int | None) -> int:
             "check says what is missing) before preparing its store."
         )
     lines = [f"# classes\t{json.dumps(classes)}"] + [f"{path}\t{label}" for path, label in samples]
+    # The folder as listed, written first: the manifest carries it, and the checks compare the folder with it.
+    write_json(split_dir / SOURCE, source_stats(source, [path for path, _ in samples]), indent=None)
     write_text(split_dir / SAMPLES, "\n".join(lines) + "\n")
     return len(samples)
 
@@ -177,7 +189,7 @@ def build_shard(split_dir: Path, source: Path, shard: int, fmt: str, size: int, 
     (written last: a shard without one is rebuilt).  A finished shard is kept; its record is returned."""
     data, record_path = shard_files(split_dir, shard)
     done = read_record(record_path)
-    if done and data.exists() and data.stat().st_size == done.get("bytes"):
+    if done and data.exists() and data.stat().st_size == done.get("bytes") and _intact(split_dir.parent, data, done):
         return done
     _, samples = read_listing(split_dir)
     chunk = samples[shard * shard_images : (shard + 1) * shard_images]
@@ -197,6 +209,7 @@ def build_shard(split_dir: Path, source: Path, shard: int, fmt: str, size: int, 
 
     atomic_write(data, write)
     record = {
+        "mtime_ns": data.stat().st_mtime_ns,  # with bytes and sha256: the checks hash it again only once it changes
         "first": shard * shard_images,
         "images": len(chunk),
         "bytes": sum(lengths),
@@ -208,9 +221,22 @@ def build_shard(split_dir: Path, source: Path, shard: int, fmt: str, size: int, 
     return record
 
 
+def _seed(split_dir: Path, data: Path, record: dict) -> dict:
+    """The (size, time, SHA-256) the build recorded of a shard as it wrote it, for :func:`ring.data.stores.hashed`."""
+    if not isinstance(record.get("mtime_ns"), int):
+        return {}
+    return {str(data.relative_to(split_dir.parent)): [record["bytes"], record["mtime_ns"], record["sha256"]]}
+
+
+def _intact(store: Path, data: Path, record: dict) -> bool:
+    """Whether a finished shard still holds what its record says (a damaged one is built again)."""
+    rel = str(data.relative_to(store))
+    return hashed(store, [rel], _seed(data.parents[1], data, record))[rel] == record.get("sha256")
+
+
 def finish(store: Path, fmt: str, size: int, dataset: str, shard_images: int) -> dict:
     """The index of every split and the manifest (written last: a store without one is unfinished)."""
-    splits = {}
+    splits, seeds = {}, {}
     for split in SPLIT_FOLDERS:
         split_dir = store / split
         classes, samples = read_listing(split_dir)
@@ -220,6 +246,7 @@ def finish(store: Path, fmt: str, size: int, dataset: str, shard_images: int) ->
             rec = read_record(record_path)
             if not rec or not data.exists() or data.stat().st_size != rec["bytes"]:
                 raise StoreError(f"Shard {data} is missing or incomplete; rerun the prepare stage, which builds it.")
+            seeds.update(_seed(split_dir, data, rec))
             offsets = np.concatenate([[0], np.cumsum(rec["lengths"])[:-1]]).astype(np.uint64)
             columns = zip([shard] * rec["images"], offsets, rec["lengths"], rec["labels"], strict=True)
             rows.append(np.array(list(columns), INDEX_DTYPE))
@@ -234,10 +261,12 @@ def finish(store: Path, fmt: str, size: int, dataset: str, shard_images: int) ->
         index = np.concatenate(rows)
         if len(index) != len(samples) or index["label"].tolist() != [label for _, label in samples]:
             raise StoreError(
-                f"The shards of {split_dir} do not match its listing; delete the folder and prepare again."
+                f"The shards of {split_dir} do not match its listing; delete {store} and run {rebuild_command(store)}."
             )
         atomic_write(split_dir / INDEX, lambda fh, index=index: np.save(fh, index, allow_pickle=False))
+        source = read_record(split_dir / SOURCE)
         splits[split] = {
+            **({"source": source} if source else {}),
             "folder": SPLIT_FOLDERS[split],
             "images": len(samples),
             "classes": classes,
@@ -256,6 +285,9 @@ def finish(store: Path, fmt: str, size: int, dataset: str, shard_images: int) ->
         "bytes": sum(s["bytes"] for split in splits.values() for s in split["shards"]),
         "splits": splits,
     }
+    # The shards' hashes as the build recorded them, so that the first check hashes only what changed since.
+    small = [f"{split}/{name}" for split in splits for name in (INDEX, SAMPLES)]
+    hashed(store, small + [f"{split}/{s['file']}" for split, e in splits.items() for s in e["shards"]], seeds)
     write_json(store / MANIFEST, manifest)
     return manifest
 
@@ -276,7 +308,8 @@ class StoreReader:
         self.index = np.load(self.store / split / INDEX, allow_pickle=False)
         if self.index.dtype != INDEX_DTYPE or len(self.index) != entry["images"]:
             raise StoreError(
-                f"{self.store / split / INDEX} is not this store's index; delete {store} and prepare again."
+                f"{self.store / split / INDEX} is not this store's index; run {rebuild_command(self.store)}, "
+                "which writes it again."
             )
         self.files = [self.store / split / shard["file"] for shard in entry["shards"]]
         self.targets = self.index["label"].tolist()
@@ -298,7 +331,10 @@ class StoreReader:
             fd = self._fds[shard] = os.open(self.files[shard], os.O_RDONLY)
         record = bytearray(length)  # writable: a raw record becomes a tensor without a copy
         if os.preadv(fd, [record], offset) != length:
-            raise StoreError(f"{self.files[shard]} is truncated at record {i}; delete its folder and prepare again.")
+            raise StoreError(
+                f"{self.files[shard]} is truncated at record {i}; run {rebuild_command(self.store)}, which builds "
+                "it again."
+            )
         return record
 
     def array(self, i: int) -> np.ndarray:

@@ -222,12 +222,24 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--config", required=True, help=f"cell config (YAML of DetectionConfig fields; {checks.REFERENCE_HINT})"
     )
-    parser.add_argument("--weights", required=True, help="backbone.pkl written by ring.detection.convert")
-    parser.add_argument("--out", required=True, help="cell folder: Detectron2's checkpoints, logs and metrics.json")
+    parser.add_argument("--weights", help="backbone.pkl written by ring.detection.convert")
+    parser.add_argument("--out", help="cell folder: Detectron2's checkpoints, logs and metrics.json")
+    parser.add_argument(
+        "--datasets-only",
+        action="store_true",
+        help="only check that the datasets the cell reads are there (the workflow does, before any job of its run)",
+    )
     args = parser.parse_args(argv)
     clock.entered()  # the interpreter's start and the imports: this job's first fixed cost
+    if not args.datasets_only and not (args.weights and args.out):
+        parser.error("--weights and --out are required (or --datasets-only)")
     try:
-        metrics = run(checks.load_checked("detection", args.config), args.weights, args.out)
+        cfg = checks.load_checked("detection", args.config)
+        if args.datasets_only:
+            d2cfg = configs.build(cfg, "", "")
+            configs.check_datasets([*d2cfg.DATASETS.TRAIN, *d2cfg.DATASETS.TEST], cfg.datasets_root)
+            return 0
+        metrics = run(cfg, args.weights, args.out)
     except (ValueError, FileNotFoundError, FileError) as err:  # ConversionError is a ValueError
         print(f"ring: {err}", file=sys.stderr)
         return 1

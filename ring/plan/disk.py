@@ -7,7 +7,7 @@ Two kinds of folders hold no result the grid's tables read, and only grow:
 * **unnamed cell folders**: a cell folder under ``results/<grid>/`` that the grid no longer names (a seed, method,
   dataset, study variant or detection task removed from the grid file).
 
-Torch-free: it lists folders and adds file sizes (hard links counted once: a kept export is a link of its encoder).
+Torch-free: it lists folders and adds file sizes (hard links counted once: a file linked by hand).
 A cell the grid names is never removed, only its ``runs/``; ``prune`` removes nothing while a run holds the folder
 (ring.cluster.prune.holder, :func:`snakemake_lock`).
 """

@@ -14,7 +14,7 @@ backbone's checksum record names the encoder it was converted from (links 2 and 
 
 Before the links, every file the chain reads is verified against its checksum record (:func:`damaged`): a
 ``metrics.json`` edited in place, or an encoder damaged after its evaluation, is stale, never a number, whatever
-its kept copy under ``exported/`` (a hard link, so edited with it) says.
+its kept copy under ``exported/`` says.
 
 Each broken link is one sentence (:func:`stale_reason`) that names the cell and the command that
 reruns it; :mod:`ring.reports.tables` shows such a cell as stale, never as a number, and ``ring

@@ -122,8 +122,8 @@ def test_torch_save_meeting_a_full_disk_names_the_file_and_the_cause(tmp_path, m
         with pytest.raises(files.FileError) as err:
             save(state, tmp_path / name)
         assert str(err.value) == (
-            f"The disk holding {tmp_path} is full (no space left while writing {name}); the "
-            "previous file is kept: free some space and rerun to continue."
+            f"The disk holding {tmp_path} is full (no space left while writing {name}); no {name} "
+            "was written: free some space and rerun to continue."
         )
     assert list(tmp_path.iterdir()) == []
 
@@ -159,8 +159,8 @@ def test_a_checkpoint_past_the_file_size_limit_stops_the_stage_with_one_sentence
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == (
         f"ring: Writing {cell / 'checkpoint.pt'} exceeds the largest file this process may write (File too large: the "
-        "file-size limit, ulimit -f, or the file system's); the previous file is kept: raise the limit and rerun to "
-        "continue."
+        "file-size limit, ulimit -f, or the file system's); no checkpoint.pt was written: raise the limit and rerun "
+        "to continue."
     )
     assert not list(cell.glob(".*.tmp"))
 
@@ -191,3 +191,20 @@ except FileError as err:
         r"the limit and rerun to continue\.\n",
         result.stdout,
     ), result.stdout + result.stderr[-2000:]
+
+
+def test_kept_exports_are_copies_that_an_edit_in_place_leaves_alone(tmp_path):
+    """Issue 52 item 7: exported/metrics.json was a hard link of metrics.json, so an edit in place (r+ mode, the
+    inode kept) changed the kept copy too; kept and restored copies are now their own files."""
+    (tmp_path / "metrics.json").write_text('{"top1": 50.0}')
+    files.keep_exports(tmp_path, ["metrics.json"])
+    kept = tmp_path / files.KEPT / "metrics.json"
+    with open(tmp_path / "metrics.json", "r+") as fh:
+        fh.write('{"top1": 95.0}')
+    assert kept.read_text() == '{"top1": 50.0}'
+    (tmp_path / "metrics.json").unlink()
+    files.place_exports(tmp_path, ["metrics.json"])  # put back from the kept copy, as a restore does
+    with open(tmp_path / "metrics.json", "r+") as fh:
+        fh.write('{"top1": 99.0}')
+    assert kept.read_text() == '{"top1": 50.0}' and kept.stat().st_nlink == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exported", "metrics.json"]  # no temporary left

@@ -175,8 +175,15 @@ def test_an_undone_edit_restores_a_finished_run_without_its_checkpoint_as_finish
     assert runs.prepare(tmp_path, "pretrain", second, log=lambda line: None) == "start over"
     kept = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert kept == sorted([C.config_hash(first), C.config_hash(second)])
-    # A finished run whose encoder was altered on disk does not verify: it is not restored either.
-    (tmp_path / "runs" / C.config_hash(first) / "encoder.pt").write_bytes(b"altered")  # (its kept copy is a hard link)
+    # Its encoder altered in place comes back as its kept copy (a copy, which the alteration did not reach).
+    (tmp_path / "runs" / C.config_hash(first) / "encoder.pt").write_bytes(b"altered")
+    _ran(tmp_path, second, files=("log.jsonl",))
+    assert runs.prepare(tmp_path, "pretrain", first, log=lambda line: None) == "restore"
+    assert (tmp_path / "encoder.pt").read_bytes() == C.config_hash(first).encode() * 100
+    # A finished run whose encoder and kept copy were both altered does not verify: it is not restored.
+    runs.prepare(tmp_path, "pretrain", second, log=lambda line: None)
+    for path in (tmp_path / "runs" / C.config_hash(first)).glob("**/encoder.pt"):
+        path.write_bytes(b"altered")
     _ran(tmp_path, second, files=("log.jsonl",))
     assert runs.prepare(tmp_path, "pretrain", first, log=lambda line: None) == "start over"
 
@@ -205,7 +212,7 @@ def test_exports_deleted_by_snakemake_are_restored_from_the_kept_copies_only_whe
     assert sorted(runs.restore_exports(tmp_path, cfg)) == ["encoder.pt", "encoder_ab.pt"]
     assert {n: (tmp_path / n).read_bytes() for n in originals} == originals
     (tmp_path / "encoder.pt").unlink()
-    (tmp_path / KEPT / "encoder_ab.pt").write_bytes(b"altered")  # (a hard link: the restored file changes too)
+    (tmp_path / KEPT / "encoder_ab.pt").write_bytes(b"altered")
     assert runs.restore_exports(tmp_path, cfg) == [] and not (tmp_path / "encoder.pt").exists()
 
 

@@ -120,7 +120,11 @@ def test_a_missing_store_is_one_sentence(tmp_path, root):
     source = datasets.source(
         catalog.spec("digits_folder"), tmp_path, "jpeg95", SIZE
     )  # no store was built under tmp_path
-    with pytest.raises(catalog.DatasetMissing, match=r"^No prepared store at .*jpeg95-32 .*`snakemake prepare_stores`"):
+    with pytest.raises(
+        catalog.DatasetMissing,
+        match=rf"^No prepared store at .*jpeg95-32 .*; build it with `ring prepare build digits_folder --data-root "
+        rf"{tmp_path} --format jpeg95`, or set store: none",
+    ):
         datasets.Source(source.name, source.spec, root, source.build, source.store).check()
 
 
@@ -135,7 +139,7 @@ def test_verify_names_a_truncated_or_altered_shard(tmp_path, root):
     data[100] ^= 0xFF
     shard.write_bytes(bytes(data))
     store.verify(copy, "jpeg95", SIZE, checksums=False)  # the size still matches
-    with pytest.raises(store.StoreError, match=r"shard-00001/data.bin does not match its recorded SHA-256; delete its"):
+    with pytest.raises(store.StoreError, match=r"shard-00001/data.bin does not match its recorded SHA-256 \(damaged"):
         store.verify(copy, "jpeg95", SIZE)
     shard.write_bytes(bytes(data[:-10]))
     with pytest.raises(store.StoreError, match=r"shard-00001/data.bin is missing or truncated"):

@@ -355,6 +355,17 @@ def test_unpack_writes_the_results_only(tmp_path):
 
 
 @pytest.mark.slow
+def test_store_check_benchmark_times_the_check_cold_and_from_its_record():
+    """benchmarks/store_check.py at --tiny size: the check a cell runs at its start, every file hashed and from
+    checked.json, and the full check; the record's check reads no shard, so it takes a fraction of the cold one."""
+    result = run_tiny("store_check")
+    seconds = result["seconds"]
+    assert result["images"] == 132 and result["shards"] == 2 and result["store_bytes"] > 0
+    assert 0 < seconds["warm_s"] < seconds["cold_s"] and seconds["warm_s"] < seconds["every_image_s"]
+    assert result["hash_mb_per_s"] > 0 and result["imagenet_estimate_s"]["warm"] < result["imagenet_estimate_s"]["cold"]
+
+
+@pytest.mark.slow
 def test_orchestration_benchmark_plans_the_paper_grid():
     result = run_tiny("orchestration")
     assert result["jobs_planned"] > 2 * 84
@@ -374,6 +385,7 @@ def test_orchestration_benchmark_plans_the_paper_grid():
         "jpeg_decode",
         "price",
         "price_check",
+        "store_check",
     ],
 )
 def test_committed_results_exist(name):

@@ -212,8 +212,8 @@ def test_a_full_disk_during_a_checkpoint_write_is_one_sentence(tmp_path, monkeyp
     assert pretrain.main(["--config", str(cell / "config.yaml"), "--out", str(cell)]) == 1
     (line,) = _ring_lines(capsys.readouterr().err)
     assert line == (
-        f"ring: The disk holding {cell} is full (no space left while writing checkpoint.pt); the previous "
-        "file is kept: free some space and rerun to continue."
+        f"ring: The disk holding {cell} is full (no space left while writing checkpoint.pt); no checkpoint.pt "
+        "was written: free some space and rerun to continue."
     )
     assert not list(cell.glob(".*.tmp")) and not (cell / "checkpoint.pt").exists()
 

@@ -182,6 +182,30 @@ def test_the_installed_wheel_records_its_version_instead_of_a_commit(installed):
     }
 
 
+@pytest.mark.slow  # builds a store of 1,797 images from the installed wheel
+def test_the_command_a_damaged_store_names_rebuilds_it_from_the_wheel(installed):
+    """Issue 52 item 1: the sentence a damaged store gives names a command that acts where ring-bench is installed
+    without a checkout: `ring prepare build ...`, run as printed, mends the shard."""
+    venv, env, work = installed
+    data = work / "store-data"
+    ring_command(installed, "generate", "digits_folder", "--data-root", str(data))
+    build = ["prepare", "build", "digits_folder", "--data-root", str(data), "--format", "raw"]
+    ring_command(installed, *build)
+    shard = data / "digits_folder" / "store" / "raw-32" / "train" / "shard-00000" / "data.bin"
+    damaged = bytearray(shard.read_bytes())
+    damaged[100] ^= 0xFF
+    shard.write_bytes(bytes(damaged))
+    check = ["prepare", "check", "digits_folder", "--data-root", str(data), "--format", "raw"]
+    refused = ring_command(installed, *check, check=False)
+    named = f"`ring {' '.join(build)}`"
+    assert refused.returncode == 1 and refused.stderr == (
+        f"ring: {shard} does not match its recorded SHA-256 (damaged or edited since the store was built); run "
+        f"{named}, which builds that file again.\n"
+    ), refused.stderr
+    ring_command(installed, *named.strip("`").split()[1:])
+    assert ring_command(installed, *check).stdout.startswith(f"prepare: {shard.parents[2]} holds ")
+
+
 @pytest.mark.slow  # a workflow run of two cells from the installed wheel: about a minute on 2 busy cores
 def test_ring_run_runs_the_shipped_workflow_from_an_empty_folder(installed):
     """`ring run` from a folder outside the checkout: the paper grid's plan, a tiny grid run to Table 1 on the CPU with

@@ -78,3 +78,42 @@ def test_a_folder_grid_prepares_its_store_once_and_reads_it_in_every_pass(workdi
     )
     files = job_counts(snakemake(workdir, *args[:3], "--config", "grid=files", f"data_root={data}", "-n").stdout)
     assert "store_check" not in files
+
+
+def test_prepare_stores_builds_a_deleted_store_again_and_stops_at_a_damaged_one(workdir):
+    """Issue 52 item 1: after the store was deleted, `snakemake prepare_stores` said "Nothing to be done" (the grid's
+    check stamp stood); now the check reruns once the store's manifest or shards change (store_check's params), so a
+    deleted store is built again, and a damaged shard stops the run with the sentence naming `ring prepare build`,
+    which mends it."""
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
+    write_grid(workdir, "folder", FOLDER_GRID)
+    data = workdir / "data"
+    args = ("--profile", "profiles/local", "prepare_stores", "--config", "grid=folder", f"data_root={data}")
+    snakemake(workdir, *args)
+    built = data / "digits_folder" / "store" / f"jpeg95-{catalog.DATASETS['digits_folder'].store_size}"
+    shutil.rmtree(built)
+    rebuilt = snakemake(workdir, *args)
+    again = job_counts(rebuilt.stdout + rebuilt.stderr)
+    assert {k: again.get(k) for k in ("prepare_listing", "prepare_store", "store_check")} == dict.fromkeys(
+        ("prepare_listing", "prepare_store", "store_check"), 1
+    )
+    unchanged = snakemake(workdir, *args)
+    assert "Nothing to be done" in unchanged.stdout + unchanged.stderr
+    shard = built / "train" / "shard-00000" / store.SHARD_DATA
+    damaged = bytearray(shard.read_bytes())
+    damaged[100] ^= 0xFF
+    shard.write_bytes(bytes(damaged))
+    refused = snakemake(workdir, *args, check=False)
+    sentence = (
+        f"ring: {shard} does not match its recorded SHA-256 (damaged or edited since the store was built); run "
+        f"`ring prepare build digits_folder --data-root {data} --format jpeg95`, which builds that file again."
+    )
+    assert refused.returncode != 0 and sentence in refused.stderr, refused.stderr[-3000:]
+    command = shlex.split(sentence.split("`")[1])
+    subprocess.run([sys.executable, "-m", "ring.cli", *command[1:]], cwd=workdir, check=True, timeout=300)
+    snakemake(workdir, *args)
+    assert store.verify(built, "jpeg95", catalog.DATASETS["digits_folder"].store_size)

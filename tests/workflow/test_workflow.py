@@ -78,6 +78,42 @@ def test_missing_dataset_fails_the_dag_before_any_training_job(workdir, tmp_path
     assert not (workdir / "results" / "paper" / "pretrain" / "cifar10" / "IR" / "seed0" / "pretrain.log").exists()
 
 
+def test_every_dataset_the_targets_read_is_checked_before_any_job_starts(workdir, tmp_path):
+    """Issue 52 item 6: a transfer set missing (cub, table3) was found after the digits pretraining it follows had
+    trained for a minute (pretraining waited only for its own dataset's check), and Table 4's Detectron2 datasets
+    after pretraining and conversion.  Every data check the run needs now runs before its first job: nothing starts,
+    and the run ends with the failed-run summary naming each."""
+    grid = {
+        **SMALL,
+        "methods": ["IR"],
+        "seeds": [0],
+        "transfer": {"source": "digits", "datasets": ["cub"], "all": SMALL["lincls"]["all"]},
+        "detection": {
+            "source": "digits",
+            "methods": ["IR"],
+            "tasks": ["voc_det"],
+            "datasets": "detectron2",
+            "all": {"num_gpus": 0, "num_workers": 0},
+        },
+        "resources": {**SMALL["resources"], "transfer": {"threads": 1}, "detection": {"threads": 1}},
+    }
+    write_grid(workdir, "xfer", grid)
+    data = tmp_path / "data"
+    data.mkdir()
+    args = ("--profile", "profiles/local", "table3", "table4", "--config", "grid=xfer", f"data_root={data}")
+    result = snakemake(workdir, *args, check=False, timeout=300)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    listing = data / "detectron2" / "VOC2007" / "ImageSets" / "Main" / "trainval.txt"
+    assert f"ring: 2 jobs failed:\n  data cub (rule data_check): Dataset cub is missing {data}" in out, out[-3000:]
+    voc = f"Dataset voc_2007_trainval is missing: {listing} does not exist; put the datasets"
+    assert f"\n  data detectron2-voc_det (rule detection): {voc}" in out, out[-3000:]
+    assert "A data check failed before any job started (above); nothing was started." in out
+    assert not re.search(r"^(local)?rule \w+:$", out, re.MULTILINE), out  # no job started, not even digits' check
+    assert not (workdir / "results" / "xfer" / "pretrain").exists()
+    assert not (workdir / "results" / "xfer" / "data" / "cub.ok").exists()
+
+
 def rerun_one(workdir: Path, cell: str, output: str) -> dict[str, int]:
     """README's rerun of one cell on the tiny grid: its folder removed, its ``output`` forced; the jobs that ran."""
     shutil.rmtree(workdir / cell)

@@ -214,6 +214,7 @@ onstart:
         if problems := run_preflight(jobs, LAUNCHED_CHECKPOINT_INTERVAL):
             print("\n".join(f"ring: {p}" for p in problems), file=sys.stderr)
             raise WorkflowError("SLURM refused resources before any submission (above); nothing was submitted.")
+    check_data_first(workflow.dag.needrun_jobs())  # every dataset the run reads, before any job (helpers/data.smk)
     # Then, with nothing left to refuse, the first run that writes results/<grid> records its grid file there (a dry
     # run, which has no onstart, writes nothing): a later plan from another file of the same name is refused
     # (ring.plan.ownership).  A refused run has written nothing.

@@ -10,9 +10,12 @@ include: "helpers/data.smk"
 
 
 import shlex
+import subprocess
+import tempfile
 
 from ring.data.listings import GENERATOR_SPECS
 from ring.data.metadataset import GENERATED, GENERATORS
+from ring.core.config import save as config_save
 from ring.data.folders import fingerprint as dataset_fingerprint
 
 DATA_LOG = "results/{grid}/data/{dataset}.log"  # its one sentence, for the failed-run summary and ring.cluster.batch

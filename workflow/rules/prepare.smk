@@ -10,6 +10,8 @@ include: "helpers/prepare.smk"
 
 from types import SimpleNamespace
 
+from ring.core.files import read_record
+
 from ring.data.stores import (
     BYTES_PER_PIXEL,
     MANIFEST,
@@ -18,6 +20,7 @@ from ring.data.stores import (
     SHARD_RECORD,
     SPLIT_FOLDERS,
     cell_store,
+    fingerprint as store_fingerprint,
     n_shards,
 )
 
@@ -113,6 +116,7 @@ rule store_check:
     """The store against its manifest (every shard's SHA-256 unless skip_checksums), once per grid, before any cell."""
     input:
         ancient(STORE_MANIFEST),
+        changed=store_changed,  # no file: forces the check of a store deleted, damaged or built since its stamp
     output:
         STORE_OK,
     log:

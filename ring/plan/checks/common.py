@@ -3,9 +3,17 @@ name that a plug-in registers."""
 
 from __future__ import annotations
 
+from ring.core import catalog
 from ring.core.methods import METHODS, implementation_problem, missing
 from ring.plan.checks.checker import ConfigError, fail, in_range, int_at_least, number, one_of, positive
-from ring.plan.checks.options import CHANNELS_LAST, KEEP_CHECKPOINT, KEEP_SUPERSEDED, MIN_INPUT_PX, PRECISIONS
+from ring.plan.checks.options import (
+    CHANNELS_LAST,
+    KEEP_CHECKPOINT,
+    KEEP_SUPERSEDED,
+    MIN_INPUT_PX,
+    PRECISIONS,
+    STORE_FORMATS,
+)
 
 
 def views(where: str, cfg) -> None:
@@ -71,3 +79,20 @@ def runtime(where: str, cfg) -> None:
     one_of(where, cfg, "keep_checkpoint", KEEP_CHECKPOINT)
     int_at_least(where, cfg, "num_workers", 0)
     int_at_least(where, cfg, "threads", 0)
+
+
+def store(where: str, cfg) -> None:
+    """``store`` is one of its words, and set only for a dataset that has a prepared store (the catalog's
+    ``store_size``): elsewhere it would change the cell's hash (it is hashed when set) and nothing it reads."""
+    one_of(where, cfg, "store", STORE_FORMATS)
+    default = type(cfg).__dataclass_fields__["store"].default
+    spec = catalog.DATASETS.get(cfg.dataset)
+    if cfg.store != default and not (spec and spec.store_size):
+        stored = ", ".join(name for name, entry in catalog.DATASETS.items() if entry.store_size)
+        fail(
+            where,
+            "store",
+            cfg.store,
+            f"is set for {cfg.dataset}, which has no prepared store (the datasets with one: {stored})",
+            "remove the key for it (set store under by_dataset: for the datasets that have one)",
+        )

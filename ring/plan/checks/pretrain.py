@@ -11,8 +11,8 @@ from ring.core import config as C
 from ring.core.method_keys import KEYS
 from ring.core.methods import METHODS, Method
 from ring.plan.checks.checker import Checker, fail, int_at_least, number, one_of, positive
-from ring.plan.checks.common import implementation, optimizer, registered, runtime, views
-from ring.plan.checks.options import AUGMENT_PLACES, COMPILE, HEADS, STORE_DECODE, STORE_FORMATS
+from ring.plan.checks.common import implementation, optimizer, registered, runtime, store, views
+from ring.plan.checks.options import AUGMENT_PLACES, COMPILE, HEADS, STORE_DECODE
 
 SNAPSHOT = re.compile(re.escape(C.SNAPSHOT_FILE).replace(r"\{epoch\}", r"(\d+)") + "$")
 
@@ -139,7 +139,7 @@ def _monitors_and_snapshots(where: str, cfg) -> None:
 def _views_place(where: str, cfg) -> None:
     """Where the views are made and what they are read from."""
     one_of(where, cfg, "augment", AUGMENT_PLACES)
-    one_of(where, cfg, "store", STORE_FORMATS)
+    store(where, cfg)
     spec = catalog.DATASETS.get(cfg.dataset)
     if cfg.augment == "dali" and cfg.store != "none" and spec and spec.store_size == cfg.resize:
         # DALI decodes the original files itself (ring.data.dali); the store's records are the device path's.

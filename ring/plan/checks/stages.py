@@ -8,8 +8,8 @@ from ring.core import catalog
 from ring.core import config as C
 from ring.core.methods import METHODS
 from ring.plan.checks.checker import fail, int_at_least, number, one_of, positive
-from ring.plan.checks.common import optimizer, registered, runtime, views
-from ring.plan.checks.options import AUGMENTATIONS, DETECTION_DATASETS, STORE_FORMATS
+from ring.plan.checks.common import optimizer, registered, runtime, store, views
+from ring.plan.checks.options import AUGMENTATIONS, DETECTION_DATASETS
 
 # Detectron2 keys: dotted upper-case paths (the job checks each against Detectron2's config).
 D2_KEY = re.compile(r"^[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)+$")
@@ -35,7 +35,7 @@ def check_lincls(cfg: C.LinclsConfig, where: str) -> None:
     optimizer(where, cfg, spec.train_images, f"labelled {cfg.dataset} training images")
     views(where, cfg)
     one_of(where, cfg, "augmentation", AUGMENTATIONS)
-    one_of(where, cfg, "store", STORE_FORMATS)
+    store(where, cfg)
     runtime(where, cfg)
 
 

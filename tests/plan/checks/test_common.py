@@ -38,3 +38,27 @@ def test_a_shared_rule_reads_the_same_in_every_stage(make, values, sentence):
 @pytest.mark.parametrize("make", [lincls_config, _pretrain], ids=["lincls", "pretrain"])
 def test_an_unregistered_method_is_refused_naming_the_registered_ones(make):
     assert _refused(make(method="NotAMethod")).startswith("here: method='NotAMethod' is not a method")
+
+
+def test_store_is_refused_for_a_dataset_without_a_store_and_its_hash_kept_where_it_reads_one(tmp_path):
+    """Issue 52 item 1: store: raw on digits was accepted and changed the cell's hash (finished cells retrained)
+    while the cell read the same images.  Refused in both stages that have the key; a cell of a dataset with a store
+    takes it, and a cell that leaves it at its default keeps the hash it had."""
+    from ring.core import config as C
+    from ring.plan import grid as G
+
+    sentence = (
+        "here: store={!r} is set for digits, which has no prepared store (the datasets with one: imagenet, "
+        "digits_folder); remove the key for it (set store under by_dataset: for the datasets that have one)."
+    )
+    for make in (_pretrain, lambda **v: dataclasses.replace(lincls_config(), **v)):
+        for word in ("raw", "none"):
+            assert _refused(make(store=word)) == sentence.format(word)
+        checks.check(make(store="raw", dataset="digits_folder"), "here")
+    assert C.config_hash(_pretrain(store="jpeg95")) == C.config_hash(_pretrain())
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        "datasets: [digits]\nmethods: [IR]\nseeds: [0]\npretrain: {all: {store: raw, bank_negatives: 256}}\n"
+    )
+    with pytest.raises(checks.ConfigError, match=r"store='raw' is set for digits, which has no prepared store"):
+        G.load(path)

@@ -39,3 +39,15 @@ def grid_store_oks(grid: str) -> list:
             )
         }
     )
+
+
+def store_changed(wildcards) -> list:
+    """store_check's ``changed`` input: no file, the check forced (as STALE in common.smk) when the store's manifest
+    and shards are no longer what the check's stamp records (a few stats, ring.data.stores.fingerprint): a store
+    deleted is then built again and checked, a damaged one stops the run, where the stamp alone said "Nothing to be
+    done".  A params trigger cannot: its value is taken as the run is planned, before the store is built again."""
+    ok = STORE_OK.format(**dict(wildcards.items()))
+    stamp = read_record(ok)
+    where = STORE.format(dataset=wildcards.dataset, format=wildcards.format, size=wildcards.size)
+    here = store_fingerprint(Path(where))
+    return _force(ok) if stamp and stamp.get("fingerprint") != here else []
