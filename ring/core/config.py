@@ -74,7 +74,8 @@ class PretrainConfig:
     # BatchNorm statistics per group of the batch, as on this many GPUs (MoCo's shuffled BN needs
     # more than one: the paper grid uses MoCo's 8).  A data-parallel run uses bn_groups / GPUs
     # groups per GPU, or spreads each group over GPUs / bn_groups consecutive GPUs (IR on 4 GPUs:
-    # one group over all 4), so it computes exactly what one process with bn_groups groups computes.
+    # one group over all 4): one process's arithmetic with bn_groups groups, its sums in another order (in
+    # float64 a two-epoch run agrees to 1e-6; fp32 runs part as one process's on two thread counts do: docs/cluster.md).
     bn_groups: int = 1
     # Here: the Ring window's keys (ring.core.method_keys RING).
 

@@ -25,7 +25,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_ranks(cfg: C.PretrainConfig, cell, world: int) -> None:
+def run_ranks(cfg: C.PretrainConfig, cell, world: int, program: tuple[str, ...] = ("-m", "ring.pretrain")) -> None:
+    """``cfg`` trained in ``cell`` by ``world`` gloo processes, each running ``program`` (python's arguments before the
+    stage's own)."""
     cell.mkdir(parents=True)
     C.save(cfg, cell / "config.yaml")
     port = free_port()
@@ -42,7 +44,7 @@ def run_ranks(cfg: C.PretrainConfig, cell, world: int) -> None:
         }
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "ring.pretrain", "--config", str(cell / "config.yaml"), "--out", str(cell)],
+                [sys.executable, *program, "--config", str(cell / "config.yaml"), "--out", str(cell)],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
