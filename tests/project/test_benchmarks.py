@@ -69,6 +69,15 @@ def test_radix_bounds_are_the_row_bounds_on_ties_signs_and_zeros():
 
 
 @pytest.mark.slow
+def test_kmeans_assign_benchmark_asserts_the_same_labels_and_times_both():
+    """Issue 48: the tiled assignment against the chunked one it replaced, on LA's default clusters."""
+    result = run_tiny("kmeans_assign")
+    assert result["same_labels_beyond_near_ties"] and result["k"] == 1000  # LA's default kmeans_k
+    assert result["tile_elements"] < result["chunk_before_elements"]
+    assert all(result[key] > 0 for key in ("before_s", "tiled_s", "before_again_s", "speedup"))
+
+
+@pytest.mark.slow
 def test_store_loader_benchmark_measures_every_pass_of_the_store():
     """benchmarks/store_loader.py at --tiny size: photo-like originals (ImageNet's ~110 KB), both stores built by the
     prepare stage's code, each pass's per-core rate and the loaders; the views need a GPU."""
@@ -394,6 +403,7 @@ def test_orchestration_benchmark_plans_the_paper_grid():
     [
         "ring_selection",
         "ring_radix",
+        "kmeans_assign",
         "data_pipeline",
         "orchestration",
         "quickstart",
