@@ -13,9 +13,10 @@
   ``ring rerun`` by hand, rules: the workflow's rule registries and light commands), which checks configs against what
   the compute side declares it implements.
 - compute (torch), taking everything from its caller and the ground floor, never from the plan: :mod:`ring.engine`
-  (anneal, checkpoint, distributed, encoder, groups: the processes' batch and BatchNorm layout, health, knn, logs,
-  objectives, pretrain_state: a pretraining cell's checkpoint and snapshots, provenance, runtime, span_norm: BatchNorm
-  groups across processes) and :mod:`ring.data` (augment, bilinear: PIL's resampling as matrices, dali, datasets,
+  (anneal, checkpoint, distributed, encoder, groups: the processes' batch and BatchNorm layout, health, knn,
+  knn_schedule: when the kNN monitor runs, logs, objectives, pretrain_state: a pretraining cell's checkpoint and
+  snapshots, provenance, runtime, span_norm: BatchNorm groups across processes) and :mod:`ring.data` (augment,
+  bilinear: PIL's resampling as matrices, dali, datasets,
   decode_place: where the store's records are decoded, digits: the embedded digits, fetch, folders: the data check of a
   dataset folder, gpu_decode: the store's records decoded on the GPU, hsv: PIL's HSV and hue tables, listings: the
   transfer datasets' splits, metadataset: the transfer datasets and loaders, store: the prepared store's records and

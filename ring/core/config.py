@@ -87,6 +87,11 @@ class PretrainConfig:
     knn_every: int = 1
     knn_k: int = 200
     knn_temperature: float = 0.07
+    # When the monitor runs (ring.engine.knn_schedule): "auto" keeps it within 5% of the cell (image-folder datasets
+    # such as ImageNet at the last epoch only, the others every 10 epochs and the last; never with knn_every 0);
+    # "every", every knn_every epochs and the last (the schedule before issue 48); "last"; "never".  The monitor never
+    # changes the trained encoder, so this is not hashed; knn_every stays in the hash (every cell hashed it).
+    knn_schedule: str = "auto"
     # Log after every epoch the percent of same-class images among the Ring window's entries
     # (ring.engine.knn.window_same_class; the full window for base methods): a monitor, results unchanged.
     log_window_classes: bool = False
@@ -153,6 +158,7 @@ class PretrainConfig:
         "checkpoint_interval_min",
         "max_chunk_elements",
         "log_window_classes",
+        "knn_schedule",
         "loss_read_every",
         "compile",
         "keep_superseded",

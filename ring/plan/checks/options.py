@@ -16,6 +16,7 @@ from ring.engine import (
     PRECISIONS,
 )
 from ring.engine.anneal import ANNEAL_POLICIES, VALIDATION_POLICIES
+from ring.engine.knn_schedule import KNN_SCHEDULES
 
 __all__ = [
     "AUGMENTATIONS",
@@ -28,6 +29,7 @@ __all__ = [
     "HEADS",
     "KEEP_CHECKPOINT",
     "KEEP_SUPERSEDED",
+    "KNN_SCHEDULES",
     "LA_OWN_ENTRY_RULES",
     "MIN_INPUT_PX",
     "NEGATIVES_COUNTS",

@@ -12,7 +12,7 @@ from ring.core.method_keys import KEYS
 from ring.core.methods import METHODS, Method
 from ring.plan.checks.checker import Checker, fail, int_at_least, number, one_of, positive
 from ring.plan.checks.common import implementation, optimizer, registered, runtime, views
-from ring.plan.checks.options import AUGMENT_PLACES, COMPILE, HEADS, STORE_DECODE, STORE_FORMATS
+from ring.plan.checks.options import AUGMENT_PLACES, COMPILE, HEADS, KNN_SCHEDULES, STORE_DECODE, STORE_FORMATS
 
 SNAPSHOT = re.compile(re.escape(C.SNAPSHOT_FILE).replace(r"\{epoch\}", r"(\d+)") + "$")
 
@@ -105,6 +105,7 @@ def _method_keys(c: Checker, n: int, m: Method) -> None:
 
 def _monitors_and_snapshots(where: str, cfg) -> None:
     int_at_least(where, cfg, "knn_every", 0)
+    one_of(where, cfg, "knn_schedule", KNN_SCHEDULES)
     int_at_least(where, cfg, "knn_k", 1)
     positive(where, cfg, "knn_temperature")
     if not all(isinstance(e, int) and 0 <= e <= cfg.epochs for e in cfg.snapshot_epochs):
