@@ -80,7 +80,7 @@ def resolve(cfg: C.PretrainConfig) -> Cell:
     checks.check(cfg, f"pretrain cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
     data.check()
     views = ViewSpec(
-        cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode, m.objective.family(m)
+        cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode, cfg.store_decoder
     )
     return Cell(m, data, objective_settings(cfg, m, entry), views)
 

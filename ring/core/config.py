@@ -126,6 +126,12 @@ class PretrainConfig:
     # decoder in a thread of its own (ring.data.gpu_decode: nvJPEG's pixels, the same batches and view parameters);
     # "auto", what this device's committed figures measured faster for the method (ring.data.decode_place), else cpu.
     store_decode: str = "auto"
+    # The decoder the cell's store records are decoded with, store_decode resolved once, when the workflow first plans
+    # the cell (ring.data.decode_place.planned), and kept at every later plan: a figure committed afterwards never
+    # changes an existing or resumed cell's pixels.  "" (a config written by hand): store_decode's own choice, auto
+    # being the workers' decode.  Hashed only as "gpu": "" and "cpu" are the workers' decode, which every cell before
+    # this key used (no committed figure had measured the GPU's decoder faster), so their hashes stay.
+    store_decoder: str = ""
 
     # Execution (do not change results, so they are left out of the config hash).
     num_workers: int = 4
@@ -167,6 +173,8 @@ class PretrainConfig:
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
     HASHED_WHEN_SET = (*(k.name for k in KEYS.values() if k.hashed_when_set), "augment", "store", "store_decode")
+    # Values that hash as the field's absence: the same run as the cells hashed before the field existed.
+    HASHED_AS_ABSENT = {"store_decoder": ("", "cpu")}
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).
@@ -448,5 +456,10 @@ def config_hash(cfg) -> str:
     """Hash of everything that changes results (runtime knobs excluded)."""
     defaults = {f.name: f.default for f in dataclasses.fields(cfg) if f.default is not dataclasses.MISSING}
     late = getattr(cfg, "HASHED_WHEN_SET", ())
-    values = {k: v for k, v in hashed_values(cfg).items() if not (k in late and v == defaults.get(k))}
+    absent = getattr(cfg, "HASHED_AS_ABSENT", {})
+    values = {
+        k: v
+        for k, v in hashed_values(cfg).items()
+        if not (k in late and v == defaults.get(k)) and not (k in absent and v in absent[k])
+    }
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]

@@ -53,6 +53,7 @@ ALLOWED = {
     "augment": ", ".join(AUGMENT_PLACES),
     "store": ", ".join(STORE_FORMATS) + " (image folders at the catalog's store size; none: the original files)",
     "store_decode": ", ".join(STORE_DECODE) + " (gpu: the jpeg95 store on a CUDA device with augment: device or auto)",
+    "store_decoder": "'', cpu, gpu (recorded by the plan; as store_decode's gpu)",
     "compile": ", ".join(COMPILE),
     "max_chunk_elements": ">= 0 (0: sized by the GPU's memory)",
     "knn_every": ">= 0 (0: never)",

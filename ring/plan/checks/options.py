@@ -4,6 +4,7 @@ beside the code that implements its choices (ring.engine, ring.data) and read fr
 
 from ring.data import AUGMENT_PLACES, AUGMENTATIONS
 from ring.data.decode_place import CHOICES as STORE_DECODE
+from ring.data.decode_place import DECODERS as STORE_DECODERS
 from ring.data.stores import CHOICES as STORE_FORMATS
 from ring.engine import (
     CHANNELS_LAST,
@@ -35,6 +36,7 @@ __all__ = [
     "NEGATIVES_COUNTS",
     "PRECISIONS",
     "STORE_DECODE",
+    "STORE_DECODERS",
     "STORE_FORMATS",
     "VALIDATION_POLICIES",
 ]

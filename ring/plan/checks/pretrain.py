@@ -12,7 +12,15 @@ from ring.core.method_keys import KEYS
 from ring.core.methods import METHODS, Method
 from ring.plan.checks.checker import Checker, fail, int_at_least, number, one_of, positive
 from ring.plan.checks.common import implementation, optimizer, registered, runtime, views
-from ring.plan.checks.options import AUGMENT_PLACES, COMPILE, HEADS, KNN_SCHEDULES, STORE_DECODE, STORE_FORMATS
+from ring.plan.checks.options import (
+    AUGMENT_PLACES,
+    COMPILE,
+    HEADS,
+    KNN_SCHEDULES,
+    STORE_DECODE,
+    STORE_DECODERS,
+    STORE_FORMATS,
+)
 
 SNAPSHOT = re.compile(re.escape(C.SNAPSHOT_FILE).replace(r"\{epoch\}", r"(\d+)") + "$")
 
@@ -152,7 +160,16 @@ def _views_place(where: str, cfg) -> None:
             ("set store: none for it, or augment: device (or auto) to read the store"),
         )
     one_of(where, cfg, "store_decode", STORE_DECODE)
-    if cfg.store_decode == "gpu":
+    one_of(where, cfg, "store_decoder", STORE_DECODERS)
+    if cfg.store_decode != "auto" and cfg.store_decoder not in ("", cfg.store_decode):
+        fail(
+            where,
+            "store_decoder",
+            cfg.store_decoder,
+            f"is not the decoder store_decode: {cfg.store_decode} chooses",
+            "remove store_decoder (the plan records it) or set store_decode: auto",
+        )
+    if "gpu" in (cfg.store_decode, cfg.store_decoder):
         _gpu_decode(where, cfg, spec)
 
 
