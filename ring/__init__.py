@@ -14,7 +14,8 @@
   which checks configs against what the compute side declares it implements.
 - compute (torch), taking everything from its caller and the ground floor, never from the plan: :mod:`ring.engine`
   (anneal, checkpoint, clock: the seconds each pass of a cell spends, distributed, encoder, groups: the processes'
-  batch and BatchNorm layout, health, knn, logs, objectives, pretrain_state: a pretraining cell's checkpoint and
+  batch and BatchNorm layout, health, knn, knn_schedule: when the kNN monitor runs, logs, objectives, pretrain_state:
+  a pretraining cell's checkpoint and
   snapshots, provenance, runtime, span_norm: BatchNorm groups across processes) and :mod:`ring.data` (augment,
   bilinear: PIL's resampling as matrices, dali, datasets,
   decode_place: where the store's records are decoded, digits: the embedded digits, fetch, folders: the data check of a

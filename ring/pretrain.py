@@ -48,6 +48,7 @@ from ring.engine.anneal import build_schedule
 from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_compile, resolve_precision, save_trunks
 from ring.engine.groups import bn_layout
 from ring.engine.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
+from ring.engine.knn_schedule import knn_epochs
 from ring.engine.logs import JsonLog
 from ring.engine.objectives import build_encoder, build_objective, views_per_image
 from ring.engine.objectives.ring import chunk_elements
@@ -80,7 +81,7 @@ def resolve(cfg: C.PretrainConfig) -> Cell:
     checks.check(cfg, f"pretrain cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
     data.check()
     views = ViewSpec(
-        cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode, m.objective.family(m)
+        cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode, cfg.store_decoder
     )
     return Cell(m, data, objective_settings(cfg, m, entry), views)
 
@@ -251,6 +252,8 @@ class Pretraining:
         self.chunk_elements = chunk_elements(cfg.max_chunk_elements, self.device)
         self.objective = build_objective(self.settings, self.model, n_train, self.chunk_elements).to(self.device)
         self.monitor = KnnMonitor(cfg, self.data, self.net, self.device, self.chunk_elements)
+        folders = self.data.spec.store_size > 0  # image folders: ImageNet's monitor is priced at a third of an epoch
+        self.knn_epochs = set(knn_epochs(cfg.knn_schedule, cfg.knn_every, cfg.epochs, folders))
         self.train_model = self.model
         if world > 1:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
@@ -336,8 +339,7 @@ class Pretraining:
             "loss": self.loss_sum / max(self.step_in_epoch, 1),
             "lr": self.optimizer.param_groups[0]["lr"],
         }
-        last = self.epoch + 1 == cfg.epochs
-        knn_due = cfg.knn_every > 0 and ((self.epoch + 1) % cfg.knn_every == 0 or last)
+        knn_due = self.epoch in self.knn_epochs
         validation = bool(self.schedule and self.schedule.needs_validation)
         if knn_due or validation or cfg.log_window_classes:
             record.update(self._monitors(test=knn_due, validation=validation, window_classes=cfg.log_window_classes))

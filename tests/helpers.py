@@ -51,6 +51,7 @@ TINY_PRETRAIN = dict(
     bn_groups=2,
     ring_anneal_epochs=1,
     knn_every=1,
+    knn_schedule="every",  # the monitor after every epoch (issue 48: "auto" would run it at the last only)
     num_workers=0,
 )
 

@@ -88,6 +88,11 @@ class PretrainConfig:
     knn_every: int = 1
     knn_k: int = 200
     knn_temperature: float = 0.07
+    # When the monitor runs (ring.engine.knn_schedule): "auto" keeps it within 5% of the cell (image-folder datasets
+    # such as ImageNet at the last epoch only, the others every 10 epochs and the last; never with knn_every 0);
+    # "every", every knn_every epochs and the last (the schedule before issue 48); "last"; "never".  The monitor never
+    # changes the trained encoder, so this is not hashed; knn_every stays in the hash (every cell hashed it).
+    knn_schedule: str = "auto"
     # Log after every epoch the percent of same-class images among the Ring window's entries
     # (ring.engine.knn.window_same_class; the full window for base methods): a monitor, results unchanged.
     log_window_classes: bool = False
@@ -122,6 +127,12 @@ class PretrainConfig:
     # decoder in a thread of its own (ring.data.gpu_decode: nvJPEG's pixels, the same batches and view parameters);
     # "auto", what this device's committed figures measured faster for the method (ring.data.decode_place), else cpu.
     store_decode: str = "auto"
+    # The decoder the cell's store records are decoded with, store_decode resolved once, when the workflow first plans
+    # the cell (ring.data.decode_place.planned), and kept at every later plan: a figure committed afterwards never
+    # changes an existing or resumed cell's pixels.  "" (a config written by hand): store_decode's own choice, auto
+    # being the workers' decode.  Hashed only as "gpu": "" and "cpu" are the workers' decode, which every cell before
+    # this key used (no committed figure had measured the GPU's decoder faster), so their hashes stay.
+    store_decoder: str = ""
 
     # Execution (do not change results, so they are left out of the config hash).
     num_workers: int = 4
@@ -154,6 +165,7 @@ class PretrainConfig:
         "checkpoint_interval_min",
         "max_chunk_elements",
         "log_window_classes",
+        "knn_schedule",
         "loss_read_every",
         "compile",
         "keep_superseded",
@@ -162,6 +174,8 @@ class PretrainConfig:
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
     HASHED_WHEN_SET = (*(k.name for k in KEYS.values() if k.hashed_when_set), "augment", "store", "store_decode")
+    # Values that hash as the field's absence: the same run as the cells hashed before the field existed.
+    HASHED_AS_ABSENT = {"store_decoder": ("", "cpu")}
 
 
 # The snapshot a pretraining cell writes for each of its ``snapshot_epochs`` (torch-free, so the workflow reads it).
@@ -443,5 +457,10 @@ def config_hash(cfg) -> str:
     """Hash of everything that changes results (runtime knobs excluded)."""
     defaults = {f.name: f.default for f in dataclasses.fields(cfg) if f.default is not dataclasses.MISSING}
     late = getattr(cfg, "HASHED_WHEN_SET", ())
-    values = {k: v for k, v in hashed_values(cfg).items() if not (k in late and v == defaults.get(k))}
+    absent = getattr(cfg, "HASHED_AS_ABSENT", {})
+    values = {
+        k: v
+        for k, v in hashed_values(cfg).items()
+        if not (k in late and v == defaults.get(k)) and not (k in absent and v in absent[k])
+    }
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]

@@ -6,7 +6,9 @@ choose alike.
 (:mod:`ring.data.gpu_decode`).  ``auto``: what the committed measurement of this device says for the cell's method
 family -- ``throughput_<family>_compile-<device>.json``'s ``store_gpu`` feed against its ``store`` feed
 (``benchmarks/throughput.py``), both timed past the loader's prefetch -- and the CPU's decode where nothing measured
-both (no figure, another device, a CPU).
+both (no figure, a CPU).  ``auto`` is resolved once, when the cell is planned, and the cell records the result
+(``store_decoder``, hashed when it is ``gpu``): a job never reads the figures, so committing one changes no existing or
+resumed cell's pixels (issue 48).
 """
 
 from __future__ import annotations
@@ -18,11 +20,6 @@ from ring import resources
 
 CHOICES = ("auto", "cpu", "gpu")
 FEEDS = {"cpu": "store", "gpu": "store_gpu"}  # benchmarks/throughput.py's feed of each place
-
-
-def device_tag(device_name: str) -> str:
-    """A device's name as the figures' file names write it (benchmarks.common.write)."""
-    return device_name.replace(" ", "_")
 
 
 def measured(doc: dict) -> dict[str, float]:
@@ -43,21 +40,37 @@ def pick(rates: dict[str, float]) -> str:
     return "gpu" if {"cpu", "gpu"} <= rates.keys() and rates["gpu"] > rates["cpu"] else "cpu"
 
 
-def figure_file(family: str, device_name: str, folder: Path | None = None) -> Path:
-    return Path(folder or resources.FIGURES) / f"throughput_{family}_compile-{device_tag(device_name)}.json"
+DECODERS = ("", "cpu", "gpu")  # store_decoder: what a planned cell records ("": a config written by hand)
 
 
-def resolve(choice: str, device_name: str | None, family: str, folder: Path | None = None) -> str:
-    """``cpu`` or ``gpu`` for ``choice`` on the device named ``device_name`` (None: a CPU), for ``family``."""
+def planned(
+    choice: str, reads_jpeg95: bool, family: str, recorded: str | None = None, folder: Path | None = None
+) -> str:
+    """The decoder a cell records when it is planned (``store_decoder``): ``choice`` where it names one; for ``auto``,
+    the decoder the cell recorded at an earlier plan (``recorded``), else ``gpu`` where the cell reads the jpeg95 store
+    into device views on a GPU and a committed figure of a GPU measured its decoder faster for ``family``, else
+    ``cpu``.  The device a job will get is not known when it is planned, so any GPU's figure counts."""
     if choice not in CHOICES:
         raise ValueError(f"Unknown store_decode {choice!r}; choose {', '.join(CHOICES)}.")
     if choice != "auto":
         return choice
-    if device_name is None:
+    if recorded in ("cpu", "gpu"):
+        return recorded
+    if not reads_jpeg95:
         return "cpu"
-    path = figure_file(family, device_name, folder)
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return "cpu"  # nothing measured on this device: the workers' decode, as before the option existed
-    return pick(measured(doc))
+    for path in sorted(Path(folder or resources.FIGURES).glob(f"throughput_{family}_compile-*.json")):
+        if path.stem.endswith("-cpu"):
+            continue
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if pick(measured(doc)) == "gpu":
+            return "gpu"
+    return "cpu"
+
+
+def run_place(choice: str, decoder: str) -> str:
+    """Where a job decodes: the decoder its plan recorded, else ``choice`` (``auto``: the workers').  Nothing is read
+    from the figures at run time, so a figure committed after a cell began cannot change its pixels."""
+    return decoder or ("cpu" if choice == "auto" else choice)

@@ -20,8 +20,7 @@ from ring.data import augment, dali, datasets, decode_place, gpu_decode, store
 
 @dataclass(frozen=True)
 class ViewSpec:
-    """What a pretraining cell's views are made from (its config's view keys, :class:`ring.core.config.PretrainConfig`),
-    and the throughput family of its method, by which ``store_decode: auto`` picks the decoder."""
+    """What a pretraining cell's views are made from: its config's view keys (ring.core.config.PretrainConfig)."""
 
     augment: str  # where the views are made (ring.data.augment.resolve)
     resize: int
@@ -29,7 +28,7 @@ class ViewSpec:
     crop_scale_min: float
     seed: int  # with the epoch and the image's index, seeds each view
     store_decode: str = "auto"  # where a store's records are decoded (decode_of)
-    family: str = ""  # the method's measured throughput family (Objective.family): decode_of's "auto" reads it
+    store_decoder: str = ""  # the decoder the cell's plan recorded (ring.data.decode_place.planned)
 
 
 class StoreViews(Dataset):
@@ -137,14 +136,15 @@ def train_views(
 
 
 def decode_of(spec: ViewSpec, reader: store.StoreReader, device: torch.device) -> str:
-    """Where the cell's store records are decoded (``store_decode``, :mod:`ring.data.decode_place`); one sentence
-    when the GPU's decoder cannot serve it."""
-    if spec.store_decode == "auto" and (reader.format.name != "jpeg95" or device.type != "cuda"):
-        return "cpu"  # nothing to decode (raw), or no GPU: the workers, as before the option existed
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    place = decode_place.resolve(spec.store_decode, name, spec.family)
+    """Where the cell's store records are decoded: the decoder its plan recorded, else ``store_decode``'s own choice
+    (:func:`ring.data.decode_place.run_place`; no figure is read here); one sentence when the GPU's decoder cannot
+    serve it."""
+    place = decode_place.run_place(spec.store_decode, spec.store_decoder)
     if place == "gpu" and device.type != "cuda":
-        raise ValueError(f"store_decode: gpu decodes on a CUDA device and this cell runs on {device}; use auto or cpu.")
+        raise ValueError(
+            f"store_decode: gpu decodes on a CUDA device and this cell runs on {device}; use auto or cpu "
+            "(a cell planned with the GPU's decoder keeps its pixels only on a GPU)."
+        )
     if place == "gpu" and reader.format.name != "jpeg95":
         raise ValueError(
             f"store_decode: gpu decodes the jpeg95 store, and {reader.store} is {reader.format.name}; "

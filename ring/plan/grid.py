@@ -21,13 +21,16 @@ This module is torch-free: the workflow client imports it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 
+from ring.core import catalog
 from ring.core import config as C
-from ring.core.methods import apply_fixed, read_only
+from ring.core.methods import METHODS, apply_fixed, read_only
+from ring.data import decode_place
 from ring.plan.grid_checks import IDENTITY_KEYS as IDENTITY_KEYS  # the grid's rules, named here as before
 from ring.plan.grid_checks import STAGES, validate, validate_study
 from ring.plan.grid_checks import STUDIES as STUDIES
@@ -156,11 +159,15 @@ class Grid:
         values.update(block.get("by_method", {}).get(method, {}))
         return values
 
-    def pretrain_config(self, dataset: str, method: str, seed: int, data_root: str) -> C.PretrainConfig:
+    def pretrain_config(
+        self, dataset: str, method: str, seed: int, data_root: str, recorded: str | None = None
+    ) -> C.PretrainConfig:
+        """``recorded``: the decoder the cell recorded when it was first planned (:func:`recorded_decoder`)."""
         values = apply_fixed(method, self.pretrain_values(dataset, method))
-        return C.from_dict(
+        cfg = C.from_dict(
             C.PretrainConfig, {"method": method, "dataset": dataset, "seed": seed, "data_root": data_root, **values}
         )
+        return with_decoder(cfg, recorded)
 
     def lincls_config(self, dataset: str, method: str, seed: int, data_root: str) -> C.LinclsConfig:
         values = self.stage_values("lincls", dataset, method)
@@ -225,7 +232,7 @@ class Grid:
         values.update(read_only(method, s.pretrain))
         values.update(read_only(method, {k: v for k, v in s.variants[variant].items() if k != "init_from"}))
         values = apply_fixed(method, values)
-        return C.from_dict(
+        cfg = C.from_dict(
             C.PretrainConfig,
             {
                 "method": method,
@@ -236,6 +243,36 @@ class Grid:
                 "init_from": init_from,
             },
         )
+        return with_decoder(cfg)
+
+
+def with_decoder(cfg: C.PretrainConfig, recorded: str | None = None) -> C.PretrainConfig:
+    """``cfg`` with the decoder of its store's records resolved and recorded (``store_decoder``,
+    :func:`ring.data.decode_place.planned`), unless it names one already or its choice is one the checks refuse."""
+    if cfg.store_decoder or cfg.store_decode not in decode_place.CHOICES or cfg.method not in METHODS:
+        return cfg
+    spec = catalog.DATASETS.get(cfg.dataset)
+    # The GPU's decoder serves a cell reading the jpeg95 store into device views on a GPU (ring.data.views.decode_of).
+    reads = bool(spec and spec.store_size == cfg.resize) and cfg.store == "jpeg95" and cfg.device != "cpu"
+    reads = reads and cfg.augment not in ("cpu", "dali")
+    m = METHODS[cfg.method]
+    return dataclasses.replace(
+        cfg, store_decoder=decode_place.planned(cfg.store_decode, reads, m.objective.family(m), recorded)
+    )
+
+
+def recorded_decoder(config_yaml: str | Path) -> str | None:
+    """The decoder a planned cell recorded in its ``config.yaml``: its ``store_decoder``, or ``cpu`` for a cell
+    planned with ``store_decode: auto`` before the key existed (its jobs decoded in the loader's workers: no committed
+    figure had measured the GPU's decoder faster); None for a cell not planned yet, one whose file cannot be read
+    (planned afresh), or one whose choice was not ``auto``."""
+    try:
+        values = C.read_yaml(config_yaml, "the cell's config")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(values, dict) or values.get("store_decode", "auto") != "auto":
+        return None
+    return values.get("store_decoder") or "cpu"
 
 
 def _study(name: str, values: dict) -> Study:

@@ -16,9 +16,9 @@ CONFIG_YAML_ORDER = (
     "crop_scale_min head out_dim temperature bank_negatives bank_momentum negatives_count queue_size key_momentum "
     "bn_groups ring_w_l ring_anneal ring_anneal_epochs ring_inner ring_w_u ring_anneal_stages ring_loss_ema "
     "ring_val_fraction ring_val_before_training max_chunk_elements kmeans_k kmeans_clusterings kmeans_iters "
-    "kmeans_warmup_epochs la_own_entry cmc_negatives knn_every knn_k knn_temperature log_window_classes "
+    "kmeans_warmup_epochs la_own_entry cmc_negatives knn_every knn_k knn_temperature knn_schedule log_window_classes "
     "snapshot_epochs init_from checkpoint_interval_min loss_read_every precision channels_last augment store "
-    "store_decode num_workers threads device compile keep_superseded keep_checkpoint"
+    "store_decode store_decoder num_workers threads device compile keep_superseded keep_checkpoint"
 ).split()
 # Hashes computed before the keys moved into their declarations (ring/core/config.py at 11fa162): results on disk are
 # kept under them.

@@ -266,12 +266,32 @@ def test_the_store_batches_of_the_cpu_place_are_the_default_collate(jpeg_store):
 
 def test_gpu_decoding_on_a_cpu_is_one_sentence(jpeg_store):
     reader = store.StoreReader(jpeg_store, "train")
-    spec = views.ViewSpec("device", SIZE, 24, 0.2, 0, store_decode="gpu", family="IR")
+    spec = views.ViewSpec("device", SIZE, 24, 0.2, 0, store_decode="gpu")
     with pytest.raises(
         ValueError, match=r"^store_decode: gpu decodes on a CUDA device and this cell runs on cpu; use "
     ):
         views.decode_of(spec, reader, CPU)
     assert views.decode_of(dataclasses.replace(spec, store_decode="auto"), reader, CPU) == "cpu"
+
+
+def test_a_committed_figure_changes_no_cells_decoder_at_run_time(jpeg_store, tmp_path, monkeypatch):
+    """Issue 48: with a figure saying this GPU decodes IR faster, an auto cell (planned with the workers' decode, or
+    written by hand) still decodes in the workers on that GPU: its pixels stay the ones it began with.  Before, the job
+    read the figure and switched to nvJPEG's pixels under the same config hash."""
+    import json
+
+    from ring import resources
+
+    rates = {"store": 3674.0, "store_gpu": 9000.0}
+    doc = {"images_per_s": rates, "workers": 8, "store_timed_steps": 48}
+    (tmp_path / "throughput_IR_compile-NVIDIA_H200.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(resources, "FIGURES", tmp_path)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    reader, gpu = store.StoreReader(jpeg_store, "train"), torch.device("cuda")
+    spec = views.ViewSpec("device", SIZE, 24, 0.2, 0, store_decode="auto")
+    assert views.decode_of(spec, reader, gpu) == "cpu"
+    assert views.decode_of(dataclasses.replace(spec, store_decoder="cpu"), reader, gpu) == "cpu"
+    assert views.decode_of(dataclasses.replace(spec, store_decoder="gpu"), reader, gpu) == "gpu"  # planned so
 
 
 def test_the_plan_refuses_gpu_decoding_where_it_cannot_run():

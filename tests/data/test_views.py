@@ -22,7 +22,7 @@ CPU = torch.device("cpu")
 def _cfg(augment_place: str) -> views.ViewSpec:
     """The views of the tiny pretraining cell, ``crop`` 24, made at ``augment_place``."""
     cfg = C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "augment": augment_place, "crop": 24})
-    return views.ViewSpec(cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode, "IR")
+    return views.ViewSpec(cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode)
 
 
 @pytest.fixture

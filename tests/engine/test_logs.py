@@ -12,7 +12,7 @@ from ring.engine import logs
 from tests.helpers import preempt_resume_and_requeue, pretrain_config
 
 # 16x16 views, 10 steps an epoch, two epochs: the log's shape is the point, not the accuracy.
-CFG = dict(resize=16, crop=16, knn_every=1, batch_size=128)
+CFG = dict(resize=16, crop=16, knn_every=1, knn_schedule="every", batch_size=128)
 
 
 def _scalars(cell, purge=True) -> dict[str, list[tuple[int, float]]]:

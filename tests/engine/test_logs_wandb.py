@@ -16,7 +16,9 @@ from tests.helpers import preempt_resume_and_requeue, pretrain_config
 
 wandb = pytest.importorskip("wandb")  # pinned in envs/requirements-cpu.txt; optional for users
 
-CFG = dict(resize=16, crop=16, knn_every=1, batch_size=128)  # as tests/engine/test_logs.py: 10 steps an epoch
+CFG = dict(
+    resize=16, crop=16, knn_every=1, knn_schedule="every", batch_size=128
+)  # as tests/engine/test_logs.py: 10 steps an epoch
 
 
 def wandb_records(path: Path):

@@ -9,6 +9,7 @@ from ring.core.config import config_hash
 from ring.core.methods import METHODS
 from ring.plan import checks, gate
 from ring.plan import grid as G
+from tests import ROOT
 from tests.helpers import PAPER_TRANSFER_DATASETS
 
 # The paper's default of 4096 bank negatives exceeds digits' 1347-image bank: grids on digits lower it.
@@ -304,3 +305,35 @@ def test_datasets_read_lists_each_dataset_once_detectron2s_only_when_not_embedde
     assert set(paper.transfer["datasets"]) | {"coco", "voc2007", "voc2012"} <= set(read)
     smoke = G.load(root / "ring" / "resources" / "grids" / "smoke.yaml")  # Table 4 on the generated datasets
     assert smoke.detection["datasets"] == "embedded" and not {"coco", "voc2007"} & set(G.datasets_read(smoke))
+
+
+def test_the_plan_records_the_decoder_once_and_hashes_it_only_as_the_gpu(tmp_path, monkeypatch):
+    """Issue 48: an ImageNet cell of the paper grid is planned with the workers' decode (no committed figure measured
+    the GPU's faster) under the hash it had before the record existed.  Once a figure says the GPU's decoder is
+    faster, a new cell is planned with it (another hash: other pixels), while a cell planned before, its config.yaml
+    with or without the record, keeps the workers' decode and its hash."""
+    import dataclasses
+    import json
+
+    from ring import resources
+    from ring.core import config as C
+
+    paper = G.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml")
+    planned = paper.pretrain_config("imagenet", "IR", 0, "data")
+    assert planned.store_decode == "auto" and planned.store_decoder == "cpu"
+    assert config_hash(planned) == config_hash(dataclasses.replace(planned, store_decoder=""))
+    before = tmp_path / "before.yaml"  # a config.yaml written before the record existed
+    before.write_text("".join(line for line in C.dump(planned).splitlines(True) if "store_decoder" not in line))
+    again = tmp_path / "again.yaml"
+    C.save(planned, again)
+    doc = {"images_per_s": {"store": 3674.0, "store_gpu": 9000.0}, "workers": 8, "store_timed_steps": 48}
+    (tmp_path / "throughput_IR_compile-NVIDIA_H200.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(resources, "FIGURES", tmp_path)
+    fresh = paper.pretrain_config("imagenet", "IR", 0, "data")
+    assert fresh.store_decoder == "gpu" and config_hash(fresh) != config_hash(planned)
+    for path in (before, again):
+        kept = paper.pretrain_config("imagenet", "IR", 0, "data", recorded=G.recorded_decoder(path))
+        assert kept == planned and config_hash(kept) == config_hash(planned)
+    assert G.recorded_decoder(tmp_path / "missing.yaml") is None
+    cifar = paper.pretrain_config("cifar10", "IR", 0, "data")  # no store: the workers, whatever the figures say
+    assert cifar.store_decoder == "cpu"

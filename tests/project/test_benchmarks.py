@@ -40,6 +40,44 @@ def test_ring_selection_benchmark_asserts_the_same_set_and_measures_memory():
 
 
 @pytest.mark.slow
+def test_ring_radix_benchmark_asserts_the_same_bounds_and_draws_and_says_which_it_keeps():
+    """Issue 48: the radix candidate's bounds equal _row_bounds's (ties, signs and zeros included) before it is timed;
+    the committed CPU result says the library keeps topk, as ring.engine.objectives.ring does."""
+    result = run_tiny("ring_radix")
+    assert result["same_bounds"] and all(row["same_draws"] for row in result["windows"])
+    assert [row["window"] for row in result["windows"]] == [[0.0, 90.0], [90.0, 99.0]]
+    assert all(row[f"bounds_{name}_s"] > 0 for row in result["windows"] for name in ("topk", "radix"))
+    assert result["objectives"]["iring_over_ir_topk"] > 0 and result["kept"] in ("topk", "radix")
+    committed = json.loads((ROOT / "ring" / "resources" / "figures" / "ring_radix-cpu.json").read_text())
+    assert committed["n"] == 200_000 and committed["kept"] == "topk"
+
+
+def test_radix_bounds_are_the_row_bounds_on_ties_signs_and_zeros():
+    """The candidate's exactness on the hard cases, directly: a bit-pattern selection that ignored the sign flip or
+    the -0.0 / 0.0 pair would pick other values here."""
+    import torch
+
+    from benchmarks.ring_radix import _tied_rows, radix_bounds
+    from ring.engine.objectives import ring as R
+
+    g = torch.Generator().manual_seed(0)
+    rows = torch.cat([_tied_rows(6, 2000, g), torch.randn(3, 2000, generator=g)])
+    for window in ((0.0, 90.0), (90.0, 99.0), (30.0, 80.0), (0.0, 100.0), (49.9, 50.1), (99.8, 99.9)):
+        ranks = R.window_ranks(2000, *window)
+        for old, new in zip(R._row_bounds(rows, *ranks), radix_bounds(rows, *ranks), strict=True):
+            assert torch.equal(old, new), window
+
+
+@pytest.mark.slow
+def test_kmeans_assign_benchmark_asserts_the_same_labels_and_times_both():
+    """Issue 48: the tiled assignment against the chunked one it replaced, on LA's default clusters."""
+    result = run_tiny("kmeans_assign")
+    assert result["same_labels_beyond_near_ties"] and result["k"] == 1000  # LA's default kmeans_k
+    assert result["tile_elements"] < result["chunk_before_elements"]
+    assert all(result[key] > 0 for key in ("before_s", "tiled_s", "before_again_s", "speedup"))
+
+
+@pytest.mark.slow
 def test_store_loader_benchmark_measures_every_pass_of_the_store():
     """benchmarks/store_loader.py at --tiny size: photo-like originals (ImageNet's ~110 KB), both stores built by the
     prepare stage's code, each pass's per-core rate and the loaders; the views need a GPU."""
@@ -375,6 +413,8 @@ def test_orchestration_benchmark_plans_the_paper_grid():
     "name",
     [
         "ring_selection",
+        "ring_radix",
+        "kmeans_assign",
         "data_pipeline",
         "orchestration",
         "quickstart",

@@ -19,6 +19,7 @@ if Path(workflow.basedir, "ring").is_dir():
 import ring.core.failures
 import ring.plan.checks
 import ring.plan.gate
+import ring.plan.grid
 import ring.plan.lineage
 import ring.plan.ownership
 import ring.plan.targets
@@ -92,6 +93,7 @@ wildcard_constraints:
 
 
 # A cell's folder names its grid, stage, dataset, method and seed; the patterns of more than one rule file are here.
+PRETRAIN_CONFIG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.yaml"
 PRETRAIN_HASH = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.hash"
 PRETRAIN_ENCODER = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/encoder.pt"
 PRETRAIN_FILE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/{name}"  # METHODS[m].encoder_files
@@ -109,8 +111,13 @@ def cell_dir(path) -> str:
 
 def stage_config(stage: str, wildcards):
     grid = GRIDS[wildcards.grid]
-    build = {"pretrain": grid.pretrain_config, "lincls": grid.lincls_config}[stage]
-    return build(wildcards.dataset, wildcards.method, int(wildcards.seed), config["data_root"])
+    cell = (wildcards.dataset, wildcards.method, int(wildcards.seed), config["data_root"])
+    if stage == "lincls":
+        return grid.lincls_config(*cell)
+    # The decoder a cell recorded when first planned stays its decoder (ring.plan.grid.recorded_decoder).
+    path = PRETRAIN_CONFIG.format(grid=wildcards.grid, dataset=cell[0], method=cell[1], seed=cell[2])
+    recorded = ring.plan.grid.recorded_decoder(path)
+    return grid.pretrain_config(*cell, recorded=recorded)
 
 
 def detection_datasets_root(grid: str) -> str:

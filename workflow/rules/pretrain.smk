@@ -7,7 +7,6 @@
 include: "helpers/pretrain.smk"
 
 
-PRETRAIN_CONFIG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.yaml"
 PRETRAIN_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/pretrain.log"
 CELL_CONFIGS["pretrain"] = CellConfig(
     PRETRAIN_CONFIG, lambda wc: stage_config("pretrain", wc), hash=PRETRAIN_HASH, rerun="pretrain"

@@ -11,17 +11,36 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-# Rows of the N x k distance block computed at once (bounded memory for a 1.28M bank).
+# Distances alive at once while assigning (rows x k of the N x k matrix, never all of it).  On the CPU a tile of
+# 2**18 fp32 (1 MiB) is still in the core's cache when its argmin reads it, where a 2**25 chunk (128 MiB) was written
+# to memory by the GEMM and read back; on a GPU a tile must fill the device, so it stays at 2**25 there
+# (benchmarks/kmeans_assign.py measures both).
 ASSIGN_CHUNK_ELEMENTS = 2**25
+ASSIGN_TILE_BY_DEVICE = {"cpu": 2**18}
+
+
+def assign_tile(device: torch.device) -> int:
+    """The distances :func:`assign` computes at once on ``device`` (rows x centroids)."""
+    return ASSIGN_TILE_BY_DEVICE.get(device.type, ASSIGN_CHUNK_ELEMENTS)
 
 
 @torch.no_grad()
-def assign(x: torch.Tensor, centroids: torch.Tensor, chunk_elements: int = ASSIGN_CHUNK_ELEMENTS) -> torch.Tensor:
-    """Index of the nearest centroid (squared L2) of every row of ``x``."""
+def assign(x: torch.Tensor, centroids: torch.Tensor, chunk_elements: int | None = None) -> torch.Tensor:
+    """Index of the nearest centroid (squared L2) of every row of ``x``.
+
+    Tile by tile (``chunk_elements`` distances, by default :func:`assign_tile`): one ``addmm`` makes a tile's
+    ``||c||^2 - 2 x.c`` (the GEMM adds ``||c||^2`` as it writes, where a separate pass did before) and its argmin is
+    written straight into the labels.  The labels are those of the whole N x k matrix ``c_sq - 2.0 * x @ c.T`` (scaling
+    by -2 is exact; argmin keeps the first of equal distances), near-ties within the GEMM's rounding aside (tested).
+    """
+    chunk_elements = assign_tile(x.device) if chunk_elements is None else chunk_elements
     c_sq = (centroids * centroids).sum(dim=1)
     step = max(1, chunk_elements // max(len(centroids), 1))
+    labels = torch.empty(len(x), dtype=torch.long, device=x.device)
     # ||x - c||^2 = ||x||^2 - 2 x.c + ||c||^2; the first term does not change the argmin.
-    return torch.cat([(c_sq - 2.0 * x[s : s + step] @ centroids.T).argmin(dim=1) for s in range(0, len(x), step)])
+    for s in range(0, len(x), step):
+        torch.argmin(torch.addmm(c_sq, x[s : s + step], centroids.T, alpha=-2.0), dim=1, out=labels[s : s + step])
+    return labels
 
 
 @torch.no_grad()

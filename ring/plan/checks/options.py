@@ -4,6 +4,7 @@ beside the code that implements its choices (ring.engine, ring.data) and read fr
 
 from ring.data import AUGMENT_PLACES, AUGMENTATIONS
 from ring.data.decode_place import CHOICES as STORE_DECODE
+from ring.data.decode_place import DECODERS as STORE_DECODERS
 from ring.data.stores import CHOICES as STORE_FORMATS
 from ring.engine import (
     CHANNELS_LAST,
@@ -16,6 +17,7 @@ from ring.engine import (
     PRECISIONS,
 )
 from ring.engine.anneal import ANNEAL_POLICIES, VALIDATION_POLICIES
+from ring.engine.knn_schedule import KNN_SCHEDULES
 
 __all__ = [
     "AUGMENTATIONS",
@@ -28,11 +30,13 @@ __all__ = [
     "HEADS",
     "KEEP_CHECKPOINT",
     "KEEP_SUPERSEDED",
+    "KNN_SCHEDULES",
     "LA_OWN_ENTRY_RULES",
     "MIN_INPUT_PX",
     "NEGATIVES_COUNTS",
     "PRECISIONS",
     "STORE_DECODE",
+    "STORE_DECODERS",
     "STORE_FORMATS",
     "VALIDATION_POLICIES",
 ]

@@ -12,7 +12,14 @@ from ring.core.method_keys import KEYS
 from ring.core.methods import METHODS, Method
 from ring.plan.checks.checker import Checker, fail, int_at_least, number, one_of, positive
 from ring.plan.checks.common import implementation, optimizer, registered, runtime, store, views
-from ring.plan.checks.options import AUGMENT_PLACES, COMPILE, HEADS, STORE_DECODE
+from ring.plan.checks.options import (
+    AUGMENT_PLACES,
+    COMPILE,
+    HEADS,
+    KNN_SCHEDULES,
+    STORE_DECODE,
+    STORE_DECODERS,
+)
 
 SNAPSHOT = re.compile(re.escape(C.SNAPSHOT_FILE).replace(r"\{epoch\}", r"(\d+)") + "$")
 
@@ -105,6 +112,7 @@ def _method_keys(c: Checker, n: int, m: Method) -> None:
 
 def _monitors_and_snapshots(where: str, cfg) -> None:
     int_at_least(where, cfg, "knn_every", 0)
+    one_of(where, cfg, "knn_schedule", KNN_SCHEDULES)
     int_at_least(where, cfg, "knn_k", 1)
     positive(where, cfg, "knn_temperature")
     if not all(isinstance(e, int) and 0 <= e <= cfg.epochs for e in cfg.snapshot_epochs):
@@ -151,7 +159,16 @@ def _views_place(where: str, cfg) -> None:
             ("set store: none for it, or augment: device (or auto) to read the store"),
         )
     one_of(where, cfg, "store_decode", STORE_DECODE)
-    if cfg.store_decode == "gpu":
+    one_of(where, cfg, "store_decoder", STORE_DECODERS)
+    if cfg.store_decode != "auto" and cfg.store_decoder not in ("", cfg.store_decode):
+        fail(
+            where,
+            "store_decoder",
+            cfg.store_decoder,
+            f"is not the decoder store_decode: {cfg.store_decode} chooses",
+            "remove store_decoder (the plan records it) or set store_decode: auto",
+        )
+    if "gpu" in (cfg.store_decode, cfg.store_decoder):
         _gpu_decode(where, cfg, spec)
 
 

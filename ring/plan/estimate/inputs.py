@@ -168,7 +168,8 @@ def gpu_decode_rate(cfg, figures, fam: str) -> Rate | None:
     """The jpeg95 store's pretraining end to end with its records decoded by the GPU decoder, where the cell decodes
     there (``store_decode``: ``gpu``, or ``auto`` where the device measured it faster for ``fam``, as the run
     chooses: :func:`ring.data.decode_place.pick`); None where the loader's workers decode."""
-    choice = getattr(cfg, "store_decode", "auto")  # a config without the key decodes in the workers
+    # The decoder the plan recorded, else the choice (a config without either decodes in the workers).
+    choice = getattr(cfg, "store_decoder", "") or getattr(cfg, "store_decode", "auto")
     rates, file = (figures.store.decode.get(fam) if figures.store else None) or ({}, None)
     place = decode_place.pick(rates) if choice == "auto" else choice
     if place != "gpu":

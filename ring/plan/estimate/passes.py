@@ -7,9 +7,9 @@
   MoCo's two views share the decode and the resize); image folders read from the prepared store the device views
   on the training stream beside a loader whose workers decode (``jpeg95``) or copy (``raw``) 256 x 256 records:
   the larger of the two.
-* **kNN monitor** (every ``knn_every`` epochs and the last) and **linear evaluation**: each image through the
-  encoder, forward only, beside the loader workers that decode and crop it: the larger of the forward's and the
-  input's seconds per image.
+* **kNN monitor** (at the epochs of ``knn_schedule``: ring.engine.knn_schedule) and **linear evaluation**: each
+  image through the encoder, forward only, beside the loader workers that decode and crop it: the larger of the
+  forward's and the input's seconds per image.
 * **k-means** (LA and its variants, one reclustering per epoch after the warm-up): the distance GEMMs' work,
   ``clusterings x (iters + 1) x 2 n k d`` flops (the last assignment included): up to the LA file's measured run's
   work at that run's rate, beyond it at the device's stated FP32 rate (the clustering runs in fp32), never under the
@@ -28,6 +28,7 @@ from ring.core import config as C
 from ring.core.methods import METHODS
 from ring.core.methods import method as method_spec
 from ring.engine import COMPILE
+from ring.engine.knn_schedule import knn_epochs
 from ring.plan.estimate import inputs
 from ring.plan.estimate.figures import FIGURES_GROUP, Figures
 
@@ -201,10 +202,11 @@ def eval_seconds_per_image(cfg, figures: Figures, store: str | None = None) -> f
 
 
 def knn_hours(cfg: C.PretrainConfig, figures: Figures, store: str | None = None) -> float:
-    if cfg.knn_every <= 0:
+    folders = catalog.spec(cfg.dataset).store_size > 0
+    passes = len(knn_epochs(cfg.knn_schedule, cfg.knn_every, cfg.epochs, folders))
+    if not passes:
         return 0.0
     _, n_train, n_test = sizes(cfg.dataset)
-    passes = cfg.epochs // cfg.knn_every + (cfg.epochs % cfg.knn_every != 0)
     return passes * (n_train + n_test) * eval_seconds_per_image(cfg, figures, store) / 3600.0
 
 

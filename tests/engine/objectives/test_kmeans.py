@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -52,3 +54,43 @@ def test_kmeans_ends_at_a_lloyd_fixed_point():
     assert torch.equal(labels, assign(x, centroids))
     for j in labels.unique():
         assert torch.allclose(centroids[j], x[labels == j].mean(dim=0), atol=1e-5)
+
+
+# -- issue 48: k-means assigns tile by tile, never holding its N x k distance matrix ------------------------------
+
+
+def _nearest_by_the_whole_matrix(x: torch.Tensor, centroids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The assignment before issue 48 in one piece, and each row's gap between its two smallest distances."""
+    d = (centroids * centroids).sum(dim=1) - 2.0 * x @ centroids.T
+    two = d.topk(2, dim=1, largest=False).values
+    return d.argmin(dim=1), two[:, 1] - two[:, 0]
+
+
+@pytest.mark.parametrize("tile", [None, 1, 777, 2**25])
+def test_assign_gives_the_whole_matrixs_labels_in_every_tiling(tile):
+    g = torch.Generator().manual_seed(5)
+    x = torch.nn.functional.normalize(torch.randn(3000, 32, generator=g), dim=1)
+    centroids = x[torch.randperm(3000, generator=g)[:70]] + 0.01 * torch.randn(70, 32, generator=g)
+    expected, gap = _nearest_by_the_whole_matrix(x, centroids)
+    labels = assign(x, centroids, chunk_elements=tile)
+    # fp32 distances of unit vectors carry ~32 * 2**-24 of rounding: rows whose two nearest are closer than 1e-5
+    # may fall either way in a differently blocked GEMM; every other row must agree.
+    clear = gap > 1e-5
+    assert clear.float().mean() > 0.99
+    assert torch.equal(labels[clear], expected[clear])
+    # exact ties (small integers: every distance exact, whatever the blocking) keep the first centroid, as argmin
+    # over the whole matrix did
+    points = torch.randint(-4, 5, (50, 8), generator=g).float()
+    twins = torch.randint(-4, 5, (1, 8), generator=g).float().repeat(2, 1)
+    assert assign(points, twins, chunk_elements=tile).eq(0).all()
+
+
+def test_assign_never_holds_more_than_a_tile_of_distances():
+    """Profiled on the CPU: before issue 48 the first 2**25 distances (here all 20,000 x 200) existed at once."""
+    g = torch.Generator().manual_seed(6)
+    x, centroids = torch.randn(20_000, 16, generator=g), torch.randn(200, 16, generator=g)
+    with torch.profiler.profile(record_shapes=True) as prof:
+        assign(x, centroids)
+    sizes = [math.prod(shape) for e in prof.events() for shape in e.input_shapes if shape]
+    assert max(sizes) <= max(2**18, x.numel())  # a tile, or the input itself
+    assert len([e for e in prof.events() if e.name == "aten::addmm"]) == -(-20_000 // (2**18 // 200))

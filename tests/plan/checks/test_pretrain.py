@@ -71,3 +71,13 @@ def test_cmc_on_a_grey_dataset_is_warned_about_once_at_plan_time_in_one_sentence
     assert len(warnings) == 1 and warnings[0].startswith(f"ring: Grid {grid}, stage pretrain, cell digits/CMC"), (
         warnings
     )
+
+
+def test_a_recorded_decoder_that_contradicts_the_choice_is_refused_in_one_sentence():
+    """Issue 48: store_decoder is what the plan records; a hand-written one that store_decode does not choose fails."""
+    cfg = pretrain_config("IR", store_decode="cpu", store_decoder="gpu")
+    with pytest.raises(checks.ConfigError, match=r"store_decoder='gpu' is not the decoder store_decode: cpu chooses"):
+        checks.check(cfg, "cell")
+    checks.check(pretrain_config("IR", store_decode="cpu", store_decoder="cpu"), "cell")
+    with pytest.raises(checks.ConfigError, match=r"store_decoder='nvjpeg'"):
+        checks.check(pretrain_config("IR", store_decoder="nvjpeg"), "cell")

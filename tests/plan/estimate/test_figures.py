@@ -60,7 +60,7 @@ def test_pretrain_and_lincls_hours_follow_the_model(tmp_path):
     # (measured on device tensors: it prices the step), then the views (the pipeline's 1/5000 s less the step's).
     per_image = 1.05 / 10_000 + (1 / 5000 - 1 / 10_000)
     assert math.isclose(E.pretrain_hours(moco, figures), 300 * 50_000 * per_image / 3600)
-    ir = C.PretrainConfig(method="IR", dataset="cifar10", knn_every=1, resize=32, crop=32)
+    ir = C.PretrainConfig(method="IR", dataset="cifar10", knn_every=1, knn_schedule="every", resize=32, crop=32)
     # At 32 px a ResNet-18 image costs (32/224)^2 of a 224-px one; kNN: 60k images a pass, forward only.
     rate = 5000 * (224 / 32) ** 2
     expected = (300 * 50_000 / rate + 300 * 60_000 / (4 * rate)) / 3600

@@ -98,10 +98,10 @@ def test_knn_and_linear_evaluation_are_bound_by_their_loader_workers(figures):
     f = E.load_figures(results=figures)
     # 20 epochs, every 10th: 2 passes.  PIL makes 800 images/s in 8 workers, 400 in this cell's 4: 2.5 ms an image
     # against the forward's 0.05 ms.
-    ir = _cell("IR", knn_every=10, epochs=20, num_workers=4)
+    ir = _cell("IR", knn_every=10, knn_schedule="every", epochs=20, num_workers=4)
     assert math.isclose(E.knn_hours(ir, f), 2 * EVAL_IMAGES * 8 / (800 * 4) / 3600)
     # Without workers the main process decodes, then runs the forward.
-    solo = _cell("IR", knn_every=10, epochs=20, num_workers=0)
+    solo = _cell("IR", knn_every=10, knn_schedule="every", epochs=20, num_workers=0)
     assert math.isclose(E.knn_hours(solo, f), 2 * EVAL_IMAGES * (8 / 800 + FORWARD) / 3600)
     lin = C.LinclsConfig(dataset="imagenet", method="IR", augmentation="none", num_workers=16)
     assert math.isclose(E.lincls_hours(lin, f), EVAL_IMAGES * 8 / (800 * 16) / 3600)
