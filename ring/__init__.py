@@ -6,8 +6,9 @@
   heads, runner, tasks, train_net); each is ``ring <stage>`` (or ``python -m ring.<stage>``); and :mod:`ring.fetch`,
   ``ring fetch`` (a grid's datasets).
 - the login-node side, never importing torch: :mod:`ring.cluster` (admission: whether SLURM admits a stage's resources,
-  batch, detach, jobs, launch, outlook: a grid's end as JSON for the gpu_hours table, progress, prune: ``ring prune``,
-  run: ``ring run``, slurm, watch: following a job until it ends) and :mod:`ring.reports` (captions, figures, tables),
+  batch, cells: a grid's cells as SLURM and the workflow see them, detach, jobs, launch, outlook: a grid's end as JSON
+  for the gpu_hours table, progress, prune: ``ring prune``, run: ``ring run``, slurm, watch: following a job until it
+  ends) and :mod:`ring.reports` (captions, figures, tables),
   over :mod:`ring.plan` (checks, detection_tasks, disk, estimate, eta: when a grid will end, gate: every command's grid
   checks, grid, grid_checks: a grid's own checks, lineage, ownership, reference: the configuration reference, rerun:
   ``ring rerun`` by hand, rules: the workflow's rule registries and light commands, targets: a run's targets),

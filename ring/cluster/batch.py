@@ -28,29 +28,38 @@ import jsonschema
 from ring import resources
 from ring.cluster import progress, prune
 from ring.cluster.admission import plan_problems, preflight
+from ring.cluster.cells import (
+    OUTPUT,
+    cell_dir,
+    cell_status,
+    damage,
+    data_check_failure,
+    grid_cells,
+    pretrained,
+    recorded_states,
+    stale_detail,
+    study_cells,
+    verdict,
+)
 from ring.cluster.detach import supersede
-from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.jobs import StageJob
-from ring.cluster.launch import accounting_folder, job_config_hash, recorded_job
+from ring.cluster.launch import accounting_folder, job_config_hash
 from ring.cluster.run import last_grid
 from ring.cluster.slurm import (
     ALIVE,
     ENDED,
     Resources,
     config_schema,
-    job_states,
     make_executor,
     read_record,
     write_record,
 )
 from ring.cluster.slurm import stage_resources as merged_resources
-from ring.cluster.watch import failure_sentence
 from ring.core import accounting, runs
 from ring.core import config as C
-from ring.core.files import CHECKSUMS
 from ring.core.files import read_record as read_json_record
 from ring.plan import estimate as E
-from ring.plan import eta, gate, lineage, ownership
+from ring.plan import eta, gate, ownership
 from ring.plan import grid as G
 
 # The slurm profile's config files, in its order (profiles/slurm/config.yaml): the package's defaults, then the
@@ -64,9 +73,6 @@ def default_configs() -> list[Path]:
     ``ring run`` runs the workflow, which reads the same file), else none (the package's defaults, or --configfile)."""
     site = next((path for path in (SITE, Path(SITE.name)) if path.is_file()), None)
     return [path for path in DEFAULT_CONFIGS if path != SITE] + ([site] if site else [])
-
-
-OUTPUT = {stage: STAGE_OUTPUT[stage] for stage in ("pretrain", "lincls")}  # the stages batch submits
 
 
 def merge(base: dict, over: dict) -> dict:
@@ -89,10 +95,6 @@ def stage_resources(config: dict, stage: str) -> Resources:
     return Resources.from_dict(merged_resources(config.get("slurm", {}), stage))
 
 
-def cell_dir(results: Path, grid: str, stage: str, dataset: str, method: str, seed: int) -> Path:
-    return results / grid / stage / dataset / method / f"seed{seed}"
-
-
 def cell_job(
     stage: str, cell: Path, cfg, grid: G.Grid, dataset: str, method: str, seed: int, results: Path
 ) -> StageJob:
@@ -104,50 +106,6 @@ def cell_job(
     if stage == "lincls":
         argv += ["--encoder", str(cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"])]
     return StageJob(stage, argv)
-
-
-def recorded_states(cells: list[tuple[Path, str]]) -> dict[str, str | None]:
-    """The SLURM state of the recorded job of every (cell, stage) whose output is missing: ONE sacct
-    call (and at most one squeue call) for all of them, not one per cell."""
-    ids = [
-        record["job_id"]
-        for cell, stage in cells
-        if not (cell / OUTPUT[stage]).exists() and (record := read_record(cell)) is not None
-    ]
-    return job_states(list(dict.fromkeys(ids))) if ids else {}
-
-
-def cell_status(cell: Path, stage: str, res: Resources, states: dict[str, str | None]) -> tuple[str, str]:
-    """done / a live SLURM state / gone / failed / missing, and the job id or the failure's most specific sentence
-    (ring.cluster.watch.failure_sentence, with the stage's resources ``res``); ``states`` holds the recorded jobs'
-    states (:func:`recorded_states`)."""
-    if (cell / OUTPUT[stage]).exists():
-        return "done", ""
-    record = read_record(cell)
-    if record is None:  # not on SLURM: the local launcher's marker, the log, the config
-        state, detail = progress.local_state(cell)
-        if state != "running" and OUTPUT[stage] in (read_json_record(cell / CHECKSUMS).get("files") or {}):
-            return "missing", (
-                f"its {OUTPUT[stage]} is gone, though {CHECKSUMS} records it: the cell had finished; the next "
-                f"all_tables brings it back from its kept copy, or reruns the cell"
-            )
-        return state, detail
-    state = states.get(record["job_id"])
-    if state is None:
-        age = (datetime.now(timezone.utc) - datetime.fromisoformat(record["submitted"])).total_seconds()
-        if age < res.unknown_grace_s:
-            return "submitted", record["job_id"]  # accounting has not recorded it yet
-        return "gone", f"{record['job_id']} unknown to sacct and squeue; the next run resubmits it"
-    if state in ALIVE:
-        return state.lower(), record["job_id"]
-    if state == "COMPLETED":  # the output is missing (checked above): the next run resubmits, resuming
-        return "gone", f"{record['job_id']} COMPLETED but {OUTPUT[stage]} is missing; the next run resubmits it"
-    return "failed", f"{record['job_id']} {state}: {failure_sentence(recorded_job(record), cell, state, res)}"
-
-
-def grid_cells(grid: G.Grid, stage: str, results: Path) -> list[tuple[Path, str, str, int]]:
-    """(cell folder, dataset, method, seed) of every cell of the grid's stage."""
-    return [(cell_dir(results, grid.name, stage, d, m, s), d, m, s) for d, m, s in grid.cells()]
 
 
 @dataclass
@@ -250,81 +208,6 @@ def check_data(markers: Path, datasets: list[str], data_root: str) -> None:
         check = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True)
         if check.returncode != 0:
             raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")
-
-
-def pretrained(grid: G.Grid, results: Path, dataset: str, method: str, seed: int, data_root: str) -> bool:
-    """Whether a linear evaluation's encoder is there and its cell's (made with the grid's config of the cell)."""
-    cell = cell_dir(results, grid.name, "pretrain", dataset, method, seed)
-    return (cell / OUTPUT["pretrain"]).exists() and not stale_detail(
-        grid, "pretrain", cell, dataset, method, seed, data_root
-    )
-
-
-def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]:
-    """(cell folder, dataset, method/variant, seed) of every study cell: the workflow's STUDY_CELL folders."""
-    return [
-        (
-            results / grid.name / "study" / name / study.dataset / method / variant / f"seed{seed}",
-            study.dataset,
-            f"{method}/{variant}",
-            seed,
-        )
-        for name, study in grid.studies.items()
-        for method, variant, seed in study.cells()
-    ]
-
-
-def damage(cell: Path, stage: str) -> str:
-    """Why a finished cell's outputs are not what its checksum record holds (empty when they are): an encoder or a
-    metrics.json edited or damaged after the cell finished (ring.plan.lineage.damaged)."""
-    names = list(read_json_record(cell / CHECKSUMS).get("files") or {}) if stage == "pretrain" else [OUTPUT[stage]]
-    hurt = lineage.damaged(cell, [name for name in names if name != "exported"])
-    return hurt.reason if hurt else ""
-
-
-def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str) -> str:
-    """Why a finished Table 1 cell no longer is what the grid asks for (empty when it is): its output was
-    made with another config than the grid's, or evaluated an encoder that is not its cell's now, or is not what
-    its checksum record holds."""
-    if hurt := damage(cell, stage):
-        return hurt
-    build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
-    wanted = C.config_hash(build(dataset, method, seed, data_root))
-    output = cell / OUTPUT[stage]
-    made = read_json_record(cell / "export.json" if stage == "pretrain" else output).get("config_hash")
-    if made != wanted:
-        return (
-            f"made with another config than the grid's; the next all_tables reruns it ({lineage.rerun_command(output)})"
-        )
-    if stage == "lincls":
-        # The encoder it evaluated may hold while the grid now asks another config of its pretraining cell (whose
-        # config.yaml only the workflow rewrites): the plan forces that encoder, and with it this evaluation.
-        pretrain = cell_dir(cell.parents[4], grid.name, "pretrain", dataset, method, seed)
-        wanted = C.config_hash(grid.pretrain_config(dataset, method, seed, data_root))
-        if found := lineage.superseded(pretrain, wanted):
-            return (
-                f"evaluated the encoder of {pretrain}, which another config than the grid's made; the next "
-                f"all_tables reruns both ({lineage.rerun_command(found.target)})"
-            )
-        return lineage.stale_reason(output, read_json_record(output)) or ""
-    return ""
-
-
-def data_check_failure(results: Path, grid: G.Grid, dataset: str) -> str:
-    """The data check's sentence when it ran and failed for ``dataset`` (its .ok marker missing), else ''."""
-    folder = results / grid.name / "data"
-    log = folder / f"{dataset}.log"
-    if (folder / f"{dataset}.ok").exists() or not log.is_file():
-        return ""
-    lines = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("ring: ")]
-    return lines[-1].removeprefix("ring: ") if lines else ""
-
-
-def verdict(cell: Path, stage: str) -> tuple[str, str]:
-    """("done", "") for a finished cell, ("diverged", its sentence) for an evaluation that finished without an
-    accuracy (ring.engine.health.divergence): the tables print "diverged" for it, so status does not call it done."""
-    reason = read_json_record(cell / OUTPUT[stage]).get("diverged") if stage == "lincls" else None
-    return ("diverged", str(reason)) if reason else ("done", "")
 
 
 def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ring.cluster import batch, launch, progress, slurm
+from ring.cluster import batch, cells, launch, progress, slurm
 from ring.core import config as C
 from ring.plan import grid as G
 from tests.helpers import TINY_PRETRAIN, TINY_PRETRAIN_BLOCK, launch_command
@@ -403,7 +403,7 @@ def test_status_and_submit_agree_with_the_plan_on_an_evaluation_of_a_stale_encod
     lines = _status(tmp_path, grids, capsys)
     assert [line.split()[4] for line in lines[:2]] == ["stale", "stale"], lines
     assert f"evaluated the encoder of {pre}, which another config than the grid's made" in lines[1]
-    assert batch.stale_detail(G.from_dict("tiny", GRID), "lincls", lin, "digits", "IR", 0, "data")
+    assert cells.stale_detail(G.from_dict("tiny", GRID), "lincls", lin, "digits", "IR", 0, "data")
 
 
 def test_status_calls_a_diverged_evaluation_diverged_not_done(tmp_path, capsys):
@@ -440,8 +440,8 @@ def test_status_says_when_the_grid_will_end_from_its_own_cells(tmp_path, monkeyp
     prices = {"pretrain": 1.0, "lincls": 0.25}
     monkeypatch.setattr(batch.E, "predict_cell", lambda stage, cfg, figures: prices[stage])
     config = {"slurm": {"defaults": {"gpus_per_node": 2}, "lincls": {"gpus_per_node": 1}}}
-    done = batch.cell_dir(results, "tiny", "pretrain", "digits", "IR", 0)
-    running = batch.cell_dir(results, "tiny", "pretrain", "digits", "IR", 1)
+    done = cells.cell_dir(results, "tiny", "pretrain", "digits", "IR", 0)
+    running = cells.cell_dir(results, "tiny", "pretrain", "digits", "IR", 1)
     for cell, hours in ((done, 2.0), (running, 0.5)):
         cell.mkdir(parents=True)
         (cell / "provenance.json").write_text(json.dumps({"gpu_hours": hours}))
@@ -466,25 +466,6 @@ def test_status_says_when_the_grid_will_end_from_its_own_cells(tmp_path, monkeyp
     # Floor: MoCoRing seed 0's chain, 2 GPU-h on 2 GPUs then 0.25 h; ceiling: one cell at a time on its own GPUs,
     # 0.25 h + 2 GPU-h / 2 + 3 x 0.25 h.
     assert out.hours == pytest.approx((1.25, 2.0)) and out.gpus_all == 2 + 2 + 3
-
-
-def test_a_failed_slurm_cell_shows_the_launchers_sentence_not_sruns(tmp_path):
-    """Issue 50 item 3: `ring status` showed "srun: error: vm: task 0: Exited with exit code 1" for a job out of
-    memory, where the launcher had said which mem_gb to raise."""
-    from ring.cluster.slurm import Resources, write_record
-
-    cell, folder = tmp_path / "cell", tmp_path / "cell" / "slurm"
-    write_record(cell, "7", folder, "pretrain", tasks=1)
-    (folder / "7_0_log.err").write_text(
-        "slurmstepd: error: Detected 1 oom_kill event in StepId=7.0\nsrun: error: vm: task 0: Exited with exit code 1\n"
-    )
-    state, detail = batch.cell_status(cell, "pretrain", Resources(mem_gb=4), {"7": "OUT_OF_MEMORY"})
-    assert state == "failed" and detail.startswith("7 OUT_OF_MEMORY: SLURM job 7 ran out of host memory at mem_gb=4 GB")
-    (folder / "7_0_log.err").write_text("ValueError: bad shard\nsrun: error: vm: task 0: Exited with exit code 1\n")
-    assert batch.cell_status(cell, "pretrain", Resources(), {"7": "FAILED"}) == (
-        "failed",
-        "7 FAILED: ValueError: bad shard",
-    )
 
 
 def test_submit_refuses_what_the_plan_refuses_before_the_array_is_queued(tmp_path, monkeypatch):
@@ -516,7 +497,7 @@ def test_submit_leaves_a_set_aside_runs_job_with_that_run(tmp_path, monkeypatch)
     cell = results / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
     (cell / "runs" / "abc").mkdir(parents=True)
     _one_completed_job(monkeypatch, cell / "runs" / "abc" / "provenance.json", "3")
-    monkeypatch.setattr(batch, "job_states", slurm.job_states)  # the fake's: job 3 COMPLETED
+    monkeypatch.setattr(cells, "job_states", slurm.job_states)  # the fake's: job 3 COMPLETED
     slurm.write_record(cell, "3", cell / "slurm", "pretrain", config_hash="abc")
     executor = SimpleNamespace(batch=nullcontext, submit=lambda job: SimpleNamespace(job_id="5_0"))
     monkeypatch.setattr(batch, "make_executor", lambda folder, res, name: executor)
