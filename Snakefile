@@ -7,7 +7,8 @@
 #
 # This file is a table of contents: each stage lives in its rule file of workflow/rules/, its own functions in
 # helpers/<stage>.smk, which that file includes; common.smk holds what several stages share, cells.smk the config
-# and hash rules every stage registers.  One namespace, in this order (docs/development.md, "The workflow's files").
+# and hash rules every stage registers, run.smk the checks every run makes before its first job and its failure
+# summary.  One namespace, in this order (docs/development.md, "The workflow's files").
 
 
 # The default config is package data (ring/resources/): the one copy that an installed `ring` reads too.
@@ -25,6 +26,7 @@ include: "workflow/rules/transfer.smk"
 include: "workflow/rules/detection.smk"
 include: "workflow/rules/studies.smk"
 include: "workflow/rules/cells.smk"
+include: "workflow/rules/run.smk"
 
 
 rule all_tables:

@@ -206,33 +206,6 @@ LAUNCHED_CHECKPOINT_INTERVAL = {
 }
 
 
-onstart:
-    # Detectron2 where a job of this run imports it on this machine, before the first job: a plan needs none.
-    rules = [job.rule.name for job in workflow.dag.needrun_jobs()]
-    if problem := ring.plan.checks.detection_environment(rules, config["launcher"]):
-        print(f"ring: {problem}", file=sys.stderr)
-        raise WorkflowError(
-            "Detectron2 is missing where this run's detection jobs run (above); no job was started."
-        )
-    if config["launcher"] == "slurm":  # every resource set this run submits, checked before its first submission
-        from ring.cluster.admission import run_preflight  # submitit: only SLURM runs import it
-
-        jobs = ((j.rule.name, getattr(j.params, "launch", None), j.wildcards) for j in workflow.dag.needrun_jobs())
-        if problems := run_preflight(jobs, LAUNCHED_CHECKPOINT_INTERVAL):
-            print("\n".join(f"ring: {p}" for p in problems), file=sys.stderr)
-            raise WorkflowError("SLURM refused resources before any submission (above); nothing was submitted.")
-    check_data_first(workflow.dag.needrun_jobs())  # every dataset the run reads, before any job (helpers/data.smk)
-    # Then, with nothing left to refuse, the first run that writes results/<grid> records its grid file there (a dry
-    # run, which has no onstart, writes nothing): a later plan from another file of the same name is refused
-    # (ring.plan.ownership).  A refused run has written nothing.
-    ring.plan.ownership.claim(GRID_FILE, Path("results", config["grid"]))
-
-
-onerror:
-    # A short summary last: one line per failed job with its cell and its one-sentence reason.
-    print(f"\n{ring.core.failures.run_summary(log)}", file=sys.stderr)
-
-
 def for_report(paths: list, caption: str, category: str) -> list:
     """``paths`` with the first PNG or CSV among them shown by ``snakemake --report``, captioned by
     workflow/report/<caption>.rst (a Jinja template that lists the cells the rule read)."""
