@@ -116,8 +116,10 @@ def test_a_hand_written_config_takes_its_methods_defaults_for_the_keys_it_leaves
     # The grid's cell, from the same source: the same values but queue_size and ring_anneal_epochs, which the file sets
     # and CMC never reads (the grid's all: block applies them only where read), so the same hash.
     cell = grid.pretrain_config("digits", "CMC", 0, "data")
+    # The plan also records the decoder store_decode: auto resolved to ("cpu"), hashed as the file's unset one.
     unread = {"queue_size": cell.queue_size, "ring_anneal_epochs": cell.ring_anneal_epochs}
-    assert dataclasses.replace(cmc, **unread) == cell and C.config_hash(cmc) == C.config_hash(cell)
+    planned = {"store_decoder": cell.store_decoder}
+    assert dataclasses.replace(cmc, **unread, **planned) == cell and C.config_hash(cmc) == C.config_hash(cell)
     moco = checks.load_checked("pretrain", _write(tmp_path, method="MoCo", **tiny))
     assert moco.bn_groups == 8
     la = checks.load_checked("pretrain", _write(tmp_path, method="LA", **tiny, kmeans_k=5, kmeans_warmup_epochs=1))
