@@ -35,7 +35,7 @@ def test_a_holding_chain_gives_numbers(tmp_path, grid):
     root, files = grid
     assert all(lineage.stale_reason(p, json.loads(p.read_text())) is None for p in files.values())
     wide, _ = _table(tmp_path, files)
-    assert wide.loc["IRing", "Digits"] == "83.0 (+3.0)"
+    assert wide.loc["IRing", "Digits"] == "83.0 (+3.0 untested)"  # one seed a side
 
 
 def test_an_edited_evaluation_config_makes_its_cell_stale_and_names_the_rerun(tmp_path, grid, capsys):
@@ -121,7 +121,7 @@ def test_a_detection_cell_whose_backbone_or_encoder_changed_is_stale_in_table4(t
         for m in ("IR", "IRing")
     ]
     wide = tables.build_table4(files, ["IR", "IRing"], tmp_path / "table4")
-    assert wide.loc["IR", "voc_det_AP"] == "6.0" and wide.loc["IRing", "voc_det_AP"] == "6.0 (+0.0)"
+    assert wide.loc["IR", "voc_det_AP"] == "6.0" and wide.loc["IRing", "voc_det_AP"] == "6.0 (+0.0 untested)"
     # IR's backbone converted again (from a retrained encoder): its detection cell no longer describes it.
     conv = root / "detection" / "imagenet" / "IR" / "seed0"
     (conv / "backbone.pkl").write_bytes(b"another backbone")

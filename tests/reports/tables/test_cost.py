@@ -95,7 +95,7 @@ def test_the_table_opens_with_the_outlook_and_the_caption_reads_it_back(tmp_path
     assert registry.main(["gpu_hours", "--out", str(out), "--provenance", "--outlook", str(source)]) == 0
     text = out.with_suffix(".md").read_text()
     assert "```text\n" + "\n".join(lines) + "\n```" in text
-    assert "grid smoke: 3 done, 1 running, 7 pending; 31 GPU-h spent, 32.5-45.5 GPU-h left" in text
+    assert "grid smoke: 3 done, 1 running, 6 pending; 31 GPU-h spent, 32.5-45.5 GPU-h left" in text
     assert text.index("at 2026-11-28 23:30 UTC") < text.index("grid smoke:") < text.index("| stage")
     assert captions.outlook(out.with_suffix(".md")) == {"when": "2026-11-28 23:30 UTC", "lines": lines}
     gpu_hours([], tmp_path / "plain")  # no outlook given: none written, none read
