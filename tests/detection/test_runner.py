@@ -38,14 +38,17 @@ def run_main(cfg, weights, out, capsys) -> tuple[int, list[str]]:
 @pytest.mark.slow
 def test_each_model_trains_and_evaluates_on_the_embedded_default(task, backbone_pkl, datasets_root, tmp_path, capsys):
     cell = tmp_path / "cell"
-    status, lines = run_main(smoke_config("IRing", task, datasets_root), backbone_pkl, cell, capsys)
+    cfg = smoke_config("IRing", task, datasets_root)
+    status, lines = run_main(cfg, backbone_pkl, cell, capsys)
     assert status == 0, lines
     metrics = json.loads((cell / runner.METRICS_FILE).read_text())
     expected = {"coco_det_seg": ["bbox", "segm"], "coco_kp": ["bbox", "keypoints"], "voc_det": ["bbox"]}[task]
     assert sorted(metrics["results"]) == expected
     assert metrics["columns"] and all(0.0 <= v <= 100.0 for v in metrics["columns"].values())  # evaluated, not NaN
     assert (metrics["method"], metrics["task"], metrics["seed"]) == ("IRing", task, 0)
-    assert (cell / "model_final.pth").exists() and "MAX_ITER: 2" in (cell / runner.D2_CONFIG).read_text()
+    assert (cell / "model_final.pth").exists() and f"MAX_ITER: {cfg.overrides['SOLVER.MAX_ITER']}" in (
+        cell / runner.D2_CONFIG
+    ).read_text()
     if task == "voc_det":  # README: rerun a cell by hand from its written config, with Detectron2's command line
         again = run_module(
             "ring.detection.train_net",
@@ -88,7 +91,12 @@ def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(
     assert [s["outcome"] for s in provenance["segments"]] == ["preempted", "completed"]
     assert not list(cell.glob(".*.tmp"))  # checkpoints are written to temporaries and renamed
     # A changed config never continues these checkpoints.
-    changed = smoke_config("MoCo", "coco_det_seg", datasets_root, overrides={**cfg.overrides, "SOLVER.BASE_LR": 0.002})
+    changed = smoke_config(
+        "MoCo",
+        "coco_det_seg",
+        datasets_root,
+        overrides={**cfg.overrides, "SOLVER.BASE_LR": 2 * cfg.overrides["SOLVER.BASE_LR"]},
+    )
     status, lines = run_main(changed, backbone_pkl, cell, capsys)
     assert status == 1 and len(lines) == 1 and "written with a different config" in lines[0]
 

@@ -167,22 +167,25 @@ def test_bad_resources_fail_before_submission(override, message):
 
 def test_every_stages_resources_are_checked_once_before_the_first_submission(workdir):
     """Issue #11, item 5: a bad lincls partition is found before pretraining is submitted, and a
-    signal_delay_s that is not shorter than time_min too; each problem is printed once."""
-    site = {
-        "slurm": {
-            **SITE["slurm"],
-            "lincls": {**SITE["slurm"]["lincls"], "partition": "nosuch"},
-            "pretrain": {"time_min": 2, "signal_delay_s": 120},
-        }
-    }
-    (workdir / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(site))
+    signal_delay_s that is not shorter than time_min too; each problem is printed once.  The second needs no cluster,
+    so the plan refuses it first (issue 50 item 4); the partition is SLURM's word, asked once the plan holds."""
     start = now()
-    result = snakemake(workdir, "all_tables", *SLURM, check=False)
-    output = result.stdout + result.stderr
-    assert result.returncode != 0
-    assert output.count("invalid partition specified: nosuch") == 1, output[-3000:]
-    assert output.count("signal_delay_s=120 is not shorter than time_min=2 min") == 1, output[-3000:]
-    assert "nothing was submitted" in output and not sacct_jobs("ring-", start, workdir)
+    for stage, values, problem in [
+        (
+            "pretrain",
+            {"time_min": 20, "signal_delay_s": 1500},
+            "signal_delay_s=1500 is not shorter than time_min=20 min",
+        ),
+        ("lincls", {**SITE["slurm"]["lincls"], "partition": "nosuch"}, "invalid partition specified: nosuch"),
+    ]:
+        site = {"slurm": {**SITE["slurm"], stage: values}}
+        (workdir / "profiles" / "slurm" / "site.yaml").write_text(yaml.safe_dump(site))
+        result = snakemake(workdir, "all_tables", *SLURM, check=False)
+        output = result.stdout + result.stderr
+        assert result.returncode != 0
+        assert output.count(problem) == 1, output[-3000:]
+        assert "nothing was submitted" in output or "Traceback" not in output, output[-3000:]
+    assert not sacct_jobs("ring-", start, workdir)
 
 
 def test_a_drained_partition_is_told_apart_from_resources_slurm_refuses(capsys, cluster_alone):
