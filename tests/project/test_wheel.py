@@ -236,7 +236,9 @@ def test_ring_run_runs_the_shipped_workflow_from_an_empty_folder(installed):
     evaluation = "1 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing, 1 diverged"
     diverged = re.search(r"^\| *IRing *\|.*diverged", table1, re.M)  # its row, not a note that explains the word
     finished = evaluation if diverged else "2 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing"
-    assert status.stdout.splitlines()[-1] == f"total 2 stage runs: {finished}", (status.stdout, table1)
+    totals = [line for line in status.stdout.splitlines() if line.startswith("total ")]  # the price line follows
+    assert totals == [f"total 2 stage runs: {finished}"], (status.stdout, table1)
+    assert "predicted against spent (2 finished cells" in status.stdout, status.stdout
 
 
 @pytest.mark.slow  # plans the paper grid from the installed wheel
