@@ -140,7 +140,7 @@ def to_submit(grid: G.Grid, stage: str, config: dict, results: Path, res: Resour
         record = read_record(cell)
         ended = record["job_id"] if record is not None and states.get(record["job_id"]) in ENDED else None
         # an ended job is accounted where a segment of it already is (a run an edit set aside keeps its jobs)
-        ended_in = (accounting_folder(cell, record, None) or cell) if ended else cell
+        ended_in = accounting_folder(cell, record, None) if ended else cell  # never None without a config hash
         build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
         todo.append(
             Submission(
