@@ -117,6 +117,7 @@ rule gpu_hours:
 
 
 # Last, with every rule defined: each target asked for is a rule, or a file of a cell the grid names (ring.plan.targets).
+# The documented `rules` names one rule at a time; the workflow's list of them is the only way to see them all.
 RULE_WILDCARDS = {r.name: bool(r.wildcard_names) for r in workflow.rules}
 if target_problem := ring.plan.targets.problem(
     ring.plan.targets.requested(sys.argv), RULE_WILDCARDS, GRID, Path("results"), Path.cwd()

@@ -1,5 +1,6 @@
 """The workflow as package data: a wheel carries the Snakefile, workflow/ and profiles/ under ring/resources/workflow/,
-laid out as in a checkout, so that an installed ``ring run`` runs the workflow from any folder (ring/cluster/run.py).
+laid out as in a checkout, so that an installed ``ring run`` runs the workflow from any folder
+(ring/cluster/workflow.py).
 Copied when the package is built, not kept twice in the repository: a checkout's ``snakemake`` reads the files where
 they are.  Everything else is in pyproject.toml."""
 

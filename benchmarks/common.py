@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -114,12 +115,39 @@ def items_per_second(batches, step, device: torch.device, warmup: int, count=len
     return items / (time.perf_counter() - start)
 
 
-def write(name: str, payload: dict, tiny: bool) -> Path:
-    """Results go to results/<name>-<device>.json; tiny runs (the tests') go to a scratch name."""
+def write(name: str, payload: dict, tiny: bool, folder: Path | None = None) -> Path:
+    """Results go to results/<name>-<device>.json (or into ``folder``); tiny runs (the tests') go to a scratch name."""
     device = payload["machine"]["device"].replace(" ", "_")
-    path = RESULTS / (f"{name}-{device}.json" if not tiny else f".tiny-{name}.json")
-    RESULTS.mkdir(exist_ok=True)
+    folder = folder or RESULTS
+    path = folder / (f"{name}-{device}.json" if not tiny else f".tiny-{name}.json")
+    folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n")
     print(json.dumps(payload, indent=2))
     print(f"wrote {path}", file=sys.stderr)
     return path
+
+
+def loader_run(description: str) -> tuple[argparse.Namespace, torch.device, int]:
+    """A loader benchmark's ``--workers`` and ``--tiny``, its device, and how many batches it reads: the loader's
+    workers decode 2 batches each ahead, so 3x that depth is timed past a warm-up batch, or the figure is the
+    prefetch's (``RING_BENCH_STEPS`` asks for more)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1))
+    parser.add_argument("--tiny", action="store_true", help="seconds-long run for the test suite")
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    batches = 3 if args.tiny else max(int(os.environ.get("RING_BENCH_STEPS", 10)), 3 * 2 * args.workers) + 1
+    return args, device, batches
+
+
+def loader_header(workers: int, batch: int, batches: int, resize: int, crop: int) -> dict:
+    """What a loader benchmark's result says first: the machine, the images' sizes, the batch and the loader (its
+    ``timed_batches``: past the warm-up batch)."""
+    return {
+        "machine": machine(),
+        "resize": resize,
+        "image_size": crop,
+        "batch": batch,
+        "workers": workers,
+        "timed_batches": batches - 1,
+    }

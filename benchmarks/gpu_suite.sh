@@ -17,9 +17,10 @@
 # Modes (budgets for one H100/H200 with 16 cores): full (default, <= 9 minutes): every method eager
 # (device pipeline, device tensors, PIL loader) and compiled (device tensors and device pipeline),
 # Ring's step-time ratios (queue 65,536; banks 50,000 and 1.28M), the JPEG path, one step under
-# torch.cuda.set_sync_debug_mode("error").  --quick (<= 4 minutes): MoCo and IR compiled (their device pipeline
-# and their prepared-store path with them, decoded by the loader's workers and by the GPU decoder), the JPEG path,
-# the store's loader, IRing at the 1.28M bank, the sync step.
+# torch.cuda.set_sync_debug_mode("error"), the GPU decoder's checks (its pixels against PIL's within a stated
+# bound, its handover under PyTorch's CUDA sanitizer).  --quick (<= 4 minutes): MoCo and IR compiled (their device
+# pipeline and their prepared-store path with them, decoded by the loader's workers and by the GPU decoder), the JPEG
+# path, the store's loader, IRing at the 1.28M bank, the sync step, the GPU decoder's checks.
 # Compilation: the compiled methods are compiled first, side by side, into one inductor cache in a
 # scratch folder (on a fresh H200: MoCo 112 s, IR, CMC and LA 29-43 s, all four together), and nothing
 # is timed until every warm-up is done: warm-ups that ran beside the eager benchmarks halved MoCo's
@@ -120,6 +121,14 @@ compiled() {  # compiled METHOD FEEDS: the timed compiled run, once its warm-up 
   run "throughput_${m}_compile" 150 benchmarks/throughput.py --method "$m" --compile --feeds "$2"
 }
 
+gpu_decoder_checks() {  # store_decode: gpu's correctness on this machine, before any of its speed is worth timing
+  # nvJPEG's pixels against PIL's on a generated 256-px jpeg95 store (six batches of 256, reads delayed behind the
+  # decoder), held to two compliant decoders' bound; then the handover under TORCH_CUDA_SANITIZER, as shipped (no
+  # race) and with a release event recorded on the wrong stream (caught).
+  run decode_pixels 60 benchmarks/decode_pixels.py
+  run stream_sanitizer 90 benchmarks/stream_sanitizer.py
+}
+
 if ! "$PY" benchmarks/suite_summary.py check; then
   echo "suite: install the missing packages above and rerun; nothing was measured." >&2
   finish
@@ -137,6 +146,7 @@ if [ "$mode" = quick ]; then
   warm MoCo IR
   warmed
   run sync_step 60 benchmarks/sync_step.py --methods MoCo IR
+  gpu_decoder_checks
   run jpeg_decode 60 benchmarks/jpeg_decode.py
   # ImageNet's prepared store (issue 39): per core, per loader, and through the compiled views of both methods.
   run store_loader 120 benchmarks/store_loader.py
@@ -160,6 +170,7 @@ else
   run jpeg_decode 50 benchmarks/jpeg_decode.py
   run store_loader 120 benchmarks/store_loader.py
   run sync_step 40 benchmarks/sync_step.py --methods MoCo IR
+  gpu_decoder_checks
   # torch.compile (compile: auto turns it on for CUDA): device tensors and the device pipeline of every method.
   for method in MoCo IR CMC LA; do
     compiled "$method" synthetic,device,store,store_gpu

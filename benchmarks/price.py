@@ -1,8 +1,10 @@
 """The price suite: every pass of a cell timed end to end through its stage's own entry point.
 
     python -m benchmarks.price --device cpu          # the CPU figures: about 10 minutes on 2 busy cores
+    python -m benchmarks.price --device cpu --out mine  # this host's, for `ring estimate --figures mine`
     python -m benchmarks.price --device cpu --check  # then the held-out grid, priced against what it spent
-    python -m benchmarks.price --docs                # docs/performance.md's section from the two files
+    python -m benchmarks.price --device cpu --detection  # Table 4's models per iteration (price_detection.py)
+    python -m benchmarks.price --docs                # docs/performance.md's section from the three files
 
 Each cell of the calibration grid (:data:`CALIBRATION`: the workflow tests' grid of 16-pixel digits, with two epochs
 and the kNN monitor every epoch so that every pass is made more than once) runs as the workflow's job runs it,
@@ -10,8 +12,11 @@ and the kNN monitor every epoch so that every pass is made more than once) runs 
 store, views and compile setting, and with ``RING_CLOCK_TRACE=1``: its provenance.json then holds every batch's stamp
 (:mod:`ring.engine.clock`).  Each pass's figure is timed past its warm-up and its loader's prefetch and refused when
 it could not be (:mod:`ring.plan.estimate.measured`); the fixed costs per job are the segments' own (the medians over
-the cells).  ``ring estimate`` prices from ``ring/resources/figures/price-<device>.json``
-(:mod:`ring.plan.estimate.pricing`), and ``ring estimate --check`` compares the price with what finished cells spent.
+the cells).  Every job runs one thread (:data:`THREADS`, as the workflow tests' cells) and the CPU's figures are on
+its CPU clock (:func:`clock_of`): the host's other work is not charged to them, but a CPU second is one host's
+(docs/performance.md, "The CPU's clock"), so a CPU grid is priced from its own host's run of this suite.
+``ring estimate`` prices from ``ring/resources/figures/price-<device>.json`` (:mod:`ring.plan.estimate.pricing`), and
+``ring estimate --check`` compares the price with what finished cells spent.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks import price_docs
+from benchmarks import price_detection, price_docs
 from benchmarks.common import RESULTS, machine, write
 from ring.core import catalog
 from ring.core import config as C
@@ -98,11 +104,34 @@ def record(stage: str, cfg, device: str) -> dict:
     return {**rec, "prefetch_factor": PREFETCH_FACTOR}
 
 
+def clock_of(device: str) -> str:
+    """The CPU's figures are its jobs' CPU seconds (one thread, the loader in process: the host's other work leaves
+    them alone, ring.engine.clock); a GPU's are wall seconds (the card is the job's own)."""
+    return "cpu" if device == "cpu" else "wall"
+
+
+def detection_record(cfg) -> dict:
+    """What a detection cell ran as (benchmarks/price_detection.py's record; its input's sides are its "crop")."""
+    return {
+        "device": machine()["device"],
+        "workers": cfg.num_workers,
+        "prefetch_factor": PREFETCH_FACTOR,
+        "compile": False,
+        "store": "none",
+        "threads": THREADS,
+        "batch": cfg.overrides["SOLVER.IMS_PER_BATCH"],
+        "bank": 0,
+        "crop": cfg.overrides["INPUT.MIN_SIZE_TRAIN"],
+        "dataset": cfg.datasets,
+    }
+
+
 def figures_of(stage: str, cfg, segment: dict, device: str) -> list[dict]:
     """The pass figures of one cell's segment (refused, with the suite, when any cannot be honest)."""
     rec = record(stage, cfg, device)
     names = [n for n in segment["pass_images"] if n != "k-means"]
-    figs = [{**M.pass_figure(name, segment, rec, WARMUP), "method": cfg.method} for name in names]
+    clock = clock_of(cfg.device)
+    figs = [{**M.pass_figure(name, segment, rec, WARMUP, clock), "method": cfg.method} for name in names]
     for fig in figs:
         M.check_written(fig)
     return figs
@@ -110,9 +139,11 @@ def figures_of(stage: str, cfg, segment: dict, device: str) -> list[dict]:
 
 def kmeans_figure(cfg, segment: dict, device: str) -> dict:
     n = catalog.spec(cfg.dataset).bank_images()
+    clock = clock_of(cfg.device)
     return {
         "record": record("pretrain", cfg, device),
-        "seconds_per_call": segment["passes_s"]["k-means"] / segment["pass_calls"]["k-means"],
+        "clock": clock,
+        "seconds_per_call": M.seconds_of(segment, clock)["k-means"] / segment["pass_calls"]["k-means"],
         "work": n * cfg.kmeans_k * cfg.kmeans_clusterings * (cfg.kmeans_iters + 1),
         "bank_entries": n,
     }
@@ -123,40 +154,60 @@ def fixed_of(fixed: list[dict]) -> dict:
     keys = fixed[0]["per_job_s"]
     return {
         "record": fixed[0]["record"],
+        "clock": fixed[0]["clock"],
         "per_job_s": {k: statistics.median(f["per_job_s"][k] for f in fixed) for k in keys},
         "checkpoint_write_s": statistics.median(f["checkpoint_write_s"] for f in fixed),
         "cells": len(fixed),
     }
 
 
-def measure(device: str, root: Path, methods: list[str]) -> dict:
-    grid = G.from_dict("price", {**CALIBRATION, "methods": methods})
-    name = machine()["device"]
-    passes, fixed, kmeans, cells = [], {"pretrain": [], "lincls": []}, {}, []
-    for method in methods:
-        pre = grid.pretrain_config("digits", method, 0, str(root / "data"))
-        pre = C.from_dict(C.PretrainConfig, {**C.to_dict(pre), "device": device})
-        segment = run_stage("pretrain", pre, root / "pretrain" / method)
-        passes += figures_of("pretrain", pre, segment, name)
-        fixed["pretrain"].append(M.fixed_figure(segment, record("pretrain", pre, name)))
-        if "k-means" in segment["pass_calls"] and segment["passes_s"].get("k-means"):
-            kmeans[method] = kmeans_figure(pre, segment, name)
-        lin = grid.lincls_config("digits", method, 0, str(root / "data"))
-        lin = C.from_dict(C.LinclsConfig, {**C.to_dict(lin), "device": device})
-        encoder = root / "pretrain" / method / "encoder.pt"
-        lin_segment = run_stage("lincls", lin, root / "lincls" / method, "--encoder", str(encoder))
-        passes += figures_of("lincls", lin, lin_segment, name)
-        fixed["lincls"].append(M.fixed_figure(lin_segment, record("lincls", lin, name)))
-        cells += [{"stage": "pretrain", "method": method, "wall_s": segment["wall_s"]}]
-        cells += [{"stage": "lincls", "method": method, "wall_s": lin_segment["wall_s"]}]
+def measure_method(grid, method: str, device: str, root: Path) -> dict:
+    """One method's pretraining cell, then its linear evaluation: their pass figures, fixed costs and k-means."""
+    name, clock = machine()["device"], clock_of(device)
+    pre = grid.pretrain_config("digits", method, 0, str(root / "data"))
+    pre = C.from_dict(C.PretrainConfig, {**C.to_dict(pre), "device": device})
+    segment = run_stage("pretrain", pre, root / "pretrain" / method)
+    lin = grid.lincls_config("digits", method, 0, str(root / "data"))
+    lin = C.from_dict(C.LinclsConfig, {**C.to_dict(lin), "device": device})
+    encoder = root / "pretrain" / method / "encoder.pt"
+    lin_segment = run_stage("lincls", lin, root / "lincls" / method, "--encoder", str(encoder))
+    k_means = M.seconds_of(segment, clock).get("k-means")
+    return {
+        "passes": figures_of("pretrain", pre, segment, name) + figures_of("lincls", lin, lin_segment, name),
+        "fixed": {
+            "pretrain": M.fixed_figure(segment, record("pretrain", pre, name), clock),
+            "lincls": M.fixed_figure(lin_segment, record("lincls", lin, name), clock),
+        },
+        "kmeans": kmeans_figure(pre, segment, name) if k_means else None,
+        "cells": [
+            {"stage": "pretrain", "method": method, "wall_s": segment["wall_s"]},
+            {"stage": "lincls", "method": method, "wall_s": lin_segment["wall_s"]},
+        ],
+    }
+
+
+def measure(device: str, root: Path, methods: list[str], pretrain: dict | None = None, jobs: int = 1) -> dict:
+    """The figures of the calibration grid's ``methods`` (``pretrain``: values that replace its pretraining ones),
+    ``jobs`` methods at a time.  On a CPU, a job's CPU seconds depend on whether the other cores are busy (on this
+    project's 2-vCPU machines a job beside another spent 1.8 times the CPU seconds it spent alone), so figures that
+    price cells run two at a time are measured two at a time."""
+    calibration = {**CALIBRATION, "methods": methods}
+    if pretrain:
+        base = CALIBRATION["pretrain"]
+        calibration["pretrain"] = {**base, "all": {**base["all"], **pretrain}}
+    grid = G.from_dict("price", calibration)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each cell is a process of its own: threads only wait
+        done = list(pool.map(lambda method: measure_method(grid, method, device, root), methods))
     return {
         "suite": "benchmarks/price.py",
-        "calibration_grid": {**CALIBRATION, "methods": methods},
+        "clock": clock_of(device),
+        "calibration_grid": calibration,
+        "jobs_at_once": jobs,
         "warmup_batches": WARMUP,
-        "passes": passes,
-        "fixed": {stage: fixed_of(f) for stage, f in fixed.items()},
-        "kmeans": kmeans,
-        "cells": cells,
+        "passes": [fig for one in done for fig in one["passes"]],
+        "fixed": {stage: fixed_of([one["fixed"][stage] for one in done]) for stage in ("pretrain", "lincls")},
+        "kmeans": {method: one["kmeans"] for method, one in zip(methods, done, strict=True) if one["kmeans"]},
+        "cells": [cell for one in done for cell in one["cells"]],
     }
 
 
@@ -175,11 +226,16 @@ def held_out(device: str, root: Path) -> dict:
         run_stage("lincls", lin, lin_cell, "--encoder", str(pre_cell / "encoder.pt"))
     figures = E.load_figures(machine()["device"] if device != "cpu" else "cpu")
     result = E.check.check(grid, results, figures)
+    # What the same cells spent on each clock: the busier the host, the further apart.
+    cells = list(E.check.finished(results, grid.name))
+    spent = {clock: sum(sum(E.check.spent(c[3], clock).values()) for c in cells) for clock in M.CLOCKS}
     return {
         "suite": "benchmarks/price.py --check",
         "grid": HELD_OUT,
         "figures": figures.measured.file,
         "cells": result.cells,
+        "clock": result.clock,
+        "spent_s_by_clock": spent,
         "rows": {row: {"cells": c, "predicted_s": p, "spent_s": s} for row, (c, p, s) in result.rows.items()},
         "sources": {row: sorted(s) for row, s in result.sources.items()},
     }
@@ -189,9 +245,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the cells' device")
     parser.add_argument("--methods", nargs="+", default=CALIBRATION["methods"])
+    parser.add_argument("--jobs", type=int, default=1, help="methods measured at once (as the priced cells will run)")
     parser.add_argument("--check", action="store_true", help="run the held-out grid and price it against its spent")
+    parser.add_argument("--detection", action="store_true", help="time Table 4's Detectron2 models per iteration")
     parser.add_argument("--docs", action="store_true", help="print docs/performance.md's section from the files")
     parser.add_argument("--tiny", action="store_true", help="write a scratch file, not the committed figures")
+    parser.add_argument(
+        "--out", type=Path, help="write price-<device>.json into this folder (`ring estimate --figures`)"
+    )
     args = parser.parse_args(argv)
     if args.docs:
         print(price_docs.section(RESULTS / "price-cpu.json", RESULTS / "price_check-cpu.json"))
@@ -199,9 +260,19 @@ def main(argv=None) -> int:
     # The host's load average before and after: on a shared machine the wall times it measures are this busy.
     before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ring-price-") as tmp:
-        run = held_out(args.device, Path(tmp)) if args.check else measure(args.device, Path(tmp), args.methods)
+        if args.detection:
+            run = {"suite": "benchmarks/price_detection.py", "clock": clock_of(args.device)}
+            run.update(price_detection.measure(run_stage, detection_record, Path(tmp), run["clock"]))
+        else:
+            run = (
+                held_out(args.device, Path(tmp))
+                if args.check
+                else measure(args.device, Path(tmp), args.methods, jobs=args.jobs)
+            )
     load = {"load_average_before": before, "load_average_after": os.getloadavg()}
-    write("price_check" if args.check else "price", {"machine": {**machine(), **load}, **run}, args.tiny)
+    name = "price_detection" if args.detection else "price_check" if args.check else "price"
+    # --out: this host's figures, for `ring estimate --figures` (a CPU second is one host's).
+    write(name, {"machine": {**machine(), **load}, **run}, args.tiny, args.out)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The prepared store's check (ring.data.stores.verify): what a cell pays at its start, cold and from its record.
+"""The prepared store's check (ring.data.store_layout.verify): what a cell pays at its start, cold and from its record.
 
     python benchmarks/store_check.py [--tiny] [--images 3000]
 
@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import machine, write  # noqa: E402
 from benchmarks.store_loader import make_photos  # noqa: E402
 from ring import prepare  # noqa: E402
-from ring.data import stores  # noqa: E402
+from ring.data import store_layout  # noqa: E402
 
 RESIZE = 256
 IMAGENET_IMAGES = 1_331_167
-IMAGENET_BYTES = stores.needed_bytes(IMAGENET_IMAGES, "jpeg95", RESIZE)
+IMAGENET_BYTES = store_layout.needed_bytes(IMAGENET_IMAGES, "jpeg95", RESIZE)
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -49,13 +49,15 @@ def timings(store: Path, repeats: int) -> dict[str, float]:
     """Seconds of each check of ``store`` (see the module docstring)."""
 
     def cold() -> None:
-        (store / stores.CHECKED).unlink(missing_ok=True)
-        stores.verify(store, "jpeg95", RESIZE)
+        (store / store_layout.CHECKED).unlink(missing_ok=True)
+        store_layout.verify(store, "jpeg95", RESIZE)
 
     return {
         "cold_s": median_seconds(cold, repeats),
-        "warm_s": median_seconds(lambda: stores.verify(store, "jpeg95", RESIZE), repeats),
-        "every_image_s": median_seconds(lambda: stores.verify(store, "jpeg95", RESIZE, every_image=True), repeats),
+        "warm_s": median_seconds(lambda: store_layout.verify(store, "jpeg95", RESIZE), repeats),
+        "every_image_s": median_seconds(
+            lambda: store_layout.verify(store, "jpeg95", RESIZE, every_image=True), repeats
+        ),
     }
 
 
@@ -69,7 +71,7 @@ def main() -> None:
         folder = Path(tmp) / "photos"
         make_photos(folder, train, max(train // 10, 8), workers=min(4, os.cpu_count() or 1))
         manifest = prepare.build(prepare.Target.of_folder(folder, "jpeg95", RESIZE, shard_images=500), workers=1)
-        built = stores.store_dir(folder, "jpeg95", RESIZE)
+        built = store_layout.store_dir(folder, "jpeg95", RESIZE)
         seconds = timings(built, repeats=3 if args.tiny else 5)
     images = sum(split["images"] for split in manifest["splits"].values())
     rate = manifest["bytes"] / (seconds["cold_s"] - seconds["warm_s"])  # the hashing alone

@@ -18,15 +18,12 @@ Generates photo-like originals (:func:`make_photos`: smooth random content with 
   image, counted once); ``store_decode: gpu``'s decoder thread alone (``gpu_decode``: the workers read the records'
   bytes, nvJPEG decodes each batch into the ring of device buffers, ``ring.data.gpu_decode``) and with the compiled
   views (``store_gpu_device_compiled``);
-* ``gpu_decode_pixels`` (a GPU only): nvJPEG's decode of up to six batches against PIL's, in grey levels, each read
-  delayed on the training stream while the decoder runs ahead (a buffer rewritten too early shows as large ones).
 
 ``ring.plan.estimate`` prices every pass from these figures (``store_loader-<device>.json``).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -40,10 +37,10 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import items_per_second, machine, write  # noqa: E402
+from benchmarks.common import items_per_second, loader_header, loader_run, write  # noqa: E402
 from ring import prepare  # noqa: E402
 from ring.core.catalog import spec  # noqa: E402
-from ring.data import augment, datasets, store  # noqa: E402
+from ring.data import augment, datasets, store, store_layout  # noqa: E402
 from ring.data.views import StoreViews, store_views  # noqa: E402
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402
 
@@ -93,10 +90,10 @@ def per_core(folder: Path, n: int) -> dict[str, float]:
     """Images/s of one process on one thread, for each thing a pass pays per image."""
     torch.set_num_threads(1)
     files = datasets._build_image_folder(folder, "train")
-    readers = {fmt: store.StoreReader(store.store_dir(folder, fmt, RESIZE), "train") for fmt in store.FORMATS}
+    readers = {fmt: store.StoreReader(store_layout.store_dir(folder, fmt, RESIZE), "train") for fmt in store.FORMATS}
     norm = datasets.normalize(spec("imagenet"))
     view = datasets.eval_view(RESIZE, CROP, norm)
-    images = {fmt: store.StoreImages(store.store_dir(folder, fmt, RESIZE), "train") for fmt in store.FORMATS}
+    images = {fmt: store.StoreImages(store_layout.store_dir(folder, fmt, RESIZE), "train") for fmt in store.FORMATS}
     work = {
         "original_decode_resize": lambda i: store.resized(Path(files.samples[i][0]), RESIZE),
         "store_jpeg95_decode": lambda i: readers["jpeg95"].array(i),
@@ -118,13 +115,15 @@ def per_core(folder: Path, n: int) -> dict[str, float]:
 
 def loader_rates(folder: Path, batches: int, batch: int, workers: int, device: torch.device) -> tuple[dict, dict]:
     """Loader images/s (store batches, original files through the evaluation view) and, on a GPU, views/s."""
-    order = epoch_batches(len(store.StoreReader(store.store_dir(folder, "jpeg95", RESIZE), "train")), batch, 0, 0)
+    order = epoch_batches(
+        len(store.StoreReader(store_layout.store_dir(folder, "jpeg95", RESIZE), "train")), batch, 0, 0
+    )
     order = order[:batches]
     params = augment.ViewParams(RESIZE, 0.2)
     s = spec("imagenet")
     loaders, views = {}, {}
     for fmt in store.FORMATS:
-        reader = store.StoreReader(store.store_dir(folder, fmt, RESIZE), "train")
+        reader = store.StoreReader(store_layout.store_dir(folder, fmt, RESIZE), "train")
         data = StoreViews(reader, params, n_views=2, seed=0)
         loaders[f"store_{fmt}"] = items_per_second(
             make_loader(data, order, workers, device), lambda b: None, device, 1, count=lambda b: len(b[-1])
@@ -138,7 +137,7 @@ def loader_rates(folder: Path, batches: int, batch: int, workers: int, device: t
     )
     if device.type != "cuda":
         return loaders, dict.fromkeys(GPU_VIEWS)
-    reader = store.StoreReader(store.store_dir(folder, "jpeg95", RESIZE), "train")
+    reader = store.StoreReader(store_layout.store_dir(folder, "jpeg95", RESIZE), "train")
     for name, compiled in (("store_device", False), ("store_device_compiled", True)):
         make = augment.DeviceViews(None, device, RESIZE, CROP, s.mean, s.std, compiled)
         loader = make_loader(StoreViews(reader, params, n_views=2, seed=0), order, workers, device)
@@ -162,39 +161,8 @@ def loader_rates(folder: Path, batches: int, batch: int, workers: int, device: t
     return loaders, views
 
 
-def gpu_pixels(folder: Path, batch: int, workers: int, device: torch.device) -> dict | None:
-    """nvJPEG's decode of up to six batches of jpeg95 records against PIL's (the workers'), in grey levels; None on a
-    CPU.  Each comparison is queued on the training stream behind a 20-ms kernel while the decoder fills the ring's
-    three buffers ahead: a buffer rewritten before its reads ran would show as differences of up to 255 levels."""
-    if device.type != "cuda":
-        return None
-    reader = store.StoreReader(store.store_dir(folder, "jpeg95", RESIZE), "train")
-    make = augment.DeviceViews(None, device, RESIZE, CROP, (0.5,) * 3, (0.25,) * 3)
-    tv = store_views(reader, augment.ViewParams(RESIZE, 0.2), 1, 0, make, batch, "gpu")
-    order = epoch_batches(len(reader), batch, 0, 0)[:6]
-    diffs = []
-    for handed, *_rest, index in tv.feed(make_loader(tv.dataset, order, workers, device, collate_fn=tv.collate)):
-        pil = torch.from_numpy(np.stack([reader.array(i) for i in index.tolist()])).to(device)
-        torch.cuda._sleep(40_000_000)  # about 20 ms of a ~2 GHz clock, ahead of the reads on the training stream
-        diffs.append((handed.images.int() - pil.int()).abs().flatten())
-        tv.device_views.ring.release(handed.slot)
-    diff = torch.cat(diffs).float()
-    return {
-        "images": len(order) * batch,
-        "max_abs_diff": int(diff.max()),
-        "mean_abs_diff": float(diff.mean()),
-        "differing_fraction": float((diff > 0).float().mean()),
-    }
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1))
-    parser.add_argument("--tiny", action="store_true", help="seconds-long run for the test suite")
-    args = parser.parse_args()
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    # The loader's workers decode 2 batches each ahead: 3x that depth is timed, or the figure is the prefetch's.
-    batches = 3 if args.tiny else max(int(os.environ.get("RING_BENCH_STEPS", 10)), 3 * 2 * args.workers) + 1
+    args, device, batches = loader_run(__doc__.splitlines()[0])
     batch = 32 if args.tiny else BATCH  # --tiny: seconds on a 2-core CPU
     train, val, per_core_n = (batch * batches, 16, 16) if args.tiny else (batch * batches, 256, 200)
     with tempfile.TemporaryDirectory() as tmp:
@@ -204,15 +172,12 @@ def main() -> None:
         build = build_stores(folder, args.workers, shard_images=1000)
         cores = per_core(folder, per_core_n)
         loaders, views = loader_rates(folder, batches, batch, args.workers, device)
-        pixels = gpu_pixels(folder, batch, args.workers, device)
-        stored = {fmt: store.read_manifest(store.store_dir(folder, fmt, RESIZE))["bytes"] for fmt in store.FORMATS}
+        stored = {
+            fmt: store_layout.read_manifest(store_layout.store_dir(folder, fmt, RESIZE))["bytes"]
+            for fmt in store.FORMATS
+        }
     payload = {
-        "machine": machine(),
-        "resize": RESIZE,
-        "image_size": CROP,
-        "batch": batch,
-        "workers": args.workers,
-        "timed_batches": batches - 1,
+        **loader_header(args.workers, batch, batches, RESIZE, CROP),
         "original": f"photo-like JPEGs (smooth content, noise sigma {NOISE:g}), 400-500 x 300-375 px, quality 90, "
         f"{mean_bytes / 1e3:.0f} KB on average",
         "store_bytes_per_image": {fmt: b / (train + val) for fmt, b in stored.items()},
@@ -220,12 +185,9 @@ def main() -> None:
         "per_core_images_per_s": cores,
         "loader_images_per_s": loaders,
         "views_per_s": views,
-        # store_decode: gpu's pixels (nvJPEG) against the workers' (PIL's libjpeg-turbo), uint8 levels.
-        "gpu_decode_pixels": pixels,
         "skipped": None
         if device.type == "cuda"
-        else "views_per_s, gpu_decode_pixels: no CUDA device (the device views and the GPU's JPEG decoder are "
-        "measured on a GPU)",
+        else "views_per_s: no CUDA device (the device views and the GPU's JPEG decoder are measured on a GPU)",
     }
     for key in ("per_core_images_per_s", "loader_images_per_s"):
         print(f"store_loader: {key} " + ", ".join(f"{k} {v:,.0f}" for k, v in payload[key].items()), file=sys.stderr)

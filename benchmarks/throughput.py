@@ -238,13 +238,13 @@ def main() -> None:
         """ImageNet's path: photo-like JPEGs prepared at ``resize`` in jpeg95, built once for both store feeds."""
         from benchmarks.store_loader import make_photos
         from ring import prepare
-        from ring.data import store
+        from ring.data import store, store_layout
 
         if "reader" not in stored:
             folder = Path(scratch.name) / "photos"
             make_photos(folder, (warmup + timed_steps) * batch, 16, max(workers, 1))
             prepare.build(prepare.Target.of_folder(folder, "jpeg95", resize, 1000), max(workers, 1))
-            stored["reader"] = store.StoreReader(store.store_dir(folder, "jpeg95", resize), "train")
+            stored["reader"] = store.StoreReader(store_layout.store_dir(folder, "jpeg95", resize), "train")
         return stored["reader"]
 
     def store_feed(place: str):

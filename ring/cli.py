@@ -53,7 +53,7 @@ COMMANDS = (
         "manifest", "ring.data.metadataset:main", "print a transfer dataset's split: counts and SHA-256", ("manifest",)
     ),
     Command("describe", "ring.plan.reference:describe_main", "describe a stage's configuration keys", ("describe",)),
-    Command("run", "ring.cluster.run:main", "run the workflow here: targets, --profile local|slurm, --grid"),
+    Command("run", "ring.cluster.workflow:main", "run the workflow here: targets, --profile local|slurm, --grid"),
     _batch("estimate", "a grid's predicted GPU-hours (torch-free, seconds)"),
     _batch("submit", "submit a grid's missing cells to SLURM: one job array"),
     _batch("status", "each cell: done/diverged/stale/running/pending/failed/missing"),

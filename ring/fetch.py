@@ -4,7 +4,7 @@
     ring fetch --grid paper          # every dataset the grid reads (detection: coco, voc2007, voc2012)
 
 The command (``python -m ring.fetch``, what the workflow's ``fetch_data`` rule runs) reads the grid (:mod:`ring.plan`);
-each dataset is fetched, verified and unpacked by :func:`ring.data.fetch.fetch`, which knows no grid.
+each dataset is fetched, verified and unpacked by :func:`ring.data.download.fetch`, which knows no grid.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ring import resources
-from ring.data.fetch import FetchError, fetch
+from ring.data.download import FetchError, fetch
 from ring.plan import grid as G
 
 

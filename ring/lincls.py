@@ -19,7 +19,7 @@ verified, the last one too under ``keep_checkpoint: none``.  ``CELL/metrics.json
 the numbers, and is kept under ``CELL/exported/`` with a checksum record naming this config and the encoder
 evaluated.  A cell is one run per config and encoder: a retrained encoder (or an edited config) keeps the previous
 run whole under ``CELL/runs/<config hash>-<encoder sha256[:12]>/``, and a kept run of the encoder evaluated now comes
-back finished, trained no further (:mod:`ring.core.runs`).
+back finished, trained no further (:mod:`ring.core.cell_runs`).
 
 A non-finite loss stops the stage at once (:mod:`ring.engine.health`, exit 1, nothing written).  A test top-1 at
 chance (:func:`ring.engine.health.divergence`: within 3 binomial standard errors of 1/K over the test images) is a
@@ -36,21 +36,26 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from ring.core import catalog, runs
+from ring.core import catalog, cell_runs
 from ring.core import config as C
 from ring.core.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
-from ring.data import datasets, folders
+from ring.core.methods import Method, method
+from ring.core.metrics import check_metrics
+from ring.core.stages import STAGES
+from ring.core.stop import Preempted, stop_requested
+from ring.data import datasets, eval_views
 from ring.engine import clock, health, provenance
 from ring.engine.checkpoint import finish_checkpoints, resume_state, rng_state, save_checkpoint, set_rng_state
-from ring.engine.encoder import Precision, load_feature_extractor, resolve_precision
+from ring.engine.encoder import Precision, load_feature_extractor, resolve_compile, resolve_precision
 from ring.engine.logs import JsonLog
-from ring.engine.runtime import Preempted, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
+from ring.engine.runtime import epoch_batches, make_loader, pick_device, setup_threads
 from ring.plan import checks
 
 CHECKPOINT = "checkpoint.pt"
@@ -61,15 +66,15 @@ LOG = "log.jsonl"
 def keep_foreign_run(out: Path, stage: str, cfg, state: dict) -> None:
     """The encoder was retrained (or the protocol changed) and the cell has no run.json saying so (written by hand,
     or before it was kept): the checkpoint's run evaluated something else.  Kept under runs/, named by what it
-    evaluated, as ring.core.runs keeps any other run (keep_superseded decides its checkpoints); the cell evaluates
+    evaluated, as ring.core.cell_runs keeps any other run (keep_superseded decides its checkpoints); the cell evaluates
     from scratch."""
-    key = runs.run_key(str(state.get("config_hash")), str(state.get("encoder_sha256") or "unknown"))
-    aside = runs.set_aside(out, key, runs.RUN_FILES[stage])
+    key = cell_runs.run_key(str(state.get("config_hash")), str(state.get("encoder_sha256") or "unknown"))
+    aside = cell_runs.set_aside(out, key, STAGES[stage].run_files)
     print(
         f"ring: {out / CHECKPOINT} belongs to another encoder or protocol; its run is kept in {aside}, starting over",
         file=sys.stderr,
     )
-    runs.drop_checkpoints(aside, cfg, log=lambda line: print(line, file=sys.stderr))
+    cell_runs.drop_checkpoints(aside, cfg, log=lambda line: print(line, file=sys.stderr))
 
 
 def accuracies(logits: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
@@ -90,7 +95,7 @@ def feature_shape(extractor, crop: int, device: torch.device) -> tuple[int, ...]
 def kept_metrics(out: Path, stage: str, cfg, encoder_sha256: str) -> dict | None:
     """The metrics of this very evaluation when it is complete (an undone edit brought it back, its kept outputs
     verified): its numbers, not new ones; None when it is to run."""
-    if not runs.finished(out, stage, cfg, encoder_sha256):
+    if not cell_runs.finished(out, stage, cfg, encoder_sha256):
         return None
     print(
         f"ring: {out}: this encoder's evaluation is complete (kept outputs verified); nothing to train", file=sys.stderr
@@ -103,18 +108,47 @@ def progress_bar(epochs: int, initial: int) -> tqdm:
     return tqdm(total=epochs, initial=initial, desc="linear eval", file=sys.stderr, disable=None, dynamic_ncols=True)
 
 
-class LinearEval:
-    STAGE = "lincls"  # what ring.core.runs keeps aside when this cell's config changes
-    PASS = "linear evaluation"  # its seconds' name in provenance.json (ring.engine.clock)
+class Resolved(NamedTuple):
+    """An evaluation cell resolved once (:meth:`LinearEval.resolve`) and handed down: the method whose encoder it
+    evaluates (None for a config that names none) and the dataset it evaluates on, each looked up by name there."""
 
-    def __init__(self, cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path):
+    method: Method | None
+    data: datasets.Source  # a transfer cell's: ring.data.metadataset.Source
+
+
+def resolve(cfg: C.LinclsConfig) -> Resolved:
+    """The cell's method (the registry) and dataset (the catalog), looked up here and nowhere below; an unknown
+    method or dataset, the plan's checks and missing files fail here, before any data is read."""
+    entry = catalog.spec(cfg.dataset)
+    checks.check(cfg, where(cfg))  # the plan's checks (ring.plan.checks), before any data
+    data = datasets.source(entry, cfg.data_root, cfg.store, cfg.resize)
+    data.check()
+    return Resolved(resolve_method(cfg), data)
+
+
+def resolve_method(cfg: C.LinclsConfig) -> Method | None:
+    """The method whose encoder ``cfg`` evaluates; a config written by hand may name none (one trunk, then)."""
+    return method(cfg.method) if cfg.method else None
+
+
+def where(cfg: C.LinclsConfig) -> str:
+    return f"{type(cfg).__name__} cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}"
+
+
+class LinearEval:
+    STAGE = "lincls"  # what ring.core.cell_runs keeps aside when this cell's config changes
+    PASS = "linear evaluation"  # its seconds' name in provenance.json (ring.engine.clock)
+    RESOLVE = staticmethod(resolve)  # its entry point's lookups (ring.transfer: a transfer dataset's)
+
+    def __init__(
+        self, cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path, cell: Resolved | None = None
+    ):
+        """``cell``: what :data:`RESOLVE` made of ``cfg`` (:func:`run` resolves it first); resolved here if not."""
         self.cfg = cfg
         self.out = Path(out_dir)
         self.encoder_path = Path(encoder_path)
-        self.spec = catalog.spec(cfg.dataset)
-        # The plan's checks (ring.plan.checks; a TransferConfig gets the transfer ones), before any data.
-        checks.check(cfg, f"{type(cfg).__name__} cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
-        folders.check(cfg.dataset, cfg.data_root)
+        self.cell = cell or self.RESOLVE(cfg)
+        self.spec = self.cell.data.spec
         setup_threads(cfg.threads)
         self.device = pick_device(cfg.device)
         torch.manual_seed(cfg.seed)
@@ -122,14 +156,16 @@ class LinearEval:
         train, test, norm = self.splits()
         # The frozen extractor of the pretraining cell (one trunk, or CMC's L and ab trunks, which
         # undo this very normalisation before converting to Lab).
-        self.trunk = load_feature_extractor(self.encoder_path, cfg.method, norm.mean, norm.std)
+        names = self.cell.method.encoder_files if self.cell.method else (self.encoder_path.name,)
+        self.trunk = load_feature_extractor(self.encoder_path, names, norm.mean, norm.std)
         self.bf16, self.channels_last = resolve_precision(cfg.precision, cfg.channels_last, self.device)
-        self.extractor = Precision(self.trunk.to(self.device), self.bf16, self.channels_last).eval()
+        compiled = resolve_compile("auto", self.device)  # pretraining's compile: auto (CUDA): forward and store views
+        self.extractor = Precision(self.trunk.to(self.device), self.bf16, self.channels_last, compiled).eval()
         self.encoder_hashes = self.trunk.sha256  # each file verified against its cell's checksum record
         # The pretraining config the encoder was made with (its checksum record's), for the tables' chain check.
         self.encoder_config_hash = read_record(self.encoder_path.with_name(CHECKSUMS)).get("config_hash")
         # One fingerprint of every encoder file: a retrained cell invalidates the checkpoint, and names the run.
-        self.encoder_sha256 = runs.encoder_fingerprint(self.encoder_hashes)
+        self.encoder_sha256 = cell_runs.encoder_fingerprint(self.encoder_hashes)
 
         self.feature_shape = feature_shape(self.extractor, cfg.crop, self.device)
         n_features = int(torch.tensor(self.feature_shape).prod())
@@ -137,21 +173,16 @@ class LinearEval:
         self.optimizer = torch.optim.SGD(
             self.classifier.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
         )
-        view = datasets.linear_view(cfg.resize, cfg.crop, cfg.augmentation, norm)
-        self.train_set = datasets.Views(train, view, seed=cfg.seed)
-        self.test_set = datasets.Views(test, datasets.eval_view(cfg.resize, cfg.crop, norm))
+        self.train_set = eval_input(train, cfg.augmentation, cfg, norm, cfg.seed, self.device, compiled)
+        self.test_set = eval_input(test, "none", cfg, norm, 0, self.device, compiled)
         self.epoch = 0
         self.log = JsonLog(self.out / LOG)
         self._cache: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def splits(self):
         """The labelled (train, test) images and the input normalisation; ring.transfer evaluates another dataset."""
-        cfg = self.cfg
-        return (
-            datasets.load(cfg.dataset, cfg.data_root, "train", cfg.store, cfg.resize),
-            datasets.load(cfg.dataset, cfg.data_root, "test", cfg.store, cfg.resize),
-            datasets.normalize(self.spec),
-        )
+        data = self.cell.data
+        return data.load("train"), data.load("test"), data.normalize()
 
     # -- features ----------------------------------------------------------------------------
     @torch.no_grad()
@@ -211,7 +242,7 @@ class LinearEval:
             feats, labels = self._cached("train", self.train_set)
             pairs = ((feats[b], labels[b]) for b in map(torch.tensor, batches))
         else:
-            loader = clock.counted(self.PASS, make_loader(self.train_set, batches, cfg.num_workers, self.device))
+            loader = clock.counted(self.PASS, loader_of(self.train_set, batches, cfg.num_workers, self.device))
             pairs = ((self.features(x), y.to(self.device)) for x, y, _ in loader)
         total, count = 0.0, 0
         for step, (f, y) in enumerate(pairs, 1):
@@ -260,13 +291,13 @@ class LinearEval:
         check_writable(self.out)  # an unwritable cell folder fails now, not after an epoch
         if stale := remove_stale_temporaries(self.out):
             print(f"ring: {self.out}: removed {len(stale)} temporary file(s) left by killed writes", file=sys.stderr)
-        runs.prepare(
+        cell_runs.prepare(
             self.out, self.STAGE, self.cfg, log=lambda line: print(line, file=sys.stderr), encoder=self.encoder_sha256
         )
         if (kept := kept_metrics(self.out, self.STAGE, self.cfg, self.encoder_sha256)) is not None:
             return kept
         self.resume()
-        runs.write_record(self.out, self.cfg, self.encoder_sha256)
+        cell_runs.write_record(self.out, self.cfg, self.encoder_sha256)
         self.write_inputs()
         self.log.truncate_from(self.epoch)
         with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
@@ -295,6 +326,28 @@ class LinearEval:
         return write_metrics(self, scores, loss)
 
 
+def eval_input(base, augmentation: str, cfg: C.LinclsConfig, norm, seed: int, device: torch.device, compiled: bool):
+    """A split's views: from a prepared store, made on the device (:mod:`ring.data.eval_views`: the records read,
+    decoded as the store's workers decode them, in the loader's workers), else today's PIL views.  On a CPU a random
+    crop's per-sample matmuls run on the cores the workers need: measured 3.4x slower than their PIL crops
+    (``eval_input-cpu.json``), so a CPU keeps today's views for them, as ``augment: auto`` keeps pretraining's."""
+    if augmentation == "none" or device.type == "cuda":
+        made = eval_views.for_store(
+            base, augmentation, cfg.resize, cfg.crop, norm, seed, device, cfg.batch_size, compiled
+        )
+        if made is not None:
+            return made
+    return datasets.Views(base, datasets.linear_view(cfg.resize, cfg.crop, augmentation, norm), seed=seed)
+
+
+def loader_of(dataset, batches: list[list[int]], num_workers: int, device: torch.device):
+    """``(x, y, index)`` batches of ``dataset`` (:func:`eval_input`'s) in the order ``batches``: a store's views on the
+    device, today's from the loader's workers."""
+    if isinstance(dataset, eval_views.EvalInput):
+        return dataset.batches(make_loader(dataset.dataset, batches, num_workers, device, dataset.collate))
+    return make_loader(dataset, batches, num_workers, device)
+
+
 @torch.no_grad()
 def all_features(
     features, dataset, batch_size: int, num_workers: int, device: torch.device, name: str = "linear evaluation"
@@ -303,7 +356,7 @@ def all_features(
     as pass ``name``'s: ring.engine.clock)."""
     batches = epoch_batches(len(dataset), batch_size, 0, 0, shuffle=False, drop_last=False)
     feats, labels = [], []
-    for x, y, _ in clock.counted(name, make_loader(dataset, batches, num_workers, device)):
+    for x, y, _ in clock.counted(name, loader_of(dataset, batches, num_workers, device)):
         feats.append(features(x))
         labels.append(y.to(device))
     return torch.cat(feats), torch.cat(labels)
@@ -359,22 +412,23 @@ def write_metrics(run: LinearEval, scores: dict | None, loss: float | None) -> d
             print(f"ring: {verdict[key]}", file=sys.stderr)
     metrics.update(verdict)
     if "top1" in metrics:
-        health.check_metrics(metrics, run.out / METRICS, keys=("top1", "top5"))
+        check_metrics(metrics, run.out / METRICS, keys=("top1", "top5"))
     atomic_write(run.out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
     # Kept beside a checksum record, where Snakemake's cleanup does not look: collected without a job, and
-    # kept with this run when the encoder or config changes (ring.core.runs).
-    runs.keep_outputs(run.out, run.STAGE, run.cfg, run.encoder_sha256)
+    # kept with this run when the encoder or config changes (ring.core.cell_runs).
+    cell_runs.keep_outputs(run.out, run.STAGE, run.cfg, run.encoder_sha256)
     # Kept and verified, the outputs stand for the run: the previous checkpoint goes, the last too under
     # keep_checkpoint: none (ring.engine.checkpoint.finish_checkpoints); unverified copies keep both.
-    if runs.verified_copies(run.out):
+    if cell_runs.verified_copies(run.out):
         finish_checkpoints(run.out / CHECKPOINT, run.cfg.keep_checkpoint)
     return metrics
 
 
 def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path, evaluation=None) -> dict:
     clock.start()  # what each pass of this cell costs (ring.engine.clock), recorded with its segment
+    evaluation = evaluation or LinearEval
     with clock.timing("setup"):  # the checks, the data's folders, the encoder's files
-        cell = (evaluation or LinearEval)(cfg, encoder_path, out_dir)
+        cell = evaluation(cfg, encoder_path, out_dir, evaluation.RESOLVE(cfg))
     return cell.run()
 
 

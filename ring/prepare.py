@@ -21,20 +21,20 @@ from pathlib import Path
 
 from ring.core import catalog
 from ring.core.files import FileError, read_record, sha256_file, write_json
-from ring.data import store
+from ring.data import store, store_layout
 from ring.data.folders import check
 
 
 class Target:
     """One dataset's store: where it is, how it is made, and the image folders it is made from."""
 
-    def __init__(self, dataset: str, data_root: str | Path, fmt: str, shard_images: int = store.SHARD_IMAGES):
+    def __init__(self, dataset: str, data_root: str | Path, fmt: str, shard_images: int = store_layout.SHARD_IMAGES):
         spec = catalog.spec(dataset)
         if not getattr(spec, "store_size", 0) or not getattr(spec, "publisher_counts", None):
             stored = ", ".join(name for name, s in catalog.DATASETS.items() if s.store_size)
             raise ValueError(f"{dataset} has no prepared store (it is not an image folder); stored datasets: {stored}.")
         self._set(dataset, catalog.folder(dataset, data_root), fmt, spec.store_size, shard_images)
-        self.counts = dict(zip(store.SPLIT_FOLDERS, spec.publisher_counts, strict=True))
+        self.counts = dict(zip(store_layout.SPLIT_FOLDERS, spec.publisher_counts, strict=True))
 
     def _set(self, dataset: str, folder: Path, fmt: str, size: int, shard_images: int) -> None:
         if fmt not in store.FORMATS:  # store: none is a cell's choice to read the files, not a store to build
@@ -44,34 +44,34 @@ class Target:
             )
         self.dataset, self.format, self.size, self.shard_images = dataset, fmt, size, shard_images
         self.folder, self.data_root = Path(folder), Path(folder).parent
-        self.dir = store.store_dir(self.folder, self.format, self.size)
+        self.dir = store_layout.store_dir(self.folder, self.format, self.size)
 
     @classmethod
-    def of_folder(cls, folder: Path, fmt: str, size: int, shard_images: int = store.SHARD_IMAGES) -> Target:
+    def of_folder(cls, folder: Path, fmt: str, size: int, shard_images: int = store_layout.SHARD_IMAGES) -> Target:
         """The store of any image folder (``train/`` and ``val/`` below ``folder``) at ``size`` (the benchmarks'):
         its counts are what the listing finds, not a catalog's."""
         target = cls.__new__(cls)
         target._set(Path(folder).name, folder, fmt, size, shard_images)
-        target.counts = {split: None for split in store.SPLIT_FOLDERS}
+        target.counts = {split: None for split in store_layout.SPLIT_FOLDERS}
         return target
 
     def shards(self, split: str) -> int:
         images = self.counts[split]
         if images is None:  # a folder outside the catalog: the listing says
             images = len(store.read_listing(self.dir / split)[1])
-        return store.n_shards(images, self.shard_images)
+        return store_layout.n_shards(images, self.shard_images)
 
     def source(self, split: str) -> Path:
-        return self.folder / store.SPLIT_FOLDERS[split]
+        return self.folder / store_layout.SPLIT_FOLDERS[split]
 
     def list(self) -> None:
         """Each split's listing, kept when it is there and matches the manifest of an earlier build (one damaged
         since is listed again); one sentence first when the images are not there or do not fit on the disk."""
         self.check_source()
-        store.check_room(self.dir, sum(n or 0 for n in self.counts.values()), self.format, self.size)
-        recorded = read_record(self.dir / store.MANIFEST).get("splits", {})
+        store_layout.check_room(self.dir, sum(n or 0 for n in self.counts.values()), self.format, self.size)
+        recorded = read_record(self.dir / store_layout.MANIFEST).get("splits", {})
         for split, expected in self.counts.items():
-            listing = self.dir / split / store.SAMPLES
+            listing = self.dir / split / store_layout.SAMPLES
             sha = recorded.get(split, {}).get("listing", {}).get("sha256") if isinstance(recorded, dict) else None
             if not listing.is_file() or (sha is not None and sha256_file(listing) != sha):
                 store.write_listing(self.dir / split, self.source(split), expected)
@@ -81,7 +81,7 @@ class Target:
         included), a plain one for another folder."""
         if self.dataset in catalog.DATASETS and self.folder == catalog.folder(self.dataset, self.data_root):
             check(self.dataset, self.data_root)
-        for split in store.SPLIT_FOLDERS:
+        for split in store_layout.SPLIT_FOLDERS:
             if not self.source(split).is_dir():
                 raise ValueError(
                     f"{self.source(split)} is not a folder; the store is built from {self.folder}/train and "
@@ -102,7 +102,7 @@ def _build_one(args: tuple[Target, str, int]) -> int:
 
 def build(target: Target, workers: int) -> dict:
     target.list()
-    jobs = [(target, split, shard) for split in store.SPLIT_FOLDERS for shard in range(target.shards(split))]
+    jobs = [(target, split, shard) for split in store_layout.SPLIT_FOLDERS for shard in range(target.shards(split))]
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
             done = sum(pool.map(_build_one, jobs))
@@ -118,9 +118,9 @@ def main(argv=None) -> int:
     parser.add_argument("dataset")
     parser.add_argument("--data-root", required=True)
     parser.add_argument("--format", default="jpeg95", help=f"{' or '.join(store.FORMATS)}")
-    parser.add_argument("--split", choices=list(store.SPLIT_FOLDERS), help="shard: the split")
+    parser.add_argument("--split", choices=list(store_layout.SPLIT_FOLDERS), help="shard: the split")
     parser.add_argument("--shard", type=int, help="shard: its number")
-    parser.add_argument("--shard-images", type=int, default=store.SHARD_IMAGES, help=argparse.SUPPRESS)
+    parser.add_argument("--shard-images", type=int, default=store_layout.SHARD_IMAGES, help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help="build: processes")
     parser.add_argument("--skip-checksums", action="store_true", help="check: sizes only, no SHA-256 of the shards")
     parser.add_argument("--touch", type=Path, help="check: write this stamp when the store passes")
@@ -139,11 +139,18 @@ def main(argv=None) -> int:
             target.finish()
         else:
             checksums = not args.skip_checksums
-            manifest = store.verify(target.dir, target.format, target.size, checksums, every_image=checksums)
-            print(f"prepare: {target.dir} holds {store.size_text(manifest['bytes'])}, as its manifest says", flush=True)
+            manifest = store_layout.verify(target.dir, target.format, target.size, checksums, every_image=checksums)
+            print(
+                f"prepare: {target.dir} holds {store_layout.size_text(manifest['bytes'])}, as its manifest says",
+                flush=True,
+            )
             if args.touch:
                 # The store as checked (the workflow checks it again once this changes: store_changed).
-                stamp = {"store": str(target.dir), "checksums": checksums, "fingerprint": store.fingerprint(target.dir)}
+                stamp = {
+                    "store": str(target.dir),
+                    "checksums": checksums,
+                    "fingerprint": store_layout.fingerprint(target.dir),
+                }
                 write_json(args.touch, stamp)
     except (ValueError, FileError, catalog.DatasetMissing) as err:
         print(f"ring: {err}", file=sys.stderr)

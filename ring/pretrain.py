@@ -15,11 +15,11 @@ epoch and step; it is written atomically at the end of every epoch and every
 * ``checkpoint.pt``: kept after the run so that a longer schedule can continue it (``keep_checkpoint: none``
   drops it); ``checkpoint.prev.pt``, the one before it (a fallback should the latest be damaged), only while the
   cell trains: it goes once the encoder is exported and verified;
-* ``run.json``: the config the checkpoint and outputs are made with (:mod:`ring.core.runs`);
+* ``run.json``: the config the checkpoint and outputs are made with (:mod:`ring.core.cell_runs`);
 * ``snapshot_epoch<e>.pt``: the training state at the start of each epoch of ``snapshot_epochs``,
   from which a study cell (``init_from``) continues with other settings (appendix, hard negatives).
 
-An edited config is :mod:`ring.core.runs`'s to decide: a longer ``epochs`` continues the checkpoint,
+An edited config is :mod:`ring.core.cell_runs`'s to decide: a longer ``epochs`` continues the checkpoint,
 any other change keeps the previous run's files under ``runs/<old config hash>/`` and starts over.
 
 The function :func:`run` never knows which launcher called it (this CLI, submitit, a test).
@@ -31,29 +31,40 @@ import argparse
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import astuple
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
-from ring.core import catalog, runs
+from ring.core import catalog, cell_runs
 from ring.core import config as C
 from ring.core.files import FileError, check_writable, remove_stale_temporaries
 from ring.core.methods import METHOD_KEYS, Method, check_fixed, method
 from ring.core.objective_settings import ObjectiveSettings, OwnKeys
+from ring.core.stop import Preempted, stop_requested
 from ring.data import dali, datasets
 from ring.data.views import ViewSpec, train_views
 from ring.engine import clock, distributed, health, provenance
 from ring.engine.anneal import build_schedule
-from ring.engine.encoder import Grouped, Precision, export_trunks, resolve_compile, resolve_precision, save_trunks
+from ring.engine.encoder import (
+    Grouped,
+    Precision,
+    compute_dtype,
+    default_dtype,
+    export_trunks,
+    resolve_compile,
+    resolve_precision,
+    save_trunks,
+)
 from ring.engine.groups import bn_layout
-from ring.engine.knn import embed, holdout_accuracy, knn_accuracy, window_same_class
 from ring.engine.knn_schedule import knn_epochs
 from ring.engine.logs import JsonLog
 from ring.engine.objectives import build_encoder, build_objective, views_per_image
 from ring.engine.objectives.ring import chunk_elements
-from ring.engine.pretrain_state import CHECKPOINT, PretrainCheckpoint, finish, finished_without_checkpoint
-from ring.engine.runtime import Preempted, Timer, epoch_batches, make_loader, pick_device, setup_threads, stop_requested
+from ring.engine.pretrain_state import CHECKPOINT, Position, PretrainCheckpoint, finish, finished_without_checkpoint
+from ring.engine.runtime import Timer, epoch_batches, make_loader, pick_device, setup_threads
+from ring.monitor import KnnMonitor
 from ring.plan import checks
 
 ENCODER = "encoder.pt"
@@ -74,14 +85,21 @@ def resolve(cfg: C.PretrainConfig) -> Cell:
     """The cell's method (the registry) and dataset (the catalog), looked up here and nowhere below; unknown or
     not-implemented methods, unknown datasets, the plan's checks and missing files fail here, before any data."""
     m = method(cfg.method)
-    check_fixed(cfg.method, C.to_dict(cfg))
+    check_fixed(cfg.method, m, C.to_dict(cfg))
     entry = catalog.spec(cfg.dataset)
     data = datasets.source(entry, cfg.data_root, cfg.store, cfg.resize)
     # The plan's checks (ring.plan.checks), again here for configs written by hand, before any data.
     checks.check(cfg, f"pretrain cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}")
     data.check()
     views = ViewSpec(
-        cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode, cfg.store_decoder
+        cfg.augment,
+        cfg.resize,
+        cfg.crop,
+        cfg.crop_scale_min,
+        cfg.seed,
+        cfg.store_decode,
+        cfg.store_decoder,
+        cfg.view_draws,
     )
     return Cell(m, data, objective_settings(cfg, m, entry), views)
 
@@ -92,42 +110,6 @@ def objective_settings(cfg: C.PretrainConfig, m: Method, dataset: catalog.Datase
     values, reads = C.to_dict(cfg), m.reads
     own = OwnKeys(m.objective.label, {k: values[k] for k in METHOD_KEYS if reads is None or k in reads})
     return ObjectiveSettings(m, dataset, cfg.head, cfg.out_dim, cfg.temperature, cfg.batch_size, cfg.seed, own)
-
-
-class KnnMonitor:
-    """A cell's kNN monitors on its training network: accuracies on the test split (logged) and on the validation
-    images held out of the training split (the validation-adaptive annealing policy's signal; the test split never
-    steers training), and the share of the Ring window's entries of the query's class."""
-
-    def __init__(self, cfg: C.PretrainConfig, data: datasets.Source, net, device: torch.device, chunk: int):
-        self.cfg, self.data, self.net, self.device, self.chunk = cfg, data, net, device, chunk
-
-    def embed(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-        cfg = self.cfg
-        images = datasets.Views(self.data.load(split), datasets.eval_view(cfg.resize, cfg.crop, self.data.normalize()))
-        batches = epoch_batches(len(images), cfg.batch_size, 0, 0, shuffle=False, drop_last=False)
-        loader = clock.counted("kNN monitor", make_loader(images, batches, cfg.num_workers, self.device))
-        return embed(self.net, loader, self.device)
-
-    def __call__(self, test: bool, validation: bool, window: tuple[float, float] | None = None) -> dict[str, float]:
-        """``window``: the Ring window whose classes to measure (the labels measure it, training never sees them)."""
-        classes = self.data.spec.num_classes
-        with clock.timing("kNN monitor"):
-            return self._measure(test, validation, window, classes)
-
-    def _measure(self, test: bool, validation: bool, window, classes: int) -> dict[str, float]:
-        cfg = self.cfg
-        train_f, train_y = self.embed("train")
-        out = {}
-        if validation:
-            out["val_knn_top1"] = holdout_accuracy(
-                train_f, train_y, cfg.ring_val_fraction, classes, cfg.knn_k, cfg.knn_temperature
-            )
-        if test:
-            out.update(knn_accuracy(train_f, train_y, *self.embed("test"), classes, cfg.knn_k, cfg.knn_temperature))
-        if window is not None:
-            out["window_same_class"] = window_same_class(train_f, train_y, *window, self.chunk)
-        return out
 
 
 class Losses:
@@ -153,21 +135,22 @@ class Losses:
     def append(self, loss: torch.Tensor) -> None:
         self.pending.append(loss)
 
-    def read(self) -> None:
+    def read(self) -> float:
+        """The sum of the losses read (0 with none pending), which the run adds to its epoch's sum."""
         if not self.pending:
-            return
+            return 0.0
         self.read_once = True
         run, cfg = self.run, self.run.cfg
         values = distributed.mean_values(torch.stack(self.pending))  # the global batch's losses
         first = run.step_in_epoch - len(values) + 1  # the 1-based step in the epoch of values[0]
         now = time.monotonic()
         rate = cfg.batch_size * len(values) / max(now - self.since, 1e-9)
-        self.pending, self.since = [], now
+        self.pending, self.since, total = [], now, 0.0
         for i, value in enumerate(values):
             health.check_loss(value, str(run.out), run.epoch + 1, first + i, cfg.lr, run.out / CHECKPOINT)
             if run.schedule and run.schedule.needs_loss:
                 run.schedule.step(loss=value)
-            run.loss_sum += value
+            total += value
             if distributed.is_main():  # per-step curves: TensorBoard, W&B (README "TensorBoard and W&B")
                 run.log.step(
                     run.epoch * run.steps_per_epoch + first + i,
@@ -175,6 +158,7 @@ class Losses:
                 )
         self.progress.update(len(values))
         self.progress.set_postfix(loss=f"{values[-1]:.4f}")
+        return total
 
 
 def check_writable_on_every_rank(out: Path) -> None:
@@ -193,7 +177,7 @@ def check_writable_on_every_rank(out: Path) -> None:
 def validate_before_training(run: Pretraining) -> None:
     """The validation accuracy before the cell's first step, the annealing policy's first signal
     (``ring_val_before_training``: the authors' trainer's sanity check, see ring.engine.anneal)."""
-    accuracy = run._monitors(test=False, validation=True)["val_knn_top1"]
+    accuracy = run.monitors(test=False, validation=True)["val_knn_top1"]
     run.schedule.before_training(val_accuracy=accuracy)
     if distributed.is_main():
         print(
@@ -205,10 +189,14 @@ def validate_before_training(run: Pretraining) -> None:
 
 def stop_here(run: Pretraining, losses: Losses) -> None:
     """Preemption or time limit: checkpoint this step and stop; the launcher requeues the job."""
-    losses.read()  # before anything is saved: a diverged step never reaches a checkpoint
+    run.loss_sum += losses.read()  # before anything is saved: a diverged step never reaches a checkpoint
     run.save_checkpoint()
     distributed.barrier()  # no rank exits (and no requeue starts) before rank 0's checkpoint is written
     raise Preempted(f"{run.out}: checkpointed at epoch {run.epoch} step {run.step_in_epoch}")
+
+
+# The objects whose states a checkpoint saves and loads (ring.engine.pretrain_state.PretrainCheckpoint).
+CHECKPOINT_PARTS = ("encoder", "objective", "optimizer", "scheduler", "schedule")
 
 
 class Pretraining:
@@ -245,13 +233,13 @@ class Pretraining:
         self.encoder = build_encoder(self.settings).to(self.device)
         # What trains: the encoder behind its precision/memory-format/compile policy and BatchNorm groups
         # (the same parameters), wrapped for data parallelism when there are several processes.
-        self.net = Precision(self.encoder, bf16, channels_last, compiled)
+        self.net = Precision(self.encoder, bf16, channels_last, compiled, compute_dtype(cfg.precision))
         self.model = Grouped(self.net, groups, span)
         # Rows of a selection chunk (Ring's window, the kNN monitor's window measure): sized once, by the free memory
         # at the start, not re-measured each epoch while the training's own tensors hold memory.
         self.chunk_elements = chunk_elements(cfg.max_chunk_elements, self.device)
         self.objective = build_objective(self.settings, self.model, n_train, self.chunk_elements).to(self.device)
-        self.monitor = KnnMonitor(cfg, self.data, self.net, self.device, self.chunk_elements)
+        self.monitor = KnnMonitor(cfg, self.data, self.net, self.device, self.chunk_elements, views, compiled)
         folders = self.data.spec.store_size > 0  # image folders: ImageNet's monitor is priced at a third of an epoch
         self.knn_epochs = set(knn_epochs(cfg.knn_schedule, cfg.knn_every, cfg.epochs, folders))
         self.train_model = self.model
@@ -267,18 +255,23 @@ class Pretraining:
         self.step_in_epoch = 0
         self.loss_sum = 0.0
         self.log = JsonLog(self.out / LOG)
-        self.checkpoint = PretrainCheckpoint(self)
+        self.checkpoint = PretrainCheckpoint(self.out, cfg, {name: getattr(self, name) for name in CHECKPOINT_PARTS})
 
     # -- checkpoints (PretrainCheckpoint) -------------------------------------------------------
+    def position(self) -> Position:
+        return Position(self.epoch, self.step_in_epoch, self.loss_sum)
+
     def save_checkpoint(self) -> None:
         with clock.timing("checkpoint writes"):
-            self.checkpoint.save()
+            self.checkpoint.save(self.position())
 
     def resume(self) -> bool:
-        return self.checkpoint.resume()
+        if (position := self.checkpoint.resume()) is not None:
+            self.epoch, self.step_in_epoch, self.loss_sum = astuple(position)
+        return position is not None
 
     # -- training ----------------------------------------------------------------------------
-    def _monitors(self, test: bool, validation: bool, window_classes: bool = False) -> dict[str, float]:
+    def monitors(self, test: bool, validation: bool, window_classes: bool = False) -> dict[str, float]:
         """The kNN monitors (:class:`KnnMonitor`); ``window_classes``: measure the Ring window's classes too."""
         window = (self.schedule.window() if self.schedule else (0.0, 100.0)) if window_classes else None
         return self.monitor(test, validation, window)
@@ -308,19 +301,19 @@ class Pretraining:
             if self.schedule and not self.schedule.needs_loss:
                 self.schedule.step()  # counts steps; the loss-adaptive policies step as Losses reads each loss
             if self.schedule and self.schedule.needs_loss or len(losses) >= cfg.loss_read_every or not losses.read_once:
-                losses.read()
+                self.loss_sum += losses.read()
             # Both decided by every rank together (a read is a collective of all ranks, and they must all stop at the
             # same step); across processes a few steps late, so that no step waits for the device (StepFlags).
             stop, due = flags(stop_requested(), since_checkpoint.minutes() >= cfg.checkpoint_interval_min)
             if stop:
                 stop_here(self, losses)
             if due and self.step_in_epoch < self.steps_per_epoch:
-                losses.read()
+                self.loss_sum += losses.read()
                 self.save_checkpoint()
                 since_checkpoint.reset()
         if flags.close(stop_requested(), False)[0]:  # a request still in flight at the epoch's last step
             stop_here(self, losses)
-        losses.read()
+        self.loss_sum += losses.read()
 
     def train_step(self, views: list[torch.Tensor], index: torch.Tensor) -> torch.Tensor:
         """One optimisation step.  Returns the loss on the device: nothing here waits for the device
@@ -342,7 +335,7 @@ class Pretraining:
         knn_due = self.epoch in self.knn_epochs
         validation = bool(self.schedule and self.schedule.needs_validation)
         if knn_due or validation or cfg.log_window_classes:
-            record.update(self._monitors(test=knn_due, validation=validation, window_classes=cfg.log_window_classes))
+            record.update(self.monitors(test=knn_due, validation=validation, window_classes=cfg.log_window_classes))
         if self.schedule:
             self.schedule.epoch_end(val_accuracy=record.get("val_knn_top1"))
             record["w_l"], record["w_u"] = self.schedule.window()
@@ -371,9 +364,9 @@ class Pretraining:
             return self.out / ENCODER
         resumed = self.resume()
         if not resumed and self.cfg.init_from:
-            self.checkpoint.init_from_snapshot()
+            self.epoch, self.step_in_epoch, self.loss_sum = astuple(self.checkpoint.init_from_snapshot())
         if distributed.is_main():
-            runs.write_record(self.out, self.cfg)  # from now on, every file here is this config's
+            cell_runs.write_record(self.out, self.cfg)  # from now on, every file here is this config's
             self.log.truncate_from(self.epoch)
             self.log.purge_steps_from(self.epoch * self.steps_per_epoch + self.step_in_epoch + 1)
         if resumed and distributed.is_main():
@@ -388,12 +381,12 @@ class Pretraining:
         return self.out / ENCODER
 
     def _train(self) -> None:
-        self.checkpoint.snapshot()
+        self.checkpoint.snapshot(self.position())
         while self.epoch < self.cfg.epochs:
             with progress_bar(self) as progress, clock.timing("pretraining"):
                 self._train_epoch(progress)
             self._end_epoch()
-            self.checkpoint.snapshot()
+            self.checkpoint.snapshot(self.position())
             if distributed.is_main():
                 print(epoch_line(self.out, self.log.records()[-1]), file=sys.stderr)
 
@@ -434,9 +427,10 @@ def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:
     clock.start()  # what each pass of this cell costs (ring.engine.clock), recorded with its segment
     with clock.timing("data check"):
         cell = resolve(cfg)
-    with clock.timing("setup"):
-        pretraining = Pretraining(cfg, out_dir, cell)
-    return pretraining.run()
+    with default_dtype(compute_dtype(cfg.precision)):  # fp64: everything the cell creates, from its first tensor
+        with clock.timing("setup"):
+            pretraining = Pretraining(cfg, out_dir, cell)
+        return pretraining.run()
 
 
 def main(argv=None) -> int:

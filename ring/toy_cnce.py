@@ -64,17 +64,7 @@ import torch
 
 from ring.core import config as C
 from ring.core.files import FileError, atomic_write, check_writable
-from ring.core.gaussian import (  # noqa: F401
-    _LEGENDRE,
-    _LOG_U,
-    _mass,
-    _nodes,
-    _window,
-    ceiling_at,
-    cnce_ceiling,
-    correlation,
-    flat_critic_bound,
-)
+from ring.core.metrics import check_metrics
 from ring.engine import health
 from ring.engine.runtime import epoch_batches, setup_threads
 from ring.plan import checks
@@ -364,7 +354,7 @@ def run(cfg: C.ToyCNCEConfig, out_dir: str | Path) -> dict:
     check(cfg)  # a bad config creates no cell folder
     check_writable(out)  # before the training, not after it
     metrics = run_seeds(cfg, [cfg.seed], str(out))[0]
-    health.check_metrics(metrics, out / METRICS)
+    check_metrics(metrics, out / METRICS)
     atomic_write(out / METRICS, lambda fh: fh.write((json.dumps(metrics, indent=2) + "\n").encode()))
     return metrics
 

@@ -31,6 +31,7 @@ from ring.core import config as C
 from ring.core.files import atomic_write
 from ring.data import datasets, metadataset
 from ring.lincls import LinearEval
+from ring.plan import checks
 
 MANIFEST = "split-manifest.json"
 
@@ -84,25 +85,29 @@ def normalization(images, split_sha256: str, resize: int, crop: int, cache_dir: 
     return doc
 
 
+def resolve(cfg: C.TransferConfig) -> lincls.Resolved:
+    """The cell's method (the registry), its transfer dataset and its source (the catalog), looked up here and
+    nowhere below; the plan's checks and the dataset's folder and listing fail here, before any image is read."""
+    entry = catalog.TRANSFER.get(cfg.dataset)
+    if entry is None:
+        raise ValueError(f"{cfg.dataset!r} is not a transfer dataset; choose one of {', '.join(catalog.TRANSFER)}.")
+    if cfg.source not in catalog.DATASETS:
+        raise ValueError(
+            f"Transfer source {cfg.source!r} is not a pretraining dataset; choose one of {', '.join(catalog.DATASETS)}."
+        )
+    checks.check(cfg, lincls.where(cfg))  # the plan's transfer checks (ring.plan.checks), before any data
+    return lincls.Resolved(lincls.resolve_method(cfg), metadataset.source(entry, cfg.data_root))
+
+
 class TransferEval(LinearEval):
     STAGE = "transfer"
     PASS = "transfer"
-
-    def __init__(self, cfg: C.TransferConfig, encoder_path: str | Path, out_dir: str | Path):
-        if cfg.dataset not in catalog.TRANSFER:
-            raise ValueError(f"{cfg.dataset!r} is not a transfer dataset; choose one of {', '.join(catalog.TRANSFER)}.")
-        if cfg.source not in catalog.DATASETS:
-            raise ValueError(
-                f"Transfer source {cfg.source!r} is not a pretraining dataset; "
-                f"choose one of {', '.join(catalog.DATASETS)}."
-            )
-        super().__init__(cfg, encoder_path, out_dir)
+    RESOLVE = staticmethod(resolve)
 
     def splits(self):
-        cfg = self.cfg
-        self.manifest = metadataset.manifest(cfg.dataset, cfg.data_root)
-        train = metadataset.load(cfg.dataset, cfg.data_root, "train")
-        test = metadataset.load(cfg.dataset, cfg.data_root, "test")
+        cfg, data = self.cfg, self.cell.data
+        self.manifest = data.manifest
+        train, test = data.load("train"), data.load("test")
         self.stats = normalization(
             train, self.manifest["sha256"], cfg.resize, cfg.crop, Path(cfg.stats_cache or self.out), cfg.num_workers
         )
@@ -125,7 +130,7 @@ class TransferEval(LinearEval):
         }
 
     def write_inputs(self) -> None:
-        write_json(self.manifest, self.out / MANIFEST)  # after ring.core.runs set aside the previous run's
+        write_json(self.manifest, self.out / MANIFEST)  # after ring.core.cell_runs set aside the previous run's
 
 
 def run(cfg: C.TransferConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:

@@ -22,25 +22,25 @@ if WORKERS > 1:
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Under xdist the longest files go first (longest-processing-time first: a long file dealt last would run alone
-# while the other worker idles).  Summed test durations of a serial fresh-clone run on this 2-core machine
-# (2026-11-28, 894b9ef, 2,565 s in all): test_slurm.py 730 s, the README quick start 397 s, the rest of
-# test_workflow.py 343 s, test_pretrain.py 410 s; no other file takes more than 83 s.  The quick start is now two
-# halves and its rerun (tests/workflow/runs.py, QUICK_START_HALVES), so that no file is the suite's critical path.
-# test_slurm.py, alone 1,399 s on one worker of the fresh-clone CI of 9deab51 (the critical path of its 2,497 s), is
-# now four files that share the cluster and run on both workers at once (tests/workflow/slurm.py).  Measured serially
-# on this machine (2026-11-29, loaded by other work; the old file 2,044 s an hour earlier, under heavier load):
-# test_slurm_submit.py 316 s, test_slurm_grid.py 314 s, test_slurm_nodes.py 218 s, test_slurm_preempt.py 145 s.
-# The fresh-clone CI of 7659aa3 (2026-11-29, quiet machine): 2,106 s, 4,167 worker-seconds; the longest files
-# test_pretrain.py 512 s, the quick start 439 s, test_slurm_grid.py 438 s, test_slurm_nodes.py 394 s (a SLURM file
-# takes longer beside another one: their jobs share the cluster's two CPUs).
-LONGEST_FIRST = (  # in the order of the CI of 7659aa3's figures above
-    "tests/test_pretrain.py",
+# while the other worker idles).  The order is by each file's time on one worker of a full `pytest -n 2 -v` run
+# (2026-12-02, 77653982, an AVX2-only 2-vCPU host about 2.7x slower per CPU second than the one whose CI passed in
+# 3,410 s): the quick start's first half 1,377 s, test_pretrain.py 2,165 s (now test_pretrain_resume.py, about
+# 1,100 s, and the rest, about 450 s), test_slurm_grid.py 820 s, test_slurm_submit.py and test_slurm_nodes.py over
+# 600 s each.  Files not timed in that run (the appendix half, the wheel, the finished grid's tests) are placed by
+# their share of the same work: the appendix trains and evaluates as much as the first half, the wheel installs an
+# environment and trains Table 1's cells again, the finished grid trains six cells and the price suite's six.  The
+# SLURM files alternate with the others: two at once share the cluster's two CPUs.
+LONGEST_FIRST = (
     "tests/workflow/test_quick_start.py",
+    "tests/workflow/test_quick_start_appendix.py",
+    "tests/test_pretrain_resume.py",
+    "tests/project/test_wheel.py",
     "tests/workflow/test_slurm_grid.py",
-    "tests/workflow/test_slurm_nodes.py",
+    "tests/workflow/test_workflow_finished.py",
     "tests/workflow/test_slurm_submit.py",
     "tests/workflow/test_workflow.py",
-    "tests/workflow/test_quick_start_appendix.py",
+    "tests/workflow/test_slurm_nodes.py",
+    "tests/test_pretrain.py",
     "tests/workflow/test_slurm_preempt.py",
     "tests/workflow/test_quick_start_rerun.py",
 )

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ring.core import config as C
+from ring.core import files
 from ring.core.methods import METHODS, apply_fixed
 from tests import ROOT
 
@@ -93,7 +94,6 @@ def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
     import shutil
 
     from ring.core import stop
-    from ring.engine import runtime
     from ring.pretrain import Pretraining
 
     first = Pretraining(cfg, cell)
@@ -102,14 +102,14 @@ def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
     def stop_in_epoch_1(*args, **kwargs):
         steps.append(1)
         if len(steps) == first.steps_per_epoch + 4:  # a preemption 4 steps into epoch 1
-            runtime.request_stop()
+            stop.request_stop()
         return step(*args, **kwargs)
 
     monkeypatch.setattr(first.optimizer, "step", stop_in_epoch_1)
     try:
         first.run()
         raise AssertionError("the preemption did not stop the run")
-    except runtime.Preempted:
+    except stop.Preempted:
         pass
     monkeypatch.setattr(stop, "_stop_requested", False)
     mid_epoch_1 = cell.parent / "mid_epoch_1.pt"
@@ -130,14 +130,14 @@ def retrain_and_undo(evaluate, encoder_file, cell, outputs=("metrics.json",)) ->
 
     import torch
 
-    from ring.core import runs
+    from ring.core import cell_runs
     from ring.core.files import CHECKSUMS, KEPT
     from ring.engine.encoder import Encoder, save_trunks, torchvision_state_dict
 
     evaluate()
     first = {name: (cell / name).read_bytes() for name in (*outputs, "log.jsonl", "provenance.json")}
-    record = json.loads((cell / runs.RUN_RECORD).read_text())
-    kept_encoder = encoder_file.parent / "kept-encoder"  # what ring.core.runs keeps of the pretraining run
+    record = json.loads((cell / files.RUN_RECORD).read_text())
+    kept_encoder = encoder_file.parent / "kept-encoder"  # what ring.core.cell_runs keeps of the pretraining run
     kept_encoder.mkdir()
     for name in (encoder_file.name, CHECKSUMS, KEPT):
         os.replace(encoder_file.parent / name, kept_encoder / name)
@@ -146,7 +146,7 @@ def retrain_and_undo(evaluate, encoder_file, cell, outputs=("metrics.json",)) ->
     for name in outputs:
         (cell / name).unlink()  # Snakemake deletes the outputs of a job it reruns
     evaluate()
-    aside = cell / runs.RUNS / runs.run_key(record["config_hash"], record["encoder_sha256"])
+    aside = cell / cell_runs.RUNS / cell_runs.run_key(record["config_hash"], record["encoder_sha256"])
     assert {name: (aside / name).read_bytes() for name in first} == first  # nothing finished is deleted
     # keep_superseded: results (the default) drops the probe's checkpoint; its finished outputs stay.
     assert not list(cell.glob("checkpoint.stale-*")) and not (aside / "checkpoint.pt").exists()
@@ -160,6 +160,46 @@ def retrain_and_undo(evaluate, encoder_file, cell, outputs=("metrics.json",)) ->
         (cell / name).unlink()
     evaluate()
     assert {name: (cell / name).read_bytes() for name in first} == first  # restored, not recomputed
-    assert json.loads((cell / runs.RUN_RECORD).read_text()) == record
-    (kept_run,) = (cell / runs.RUNS).iterdir()  # the retrained encoder's evaluation is kept in turn
+    assert json.loads((cell / files.RUN_RECORD).read_text()) == record
+    (kept_run,) = (cell / cell_runs.RUNS).iterdir()  # the retrained encoder's evaluation is kept in turn
     assert kept_run != aside and {name: (kept_run / name).read_bytes() for name in outputs} == second
+
+
+# What Detectron2 leaves in a finished Table 4 cell besides the stage's own records: its checkpoints, the pointer to
+# the last, its log and config (ring.detection.runner).
+DETECTRON2_FILES = ("model_0000009.pth", "model_final.pth", "last_checkpoint", "log.txt", "detectron2.yaml")
+
+
+def finished_detection(results: Path, grid, method: str, task: str, seed: int = 0, config_files: bool = True) -> Path:
+    """One Table 4 cell of ``grid`` under ``results/<grid>/`` as the stages leave it finished, without training: the
+    pretraining cell's encoder and checksum record, the converted backbone and its record, the detection cell's
+    Detectron2 files, run.json, metrics.json and its kept copy and record.  ``config_files``: with each cell's
+    config.yaml and config.hash (the workflow's config rules write them otherwise).  Returns the detection cell."""
+    from ring.core import cell_runs
+    from ring.core.files import record_checksums
+
+    base, source = results / grid.name, grid.detection["source"]
+    pre = base / "pretrain" / source / method / f"seed{seed}"
+    conv = base / "detection" / source / method / f"seed{seed}"
+    cell = conv.parent / task / f"seed{seed}"
+    for folder in (pre, conv, cell):
+        folder.mkdir(parents=True, exist_ok=True)
+    pre_cfg = grid.pretrain_config(source, method, seed, "data")
+    cfg = grid.detection_config(method, task, seed, "datasets")
+    for folder, config in ((pre, pre_cfg), (cell, cfg)) if config_files else ():
+        (folder / "config.hash").write_text(C.config_hash(config) + "\n")
+        C.save(config, folder / "config.yaml")  # after the hash and before the outputs, as the workflow writes them
+    (pre / "encoder.pt").write_bytes(b"trunk")
+    encoder = record_checksums(pre, ["encoder.pt"], config_hash=C.config_hash(pre_cfg))
+    (conv / "backbone.pkl").write_bytes(b"backbone")
+    backbone = record_checksums(
+        conv, ["backbone.pkl"], encoder_files=encoder["files"], encoder_config_hash=encoder["config_hash"]
+    )["files"]["backbone.pkl"]
+    cell_runs.write_record(cell, cfg, backbone)
+    for name in DETECTRON2_FILES:
+        (cell / name).write_text(f"{name} of {C.config_hash(cfg)}")
+    lineage = {"config_hash": C.config_hash(cfg), "backbone_sha256": backbone, "encoder_files": encoder["files"]}
+    metrics = {"task": task, "method": method, "seed": seed, **lineage, "columns": {f"{task}_AP": 6.0}}
+    (cell / "metrics.json").write_text(json.dumps(metrics))
+    cell_runs.keep_outputs(cell, "detection", cfg, backbone)
+    return cell

@@ -1,5 +1,5 @@
 """ring.fetch, the ``ring fetch`` command: the datasets named, or every dataset a grid reads, each fetched once by
-ring.data.fetch; no dataset named is refused in one sentence."""
+ring.data.download; no dataset named is refused in one sentence."""
 
 from ring import fetch as command
 from ring import resources

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from ring import prepare
-from ring.data import store
+from ring.data import store_layout
 from tests.data.test_store import root, stored  # noqa: F401  (the fixture: digits_folder and its two stores)
 
 
@@ -22,12 +22,16 @@ def test_a_build_resumes_shard_by_shard(tmp_path, root):
     target.list()
     first = target.shard("train", 0)
     kept = (target.dir / "train" / "shard-00000" / "data.bin").stat().st_mtime_ns
-    with pytest.raises(store.StoreError, match=r"shard-00001/data.bin is missing or incomplete; rerun the prepare"):
+    with pytest.raises(
+        store_layout.StoreError, match=r"shard-00001/data.bin is missing or incomplete; rerun the prepare"
+    ):
         target.finish()
     manifest = prepare.build(target, workers=1)
     assert (target.dir / "train" / "shard-00000" / "data.bin").stat().st_mtime_ns == kept
     assert manifest["splits"]["train"]["shards"][0]["sha256"] == first["sha256"]
-    assert manifest == json.loads((stored(root, "raw") / store.MANIFEST).read_text())  # the same bytes as built at once
+    assert manifest == json.loads(
+        (stored(root, "raw") / store_layout.MANIFEST).read_text()
+    )  # the same bytes as built at once
 
 
 def test_the_prepare_command_refuses_a_dataset_without_a_store(tmp_path):
@@ -74,7 +78,7 @@ def test_each_refusal_of_the_prepare_command_is_one_sentence(tmp_path, root, mon
         return real(fd)
 
     monkeypatch.setattr(os, "fsync", full)
-    shard = store.store_dir(data / "digits_folder", "raw", 32) / "train" / "shard-00000"
+    shard = store_layout.store_dir(data / "digits_folder", "raw", 32) / "train" / "shard-00000"
     assert refusal("--data-root", str(data), "--format", "raw") == (
         f"ring: The disk holding {shard} is full (no space left while writing data.bin); no data.bin was written: "
         "free some space and rerun to continue."

@@ -1,121 +1,19 @@
 import dataclasses
 import json
-import shutil
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 import torch
+from torch.utils.data import Subset
 from torchvision.models import resnet18
 
 from ring import pretrain
 from ring.core import config as C
 from ring.core.files import FileError
-from ring.core.methods import METHODS
+from ring.data import datasets
 from ring.engine.checkpoint import CheckpointError, atomic_save, checksummed, safe_load
 from ring.pretrain import Pretraining
 from tests.helpers import pretrain_config, run_module
-
-
-def _run_cell(tmp_path, name, cfg):
-    cell = tmp_path / name
-    cell.mkdir()
-    C.save(cfg, cell / "config.yaml")
-    run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
-    return cell
-
-
-def _train_here(tmp_path, name, cfg):
-    """``cfg``'s cell trained in this process: for tests of what a cell holds, not of its process (a stage process
-    costs ~3.5 s of imports; the same weights, bit for bit: the preempted k-means test compares the two)."""
-    Pretraining(cfg, tmp_path / name).run()
-    return tmp_path / name
-
-
-@pytest.fixture(scope="module")
-def trained(module_tmp):
-    """``trained(cfg)``: the finished cell of ``cfg``, trained once for the module as ``_run_cell`` trains it (its own
-    process, the same threads).  Several tests train one config only to compare against it or to edit it: training on
-    the CPU is deterministic for a given process and thread count, so one run serves them all.  Read it; copy it
-    (``copied_cell``) before changing it.  Its checkpoints are dropped (keep_checkpoint: none, a runtime key: the same
-    run) unless ``checkpoint``: the module's cells stand until its last test, about 150 MB each with them."""
-    cells = {}
-
-    def train(cfg, checkpoint: bool = False):
-        cfg = cfg if checkpoint else dataclasses.replace(cfg, keep_checkpoint="none")
-        key = json.dumps(C.to_dict(cfg), sort_keys=True)  # every value, runtime keys included
-        if key not in cells:
-            cells[key] = _run_cell(module_tmp("trained"), "cell", cfg)
-        return cells[key]
-
-    return train
-
-
-def copied_cell(trained, tmp_path, name, cfg):
-    """A copy of ``cfg``'s finished cell at ``tmp_path / name``, as the run left it (its last checkpoint kept)."""
-    return Path(shutil.copytree(trained(cfg, checkpoint=True), tmp_path / name, symlinks=True))
-
-
-def _assert_same_weights(a, b):
-    sa, sb = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
-    assert sa.keys() == sb.keys()
-    for key in sa:
-        assert torch.equal(sa[key], sb[key]), key
-
-
-# The adaptive annealing policies carry state beyond a step count (w_l, the loss average, the last
-# validation accuracy): a resume must restore it too (16x16 views: the state is the point, not the pixels).
-
-
-@pytest.mark.parametrize(
-    "method, overrides",
-    [
-        ("IRing", {}),
-        ("MoCoRing", {}),
-        ("IRing", {"ring_anneal": "adaptive_loss", "resize": 16, "crop": 16}),
-        ("IRing", {"ring_anneal": "adaptive_val", "resize": 16, "crop": 16}),
-        ("MoCoRing", {"augment": "device", "resize": 16, "crop": 16}),
-    ],
-    ids=["IRing", "MoCoRing", "IRing-adaptive_loss", "IRing-adaptive_val", "MoCoRing-device_augment"],
-)
-@pytest.mark.slow
-def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, trained, method, overrides):
-    reference = trained(pretrain_config(method, **overrides))  # IRing's and MoCoRing's: the longer schedule's too
-
-    cell = tmp_path / "killed"
-    cell.mkdir()
-    # Checkpoint after every step, so the kill lands after a mid-epoch checkpoint.
-    C.save(pretrain_config(method, checkpoint_interval_min=0.0, **overrides), cell / "config.yaml")
-    cmd = [sys.executable, "-m", "ring.pretrain", "--config", str(cell / "config.yaml"), "--out", str(cell)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while not (cell / "log.jsonl").exists() or not (cell / "log.jsonl").read_text().strip():
-        assert proc.poll() is None and time.monotonic() < deadline, "pretraining ended before its first epoch"
-        time.sleep(0.1)
-    # Kill right after the first mid-epoch checkpoint of epoch 1 (the end-of-epoch-0 one is replaced),
-    # however loaded the machine is: a fixed delay could land before the first step on a busy CPU.
-    first = (cell / "checkpoint.pt").stat().st_mtime_ns
-    while (cell / "checkpoint.pt").stat().st_mtime_ns == first:
-        assert proc.poll() is None and time.monotonic() < deadline, "pretraining ended before a mid-epoch checkpoint"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    state = safe_load(cell / "checkpoint.pt")
-    assert state["epoch"] == 1 and 0 < state["step_in_epoch"] < 21, "the kill must land mid-epoch"
-    assert not (cell / "encoder.pt").exists()
-
-    # The resumed run saves at the default interval (a runtime key: the same run): a save after every one of its
-    # ~20 steps would only cost time (a checkpoint is ~90 MB, written and verified).
-    C.save(pretrain_config(method, **overrides), cell / "config.yaml")
-    result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
-    assert "resuming" in result.stderr and "config changed" not in result.stderr
-    _assert_same_weights(reference / "encoder.pt", cell / "encoder.pt")
-    log = [json.loads(line) for line in (cell / "log.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in log] == [0, 1]
-    assert log == [json.loads(line) for line in (reference / "log.jsonl").read_text().splitlines()]
+from tests.pretrained import assert_same_weights, copied_cell, train_here, trained  # noqa: F401 (a fixture)
 
 
 @pytest.mark.slow
@@ -138,6 +36,22 @@ def test_outputs_contract(trained):
         "step_in_epoch",
     } <= state.keys()
     assert state["objective"]["bank.memory"].shape == (1347, 128)
+
+
+def test_an_fp64_cell_computes_in_float64_and_leaves_the_default_dtype_as_it_was(tmp_path, monkeypatch):
+    """precision: fp64 (the verification setting that multi-process runs are compared in): the network, its
+    BatchNorm statistics, the bank and SGD's momentum are float64; the process's default dtype is restored after."""
+    load = datasets.Source.load  # 4 steps over the first 256 digits: seconds, not a whole epoch's minute
+    monkeypatch.setattr(datasets.Source, "load", lambda self, split: Subset(load(self, split), range(256)))
+    cfg = pretrain_config(
+        "IRing", epochs=1, lr_milestones=[], knn_every=0, resize=16, crop=16, precision="fp64", bank_negatives=64
+    )
+    pretrain.run(cfg, tmp_path / "cell")
+    assert torch.get_default_dtype() == torch.float32
+    state = safe_load(tmp_path / "cell" / "checkpoint.pt")
+    momentum = [s["momentum_buffer"] for s in state["optimizer"]["state"].values()]
+    floats = [t for t in [*state["encoder"].values(), *state["objective"].values(), *momentum] if t.is_floating_point()]
+    assert floats and {t.dtype for t in floats} == {torch.float64}
 
 
 @pytest.mark.parametrize(
@@ -212,36 +126,6 @@ def test_a_checkpoint_of_another_config_without_a_record_is_kept_aside(tmp_path,
     assert not (aside / "checkpoint.pt").exists()  # keep_superseded: results
 
 
-@pytest.mark.parametrize("method", ["IRing", "MoCoRing"])
-@pytest.mark.slow
-def test_a_longer_schedule_continues_the_checkpoint_and_equals_training_that_long_from_the_start(
-    tmp_path, trained, method
-):
-    # The same computation through the same shapes and threads, resumed at an epoch boundary: bit for bit.
-    reference = trained(pretrain_config(method, epochs=2, lr_milestones=[1]))
-    cell = _run_cell(tmp_path, "cell", pretrain_config(method, epochs=1, lr_milestones=[1]))
-    short = (cell / "encoder.pt").read_bytes()
-    C.save(pretrain_config(method, epochs=2, lr_milestones=[1]), cell / "config.yaml")
-    result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
-    aside = cell / "runs" / C.config_hash(pretrain_config(method, epochs=1, lr_milestones=[1]))
-    assert (
-        f"ring: {cell}: its config changed (epochs): continuing from its checkpoint to epochs=2; the 1-epoch encoder "
-        f"is kept in {aside}"
-    ) in result.stderr.splitlines()
-    assert "resuming" in result.stderr and (aside / "encoder.pt").read_bytes() == short
-    _assert_same_weights(cell / "encoder.pt", reference / "encoder.pt")
-    assert (cell / "log.jsonl").read_text() == (reference / "log.jsonl").read_text()
-    # Finished again: the last checkpoint kept (keep_checkpoint: last, the default), the one before it dropped.
-    assert sorted(p.name for p in cell.glob("checkpoint*.pt")) == ["checkpoint.pt"]
-
-    # A shorter schedule cannot be continued (a checkpoint cannot be made younger), but the 1-epoch run it was kept
-    # aside as is finished: undoing the edit restores it and trains nothing (issue 40).
-    C.save(pretrain_config(method, epochs=1, lr_milestones=[1]), cell / "config.yaml")
-    result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
-    assert "nothing to train" in result.stderr and "this cell starts over" not in result.stderr
-    assert (cell / "encoder.pt").read_bytes() == short
-
-
 # Two epochs of IR at 16 px without monitors: two saves, so that the previous checkpoint exists until the cell
 # finishes; the finished cell also says how far its one segment got.
 TWO_EPOCHS = dict(epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)
@@ -258,12 +142,12 @@ def test_a_finished_cell_drops_its_previous_checkpoint_and_under_none_its_last_o
     C.save(dataclasses.replace(cfg, keep_checkpoint="none"), none / "config.yaml")
     result = run_module("ring.pretrain", "--config", none / "config.yaml", "--out", none)
     assert not list(none.glob("checkpoint*.pt")) and f"ring: {none}: finished; dropped its checkpoints" in result.stderr
-    _assert_same_weights(none / "encoder.pt", cell / "encoder.pt")  # a runtime key: the same run, less kept
+    assert_same_weights(none / "encoder.pt", cell / "encoder.pt")  # a runtime key: the same run, less kept
     # Run again (Snakemake deleted its encoder): the verified kept copy is the result, and nothing trains.
     (none / "encoder.pt").unlink()
     result = run_module("ring.pretrain", "--config", none / "config.yaml", "--out", none)
     assert "nothing to train" in result.stderr and "epoch 1/2" not in result.stderr
-    _assert_same_weights(none / "encoder.pt", cell / "encoder.pt")
+    assert_same_weights(none / "encoder.pt", cell / "encoder.pt")
 
 
 def test_cli_reports_one_sentence(tmp_path):
@@ -276,7 +160,7 @@ def test_cli_reports_one_sentence(tmp_path):
 
 @pytest.mark.slow
 def test_cmc_cell_exports_an_l_and_an_ab_torchvision_trunk(tmp_path):
-    cell = _train_here(tmp_path, "cmc", pretrain_config("CMC", epochs=1, lr_milestones=[], knn_every=0))
+    cell = train_here(tmp_path, "cmc", pretrain_config("CMC", epochs=1, lr_milestones=[], knn_every=0))
     for name, channels in (("encoder.pt", 1), ("encoder_ab.pt", 2)):
         model = resnet18()
         model.conv1 = torch.nn.Conv2d(channels, 64, 7, 2, 3, bias=False)
@@ -291,57 +175,20 @@ FAST = dict(resize=16, crop=16, knn_every=0)
 
 
 @pytest.mark.slow
-def test_preempted_kmeans_cell_resumes_with_its_clusters_and_equals_uninterrupted(tmp_path, monkeypatch):
-    """CMCRingCi: two encoders and banks, Ring, and k-means clusters computed at the start of the
-    preempted epoch (after a one-epoch warm start), which the resumed run must reuse."""
-    from ring.core import stop
-    from ring.engine import runtime
-
-    # 16x16 views: the clusters and the training state are the point, not the pixels (at 32 px this test
-    # took over 900 s on 2 cores shared with a CPU-heavy neighbour, 56 s alone).
-    cfg = dict(kmeans_k=20, kmeans_clusterings=2, kmeans_warmup_epochs=1, **FAST)
-    reference = _run_cell(tmp_path, "reference", pretrain_config("CMCRingCi", **cfg))
-    cell = tmp_path / "preempted"
-    first = Pretraining(pretrain_config("CMCRingCi", **cfg), cell)
-    step, steps = first.optimizer.step, []
-
-    def step_then_stop_in_epoch_1(*args, **kwargs):
-        steps.append(1)
-        if len(steps) == first.steps_per_epoch + 4:  # the preemption signal, 4 steps into epoch 1
-            runtime.request_stop()
-        return step(*args, **kwargs)
-
-    monkeypatch.setattr(first.optimizer, "step", step_then_stop_in_epoch_1)
-    with pytest.raises(runtime.Preempted):
-        first.run()
-    monkeypatch.setattr(stop, "_stop_requested", False)
-    state = safe_load(cell / "checkpoint.pt")
-    assert (state["epoch"], state["step_in_epoch"]) == (1, 4)
-    assert int(state["objective"]["clusterings.epoch"]) == 1  # the preempted epoch's clusters were saved
-    Pretraining(pretrain_config("CMCRingCi", **cfg), cell).run()
-    for name in METHODS["CMCRingCi"].encoder_files:
-        _assert_same_weights(reference / name, cell / name)
-    assert torch.equal(
-        safe_load(cell / "checkpoint.pt")["objective"]["clusterings.labels"],
-        safe_load(reference / "checkpoint.pt")["objective"]["clusterings.labels"],
-    )
-
-
-@pytest.mark.slow
 def test_snapshots_and_a_cell_started_from_one(tmp_path):
-    source = _train_here(tmp_path, "source", pretrain_config("IR", snapshot_epochs=[0, 1], **FAST))
+    source = train_here(tmp_path, "source", pretrain_config("IR", snapshot_epochs=[0, 1], **FAST))
     snapshots = {e: safe_load(source / f"snapshot_epoch{e}.pt") for e in (0, 1)}
     assert [s["epoch"] for s in snapshots.values()] == [0, 1]
     assert snapshots[1]["objective"]["bank.memory"].shape == (1347, 128)
 
     # Continuing the source's own config from its epoch-1 snapshot reproduces its final weights:
     # the snapshot holds the whole training state (bank, optimizer, lr schedule, RNG).
-    same = _train_here(tmp_path, "same", pretrain_config("IR", init_from=str(source / "snapshot_epoch1.pt"), **FAST))
-    _assert_same_weights(source / "encoder.pt", same / "encoder.pt")
+    same = train_here(tmp_path, "same", pretrain_config("IR", init_from=str(source / "snapshot_epoch1.pt"), **FAST))
+    assert_same_weights(source / "encoder.pt", same / "encoder.pt")
     assert [json.loads(line)["epoch"] for line in (same / "log.jsonl").read_text().splitlines()] == [1]
 
     # IRing with a fixed threshold of 10% from the same snapshot: the hard-negatives study's cell.
-    ring = _train_here(
+    ring = train_here(
         tmp_path,
         "ring",
         pretrain_config(
@@ -379,7 +226,8 @@ def test_bad_snapshot_use_fails_before_training(tmp_path, method, overrides, err
     snapshot = tmp_path / "snapshot_epoch1.pt"
     source = Pretraining(pretrain_config("IR"), tmp_path / "source")  # a real IR state: bank, optimizer, ...
     source.epoch = 1
-    atomic_save(checksummed(source.checkpoint.state()), snapshot)  # as the cell writes snapshots: verified on load
+    # As the cell writes snapshots: verified on load.
+    atomic_save(checksummed(source.checkpoint.state(source.position())), snapshot)
     if "init_from" in overrides:
         overrides = {**overrides, "init_from": str(tmp_path / overrides["init_from"])}
     with pytest.raises(error, match=message):
@@ -402,7 +250,7 @@ def test_the_sanity_accuracy_is_measured_once_before_a_cells_first_step_and_not_
     """ring_val_before_training (adaptive_val_authors' default): one validation accuracy before training enters the
     policy's history; a resumed cell finds it in the checkpoint's policy state and measures nothing more."""
     measured = []
-    monitors = Pretraining._monitors
+    monitors = Pretraining.monitors
 
     def counting(self, test, validation, window_classes=False):
         out = monitors(self, test, validation, window_classes)
@@ -412,7 +260,7 @@ def test_the_sanity_accuracy_is_measured_once_before_a_cells_first_step_and_not_
     def no_training(self):  # the measurement is the point: one checkpoint in place of the epochs
         self.save_checkpoint()
 
-    monkeypatch.setattr(Pretraining, "_monitors", counting)
+    monkeypatch.setattr(Pretraining, "monitors", counting)
     monkeypatch.setattr(Pretraining, "_train", no_training)
     cfg = pretrain_config("IRing", ring_anneal="adaptive_val_authors", resize=16, crop=16)
     assert cfg.ring_val_before_training  # the policy's default, as a grid or a config file gets it
@@ -459,11 +307,12 @@ def test_no_rank_leaves_a_preempted_step_before_rank_0s_checkpoint_is_written(mo
     order = []
     monkeypatch.setattr(distributed, "barrier", lambda: order.append("barrier"))
     run = types.SimpleNamespace(
-        save_checkpoint=lambda: order.append("checkpoint"), out="cell", epoch=1, step_in_epoch=4
+        save_checkpoint=lambda: order.append("checkpoint"), out="cell", epoch=1, step_in_epoch=4, loss_sum=1.5
     )
     with pytest.raises(Preempted):
-        pretrain.stop_here(run, types.SimpleNamespace(read=lambda: order.append("losses")))
+        pretrain.stop_here(run, types.SimpleNamespace(read=lambda: order.append("losses") or 2.0))
     assert order == ["losses", "checkpoint", "barrier"]
+    assert run.loss_sum == 3.5  # the step's losses are in the checkpoint
 
 
 def test_a_cell_says_how_far_its_running_segment_got_after_each_epoch(trained):
@@ -492,12 +341,12 @@ def test_a_cell_reading_a_damaged_store_stops_before_training(tmp_path, capsys):
     The stage verifies the store it reads before its first batch: one sentence naming the shard and the command that
     mends it, and nothing of a run in the cell folder."""
     from ring import prepare
-    from ring.data import store
+    from ring.data import store_layout
     from ring.data.digits import generate_folder
 
     generate_folder(tmp_path / "data" / "digits_folder")
     prepare.build(prepare.Target("digits_folder", tmp_path / "data", "raw"), workers=1)
-    shard = store.store_dir(tmp_path / "data" / "digits_folder", "raw", 32) / "test" / "shard-00000" / "data.bin"
+    shard = store_layout.store_dir(tmp_path / "data" / "digits_folder", "raw", 32) / "test" / "shard-00000" / "data.bin"
     damaged = bytearray(shard.read_bytes())
     damaged[5000] ^= 0xFF
     shard.write_bytes(bytes(damaged))

@@ -129,8 +129,11 @@ def _two_losses(tmp_path, method, compile_):
     return torch.stack([run.train_step(views, index) for _ in range(2)])
 
 
+# torch.compile wraps the network only (ring.engine.encoder.Precision), so the methods differ in what the compiler
+# sees only by their encoders: MoCo's (IR's and LA's network, plus the key encoder deep-copied with its compiled
+# wrapper) and CMC's split L/ab network.  IR and LA would compile MoCo's graph again (about a minute each on 2 cores).
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["IR", "MoCo", "CMC", "LA"])
+@pytest.mark.parametrize("method", ["MoCo", "CMC"])
 def test_a_compiled_step_computes_the_eager_step(tmp_path, method):
     """What compile: auto turns on for CUDA trains as the eager step does, with the paper's 8 BatchNorm groups.
 
@@ -167,7 +170,7 @@ def test_a_compiled_network_is_as_accurate_as_the_eager_one(lab):
 
     def run(compile_, dtype):
         net = copy.deepcopy(base).to(dtype)
-        return _gradients(Grouped(Precision(net, False, False, compile_), 8), x.to(dtype), weights.to(dtype))
+        return _gradients(Grouped(Precision(net, False, False, compile_, dtype), 8), x.to(dtype), weights.to(dtype))
 
     exact = run(False, torch.float64)
     eager, compiled = run(False, torch.float32), run(True, torch.float32)

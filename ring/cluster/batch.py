@@ -34,6 +34,8 @@ from ring.cluster.cells import (
     cell_status,
     damage,
     data_check_failure,
+    detection_cells,
+    detection_state,
     grid_cells,
     pretrained,
     recorded_states,
@@ -44,7 +46,6 @@ from ring.cluster.cells import (
 from ring.cluster.detach import supersede
 from ring.cluster.jobs import StageJob
 from ring.cluster.launch import accounting_folder, job_config_hash
-from ring.cluster.run import last_grid
 from ring.cluster.slurm import (
     ALIVE,
     ENDED,
@@ -55,7 +56,8 @@ from ring.cluster.slurm import (
     write_record,
 )
 from ring.cluster.slurm import stage_resources as merged_resources
-from ring.core import accounting, runs
+from ring.cluster.workflow import last_grid
+from ring.core import accounting, cell_runs
 from ring.core import config as C
 from ring.core.files import read_record as read_json_record
 from ring.plan import estimate as E
@@ -101,7 +103,9 @@ def cell_job(
     """Write the cell's config as the workflow would, and the job that runs the cell (once every check passed)."""
     cell.mkdir(parents=True, exist_ok=True)
     C.save(cfg, cell / "config.yaml")
-    runs.prepare(cell, stage, cfg, log=lambda line: print(line, file=sys.stderr))  # as the workflow's config rule does
+    cell_runs.prepare(
+        cell, stage, cfg, log=lambda line: print(line, file=sys.stderr)
+    )  # as the workflow's config rule does
     argv = ["--config", str(cell / "config.yaml"), "--out", str(cell)]
     if stage == "lincls":
         argv += ["--encoder", str(cell_dir(results, grid.name, "pretrain", dataset, method, seed) / OUTPUT["pretrain"])]
@@ -176,7 +180,9 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
                 item.ended_in, item.ended_job
             )  # its hard-killed runs, before the record is replaced
         jobs.append(cell_job(stage, item.cell, item.cfg, grid, item.dataset, item.method, item.seed, results))
-        if item.stale and (item.cell / OUTPUT[stage]).exists():  # still there after ring.core.runs: set aside, kept
+        if (
+            item.stale and (item.cell / OUTPUT[stage]).exists()
+        ):  # still there after ring.core.cell_runs: set aside, kept
             supersede(item.cell, stage, log=lambda line: print(line, file=sys.stderr))
     return queue(grid, stage, res, results, [(item.cell, job) for item, job in zip(todo, jobs, strict=True)])
 
@@ -212,10 +218,12 @@ def check_data(markers: Path, datasets: list[str], data_root: str) -> None:
 
 def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
     """One row per stage run: Table 1's pretraining and linear evaluation, then every study cell
-    (its stage column ``study``: a study cell is a pretraining run whose output is its encoder)."""
+    (its stage column ``study``: a study cell is a pretraining run whose output is its encoder), then every Table 4
+    cell (its method column ``method/task``)."""
     rows = []
     cells = {stage: grid_cells(grid, stage, results) for stage in OUTPUT}
     cells["study"] = study_cells(grid, results)
+    cells["detection"] = detection_cells(grid, results)
     states = recorded_states(
         [(cell, "pretrain" if stage == "study" else stage) for stage in cells for cell, *_ in cells[stage]]
     )
@@ -225,7 +233,9 @@ def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
             state, detail = cell_status(cell, "pretrain" if stage == "study" else stage, res, states)
             if state == "running" and read_record(cell) is not None:  # a SLURM task: add its epoch and kNN
                 detail = ", ".join(filter(None, [progress.progress(cell), detail]))
-            if state == "done" and (hurt := damage(cell, "pretrain" if stage == "study" else stage)):
+            if stage == "detection":
+                state, detail = detection_state(grid, cell, method, seed, state, detail)
+            elif state == "done" and (hurt := damage(cell, "pretrain" if stage == "study" else stage)):
                 state, detail = "damaged", hurt
             elif state == "done" and stage != "study":
                 reason = stale_detail(grid, stage, cell, dataset, method, seed, config.get("data_root", "data"))
@@ -278,9 +288,9 @@ STATES = ("done", "stale", "running", "pending", "failed", "missing")
 
 
 def store_lines(grid: G.Grid, data_root: str) -> list[str]:
-    """One line per prepared store the grid's cells read (ring.data.store.cell_store), with its state."""
+    """One line per prepared store the grid's cells read (ring.data.store_layout.cell_store), with its state."""
     from ring.core import catalog  # here: only `ring status` reads the catalog's stores
-    from ring.data import stores as store  # (a plan of the other commands needs none)
+    from ring.data import store_layout  # (a plan of the other commands needs none)
 
     stores = {}
     for dataset, method, seed in grid.cells():
@@ -289,12 +299,12 @@ def store_lines(grid: G.Grid, data_root: str) -> list[str]:
             grid.lincls_config(dataset, method, seed, data_root),
         ):
             spec = catalog.DATASETS.get(dataset)
-            where = store.cell_store(
+            where = store_layout.cell_store(
                 catalog.folder(dataset, data_root), spec.store_size if spec else 0, cfg.store, cfg.resize
             )
             if where is not None:
-                stores[where] = sum(store.n_shards(n) for n in spec.publisher_counts)
-    return [f"store {where}: {store.state(where, shards)}" for where, shards in sorted(stores.items())]
+                stores[where] = sum(store_layout.n_shards(n) for n in spec.publisher_counts)
+    return [f"store {where}: {store_layout.state(where, shards)}" for where, shards in sorted(stores.items())]
 
 
 def total_line(rows: list[tuple]) -> str:

@@ -8,17 +8,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ring.cluster import progress
-from ring.cluster.jobs import OUTPUT as STAGE_OUTPUT
 from ring.cluster.launch import recorded_job
 from ring.cluster.slurm import ALIVE, Resources, job_states, read_record
 from ring.cluster.watch import failure_sentence
 from ring.core import config as C
 from ring.core.files import CHECKSUMS
 from ring.core.files import read_record as read_json_record
+from ring.core.stages import STAGES
 from ring.plan import grid as G
 from ring.plan import lineage
 
-OUTPUT = {stage: STAGE_OUTPUT[stage] for stage in ("pretrain", "lincls")}  # the stages batch submits
+OUTPUT = {stage: STAGES[stage].output for stage in ("pretrain", "lincls")}  # the stages batch submits
 
 
 def cell_dir(results: Path, grid: str, stage: str, dataset: str, method: str, seed: int) -> Path:
@@ -31,7 +31,7 @@ def recorded_states(cells: list[tuple[Path, str]]) -> dict[str, str | None]:
     ids = [
         record["job_id"]
         for cell, stage in cells
-        if not (cell / OUTPUT[stage]).exists() and (record := read_record(cell)) is not None
+        if not (cell / STAGES[stage].output).exists() and (record := read_record(cell)) is not None
     ]
     return job_states(list(dict.fromkeys(ids))) if ids else {}
 
@@ -40,14 +40,14 @@ def cell_status(cell: Path, stage: str, res: Resources, states: dict[str, str | 
     """done / a live SLURM state / gone / failed / missing, and the job id or the failure's most specific sentence
     (ring.cluster.watch.failure_sentence, with the stage's resources ``res``); ``states`` holds the recorded jobs'
     states (:func:`recorded_states`)."""
-    if (cell / OUTPUT[stage]).exists():
+    if (cell / STAGES[stage].output).exists():
         return "done", ""
     record = read_record(cell)
     if record is None:  # not on SLURM: the local launcher's marker, the log, the config
         state, detail = progress.local_state(cell)
-        if state != "running" and OUTPUT[stage] in (read_json_record(cell / CHECKSUMS).get("files") or {}):
+        if state != "running" and STAGES[stage].output in (read_json_record(cell / CHECKSUMS).get("files") or {}):
             return "missing", (
-                f"its {OUTPUT[stage]} is gone, though {CHECKSUMS} records it: the cell had finished; the next "
+                f"its {STAGES[stage].output} is gone, though {CHECKSUMS} records it: the cell had finished; the next "
                 f"all_tables brings it back from its kept copy, or reruns the cell"
             )
         return state, detail
@@ -60,7 +60,7 @@ def cell_status(cell: Path, stage: str, res: Resources, states: dict[str, str | 
     if state in ALIVE:
         return state.lower(), record["job_id"]
     if state == "COMPLETED":  # the output is missing (checked above): the next run resubmits, resuming
-        return "gone", f"{record['job_id']} COMPLETED but {OUTPUT[stage]} is missing; the next run resubmits it"
+        return "gone", f"{record['job_id']} COMPLETED but {STAGES[stage].output} is missing; the next run resubmits it"
     return "failed", f"{record['job_id']} {state}: {failure_sentence(recorded_job(record), cell, state, res)}"
 
 
@@ -91,10 +91,49 @@ def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]
     ]
 
 
+def detection_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]:
+    """(cell folder, source dataset, method/task, seed) of every Table 4 cell: the workflow's DETECTION_METRICS
+    folders (the backbone each trains on is beside them: :func:`backbone_of`)."""
+    return [
+        (results / grid.name / "detection" / source / method / task / f"seed{seed}", source, f"{method}/{task}", seed)
+        for source, method, task, seed in grid.detection_cells()
+    ]
+
+
+def backbone_of(cell: Path) -> Path:
+    """The converted backbone a Table 4 cell (.../detection/<source>/<method>/<task>/seed<k>/) trains on."""
+    return cell.parents[1] / cell.name / "backbone.pkl"
+
+
+def detection_state(grid: G.Grid, cell: Path, method_task: str, seed: int, state: str, detail: str) -> tuple[str, str]:
+    """A Table 4 cell's line: a finished one whose metrics.json or backbone is not what its checksum record holds is
+    damaged, one made with another config than the grid's, or from a backbone or encoder its chain no longer holds,
+    stale (ring.plan.lineage); an unfinished one whose backbone is damaged says so (the next run converts it again)."""
+    hurt = lineage.backbone_damage(backbone_of(cell))
+    if state != "done":
+        return state, "; ".join(filter(None, [detail, hurt.reason if hurt else ""]))
+    if found := damage(cell, "detection") or (hurt.reason if hurt else ""):
+        return "damaged", found
+    method, task = method_task.split("/")
+    metrics = cell / STAGES["detection"].output
+    made = read_json_record(metrics)
+    if made.get("config_hash") != C.config_hash(grid.detection_config(method, task, seed, "")):
+        return "stale", another_config(metrics)
+    reason = lineage.stale_reason(metrics, made)
+    return ("stale", reason) if reason else ("done", "")
+
+
+def another_config(output: Path) -> str:
+    """Why a finished cell whose ``output`` records another config hash than the grid's config of it is stale."""
+    return f"made with another config than the grid's; the next all_tables reruns it ({lineage.rerun_command(output)})"
+
+
 def damage(cell: Path, stage: str) -> str:
     """Why a finished cell's outputs are not what its checksum record holds (empty when they are): an encoder or a
     metrics.json edited or damaged after the cell finished (ring.plan.lineage.damaged)."""
-    names = list(read_json_record(cell / CHECKSUMS).get("files") or {}) if stage == "pretrain" else [OUTPUT[stage]]
+    names = (
+        list(read_json_record(cell / CHECKSUMS).get("files") or {}) if stage == "pretrain" else [STAGES[stage].output]
+    )
     hurt = lineage.damaged(cell, [name for name in names if name != "exported"])
     return hurt.reason if hurt else ""
 
@@ -110,9 +149,7 @@ def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str
     output = cell / OUTPUT[stage]
     made = read_json_record(cell / "export.json" if stage == "pretrain" else output).get("config_hash")
     if made != wanted:
-        return (
-            f"made with another config than the grid's; the next all_tables reruns it ({lineage.rerun_command(output)})"
-        )
+        return another_config(output)
     if stage == "lincls":
         # The encoder it evaluated may hold while the grid now asks another config of its pretraining cell (whose
         # config.yaml only the workflow rewrites): the plan forces that encoder, and with it this evaluation.
@@ -140,5 +177,5 @@ def data_check_failure(results: Path, grid: G.Grid, dataset: str) -> str:
 def verdict(cell: Path, stage: str) -> tuple[str, str]:
     """("done", "") for a finished cell, ("diverged", its sentence) for an evaluation that finished without an
     accuracy (ring.engine.health.divergence): the tables print "diverged" for it, so status does not call it done."""
-    reason = read_json_record(cell / OUTPUT[stage]).get("diverged") if stage == "lincls" else None
+    reason = read_json_record(cell / STAGES[stage].output).get("diverged") if stage == "lincls" else None
     return ("diverged", str(reason)) if reason else ("done", "")

@@ -3,7 +3,7 @@
     python -m ring.cluster.detach CELL --stage pretrain    # the workflow's config rule, when CELL/slurm/job.json exists
 
 A cell's config rule (workflow/rules/common.smk, ``write_cell_config``) rewrites ``config.yaml``, and then
-:func:`ring.core.runs.prepare` moves the previous config's files to ``runs/<old hash>/``.  A job of that previous
+:func:`ring.core.cell_runs.prepare` moves the previous config's files to ``runs/<old hash>/``.  A job of that previous
 config may still be queued or running there (its client was killed, the grid edited before the rerun): it would go on
 writing into the cell after its files moved (a crash on its moved step log, or an encoder of the old config in the
 edited cell), and a launcher re-attached to it would take that encoder for the edited cell's.  So, first:
@@ -13,7 +13,7 @@ edited cell), and a launcher re-attached to it would take that encoder for the e
   lists it (its processes are gone); its runs that wrote no segment go to the cell's provenance, which then moves to
   ``runs/<old hash>/`` with the rest of that run (an undo of the edit resumes it from there), and its record is
   retired as ``slurm/job-<id>.json``, so that no client re-attaches to it or counts it in the edited cell;
-* then the cell is brought in line with its config (``ring.core.runs.prepare``), as before.
+* then the cell is brought in line with its config (``ring.core.cell_runs.prepare``), as before.
 
 The launcher (ring.cluster.launch) detaches the same way from a record it finds (a config written by hand), and
 accepts a finished output only when the config hash the stage recorded in it (``export.json`` of a pretraining
@@ -29,18 +29,19 @@ import sys
 from pathlib import Path
 
 from ring.cluster import slurm
-from ring.cluster.jobs import OUTPUT
+from ring.core import cell_runs
 from ring.core import config as C
-from ring.core import runs
 from ring.core.files import CHECKSUMS, FileError
 from ring.core.files import read_record as read_json_record
-from ring.plan import checks
+from ring.core.stages import STAGES, stages_with
 
 
 def made_with(cell: Path, stage: str) -> str | None:
     """The config hash a stage recorded in its finished output: ``export.json``'s for pretraining (the checksum
     record of the encoder files), ``metrics.json``'s for an evaluation; None when there is none."""
-    value = read_json_record(Path(cell) / (CHECKSUMS if stage == "pretrain" else OUTPUT[stage])).get("config_hash")
+    value = read_json_record(Path(cell) / (CHECKSUMS if stage == "pretrain" else STAGES[stage].output)).get(
+        "config_hash"
+    )
     return value if isinstance(value, str) else None
 
 
@@ -74,9 +75,9 @@ def detach(cell: Path, wanted: str | None, res: slurm.Resources, log=print) -> b
 def supersede(cell: Path, stage: str, log=print) -> Path | None:
     """Move a stage's output that another config made to ``runs/<its hash>/``, so that the workflow, ``batch status``
     and ``batch submit`` all see it missing and its cell's own config runs (nothing is deleted)."""
-    aside = runs.set_aside(Path(cell), made_with(cell, stage) or "unrecorded", (OUTPUT[stage],))
+    aside = cell_runs.set_aside(Path(cell), made_with(cell, stage) or "unrecorded", (STAGES[stage].output,))
     if aside is not None:
-        log(f"ring: {cell}: its {OUTPUT[stage]} is superseded (another config made it); kept in {aside}")
+        log(f"ring: {cell}: its {STAGES[stage].output} is superseded (another config made it); kept in {aside}")
     return aside
 
 
@@ -87,7 +88,7 @@ def accepts(cell: Path, stage: str, wanted: str | None, job_id: str, log=print) 
     if wanted is None or made == wanted:
         return True
     log(
-        f"ring: {cell}: SLURM job {job_id} wrote {OUTPUT[stage]} with config {made}, not this cell's {wanted} "
+        f"ring: {cell}: SLURM job {job_id} wrote {STAGES[stage].output} with config {made}, not this cell's {wanted} "
         "(the cell was edited while it ran); not accepted, submitting the cell's own config"
     )
     supersede(cell, stage, log=lambda line: None)
@@ -97,14 +98,14 @@ def accepts(cell: Path, stage: str, wanted: str | None, job_id: str, log=print) 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cell", type=Path, help="the cell folder, whose config.yaml holds the config it is to run")
-    parser.add_argument("--stage", required=True, choices=sorted(runs.RUN_FILES))
+    parser.add_argument("--stage", required=True, choices=sorted(stages_with("run_files")))
     args = parser.parse_args(argv)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     try:
-        cfg = C.load(checks.STAGE_CONFIGS[args.stage], args.cell / "config.yaml")
+        cfg = C.load(stages_with("run_files")[args.stage].config, args.cell / "config.yaml")
         # The workflow's config rule has no resources: SLURM's defaults, polled every second (the rule waits).
         detach(args.cell, C.config_hash(cfg), slurm.Resources(poll_s=slurm.CANCEL_POLL_S), log=say)
-        runs.prepare(args.cell, args.stage, cfg, log=say)
+        cell_runs.prepare(args.cell, args.stage, cfg, log=say)
     except (OSError, ValueError, RuntimeError, FileError) as err:
         print(f"ring: {args.cell}: {err}", file=sys.stderr)
         return 1

@@ -4,14 +4,13 @@ Importing this module does not import torch: the waiting client on a login node 
 :class:`StageJob` is a submitit ``Checkpointable``.  On SLURM's preemption / time-limit signal
 (USR2) it does not let submitit requeue in the middle of an optimizer step: the signal only asks
 the stage to stop (:func:`ring.core.stop.request_stop`); the stage writes its atomic checkpoint at
-the next step boundary and raises :class:`ring.engine.runtime.Preempted`; then submitit's own handler
+the next step boundary and raises :class:`ring.core.stop.Preempted`; then submitit's own handler
 requeues the job, which resumes from that checkpoint.
 """
 
 from __future__ import annotations
 
 import atexit
-import importlib
 import os
 import signal
 import sys
@@ -20,22 +19,8 @@ import zlib
 from submitit.helpers import Checkpointable
 
 from ring.core import stop
-
-STAGES = {
-    "pretrain": "ring.pretrain",
-    "lincls": "ring.lincls",
-    "transfer": "ring.transfer",
-    "detection": "ring.detection.runner",
-    "prepare": "ring.prepare",  # one shard of a prepared store (ring.data.store), a CPU job
-}
-# The file each stage writes last in its --out folder: present means the stage's outputs are complete.
-OUTPUT = {
-    "pretrain": "encoder.pt",
-    "lincls": "metrics.json",
-    "transfer": "metrics.json",
-    "detection": "metrics.json",
-    "prepare": "shard.json",  # ring.data.store.SHARD_RECORD, in the shard's folder
-}
+from ring.core.refs import resolve
+from ring.core.stages import STAGES, stages_with
 
 
 def rendezvous_port(job_id: str, restart: int = 0) -> int:
@@ -104,8 +89,9 @@ class StageFailed(RuntimeError):
 
 class StageJob(Checkpointable):
     def __init__(self, stage: str, argv: list[str]):
-        if stage not in STAGES:
-            raise ValueError(f"Unknown stage {stage!r}; stages are {', '.join(STAGES)}.")
+        launched = stages_with("entry")  # the stages a launcher runs as a job
+        if stage not in launched:
+            raise ValueError(f"Unknown stage {stage!r}; stages are {', '.join(launched)}.")
         self.stage = stage
         self.argv = list(argv)
 
@@ -116,7 +102,7 @@ class StageJob(Checkpointable):
             export_distributed_env()  # one task per GPU
         submitit_handler = signal.getsignal(signal.SIGUSR2)
         signal.signal(signal.SIGUSR2, lambda *_: stop.request_stop())
-        module = importlib.import_module(STAGES[self.stage])
+        module = resolve(STAGES[self.stage].entry)
         try:
             status = module.main(self.argv)
         except stop.Preempted as preempted:
@@ -135,7 +121,7 @@ class StageJob(Checkpointable):
 
     def run_here(self) -> int:
         """The local launcher: the stage's entry point in this process, its exit status returned."""
-        return importlib.import_module(STAGES[self.stage]).main(self.argv)
+        return resolve(STAGES[self.stage].entry).main(self.argv)
 
     # checkpoint(): submitit's default resubmits this same object; the stage resumes from disk.
 

@@ -9,8 +9,8 @@ The workflow's rules call this for every GPU stage.  ``local`` runs the stage in
   has accepted them, and records the job id in ``CELL/slurm/job.json``;
 * a restarted client (Ctrl-C, lost session, crashed Snakemake) finds that record and re-attaches
   to the queued or running job instead of submitting a second one; a job that COMPLETED (before the
-  client started, or after it re-attached) is collected when the stage's output (``ring.cluster.jobs.OUTPUT``)
-  is present or its stage's collector (``COLLECTORS``) puts back the copies the job kept (Snakemake deletes
+  client started, or after it re-attached) is collected when the stage's output (``Stage.output``, ring.core.stages)
+  is present or its stage's collector (``Stage.collector``) puts back the copies the job kept (Snakemake deletes
   the outputs of a rule it reruns as incomplete, even while their job still runs), and resubmitted
   otherwise: the stage then resumes from its checkpoint, which is never a declared output.  Jobs that
   ended badly are resubmitted
@@ -42,10 +42,12 @@ import submitit
 
 from ring.cluster import admission, slurm
 from ring.cluster.detach import accepts, detach, made_with
-from ring.cluster.jobs import IGNORED_STOP, OUTPUT, StageJob
+from ring.cluster.jobs import IGNORED_STOP, StageJob
 from ring.cluster.watch import say, wait
-from ring.core import accounting, runs
+from ring.core import accounting, cell_runs
 from ring.core import config as C
+from ring.core.refs import resolve
+from ring.core.stages import STAGES
 from ring.plan import checks
 
 LOCK = "launch.lock"  # held by the one client attached to a cell (cell_lock)
@@ -53,9 +55,9 @@ LOCK = "launch.lock"  # held by the one client attached to a cell (cell_lock)
 
 def job_config_hash(job: StageJob) -> str | None:
     """The hash of the cell config a job runs (None when its argv names none)."""
-    if "--config" not in job.argv or job.stage not in checks.STAGE_CONFIGS:
+    if "--config" not in job.argv or STAGES[job.stage].config is None:
         return None
-    return C.config_hash(C.load(checks.STAGE_CONFIGS[job.stage], job.argv[job.argv.index("--config") + 1]))
+    return C.config_hash(C.load(STAGES[job.stage].config, job.argv[job.argv.index("--config") + 1]))
 
 
 def decide(state: str | None, output_present: bool) -> str:
@@ -109,7 +111,7 @@ def accounting_folder(cell: Path, record: dict, config_hash: str | None) -> Path
     config (or a record that names none), else the run of the job's own config kept under ``runs/<its hash>/``, or
     None when nothing of it was kept.  A job is in one provenance only: added to a second it would be counted
     twice."""
-    from ring.core.runs import RUNS  # torch-free
+    from ring.core.cell_runs import RUNS  # torch-free
 
     if (holder := accounting.holder(cell, RUNS, record["job_id"])) is not None:
         return holder
@@ -193,9 +195,10 @@ def launch_local(job: StageJob, cell: Path) -> int:
         if collect_evaluation(job, cell):  # as on SLURM: a finished evaluation is not run again
             return 0
         wanted = job_config_hash(job)
-        if waited and (cell / OUTPUT[job.stage]).exists() and wanted and made_with(cell, job.stage) == wanted:
+        output = STAGES[job.stage].output
+        if waited and (cell / output).exists() and wanted and made_with(cell, job.stage) == wanted:
             print(
-                f"ring: {cell}: {OUTPUT[job.stage]} of this config is there (finished by the launcher this one waited "
+                f"ring: {cell}: {output} of this config is there (finished by the launcher this one waited "
                 "for); nothing to run",
                 file=sys.stderr,
                 flush=True,
@@ -212,24 +215,24 @@ EVALUATED_ENCODER = {"lincls": "--encoder", "transfer": "--encoder", "detection"
 
 
 def _stage_config(job: StageJob):
-    return C.load(checks.STAGE_CONFIGS[job.stage], job.argv[job.argv.index("--config") + 1])
+    return C.load(STAGES[job.stage].config, job.argv[job.argv.index("--config") + 1])
 
 
 def collect_exports(job: StageJob, cell: Path) -> bool:
     """A pretraining job that COMPLETED while no client watched, whose encoders Snakemake deleted since: put back
     the copies the stage kept (verified against its checksum record, torch-free) instead of submitting again.
     An evaluation is collected the same way, for the encoder it is to evaluate (:func:`collect_evaluation`)."""
-    if "--config" not in job.argv or job.stage not in checks.STAGE_CONFIGS:
+    if "--config" not in job.argv or STAGES[job.stage].config is None:
         return False
     if job.stage in EVALUATED_ENCODER:
         return collect_evaluation(job, cell)
-    restored = runs.restore_exports(cell, _stage_config(job))
-    return bool(restored) and (cell / OUTPUT[job.stage]).exists()
+    restored = cell_runs.restore_exports(cell, _stage_config(job))
+    return bool(restored) and (cell / STAGES[job.stage].output).exists()
 
 
 def collect_evaluation(job: StageJob, cell: Path) -> bool:
     """Before an evaluation runs or is submitted (torch-free): its cell brought in line with its config and the
-    encoder it is to evaluate (ring.core.runs.collect: the run of a previous encoder kept under runs/, a kept run
+    encoder it is to evaluate (ring.core.cell_runs.collect: the run of a previous encoder kept under runs/, a kept run
     of this one restored); True when that evaluation is complete, its outputs put back from their kept copies and
     verified: then nothing runs and nothing is submitted."""
     flag = EVALUATED_ENCODER.get(job.stage)
@@ -237,34 +240,31 @@ def collect_evaluation(job: StageJob, cell: Path) -> bool:
         return False
 
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    if not runs.collect(cell, job.stage, _stage_config(job), job.argv[job.argv.index(flag) + 1], log=log):
+    if not cell_runs.collect(cell, job.stage, _stage_config(job), job.argv[job.argv.index(flag) + 1], log=log):
         return False
     print(
-        f"ring: {cell}: the evaluation of this encoder with this config is complete ({OUTPUT[job.stage]} put back "
-        "from the copy its run kept, its checksum verified); nothing to run",
+        f"ring: {cell}: the evaluation of this encoder with this config is complete "
+        f"({STAGES[job.stage].output} put back from the copy its run kept, its checksum verified); nothing to run",
         file=sys.stderr,
         flush=True,
     )
     return True
 
 
-# Each stage's collector: puts back the outputs a COMPLETED job of this config wrote and Snakemake deleted since
-# (it deletes a rerun rule's outputs as incomplete, even while the job that writes them still runs), from the
-# copies the stage keeps where Snakemake does not look; True when the stage's output is in place again.  A stage
-# without one is submitted again (it resumes from its checkpoint).
-COLLECTORS = {"pretrain": collect_exports, **dict.fromkeys(EVALUATED_ENCODER, collect_evaluation)}
-
-
 def collect_kept(job: StageJob, cell: Path) -> bool:
-    collector = COLLECTORS.get(job.stage)
-    return collector is not None and collector(job, cell)
+    """The stage's collector (ring.core.stages.Stage.collector) puts back the outputs a COMPLETED job of this config
+    wrote and Snakemake deleted since (it deletes a rerun rule's outputs as incomplete, even while the job that writes
+    them still runs), from the copies the stage keeps where Snakemake does not look; True when the stage's output is
+    in place again.  A stage without one is submitted again (it resumes from its checkpoint)."""
+    collector = STAGES[job.stage].collector
+    return collector is not None and resolve(collector)(job, cell)
 
 
 def completed(job: StageJob, cell: Path, attached: submitit.SlurmJob) -> int:
     """The launcher's status once the job it waited on COMPLETED: 0 when the stage's output is there, or was put
     back from the job's kept copies (a client that re-attached to a running job after Snakemake's rerun had
     deleted what the job already wrote), else 1."""
-    output = cell / OUTPUT[job.stage]
+    output = cell / STAGES[job.stage].output
     note_ignored_stops(cell, attached)
     if output.exists():
         return 0
@@ -311,7 +311,7 @@ def reattach(
     """What a client does with the cell's recorded job (:func:`decide`): (True, None) when the cell's output is
     there now (collected, or put back from the job's kept copies), (False, the job) to wait on it, (False, None)
     to submit the cell again."""
-    output = cell / OUTPUT[job.stage]
+    output = cell / STAGES[job.stage].output
     state = slurm.retrying(
         lambda: slurm.job_states([record["job_id"]])[record["job_id"]], res, "asking about the recorded job", cell=cell
     )
@@ -360,7 +360,7 @@ def follow(
 ) -> int:
     """Wait on the ``attached`` job (re-attached from the cell's record), or submit the cell and wait; a gone job
     is resubmitted, bounded like requeues, so a cluster that loses every job cannot loop."""
-    output, checked, adopted = cell / OUTPUT[job.stage], False, attached is not None
+    output, checked, adopted = cell / STAGES[job.stage].output, False, attached is not None
     for _ in range(res.max_requeues + 1):
         if attached is None:
             if not checked:

@@ -3,7 +3,7 @@
 One entry per dataset: its display name, classes, input normalisation, the images of each split (the publisher's
 counts: the plan bounds batch and bank sizes and prices a pass with them before any data is there), the files its
 folder ``<data_root>/<name>/`` must hold (the layout its publisher, or torchvision's downloader given that folder as
-``root``, produces) and how to get it (:func:`hint`: the ``ring fetch`` command of :mod:`ring.data.fetch` where it
+``root``, produces) and how to get it (:func:`hint`: the ``ring fetch`` command of :mod:`ring.data.download` where it
 can fetch the dataset, the steps by hand where it cannot).  The check of a folder against its entry is
 :mod:`ring.data.folders`; the loaders are :mod:`ring.data.datasets` and :mod:`ring.data.metadataset`.
 """
@@ -41,6 +41,9 @@ class DatasetSpec:
     # Image folders (<split>/<class>/<image>) that the prepare stage packs into a store (ring.data.store): the resize
     # of the paper's protocol for this dataset, done once; cells with another resize read the files.  0: no store.
     store_size: int = 0
+    # "module:name" of its loader, (folder, split) -> dataset (ring.data.datasets), resolved where it loads.
+    loader: str | None = None
+    fetched: bool = False  # ring fetch downloads it (its recipe: ring.data.download.recipes, which needs torchvision)
     name: str = ""  # its key in DATASETS (set there): a resolved entry names its folder without a lookup
 
     def bank_images(self) -> int:
@@ -64,6 +67,7 @@ STD_FOLDER = (0.2953, 0.2876, 0.2915)
 DATASETS: dict[str, DatasetSpec] = {
     # The embedded default: scikit-learn's UCI optical digits, real 8x8 grey images (see ring.data.datasets).
     "digits": DatasetSpec(
+        loader="ring.data.datasets:_build_digits",
         display="Digits",
         num_classes=10,
         # Mean/std of the training split's 0..255 pixels (asserted by tests/data/test_datasets.py).
@@ -76,8 +80,9 @@ DATASETS: dict[str, DatasetSpec] = {
         grey=True,
     ),
     # Its colour variant (the smoke grid's): the same images and split, each tinted by a seeded hue, so that CMC's ab
-    # view draws the digit (ring.data.datasets.tint).
+    # view draws the digit (ring.data.digits.tint).
     "digits_colour": DatasetSpec(
+        loader="ring.data.datasets:_build_digits_colour",
         display="Digits (colour)",
         num_classes=10,
         # Per-channel mean/std of the training split's 0..255 pixels (asserted by tests/data/test_datasets.py).
@@ -89,6 +94,8 @@ DATASETS: dict[str, DatasetSpec] = {
         test_images=450,
     ),
     "cifar10": DatasetSpec(
+        fetched=True,
+        loader="ring.data.datasets:_build_cifar10",
         display="CIFAR10",
         num_classes=10,
         mean=(0.4914, 0.4822, 0.4465),
@@ -104,6 +111,8 @@ DATASETS: dict[str, DatasetSpec] = {
         torchvision_md5="CIFAR10",
     ),
     "cifar100": DatasetSpec(
+        fetched=True,
+        loader="ring.data.datasets:_build_cifar100",
         display="CIFAR100",
         num_classes=100,
         mean=(0.5071, 0.4865, 0.4409),
@@ -115,6 +124,8 @@ DATASETS: dict[str, DatasetSpec] = {
         torchvision_md5="CIFAR100",
     ),
     "stl10": DatasetSpec(
+        fetched=True,
+        loader="ring.data.datasets:_build_stl10",
         display="STL10",
         num_classes=10,
         mean=(0.4467, 0.4398, 0.4066),
@@ -127,12 +138,13 @@ DATASETS: dict[str, DatasetSpec] = {
         test_images=8000,
     ),
     "imagenet": DatasetSpec(
+        loader="ring.data.datasets:_build_image_folder",
         display="ImageNet",
         num_classes=1000,
         mean=(0.485, 0.456, 0.406),
         std=(0.229, 0.224, 0.225),
         required=("train", "val"),
-        # ImageNet needs an account: ring.data.fetch cannot get it, so these are the steps by hand.
+        # ImageNet needs an account: ring.data.download cannot get it, so these are the steps by hand.
         how_to_get="log in at image-net.org, accept the ILSVRC2012 terms, download ILSVRC2012_img_train.tar, "
         "ILSVRC2012_img_val.tar and ILSVRC2012_devkit_t12.tar.gz into <data_root>/imagenet, then run "
         "`python -c \"import torchvision as tv; [tv.datasets.ImageNet('<data_root>/imagenet', split=s) for s in "
@@ -146,6 +158,7 @@ DATASETS: dict[str, DatasetSpec] = {
     # The colour digits as an image folder of PNGs of varied sizes (ring.data.digits.generate_folder): ImageNet's
     # path (files, the prepare stage's store, the device views from it) on a CPU in seconds.
     "digits_folder": DatasetSpec(
+        loader="ring.data.datasets:_build_image_folder",
         display="Digits (folder)",
         num_classes=10,
         # Per-channel mean/std of the training split at 32x32 (asserted by tests/data/test_digits.py).
@@ -173,6 +186,11 @@ class TransferSpec:
     how_to_get: str
     split: str  # the documented, deterministic train/test split
     publisher_counts: tuple[int, int] | None  # (train, test) images of the full release; None: depends on filters
+    # "module:name" of its listing, folder -> its train/test split (ring.data.listings), and of its loader,
+    # (folder, split, that split's listing) -> dataset (ring.data.metadataset); resolved where they run.
+    listing: str = ""
+    loader: str = ""
+    fetched: bool = False  # ring fetch downloads it (its recipe: ring.data.download.recipes)
     name: str = ""  # its key in TRANSFER (set there)
 
 
@@ -198,6 +216,9 @@ def _idx_spec(cls: str, name: str) -> TransferSpec:
         how_to_get=_torchvision_hint(cls, name),
         split="the publisher's 60,000 train / 10,000 t10k images",
         publisher_counts=(60000, 10000),
+        fetched=True,
+        listing=f"ring.data.listings:_list_{name}",
+        loader=f"ring.data.metadataset:_tv_{name}_parts",
     )
 
 
@@ -205,6 +226,9 @@ TRANSFER: dict[str, TransferSpec] = {
     # The nine Meta-Dataset image sets of Table 3, each in the layout its publisher (or torchvision's
     # downloader with root=<data_root>/<name>) produces.  README "Transfer (Table 3)" lists them.
     "aircraft": TransferSpec(
+        fetched=True,
+        listing="ring.data.listings:_list_aircraft",
+        loader="ring.data.metadataset:_tv_aircraft_parts",
         display="Aircraft",
         num_classes=100,
         required=(
@@ -218,6 +242,9 @@ TRANSFER: dict[str, TransferSpec] = {
         publisher_counts=(6667, 3333),
     ),
     "cub": TransferSpec(
+        fetched=True,
+        listing="ring.data.listings:_list_cub",
+        loader="ring.data.metadataset:_files",
         display="CUBirds",
         num_classes=200,
         required=(
@@ -233,6 +260,9 @@ TRANSFER: dict[str, TransferSpec] = {
         publisher_counts=(5994, 5794),
     ),
     "dtd": TransferSpec(
+        fetched=True,
+        listing="ring.data.listings:_list_dtd",
+        loader="ring.data.metadataset:_tv_dtd_parts",
         display="DTD",
         num_classes=47,
         required=("dtd/dtd/labels/train1.txt", "dtd/dtd/labels/val1.txt", "dtd/dtd/labels/test1.txt", "dtd/dtd/images"),
@@ -241,6 +271,9 @@ TRANSFER: dict[str, TransferSpec] = {
         publisher_counts=(3760, 1880),
     ),
     "fungi": TransferSpec(
+        fetched=True,
+        listing="ring.data.listings:_list_fungi",
+        loader="ring.data.metadataset:_files",
         display="Fungi",
         num_classes=1394,
         required=("train.json", "val.json", "images"),
@@ -254,6 +287,9 @@ TRANSFER: dict[str, TransferSpec] = {
     "mnist": _idx_spec("MNIST", "mnist"),
     "fashion_mnist": _idx_spec("FashionMNIST", "fashion_mnist"),
     "traffic_sign": TransferSpec(
+        fetched=True,
+        listing="ring.data.listings:_list_gtsrb",
+        loader="ring.data.metadataset:_tv_gtsrb_parts",
         display="TrafficSign",
         num_classes=43,
         required=("gtsrb/GT-final_test.csv", "gtsrb/GTSRB/Training", "gtsrb/GTSRB/Final_Test/Images"),
@@ -262,6 +298,9 @@ TRANSFER: dict[str, TransferSpec] = {
         publisher_counts=(26640, 12630),
     ),
     "vgg_flower": TransferSpec(
+        fetched=True,
+        listing="ring.data.listings:_list_flowers",
+        loader="ring.data.metadataset:_files",
         display="VGGFlower",
         num_classes=102,
         required=("flowers-102/imagelabels.mat", "flowers-102/setid.mat", "flowers-102/jpg"),
@@ -270,6 +309,9 @@ TRANSFER: dict[str, TransferSpec] = {
         publisher_counts=(2040, 6149),
     ),
     "mscoco": TransferSpec(
+        fetched=True,
+        listing="ring.data.listings:_list_mscoco",
+        loader="ring.data.metadataset:_files",
         display="MSCOCO",
         num_classes=80,
         required=("annotations/instances_train2017.json", "annotations/instances_val2017.json", "train2017", "val2017"),
@@ -284,6 +326,8 @@ TRANSFER: dict[str, TransferSpec] = {
     # written as PNG class folders plus generated.json, split 80/20 per class with seed 0 as for a
     # dataset that ships no split.
     "shapes": TransferSpec(
+        listing="ring.data.listings:_list_shapes",
+        loader="ring.data.metadataset:_files",
         display="Shapes",
         num_classes=6,
         required=("generated.json",),
@@ -311,29 +355,14 @@ def folder(name: str, data_root: str | Path) -> Path:
     return Path(data_root) / name
 
 
-# The catalog datasets that ring.data.fetch downloads (its recipes need torchvision, so they are named here
-# for the torch-free check; tests/data/test_fetch.py asserts that the two agree).
-FETCHED = frozenset(
-    {
-        "cifar10",
-        "cifar100",
-        "stl10",
-        "mnist",
-        "fashion_mnist",
-        "aircraft",
-        "cub",
-        "dtd",
-        "fungi",
-        "traffic_sign",
-        "vgg_flower",
-        "mscoco",
-    }
-)
-FETCH_STAMP = ".ring-fetch.json"  # written by ring.data.fetch into a dataset folder it filled
+# The catalog datasets that ring.data.download downloads, named torch-free (tests/data/test_download.py asserts that
+# they are the ones its recipes cover).
+FETCHED = frozenset(name for name, entry in {**DATASETS, **TRANSFER}.items() if entry.fetched)
+FETCH_STAMP = ".ring-fetch.json"  # written by ring.data.download into a dataset folder it filled
 
 
 def hint(name: str, data_root: str | Path) -> str:
-    """How to get a missing or damaged dataset: the fetch command where ring.data.fetch gets it (then the
+    """How to get a missing or damaged dataset: the fetch command where ring.data.download gets it (then the
     steps by hand too, for a machine that cannot reach the publisher), else the steps by hand."""
     root = Path(data_root)
     by_hand = spec(name).how_to_get.replace("<data_root>", str(root))

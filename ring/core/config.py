@@ -17,31 +17,12 @@ from pathlib import Path
 
 import yaml
 
-from ring.core.method_keys import BANK, CMC, KEYS, KMEANS, LA, QUEUE, RING, KeyGroup
+from ring.core.method_keys import BANK, CMC, KEYS, KMEANS, LA, QUEUE, RING, with_method_keys
 from ring.core.methods import METHODS, apply_fixed, unread_keys
 
 
-def _with_method_keys(after: dict[str, tuple[KeyGroup, ...]]):
-    """A class decorator (under ``@dataclass``): the keys of each group of :mod:`ring.core.method_keys`, declared
-    there by what reads them, become fields right after the field ``after`` names for their group.  Flat fields, so
-    grid and config files set them as before; at those places, so config.yaml keeps its key order and text (the
-    workflow's rules take that text as a parameter: another text would rerun every cell)."""
-
-    def insert(cls):
-        annotations = {}
-        for name, annotation in cls.__dict__["__annotations__"].items():
-            annotations[name] = annotation
-            for key in (k for group in after.get(name, ()) for k in group.keys):
-                annotations[key.name] = key.type
-                setattr(cls, key.name, key.field())
-        cls.__annotations__ = annotations
-        return cls
-
-    return insert
-
-
 @dataclass
-@_with_method_keys({"temperature": (BANK, QUEUE), "bn_groups": (RING,), "max_chunk_elements": (KMEANS, LA, CMC)})
+@with_method_keys({"temperature": (BANK, QUEUE), "bn_groups": (RING,), "max_chunk_elements": (KMEANS, LA, CMC)})
 class PretrainConfig:
     method: str  # the method (ring.core.methods.METHODS); the workflow sets it from the cell
     dataset: str  # the pretraining dataset (ring.core.catalog); the workflow sets it from the cell
@@ -90,7 +71,7 @@ class PretrainConfig:
     knn_temperature: float = 0.07
     # When the monitor runs (ring.engine.knn_schedule): "auto" keeps it within 5% of the cell (image-folder datasets
     # such as ImageNet at the last epoch only, the others every 10 epochs and the last; never with knn_every 0);
-    # "every", every knn_every epochs and the last (the schedule before issue 48); "last"; "never".  The monitor never
+    # "every", every knn_every epochs and the last (the earlier schedule); "last"; "never".  The monitor never
     # changes the trained encoder, so this is not hashed; knn_every stays in the hash (every cell hashed it).
     knn_schedule: str = "auto"
     # Log after every epoch the percent of same-class images among the Ring window's entries
@@ -111,6 +92,9 @@ class PretrainConfig:
 
     # Speed on GPUs: bf16 autocast for the network (embeddings, similarities and Ring's selection
     # stay fp32) and channels-last tensors; "auto" turns both on for CUDA devices, off on CPUs.
+    # "fp64" (a verification setting, hashed like every precision): the whole cell in float64, network, views, bank
+    # or queue and the samplers' draws, so that a run on several processes or nodes can be compared with one process's
+    # over whole runs (docs/cluster.md, "What it computes"); fp32 runs part by rounding there.
     precision: str = "auto"
     channels_last: str = "auto"
     # Where the views are made (ring.data.augment): "cpu", PIL per sample in the loader's workers;
@@ -118,6 +102,12 @@ class PretrainConfig:
     # decoded there (image folders' JPEGs), with the same parameters; "auto": device on CUDA, cpu on
     # CPUs, as measured (ring/resources/figures/throughput_*).  Pixels differ by interpolation rounding.
     augment: str = "auto"
+    # How each view's random values (crop, flip, colour jitter's order and strengths, grayscale) are drawn: "sample",
+    # torchvision's draws per sample from a generator seeded by (seed, epoch, index), in the loader's workers (every
+    # cell before this key); "batch", a whole batch's at once from Philox keyed by the seed at (epoch, index)
+    # (ring.data.view_draws): the same laws, other values, a fraction of the workers' time.  Both are functions of
+    # (seed, epoch, index) alone: neither the number of workers nor a resume changes a view.  DALI draws its own.
+    view_draws: str = "sample"
     # What image-folder datasets (ImageNet) are read from when resize is the catalog's store size (256): the prepared
     # store (ring.data.store, built once by the prepare stage), "jpeg95" (quality 95, 4:4:4; about 73 GB for ImageNet,
     # 38-39 dB PSNR against the resize on photo-like samples: docs/fidelity.md) or "raw" (bit-exact, 262 GB), or
@@ -173,7 +163,13 @@ class PretrainConfig:
     )
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
-    HASHED_WHEN_SET = (*(k.name for k in KEYS.values() if k.hashed_when_set), "augment", "store", "store_decode")
+    HASHED_WHEN_SET = (
+        *(k.name for k in KEYS.values() if k.hashed_when_set),
+        "augment",
+        "store",
+        "store_decode",
+        "view_draws",
+    )
     # Values that hash as the field's absence: the same run as the cells hashed before the field existed.
     HASHED_AS_ABSENT = {"store_decoder": ("", "cpu")}
 
@@ -292,8 +288,10 @@ class DetectionConfig:
     num_workers: int = 4
     threads: int = 0
     device: str = "auto"
+    # What a superseded run keeps in runs/<its hash>/: "results" drops its checkpoints (model_*.pth), "all" keeps them.
+    keep_superseded: str = "results"
 
-    RUNTIME_FIELDS = ("datasets_root", "num_gpus", "num_workers", "threads", "device")
+    RUNTIME_FIELDS = ("datasets_root", "num_gpus", "num_workers", "threads", "device", "keep_superseded")
 
 
 def _field_names(cls) -> list[str]:

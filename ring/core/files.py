@@ -19,6 +19,9 @@ from pathlib import Path
 # The checksum record of a folder's exported files (a pretraining cell's encoders): their SHA-256,
 # written last, checked by every stage that reads one of them.
 CHECKSUMS = "export.json"
+# The config (hash and values) a cell's checkpoint and outputs were made with, written by each stage when it starts
+# (ring.core.cell_runs).
+RUN_RECORD = "run.json"
 
 
 class FileError(RuntimeError):
@@ -154,7 +157,7 @@ def record_checksums(folder: str | Path, names, read_from: str | None = None, **
 
 # Exported files are also kept here (real copies, or reflinks where the file system shares blocks until one side
 # is written: never hard links, which an edit in place would change on both sides), where Snakemake, which deletes
-# a rerun job's declared outputs, does not look: a client can restore them torch-free (ring.core.runs).
+# a rerun job's declared outputs, does not look: a client can restore them torch-free (ring.core.cell_runs).
 KEPT = "exported"
 FICLONE = 0x40049409  # Linux's ioctl that makes a file share another's blocks copy-on-write (btrfs, XFS)
 

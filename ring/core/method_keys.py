@@ -372,3 +372,22 @@ RING = KeyGroup(
 # Every group, in the order the configuration reference lists their keys (ring.core.methods.METHOD_KEYS).
 GROUPS = (BANK, QUEUE, CMC, KMEANS, LA, RING)
 KEYS = {k.name: k for group in GROUPS for k in group.keys}
+
+
+def with_method_keys(after: dict[str, tuple[KeyGroup, ...]]):
+    """A class decorator (under ``@dataclass``): the keys of each group of this module, declared here by what
+    reads them, become fields right after the field ``after`` names for their group.  Flat fields, so
+    grid and config files set them as before; at those places, so config.yaml keeps its key order and text (the
+    workflow's rules take that text as a parameter: another text would rerun every cell)."""
+
+    def insert(cls):
+        annotations = {}
+        for name, annotation in cls.__dict__["__annotations__"].items():
+            annotations[name] = annotation
+            for key in (k for group in after.get(name, ()) for k in group.keys):
+                annotations[key.name] = key.type
+                setattr(cls, key.name, key.field())
+        cls.__annotations__ = annotations
+        return cls
+
+    return insert

@@ -29,7 +29,6 @@ negatives at batch 128 as a grid's CMC cell does, and a key the file sets keeps 
 
 from __future__ import annotations
 
-import importlib
 import re
 import sys
 from collections.abc import MutableMapping
@@ -40,6 +39,7 @@ from ring.core import plugins, sources
 from ring.core.method_keys import BANK, GROUPS, KMEANS, QUEUE, RING, KeyGroup
 from ring.core.method_keys import CMC as CMC_GROUP
 from ring.core.method_keys import LA as LA_GROUP
+from ring.core.refs import resolve
 
 # PretrainConfig keys that only some methods read, by what reads them (declared, with their defaults, docs and
 # checks, in ring.core.method_keys); every other key is read by every method.  A key a method never reads takes its
@@ -103,8 +103,7 @@ class Objective:
 
     def load(self):
         """The torch class (imports it: stages only)."""
-        module, _, name = self.implementation.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return resolve(self.implementation)
 
     def implementation_problem(self) -> str | None:
         """Why the pretraining stage could not build from :attr:`implementation` (a clause), or None: the module
@@ -462,9 +461,10 @@ def apply_fixed(name: str, values: dict, source: str = "the grid") -> dict:
     return out
 
 
-def check_fixed(name: str, values: dict) -> None:
-    """Fail with one sentence when a config contradicts its method's definition (hand-written configs)."""
-    for key, value in method(name, require_implemented=False).fixed:
+def check_fixed(name: str, m: Method, values: dict) -> None:
+    """Fail with one sentence when a config contradicts method ``m``'s definition (hand-written configs); ``name``:
+    what the config calls it, which its stage's entry point looked up."""
+    for key, value in m.fixed:
         if values.get(key) != value:
             raise ValueError(
                 f"Method {name} needs {key}={value!r} but the config has {values.get(key)!r}; fix the config."

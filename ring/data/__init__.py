@@ -7,4 +7,6 @@ lists are declared here, beside the modules that implement them and torch-free (
 """
 
 AUGMENT_PLACES = ("auto", "cpu", "device", "dali")  # where ring.data.augment (or ring.data.dali) makes the views
+# How the pretraining views' random values are drawn: per sample in the workers, or per batch (ring.data.view_draws).
+VIEW_DRAWS = ("sample", "batch")
 AUGMENTATIONS = ("crop_flip", "none")  # linear evaluation's views (ring.data.datasets.linear_view)

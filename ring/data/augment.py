@@ -38,7 +38,7 @@ import torch
 from torchvision import transforms as T
 
 from ring.data import AUGMENT_PLACES, bilinear, hsv
-from ring.data.datasets import Views
+from ring.data.datasets import DataViews, Views
 
 # Layout of one view's parameter vector (float64: crop boxes and factors exactly as torchvision drew them).
 TOP, LEFT, HEIGHT, WIDTH, FLIP, GRAY, BRIGHT, CONTRAST, SAT, HUE = range(10)
@@ -199,7 +199,7 @@ def _extra_columns(batch: int, device: torch.device) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=8)
-def _normalisation(device: torch.device, mean: tuple, std: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+def normalisation(device: torch.device, mean: tuple, std: tuple) -> tuple[torch.Tensor, torch.Tensor]:
     """(-mean / std, 1 / std) for 0..255 levels: (x - mean) / std as one multiply-add."""
     m, s = (torch.tensor(v, device=device, dtype=torch.float32).view(1, 3, 1, 1) * 255.0 for v in (mean, std))
     return -m / s, 1.0 / s
@@ -252,7 +252,7 @@ def _tables(
         bilinear.grid(crop, resize, device),
         _extra_columns(batch, device),
         resized,
-        *_normalisation(device, mean, std),
+        *normalisation(device, mean, std),
     )
 
 
@@ -270,9 +270,7 @@ def _views(images: torch.Tensor, params: torch.Tensor, t: _Tables) -> torch.Tens
     # The flip mirrors the x-axis weights' rows.  Flipping before the jitter is flipping after it: the jitter
     # works per pixel, and the contrast's mean level is a sum of integers, exact in any order (below 2^24
     # for crops up to 256 pixels).
-    centres = torch.lerp(t.grid.out_centres, t.grid.mirrored, flip)  # a weight of 0 or 1 selects exactly
-    wy, wx = bilinear.weights(start, length, t.grid, centres).unsqueeze(2).unbind(1)
-    x = bilinear.resample(x, wy, wx)
+    x = bilinear.crop(x, start, length, flip, t.grid)
     shift = torch.add(c.channels, (hue * 255.0).long(), alpha=3)  # int(factor * 255): PIL's path truncates it
     blends, rotates = [slots[k : k + 3] for k in range(0, 12, 3)], slots[12:]
     x = _blend(x, *blends[0])
@@ -365,28 +363,22 @@ class Labels(torch.utils.data.Dataset):
         return None, self.targets[i]
 
 
-class JpegViews(torch.utils.data.Dataset):
+class JpegViews(DataViews):
     """``(jpeg_bytes, params_1, ..., params_n, label, index)`` of image files: the workers read bytes, nothing else.
 
     The parameters come from :class:`ViewParams` under the same per-sample seeding as
-    :class:`ring.data.datasets.Views` (a pure function of (seed, epoch, index)).
+    :class:`ring.data.datasets.Views` (a pure function of (seed, epoch, index)), or from a batch's draw
+    (ring.data.view_draws).
     """
 
-    def __init__(self, samples: list[tuple[str, int]], params: ViewParams, n_views: int = 1, seed: int = 0):
-
+    def __init__(self, samples: list[tuple[str, int]], params, n_views: int = 1, seed: int = 0):
         self.samples = samples
         self.views = Views(Labels([t for _, t in samples]), params, n_views, seed)
 
-    def set_epoch(self, epoch: int) -> None:
-        self.views.set_epoch(epoch)
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, index: int):
+    def data(self, index: int) -> torch.Tensor:
         from torchvision.io import read_file
 
-        return (read_file(self.samples[index][0]), *self.views[index])
+        return read_file(self.samples[index][0])
 
 
 def collate_jpegs(items):

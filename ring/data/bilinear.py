@@ -99,6 +99,16 @@ def resample(x: torch.Tensor, wy: torch.Tensor, wx: torch.Tensor) -> torch.Tenso
     return torch.matmul(wy, torch.matmul(x, wx.mT).round_()).round_()
 
 
+def crop(x: torch.Tensor, start: torch.Tensor, length: torch.Tensor, flip: torch.Tensor, grid: Grid) -> torch.Tensor:
+    """Each image's box ``[start, start + length)`` resampled to ``grid``'s out x out pixels, mirrored along an axis
+    where ``flip`` is 1: the random resized crop and flip of PIL's path (B x C x H x W, 0..255).  ``start``,
+    ``length`` and ``flip``: B x 2 x 1 x 1, the (y, x) axes'; a box of ``out`` pixels at an integer start copies its
+    pixels exactly (one weight of 1 a row): a centre crop."""
+    centres = torch.lerp(grid.out_centres, grid.mirrored, flip)  # a weight of 0 or 1 selects exactly
+    wy, wx = weights(start, length, grid, centres).unsqueeze(2).unbind(1)
+    return resample(x, wy, wx)
+
+
 def resize(x: torch.Tensor, size: int) -> torch.Tensor:
     """PIL's Resize((size, size)) of whole images (B x C x H x W, 0..255)."""
     return resample(x, resize_weights(x.shape[-2], size, x.device), resize_weights(x.shape[-1], size, x.device))

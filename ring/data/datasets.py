@@ -12,8 +12,9 @@ tinted by one hue drawn per image (:func:`tint`: ``numpy.random.default_rng(0)``
 hue is independent of the label, so it gives no class away; what it gives is Lab ab channels that draw the digit's
 shape, which CMC's ab view needs (on grey images that view is a constant image).
 
-Augmentation is seeded per sample from ``(seed, epoch, index)``, so a run's views do not depend
-on the number of loader workers or on where an interrupted run was resumed.
+Augmentation is seeded per sample from ``(seed, epoch, index)``, or drawn a batch at a time from a counter-based
+generator at that key (``view_draws: batch``, ring.data.view_draws), so a run's views do not depend on the number of
+loader workers or on where an interrupted run was resumed.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from torch.utils.data import Dataset
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
-from ring.core.catalog import DATASETS, DatasetMissing, DatasetSpec, folder, hint, spec
-from ring.data import store
-from ring.data.digits import _digits_arrays, _digits_colour_arrays, stratified_split, tint  # noqa: F401  (names of this module before)
+from ring.core.catalog import DatasetMissing, DatasetSpec, folder, hint, spec
+from ring.core.refs import resolve
+from ring.data import store, store_layout
+from ring.data.digits import _digits_arrays, _digits_colour_arrays
 from ring.data.folders import check
 
 
@@ -76,19 +78,11 @@ def _build_stl10(folder: Path, split: str) -> Dataset:
 
 
 def _build_image_folder(folder: Path, split: str) -> Dataset:
-    return tvd.ImageFolder(str(folder / store.SPLIT_FOLDERS[split]))
+    return tvd.ImageFolder(str(folder / store_layout.SPLIT_FOLDERS[split]))
 
 
-BUILDERS: dict[str, Callable[[Path, str], Dataset]] = {
-    "digits": _build_digits,
-    "digits_colour": _build_digits_colour,
-    "cifar10": _build_cifar(tvd.CIFAR10),
-    "cifar100": _build_cifar(tvd.CIFAR100),
-    "stl10": _build_stl10,
-    "imagenet": _build_image_folder,
-    "digits_folder": _build_image_folder,
-}
-assert BUILDERS.keys() == DATASETS.keys()
+_build_cifar10 = _build_cifar(tvd.CIFAR10)  # named: the catalog names each dataset's loader
+_build_cifar100 = _build_cifar(tvd.CIFAR100)
 
 
 @dataclass(frozen=True)
@@ -99,20 +93,22 @@ class Source:
     name: str
     spec: DatasetSpec  # the catalog's entry: statistics, classes, ...
     root: Path  # the data root
-    build: Callable[[Path, str], Dataset] | None  # the loader (BUILDERS)
-    store: Path | None = None  # the prepared store the cell reads instead of the files (ring.data.store.cell_store)
+    build: Callable[[Path, str], Dataset] | None  # the loader its catalog entry names
+    store: Path | None = (
+        None  # the prepared store the cell reads instead of the files (ring.data.store_layout.cell_store)
+    )
     how_to_get: str = ""  # the catalog's hint for this dataset under this root, said if its files prove damaged
 
     def check(self) -> None:
         """Raise :class:`DatasetMissing` with one sentence if the dataset, or the store the cell reads, is not usable:
-        a store is verified whole before any of it is read (ring.data.stores.verify: its counts, its folder's times,
-        every file's SHA-256, each hashed again only after its size or time changed since the last check)."""
+        a store is verified whole before any of it is read (ring.data.store_layout.verify: its counts, its folder's
+        times, every file's SHA-256, each hashed again only after its size or time changed since the last check)."""
         check(self.name, self.root)
         if self.store is not None:
-            fmt, size = self.store.name.rsplit("-", 1)  # ring.data.stores.store_dir's name
+            fmt, size = self.store.name.rsplit("-", 1)  # ring.data.store_layout.store_dir's name
             try:
-                store.verify(self.store, fmt, int(size))
-            except store.StoreError as err:
+                store_layout.verify(self.store, fmt, int(size))
+            except store_layout.StoreError as err:
                 raise DatasetMissing(str(err)) from None
 
     def load(self, split: str) -> Dataset:
@@ -133,18 +129,21 @@ class Source:
         return normalize(self.spec)
 
 
-def source(entry: DatasetSpec, data_root: str | Path, store_format: str = store.NONE, resize: int = 0) -> Source:
+def source(entry: DatasetSpec, data_root: str | Path, store_format: str = store_layout.NONE, resize: int = 0) -> Source:
     """Catalog dataset ``entry`` (what its stage's entry point looked its name up to: :func:`ring.core.catalog.spec`)
     under ``data_root``, read from its prepared store in ``store_format`` when a cell of that ``resize`` reads one
-    (:func:`ring.data.store.cell_store`): missing files fail in :meth:`Source.check`."""
+    (:func:`ring.data.store_layout.cell_store`): missing files fail in :meth:`Source.check`."""
     # A transfer dataset has no builder here (ring.data.metadataset loads it); the plan's checks refuse it for
     # pretraining.
     name = entry.name
-    prepared = store.cell_store(folder(name, data_root), getattr(entry, "store_size", 0), store_format, resize)
-    return Source(name, entry, Path(data_root), BUILDERS.get(name), prepared, hint(name, data_root))
+    prepared = store_layout.cell_store(folder(name, data_root), getattr(entry, "store_size", 0), store_format, resize)
+    build = resolve(entry.loader) if isinstance(entry, DatasetSpec) and entry.loader else None
+    return Source(name, entry, Path(data_root), build, prepared, hint(name, data_root))
 
 
-def load(name: str, data_root: str | Path, split: str, store_format: str = store.NONE, resize: int = 0) -> Dataset:
+def load(
+    name: str, data_root: str | Path, split: str, store_format: str = store_layout.NONE, resize: int = 0
+) -> Dataset:
     """Catalog dataset ``name``'s ``split``: "pretrain" (the images pretraining sees), "train" or "test" (labelled);
     from the prepared store in ``store_format`` where a cell of that ``resize`` reads one.  An unknown name fails
     here."""
@@ -206,6 +205,8 @@ class Views(Dataset):
         return len(self.base)
 
     def __getitem__(self, index: int):
+        if hasattr(self.transform, "draw"):
+            return self.__getitems__([index])[0]
         img, label = self.base[index]
         with torch.random.fork_rng(devices=[]):
             # A distinct, reproducible stream per (seed, epoch, sample).
@@ -214,3 +215,37 @@ class Views(Dataset):
             torch.default_generator.manual_seed((self.seed * 1_000_003 + self.epoch) * 10_000_019 + index)
             views = [self.transform(img) for _ in range(self.n_views)]
         return (*views, label, index)
+
+    def __getitems__(self, indices: list[int]) -> list[tuple]:
+        """A loader batch's items (the loader calls this with a batch's indices): a transform with a ``draw``
+        (ring.data.view_draws) draws the whole batch's parameters at once, then makes each view from its row."""
+        if not hasattr(self.transform, "draw"):
+            return [self[i] for i in indices]
+        drawn = [p.unbind(0) for p in self.transform.draw(self.seed, self.epoch, indices, self.n_views)]
+        items = []
+        for k, index in enumerate(indices):
+            img, label = self.base[index]
+            items.append((*(self.transform.view(img, rows[k]) for rows in drawn), label, index))
+        return items
+
+
+class DataViews(Dataset):
+    """``(data, view_1, ..., view_n, label, index)``: what :meth:`data` reads of each image (its bytes, its record)
+    beside the views of :attr:`views` (a :class:`Views`), a batch's views drawn together where it draws them so."""
+
+    views: Views
+
+    def data(self, index: int):
+        raise NotImplementedError
+
+    def set_epoch(self, epoch: int) -> None:
+        self.views.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    def __getitem__(self, index: int):
+        return (self.data(index), *self.views[index])
+
+    def __getitems__(self, indices: list[int]) -> list[tuple]:
+        return [(self.data(i), *item) for i, item in zip(indices, self.views.__getitems__(indices), strict=True)]

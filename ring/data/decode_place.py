@@ -8,7 +8,7 @@ family -- ``throughput_<family>_compile-<device>.json``'s ``store_gpu`` feed aga
 (``benchmarks/throughput.py``), both timed past the loader's prefetch -- and the CPU's decode where nothing measured
 both (no figure, a CPU).  ``auto`` is resolved once, when the cell is planned, and the cell records the result
 (``store_decoder``, hashed when it is ``gpu``): a job never reads the figures, so committing one changes no existing or
-resumed cell's pixels (issue 48).
+resumed cell's pixels.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ how to get it (:func:`check`); it downloads nothing.  It also verifies the conte
 publishes (:func:`ring.data.verify.verify`, beside torchvision, whose lists it reads; the rest of it is here):
 torchvision's md5 of every file that has one (CIFAR10/100 batches, STL10's binaries), the publisher's image counts for
 the others.  A passing verification is cached in a stamp keyed by the size and modification time of every file and
-folder it read, so it runs once per dataset and again only when one changes.  A folder that ``ring.data.fetch`` filled
-and stamped (``.ring-fetch.json``) is not hashed again while the stamp still describes it
+folder it read, so it runs once per dataset and again only when one changes.  A folder that
+``ring.data.download`` filled and stamped (``.ring-fetch.json``) is not hashed again while the stamp still describes it
 (:func:`fetched_from_publisher`).  The transfer datasets' listings are parsed by :mod:`ring.data.listings`.
 """
 
@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 
 from ring.core.catalog import FETCH_STAMP, TRANSFER, DatasetMissing, folder, hint, spec
-from ring.data.listings import LISTINGS, PART, SPLITS, Listing
+from ring.core.refs import resolve
+from ring.data.listings import PART, SPLITS, Listing
 
 
 def check(name: str, data_root: str | Path) -> None:
@@ -47,14 +48,14 @@ def check(name: str, data_root: str | Path) -> None:
 
 
 def fetched_from_publisher(name: str, data_root: str | Path) -> dict | None:
-    """ring.data.fetch's stamp of ``name``'s folder when it vouches for what the comparison with the
+    """ring.data.download's stamp of ``name``'s folder when it vouches for what the comparison with the
     publisher checks, so that the data check need not hash the files again; else None.
 
     The stamp is only JSON (never unpickled), read by these rules, each for a reason:
 
     * it names this dataset and this very folder (resolved): a folder copied or moved elsewhere,
       stamp included, was not checked where it is now;
-    * every archive in it has the publisher's md5 and the md5 that ring.data.fetch measured, equal: the
+    * every archive in it has the publisher's md5 and the md5 that ring.data.download measured, equal: the
       fetch refuses a mismatch, so this says the archives were verified against the publisher.  A
       publisher that publishes no checksum (FGVC-Aircraft) leaves nothing verified, so its folder
       is compared with the publisher's counts as any other;
@@ -147,35 +148,12 @@ def fingerprint(name: str, data_root: str | Path) -> str:
     return hashlib.sha256(json.dumps(stats).encode()).hexdigest()[:16]
 
 
-def check_writable(path: str | Path) -> None:
-    """Raise :class:`PermissionError` with one sentence if ``path`` or a folder below it cannot be written.
-
-    The data check runs this on the grid's results folder before any job of the dataset, so a
-    cell folder left read-only (another user's, a restored backup) is found before training, not
-    at the first checkpoint.
-    """
-    path = Path(path)
-    existing = path
-    while not existing.exists():  # a folder still to be created: its nearest existing parent decides
-        existing = existing.parent
-    folders = [existing] + (
-        [Path(d) / sub for d, subs, _ in os.walk(existing) for sub in subs] if path.exists() else []
-    )
-    for f in folders:
-        if f.is_dir() and not os.access(f, os.W_OK | os.X_OK):
-            raise PermissionError(
-                f"Results folder {f} is not writable by this user; fix its permissions (chmod u+w) or move it away "
-                "before training."
-            )
-
-
 # -- the transfer datasets' listings and manifests (the parsers: ring.data.listings) -----------------
-assert LISTINGS.keys() == TRANSFER.keys()
 
 
 @functools.lru_cache(maxsize=4)
 def _listing(name: str, base: str) -> Listing:
-    return LISTINGS[name](Path(base))
+    return resolve(TRANSFER[name].listing)(Path(base))
 
 
 def listing(name: str, data_root: str | Path) -> Listing:

@@ -40,7 +40,7 @@ from typing import NamedTuple
 import torch
 
 from ring.data import augment
-from ring.data.stores import StoreError
+from ring.data.store_layout import StoreError
 
 SLOTS = 3  # one batch in the views, one decoded ahead, one being decoded: the decoder never waits on a full ring
 

@@ -32,20 +32,16 @@ from pathlib import Path
 import numpy as np
 
 from ring.core import catalog
-from ring.core.catalog import DatasetMissing  # noqa: F401  (this module's name before)
+from ring.core.catalog import DatasetMissing
+from ring.core.refs import resolve
 from ring.data import folders
 from ring.data.digits import generate_folder
-from ring.data.folders import _listing, check_listing, listing, manifest  # noqa: F401  (this module's names before)
-from ring.data.listings import (  # noqa: F401
+from ring.data.folders import listing, manifest
+from ring.data.listings import (
     DTD_PARTS,
-    GENERATED,
-    LISTINGS,
     PART,
-    SPLITS,
     Item,
     Listing,
-    generate_shapes,
-    per_class_split,
 )
 from ring.data.listings import GENERATORS as _GENERATED_HERE
 
@@ -150,40 +146,59 @@ def _files(base: Path, split: str, listing: list[Item]) -> FileImages:
     return FileImages(base, listing)
 
 
+# Named: the catalog names each transfer dataset's loader, (folder, split, that split's listing) -> dataset.
+_tv_aircraft_parts = _torchvision(_tv_aircraft)
+_tv_dtd_parts = _torchvision(_tv_dtd)
+_tv_mnist_parts = _torchvision(_tv_idx("MNIST"))
+_tv_fashion_mnist_parts = _torchvision(_tv_idx("FashionMNIST"))
+_tv_gtsrb_parts = _torchvision(_tv_gtsrb)
+
+
 @dataclass(frozen=True)
-class TransferDataset:
-    listing: Callable[[Path], Listing]
-    build: Callable[[Path, str, list[Item]], object]  # (folder, split, that split's listing) -> dataset
+class Source:
+    """A transfer dataset as ring.transfer holds it: looked up by name once, at its entry point (:func:`source`),
+    checked and listed there, then handed down, so that nothing below looks the name up again."""
+
+    spec: catalog.TransferSpec  # the catalog's entry: classes, split, publisher's counts
+    root: Path  # the data root
+    build: Callable[[Path, str, list[Item]], object]  # its loader: (folder, split, that split's listing) -> dataset
+    splits: Listing  # its train/test split, parsed and checked
+    manifest: dict  # the split manifest (ring.data.folders.manifest)
+    how_to_get: str  # the catalog's hint, said if its files prove damaged
+
+    def load(self, split: str):
+        """The ``split`` ("train" or "test"): (RGB PIL image, label) pairs."""
+        base = catalog.folder(self.spec.name, self.root)
+        try:
+            return self.build(base, split, self.splits[split])
+        except DatasetMissing:
+            raise
+        except (RuntimeError, OSError) as err:  # torchvision's "Dataset not found or corrupted"
+            raise DatasetMissing(
+                f"Dataset {self.spec.name} under {base} is incomplete or corrupted ({str(err).splitlines()[0]}); "
+                f"{self.how_to_get}."
+            ) from None
 
 
-TRANSFER_DATASETS: dict[str, TransferDataset] = {
-    "aircraft": TransferDataset(LISTINGS["aircraft"], _torchvision(_tv_aircraft)),
-    "cub": TransferDataset(LISTINGS["cub"], _files),
-    "dtd": TransferDataset(LISTINGS["dtd"], _torchvision(_tv_dtd)),
-    "fungi": TransferDataset(LISTINGS["fungi"], _files),
-    "mnist": TransferDataset(LISTINGS["mnist"], _torchvision(_tv_idx("MNIST"))),
-    "fashion_mnist": TransferDataset(LISTINGS["fashion_mnist"], _torchvision(_tv_idx("FashionMNIST"))),
-    "traffic_sign": TransferDataset(LISTINGS["traffic_sign"], _torchvision(_tv_gtsrb)),
-    "vgg_flower": TransferDataset(LISTINGS["vgg_flower"], _files),
-    "mscoco": TransferDataset(LISTINGS["mscoco"], _files),
-    "shapes": TransferDataset(LISTINGS["shapes"], _files),
-}
-assert TRANSFER_DATASETS.keys() == catalog.TRANSFER.keys()
+def source(entry: catalog.TransferSpec, data_root: str | Path) -> Source:
+    """Transfer dataset ``entry`` (what ring.transfer's entry point looked its name up to) under ``data_root``, its
+    folder checked and its split listed (one sentence if either is not usable)."""
+    name = entry.name
+    folders.check(name, data_root)
+    splits = listing(name, data_root)
+    return Source(
+        entry,
+        Path(data_root),
+        resolve(entry.loader),
+        splits,
+        manifest(name, data_root),
+        catalog.hint(name, data_root),
+    )
 
 
 def load(name: str, data_root: str | Path, split: str):
     """The ``split`` ("train" or "test") of transfer dataset ``name``: (RGB PIL image, label) pairs."""
-    folders.check(name, data_root)
-    base = catalog.folder(name, data_root)
-    try:
-        return TRANSFER_DATASETS[name].build(base, split, listing(name, data_root)[split])
-    except DatasetMissing:
-        raise
-    except (RuntimeError, OSError) as err:  # torchvision's "Dataset not found or corrupted"
-        hint = catalog.hint(name, data_root)
-        raise DatasetMissing(
-            f"Dataset {name} under {base} is incomplete or corrupted ({str(err).splitlines()[0]}); {hint}."
-        ) from None
+    return source(catalog.spec(name), data_root).load(split)
 
 
 def main(argv=None) -> int:

@@ -43,37 +43,24 @@ import numpy as np
 from PIL import Image
 
 from ring.core.files import atomic_write, read_record, sha256_file, write_json, write_text
-from ring.data.stores import (  # noqa: F401  (the layout and its checks: ring.data.stores; names of this module)
+from ring.data.store_layout import (
     BYTES_PER_PIXEL,
-    CHECKED,
     CHOICES,
     INDEX,
     INDEX_DTYPE,
     MANIFEST,
-    NONE,
     SAMPLES,
     SHARD,
     SHARD_DATA,
-    SHARD_IMAGES,
     SHARD_RECORD,
     SOURCE,
     SPLIT_FOLDERS,
-    STORE,
     StoreError,
-    StoreStale,
-    cell_store,
-    check_room,
-    fingerprint,
     hashed,
     n_shards,
-    needed_bytes,
     read_manifest,
     rebuild_command,
-    size_text,
     source_stats,
-    state,
-    store_dir,
-    verify,
 )
 
 # torchvision.datasets.folder.IMG_EXTENSIONS: the files ImageFolder lists (tests check the two agree).
@@ -222,7 +209,8 @@ def build_shard(split_dir: Path, source: Path, shard: int, fmt: str, size: int, 
 
 
 def _seed(split_dir: Path, data: Path, record: dict) -> dict:
-    """The (size, time, SHA-256) the build recorded of a shard as it wrote it, for :func:`ring.data.stores.hashed`."""
+    """The (size, time, SHA-256) the build recorded of a shard as it wrote it, for
+    :func:`ring.data.store_layout.hashed`."""
     if not isinstance(record.get("mtime_ns"), int):
         return {}
     return {str(data.relative_to(split_dir.parent)): [record["bytes"], record["mtime_ns"], record["sha256"]]}

@@ -11,13 +11,12 @@ import sys
 from pathlib import Path
 
 from ring.core.catalog import DATASETS, SKIP_HINT, DatasetMissing, folder, hint, loader_verifies, skip_refusal, spec
-from ring.core.files import FileError, write_json
+from ring.core.files import FileError, unwritable, unwritable_below, write_json
 from ring.data.folders import (
     VERIFIED_SUFFIX,
     _counts,
     _fingerprint,
     check,
-    check_writable,
     fetched_from_publisher,
     md5_of,
 )
@@ -125,7 +124,7 @@ def verify(name: str, data_root: str | Path, skip_checksums: bool = False, stamp
     record["checksums"] = (
         "skipped (skip_checksums): layout and listings only"
         if skip_checksums
-        else f"verified by ring.data.fetch on {fetched['fetched_at']} (the publisher's md5 of its archives)"
+        else f"verified by ring.data.download on {fetched['fetched_at']} (the publisher's md5 of its archives)"
         if fetched is not None
         else "verified against the publisher"
     )
@@ -155,8 +154,9 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        for path in args.writable:
-            check_writable(path)
+        for path in args.writable:  # a folder still to be created: its nearest existing parent decides
+            if problem := unwritable(path) or unwritable_below(path):
+                raise PermissionError(problem)
         record = verify(args.dataset, args.data_root, args.skip_checksums, args.stamp_dir)
     except (DatasetMissing, ValueError, PermissionError, FileError) as err:
         print(f"ring: {err}", file=sys.stderr)

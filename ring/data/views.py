@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import Dataset, default_collate
 
-from ring.data import augment, dali, datasets, decode_place, gpu_decode, store
+from ring.data import augment, dali, datasets, decode_place, gpu_decode, store, view_draws
 
 
 @dataclass(frozen=True)
@@ -29,31 +29,24 @@ class ViewSpec:
     seed: int  # with the epoch and the image's index, seeds each view
     store_decode: str = "auto"  # where a store's records are decoded (decode_of)
     store_decoder: str = ""  # the decoder the cell's plan recorded (ring.data.decode_place.planned)
+    view_draws: str = "sample"  # each view's random values drawn per sample, or per batch (ring.data.view_draws)
 
 
-class StoreViews(Dataset):
+class StoreViews(datasets.DataViews):
     """``(image, params_1, ..., params_n, label, index)`` of a prepared store's split: a worker reads one record and
     decodes it (raw: none) into a uint8 H x W x 3 tensor, which the loader stacks into the batch and pins; the
     parameters are :class:`ring.data.augment.JpegViews`' (the same draws, whatever the input).  ``decoded=False``:
     the record's bytes instead, as a uint8 tensor, for the GPU's decoder (:mod:`ring.data.gpu_decode`; the loader
     packs them with :func:`ring.data.augment.collate_jpegs`)."""
 
-    def __init__(
-        self, reader: store.StoreReader, params: augment.ViewParams, n_views: int, seed: int, decoded: bool = True
-    ):
+    def __init__(self, reader: store.StoreReader, params, n_views: int, seed: int, decoded: bool = True):
         self.reader, self.decoded = reader, decoded
         self.views = datasets.Views(augment.Labels(reader.targets), params, n_views, seed)
 
-    def set_epoch(self, epoch: int) -> None:
-        self.views.set_epoch(epoch)
-
-    def __len__(self) -> int:
-        return len(self.reader)
-
-    def __getitem__(self, index: int):
+    def data(self, index: int) -> torch.Tensor:
         if self.decoded:
-            return (torch.from_numpy(self.reader.array(index)), *self.views[index])
-        return (torch.frombuffer(self.reader.record(index), dtype=torch.uint8), *self.views[index])
+            return torch.from_numpy(self.reader.array(index))
+        return torch.frombuffer(self.reader.record(index), dtype=torch.uint8)
 
 
 class TrainViews:
@@ -95,27 +88,19 @@ def train_views(
     base = data.load("pretrain")
     stats = data.spec
     place = augment.resolve(spec.augment, device)
-    if place == "dali":  # image folders' JPEGs decoded and cropped by DALI (ring.data.dali); the loader brings indices
-        if not hasattr(base, "samples"):
-            raise ValueError(f"augment: dali reads image folders; {data.name} is held in memory: use augment: device.")
-        maker = dali.for_folder(
-            base.samples,
-            device,
-            spec.crop,
-            spec.crop_scale_min,
-            stats.mean,
-            stats.std,
-            n_views,
-            spec.seed,
-            batch_size=local_batch,
-            rank=rank,
+    if place == "dali" and spec.view_draws == "batch":
+        raise ValueError(
+            "view_draws: batch draws the views' parameters and DALI draws its own; use view_draws: sample."
         )
-        labels = datasets.Views(augment.Labels([t for _, t in base.samples]), None, n_views=0, seed=spec.seed)
-        return TrainViews(labels, maker, None, device)
+    if place == "dali":
+        return _dali_views(spec, data, base, device, n_views, local_batch, rank)
     if place == "cpu":
-        view = datasets.pretrain_view(spec.resize, spec.crop, spec.crop_scale_min, data.normalize())
+        if spec.view_draws == "batch":
+            view = view_draws.BatchPilViews(spec.resize, spec.crop, spec.crop_scale_min, data.normalize())
+        else:
+            view = datasets.pretrain_view(spec.resize, spec.crop, spec.crop_scale_min, data.normalize())
         return TrainViews(datasets.Views(base, view, n_views=n_views, seed=spec.seed), None, None, device)
-    params = augment.ViewParams(spec.resize, spec.crop_scale_min)
+    params = view_params(spec)
     held = augment.in_memory(base)
     if held is not None:  # the decoded images go to the device once
         images, targets = held
@@ -133,6 +118,34 @@ def train_views(
         raise ValueError(f"augment=device needs {data.name} in memory or as an image folder; use augment: cpu.")
     maker = augment.DeviceViews(None, device, spec.resize, spec.crop, stats.mean, stats.std, compiled)
     return TrainViews(augment.JpegViews(base.samples, params, n_views, spec.seed), maker, augment.collate_jpegs, device)
+
+
+def _dali_views(spec: ViewSpec, data, base, device, n_views: int, local_batch: int, rank: int) -> TrainViews:
+    """Image folders' JPEGs decoded and cropped by DALI (ring.data.dali); the loader brings only indices."""
+    if not hasattr(base, "samples"):
+        raise ValueError(f"augment: dali reads image folders; {data.name} is held in memory: use augment: device.")
+    stats = data.spec
+    maker = dali.for_folder(
+        base.samples,
+        device,
+        spec.crop,
+        spec.crop_scale_min,
+        stats.mean,
+        stats.std,
+        n_views,
+        spec.seed,
+        batch_size=local_batch,
+        rank=rank,
+    )
+    labels = datasets.Views(augment.Labels([t for _, t in base.samples]), None, n_views=0, seed=spec.seed)
+    return TrainViews(labels, maker, None, device)
+
+
+def view_params(spec: ViewSpec) -> augment.ViewParams | view_draws.BatchParams:
+    """What the loader's items carry for the device's views: each view's parameters, drawn per sample or per batch."""
+    if spec.view_draws == "batch":
+        return view_draws.BatchParams(spec.resize, spec.crop_scale_min)
+    return augment.ViewParams(spec.resize, spec.crop_scale_min)
 
 
 def decode_of(spec: ViewSpec, reader: store.StoreReader, device: torch.device) -> str:
@@ -155,7 +168,7 @@ def decode_of(spec: ViewSpec, reader: store.StoreReader, device: torch.device) -
 
 def store_views(
     reader: store.StoreReader,
-    params: augment.ViewParams,
+    params: augment.ViewParams | view_draws.BatchParams,
     n_views: int,
     seed: int,
     maker: augment.DeviceViews,

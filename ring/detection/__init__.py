@@ -10,5 +10,3 @@ paper's overrides), :mod:`.embedded` (the generated COCO/VOC-format default data
 (Detectron2's own command line for rerunning a cell's written config by hand).
 Importing this package does not import torch or Detectron2.
 """
-
-from ring.plan.detection_tasks import missing_detectron2  # noqa: F401  (torch-free; its old home)

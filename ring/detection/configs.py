@@ -17,7 +17,7 @@ import difflib
 from pathlib import Path
 
 from ring.core import config as C
-from ring.plan.detection_tasks import task as get_task
+from ring.plan.detection_tasks import Task
 
 # The appendix's changes to Detectron2's defaults for a frozen torchvision ResNet-18.
 PAPER = {
@@ -87,13 +87,12 @@ def resolve_device(cfg: C.DetectionConfig) -> str:
     return "cuda" if cfg.num_gpus > 0 and torch.cuda.is_available() else "cpu"
 
 
-def build(cfg: C.DetectionConfig, weights: str | Path, out_dir: str | Path):
-    """The cell's frozen Detectron2 config."""
+def build(cfg: C.DetectionConfig, task: Task, weights: str | Path, out_dir: str | Path):
+    """The cell's frozen Detectron2 config; ``task``: the cell's, looked up by its stage's entry point."""
     from detectron2.config import get_cfg
 
     import ring.detection.heads  # noqa: F401  (registers BasicRes5ROIHeads)
 
-    task = get_task(cfg.task)
     d2cfg = get_cfg()
     d2cfg.merge_from_file(str(base_config_path(task.base_config)))
     ours = {**PAPER, **task.schedule}

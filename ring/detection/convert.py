@@ -32,9 +32,9 @@ from pathlib import Path
 import torch
 
 from ring.core.files import CHECKSUMS, FileError, atomic_write, record_checksums, verify_checksum
-from ring.detection import missing_detectron2
 from ring.engine.checkpoint import safe_load
 from ring.engine.encoder import load_trunk
+from ring.plan.detection_tasks import missing_detectron2
 
 AUTHOR = "ring-bench (torchvision resnet18 encoder)"
 PICKLE_PROTOCOL = 4  # numpy arrays as numpy._core.multiarray._reconstruct + ndarray + dtype: all SafeUnpickler admits

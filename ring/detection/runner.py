@@ -12,9 +12,11 @@ last iteration.  ``CELL/metrics.json`` holds Detectron2's results and the Table 
 
 Resume is the default: Detectron2 checkpoints every ``SOLVER.CHECKPOINT_PERIOD`` iterations and on
 a preemption signal, and a rerun continues from ``CELL/last_checkpoint``; a checkpoint written
-under another config is never continued.  Several GPUs: ``num_gpus`` processes through
-Detectron2's ``launch`` on one node, or, under SLURM with one task per GPU (ring.cluster.launch),
-Detectron2's distributed worker joined from submitit's environment.
+under another config or from another backbone is never continued: that run moves to ``CELL/runs/``
+(ring.core.cell_runs, as the other stages' runs do; the workflow's config rule has moved it already), and
+a kept run of this config and backbone comes back instead (finished: nothing trains).  Several GPUs:
+``num_gpus`` processes through Detectron2's ``launch`` on one node, or, under SLURM with one task per
+GPU (ring.cluster.launch), Detectron2's distributed worker joined from submitit's environment.
 """
 
 from __future__ import annotations
@@ -28,27 +30,23 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from ring.core import cell_runs
 from ring.core import config as C
-from ring.core import runs
 from ring.core.files import CHECKSUMS, FileError, check_writable, verify_checksum, write_json, write_text
-from ring.detection import configs, missing_detectron2
+from ring.core.metrics import NonFinite, check_metrics
+from ring.core.stages import STAGES
+from ring.detection import configs
 from ring.detection.convert import check_loaded, read_converted
 from ring.engine import clock, health, provenance
 from ring.engine.runtime import setup_threads
 from ring.plan import checks
-from ring.plan.detection_tasks import METRICS
+from ring.plan.detection_tasks import METRICS, Task, missing_detectron2
 from ring.plan.detection_tasks import task as get_task
 
 METRICS_FILE = "metrics.json"
 D2_CONFIG = "detectron2.yaml"
 HASH_FILE = "config_hash"
-
-
-def read_weights(path: str | Path) -> dict:
-    """The ``model`` dict of a converted ``.pkl``, its checksum verified, read by a restricted unpickler (no code
-    runs); one sentence otherwise."""
-    verify_checksum(path, "converted backbone", "rerun its conversion (rule detection_convert)")
-    return read_converted(path)
+REDO_CONVERSION = "rerun its conversion (rule detection_convert)"
 
 
 def weights_lineage(path: str | Path) -> dict:
@@ -61,39 +59,66 @@ def weights_lineage(path: str | Path) -> dict:
     }
 
 
-def table_columns(cfg: C.DetectionConfig, results: dict) -> dict[str, float]:
+def table_columns(task: Task, results: dict) -> dict[str, float]:
     """Detectron2's result groups -> Table 4 columns (coco_det_AP, ...); NaN where a group is absent."""
     columns = {}
-    for group, prefix in get_task(cfg.task).results.items():
+    for group, prefix in task.results.items():
         for metric in METRICS:
             columns[f"{prefix}_{metric}"] = float(results.get(group, {}).get(metric, math.nan))
     return columns
 
 
-def check_resumable(out: Path, config_hash: str) -> None:
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def keep_unrecorded_run(out: Path, cfg: C.DetectionConfig) -> None:
+    """A cell from before run.json was kept names its config only in its ``config_hash`` stamp: checkpoints of
+    another config are kept under runs/, named by that stamp, as ring.core.cell_runs keeps any other run."""
     stamp = out / HASH_FILE
-    if (out / "last_checkpoint").exists() and stamp.exists() and stamp.read_text().strip() != config_hash:
-        raise ValueError(
-            f"The Detectron2 checkpoints in {out} were written with a different config "
-            f"(hash {stamp.read_text().strip()} != {config_hash}); restore the config or move the "
-            "cell folder away to train from scratch."
-        )
-    write_text(stamp, config_hash + "\n")
+    if cell_runs.read_run_record(out) is not None or not stamp.is_file():
+        return
+    old = stamp.read_text().strip()
+    if old == C.config_hash(cfg):
+        return
+    aside = cell_runs.set_aside(out, cell_runs.run_key(old, "unrecorded"), STAGES["detection"].run_files)
+    if aside is not None:
+        say(f"ring: {out}: its Detectron2 run was made with another config ({old}); it is kept in {aside}")
+        cell_runs.drop_checkpoints(aside, cfg, log=say)
 
 
-def prepare(cfg: C.DetectionConfig, weights: str | Path, out: str | Path):
-    """Every check that needs no model; returns the frozen Detectron2 config and the converted weights."""
+def bring_in_line(out: Path, cfg: C.DetectionConfig, backbone: str) -> bool:
+    """The cell's folder made this config's run on this backbone (SHA-256 ``backbone``): another config's or
+    backbone's run kept under runs/, a kept run of these restored (ring.core.cell_runs.prepare); True when that run is
+    finished, its outputs verified (nothing trains).  Rank 0 alone moves files: under SLURM's one task per GPU the
+    launcher collected a finished cell before submitting it, so the other ranks train whenever rank 0 does."""
+    if int(os.environ.get("RANK", "0")) != 0:
+        return False
+    cell_runs.prepare(out, "detection", cfg, log=say, encoder=backbone)
+    keep_unrecorded_run(out, cfg)
+    if cell_runs.finished(out, "detection", cfg, backbone):
+        return True
+    cell_runs.write_record(out, cfg, backbone)  # from now on, every file here is this config's and backbone's
+    write_text(out / HASH_FILE, C.config_hash(cfg) + "\n")
+    return False
 
-    get_task(cfg.task)
+
+def prepare(cfg: C.DetectionConfig, task: Task, weights: str | Path, out: str | Path):
+    """Every check that needs no model; returns the frozen Detectron2 config and the converted weights, or None
+    when the cell's run of this config and backbone is finished already.  ``task``: the cell's, which its entry
+    point (:func:`run`) looked up."""
     if cfg.datasets not in ("detectron2", "embedded"):
         raise ValueError(f"Unknown detection datasets {cfg.datasets!r}; choose detectron2 or embedded.")
     out = Path(out)
-    d2cfg = configs.build(cfg, Path(weights).resolve(), out.resolve())
+    d2cfg = configs.build(cfg, task, Path(weights).resolve(), out.resolve())
     configs.check_datasets([*d2cfg.DATASETS.TRAIN, *d2cfg.DATASETS.TEST], cfg.datasets_root)
-    converted = read_weights(weights)
+    # Its checksum verified, then read by a restricted unpickler (no code runs); one sentence otherwise.
+    backbone = verify_checksum(weights, "converted backbone", REDO_CONVERSION)
+    converted = read_converted(weights)
     check_writable(out)  # an unwritable cell folder is one sentence, before the model is built
     out.mkdir(parents=True, exist_ok=True)
-    check_resumable(out, C.config_hash(cfg))
+    if bring_in_line(out, cfg, backbone):
+        return None
     write_text(out / D2_CONFIG, d2cfg.dump())
     return d2cfg, converted
 
@@ -142,11 +167,16 @@ def _slurm_worker(d2cfg, converted, datasets_root, where) -> dict:
 
 def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | None:
     clock.start()  # what each pass of this cell costs (ring.engine.clock), recorded with its segment
+    task = get_task(cfg.task)  # looked up here and nowhere below
     setup_threads(cfg.threads)
     with clock.timing("setup"):
-        d2cfg, converted = prepare(cfg, weights, out)
+        prepared = prepare(cfg, task, weights, out)
+    if prepared is None:
+        say(f"ring: {out}: this backbone's run with this config is complete (kept outputs verified); nothing to train")
+        return json.loads((Path(out) / METRICS_FILE).read_text())
+    d2cfg, converted = prepared
     lineage = {"config_hash": C.config_hash(cfg), **weights_lineage(weights)}
-    where = f"the {cfg.task} model ({get_task(cfg.task).base_config} at RESNETS.DEPTH 18)"
+    where = f"the {cfg.task} model ({task.base_config} at RESNETS.DEPTH 18)"
     args = (d2cfg, converted, cfg.datasets_root, where)
     segment = provenance.Segment(out, C.config_hash(cfg), cfg.seed)
     with segment, non_finite_loss_is_one_sentence(out, cfg), clock.timing("detection"):
@@ -156,13 +186,13 @@ def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | 
             from detectron2.engine import launch
 
             # Detectron2 spawns one process per GPU; rank 0 writes the metrics from its evaluation.
-            launch(_write_metrics_worker, cfg.num_gpus, dist_url="auto", args=(cfg, out, lineage, *args))
+            launch(_write_metrics_worker, cfg.num_gpus, dist_url="auto", args=(cfg, task, out, lineage, *args))
             return json.loads((Path(out) / METRICS_FILE).read_text())
         else:
             results = train_and_evaluate(*args)
     if int(os.environ.get("RANK", "0")) != 0:
         return None
-    return write_metrics(cfg, out, results, lineage)
+    return write_metrics(cfg, task, out, results, lineage)
 
 
 @contextmanager
@@ -175,31 +205,30 @@ def non_finite_loss_is_one_sentence(out, cfg: C.DetectionConfig):
         match = re.search(r"iteration=(\d+)", str(err))
         step = int(match.group(1)) + 1 if match else "?"
         lr = cfg.overrides.get("SOLVER.BASE_LR") if isinstance(getattr(cfg, "overrides", None), dict) else None
-        raise health.NonFinite(
+        raise NonFinite(
             f"{out}: the training loss became non-finite at iteration {step} (Detectron2 counts "
             f"iterations, not epochs); {health.likely_cause(lr)}."
         ) from None
 
 
-def _write_metrics_worker(cfg, out, lineage, *args) -> None:
+def _write_metrics_worker(cfg, task, out, lineage, *args) -> None:
     from detectron2.utils import comm
 
     results = train_and_evaluate(*args)
     if comm.is_main_process():
-        write_metrics(cfg, out, results, lineage)
+        write_metrics(cfg, task, out, results, lineage)
 
 
-def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict, lineage: dict) -> dict:
+def write_metrics(cfg: C.DetectionConfig, task: Task, out: str | Path, results: dict, lineage: dict) -> dict:
     """metrics.json: the columns, Detectron2's results, the protocol, and ``lineage`` (the config hash, the
     backbone's SHA-256 and its encoder's identity) that ring.plan.lineage checks before a table shows the cell."""
-    task = get_task(cfg.task)
     metrics = {
         "task": cfg.task,
         "method": cfg.method,
         "source": cfg.source,
         "seed": cfg.seed,
         **lineage,
-        "columns": table_columns(cfg, results),
+        "columns": table_columns(task, results),
         "results": {k: {m: float(v) for m, v in d.items()} for k, d in results.items()},
         "protocol": {
             "base_config": task.base_config,
@@ -209,11 +238,11 @@ def write_metrics(cfg: C.DetectionConfig, out: str | Path, results: dict, lineag
         },
     }
     path = Path(out) / METRICS_FILE
-    health.check_metrics(metrics, path, keys=("columns",))
+    check_metrics(metrics, path, keys=("columns",))
     write_json(path, metrics)
     # Kept with a checksum record naming the backbone: a job that finished while no client watched is collected
-    # by the launcher without a new job (ring.core.runs.collect).
-    runs.keep_outputs(out, "detection", cfg, lineage["backbone_sha256"])
+    # by the launcher without a new job (ring.core.cell_runs.collect).
+    cell_runs.keep_outputs(out, "detection", cfg, lineage["backbone_sha256"])
     return metrics
 
 
@@ -236,7 +265,7 @@ def main(argv=None) -> int:
     try:
         cfg = checks.load_checked("detection", args.config)
         if args.datasets_only:
-            d2cfg = configs.build(cfg, "", "")
+            d2cfg = configs.build(cfg, get_task(cfg.task), "", "")
             configs.check_datasets([*d2cfg.DATASETS.TRAIN, *d2cfg.DATASETS.TEST], cfg.datasets_root)
             return 0
         metrics = run(cfg, args.weights, args.out)

@@ -25,17 +25,18 @@ from detectron2.utils.events import CommonMetricPrinter, JSONWriter, Tensorboard
 
 import ring.detection.heads  # noqa: F401  (registers BasicRes5ROIHeads)
 from ring.core.files import atomic_write, remove_stale_temporaries
+from ring.core.metrics import NonFinite
+from ring.core.stop import Preempted, stop_requested
 from ring.detection import configs
 from ring.detection.convert import AUTHOR, read_converted
 from ring.engine import health
 from ring.engine.checkpoint import safe_load
-from ring.engine.runtime import Preempted, stop_requested
 
 TRAIN_LOG = "log.jsonl"
 
 
 class StopOnRequest(HookBase):
-    """On SLURM's preemption signal (ring.engine.runtime.request_stop): checkpoint at the step boundary, stop.
+    """On SLURM's preemption signal (ring.core.stop.request_stop): checkpoint at the step boundary, stop.
 
     Detectron2's checkpointer records the file in ``last_checkpoint`` only after writing it, so a
     job killed mid-write resumes from the previous checkpoint.
@@ -111,7 +112,7 @@ class SafeCheckpointer(DetectionCheckpointer):
         if bad is not None:
             iteration = kwargs.get("iteration")
             when = f"after iteration {iteration + 1}" if isinstance(iteration, int) else f"at checkpoint {name}"
-            raise health.NonFinite(
+            raise NonFinite(
                 f"{self.save_dir}: tensor {bad} became non-finite {when} (Detectron2 counts "
                 f"iterations, not epochs); {health.likely_cause(self._base_lr())}."
             )

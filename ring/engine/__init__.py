@@ -9,6 +9,9 @@ reads; the annealing policies are :data:`ring.engine.anneal.ANNEAL_POLICIES` its
 HEADS = ("linear", "mlp")  # the projection heads ring.engine.encoder builds
 COMPILE = ("auto", "on", "off")  # ring.engine.encoder.resolve_compile: "auto" compiles on a GPU
 PRECISIONS = ("auto", "bf16", "fp32")  # ring.engine.encoder.resolve_precision
+# Pretraining also runs wholly in float64 (ring.engine.encoder.compute_dtype): a verification setting, whose rounding
+# is small enough that runs on other process counts agree over whole runs (docs/cluster.md).
+PRETRAIN_PRECISIONS = (*PRECISIONS, "fp64")
 CHANNELS_LAST = ("auto", "on", "off")  # ring.engine.encoder.resolve_precision's memory format
 KEEP_CHECKPOINT = ("last", "none")  # what a finished cell keeps of its checkpoints (ring.engine.checkpoint)
 # The objectives' (ring.engine.objectives): how many negatives a bank's loss counts (negatives_count, see

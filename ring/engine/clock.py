@@ -8,6 +8,12 @@ cell says what each pass cost (``ring estimate --check`` compares it with the pr
 suite, ``benchmarks/price.py``), every batch a pass consumes is stamped: the suite then times a pass past its warm-up
 and its loader's prefetch, through the stage's own loop; it turns it on for a stage's process with
 ``RING_CLOCK_TRACE=1`` (:data:`TRACE_ENV`), and the segment keeps the stamps.
+
+Each pass is timed twice: by the wall (``passes_s``) and by the process's CPU time (``passes_cpu_s``, every thread of
+the process, not its loader workers' nor its children's).  A one-thread job on a CPU with its loader in process is
+not charged for the time the host's other work holds its core, where its wall seconds are its CPU seconds divided by
+the share of a core it got: the CPU's price is in the former (:mod:`ring.plan.estimate.pricing`), so that it can be
+checked on a shared host (against figures of that host: a CPU second differs from one virtual machine to another).
 """
 
 from __future__ import annotations
@@ -27,10 +33,11 @@ TRACE_ENV = "RING_CLOCK_TRACE"
 class Clock:
     trace: bool = False
     seconds: dict[str, float] = field(default_factory=dict)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # the process's CPU time, as ``seconds``
     images: dict[str, int] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
-    # (pass, call number, monotonic seconds at the batch's end, images) per batch, with trace on.
-    stamps: list[tuple[str, int, float, int]] = field(default_factory=list)
+    # (pass, call number, monotonic seconds at the batch's end, images, process CPU seconds then) per batch, traced.
+    stamps: list[tuple[str, int, float, int, float]] = field(default_factory=list)
     _stack: list[list] = field(default_factory=list)
 
     @contextmanager
@@ -39,29 +46,33 @@ class Clock:
         if name not in PASSES and name not in FIXED:
             raise ValueError(f"{name!r} is neither a pass {PASSES} nor a fixed cost {FIXED}.")
         self.calls[name] = self.calls.get(name, 0) + 1
-        frame = [name, time.monotonic(), 0.0]  # name, start, seconds of the timings nested in it
+        # name, wall and CPU start, wall and CPU seconds of the timings nested in it
+        frame = [name, time.monotonic(), time.process_time(), 0.0, 0.0]
         self._stack.append(frame)
         try:
             yield self
         finally:
             self._stack.pop()
-            spent = time.monotonic() - frame[1]
-            self.add(name, spent - frame[2])
+            spent, cpu = time.monotonic() - frame[1], time.process_time() - frame[2]
+            self.add(name, spent - frame[3], cpu - frame[4])
             if self._stack:
-                self._stack[-1][2] += spent
+                self._stack[-1][3] += spent
+                self._stack[-1][4] += cpu
 
-    def add(self, name: str, seconds: float) -> None:
+    def add(self, name: str, seconds: float, cpu_seconds: float) -> None:
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+        self.cpu_seconds[name] = self.cpu_seconds.get(name, 0.0) + cpu_seconds
 
     def count(self, name: str, images: int) -> None:
         """A batch of ``images`` of pass ``name`` is done."""
         self.images[name] = self.images.get(name, 0) + images
         if self.trace:
-            self.stamps.append((name, self.calls.get(name, 0), time.monotonic(), images))
+            self.stamps.append((name, self.calls.get(name, 0), time.monotonic(), images, time.process_time()))
 
 
 CLOCK = Clock()
-_entry_age: list[float] = []  # the process's age when a stage's command line started it (entered())
+# The process's age and its CPU seconds when a stage's command line started it (entered()).
+_entry_age: list[tuple[float, float]] = []
 _trace = [os.environ.get(TRACE_ENV) == "1"]  # the price suite's: every clock started from now stamps its batches
 
 
@@ -78,7 +89,7 @@ def process_age_s() -> float | None:
 def entered() -> None:
     """A stage's ``main``: the interpreter's start and the imports so far count as the next cell's fixed cost."""
     age = process_age_s()
-    _entry_age[:] = [age] if age is not None else []
+    _entry_age[:] = [(age, time.process_time())] if age is not None else []
 
 
 def set_trace(on: bool) -> None:
@@ -91,7 +102,7 @@ def start() -> Clock:
     global CLOCK
     CLOCK = Clock(trace=_trace[0])
     if _entry_age:
-        CLOCK.add("start and imports", _entry_age.pop())
+        CLOCK.add("start and imports", *_entry_age.pop())
     return CLOCK
 
 
@@ -113,13 +124,15 @@ def counted(name: str, batches):
 
 
 def record() -> dict:
-    """What a segment keeps: seconds per pass and fixed cost (rounded to the ms), images per pass, calls of each
-    (a pass's: epochs, monitor runs; a fixed cost's: checkpoints written), and with tracing the batches' stamps."""
+    """What a segment keeps: wall and CPU seconds per pass and fixed cost (rounded to the ms), images per pass, calls
+    of each (a pass's: epochs, monitor runs; a fixed cost's: checkpoints written), and with tracing the batches'
+    stamps."""
     doc = {
         "passes_s": {k: round(v, 3) for k, v in CLOCK.seconds.items()},
+        "passes_cpu_s": {k: round(v, 3) for k, v in CLOCK.cpu_seconds.items()},
         "pass_images": dict(CLOCK.images),
         "pass_calls": dict(CLOCK.calls),
     }
     if CLOCK.trace:
-        doc["pass_stamps"] = [[name, call, round(t, 4), n] for name, call, t, n in CLOCK.stamps]
+        doc["pass_stamps"] = [[name, call, round(t, 4), n, round(cpu, 4)] for name, call, t, n, cpu in CLOCK.stamps]
     return doc

@@ -10,6 +10,8 @@ every reader verifies first (:func:`ring.core.files.verify_checksum`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -18,8 +20,7 @@ from torch import nn
 from torchvision.models import resnet18
 
 from ring.core.files import KEPT, FileError, place_exports, record_checksums, verify_checksum, write_failure
-from ring.core.methods import method as method_spec
-from ring.engine import HEADS  # the one list, which plan-time checks read too
+from ring.engine import HEADS, PRETRAIN_PRECISIONS  # the lists plan-time checks read too
 from ring.engine.checkpoint import atomic_save, safe_load
 from ring.engine.span_norm import SpanBatchNorm2d, batch_norm_input_grad, normalise
 
@@ -96,44 +97,54 @@ def trunk_feature_map(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 class Precision(nn.Module):
-    """Runs a module in bf16 autocast and/or channels-last memory format, returning fp32 outputs.
+    """Runs a module in bf16 autocast and/or channels-last memory format, returning outputs in ``dtype`` (fp32, or
+    fp64 where the whole computation is: :func:`compute_dtype`).
 
     Only the network runs in reduced precision: everything downstream (bank and queue similarities,
     Ring's percentile selection, the loss) sees fp32 embeddings, so selection ties do not appear.
     """
 
-    def __init__(self, module: nn.Module, bf16: bool, channels_last: bool, compile_: bool = False):
+    def __init__(
+        self,
+        module: nn.Module,
+        bf16: bool,
+        channels_last: bool,
+        compile_: bool = False,
+        dtype: torch.dtype = torch.float32,
+    ):
         super().__init__()
         self.module = module.to(memory_format=torch.channels_last) if channels_last else module
         self.bf16 = bf16
         self.channels_last = channels_last
+        self.dtype = dtype
         # torch.compile's wrapper of ``module`` (its parameters), deliberately not a submodule: registered, it would
         # prefix every state_dict key with "_orig_mod.", and a checkpoint (MoCo's key encoder) would then load only
         # under the same compile setting.  A deep copy copies it with ``module``, onto the copy's parameters.
         self.__dict__["_run"] = torch.compile(self.module) if compile_ else self.module
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(self.dtype)  # views made in fp32 (on the device) reach an fp64 network in its dtype; else a no-op
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         with torch.autocast(device_type=x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             out = self._run(x)
-        return out.float()
+        return out.to(self.dtype)
 
 
 def resolve_precision(
     precision: str, channels_last: str, device: torch.device, bn_groups: int = 1
 ) -> tuple[bool, bool]:
-    """("auto" means on for CUDA devices, off elsewhere) -> (bf16, channels_last).
+    """("auto" means on for CUDA devices, off elsewhere) -> (bf16, channels_last); "fp64" is fp32's (bf16 off).
 
     Channels-last "auto" stays off where BatchNorm runs in groups (``bn_groups`` per process > 1): the grouped
     layer then viewed its input as N/G x (G C) x H x W, free in NCHW and a copy each way in channels-last.
     Measured on an H200 (ring/resources/figures/throughput_MoCo*-NVIDIA_H200.json, bf16, 8 groups): MoCo
-    trained 6,514 images/s in NCHW against 5,027 in channels-last.  Channels-last groups copy nothing since
-    issue 31 (:class:`_ChannelsLastGroups`), at about twice the calls per layer: whether "auto" turns them on
+    trained 6,514 images/s in NCHW against 5,027 in channels-last.  Channels-last groups copy nothing
+    (:class:`_ChannelsLastGroups`), at about twice the calls per layer: whether "auto" turns them on
     awaits the GPU figure (``benchmarks/gpu_suite.sh``'s throughput_MoCo_channels_last against throughput_MoCo).
     """
-    if precision not in ("auto", "bf16", "fp32"):
-        raise ValueError(f"Unknown precision {precision!r}; choose auto, bf16 or fp32.")
+    if precision not in PRETRAIN_PRECISIONS:
+        raise ValueError(f"Unknown precision {precision!r}; choose {', '.join(PRETRAIN_PRECISIONS)}.")
     if channels_last not in ("auto", "on", "off"):
         raise ValueError(f"Unknown channels_last {channels_last!r}; choose auto, on or off.")
     gpu = device.type == "cuda"
@@ -141,6 +152,25 @@ def resolve_precision(
         precision == "bf16" or (precision == "auto" and gpu),
         channels_last == "on" or (channels_last == "auto" and gpu and bn_groups == 1),
     )
+
+
+def compute_dtype(precision: str) -> torch.dtype:
+    """The dtype a pretraining cell computes in: float64 for ``precision: fp64`` (network, views, bank or queue, the
+    objective's draws), else float32 (bf16 being autocast inside the network)."""
+    return torch.float64 if precision == "fp64" else torch.float32
+
+
+@contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """torch's default dtype set to ``dtype`` while a cell runs: every tensor the cell creates without naming a dtype
+    (its parameters, the bank, the samplers' uniform draws, torchvision's views in the loader's forked workers) is
+    made in it.  Restored after, for a caller that runs more than one cell in its process."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def resolve_compile(setting: str, device: torch.device) -> bool:
@@ -408,20 +438,21 @@ class LabFeatures(nn.Module):
         )
 
 
-def encoder_files(encoder_path: str | Path, method: str) -> list[Path]:
-    """Every file of a pretraining cell's encoder: ``encoder_path`` and, for CMC, its ab trunk beside it."""
+def encoder_files(encoder_path: str | Path, names: tuple[str, ...]) -> list[Path]:
+    """Every file of a pretraining cell's encoder: ``encoder_path`` and the other trunks of ``names`` (its method's
+    :attr:`~ring.core.methods.Method.encoder_files`: CMC's ab trunk) beside it."""
     encoder_path = Path(encoder_path)
-    names = method_spec(method).encoder_files if method else ("encoder.pt",)
     return [encoder_path, *(encoder_path.with_name(n) for n in names[1:])]
 
 
-def load_feature_extractor(encoder_path: str | Path, method: str, mean, std) -> nn.Module:
+def load_feature_extractor(encoder_path: str | Path, names: tuple[str, ...], mean, std) -> nn.Module:
     """The frozen feature extractor of a pretraining cell (eval mode, no gradients).
 
-    ``method`` is the cell's method (empty: a single 3-channel trunk); ``mean``/``std`` are the
-    dataset's RGB normalisation, undone before CMC's Lab conversion.  Output: B x C x h x w.
+    ``names`` are the files its method exports (:attr:`ring.core.methods.Method.encoder_files`: one 3-channel trunk,
+    or CMC's L and ab trunks), which the stage's entry point looked up; ``mean``/``std`` are the dataset's RGB
+    normalisation, undone before CMC's Lab conversion.  Output: B x C x h x w.
     """
-    files = encoder_files(encoder_path, method)
+    files = encoder_files(encoder_path, names)
     sha256 = {f.name: verify_checksum(f) for f in files}  # every trunk verified before any is used
     states = [safe_load(f, "encoder", "rerun the pretraining cell that writes it") for f in files]
     if len(states) == 1:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ring.core.metrics import NonFinite, check_metrics, non_finite_values  # noqa: F401  (torch-free; re-exported)
+from ring.core.metrics import NonFinite
 
 
 def likely_cause(lr: float | None, checkpoint: Path | None = None) -> str:

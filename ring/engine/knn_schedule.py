@@ -3,7 +3,8 @@
 The monitor embeds every labelled training and test image with the training network: a forward pass over
 ``n_train + n_test`` images with no backward, no second view and no augmentation.  Per epoch of pretraining that is
 about a fifth of the epoch's compute on CIFAR and STL (two views, forward and backward), and on ImageNet, whose
-images are decoded and cropped on the CPU for it, about a third of an epoch (issue 48's audit: 69-164 H200-hours
+images were decoded and cropped on the CPU for it (now only decoded there: ring.data.eval_views crops on the device),
+about a third of an epoch (an audit: 69-164 H200-hours
 over the paper grid at ``knn_every: 10``).  ``auto`` keeps the monitor within 5% of its cell:
 
 * datasets read from image folders (ImageNet, the catalog's ``store_size``): the last epoch only; the paper
@@ -24,7 +25,7 @@ AUTO_EVERY = 10  # an in-memory dataset's monitor period under "auto"
 def knn_epochs(schedule: str, knn_every: int, epochs: int, image_folders: bool) -> list[int]:
     """The epochs (from 0) at whose end the monitor runs.
 
-    ``every``: every ``knn_every`` epochs and the last (the schedule before issue 48; ``knn_every`` 0: never);
+    ``every``: every ``knn_every`` epochs and the last (the earlier schedule; ``knn_every`` 0: never);
     ``last``: the last epoch; ``never``; ``auto``: ``last`` for image-folder datasets, else every :data:`AUTO_EVERY`,
     and never where ``knn_every`` is 0 (a cell that turned its monitor off keeps it off).
     """

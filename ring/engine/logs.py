@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from ring.core.files import FileError, append_text, atomic_write, write_failure
+from ring.core.stages import STAGES, stages_with
 from ring.core.stop import Preempted
 
 
@@ -86,14 +87,12 @@ def scalars(record: dict) -> dict[str, float]:
     return {k: v for k, v in record.items() if k != "epoch" and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-# A cell folder's stage (results/<grid>/<stage>/<dataset>/<method>/seed<k>, README "TensorBoard and W&B") and
-# its tag prefix: a study's cells (results/<grid>/study/...) are pretraining runs.
-TB_STAGES = {"pretrain": "pretrain", "study": "pretrain", "lincls": "lincls", "transfer": "transfer"}
-
-
 def _stage_index(parts: tuple[str, ...]) -> int | None:
-    """Where the stage folder sits in a cell folder's path (None: not below a grid's results)."""
-    return next((i for i in range(max(len(parts) - 7, 0), len(parts) - 1) if parts[i] in TB_STAGES), None)
+    """Where the stage folder sits in a cell folder's path (None: not below a grid's results): a stage whose cells
+    log under a TensorBoard name (results/<grid>/<stage>/<dataset>/<method>/seed<k>, README "TensorBoard and W&B";
+    ring.core.stages.Stage.log: a study's cells are pretraining runs)."""
+    logged = stages_with("log")
+    return next((i for i in range(max(len(parts) - 7, 0), len(parts) - 1) if parts[i] in logged), None)
 
 
 def cell_name(folder: Path) -> str:
@@ -117,7 +116,7 @@ class TensorBoardLog:
         self.folder = Path(folder)
         parts = self.folder.parts
         i = _stage_index(parts)
-        self.stage = TB_STAGES[parts[i]] if i is not None else "train"
+        self.stage = STAGES[parts[i]].log if i is not None else "train"
         self.purge_step: int | None = None
         self.step_purge_step: int | None = None
         self._writer = None

@@ -29,8 +29,8 @@ import torch
 import ring
 from ring.core.accounting import missing_runs, totals
 from ring.core.files import FileError, write_json
+from ring.core.stop import Preempted
 from ring.engine import clock, distributed
-from ring.engine.runtime import Preempted
 
 FILE = "provenance.json"
 PROGRESS = "progress.json"  # the running segment's rate, rewritten by rank 0 each epoch (ring status reads it)

@@ -8,8 +8,6 @@ import time
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ring.core.stop import Preempted, request_stop, stop_requested  # noqa: F401  (torch-free; re-exported)
-
 
 def pick_device(name: str) -> torch.device:
     if name == "auto":

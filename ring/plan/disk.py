@@ -2,7 +2,7 @@
 
 Two kinds of folders hold no result the grid's tables read, and only grow:
 
-* **superseded runs**: ``runs/<hash>/`` in a cell folder, the run an edit set aside (ring.core.runs), kept so that
+* **superseded runs**: ``runs/<hash>/`` in a cell folder, the run an edit set aside (ring.core.cell_runs), kept so that
   an undo brings it back;
 * **unnamed cell folders**: a cell folder under ``results/<grid>/`` that the grid no longer names (a seed, method,
   dataset, study variant or detection task removed from the grid file).
@@ -20,7 +20,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ring.core import runs
+from ring.core import cell_runs
 
 SEED = re.compile(r"seed\d+")
 # Where cell folders sit under results/<grid>/, as the workflow names them (the cell paths of workflow/rules/*.smk):
@@ -111,7 +111,7 @@ def prunable(grid, results: Path, busy: set[Path] = frozenset()) -> list[Prunabl
             if cell not in busy:
                 out.append(Prunable(cell, "cell", size(cell, seen)))
             continue
-        kept = cell / runs.RUNS
+        kept = cell / cell_runs.RUNS
         if kept.is_dir():
             out += [Prunable(run, "run", size(run, seen)) for run in sorted(kept.iterdir()) if run.is_dir()]
     return out

@@ -15,7 +15,7 @@ An optional ``studies`` block plans the appendix's studies (:class:`Study`): eac
 methods, seeds and variants (sets of pretraining overrides applied over the grid's own, e.g.
 ``k16: {bank_negatives: 16}``); a variant may start from another cell's snapshot
 (``init_from: {method: IR, variant: source, epoch: 50}``, same study, dataset and seed).
-Its checks (names, keys, every cell's config) are :mod:`ring.plan.grid_checks`, run by :func:`from_dict`.
+Its checks (names, keys, every cell's config) are :mod:`ring.plan.checks.grid`, run by :func:`from_dict`.
 This module is torch-free: the workflow client imports it.
 """
 
@@ -30,10 +30,9 @@ from pathlib import Path
 from ring.core import catalog
 from ring.core import config as C
 from ring.core.methods import METHODS, apply_fixed, read_only
+from ring.core.stages import stages_with
 from ring.data import decode_place
-from ring.plan.grid_checks import IDENTITY_KEYS as IDENTITY_KEYS  # the grid's rules, named here as before
-from ring.plan.grid_checks import STAGES, validate, validate_study
-from ring.plan.grid_checks import STUDIES as STUDIES
+from ring.plan.checks.grid import validate, validate_study
 
 # A grid file's stem names its results folder (results/<name>/): a plain name, nothing that is a path.
 GRID_NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -296,7 +295,7 @@ def from_dict(name: str, values: dict, source: str = "") -> Grid:
         datasets=list(values["datasets"]),
         methods=list(values["methods"]),
         seeds=[int(s) for s in values["seeds"]],
-        stages={k: values[k] for k in STAGES if k in values},
+        stages={k: values[k] for k in stages_with("grid_block") if k in values},
         resources=values.get("resources", {}),
         toy_cnce=values.get("toy_cnce"),
         detection=values.get("detection", {}),

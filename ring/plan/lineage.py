@@ -9,8 +9,8 @@ A number may reach a table only if the chain that made it still holds in the res
    verifies against the files);
 3. that encoder was made with the pretraining cell's current ``config.yaml``.
 
-A Table 4 cell adds one link: the converted backbone it trained on is the one beside it now, and that
-backbone's checksum record names the encoder it was converted from (links 2 and 3 follow).
+A Table 4 cell adds one link: the converted backbone it trained on is the one beside it now, its bytes those
+its checksum record holds, and that record names the encoder it was converted from (links 2 and 3 follow).
 
 Before the links, every file the chain reads is verified against its checksum record (:func:`damaged`): a
 ``metrics.json`` edited in place, or an encoder damaged after its evaluation, is stale, never a number, whatever
@@ -150,6 +150,20 @@ def superseded(pretrain: Path, wanted: str) -> Stale | None:
     )
 
 
+def backbone_damage(backbone: Path) -> Stale | None:
+    """A converted backbone (``backbone.pkl``) whose bytes are not those its checksum record holds, or without a
+    record (its conversion writes one: the detection stage refuses a backbone it cannot verify); None for one that
+    verifies or is gone (the conversion rule writes it again)."""
+    backbone = Path(backbone)
+    if backbone.is_file() and not read_record(backbone.with_name(CHECKSUMS)):
+        return Stale(
+            f"{backbone} has no checksum record ({CHECKSUMS} beside it), so it cannot be verified; convert it "
+            f"again: {rerun_command(backbone)}.",
+            backbone,
+        )
+    return damaged(backbone.parent, [backbone.name], backbone)
+
+
 def detection_stale(metrics_path: Path, metrics: dict) -> Stale | None:
     """The chain of a Table 4 cell (results/<grid>/detection/<source>/<method>/<task>/seed<k>/): its config,
     the converted backbone it trained on (beside: .../<source>/<method>/seed<k>/backbone.pkl), the encoder
@@ -168,6 +182,8 @@ def detection_stale(metrics_path: Path, metrics: dict) -> Stale | None:
             f"{cell} was trained with another config than its config.yaml; rerun it: {rerun_command(path)}.", path
         )
     backbone = results / "detection" / source / method / seed / "backbone.pkl"
+    if hurt := backbone_damage(backbone):
+        return hurt
     record = read_record(backbone.parent / CHECKSUMS)
     if not backbone.is_file() or record.get("files", {}).get("backbone.pkl") != metrics.get("backbone_sha256"):
         return Stale(

@@ -24,23 +24,17 @@ from pathlib import Path
 from ring.core import config as C
 from ring.core.method_keys import KEYS
 from ring.core.methods import METHOD_KEYS, METHODS, unread_keys
+from ring.core.stages import STAGES
 from ring.plan import checks
 
-# Stage -> config class; studies are pretraining cells (their keys are PretrainConfig's).
-STAGES = {
-    "pretrain": "PretrainConfig",
-    "lincls": "LinclsConfig",
-    "transfer": "TransferConfig",
-    "detection": "DetectionConfig",
-    "studies": "PretrainConfig",
-    "toy": "ToyCNCEConfig",
-}
 DOC = Path("docs") / "configuration.md"
 _FIELD = re.compile(r"^    (\w+): [^=]+?(?:=.*?)?(?:\s+#\s*(.*))?$")
 
 
-def _classes():
-    return {stage: getattr(C, name) for stage, name in STAGES.items()}
+def sections() -> dict[str, type]:
+    """Section -> config class, in the stages' declaration order (ring.core.stages); a study's keys are
+    PretrainConfig's."""
+    return {s.reference: s.config for s in STAGES.values() if s.reference}
 
 
 def field_comments(cls) -> dict[str, str]:
@@ -95,7 +89,7 @@ def _default(f) -> str:
 
 
 def entries(stage: str) -> list[dict]:
-    cls = _classes()[stage]
+    cls = sections()[stage]
     # A method's own keys are described by their declarations (ring.core.method_keys), the others by their comments.
     comments = field_comments(cls)
     if issubclass(cls, C.PretrainConfig):
@@ -177,9 +171,9 @@ def markdown() -> str:
         *unread_table(),
         "",
     ]
-    for stage, name in STAGES.items():
+    for stage, cls in sections().items():
         lines += [
-            f"## {stage} ({name})",
+            f"## {stage} ({cls.__name__})",
             "",
             "| key | type | default | allowed | what it does | default from |",
             "|---|---|---|---|---|---|",
@@ -200,11 +194,11 @@ def markdown() -> str:
 def describe(stage: str | None = None, key: str | None = None) -> str:
     if stage is None:
         return markdown()
-    if stage not in STAGES:
-        raise ValueError(f"Unknown stage {stage!r}; stages are {', '.join(STAGES)}.")
+    if stage not in sections():
+        raise ValueError(f"Unknown stage {stage!r}; stages are {', '.join(sections())}.")
     rows = [e for e in entries(stage) if key is None or e["key"] == key]
     if not rows:
-        C.check_key(_classes()[stage], key)  # suggests the closest key
+        C.check_key(sections()[stage], key)  # suggests the closest key
     return "\n\n".join(
         f"{stage}.{e['key']}: {e['type']} = {e['default']}\n  allowed: {e['allowed']}\n"
         f"  {e['what'] or '(no description)'}\n  default from: {e['source']}"
@@ -229,7 +223,7 @@ def describe_main(argv) -> int:
     """``ring describe [STAGE] [KEY]``."""
     parser = argparse.ArgumentParser(prog="ring", description="Describe the configuration keys.")
     parser.add_argument("command", choices=["describe"])
-    parser.add_argument("stage", nargs="?", choices=list(STAGES))
+    parser.add_argument("stage", nargs="?", choices=list(sections()))
     parser.add_argument("key", nargs="?")
     args = parser.parse_args(argv)
     try:

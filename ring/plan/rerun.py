@@ -1,4 +1,4 @@
-"""``ring rerun``: what an edited cell config does to the cell's finished files (:func:`ring.core.runs.prepare`),
+"""``ring rerun``: what an edited cell config does to the cell's finished files (:func:`ring.core.cell_runs.prepare`),
 run by hand on one cell folder, after its grid passed the gate every command that reads a grid passes.
 
     ring rerun CELL --stage pretrain      # after the workflow wrote CELL/config.yaml anew
@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 from ring.core import config as C
+from ring.core.cell_runs import prepare
 from ring.core.files import FileError
-from ring.core.runs import RUN_FILES, prepare
+from ring.core.stages import stages_with
 from ring.plan import gate, ownership
-from ring.plan.checks import STAGE_CONFIGS
 
 
 def grid_problem(cell: Path) -> str | None:
@@ -40,12 +40,12 @@ def grid_problem(cell: Path) -> str | None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0].replace("``", ""))
     parser.add_argument("cell", type=Path, help="the cell folder, whose config.yaml holds the config it is to run")
-    parser.add_argument("--stage", required=True, choices=sorted(RUN_FILES))
+    parser.add_argument("--stage", required=True, choices=sorted(stages_with("run_files")))
     args = parser.parse_args(argv)
     try:
         if problem := grid_problem(args.cell):
             raise ValueError(problem)
-        cfg = C.load(STAGE_CONFIGS[args.stage], args.cell / "config.yaml")
+        cfg = C.load(stages_with("run_files")[args.stage].config, args.cell / "config.yaml")
         prepare(args.cell, args.stage, cfg, log=lambda line: print(line, file=sys.stderr))
     except (OSError, ValueError, FileError) as err:
         print(f"ring: {args.cell}: {err}", file=sys.stderr)

@@ -8,6 +8,7 @@ what is there.  Torch-free and pandas-free: the workflow calls them while it pla
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -91,3 +92,19 @@ def outlook(table: str | Path) -> dict:
         return {}
     when = rest.split("\n", 1)[0].rsplit(", at ", 1)[-1].removesuffix(":")
     return {"when": when, "lines": rest.split("```text\n", 1)[1].split("\n```", 1)[0].splitlines()}
+
+
+def shown_table(table: str | Path, width: int = 80) -> str:
+    """A table's ``.md`` below its caption line: its rows with every mark beside its number (``diverged [d1]``,
+    ``[h1]``, ``*``, ``untested``) and the notes that explain them, wrapped to ``width`` columns; "" where it is
+    not there yet.  The report's captions show it as a literal block: the CSV the report carries holds the numbers
+    alone, and the marks are what a reader must see beside them."""
+    try:
+        text = Path(table).read_text()
+    except OSError:
+        return ""
+    body = text.split("\n\n", 1)[1] if text.startswith("**") and "\n\n" in text else text
+    lines = []
+    for line in body.strip("\n").splitlines():
+        lines.extend([line] if line.startswith("|") or not line else textwrap.wrap(line, width) or [""])
+    return "\n".join(lines)

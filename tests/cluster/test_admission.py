@@ -18,8 +18,8 @@ from ring.cluster.admission import (
     stage_problems,
 )
 from ring.cluster.batch import DEFAULT_CONFIGS, load_config, merge
-from ring.cluster.jobs import STAGES
 from ring.cluster.slurm import Resources, executor_parameters, slurm_options
+from ring.core.stages import stages_with
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,7 @@ def test_the_plans_check_runs_every_rule_that_needs_no_cluster():
         "detection asks for 8 GPUs per node (gpus_per_node=8) but the site's largest node has 4"
     )
     fitting = merge(shipped, {"largest_node": {"gpus": 8, "cpus": 48, "mem_gb": 128}})
-    assert [p for stage in STAGES for p in plan_problems(stage, fitting)] == []  # 8 x 6 CPUs, 8 x 16 GB
+    assert [p for stage in stages_with("entry") for p in plan_problems(stage, fitting)] == []  # 8 x 6 CPUs, 8 x 16 GB
     (short,) = plan_problems("pretrain", {"pretrain": {"time_min": 20}}, cell)
     assert short.startswith("time_min=20 is shorter than one checkpoint interval (30 min)")
     (unknown,) = plan_problems("lincls", {"lincls": {"gpus": 2}})

@@ -359,12 +359,12 @@ def _finished_chain(tmp_path):
 
 def test_status_reports_a_damaged_or_gone_output_of_a_finished_cell(tmp_path, capsys):
     """Issue 40 item 3: an encoder damaged after its cell finished was 'done'; a deleted metrics.json 'failed'."""
-    from ring.core import runs
+    from ring.core import cell_runs
 
     grids, pre, lin, cfg = _finished_chain(tmp_path)
     (lin / "log.jsonl").write_text('{"epoch": 0}\n')
     (lin / "metrics.json").write_text("{}")
-    runs.keep_outputs(lin, "lincls", cfg, "sha")
+    cell_runs.keep_outputs(lin, "lincls", cfg, "sha")
     (lin / "metrics.json").unlink()
     (pre / "encoder.pt").write_bytes(b"trunk, damaged")
     lines = _status(tmp_path, grids, capsys)
@@ -408,7 +408,7 @@ def test_status_and_submit_agree_with_the_plan_on_an_evaluation_of_a_stale_encod
 
 def test_status_calls_a_diverged_evaluation_diverged_not_done(tmp_path, capsys):
     """Issue 51 item 1: a linear evaluation that finished without an accuracy (the tables' "diverged") was 'done'."""
-    from ring.core import runs
+    from ring.core import cell_runs
 
     grids, pre, lin, cfg = _finished_chain(tmp_path)
     C.save(G.from_dict("tiny", GRID).pretrain_config("digits", "IR", 0, "data"), pre / "config.yaml")
@@ -416,12 +416,12 @@ def test_status_calls_a_diverged_evaluation_diverged_not_done(tmp_path, capsys):
     sentence = f"{lin}: the linear evaluation diverged: its top-1 10.2% is at chance"
     metrics = {"dataset": "digits", "method": "IR", "seed": 0, "config_hash": C.config_hash(cfg)}
     (lin / "metrics.json").write_text(json.dumps({**metrics, "protocol": {"encoder_files": record["files"]}}))
-    runs.keep_outputs(lin, "lincls", cfg, "sha")
+    cell_runs.keep_outputs(lin, "lincls", cfg, "sha")
     assert [line.split()[4] for line in _status(tmp_path, grids, capsys)[:2]] == ["done", "done"]
     (lin / "metrics.json").write_text(
         json.dumps({**metrics, "protocol": {"encoder_files": record["files"]}, "diverged": sentence})
     )
-    runs.keep_outputs(lin, "lincls", cfg, "sha")  # as ring.lincls keeps a diverged evaluation's metrics.json
+    cell_runs.keep_outputs(lin, "lincls", cfg, "sha")  # as ring.lincls keeps a diverged evaluation's metrics.json
     lines = _status(tmp_path, grids, capsys)
     assert lines[0].split()[4] == "done"  # its encoder is fine: only the evaluation diverged
     assert lines[1].split()[4] == "diverged" and sentence in lines[1], lines

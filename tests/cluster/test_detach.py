@@ -11,8 +11,8 @@ import pytest
 
 from ring.cluster import detach
 from ring.cluster.slurm import write_record
+from ring.core import cell_runs
 from ring.core import config as C
-from ring.core import runs
 from tests.helpers import TINY_PRETRAIN
 
 # sacct's answers about job 7: its state (JobID,State), and its one run (the -D query of ring.core.accounting).
@@ -55,7 +55,7 @@ def _cell(tmp_path, record_of="old") -> tuple[Path, str]:
     cell = tmp_path / "results" / "g" / "pretrain" / "digits" / "IR" / "seed0"
     cell.mkdir(parents=True)
     old, new = (C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "lr": lr}) for lr in (0.03, 0.01))
-    runs.write_record(cell, old)
+    cell_runs.write_record(cell, old)
     (cell / "encoder.pt").write_bytes(b"lr 0.03")
     (cell / "log.jsonl").write_text('{"epoch": 0}\n')
     C.save(new, cell / "config.yaml")

@@ -1,6 +1,7 @@
 """ring.cluster.jobs: a stage as a submitit job, its rendezvous port, and what SLURM's stop signal does to it."""
 
 import atexit
+import dataclasses
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ import pytest
 
 from ring.cluster import jobs
 from ring.core import stop
+from ring.core.stages import STAGES, stages_with
 
 
 def test_the_rendezvous_port_is_below_the_ephemeral_ports_and_the_same_for_every_task():
@@ -75,9 +77,9 @@ def test_an_unknown_stage_is_one_sentence():
         jobs.StageJob("pretrian", [])
 
 
-def test_every_stage_names_the_output_it_writes_last():
-    assert set(jobs.OUTPUT) == set(jobs.STAGES)
-    assert jobs.OUTPUT["pretrain"] == "encoder.pt"
+def test_every_stage_a_launcher_runs_names_the_output_it_writes_last():
+    launched = stages_with("entry")
+    assert all(s.output for s in launched.values()) and launched["pretrain"].output == "encoder.pt"
 
 
 def test_a_job_keeps_a_copy_of_its_arguments_and_shows_them():
@@ -92,7 +94,7 @@ def fake_stage(monkeypatch):
     """The pretrain stage replaced by a module whose ``main`` is the test's: a job runs it as it runs the real one."""
     module = types.ModuleType("fake_stage")
     monkeypatch.setitem(sys.modules, "fake_stage", module)
-    monkeypatch.setitem(jobs.STAGES, "pretrain", "fake_stage")
+    monkeypatch.setitem(STAGES, "pretrain", dataclasses.replace(STAGES["pretrain"], entry="fake_stage"))
     return module
 
 

@@ -145,7 +145,7 @@ def test_a_running_job_of_the_previous_config_is_cancelled_before_anything_moves
         assert cancelled == expected
     assert "cancelling it first" in capsys.readouterr().out
     assert slurm.read_record(cell) is None and (cell / "slurm" / "job-7.json").is_file()  # retired
-    assert (cell / "encoder.pt").exists()  # detach moves nothing: ring.core.runs does, after it
+    assert (cell / "encoder.pt").exists()  # detach moves nothing: ring.core.cell_runs does, after it
 
 
 @pytest.mark.parametrize(
@@ -241,7 +241,7 @@ def _one_completed_job(monkeypatch, provenance, job_id):
 
 def test_a_job_of_a_run_set_aside_stays_with_it_and_is_not_submitted_again_in_words(tmp_path, monkeypatch, capsys):
     """Issue 50 item 3: after its pretraining cell was edited, a linear evaluation's run of the old encoder is set
-    aside (ring.core.runs keeps it per config and encoder) with the provenance of its COMPLETED job 11; the record
+    aside (ring.core.cell_runs keeps it per config and encoder) with the provenance of its COMPLETED job 11; the record
     still names job 11, of the same lincls config hash.  The launcher copied job 11 from sacct into the live cell's
     provenance as "killed (COMPLETED)" (counted twice) and said its metrics.json was missing, submitting again."""
     import json

@@ -10,7 +10,6 @@ import pytest
 
 from ring.cluster.admission import sbatch_test_args
 from ring.cluster.batch import DEFAULT_CONFIGS, load_config
-from ring.cluster.jobs import STAGES
 from ring.cluster.slurm import (
     THREAD_VARIABLES,
     Resources,
@@ -21,6 +20,7 @@ from ring.cluster.slurm import (
     stage_resources,
     unreachable,
 )
+from ring.core.stages import stages_with
 
 
 def test_jobs_take_their_thread_counts_from_the_allocation():
@@ -69,12 +69,12 @@ def test_resources_and_the_config_schema_are_one_definition():
     # the other: the shipped `detection:` block was rejected by the schema that way.
     schema = config_schema()
     assert set(schema["$defs"]["resources"]["properties"]) == {f.name for f in fields(Resources)}
-    assert set(schema["properties"]["slurm"]["properties"]) == {"defaults", "largest_node", *STAGES}
+    assert set(schema["properties"]["slurm"]["properties"]) == {"defaults", "largest_node", *stages_with("entry")}
 
 
 def test_the_shipped_slurm_profile_resolves_every_stage():
     config = load_config(DEFAULT_CONFIGS)
-    for stage in STAGES:
+    for stage in stages_with("entry"):
         res = Resources.from_dict(stage_resources(config["slurm"], stage))
         assert res.partition == "gpu" and res.time_min > res.signal_delay_s / 60
     assert Resources.from_dict(stage_resources(config["slurm"], "detection")).gpus_per_node == 8

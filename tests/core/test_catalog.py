@@ -1,9 +1,14 @@
 """ring.core.catalog: the ground floor's dataset catalog: every entry's sizes and statistics, the choices named when a
 name is unknown, the hint that says how to get a dataset, and which datasets refuse to skip checksums."""
 
+import sys
+import types
+from dataclasses import replace
+
 import pytest
 
 from ring.core import catalog
+from ring.core.refs import resolve
 
 
 def test_an_unknown_dataset_is_refused_with_every_choice():
@@ -57,3 +62,40 @@ def test_every_dataset_has_its_split_sizes_and_its_bank_is_what_pretraining_read
     for s in catalog.DATASETS.values():  # a folder dataset's split sizes are its publisher's counts
         assert s.publisher_counts in (None, (s.train_images, s.test_images))
         assert len(s.mean) == len(s.std) == 3 and all(0 < v < 1 for v in (*s.mean, *s.std))
+
+
+def test_a_dataset_declared_in_the_catalog_alone_is_checked_listed_and_loaded(monkeypatch, tmp_path):
+    """A pretraining dataset and a transfer dataset whose entries name their loader and listing by "module:name":
+    the data side finds them there (no table of its own to keep in step)."""
+    from ring.data import datasets, folders, metadataset
+
+    code = types.ModuleType("toy_dataset_code")
+    code.build = lambda folder, split: ("images", folder.name, split)
+    code.listing = lambda base: {"train": [("a.png", 0)], "test": [("b.png", 1)]}
+    code.load = lambda base, split, listing: (split, listing)
+    monkeypatch.setitem(sys.modules, "toy_dataset_code", code)
+    spec = catalog.DatasetSpec("Toy", 2, (0.5,) * 3, (0.2,) * 3, (), "", 4, name="toy", loader="toy_dataset_code:build")
+    monkeypatch.setitem(catalog.DATASETS, "toy", spec)
+    transfer = catalog.TransferSpec(
+        "ToyT", 2, ("a.png",), "", "", None, "toy_dataset_code:listing", "toy_dataset_code:load"
+    )
+    monkeypatch.setitem(catalog.TRANSFER, "toy_t", replace(transfer, name="toy_t"))
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy_t").mkdir()
+    for name in ("a.png", "b.png"):
+        (tmp_path / "toy_t" / name).write_bytes(b"")
+    assert datasets.source(catalog.spec("toy"), tmp_path).load("train") == ("images", "toy", "train")
+    folders.check("toy_t", tmp_path)  # its listing's files are there, its labels in range
+    assert folders.listing("toy_t", tmp_path)["test"] == [("b.png", 1)]
+    assert metadataset.load("toy_t", tmp_path, "train") == ("train", [("a.png", 0)])
+    (tmp_path / "toy_t" / "b.png").unlink()
+    with pytest.raises(catalog.DatasetMissing, match="b.png"):
+        folders.check("toy_t", tmp_path)
+
+
+def test_every_entry_names_code_that_is_there():
+    """Each loader and listing an entry names is a callable where it says."""
+    for name, entry in {**catalog.DATASETS, **catalog.TRANSFER}.items():
+        assert entry.loader and ":" in entry.loader, name
+        for ref in filter(None, (entry.loader, getattr(entry, "listing", None))):
+            assert callable(resolve(ref)), (name, ref)

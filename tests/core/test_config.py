@@ -136,3 +136,10 @@ def test_a_field_added_later_changes_the_hash_only_when_set_away_from_its_defaul
     assert "augment" in C.PretrainConfig.HASHED_WHEN_SET and "augment" in C.hashed_values(cfg)
     assert C.config_hash(dataclasses.replace(cfg, augment="auto")) == C.config_hash(cfg)  # its default
     assert C.config_hash(dataclasses.replace(cfg, augment="cpu")) != C.config_hash(cfg)
+
+
+def test_view_draws_hash_only_as_batch_so_every_cell_before_the_key_keeps_its_hash_and_its_draws():
+    cfg = C.PretrainConfig(method="IR", dataset="digits")
+    before = "e120bd7908080cdb"  # this config's hash at main 24d7168, before the key
+    assert cfg.view_draws == "sample" and C.config_hash(cfg) == before
+    assert C.config_hash(dataclasses.replace(cfg, view_draws="batch")) != before

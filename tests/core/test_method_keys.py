@@ -17,8 +17,8 @@ CONFIG_YAML_ORDER = (
     "bn_groups ring_w_l ring_anneal ring_anneal_epochs ring_inner ring_w_u ring_anneal_stages ring_loss_ema "
     "ring_val_fraction ring_val_before_training max_chunk_elements kmeans_k kmeans_clusterings kmeans_iters "
     "kmeans_warmup_epochs la_own_entry cmc_negatives knn_every knn_k knn_temperature knn_schedule log_window_classes "
-    "snapshot_epochs init_from checkpoint_interval_min loss_read_every precision channels_last augment store "
-    "store_decode store_decoder num_workers threads device compile keep_superseded keep_checkpoint"
+    "snapshot_epochs init_from checkpoint_interval_min loss_read_every precision channels_last augment view_draws "
+    "store store_decode store_decoder num_workers threads device compile keep_superseded keep_checkpoint"
 ).split()
 # Hashes computed before the keys moved into their declarations (ring/core/config.py at 11fa162): results on disk are
 # kept under them.
@@ -55,7 +55,7 @@ def test_a_list_default_is_each_configs_own():
 def test_the_keys_added_after_cells_were_trained_are_hashed_only_when_set():
     late = {k.name for k in K.KEYS.values() if k.hashed_when_set}
     assert late == {*K.KMEANS.names, *K.LA.names, *K.CMC.names, "negatives_count", "ring_val_before_training"}
-    assert late | {"augment", "store", "store_decode"} == set(C.PretrainConfig.HASHED_WHEN_SET)
+    assert late | {"augment", "store", "store_decode", "view_draws"} == set(C.PretrainConfig.HASHED_WHEN_SET)
 
 
 @pytest.mark.parametrize(

@@ -192,9 +192,24 @@ def digest(hashes: dict[str, str]) -> str:
 PAPER_HASHES = (201, "1b2f92d3dfc6a1eb")
 
 
+# The other shipped grids' pretraining cells, pinned as the paper's (their hashes at main 24d7168, unchanged by
+# view_draws, which hashes only when a cell sets it to batch).
+SHIPPED_HASHES = {"paper": PAPER_HASHES, "smoke": (25, "cd64630aadca26a4"), "ring_digits": (42, "be926f9f855637af")}
+
+
 def test_the_paper_grids_cells_keep_their_config_hashes():
     hashes = grid_hashes("paper")
     assert (len(hashes), digest(hashes)) == PAPER_HASHES
+
+
+def test_every_shipped_grids_cells_keep_their_hashes_and_batch_view_draws_would_move_each():
+    for name, pinned in SHIPPED_HASHES.items():
+        hashes = grid_hashes(name)
+        assert (len(hashes), digest(hashes)) == pinned, name
+    grid = G.load("ring/resources/grids/smoke.yaml")
+    for d, m, s in grid.cells():
+        cfg = grid.pretrain_config(d, m, s, "data")
+        assert C.config_hash(dataclasses.replace(cfg, view_draws="batch")) != C.config_hash(cfg), (d, m, s)
 
 
 def test_unread_keys_come_from_the_registry_and_every_methods_own_values_are_keys_it_reads():

@@ -372,16 +372,19 @@ def test_under_auto_views_that_fail_to_compile_are_made_eagerly(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("no compiler here")
 
-    monkeypatch.setattr(torch._dynamo.config, "suppress_errors", torch._dynamo.config.suppress_errors)
-    assert resolve_compile("auto", torch.device("cuda"))
-    monkeypatch.setattr(torch._inductor.compile_fx, "compile_fx", broken)
-    s, cpu = spec("cifar10"), torch.device("cpu")
-    images = augment.device_images(_smooth_images(4, 16, seed=7), cpu)
-    params = torch.stack(
-        [datasets.Views(augment.Labels(np.zeros(4)), augment.ViewParams(16, 0.2), seed=7)[i][0] for i in range(4)]
-    )
-    try:
-        compiled = augment.apply(images, params, 16, 16, s.mean, s.std, compiled=True)
-    finally:
-        torch._dynamo.reset()  # dynamo skips a function that failed to compile, for good: the tests after compile it
-    assert torch.equal(compiled, augment.apply(images, params, 16, 16, s.mean, s.std))
+    # resolve_compile sets it for the process; config.patch restores it (monkeypatch's undo deletes a dynamo
+    # config key, after which every torch.compile in this worker fails)
+    with torch._dynamo.config.patch(suppress_errors=torch._dynamo.config.suppress_errors):
+        assert resolve_compile("auto", torch.device("cuda"))
+        monkeypatch.setattr(torch._inductor.compile_fx, "compile_fx", broken)
+        s, cpu = spec("cifar10"), torch.device("cpu")
+        images = augment.device_images(_smooth_images(4, 16, seed=7), cpu)
+        params = torch.stack(
+            [datasets.Views(augment.Labels(np.zeros(4)), augment.ViewParams(16, 0.2), seed=7)[i][0] for i in range(4)]
+        )
+        try:
+            compiled = augment.apply(images, params, 16, 16, s.mean, s.std, compiled=True)
+        finally:
+            # dynamo skips a function that failed to compile, for good: the tests after compile it
+            torch._dynamo.reset()
+        assert torch.equal(compiled, augment.apply(images, params, 16, 16, s.mean, s.std))

@@ -9,12 +9,13 @@ import torch
 
 from ring.core import catalog
 from ring.data import datasets, folders
+from ring.data.digits import _digits_arrays, _digits_colour_arrays, stratified_split, tint
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_digits_split_is_fixed_and_stratified():
-    images, targets, splits = datasets._digits_arrays()
+    images, targets, splits = _digits_arrays()
     assert images.dtype == np.uint8 and images.shape == (1797, 8, 8)
     assert len(splits["train"]) == 1347 and len(splits["test"]) == 450
     assert not set(splits["train"]) & set(splits["test"])
@@ -27,7 +28,7 @@ def test_the_digits_are_scikit_learns_images_and_split_read_without_importing_it
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    images, targets, splits = datasets._digits_arrays()
+    images, targets, splits = _digits_arrays()
     digits = load_digits()
     assert np.array_equal(images, np.round(digits.images * (255.0 / 16.0)).astype(np.uint8))
     assert np.array_equal(targets, digits.target)
@@ -41,13 +42,14 @@ def test_the_digits_are_scikit_learns_images_and_split_read_without_importing_it
         (rng.integers(0, 3, 50) * 5, 0.5, 42),
     ]:
         train, test = train_test_split(np.arange(len(labels)), test_size=fraction, stratify=labels, random_state=seed)
-        split = datasets.stratified_split(labels, fraction, seed)
+        split = stratified_split(labels, fraction, seed)
         assert np.array_equal(split["train"], np.sort(train)) and np.array_equal(split["test"], np.sort(test)), seed
     loaded = subprocess.run(
         [
             sys.executable,
             "-c",
-            "import sys; from ring.data import datasets; datasets._digits_arrays(); print('sklearn' in sys.modules)",
+            "import sys; from ring.data.digits import _digits_arrays; "
+            "_digits_arrays(); print('sklearn' in sys.modules)",
         ],
         capture_output=True,
         text=True,
@@ -58,7 +60,7 @@ def test_the_digits_are_scikit_learns_images_and_split_read_without_importing_it
 
 
 def test_digits_catalog_statistics_match_the_training_split():
-    images, _, splits = datasets._digits_arrays()
+    images, _, splits = _digits_arrays()
     pixels = images[splits["train"]] / 255.0
     spec = catalog.spec("digits")
     assert spec.mean[0] == pytest.approx(pixels.mean(), abs=1e-4)
@@ -66,7 +68,7 @@ def test_digits_catalog_statistics_match_the_training_split():
 
 
 def test_colour_digits_statistics_match_the_training_split():
-    images, _, splits = datasets._digits_colour_arrays()
+    images, _, splits = _digits_colour_arrays()
     pixels = images[splits["train"]].reshape(-1, 3) / 255.0
     spec = catalog.spec("digits_colour")
     assert spec.mean == pytest.approx(tuple(pixels.mean(axis=0)), abs=1e-4)
@@ -77,12 +79,12 @@ def test_colour_digits_statistics_match_the_training_split():
 def test_colour_digits_are_the_digits_tinted_deterministically_with_ab_channels_that_draw_the_digit():
     from ring.engine.encoder import lab_views
 
-    grey, targets, splits = datasets._digits_arrays()
-    colour, colour_targets, colour_splits = datasets._digits_colour_arrays()
+    grey, targets, splits = _digits_arrays()
+    colour, colour_targets, colour_splits = _digits_colour_arrays()
     assert colour.shape == (*grey.shape, 3) and (colour_targets == targets).all()
     assert all((colour_splits[k] == splits[k]).all() for k in splits)
     # Deterministic for a seed (a fresh generator each call), another seed another tint; the background stays black.
-    assert (datasets.tint(grey, seed=0) == colour).all() and not (datasets.tint(grey, seed=1) == colour).all()
+    assert (tint(grey, seed=0) == colour).all() and not (tint(grey, seed=1) == colour).all()
     assert (colour[grey == 0] == 0).all()
     # CMC's views, as it computes them (kornia's Lab of the normalised batch): the ab view varies within an image
     # and between images, where on the grey digits it is one constant (the test's guard against a vacuous pass).

@@ -20,7 +20,7 @@ from PIL import Image
 from torch.utils.data import default_collate
 
 from ring import prepare
-from ring.data import augment, gpu_decode, store, views
+from ring.data import augment, gpu_decode, store, store_layout, views
 from ring.engine.runtime import epoch_batches, make_loader
 
 CPU = torch.device("cpu")
@@ -190,7 +190,7 @@ def jpeg_store(tmp_path_factory) -> Path:
             noisy = np.clip(np.asarray(small) + rng.normal(0, 20, (36, 48, 3)), 0, 255).astype(np.uint8)
             Image.fromarray(noisy).save(folder / split / f"c{i % 2}" / f"{i:03d}.jpg", quality=90)
     prepare.build(prepare.Target.of_folder(folder, "jpeg95", SIZE, shard_images=16), workers=1)
-    return store.store_dir(folder, "jpeg95", SIZE)
+    return store_layout.store_dir(folder, "jpeg95", SIZE)
 
 
 def _pipelines(jpeg_store, workers: int, epoch: int = 0, start: int = 0):

@@ -6,6 +6,8 @@ import struct
 
 import pytest
 
+from ring.core import catalog
+from ring.core.refs import resolve
 from ring.data import folders, listings
 from tests.data.test_metadataset import WRITERS, write_mnist, write_traffic_sign
 
@@ -14,7 +16,7 @@ from tests.data.test_metadataset import WRITERS, write_mnist, write_traffic_sign
 def test_each_parser_lists_the_publishers_split_with_its_labels_and_files(tmp_path, name):
     expected = WRITERS[name](tmp_path)
     base = tmp_path / name
-    split = listings.LISTINGS[name](base)
+    split = resolve(catalog.TRANSFER[name].listing)(base)
     assert sorted(split) == sorted(listings.SPLITS)
     assert {s: [label for _, label in split[s]] for s in listings.SPLITS} == expected
     assert all((base / rel.partition(listings.PART)[0]).is_file() for s in listings.SPLITS for rel, _ in split[s])
@@ -23,26 +25,26 @@ def test_each_parser_lists_the_publishers_split_with_its_labels_and_files(tmp_pa
 def test_an_idx_item_is_its_file_and_index_and_a_damaged_idx_file_is_refused(tmp_path):
     write_mnist(tmp_path)
     base = tmp_path / "mnist"
-    split = listings.LISTINGS["mnist"](base)
+    split = resolve(catalog.TRANSFER["mnist"].listing)(base)
     assert split["test"] == [("MNIST/raw/t10k-images-idx3-ubyte#0", 9), ("MNIST/raw/t10k-images-idx3-ubyte#1", 2)]
     images = base / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
     images.write_bytes(images.read_bytes()[:-1])  # one byte short of 2 images of 6x6
     with pytest.raises(ValueError, match=r"t10k-images-idx3-ubyte holds 2 images of 6x6 in 87 bytes for 2 labels$"):
-        listings.LISTINGS["mnist"](base)
+        resolve(catalog.TRANSFER["mnist"].listing)(base)
     labels = base / "MNIST" / "raw" / "train-labels-idx1-ubyte"
     labels.write_bytes(struct.pack(">II", 2051, 5) + bytes(5))  # an images header where labels belong
     with pytest.raises(ValueError, match=r"train-labels-idx1-ubyte is not an idx file \(magic 2051, expected 2049\)"):
-        listings.LISTINGS["mnist"](base)
+        resolve(catalog.TRANSFER["mnist"].listing)(base)
 
 
 def test_a_gtsrb_class_folder_without_its_annotation_file_lists_its_images(tmp_path):
     write_traffic_sign(tmp_path)
     training = tmp_path / "traffic_sign" / "gtsrb" / "GTSRB" / "Training"
-    with_csv = listings.LISTINGS["traffic_sign"](tmp_path / "traffic_sign")
+    with_csv = resolve(catalog.TRANSFER["traffic_sign"].listing)(tmp_path / "traffic_sign")
     (training / "00000" / "GT-00000.csv").unlink()
     (training / "00001" / "GT-00001.csv").unlink()
     (training / "00001" / "notes.txt").write_text("not an image")
-    assert listings.LISTINGS["traffic_sign"](tmp_path / "traffic_sign") == with_csv
+    assert resolve(catalog.TRANSFER["traffic_sign"].listing)(tmp_path / "traffic_sign") == with_csv
 
 
 def test_a_per_class_split_rounds_each_classs_test_share():

@@ -206,7 +206,7 @@ def write_shapes(root: Path) -> dict:
     return {split: [label for label in range(len(listings.SHAPES)) for _ in range(n)] for split, n in per_class.items()}
 
 
-WRITERS = {name: globals()[f"write_{name}"] for name in metadataset.TRANSFER_DATASETS}
+WRITERS = {name: globals()[f"write_{name}"] for name in catalog.TRANSFER}
 
 
 @pytest.mark.parametrize("name", sorted(WRITERS))

@@ -12,7 +12,7 @@ from torchvision import transforms as T
 
 from ring import prepare
 from ring.core import catalog
-from ring.data import augment, datasets, store
+from ring.data import augment, datasets, store, store_layout
 from ring.data.digits import generate_folder
 from ring.data.views import StoreViews
 from ring.plan import checks
@@ -31,11 +31,11 @@ def root(tmp_path_factory) -> Path:
 
 
 def folder(root: Path, split: str) -> tvd.ImageFolder:
-    return tvd.ImageFolder(str(root / "digits_folder" / store.SPLIT_FOLDERS[split]))
+    return tvd.ImageFolder(str(root / "digits_folder" / store_layout.SPLIT_FOLDERS[split]))
 
 
 def stored(root: Path, fmt: str) -> Path:
-    return store.store_dir(root / "digits_folder", fmt, SIZE)
+    return store_layout.store_dir(root / "digits_folder", fmt, SIZE)
 
 
 def test_the_listing_is_imagefolders_order(root):
@@ -77,7 +77,7 @@ def test_jpeg95_stays_within_its_stated_psnr_on_photo_like_images(tmp_path):
 def test_the_store_is_readable_with_numpy_alone(root):
     """docs/datasets.md's recipe: index.npy names the shard, offset and length of each record."""
     base = stored(root, "jpeg95") / "train"
-    row = np.load(base / store.INDEX, allow_pickle=False)[1234]
+    row = np.load(base / store_layout.INDEX, allow_pickle=False)[1234]
     record = np.fromfile(base / f"shard-{row['shard']:05d}" / "data.bin", np.uint8, row["length"], offset=row["offset"])
     image = np.asarray(Image.open(io.BytesIO(record.tobytes())))
     assert image.shape == (SIZE, SIZE, 3) and row["label"] == folder(root, "train").targets[1234]
@@ -113,7 +113,7 @@ def test_a_cell_reads_the_store_only_at_its_size_and_format(root):
     )  # another resize: the files
     assert datasets.source(catalog.spec("digits_colour"), root, "jpeg95", SIZE).store is None  # in memory: no store
     assert isinstance(datasets.load("digits_folder", root, "test", "raw", SIZE), store.StoreImages)
-    assert checks.STORE_FORMATS is store.CHOICES  # the plan refuses what the store cannot read, by its own list
+    assert checks.STORE_FORMATS is store_layout.CHOICES  # the plan refuses what the store cannot read, by its own list
 
 
 def test_a_missing_store_is_one_sentence(tmp_path, root):
@@ -133,19 +133,21 @@ def test_verify_names_a_truncated_or_altered_shard(tmp_path, root):
 
     copy = tmp_path / "jpeg95-32"
     shutil.copytree(stored(root, "jpeg95"), copy)
-    assert store.verify(copy, "jpeg95", SIZE)["splits"]["train"]["images"] == 1347
+    assert store_layout.verify(copy, "jpeg95", SIZE)["splits"]["train"]["images"] == 1347
     shard = copy / "train" / "shard-00001" / "data.bin"
     data = bytearray(shard.read_bytes())
     data[100] ^= 0xFF
     shard.write_bytes(bytes(data))
-    store.verify(copy, "jpeg95", SIZE, checksums=False)  # the size still matches
-    with pytest.raises(store.StoreError, match=r"shard-00001/data.bin does not match its recorded SHA-256 \(damaged"):
-        store.verify(copy, "jpeg95", SIZE)
+    store_layout.verify(copy, "jpeg95", SIZE, checksums=False)  # the size still matches
+    with pytest.raises(
+        store_layout.StoreError, match=r"shard-00001/data.bin does not match its recorded SHA-256 \(damaged"
+    ):
+        store_layout.verify(copy, "jpeg95", SIZE)
     shard.write_bytes(bytes(data[:-10]))
-    with pytest.raises(store.StoreError, match=r"shard-00001/data.bin is missing or truncated"):
-        store.verify(copy, "jpeg95", SIZE, checksums=False)
-    with pytest.raises(store.StoreError, match=r"holds jpeg95 at 32 px, not raw at 32"):
-        store.verify(copy, "raw", SIZE)
+    with pytest.raises(store_layout.StoreError, match=r"shard-00001/data.bin is missing or truncated"):
+        store_layout.verify(copy, "jpeg95", SIZE, checksums=False)
+    with pytest.raises(store_layout.StoreError, match=r"holds jpeg95 at 32 px, not raw at 32"):
+        store_layout.verify(copy, "raw", SIZE)
 
 
 def test_dali_with_a_store_is_refused_at_plan_time():

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ring.core import catalog
+from ring.core.refs import resolve
 from ring.data import datasets, folders, verify
 
 
@@ -57,7 +58,7 @@ def test_data_check_verifies_torchvisions_md5_once_and_names_a_truncated_file(tm
     assert record["checksums"] == "verified against the publisher" and record["md5"] == files
     if name != "stl10":
         assert len(datasets.load(name, tmp_path / "data", "train")) == 4 * len(
-            datasets.BUILDERS[name](catalog.folder(name, tmp_path / "data"), "train").train_list
+            resolve(catalog.DATASETS[name].loader)(catalog.folder(name, tmp_path / "data"), "train").train_list
         )  # torchvision reads the files
     # The stamp stands in for the md5s while no file changes.
     monkeypatch.setattr(verify, "md5_of", lambda path: pytest.fail(f"{path} hashed again"))
@@ -109,16 +110,17 @@ def test_data_check_finds_an_unwritable_results_folder_before_any_job(tmp_path, 
     cell.chmod(0o555)
     if os.geteuid() == 0:  # root writes whatever the mode bits say: judge by them, as for any other user
         monkeypatch.setattr(folders.os, "access", lambda path, mode: bool(os.stat(path).st_mode & 0o200))
+    check = ["check", "digits", "--data-root", str(tmp_path), "--writable"]
     try:
-        status = verify.main(
-            ["check", "digits", "--data-root", str(tmp_path), "--writable", str(tmp_path / "results" / "smoke")]
-        )
+        status = verify.main([*check, str(tmp_path / "results" / "smoke")])
+        # A folder still to be created (its nearest existing parent decides), and a sibling tree, pass.
+        assert verify.main([*check, str(tmp_path / "results" / "other" / "new")]) == 0
     finally:
         cell.chmod(0o755)
     assert status == 1
-    assert capsys.readouterr().err.strip() == (
-        f"ring: Results folder {cell} is not writable by this user; fix its "
-        "permissions (chmod u+w) or move it away before training."
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"ring: The cell folder {cell} is not writable by this user; fix its permissions (chmod -R u+w {cell}) or move "
+        "it away, and rerun."
     )
 
 

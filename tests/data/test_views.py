@@ -13,16 +13,19 @@ from torch.utils.data import DataLoader
 
 from ring.core import catalog
 from ring.core import config as C
-from ring.data import augment, datasets, views
+from ring.data import augment, datasets, view_draws, views
+from ring.engine.runtime import epoch_batches
 from tests.helpers import TINY_PRETRAIN
 
 CPU = torch.device("cpu")
 
 
-def _cfg(augment_place: str) -> views.ViewSpec:
+def _cfg(augment_place: str, view_draws: str = "sample") -> views.ViewSpec:
     """The views of the tiny pretraining cell, ``crop`` 24, made at ``augment_place``."""
     cfg = C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "augment": augment_place, "crop": 24})
-    return views.ViewSpec(cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode)
+    return views.ViewSpec(
+        cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode, view_draws=view_draws
+    )
 
 
 @pytest.fixture
@@ -79,3 +82,38 @@ def test_a_placement_the_dataset_cannot_take_is_one_sentence(digits):
         views.train_views(_cfg("device"), neither, CPU, 2, False, 4, 0)
     with pytest.raises(ValueError, match=r"^Unknown augment 'gpu'; choose auto, cpu, device or dali\.$"):
         views.train_views(_cfg("gpu"), digits, CPU, 2, False, 4, 0)
+
+
+def _epoch_views(tv: views.TrainViews, workers: int, start: int = 0) -> dict[int, torch.Tensor]:
+    """Each image's two views over an epoch (epoch 1) of batches of 3, from its ``start``-th batch on."""
+    tv.dataset.set_epoch(1)
+    batches = epoch_batches(len(tv.dataset), 3, 0, 1)[start:]
+    out = {}
+    for batch in DataLoader(tv.dataset, batch_sampler=batches, num_workers=workers, collate_fn=tv.collate):
+        (a, b), index = tv.batch(batch, epoch=1, step=0)
+        out.update({int(i): torch.stack((x, y)) for i, x, y in zip(index, a, b, strict=True)})
+    return out
+
+
+@pytest.mark.parametrize("place", ["cpu", "device"])
+def test_batch_view_draws_make_the_same_views_on_any_workers_and_after_a_restart(digits, place):
+    """view_draws: batch, through the stage's pipeline: the workers draw each batch's values (PIL makes the pixels
+    there, or the device here), the same views whatever the workers, and a restart's fresh pipeline from the third
+    batch of the epoch makes that batch's views again."""
+    spec = _cfg(place, "batch")
+    tv = views.train_views(spec, digits, CPU, n_views=2, compiled=False, local_batch=3, rank=0)
+    drawer = view_draws.BatchPilViews if place == "cpu" else view_draws.BatchParams
+    assert isinstance(tv.dataset.transform, drawer)
+    whole = _epoch_views(tv, 0)
+    assert len(whole) == 6 and all(v.shape == (2, 3, 24, 24) for v in whole.values())
+    assert all(torch.equal(v, whole[i]) for i, v in _epoch_views(tv, 2).items())
+    restarted = views.train_views(spec, digits, CPU, n_views=2, compiled=False, local_batch=3, rank=0)
+    resumed = _epoch_views(restarted, 1, start=1)
+    assert len(resumed) == 3 and all(torch.equal(v, whole[i]) for i, v in resumed.items())
+    sample = _epoch_views(views.train_views(_cfg(place), digits, CPU, 2, False, 3, 0), 0)
+    assert sample.keys() == whole.keys() and not any(torch.equal(sample[i], whole[i]) for i in whole)  # other draws
+
+
+def test_batch_view_draws_under_dali_are_one_sentence(digits):
+    with pytest.raises(ValueError, match=r"^view_draws: batch draws the views' parameters and DALI draws its own;"):
+        views.train_views(_cfg("dali", "batch"), digits, CPU, 2, False, 4, 0)

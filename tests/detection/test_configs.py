@@ -11,7 +11,7 @@ def _cfg(task, **kw):
 
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_paper_overrides_on_detectron2s_own_base_config(task, tmp_path):
-    d2 = configs.build(_cfg(task, seed=3), tmp_path / "backbone.pkl", tmp_path)
+    d2 = configs.build(_cfg(task, seed=3), TASKS[task], tmp_path / "backbone.pkl", tmp_path)
     assert d2.INPUT.FORMAT == "RGB"
     assert d2.MODEL.BACKBONE.FREEZE_AT == 5
     assert list(d2.MODEL.PIXEL_MEAN) == [123.675, 116.28, 103.53]  # R, G, B
@@ -40,6 +40,6 @@ def test_unknown_or_mistyped_detectron2_keys_fail_in_one_sentence(tmp_path):
     with pytest.raises(
         ValueError, match=r"Unknown Detectron2 config key 'SOLVER.MAX_ITERS'.*Did you mean 'SOLVER.MAX_ITER'\?"
     ):
-        configs.build(_cfg("coco_kp", overrides={"SOLVER.MAX_ITERS": 5}), "w.pkl", tmp_path)
+        configs.build(_cfg("coco_kp", overrides={"SOLVER.MAX_ITERS": 5}), TASKS["coco_kp"], "w.pkl", tmp_path)
     with pytest.raises(ValueError, match="'SOLVER.MAX_ITER' in the overrides of cell IRing/coco_kp cannot take 'five'"):
-        configs.build(_cfg("coco_kp", overrides={"SOLVER.MAX_ITER": "five"}), "w.pkl", tmp_path)
+        configs.build(_cfg("coco_kp", overrides={"SOLVER.MAX_ITER": "five"}), TASKS["coco_kp"], "w.pkl", tmp_path)

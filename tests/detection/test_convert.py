@@ -10,6 +10,7 @@ from ring.core import config as C
 from ring.detection import configs, convert
 from ring.detection.convert import ConversionError, check_loaded, d2_key
 from ring.engine.encoder import save_trunks
+from ring.plan.detection_tasks import TASKS
 from tests.helpers import run_module
 
 
@@ -50,7 +51,7 @@ def _model(task, backbone_pkl, tmp_path, **overrides):
     cfg = C.DetectionConfig(
         task=task, method="IR", source="digits", num_gpus=0, overrides={"MODEL.FPN.OUT_CHANNELS": 32, **overrides}
     )
-    d2cfg = configs.build(cfg, backbone_pkl, tmp_path)
+    d2cfg = configs.build(cfg, TASKS[task], backbone_pkl, tmp_path)
     model = build_model(d2cfg)
     DetectionCheckpointer(model).load(str(backbone_pkl))
     return model

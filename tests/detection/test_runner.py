@@ -7,12 +7,13 @@ import sys
 import pytest
 import torch
 
+from ring.core import cell_runs, stop
 from ring.core import config as C
-from ring.core import stop
-from ring.core.files import record_checksums
+from ring.core.files import record_checksums, sha256_file
+from ring.core.stop import Preempted
 from ring.detection import runner
-from ring.engine.runtime import Preempted
 from ring.plan import grid as G
+from ring.plan.detection_tasks import TASKS
 from tests.conftest import ROOT
 from tests.helpers import run_module
 
@@ -45,6 +46,8 @@ def test_each_model_trains_and_evaluates_on_the_embedded_default(task, backbone_
     expected = {"coco_det_seg": ["bbox", "segm"], "coco_kp": ["bbox", "keypoints"], "voc_det": ["bbox"]}[task]
     assert sorted(metrics["results"]) == expected
     assert metrics["columns"] and all(0.0 <= v <= 100.0 for v in metrics["columns"].values())  # evaluated, not NaN
+    if task == "coco_kp":  # the smoke grid's keypoint settings learn the keypoints (AP 37.6, AP50 100 here)
+        assert metrics["columns"]["coco_kp_AP"] > 0 and metrics["columns"]["coco_kp_AP50"] > 0, metrics["columns"]
     assert (metrics["method"], metrics["task"], metrics["seed"]) == ("IRing", task, 0)
     assert (cell / "model_final.pth").exists() and f"MAX_ITER: {cfg.overrides['SOLVER.MAX_ITER']}" in (
         cell / runner.D2_CONFIG
@@ -90,15 +93,26 @@ def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(
     provenance = json.loads((cell / "provenance.json").read_text())
     assert [s["outcome"] for s in provenance["segments"]] == ["preempted", "completed"]
     assert not list(cell.glob(".*.tmp"))  # checkpoints are written to temporaries and renamed
-    # A changed config never continues these checkpoints.
+    # A changed config never continues these checkpoints: the finished run is kept under runs/, as every stage's
+    # (issue 52 item 5: it was refused, "move the cell folder away"), and the cell starts over.
     changed = smoke_config(
         "MoCo",
         "coco_det_seg",
         datasets_root,
         overrides={**cfg.overrides, "SOLVER.BASE_LR": 2 * cfg.overrides["SOLVER.BASE_LR"]},
     )
-    status, lines = run_main(changed, backbone_pkl, cell, capsys)
-    assert status == 1 and len(lines) == 1 and "written with a different config" in lines[0]
+    metrics = (cell / runner.METRICS_FILE).read_text()
+    assert runner.prepare(changed, TASKS["coco_det_seg"], backbone_pkl, cell) is not None
+    assert "its config changed (overrides): the previous run is kept in" in capsys.readouterr().err
+    kept = cell / "runs" / cell_runs.run_key(C.config_hash(cfg), sha256_file(backbone_pkl))
+    assert (kept / runner.METRICS_FILE).read_text() == metrics and (kept / "log.txt").is_file()
+    assert not list(cell.glob("model_*.pth")) and not (cell / "last_checkpoint").exists()
+    assert not list(kept.glob("model_*.pth"))  # keep_superseded: results drops Detectron2's checkpoints
+    # The edit undone: the finished run comes back from runs/, its outputs verified, and nothing trains.
+    log = (kept / "log.txt").read_text()
+    status, lines = run_main(cfg, backbone_pkl, cell, capsys)
+    assert status == 0 and any(line.endswith("; nothing to train") for line in lines), lines
+    assert (cell / runner.METRICS_FILE).read_text() == metrics and (cell / "log.txt").read_text() == log
 
 
 def _fails_before_training(cell, status, lines, phrase):
@@ -146,6 +160,24 @@ def test_bad_converted_checkpoints_fail_in_one_sentence(backbone_pkl, datasets_r
     assert "tensors missing (e.g. ['res5.0." in lines[0]
     assert "rerun the conversion (ring convert --encoder" in lines[0]
     assert "ResNet depth" not in lines[0]
+
+
+def test_a_cell_from_before_run_json_keeps_another_configs_checkpoints_under_runs(tmp_path, capsys):
+    """Its config_hash stamp is all such a cell says of its run: another config's checkpoints were refused ("move the
+    cell folder away"); they are kept under runs/, named by the stamp, and the cell starts over."""
+    cfg = smoke_config("IR", "voc_det", tmp_path)
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    (cell / runner.HASH_FILE).write_text("0123456789abcdef\n")
+    for name in ("last_checkpoint", "model_final.pth", "log.txt", runner.METRICS_FILE):
+        (cell / name).write_text(name)
+    assert not runner.bring_in_line(cell, cfg, "b" * 64)
+    kept = cell / "runs" / "0123456789abcdef-unrecorded"
+    assert sorted(p.name for p in kept.iterdir()) == ["config_hash", "log.txt", runner.METRICS_FILE]
+    assert f"made with another config (0123456789abcdef); it is kept in {kept}" in capsys.readouterr().err
+    # the cell's files are this config's from now on
+    assert cell_runs.read_run_record(cell)["encoder_sha256"] == "b" * 64
+    assert (cell / runner.HASH_FILE).read_text().strip() == C.config_hash(cfg)
 
 
 def test_a_backbone_altered_after_its_conversion_fails_its_checksum(backbone_pkl, datasets_root, tmp_path, capsys):
@@ -281,3 +313,23 @@ def test_weights_that_step_to_inf_after_a_finite_loss_are_never_checkpointed(
     assert "lr=3e+38" in lines[0]
     assert not (cell / runner.METRICS_FILE).exists() and not (cell / "model_final.pth").exists()
     assert not (cell / "last_checkpoint").exists() and not list(cell.glob(".*.tmp"))
+
+
+def test_a_detection_cell_looks_its_task_up_once(backbone_pkl, datasets_root, tmp_path, monkeypatch):
+    """ring.detection.runner.run looks the cell's task up once; the Detectron2 config, the table's columns and
+    metrics.json take it from there: every other lookup of a task by name raises."""
+    from ring.plan import detection_tasks
+
+    looked_up, lookup = [], runner.get_task
+
+    def refused(*args):
+        raise AssertionError(f"a detection task looked up by name below the entry point: {args}")
+
+    monkeypatch.setattr(runner, "get_task", lambda name: looked_up.append(name) or lookup(name))
+    monkeypatch.setattr(detection_tasks, "task", refused)
+    # The training is not what this checks: Detectron2's results as its evaluation returns them.
+    monkeypatch.setattr(runner, "train_and_evaluate", lambda *args: {"bbox": {"AP": 12.5, "AP50": 30.0, "AP75": 9.0}})
+    metrics = runner.run(smoke_config("IRing", "voc_det", datasets_root), backbone_pkl, tmp_path / "cell")
+    assert looked_up == ["voc_det"]
+    assert metrics["columns"] == {"voc_det_AP": 12.5, "voc_det_AP50": 30.0, "voc_det_AP75": 9.0}
+    assert metrics["protocol"]["base_config"] == "PascalVOC-Detection/faster_rcnn_R_50_C4.yaml"

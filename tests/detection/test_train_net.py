@@ -12,11 +12,11 @@ from detectron2.config import get_cfg
 from detectron2.data import MetadataCatalog
 
 from ring.core import stop
+from ring.core.stop import Preempted
 from ring.detection import train_net
 from ring.detection.train_net import SafeCheckpointer, StopOnRequest, Trainer
 from ring.engine.checkpoint import CheckpointError
 from ring.engine.health import NonFinite
-from ring.engine.runtime import Preempted
 from tests.detection.test_runner import _Payload
 
 

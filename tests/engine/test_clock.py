@@ -62,3 +62,19 @@ def test_a_segment_records_the_seconds_of_each_pass(tmp_path):
     assert segment["pass_images"] == {"linear evaluation": 64}
     assert segment["pass_calls"] == {"setup": 1, "linear evaluation": 1}
     assert "pass_stamps" not in segment  # only the price suite's runs keep every batch's stamp
+
+
+def test_each_pass_is_timed_on_the_wall_and_on_the_processs_cpu():
+    """A pass waiting (here asleep, as a job waits for a core on a busy host) spends wall seconds and no CPU seconds;
+    one computing spends both, and a nested timing's CPU seconds are its own."""
+    c = clock.start()
+    with c.timing("pretraining"):
+        time.sleep(0.2)
+        with c.timing("checkpoint writes"):
+            end = time.process_time() + 0.1
+            while time.process_time() < end:
+                pass
+    # A sleep wakes within a few ms on any host; the busy loop's 0.1 s of CPU is counted by the process's clock.
+    assert c.seconds["pretraining"] >= 0.2 and c.cpu_seconds["pretraining"] < 0.05
+    assert c.cpu_seconds["checkpoint writes"] >= 0.1 and c.seconds["checkpoint writes"] >= 0.1
+    assert set(clock.record()["passes_cpu_s"]) == {"pretraining", "checkpoint writes"}

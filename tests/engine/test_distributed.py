@@ -124,8 +124,11 @@ def assert_runs_agree(tmp_path, method: str) -> None:
     assert torch.equal(
         single["objective"].get("queue_ptr", torch.zeros(())), ddp["objective"].get("queue_ptr", torch.zeros(()))
     )
+    # CMC's ab bank holds the ab trunk's features of constant images, rounding noise (above): its rows measured 0.973
+    # apart at worst on one host and 0.743 on an AVX2-only one, so they cannot tell a missed update; the L bank,
+    # updated by the same code in the same step, can.
     for name, value in single["objective"].items():
-        if name.endswith(("memory", "queue")):
+        if name.endswith(("memory", "queue")) and name != "bank_ab.memory":
             cosine = torch.nn.functional.cosine_similarity(value.float(), ddp["objective"][name].float(), dim=1)
             assert cosine.min() > 0.9, name
     assert (tmp_path / "ddp" / "encoder.pt").exists()

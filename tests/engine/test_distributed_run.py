@@ -31,20 +31,16 @@ IMAGES = 224
 BATCH = 56
 RESIZE = 16
 
-# ring.pretrain's entry point in float64 (see the module docstring): views made in the default dtype, the network's
-# output kept in it (Precision casts to fp32), the bank or queue built in it; pretraining sees the first IMAGES
-# digits (the same images in every run), so that a whole run costs seconds.
+# ring.pretrain's entry point on the first IMAGES digits (the same images in every run), so that a whole run costs
+# seconds; the cell computes in float64 by its own key (precision: fp64).
 WORKER = f"""
 import sys, torch
-torch.set_default_dtype(torch.float64)
 from ring.data import datasets
-from ring.engine import encoder
 from ring import pretrain
 load = datasets.Source.load
 datasets.Source.load = lambda self, split: (
     torch.utils.data.Subset(load(self, split), range({IMAGES})) if split == "pretrain" else load(self, split)
 )
-encoder.Precision.forward = lambda self, x: self._run(x.to(torch.float64))
 sys.exit(pretrain.main(sys.argv[1:]))
 """
 
@@ -62,11 +58,12 @@ def config(method: str, bn_groups: int) -> C.PretrainConfig:
         bank_negatives=64,  # at most the bank's IMAGES rows
         queue_size=BATCH * 2,
         threads=1,
+        precision="fp64",  # see the module docstring
     )
 
 
 def train(cfg: C.PretrainConfig, cell, world: int) -> dict:
-    """``cfg`` trained in ``cell`` by ``world`` gloo processes in float64; its last checkpoint, held in memory: the
+    """``cfg`` trained in ``cell`` by ``world`` gloo processes; its last checkpoint, held in memory: the
     cell's files (a float64 checkpoint, its predecessor and snapshots, 0.4 GB for MoCo) go at once."""
     run_ranks(cfg, cell, world, ("-c", WORKER))
     state = safe_load(cell / "checkpoint.pt")

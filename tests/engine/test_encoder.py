@@ -5,6 +5,7 @@ import pytest
 import torch
 from torchvision.models import resnet18
 
+from ring.core.methods import METHODS
 from ring.engine.encoder import (
     LAB_HIGH,
     LAB_LOW,
@@ -119,7 +120,7 @@ def test_cmc_features_concatenate_the_l_and_ab_trunks(tmp_path):
     files = export_trunks(cmc)
     assert sorted(files) == ["encoder.pt", "encoder_ab.pt"]
     save_trunks(files, tmp_path)
-    extractor = load_feature_extractor(tmp_path / "encoder.pt", "CMC", (0.5,) * 3, (0.25,) * 3)
+    extractor = load_feature_extractor(tmp_path / "encoder.pt", METHODS["CMC"].encoder_files, (0.5,) * 3, (0.25,) * 3)
     x = torch.randn(2, 3, 64, 64)
     lum, ab = lab_views(x, (0.5,) * 3, (0.25,) * 3)
     with torch.no_grad():
@@ -128,9 +129,9 @@ def test_cmc_features_concatenate_the_l_and_ab_trunks(tmp_path):
     assert expected.shape == (2, 1024, 2, 2) and "concatenated" in extractor.description
     (tmp_path / "encoder_ab.pt").unlink()
     with pytest.raises(Exception, match="encoder_ab.pt does not exist"):
-        load_feature_extractor(tmp_path / "encoder.pt", "CMC", (0.5,) * 3, (0.25,) * 3)
+        load_feature_extractor(tmp_path / "encoder.pt", METHODS["CMC"].encoder_files, (0.5,) * 3, (0.25,) * 3)
     with pytest.raises(ValueError, match="does not fit resnet18"):  # an L trunk is not an RGB trunk
-        load_feature_extractor(tmp_path / "encoder.pt", "IR", (0.5,) * 3, (0.25,) * 3)
+        load_feature_extractor(tmp_path / "encoder.pt", METHODS["IR"].encoder_files, (0.5,) * 3, (0.25,) * 3)
 
 
 # -- BatchNorm groups in one pass (ring.engine.encoder.Grouped) -------------------------------------------

@@ -1,5 +1,5 @@
 """A pretraining cell's checkpoint (ring.engine.pretrain_state): a corrupt one set aside, another method's refused,
-and rank 0 alone deciding what every rank resumes from (resuming bit-exactly is tests/test_pretrain.py's and
+and rank 0 alone deciding what every rank resumes from (resuming bit-exactly is tests/test_pretrain_resume.py's and
 tests/project/test_integrity.py's)."""
 
 from pathlib import Path
@@ -44,7 +44,6 @@ def test_checkpoint_of_another_method_names_both_methods(tmp_path):
 def test_ranks_other_than_0_resume_from_the_file_rank_0_chose(tmp_path, monkeypatch, choice, loaded):
     """Rank 0 alone looks at the checkpoints (it moves a corrupt one aside; another node may not see a new file yet)
     and broadcasts its choice; a rank other than 0 loads that file without deciding anything itself."""
-    import types
 
     from ring.engine import checkpoint as ckpt
     from ring.engine import distributed
@@ -56,15 +55,15 @@ def test_ranks_other_than_0_resume_from_the_file_rank_0_chose(tmp_path, monkeypa
     monkeypatch.setattr(pretrain_state, "resume_state", lambda *a: pytest.fail("only rank 0 decides"))
     monkeypatch.setattr(pretrain_state, "load_verified", lambda p, what: {"from": Path(p).name})
     seen = []
-    checkpoint = pretrain_state.PretrainCheckpoint(types.SimpleNamespace(out=tmp_path))
-    monkeypatch.setattr(checkpoint, "load", lambda state, p, fix: seen.append(state["from"]))
-    assert checkpoint.resume() is (loaded is not None)
+    checkpoint = pretrain_state.PretrainCheckpoint(tmp_path, None, {})
+    position = pretrain_state.Position(epoch=3)
+    monkeypatch.setattr(checkpoint, "load", lambda state, p, fix: seen.append(state["from"]) or position)
+    assert checkpoint.resume() == (position if loaded else None)
     assert seen == ([loaded] if loaded else [])
 
 
 def test_a_rank_0_that_cannot_resume_tells_the_others_before_failing(tmp_path, monkeypatch):
     """Rank 0's CheckpointError (another method's checkpoint) reaches every rank at once: none waits for it in vain."""
-    import types
 
     from ring.engine import distributed
     from ring.engine.checkpoint import CheckpointError
@@ -76,7 +75,7 @@ def test_a_rank_0_that_cannot_resume_tells_the_others_before_failing(tmp_path, m
         raise CheckpointError("written by method MoCo")
 
     monkeypatch.setattr(pretrain_state, "resume_state", refuse)
-    checkpoint = pretrain_state.PretrainCheckpoint(types.SimpleNamespace(out=tmp_path))
+    checkpoint = pretrain_state.PretrainCheckpoint(tmp_path, None, {})
     with pytest.raises(CheckpointError, match="written by method MoCo"):
         checkpoint.resume()
     assert sent == [3]

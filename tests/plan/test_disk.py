@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ring.core.runs import RUNS
+from ring.core.cell_runs import RUNS
 from ring.plan import disk
 from ring.plan import grid as G
 from tests.conftest import ROOT

@@ -151,11 +151,11 @@ def test_stale_target_names_the_file_to_rerun_or_none(tmp_path, grid):
 
 def _exported(metrics_path):
     """The evaluation's outputs kept under exported/ (a copy) and recorded, as ring.lincls leaves them."""
-    from ring.core import runs
+    from ring.core import cell_runs
 
     cell = metrics_path.parent
     m = json.loads(metrics_path.read_text())
-    runs.keep_outputs(cell, "lincls", C.load(C.LinclsConfig, cell / "config.yaml"), "sha")
+    cell_runs.keep_outputs(cell, "lincls", C.load(C.LinclsConfig, cell / "config.yaml"), "sha")
     assert m["top1"] and (cell / "exported" / "metrics.json").read_bytes() == metrics_path.read_bytes()
 
 
@@ -197,7 +197,7 @@ def test_a_truncated_metrics_file_with_a_record_is_rerun_not_left_to_fail_the_ta
 
 
 def test_a_detection_metrics_file_edited_in_place_is_stale_in_table4(tmp_path):
-    from ring.core import runs
+    from ring.core import cell_runs
     from ring.plan import grid as G
     from tests.reports.tables.fixtures import _detection_cell
 
@@ -206,10 +206,35 @@ def test_a_detection_metrics_file_edited_in_place_is_stale_in_table4(tmp_path):
     metrics = _detection_cell(
         tmp_path / "results" / "mine", "IR", paper.pretrain_config("imagenet", "IR", 0, "/d"), cfg
     )
-    runs.keep_outputs(metrics.parent, "detection", cfg, json.loads(metrics.read_text())["backbone_sha256"])
+    cell_runs.keep_outputs(metrics.parent, "detection", cfg, json.loads(metrics.read_text())["backbone_sha256"])
     assert tables.build_table4([metrics], ["IR"], tmp_path / "table4").loc["IR", "voc_det_AP"] == "6.0"
     edited = json.loads(metrics.read_text())
     edited["columns"]["voc_det_AP"] = 60.0
     metrics.write_text(json.dumps(edited))
     assert tables.build_table4([metrics], ["IR"], tmp_path / "table4").loc["IR", "voc_det_AP"] == "stale [s1]"
     assert lineage.stale_target(metrics) == metrics
+
+
+def test_a_detection_cell_whose_backbone_was_damaged_since_is_stale_and_reruns_its_conversion(tmp_path):
+    """Issue 52 item 5: one flipped byte in backbone.pkl (its checksum record untouched) left Table 4's number as it
+    was, and nothing replanned the conversion."""
+    from ring.plan import grid as G
+    from tests.reports.tables.fixtures import _detection_cell
+
+    paper = G.load(tables.PAPER_GRID)
+    metrics = _detection_cell(
+        tmp_path / "results" / "mine",
+        "IR",
+        paper.pretrain_config("imagenet", "IR", 0, "/d"),
+        paper.detection_config("IR", "voc_det", 0, "/datasets"),
+    )
+    backbone = tmp_path / "results" / "mine" / "detection" / "imagenet" / "IR" / "seed0" / "backbone.pkl"
+    assert lineage.stale_target(metrics) is None
+    backbone.write_bytes(b"backbonE")
+    assert lineage.stale_target(metrics) == backbone
+    assert lineage.backbone_damage(backbone).target == backbone
+    assert f"{backbone} differs from the SHA-256 its checksum record" in lineage.stale_reason(
+        metrics, json.loads(metrics.read_text())
+    )
+    (backbone.parent / "export.json").unlink()  # no record: the stage would refuse it, so it is converted again
+    assert lineage.backbone_damage(backbone).target == backbone

@@ -17,10 +17,10 @@ def test_the_committed_reference_is_the_generated_one():
 
 
 def test_every_key_is_described_and_every_allowed_entry_is_a_real_key():
-    classes = reference._classes()
+    classes = reference.sections()
     fields = {f.name for cls in classes.values() for f in dataclasses.fields(cls)}
     assert set(checks.ALLOWED) <= fields, set(checks.ALLOWED) - fields
-    for stage in reference.STAGES:
+    for stage in reference.sections():
         undescribed = [e["key"] for e in reference.entries(stage) if not e["what"].strip()]
         assert not undescribed, f"{stage}: add a comment beside {undescribed} in ring/core/config.py"
 

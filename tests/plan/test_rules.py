@@ -1,6 +1,8 @@
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -33,6 +35,13 @@ def test_logged_copies_stderr_to_the_log_and_keeps_stdout_and_the_exit_status(tm
     assert result.returncode == 3
     assert result.stdout == "out\n" and result.stderr == "ring: it failed\n"
     assert (tmp_path / "job.log").read_text() == "ring: it failed\n"
+
+
+def test_a_config_rule_reruns_only_a_declared_stage():
+    with pytest.raises(
+        ValueError, match=r"ring rerun takes no stage 'study'; it takes pretrain, lincls, transfer, detection\.$"
+    ):
+        CellConfig("c/config.yaml", dict, rerun="study")
 
 
 @pytest.mark.parametrize("rerun", [None, "pretrain"])
@@ -109,3 +118,50 @@ def test_the_gpu_hours_read_every_existing_record_and_every_run_set_aside(tmp_pa
         kept.append(tmp_path / "b" / rules.RUNS / key / "provenance.json")
         kept[-1].write_text("{}")
     assert with_kept_runs([str(done), str(never)]) == [str(done), *sorted(map(str, kept))]
+
+
+def test_planned_records_each_job_whose_outputs_are_not_all_there_once_and_no_file(tmp_path):
+    """The run's handlers read the jobs a run is to start from Planned, where Snakemake's public interface has no
+    list: a job with an output missing is recorded once however often Snakemake calls its input, a finished one not."""
+    planned = rules.Planned()
+    done = tmp_path / "done"
+    done.mkdir()
+    (done / "a.json").write_text("{}")
+    both = planned.input("transfer", [f"{tmp_path}/{{cell}}/a.json", f"{tmp_path}/{{cell}}/b.json"], "--launcher local")
+    one = planned.input("data_check", f"{tmp_path}/{{cell}}/a.json")
+    for cell in ("done", "new", "new"):  # Snakemake may evaluate an input function more than once per job
+        wildcards = SimpleNamespace(cell=cell, items=lambda cell=cell: [("cell", cell)])
+        assert both(wildcards) == [] and one(wildcards) == []  # no file: the plan's inputs are unchanged
+    assert planned.rules() == ["data_check", "transfer"]
+    assert [w.cell for w in planned.of("transfer")] == ["done", "new"]  # done/ lacks b.json
+    assert [w.cell for w in planned.of("data_check")] == ["new"]
+    assert [(rule, launch) for rule, launch, _ in planned.jobs.values()] == [
+        ("transfer", "--launcher local"),
+        ("transfer", "--launcher local"),
+        ("data_check", None),
+    ]
+
+
+def test_a_stale_mark_reruns_the_job_that_makes_the_file_until_it_is_made_again(tmp_path, monkeypatch):
+    """The plan marks a stale file (the public way to rerun a job, where it wrote Snakemake's forced files before):
+    the mark, an input newer than the file, reruns its job; once the job made the file again, the mark is older and
+    stays an input (a job whose set of inputs changed is rerun by Snakemake)."""
+    monkeypatch.chdir(tmp_path)
+    table = "results/g/tables/table1.csv"
+    Path(table).parent.mkdir(parents=True)
+    Path(table).write_text("old")
+    assert rules.stale_input(None, [table]) == []  # nothing marked: no input
+    (mark,) = rules.stale_input(table, [table])  # the table found stale: marked, and its own job's input
+    assert Path(mark).stat().st_mtime >= Path(table).stat().st_mtime and not Path(mark).is_relative_to("results")
+    assert rules.stale_input(None, [table]) == [mark]  # in the same plan, another input leaves the mark as it is
+    assert Path(mark).stat().st_mtime >= Path(table).stat().st_mtime
+    os.utime(table, (Path(mark).stat().st_mtime + 1,) * 2)  # the job wrote the table again
+    monkeypatch.setattr(rules, "_MARKED", set())  # the next plan (a new Snakemake process)
+    assert rules.stale_input(None, [table]) == [mark]  # the same inputs: dated back, the mark reruns nothing
+    os.utime(table, (1, 1))  # even a table restored with an old time (a kept copy) is newer than it
+    assert Path(mark).stat().st_mtime < Path(table).stat().st_mtime
+    # Another rule's file: marked by one job's input (a detection cell's backbone), acted on by its maker's.
+    backbone = tmp_path / "results/g/detection/d/IR/seed0/backbone.pkl"
+    assert rules.stale_input(backbone, ["results/g/lincls/metrics.json"]) == []
+    assert rules.stale_input(None, [str(backbone)]) == [str(rules.stale_mark(backbone))]
+    assert str(rules.stale_mark(backbone)).startswith(".ring-stale/")  # an absolute path lies below the marks too

@@ -129,3 +129,18 @@ def test_the_chance_bars_docs_methods_quotes_are_what_the_code_computes():
     for images, k, percent in re.findall(r"\((\d+) shape images, (\d+) classes\) needs ([\d.]+)%", text):
         assert float(percent) == round(health.chance_bar(int(k), int(images)), 1), (images, percent)
         assert (int(images), int(k)) == (catalog.TRANSFER["shapes"].publisher_counts[1], 6)
+
+
+def test_the_figures_the_docs_generate_are_what_the_code_computes_now():
+    """The paper grid's price (docs/cluster.md) and `ring status`'s screen before its first cell (README) are
+    generated (benchmarks/docs_figures.py): README's screen said 1,162 GPU-h left and cluster.md 2,066 H200-hours
+    after the figures and the estimate had moved on (the code: 1,080).  Each block is what the code prints now."""
+    from benchmarks import docs_figures
+
+    stale = docs_figures.stale()
+    assert not stale, f"run `{docs_figures.COMMAND}`: the pages differ from the code in {sorted(stale)}: {stale}"
+    # The paper grid's plan README quotes is the recorded plan's (benchmarks/orchestration.py), which
+    # tests/project/test_wheel.py checks a plan from the installed wheel against.
+    recorded = json.loads((resources.FIGURES / "orchestration-cpu.json").read_text())["jobs_planned"]
+    readme = (ROOT / "README.md").read_text()
+    assert re.search(r"-n all_tables --config grid=paper +# plan: ([\d,]+) jobs", readme).group(1) == f"{recorded:,}"

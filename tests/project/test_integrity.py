@@ -20,6 +20,7 @@ import torch
 from ring import pretrain, toy_cnce, transfer
 from ring.core import config as C
 from ring.core.files import record_checksums
+from ring.core.methods import METHODS
 from ring.engine.checkpoint import CheckpointError, load_verified
 from ring.engine.encoder import LabEncoder, export_trunks, load_feature_extractor, save_trunks
 from ring.pretrain import Pretraining
@@ -278,7 +279,7 @@ def test_a_planted_payload_runs_nowhere_and_the_error_names_the_file(tmp_path, e
     # encoder: what ring.lincls, ring.transfer and ring.detection.convert read
     path = planted("encoder.pt", True)
     record_checksums(tmp_path, ["encoder.pt"])  # a payload recorded as the cell's own: the loader still refuses it
-    cases.append((path, lambda p=path: load_feature_extractor(p, "IR", [0.5] * 3, [0.2] * 3)))
+    cases.append((path, lambda p=path: load_feature_extractor(p, METHODS["IR"].encoder_files, [0.5] * 3, [0.2] * 3)))
     # converted Detectron2 weights, through the stage's reader and Detectron2's (safe) checkpointer
     path = planted("backbone.pkl", False)
     from ring.detection.convert import read_converted
@@ -336,7 +337,9 @@ def test_an_encoder_overwritten_mid_file_stops_every_reader_with_one_sentence(tm
         + re.escape("...: the file was altered on disk); rerun the pretraining cell that writes it.")
     )
     with pytest.raises(FileError, match=sentence):
-        load_feature_extractor(tmp_path / "encoder.pt", "CMC", s.mean, s.std)  # ring.lincls and ring.transfer
+        load_feature_extractor(
+            tmp_path / "encoder.pt", METHODS["CMC"].encoder_files, s.mean, s.std
+        )  # ring.lincls and ring.transfer
     if name == "encoder.pt":
         with pytest.raises(FileError, match=sentence):
             convert(path, tmp_path / "backbone.pkl")

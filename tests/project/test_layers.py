@@ -46,9 +46,15 @@ def test_the_login_node_side_imports_without_torch():
         for pkg in ("core", "plan", "cluster", "reports")
         for m in pkgutil.iter_modules([str(Path(ring.__file__).parent / pkg)])
     ]
-    names += ["ring.data.metadataset", "ring.detection.tasks", "ring.data.verify", "ring.data.fetch", "ring.cli"]
+    names += ["ring.data.metadataset", "ring.data.verify", "ring.data.download", "ring.cli"]
     # The compute side's torch-free modules, which the plan and the workflow client read, and ring fetch.
-    names += ["ring.data.folders", "ring.data.listings", "ring.data.stores", "ring.engine.anneal", "ring.engine.groups"]
+    names += [
+        "ring.data.folders",
+        "ring.data.listings",
+        "ring.data.store_layout",
+        "ring.engine.anneal",
+        "ring.engine.groups",
+    ]
     names += ["ring.fetch"]
     code = (
         f"import importlib, sys; [importlib.import_module(n) for n in {names!r}]; "

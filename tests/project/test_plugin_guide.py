@@ -282,10 +282,20 @@ def test_a_plugins_own_ring_kind_is_priced_from_its_figures_after_the_benchmark_
     assert line in priced.stdout and "IRing: step-time ratio" in priced.stdout, priced.stdout
 
 
+# GRID at 16 pixels, as the workflow tests run SMALL: this test is about the plug-in's cells going through the
+# workflow's stages to Table 1, not their accuracy; 16-pixel views make each job's compute about 4x smaller, and the
+# table's entries (a number or a diverged verdict) and the encoder's file are what fails when a stage does not run.
+GRID_16PX = {
+    **GRID,
+    "pretrain": {"all": {**GRID["pretrain"]["all"], "resize": 16, "crop": 16}},
+    "lincls": {"all": {**GRID["lincls"]["all"], "resize": 16, "crop": 16}},
+}
+
+
 @pytest.mark.slow
 def test_the_plugin_runs_through_the_workflow_to_table1(plugin, workdir):
     work = workdir
-    write_grid(work, "ext", GRID)
+    write_grid(work, "ext", GRID_16PX)
     snakemake(work, "--profile", "profiles/local", "table1", "--config", "grid=ext")
     assert (work / "results/ext/pretrain/digits/ToyRing/seed0/encoder.pt").is_file()
     table = (work / "results/ext/tables/table1.md").read_text()

@@ -1,19 +1,22 @@
 """Short rooms: no module of ``ring/`` over 500 lines, no function over 60, no class over 200, each with headroom
-(none within 5% of its cap); and a pretraining cell's method and dataset looked up by name once, at the stage's entry
-point (:func:`ring.pretrain.resolve`), then handed down as objects (no module of the compute side names the catalog
-below its entry points)."""
+(none within 5% of its cap); and every stage's cell (pretraining, linear evaluation, transfer, detection) has its
+method, dataset (or task) looked up by name once, at the stage's entry point (:func:`ring.pretrain.resolve`,
+:func:`ring.lincls.resolve`, :func:`ring.transfer.resolve`, :func:`ring.detection.runner.run`), then handed down as
+objects (no module of the compute side names the catalog below its entry points)."""
 
 import ast
 import inspect
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 import ring
 from ring.core import catalog, methods
-from ring.data import datasets, folders
-from tests.helpers import pretrain_config
+from ring.core import config as C
+from ring.data import datasets, folders, listings, metadataset
+from tests.helpers import lincls_config, pretrain_config
 
 # DEVELOPERS' rule (issue 33, "Short rooms"), with issue 42's headroom: a room grows by a fix or two between two
 # reviews, so none may stand within 5% of its cap, where the next fix would break it.
@@ -68,16 +71,71 @@ class _Refused(dict):
     __getitem__ = get = __contains__ = __iter__ = keys = items = values = __len__ = _refuse
 
 
-@pytest.mark.parametrize("name", ["IRing", "CMCRing"])  # CMC's Lab encoder reads the dataset's statistics
-def test_a_resolved_pretraining_cell_trains_without_looking_anything_up_by_name(tmp_path, monkeypatch, name):
-    """After ring.pretrain.resolve, building and training the cell (monitors, Ring window, checkpoints, export) asks
-    neither the dataset catalog nor the method registry again: every by-name lookup below raises, and so does any
-    read of the catalog's tables (ring.core.catalog.DATASETS and TRANSFER, under whatever name a module holds them)."""
-    from ring import pretrain
+# The catalog's tables as every module imported them (count_lookups swaps ring.core.catalog's own for counting ones).
+TABLES = (catalog.DATASETS, catalog.TRANSFER)
+# The modules whose entry points resolve a cell: their lookups by name are counted, one per name.
+STAGE_MODULES = {"ring.pretrain", "ring.lincls", "ring.transfer", "ring.detection.runner"}
 
-    cfg = pretrain_config(name, dataset="digits_colour", epochs=1, lr_milestones=[], resize=16, crop=16)
-    cfg.log_window_classes = True
-    cell = pretrain.resolve(cfg)
+
+def _by_a_stage(frame) -> bool:
+    return frame.f_globals.get("__name__") in STAGE_MODULES
+
+
+class _Counted(dict):
+    """A catalog table that counts, by name, the reads a stage's module makes of it (ring.core.catalog's own reads,
+    inside ring.core.catalog.spec, are that one lookup's)."""
+
+    def __init__(self, table: dict, counts: Counter):
+        super().__init__(table)
+        self.counts = counts
+
+    def _read(self, name) -> None:
+        if _by_a_stage(sys._getframe(2)):
+            self.counts["dataset", name] += 1
+
+    def __getitem__(self, name):
+        self._read(name)
+        return super().__getitem__(name)
+
+    def __contains__(self, name):
+        self._read(name)
+        return super().__contains__(name)
+
+    def get(self, name, default=None):
+        self._read(name)
+        return super().get(name, default)
+
+
+def count_lookups(monkeypatch) -> Counter:
+    """(kind, name) -> how often a stage's module looks ``name`` up: in the dataset catalog (ring.core.catalog.spec
+    and its tables), the method registry (ring.core.methods.method, under each name a stage imports it) or
+    detection's tasks."""
+    from ring import lincls, pretrain
+    from ring.detection import runner
+
+    counts = Counter()
+
+    def counting(kind, lookup):
+        def counted(name, *args, **kwargs):
+            if _by_a_stage(sys._getframe(1)):
+                counts[kind, name] += 1
+            return lookup(name, *args, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(catalog, "spec", counting("dataset", catalog.spec))
+    for table in ("DATASETS", "TRANSFER"):
+        monkeypatch.setattr(catalog, table, _Counted(getattr(catalog, table), counts))
+    for module in (pretrain, lincls):
+        monkeypatch.setattr(module, "method", counting("method", methods.method))
+    monkeypatch.setattr(runner, "get_task", counting("task", runner.get_task))
+    return counts
+
+
+def refuse_lookups(monkeypatch) -> None:
+    """From now on every by-name lookup of a dataset or a method raises, and so does any read of the catalog's
+    tables (ring.core.catalog.DATASETS and TRANSFER, under whatever name a module holds them)."""
+    from ring import lincls, pretrain, transfer
 
     def looked_up(*args, **kwargs):
         raise AssertionError(f"looked up by name after the entry point: {args}")
@@ -97,26 +155,76 @@ def test_a_resolved_pretraining_cell_trains_without_looking_anything_up_by_name(
         (catalog, "hint"),
         (folders, "check"),
         (folders, "listing"),
+        (folders, "manifest"),
         (datasets, "spec"),
         (datasets, "hint"),
         (datasets, "check"),
         (datasets, "source"),
         (datasets, "load"),
+        (metadataset, "source"),
+        (metadataset, "load"),
         (methods, "method"),
-        (methods, "check_fixed"),
         (pretrain, "method"),
-        (pretrain, "check_fixed"),
         (pretrain, "resolve"),
+        (lincls, "method"),
+        (lincls, "resolve"),
+        (transfer, "resolve"),
     ]:
         monkeypatch.setattr(module, attribute, looked_up)
     for module in [m for n, m in sorted(sys.modules.items()) if n == "ring" or n.startswith("ring.")]:
         for attribute, table in vars(module).copy().items():
-            if table is catalog.DATASETS or table is catalog.TRANSFER:
+            if any(table is t for t in TABLES) or isinstance(table, _Counted):
                 monkeypatch.setattr(module, attribute, _Refused())
     monkeypatch.setattr(methods.Registry, "__getitem__", looked_up_unless_hashing)
+
+
+@pytest.mark.parametrize("name", ["IRing", "CMCRing"])  # CMC's Lab encoder reads the dataset's statistics
+def test_a_pretraining_cell_looks_its_method_and_dataset_up_once(tmp_path, monkeypatch, name):
+    """ring.pretrain.resolve looks the method and the dataset up once each; building and training the cell
+    (monitors, Ring window, checkpoints, export) then asks neither the catalog nor the registry again.  A study's
+    cells are pretraining cells (``init_from``), resolved the same way."""
+    from ring import pretrain
+
+    cfg = pretrain_config(name, dataset="digits_colour", epochs=1, lr_milestones=[], resize=16, crop=16)
+    cfg.log_window_classes = True
+    counts = count_lookups(monkeypatch)
+    cell = pretrain.resolve(cfg)
+    assert counts == {("dataset", "digits_colour"): 1, ("method", name): 1}
+    refuse_lookups(monkeypatch)
     pretrain.Pretraining(cfg, tmp_path / "cell", cell).run()
     record = (tmp_path / "cell" / "log.jsonl").read_text()
     assert '"knn_top1"' in record and '"window_same_class"' in record  # the monitors ran, on the resolved dataset
+
+
+def test_a_linear_evaluation_cell_looks_its_method_and_dataset_up_once(tmp_path, monkeypatch, encoder_file):
+    """The method whose encoder it evaluates (its files) and the dataset, once each; the evaluation then trains,
+    evaluates and writes its metrics without a lookup."""
+    from ring import lincls
+
+    cfg = lincls_config(method="IRing", epochs=1)
+    counts = count_lookups(monkeypatch)
+    cell = lincls.LinearEval.RESOLVE(cfg)
+    assert counts == {("dataset", "digits"): 1, ("method", "IRing"): 1}
+    refuse_lookups(monkeypatch)
+    metrics = lincls.LinearEval(cfg, encoder_file, tmp_path / "cell", cell).run()
+    assert 0 <= metrics["top1"] <= 100 and metrics["protocol"]["encoder_files"].keys() == {"encoder.pt"}
+
+
+def test_a_transfer_cell_looks_its_method_and_both_datasets_up_once(tmp_path, monkeypatch, encoder_file):
+    """The method, the transfer dataset and the source it was pretrained on, once each; the transfer dataset's
+    folder, listing and split manifest are read at the entry point, its images below it without a lookup."""
+    from ring import transfer
+    from tests.helpers import TINY_LINCLS
+
+    listings.generate_shapes(tmp_path / "data" / "shapes")
+    values = {**TINY_LINCLS, "epochs": 1, "dataset": "shapes", "source": "digits", "method": "IRing"}
+    cfg = C.TransferConfig(**values, data_root=str(tmp_path / "data"), stats_cache=str(tmp_path / "stats"))
+    counts = count_lookups(monkeypatch)
+    cell = transfer.TransferEval.RESOLVE(cfg)
+    assert counts == {("dataset", "shapes"): 1, ("dataset", "digits"): 1, ("method", "IRing"): 1}
+    refuse_lookups(monkeypatch)
+    metrics = transfer.TransferEval(cfg, encoder_file, tmp_path / "cell", cell).run()
+    assert 0 <= metrics["top1"] <= 100 and metrics["protocol"]["split_counts"] == {"train": 960, "test": 240}
 
 
 def test_no_compute_module_names_the_catalog_outside_its_entry_points():
@@ -127,7 +235,7 @@ def test_no_compute_module_names_the_catalog_outside_its_entry_points():
         "ring/data/datasets.py": {"source", "load", "<module>"},  # the entry: a name becomes a Source
         "ring/data/folders.py": None,  # the data check of a named dataset's folder
         "ring/data/verify.py": None,
-        "ring/data/fetch.py": None,
+        "ring/data/download.py": None,
         "ring/data/metadataset.py": None,  # the transfer datasets' loaders, by name (ring.transfer's entry)
     }
     root = Path(ring.__file__).parent

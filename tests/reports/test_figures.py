@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from ring.core import config as C
-from ring.plan import grid
+from ring.plan.checks.grid import STUDIES
 from ring.reports import figures
 
 
@@ -37,7 +37,7 @@ def _outputs(prefix):
 
 
 def test_every_study_has_a_figure():
-    assert set(figures.FIGURES) == set(grid.STUDIES)
+    assert set(figures.FIGURES) == set(STUDIES)
 
 
 def test_hard_negatives_branches_start_where_the_source_was(tmp_path):

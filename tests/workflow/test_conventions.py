@@ -145,7 +145,7 @@ def test_common_smk_holds_only_what_several_stages_share():
     files = stages()
     common = files.pop("common")
     helpers = set(common) - {None}
-    assert {"stage_config", "own_shell", "table_outputs", "_force"} <= helpers  # the parse found the shared helpers
+    assert {"stage_config", "own_shell", "table_outputs", "stale_evaluation"} <= helpers  # the parse found them
     shared = reached(common[None], common)
     users = {
         name: [f for f, uses in files.items() if name in reached(set().union(*uses.values()), common)]

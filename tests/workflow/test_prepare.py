@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from ring.core import catalog
-from ring.data import store
+from ring.data import store_layout
 from tests.workflow.runs import job_counts, snakemake, write_grid
 
 # digits_folder (the colour digits as a PNG image folder) at its store size: IR pretrained one epoch, then evaluated.
@@ -36,7 +36,7 @@ FOLDER_GRID = {
 def test_the_workflow_store_matches_the_librarys_path(workdir):
     text = (workdir / "workflow" / "rules" / "prepare.smk").read_text()
     assert 'STORE = str(Path(config["data_root"], "{dataset}", "store", "{format}-{size}"))' in text
-    assert store.store_dir(Path("data", "{dataset}"), "{format}", "{size}") == Path(
+    assert store_layout.store_dir(Path("data", "{dataset}"), "{format}", "{size}") == Path(
         "data/{dataset}/store/{format}-{size}"
     )
 
@@ -46,7 +46,7 @@ def test_a_folder_grid_prepares_its_store_once_and_reads_it_in_every_pass(workdi
     data = workdir / "data"
     args = ("--profile", "profiles/local", "table1", "--config", "grid=folder", f"data_root={data}")
     plan = job_counts(snakemake(workdir, *args, "-n").stdout)
-    shards = store.n_shards(1347) + store.n_shards(450)
+    shards = store_layout.n_shards(1347) + store_layout.n_shards(450)
     assert {k: plan[k] for k in ("prepare_listing", "prepare_shard", "prepare_store", "store_check")} == {
         "prepare_listing": 1,
         "prepare_shard": shards,
@@ -55,7 +55,7 @@ def test_a_folder_grid_prepares_its_store_once_and_reads_it_in_every_pass(workdi
     }
     snakemake(workdir, *args)
     built = data / "digits_folder" / "store" / f"jpeg95-{catalog.DATASETS['digits_folder'].store_size}"
-    manifest = json.loads((built / store.MANIFEST).read_text())
+    manifest = json.loads((built / store_layout.MANIFEST).read_text())
     assert manifest["splits"]["train"]["images"] == 1347 and manifest["splits"]["test"]["images"] == 450
     assert (workdir / "results" / "folder" / "data" / "digits_folder.jpeg95-32.ok").is_file()
     log = (workdir / "results" / "folder" / "pretrain" / "digits_folder" / "IR" / "seed0" / "log.jsonl").read_text()
@@ -103,7 +103,7 @@ def test_prepare_stores_builds_a_deleted_store_again_and_stops_at_a_damaged_one(
     )
     unchanged = snakemake(workdir, *args)
     assert "Nothing to be done" in unchanged.stdout + unchanged.stderr
-    shard = built / "train" / "shard-00000" / store.SHARD_DATA
+    shard = built / "train" / "shard-00000" / store_layout.SHARD_DATA
     damaged = bytearray(shard.read_bytes())
     damaged[100] ^= 0xFF
     shard.write_bytes(bytes(damaged))
@@ -116,4 +116,4 @@ def test_prepare_stores_builds_a_deleted_store_again_and_stops_at_a_damaged_one(
     command = shlex.split(sentence.split("`")[1])
     subprocess.run([sys.executable, "-m", "ring.cli", *command[1:]], cwd=workdir, check=True, timeout=300)
     snakemake(workdir, *args)
-    assert store.verify(built, "jpeg95", catalog.DATASETS["digits_folder"].store_size)
+    assert store_layout.verify(built, "jpeg95", catalog.DATASETS["digits_folder"].store_size)

@@ -20,7 +20,8 @@ import torch
 
 from ring.core import config as C
 from ring.engine.checkpoint import safe_load
-from tests.helpers import TINY_PRETRAIN
+from tests.engine.test_distributed_run import gaps
+from tests.helpers import TINY_PRETRAIN, pretrain_config
 from tests.workflow.slurm import (
     CLUSTER,
     SCRIPTS,
@@ -137,6 +138,51 @@ def test_a_two_node_cell_computes_what_one_process_computes(tmp_path):
     assert (step[0] - step[1]).norm() <= 0.03 * step[0].norm()
     segment = json.loads((cell / "provenance.json").read_text())["segments"][0]
     assert (segment["outcome"], segment["nodes"]) == ("completed", 2)
+
+
+def test_a_two_node_cell_trains_what_one_process_trains_over_a_run(tmp_path):
+    """IR with one BatchNorm group spread over 2 nodes x 2 tasks (bn_groups 1, the docs' setting for IR on several
+    GPUs), two epochs in float64 (precision: fp64), against the one-process run of the same config hash: every
+    parameter, every buffer (BatchNorm running statistics and counts), SGD's momentum and the bank.
+
+    The two runs add the same terms in other orders (per rank, then over the ranks and nodes), so they part by
+    rounding, 1e-16 in float64, grown by training's own sensitivity: measured 2.6e-14 after one step to 1.2e-9 after
+    42, at most 1.4-fold a step (tests/engine/test_distributed_run.py).  These 20 steps measured 4.2e-11 at most (SGD's
+    momentum; every other tensor less); 1e-6 leaves room for other thread counts and orders, while a wrong statistic,
+    momentum, count, gradient scale, shard or bank update moves a tensor by percents (fp32, where ReLU flips part whole
+    runs, is docs/cluster.md's "What differs in fp32")."""
+    cfg = pretrain_config(
+        "IR",
+        epochs=2,
+        lr_milestones=[1],
+        knn_every=0,
+        bn_groups=1,
+        batch_size=128,  # 10 steps an epoch, 32 images a rank
+        resize=16,  # the network's arithmetic at a quarter of 32 px's cost
+        crop=16,
+        precision="fp64",
+    )
+    cell = tmp_path / "results" / "t" / "pretrain" / "digits" / "IR" / "seed0"
+    proc = launch_cell(cell, cfg, TWO_NODES)  # the job trains while this process trains the one-process run
+    single = tmp_path / "single"
+    single.mkdir()
+    C.save(cfg, single / "config.yaml")
+    subprocess.run(
+        [sys.executable, "-m", "ring.pretrain", "--config", str(single / "config.yaml"), "--out", str(single)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out
+    assert task_nodes(cell, job_of(cell)) == {0: 0, 1: 0, 2: 1, 3: 1}  # the group really spans both nodes
+    hashes = [json.loads((c / "run.json").read_text())["config_hash"] for c in (single, cell)]
+    assert hashes[0] == hashes[1] == C.config_hash(cfg)
+    a, b = (safe_load(c / "checkpoint.pt") for c in (single, cell))
+    assert (a["epoch"], a["step_in_epoch"]) == (b["epoch"], b["step_in_epoch"]) == (2, 0)
+    apart = {k: v for k, v in gaps(a, b).items() if v > 1e-6}
+    assert not apart, f"the 2-node cell parts from one process: {apart}"
 
 
 # Two epochs: each disruption comes once the first has ended (its log line), and the second runs on after it.

@@ -34,7 +34,7 @@ for cell_stage, stage_cells in CELL_CONFIGS.items():
             text=lambda wc, build=stage_cells.build: config_text(build(wc)),
             cell=lambda wc, output: cell_dir(output[0]),
         shell:
-            own_shell(locals(), stage_cells.command)
+            own_shell(locals(), f"{cell_stage}_config", stage_cells.command)
 
 
 for cell_stage, stage_cells in ((s, c) for s, c in CELL_CONFIGS.items() if c.hash):

@@ -27,8 +27,8 @@ import ring.resources
 from ring.core.catalog import DATASETS, TRANSFER
 from ring.core.config import config_hash, read_yaml, dump as config_text
 from ring.core.methods import METHODS
-from ring.plan.rules import TABLE_EXTS, CellConfig, logged, one_of
-from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps
+from ring.plan.rules import TABLE_EXTS, CellConfig, Planned, logged, one_of, stale_input
+from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps, shown_table
 
 # ring.resources: the one copy of the grids, schemas and default config (a wheel's `ring` reads it too).
 RESOURCES = Path(ring.resources.__file__).parent
@@ -37,7 +37,9 @@ GRID_DIR, SCHEMAS = RESOURCES / "grids", RESOURCES / "schemas"
 RING_ENV = "../envs/ring.yaml"
 # The Python of every job, a rule's params.python: the activated RING_ENV's under `--sdm conda`, else the interpreter
 # running Snakemake, so jobs see the same environment.  A Path, which Snakemake leaves out of the params it records
-# for its rerun trigger: moving or recreating the environment reruns nothing.
+# for its rerun trigger: moving or recreating the environment reruns nothing.  Snakemake's documented Snakefile
+# interface says nothing of the deployment method; its settings object (the API's DeploymentSettings) is the one
+# place that does, and `--sdm conda` may come from a profile or the command line alike, which `ring run` cannot see.
 PYTHON = (
     Path("python") if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method else Path(sys.executable)
 )
@@ -60,7 +62,8 @@ def _validated(values, schema: str, what: str):
 
 
 # Snakemake reads the config files itself (the default, a profile's cluster.yaml and site.yaml, --configfile),
-# keeping the last of a repeated key; each is read again here, so that a repeated key is refused.
+# keeping the last of a repeated key; each is read again here, so that a repeated key is refused.  Only the merged
+# `config` is documented; the files' list (a profile's included) is the workflow object's, there being no other.
 for config_file in workflow.configfiles:
     try:
         read_yaml(config_file, "Config file")
@@ -73,7 +76,9 @@ try:  # only the selected grid is read, validated and checked, before any job ex
         GRID_DIR,
         lambda values, what: _validated(values, str(SCHEMAS / "grid.schema.yaml"), what),
         skip_checksums=bool(config.get("skip_checksums")),
-        environment=workflow.check_envvars,  # off for --lint alone: it needs neither Detectron2 nor results/
+        # Off for --lint alone: it needs neither Detectron2 nor results/.  No documented name says a lint is running;
+        # the workflow object's flag is the one Snakemake itself turns off for it.
+        environment=workflow.check_envvars,
     )
 except ValueError as err:
     _fail_plan(str(err))
@@ -132,34 +137,44 @@ def detection_datasets_root(grid: str) -> str:
 CELL_CONFIGS = {}
 
 
-def own_shell(scope: dict, command: str) -> str:
-    """The shell command of each rule that a loop makes (``command`` where the loop defines it), and in a job the
-    command its rule recorded then.  Snakemake evaluates a rule's shell expression twice, when it defines the rule
-    (the text it shows and compares for its code rerun trigger) and again in each job's rule function, where the
-    loop's variables hold their last entry; ``scope``, that function's locals(), names the job's rule there."""
-    return workflow.get_rule(scope["rule"]).shellcmd if "rule" in scope else command
+# The shell command of each rule a loop makes, by rule name (own_shell).
+LOOP_COMMANDS = {}
+
+
+def own_shell(scope: dict, name: str, command: str) -> str:
+    """The shell command of the rule ``name`` that a loop makes (``command`` where the loop defines it), and in a job
+    the command its rule was defined with.  Snakemake evaluates a rule's shell expression twice, when it defines the
+    rule (the text it shows and compares for its code rerun trigger) and again in each job's rule function, where the
+    loop's variables hold their last entry; ``scope``, that function's locals(), names the job's rule there
+    (``rule``, the name a shell command reads as ``{rule}``)."""
+    if "rule" in scope:
+        return LOOP_COMMANDS[scope["rule"]]
+    LOOP_COMMANDS[name] = command
+    return command
+
+
+# The jobs this run is to start, recorded by the rules' ``planned`` inputs (ring.plan.rules.Planned); the run's
+# handlers (run.smk) check them before the first job.
+PLANNED = Planned()
 
 
 # STALE: an output that the tables would show as stale (ring.plan.lineage: an encoder another config made, a
-# number made from another encoder or config) is forced, as the table footnote's `-R <file>` would: all_tables reruns
-# it and a dry run plans it, instead of "Nothing to be done" beside a stale table (issue 34, item 2).  Mtimes and
-# params cannot say it (an encoder a job of the previous config wrote after the edit is newer than the new
-# config.hash), and a flag in params would rerun the cell again on the next run, once it holds.  The stage rules'
-# `stale` inputs (stale_evaluation, pretrain.smk's stale_encoder): no file, only the mark, added where Snakemake adds
-# its incomplete outputs (the DAG's forced files, read when it decides what runs, after every job's inputs are known).
-
-
-def _force(target) -> list:
-    dag = getattr(workflow, "_dag", None)
-    if dag is not None and target:
-        dag.forcefiles.add(str(target))
-    return []  # no file
+# number made from another encoder or config) is rerun, as the table footnote's `-R <file>` would: all_tables reruns
+# it and a dry run plans it, instead of "Nothing to be done" beside a stale table.  Mtimes and params cannot say it
+# (an encoder a job of the previous config wrote after the edit is newer than the new config.hash), and a flag in
+# params would rerun the cell again on the next run, once it holds.  The plan marks the file instead, and the rule
+# that makes it takes the mark as its `stale` input (ring.plan.rules.stale_input: no file of the cell's).
 
 
 def stale_evaluation(pattern: str):
-    """An evaluation rule's ``stale`` input: forces what its finished metrics.json needs rerun (itself, or the
-    encoder it evaluated) when the tables would show it stale."""
-    return lambda wc: _force(ring.plan.lineage.stale_target(pattern.format(**dict(wc.items()))))
+    """An evaluation rule's ``stale`` input: marks what its finished metrics.json needs rerun (itself, or the
+    backbone it trained on) when the tables would show it stale."""
+
+    def marks(wc) -> list:
+        metrics = pattern.format(**dict(wc.items()))
+        return stale_input(ring.plan.lineage.stale_target(metrics), [metrics])
+
+    return marks
 
 
 def stage_threads(stage: str):
@@ -173,6 +188,7 @@ def launch_options(stage: str) -> str:
         return "--launcher local"
     from ring.cluster.slurm import slurm_options  # not at the top: it imports submitit, which local plans never need
 
+    # --verbose from the command line or a profile: Snakemake's output settings alone hold it (none documented).
     return slurm_options(config.get("slurm", {}), stage, getattr(workflow.output_settings, "verbose", False))
 
 

@@ -20,12 +20,14 @@ DETECTION_HASH = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/
 DETECTION_METRICS = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/metrics.json"
 DETECTION_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/detection.log"
 DETECTION_EMBEDDED_LOG = "results/{grid}/detection/datasets.log"
-# A Detectron2 cell's config.yaml is written only: the stage starts over from its own checkpoint (ring.detection).
-CELL_CONFIGS["detection"] = CellConfig(DETECTION_CONFIG, detection_cell_config, hash=DETECTION_HASH)
+# An edited cell that ran keeps its previous run under runs/ before its job starts, as every stage's does.
+CELL_CONFIGS["detection"] = CellConfig(DETECTION_CONFIG, detection_cell_config, hash=DETECTION_HASH, rerun="detection")
 
 
 rule detection_embedded:
     """The generated COCO/VOC-format default dataset (grids with `detection: {datasets: embedded}`)."""
+    input:
+        planned=PLANNED.input("detection_embedded", DETECTION_EMBEDDED),  # no file
     output:
         directory(DETECTION_EMBEDDED),
     log:
@@ -44,6 +46,10 @@ rule detection_convert:
     input:
         encoder=PRETRAIN_ENCODER,
         pretrain_hash=PRETRAIN_HASH,  # CONFIG_HASH in cells.smk
+        planned=PLANNED.input("detection_convert", DETECTION_WEIGHTS),  # no file
+        # STALE in common.smk: a backbone damaged since its conversion, or the mark a detection cell's
+        # stale_evaluation puts on the backbone it trained on
+        stale=stale_backbone,
     output:
         DETECTION_WEIGHTS,
     log:
@@ -63,7 +69,8 @@ rule detection:
         hash=DETECTION_HASH,
         weights=DETECTION_WEIGHTS,
         admitted=admitted("detection", output=DETECTION_METRICS),  # no file: the plan's SLURM check
-        stale=stale_evaluation(DETECTION_METRICS),  # STALE in common.smk: no file, a forced rerun
+        planned=PLANNED.input("detection", DETECTION_METRICS, launch_options("detection")),  # no file
+        stale=stale_evaluation(DETECTION_METRICS),  # STALE in common.smk: the plan's stale mark, if any
         data=detection_data,
     output:
         DETECTION_METRICS,

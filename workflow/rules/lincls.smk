@@ -22,7 +22,8 @@ rule lincls:
         data=ancient(DATA_OK),
         store=ancient(cell_store_ok(lambda wc: stage_config("lincls", wc))),  # the prepared store it reads (prepare.smk), if any
         admitted=admitted("lincls", lambda wc: stage_config("lincls", wc), LINCLS_METRICS),  # no file
-        stale=stale_evaluation(LINCLS_METRICS),  # STALE in common.smk: no file, a forced rerun  # a rerun data check (the dataset changed) never retrains a finished cell
+        planned=PLANNED.input("lincls", LINCLS_METRICS, launch_options("lincls")),  # no file
+        stale=stale_evaluation(LINCLS_METRICS),  # STALE in common.smk: the plan's stale mark, if any  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         LINCLS_METRICS,
     log:

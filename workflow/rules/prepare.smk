@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 from ring.core.files import read_record
 
-from ring.data.stores import (
+from ring.data.store_layout import (
     BYTES_PER_PIXEL,
     MANIFEST,
     SAMPLES,
@@ -25,7 +25,7 @@ from ring.data.stores import (
 )
 
 STORE_SPLITS = list(SPLIT_FOLDERS)  # train, test
-# <data_root>/<dataset>/store/<format>-<size>: ring.data.stores.store_dir (tests/workflow keeps the two equal)
+# <data_root>/<dataset>/store/<format>-<size>: ring.data.store_layout.store_dir (tests/workflow keeps the two equal)
 STORE = str(Path(config["data_root"], "{dataset}", "store", "{format}-{size}"))
 STORE_LISTINGS = [str(Path(STORE, split, SAMPLES)) for split in STORE_SPLITS]
 STORE_SHARD = str(Path(STORE, "{split}", SHARD.split("{")[0] + "{shard}", SHARD_RECORD))
@@ -73,6 +73,7 @@ rule prepare_shard:
     input:
         ancient(STORE_LISTINGS),
         admitted=admitted("prepare", output=STORE_SHARD),  # no file: the plan's SLURM check
+        planned=PLANNED.input("prepare_shard", STORE_SHARD, launch_options("prepare")),  # no file
     output:
         STORE_SHARD,
     log:
@@ -116,7 +117,7 @@ rule store_check:
     """The store against its manifest (every shard's SHA-256 unless skip_checksums), once per grid, before any cell."""
     input:
         ancient(STORE_MANIFEST),
-        changed=store_changed,  # no file: forces the check of a store deleted, damaged or built since its stamp
+        changed=store_changed,  # the check's stale mark when the store was deleted, damaged or built since its stamp
     output:
         STORE_OK,
     log:

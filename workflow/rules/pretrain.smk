@@ -19,8 +19,9 @@ rule pretrain:
         hash=PRETRAIN_HASH,
         data=ancient(DATA_OK),  # a rerun data check (the dataset changed) never retrains a finished cell
         store=ancient(cell_store_ok(lambda wc: stage_config("pretrain", wc))),  # the prepared store it reads (prepare.smk), if any
-        stale=stale_encoder,  # STALE in common.smk: no file, a forced rerun
+        stale=stale_encoder,  # STALE in common.smk: the plan's stale mark, if any
         admitted=admitted("pretrain", lambda wc: stage_config("pretrain", wc), PRETRAIN_ENCODER),  # no file
+        planned=PLANNED.input("pretrain", PRETRAIN_ENCODER, launch_options("pretrain")),  # no file
     output:
         PRETRAIN_ENCODER,
     log:

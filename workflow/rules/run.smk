@@ -7,8 +7,7 @@ include: "helpers/run.smk"
 
 onstart:
     # Detectron2 where a job of this run imports it on this machine, before the first job: a plan needs none.
-    rules = [job.rule.name for job in workflow.dag.needrun_jobs()]
-    if problem := ring.plan.checks.detection_environment(rules, config["launcher"]):
+    if problem := ring.plan.checks.detection_environment(PLANNED.rules(), config["launcher"]):
         print(f"ring: {problem}", file=sys.stderr)
         raise WorkflowError(
             "Detectron2 is missing where this run's detection jobs run (above); no job was started."
@@ -16,11 +15,10 @@ onstart:
     if config["launcher"] == "slurm":  # every resource set this run submits, checked before its first submission
         from ring.cluster.admission import run_preflight  # submitit: only SLURM runs import it
 
-        jobs = ((j.rule.name, getattr(j.params, "launch", None), j.wildcards) for j in workflow.dag.needrun_jobs())
-        if problems := run_preflight(jobs, LAUNCHED_CHECKPOINT_INTERVAL):
+        if problems := run_preflight(PLANNED.jobs.values(), LAUNCHED_CHECKPOINT_INTERVAL):
             print("\n".join(f"ring: {p}" for p in problems), file=sys.stderr)
             raise WorkflowError("SLURM refused resources before any submission (above); nothing was submitted.")
-    check_data_first(workflow.dag.needrun_jobs())  # every dataset the run reads, before any job (helpers/run.smk)
+    check_data_first()  # every dataset the run reads, before any job (helpers/run.smk)
     # Then, with nothing left to refuse, the first run that writes results/<grid> records its grid file there (a dry
     # run, which has no onstart, writes nothing): a later plan from another file of the same name is refused
     # (ring.plan.ownership).  A refused run has written nothing.

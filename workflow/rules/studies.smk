@@ -39,6 +39,7 @@ use rule pretrain as study_pretrain with:
         store=ancient(cell_store_ok(study_cell_config)),  # the prepared store it reads (prepare.smk), if any
         source=study_source,
         admitted=admitted("pretrain", study_cell_config, STUDY_ENCODER),  # no file: the plan's SLURM check
+        planned=PLANNED.input("study_pretrain", STUDY_ENCODER, launch_options("pretrain")),  # no file
     output:
         STUDY_ENCODER,
     log:
@@ -83,9 +84,11 @@ for report_name, (report_study, report_builder, report_outputs) in STUDY_REPORTS
             prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
             cells=lambda wc, input: [cell_dir(f) for f in input],
             axes=lambda wc, input: cell_axes(input, STUDY_AXES),  # for the report caption
+            shown=lambda wc, output: shown_table(Path(output[0]).with_suffix(".md")),
         shell:
             own_shell(
                 locals(),
+                f"make_{report_name}",
                 logged(
                     f"{{params.python:q}} -m ring.reports.figures {report_builder} --out {{params.prefix:q}} "
                     "--cells {params.cells:q}"

@@ -23,11 +23,11 @@ onsuccess:
 
 
 # The options of a table whose rows are methods and its columns datasets (Tables 1, 2 and 3, the LA variants).
-AXES_OPTIONS = "--methods {params.methods} --datasets {params.datasets} --metrics {input:q}"
+AXES_OPTIONS = "--methods {params.methods} --datasets {params.datasets} --metrics {input.cells:q}"
 # Every table of ring.reports.tables and its rule make_<table> (one each, for its own report caption): the files of
 # the grid's cells it reads, its command's options and the params they and its caption name (ring.plan.rules).
 TABLE_RULES = {
-    "table1": lincls_table("table1", features=lambda wc, input: feature_maps(input)),  # the caption's features
+    "table1": lincls_table("table1", features=lambda wc, input: feature_maps(input.cells)),  # the caption's features
     **{table: lincls_table(table) for table in GRID_TABLES},
     "table3": TableRule(
         transfer_metrics,
@@ -36,27 +36,29 @@ TABLE_RULES = {
             "methods": lambda wc: GRIDS[wc.grid].transfer_methods(),
             "datasets": lambda wc: GRIDS[wc.grid].transfer["datasets"],
             # For the report caption: the source column whose encoders the cells read, and their features.
-            "source": lambda wc, input: cell_config(input).get("source", ""),
-            "features": lambda wc, input: feature_maps(input),
+            "source": lambda wc, input: cell_config(input.cells).get("source", ""),
+            "features": lambda wc, input: feature_maps(input.cells),
         },
     ),
     "table4": TableRule(
         detection_metrics,
-        "--methods {params.methods} --metrics {input:q}",
+        "--methods {params.methods} --metrics {input.cells:q}",
         {
             "methods": lambda wc: GRIDS[wc.grid].detection["methods"],
             # For the report caption: the source, methods and tasks of the cells, and their datasets.
-            "cells": lambda wc, input: cell_axes(input, ("seed", "task", "method", "source")),
-            "datasets": lambda wc, input: cell_config(input).get("datasets", ""),
+            "cells": lambda wc, input: cell_axes(input.cells, ("seed", "task", "method", "source")),
+            "datasets": lambda wc, input: cell_config(input.cells).get("datasets", ""),
         },
     ),
     "table_toy_cnce": TableRule(
         toy_cnce_metrics,
-        "--metrics {input:q}",
+        "--metrics {input.cells:q}",
         {
             # For the report caption: the cells' protocol and the mutual information they estimate.
-            "toy": lambda wc, input: cell_config(input),
-            "true_mi": lambda wc, input: next((m["true_mi"] for m in cell_metrics(input) if "true_mi" in m), None),
+            "toy": lambda wc, input: cell_config(input.cells),
+            "true_mi": lambda wc, input: next(
+                (m["true_mi"] for m in cell_metrics(input.cells) if "true_mi" in m), None
+            ),
         },
     ),
     "gpu_hours": TableRule(
@@ -80,8 +82,8 @@ for table_name, table_rule in TABLE_RULES.items():
         name:
             f"make_{table_name}"
         input:
-            lambda wc, cells=table_rule.cells: cells(wc.grid),
-            stale=missing_cells(table_name, table_rule.cells),  # STALE in common.smk: no file, a forced rerun
+            cells=lambda wc, cells=table_rule.cells: cells(wc.grid),  # what the command and the caption read
+            stale=missing_cells(table_name, table_rule.cells),  # the table's stale mark (helpers/tables.smk)
         output:
             table_outputs(table_name, table_rule.exts),
         log:
@@ -93,5 +95,7 @@ for table_name, table_rule in TABLE_RULES.items():
             **table_rule.params,
             python=PYTHON,
             prefix=lambda wc, output: str(Path(output[0]).with_suffix("")),
+            # For the report caption: the table as its .md prints it, marks beside the numbers.
+            shown=lambda wc, output: shown_table(Path(output[0]).with_suffix(".md")),
         shell:
-            own_shell(locals(), table_rule.command(table_name))
+            own_shell(locals(), f"make_{table_name}", table_rule.command(table_name))

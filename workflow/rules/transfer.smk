@@ -23,7 +23,8 @@ rule transfer:
         companions=lambda wc: transfer_encoders(wc)[1:],
         data=ancient(DATA_OK),
         admitted=admitted("transfer", transfer_stage_config, TRANSFER_METRICS),  # no file: the plan's SLURM check
-        stale=stale_evaluation(TRANSFER_METRICS),  # STALE in common.smk: no file, a forced rerun  # a rerun data check (the dataset changed) never retrains a finished cell
+        planned=PLANNED.input("transfer", [TRANSFER_METRICS, TRANSFER_MANIFEST], launch_options("transfer")),
+        stale=stale_evaluation(TRANSFER_METRICS),  # STALE in common.smk: the plan's stale mark, if any  # a rerun data check (the dataset changed) never retrains a finished cell
     output:
         metrics=TRANSFER_METRICS,
         manifest=TRANSFER_MANIFEST,

@@ -25,10 +25,9 @@ from torch import nn
 
 from ring.engine import LA_OWN_ENTRY_RULES, NEGATIVES_COUNTS, distributed  # negatives_count: see the module docstring
 from ring.engine.encoder import Encoder
-from ring.engine.objectives.cave import sample_in_clusters
+from ring.engine.objectives import samplers
 from ring.engine.objectives.kmeans import Clusterings
 from ring.engine.objectives.la import background_neighbours, local_aggregation_loss, local_aggregation_loss_topk
-from ring.engine.objectives.ring import sample_in_window, sample_uniform
 
 
 def nce_softmax_loss(q: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -66,8 +65,8 @@ class MemoryBank(nn.Module):
 class InstanceDiscrimination(nn.Module):
     """IR, IRing and the k-means variants (LA, IRCave, IRing +C_i) on one memory bank.
 
-    ``sampler`` draws the negatives (``"uniform"``, ``"ring"``, ``"cave"``, ``"background"``; by
-    default ``"ring"`` when ``ring`` is set, else ``"uniform"``); ``close_positives`` adds LA's
+    ``sampler`` names what draws the negatives (a key of :data:`ring.engine.objectives.samplers.SAMPLERS`; by
+    default ``"ring"`` when ``ring`` is set, else ``"uniform"``), resolved once here; ``close_positives`` adds LA's
     close neighbours as positives.  The k-means parts need ``clusterings`` and stay off for the
     first ``warmup_epochs`` epochs (the method then is IR, or IRing for +C_i).
     """
@@ -78,21 +77,22 @@ class InstanceDiscrimination(nn.Module):
         return Encoder(settings.head, settings.out_dim)
 
     @classmethod
-    def from_settings(cls, s, model: nn.Module, n_train: int, max_chunk_elements: int) -> InstanceDiscrimination:
-        """The loss module of the method of ``s`` (:class:`ring.core.objective_settings.ObjectiveSettings`); ``model``
-        is unused (the bank holds the keys).  The k-means keys are read by the methods that cluster alone, LA's
-        own-entry rule by the background sampler alone (what :meth:`ring.core.methods.BankObjective.reads` declares)."""
-        m, keys = s.method, s.keys
+    def from_settings(cls, settings, model: nn.Module, n_train: int, max_chunk_elements: int) -> InstanceDiscrimination:
+        """The loss module of the method of ``settings`` (:class:`ring.core.objective_settings.ObjectiveSettings`);
+        ``model`` is unused (the bank holds the keys).  The k-means keys are read by the methods that cluster alone,
+        LA's own-entry rule by the background sampler alone (what :meth:`ring.core.methods.BankObjective.reads`
+        declares)."""
+        m, keys = settings.method, settings.keys
         clusterings = None
         if m.uses_kmeans:
             clusterings = Clusterings(
-                n_train, keys["kmeans_clusterings"], keys["kmeans_k"], keys["kmeans_iters"], s.seed
+                n_train, keys["kmeans_clusterings"], keys["kmeans_k"], keys["kmeans_iters"], settings.seed
             )
         return cls(
             n=n_train,
-            dim=s.out_dim,
+            dim=settings.out_dim,
             negatives=keys["bank_negatives"],
-            temperature=s.temperature,
+            temperature=settings.temperature,
             bank_momentum=keys["bank_momentum"],
             ring=m.ring,
             max_chunk_elements=max_chunk_elements,
@@ -149,8 +149,10 @@ class InstanceDiscrimination(nn.Module):
                 f"{n}."
             )
         self.sampler = sampler or ("ring" if ring else "uniform")
+        self.strategy = samplers.resolve(self.sampler)
+        self.warmup_strategy = samplers.warmup(self.strategy)
         self.close_positives = close_positives
-        if (self.sampler in ("cave", "background") or close_positives) and clusterings is None:
+        if (self.strategy.needs_clusters or close_positives) and clusterings is None:
             raise ValueError(f"Negatives {self.sampler!r} / close positives need k-means clusterings.")
         self.bank = MemoryBank(n, dim, bank_momentum)
         self.clusterings = clusterings
@@ -188,27 +190,14 @@ class InstanceDiscrimination(nn.Module):
         index: torch.Tensor | None = None,
     ) -> torch.Tensor:
         memory = self.bank.memory if memory is None else memory
-        sampler = self.active_sampler()
-        if sampler == "uniform":
-            return sample_uniform(len(memory), u)
-        if sampler == "cave":
-            return sample_in_clusters(self.clusterings, index, u, self.max_chunk_elements)
-        if sampler == "background":
-            return background_neighbours(
-                q.detach(),
-                memory,
-                index,
-                self.background_size,
-                self.max_chunk_elements,
-                include_own=self.la_own_entry == "topk",
-            )
-        w_l, w_u = window
-        return sample_in_window(q.detach(), memory, w_l, w_u, u, self.max_chunk_elements)
+        return self.active_strategy().draw(self, q, memory, index, window, u)
+
+    def active_strategy(self) -> samplers.Sampler:
+        """The sampler drawing now: during the k-means warm-up a clustered one's stand-in, the base method's."""
+        return self.strategy if self.kmeans_on else self.warmup_strategy
 
     def active_sampler(self) -> str:
-        if self.sampler in ("cave", "background") and not self.kmeans_on:
-            return "uniform"  # warm-up: the base method
-        return self.sampler
+        return self.active_strategy().name
 
     def contrast(
         self, q: torch.Tensor, memory: torch.Tensor, index: torch.Tensor, window, u: torch.Tensor
@@ -219,7 +208,7 @@ class InstanceDiscrimination(nn.Module):
             return nce_softmax_loss(q, memory[index], memory[neg_idx], self.temperature)
         l_pos = (q * memory[index]).sum(dim=1, keepdim=True)
         l_neg = torch.bmm(memory[neg_idx], q.unsqueeze(2)).squeeze(2)
-        if self.active_sampler() == "background":  # LA: close neighbours are part of the background
+        if self.active_strategy().negatives_are_background:  # LA: close neighbours are part of the background
             close = self.clusterings.same_cluster(index, neg_idx)
             if self.la_own_entry == "topk":  # LA's code: the own entry counts only as one of the k (a close one)
                 return local_aggregation_loss_topk(l_neg, close, self.temperature)

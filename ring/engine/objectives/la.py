@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import torch
 
-from ring.engine import LA_OWN_ENTRY_RULES  # noqa: F401  (a name of this module before)
-
 # LA's code: loss = -log(relative_prob + 1e-7), which keeps a query without close neighbours finite.
 LA_EPSILON = 1e-7
 

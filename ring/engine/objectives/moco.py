@@ -47,19 +47,21 @@ class MomentumContrast(nn.Module):
         return Encoder(settings.head, settings.out_dim)
 
     @classmethod
-    def from_settings(cls, s, model: nn.Module, n_train: int, max_chunk_elements: int) -> MomentumContrast:
-        """The loss module of the method of ``s`` (:class:`ring.core.objective_settings.ObjectiveSettings`); the key
-        encoder starts as a copy of ``model`` (BatchNorm groups included)."""
-        queue_size = s.keys["queue_size"]
-        if queue_size < s.batch_size:
-            raise ValueError(f"queue_size={queue_size} is smaller than batch_size={s.batch_size}; raise queue_size.")
+    def from_settings(cls, settings, model: nn.Module, n_train: int, max_chunk_elements: int) -> MomentumContrast:
+        """The loss module of the method of ``settings`` (:class:`ring.core.objective_settings.ObjectiveSettings`); the
+        key encoder starts as a copy of ``model`` (BatchNorm groups included)."""
+        queue_size = settings.keys["queue_size"]
+        if queue_size < settings.batch_size:
+            raise ValueError(
+                f"queue_size={queue_size} is smaller than batch_size={settings.batch_size}; raise queue_size."
+            )
         return cls(
             model,
-            dim=s.out_dim,
+            dim=settings.out_dim,
             queue_size=queue_size,
-            key_momentum=s.keys["key_momentum"],
-            temperature=s.temperature,
-            ring=s.method.ring,
+            key_momentum=settings.keys["key_momentum"],
+            temperature=settings.temperature,
+            ring=settings.method.ring,
         )
 
     def __init__(

@@ -35,7 +35,7 @@ How each objective uses the window
 * IRing / CMCRing (:func:`sample_in_window`): the k negatives are drawn uniformly, with
   replacement (as IR draws from the whole bank), among the window entries of each query: a uniform
   ``u`` picks the ``floor(u * size)``-th window entry in bank order.  :func:`sample_from_blocks` finds
-  it from per-block counts; :func:`sample_from_mask` (the draw before issue 31, Cave's) from a B x N
+  it from per-block counts; :func:`sample_from_mask` (IRing's earlier draw, Cave's) from a B x N
   running count.  Both give the same indices for the same window and ``u`` (tested), so a cell's
   draws do not depend on the ring-bench version that began it.
 * MoCoRing (:func:`window_mask`): every queue entry inside the window is a negative; the positive
@@ -43,12 +43,12 @@ How each objective uses the window
 
 Cost
 ----
-The selection never sorts.  Per query it needs the values at two ranks, found by selection
-(an unsorted ``torch.topk`` of the eligible slice and a ``torch.kthvalue`` inside it, O(N)), and
-only for the bounds that are not trivial (``w_l = 0`` and ``w_u = 100`` need none).  Queries are processed in chunks
-so that at most
-``max_chunk_elements`` similarities exist at once (:func:`chunk_elements`: sized by the GPU's
-memory, 2**25 on CPUs): on an 80 GB GPU a 1.28M-entry ImageNet bank with a batch of 256 is one
+The selection never sorts.  Per query it needs the values at two ranks, found by selection, O(N), and only for the
+bounds that are not trivial (``w_l = 0`` and ``w_u = 100`` need none): on the CPU one introselect over the row
+and one inside the eligible slice (:func:`_partition_bounds`), elsewhere an unsorted
+``torch.topk`` of the eligible slice and a ``torch.kthvalue`` inside it (:func:`_topk_bounds`).  Queries are
+processed in chunks so that at most ``max_chunk_elements`` similarities exist at once (:func:`chunk_elements`:
+sized by the GPU's memory, 2**25 on CPUs): on an 80 GB GPU a 1.28M-entry ImageNet bank with a batch of 256 is one
 chunk; with 2**25 (128 MiB in fp32) it is ten chunks of 26 queries.  Selection runs without autograd; only the chosen
 negatives enter the loss.
 """
@@ -56,7 +56,9 @@ negatives enter the loss.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import torch
 
 from ring.engine.anneal import validate_window
@@ -98,7 +100,19 @@ def window_ranks(n: int, w_l: float, w_u: float) -> tuple[int, int]:
 
 
 def _row_bounds(sims: torch.Tensor, lo_rank: int, hi_rank: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row similarity values at ascending ranks ``lo_rank`` and ``hi_rank - 1``.
+    """Per-row similarity values at ascending ranks ``lo_rank`` and ``hi_rank - 1`` (an open side: -inf or inf).
+
+    By :func:`_partition_bounds` on the CPU, else by :func:`_topk_bounds`: the same values (tested, ties included), so
+    the same window and the same draws; the choice is speed alone, measured on the CPU in every window
+    (``benchmarks/ring_radix.py --candidate partition``, ring_partition-cpu.json's ``kept``; docs/performance.md).
+    """
+    if sims.device.type == "cpu" and sims.dtype in (torch.float32, torch.float64):  # NumPy has no bfloat16
+        return _partition_bounds(sims, lo_rank, hi_rank)
+    return _topk_bounds(sims, lo_rank, hi_rank)
+
+
+def _topk_bounds(sims: torch.Tensor, lo_rank: int, hi_rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_row_bounds` by torch's selections (CUDA's ``topk`` is a radix selection).
 
     When the eligible slice is at most half the row (the annealed window), one unsorted ``topk`` of
     its ``n_out`` largest values gives the lower bound (their minimum) and a ``kthvalue`` inside
@@ -120,6 +134,44 @@ def _row_bounds(sims: torch.Tensor, lo_rank: int, hi_rank: int) -> tuple[torch.T
         lo = torch.kthvalue(sims, lo_rank + 1, dim=1, keepdim=True).values
     if hi is None:
         hi = torch.kthvalue(sims, hi_rank, dim=1, keepdim=True).values
+    return lo, hi
+
+
+PARTITION_ROWS = 8  # rows :func:`_partition_bounds` copies and partitions at once
+
+
+def _partition_bounds(sims: torch.Tensor, lo_rank: int, hi_rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_row_bounds` on the CPU by NumPy's introselect of the float values alone (``topk`` and ``kthvalue``
+    move and write (value, index) pairs): one selection over each row for the lower rank (the upper where the lower
+    side is open), then the upper rank inside the part right of the lower one, the window's eligible slice.  No
+    window takes two selections over the whole row, as the half-way windows' ``topk`` and ``kthvalue`` did.  Blocks of
+    rows are shared out over torch's intra-op threads: NumPy releases the GIL while it partitions."""
+    rows, n = sims.shape
+    lo = torch.full((rows, 1), -math.inf, dtype=sims.dtype)
+    hi = torch.full((rows, 1), math.inf, dtype=sims.dtype)
+    if lo_rank == 0 and hi_rank == n:
+        return lo, hi
+    values = sims.detach().contiguous().numpy()  # the similarities' own memory: no copy
+
+    def part(start: int, stop: int) -> None:
+        block = values[start:stop]
+        if lo_rank > 0:
+            block = np.partition(block, lo_rank, axis=1)[:, lo_rank:]  # the lower bound leads the part above it
+            lo[start:stop] = torch.from_numpy(block[:, :1].copy())
+        if hi_rank < n:
+            at = hi_rank - 1 - (n - block.shape[1])  # the upper rank within what is left
+            hi[start:stop] = torch.from_numpy(np.partition(block, at, axis=1)[:, at : at + 1])
+
+    # A few rows at a time: NumPy partitions a copy, and a chunk's worth (up to 2**25 similarities) would double the
+    # selection's memory; PARTITION_ROWS rows of a 1.28M-entry bank copy 41 MB.
+    starts = range(0, rows, PARTITION_ROWS)
+    threads = min(torch.get_num_threads(), len(starts))
+    if threads == 1:
+        for start in starts:
+            part(start, min(start + PARTITION_ROWS, rows))
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda start: part(start, min(start + PARTITION_ROWS, rows)), starts))
     return lo, hi
 
 
@@ -194,7 +246,7 @@ def sample_from_mask(mask: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     ``u`` (B x k uniform draws) picks the ``floor(u * size)``-th selected entry of its row; every
     row must select at least one entry.  The r-th selected entry of a row is where the running
     count of selected entries first exceeds r: a cumulative sum plus a binary search, O(N) per row
-    and no sort.  IRing drew this way until issue 31 (:func:`sample_from_blocks` draws the same
+    and no sort.  IRing drew this way before (:func:`sample_from_blocks` draws the same
     indices without the B x N running count); Cave still does.
     """
     counts = mask.cumsum(dim=1, dtype=torch.int32)
@@ -218,7 +270,7 @@ def padded_mask(sims: torch.Tensor, lo: torch.Tensor | None, hi: torch.Tensor | 
     """The window's B x N mask (``lo <= s <= hi``, ties included), padded with ``False`` to a multiple of PAD.
 
     ``lo`` / ``hi`` None: that side is open.  The first comparison writes into the mask itself and only the padding
-    is cleared beforehand (issue 39: zeroing the whole mask, and comparing against an infinite bound, were passes
+    is cleared beforehand (zeroing the whole mask, and comparing against an infinite bound, were passes
     over B x N entries that changed nothing).
     """
     rows, n = sims.shape

@@ -11,13 +11,16 @@ filters) are bounded here by the catalog's counts; the jobs check them again aft
 
 One idea per module: :mod:`.checker` (the sentence and the checks of one value), :mod:`.options` (the words a key
 takes), :mod:`.common` (what the stages share), :mod:`.pretrain`, :mod:`.stages` (the other stages), :mod:`.allowed`
-(the checks in words, for the reference) and :mod:`.environment` (this machine). This module runs them by config class;
+(the checks in words, for the reference), :mod:`.environment` (this machine) and :mod:`.grid` (a grid's names, blocks
+and cells, run by :func:`ring.plan.grid.from_dict`). This module runs them by config class;
 the names other modules use are importable from it.
 """
 
 from __future__ import annotations
 
 from ring.core import config as C
+from ring.core.refs import resolve
+from ring.core.stages import STAGES, configured
 from ring.plan.checks.checker import YAML_BOOLEAN_WORDS, Checker, ConfigError
 from ring.plan.checks.environment import detection_environment, environment
 from ring.plan.checks.options import (
@@ -35,11 +38,11 @@ from ring.plan.checks.options import (
     MIN_INPUT_PX,
     NEGATIVES_COUNTS,
     PRECISIONS,
+    PRETRAIN_PRECISIONS,
     STORE_FORMATS,
     VALIDATION_POLICIES,
 )
-from ring.plan.checks.pretrain import SNAPSHOT, check_pretrain, grey_cmc_warning, pretrain_images, warn_grey_cmc
-from ring.plan.checks.stages import check_detection, check_lincls, check_toy, check_transfer
+from ring.plan.checks.pretrain import SNAPSHOT, grey_cmc_warning, pretrain_images, warn_grey_cmc
 
 __all__ = [
     "ALLOWED",
@@ -47,7 +50,6 @@ __all__ = [
     "AUGMENTATIONS",
     "AUGMENT_PLACES",
     "CHANNELS_LAST",
-    "CHECKS",
     "CMC_NEGATIVE_DRAWS",
     "COMPILE",
     "DETECTION_DATASETS",
@@ -58,9 +60,9 @@ __all__ = [
     "MIN_INPUT_PX",
     "NEGATIVES_COUNTS",
     "PRECISIONS",
+    "PRETRAIN_PRECISIONS",
     "REFERENCE_HINT",
     "SNAPSHOT",
-    "STAGE_CONFIGS",
     "STORE_FORMATS",
     "VALIDATION_POLICIES",
     "YAML_BOOLEAN_WORDS",
@@ -75,31 +77,18 @@ __all__ = [
     "warn_grey_cmc",
 ]
 
-CHECKS = {
-    C.PretrainConfig: check_pretrain,
-    C.LinclsConfig: check_lincls,
-    C.TransferConfig: check_transfer,
-    C.DetectionConfig: check_detection,
-    C.ToyCNCEConfig: check_toy,
-}
-# Stage name (ring.cluster.jobs.STAGES and the workflow's) -> config class its --config holds.
-STAGE_CONFIGS = {
-    "pretrain": C.PretrainConfig,
-    "lincls": C.LinclsConfig,
-    "transfer": C.TransferConfig,
-    "detection": C.DetectionConfig,
-    "toy_cnce": C.ToyCNCEConfig,
-}
-
 
 def check(cfg, where: str) -> None:
     """Raise :class:`ConfigError` (one sentence) if ``cfg`` cannot run; ``where`` starts the sentence."""
-    CHECKS[type(cfg)](cfg, where)
+    declared = configured(type(cfg))
+    if declared is None:
+        raise KeyError(f"No stage checks a {type(cfg).__name__} (ring.core.stages declares each stage's check).")
+    resolve(declared.check)(cfg, where)
 
 
 def load_checked(stage: str, path) -> object:
     """A stage's config file, loaded and checked: what every entry point runs before anything else."""
-    cfg = C.load(STAGE_CONFIGS[stage], path)
+    cfg = C.load(STAGES[stage].config, path)
     check(cfg, f"Config {path} ({stage})")
     return cfg
 

@@ -19,8 +19,10 @@ from ring.plan.checks.options import (
     KNN_SCHEDULES,
     MIN_INPUT_PX,
     PRECISIONS,
+    PRETRAIN_PRECISIONS,
     STORE_DECODE,
     STORE_FORMATS,
+    VIEW_DRAWS,
 )
 
 # Every stage's --help points here: the generated reference of every key (ring describe).
@@ -51,6 +53,7 @@ ALLOWED = {
     "temperature": "> 0",
     "bn_groups": ">= 1, divides batch_size; a divisor or a multiple of the processes (nodes x gpus_per_node)",
     "augment": ", ".join(AUGMENT_PLACES),
+    "view_draws": ", ".join(VIEW_DRAWS) + " (batch: not with augment: dali)",
     "store": ", ".join(STORE_FORMATS) + " (image folders at the catalog's store size; none: the original files)",
     "store_decode": ", ".join(STORE_DECODE) + " (gpu: the jpeg95 store on a CUDA device with augment: device or auto)",
     "store_decoder": "'', cpu, gpu (recorded by the plan; as store_decode's gpu)",
@@ -64,7 +67,7 @@ ALLOWED = {
     "init_from": f"'' or a {C.SNAPSHOT_FILE} path whose epoch is < epochs",
     "checkpoint_interval_min": ">= 0 (0: after every step)",
     "loss_read_every": ">= 1",
-    "precision": ", ".join(PRECISIONS),
+    "precision": ", ".join(PRECISIONS) + f" (pretraining: {', '.join(PRETRAIN_PRECISIONS)})",
     "channels_last": ", ".join(CHANNELS_LAST),
     "keep_superseded": ", ".join(KEEP_SUPERSEDED) + " (results: checkpoints dropped)",
     "keep_checkpoint": ", ".join(KEEP_CHECKPOINT) + " (the previous checkpoint goes either way)",

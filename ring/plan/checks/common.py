@@ -72,8 +72,9 @@ def implementation(where: str, name: str) -> None:
         )
 
 
-def runtime(where: str, cfg) -> None:
-    one_of(where, cfg, "precision", PRECISIONS)
+def runtime(where: str, cfg, precisions: tuple[str, ...] = PRECISIONS) -> None:
+    """``precisions``: the words the stage's ``precision`` takes (pretraining's also fp64)."""
+    one_of(where, cfg, "precision", precisions)
     one_of(where, cfg, "channels_last", CHANNELS_LAST)
     one_of(where, cfg, "keep_superseded", KEEP_SUPERSEDED)
     one_of(where, cfg, "keep_checkpoint", KEEP_CHECKPOINT)

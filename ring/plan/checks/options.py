@@ -2,10 +2,10 @@
 beside the code that implements its choices (ring.engine, ring.data) and read from there; the plan's own lists
 (what a superseded run keeps, where detection's datasets are) are declared here."""
 
-from ring.data import AUGMENT_PLACES, AUGMENTATIONS
+from ring.data import AUGMENT_PLACES, AUGMENTATIONS, VIEW_DRAWS
 from ring.data.decode_place import CHOICES as STORE_DECODE
 from ring.data.decode_place import DECODERS as STORE_DECODERS
-from ring.data.stores import CHOICES as STORE_FORMATS
+from ring.data.store_layout import CHOICES as STORE_FORMATS
 from ring.engine import (
     CHANNELS_LAST,
     CMC_NEGATIVE_DRAWS,
@@ -15,6 +15,7 @@ from ring.engine import (
     LA_OWN_ENTRY_RULES,
     NEGATIVES_COUNTS,
     PRECISIONS,
+    PRETRAIN_PRECISIONS,
 )
 from ring.engine.anneal import ANNEAL_POLICIES, VALIDATION_POLICIES
 from ring.engine.knn_schedule import KNN_SCHEDULES
@@ -35,10 +36,12 @@ __all__ = [
     "MIN_INPUT_PX",
     "NEGATIVES_COUNTS",
     "PRECISIONS",
+    "PRETRAIN_PRECISIONS",
     "STORE_DECODE",
     "STORE_DECODERS",
     "STORE_FORMATS",
     "VALIDATION_POLICIES",
+    "VIEW_DRAWS",
 ]
 
 # Smallest crop/resize a ResNet-18 trunk takes meaningfully: its total stride is 32 (conv1 2, max
@@ -48,5 +51,5 @@ __all__ = [
 # writes an encoder, but half its stages no longer see spatial structure.  16 px is also the size
 # of the smoke grid's study cells.
 MIN_INPUT_PX = 16
-KEEP_SUPERSEDED = ("results", "all")  # ring.core.runs.KEEP_SUPERSEDED: what a superseded run keeps
+KEEP_SUPERSEDED = ("results", "all")  # ring.core.cell_runs.KEEP_SUPERSEDED: what a superseded run keeps
 DETECTION_DATASETS = ("detectron2", "embedded")

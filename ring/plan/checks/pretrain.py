@@ -17,8 +17,10 @@ from ring.plan.checks.options import (
     COMPILE,
     HEADS,
     KNN_SCHEDULES,
+    PRETRAIN_PRECISIONS,
     STORE_DECODE,
     STORE_DECODERS,
+    VIEW_DRAWS,
 )
 
 SNAPSHOT = re.compile(re.escape(C.SNAPSHOT_FILE).replace(r"\{epoch\}", r"(\d+)") + "$")
@@ -147,6 +149,15 @@ def _monitors_and_snapshots(where: str, cfg) -> None:
 def _views_place(where: str, cfg) -> None:
     """Where the views are made and what they are read from."""
     one_of(where, cfg, "augment", AUGMENT_PLACES)
+    one_of(where, cfg, "view_draws", VIEW_DRAWS)
+    if cfg.augment == "dali" and cfg.view_draws == "batch":
+        fail(
+            where,
+            "view_draws",
+            "batch",
+            "draws the views' parameters for PIL and the device, and DALI draws its own",
+            "set view_draws: sample for augment: dali, or augment: device (or auto)",
+        )
     store(where, cfg)
     spec = catalog.DATASETS.get(cfg.dataset)
     if cfg.augment == "dali" and cfg.store != "none" and spec and spec.store_size == cfg.resize:
@@ -202,7 +213,7 @@ def _faults_and_runtime(where: str, cfg) -> None:
         )
     int_at_least(where, cfg, "max_chunk_elements", 0)
     int_at_least(where, cfg, "loss_read_every", 1)
-    runtime(where, cfg)
+    runtime(where, cfg, PRETRAIN_PRECISIONS)
 
 
 # Datasets already warned about by warn_grey_cmc in this process: the plan checks every cell, one line says it.

@@ -9,7 +9,7 @@ from ring.core import config as C
 from ring.core.methods import METHODS
 from ring.plan.checks.checker import fail, int_at_least, number, one_of, positive
 from ring.plan.checks.common import optimizer, registered, runtime, store, views
-from ring.plan.checks.options import AUGMENTATIONS, DETECTION_DATASETS
+from ring.plan.checks.options import AUGMENTATIONS, DETECTION_DATASETS, KEEP_SUPERSEDED
 
 # Detectron2 keys: dotted upper-case paths (the job checks each against Detectron2's config).
 D2_KEY = re.compile(r"^[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)+$")
@@ -74,6 +74,7 @@ def check_detection(cfg: C.DetectionConfig, where: str) -> None:
             where, "source", cfg.source, "is not a pretraining dataset", f"choose one of {', '.join(catalog.DATASETS)}"
         )
     one_of(where, cfg, "datasets", DETECTION_DATASETS)
+    one_of(where, cfg, "keep_superseded", KEEP_SUPERSEDED)
     int_at_least(where, cfg, "num_gpus", 0)
     int_at_least(where, cfg, "num_workers", 0)
     int_at_least(where, cfg, "threads", 0)

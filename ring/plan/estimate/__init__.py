@@ -15,8 +15,9 @@ them.  A cell reads the prepared store where its dataset is an image folder, its
 ``resize`` is the store's 256; ``--store`` prices every such cell as reading the one named (``none``: today's code,
 the original JPEGs).  The report's header names every file each figure came from (:mod:`ring.plan.estimate.report`).
 
-Below the table, every block of the grid (pretraining, linear evaluation, transfer, each study; detection named as not
-priced) is priced cell by cell with the fixed costs of each job (:mod:`ring.plan.estimate.blocks`): from the
+Below the table, every block of the grid (pretraining, linear evaluation, transfer, each study, detection:
+:mod:`ring.plan.estimate.detection`) is priced cell by cell with the fixed costs of each job
+(:mod:`ring.plan.estimate.blocks`): from the
 end-to-end figures of ``benchmarks/price.py`` (``price-<device>.json``: each pass timed through its stage's own entry
 point, :mod:`ring.plan.estimate.measured`, :mod:`ring.plan.estimate.pricing`) where one's record matches the cell, else
 by the component model above, each block's sources and the figures' age printed.  ``ring estimate --check``
@@ -81,6 +82,9 @@ def load_figures(device: str | None = None, results: Path | None = None, extra: 
     inputs.load(figures, folders)
     figures.measured = pricing.load(folders, figures.device)
     figures.host = figures.measured if not figures.gpu else pricing.load(folders, "cpu")
+    if figures.gpu and figures.host is not None:
+        host = _figures.load("cpu", folders)
+        figures.host_step_px_per_s = (host.step_images_per_s["IR"] * host.image_size**2, host.eager_files["IR"])
     if figures.measured:
         figures.files.append(figures.measured.file)
     return figures

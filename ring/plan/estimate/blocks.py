@@ -2,8 +2,9 @@
 pass from the end-to-end figures where one matches the cell (:mod:`ring.plan.estimate.pricing`), else by the component
 model (:mod:`ring.plan.estimate.passes`) with the reason kept, the fixed costs per job from the device's own figures or
 the nearest measured host's (the CPU's: they are the host's start-up, check and write costs, so at ratio 1, which the
-price states).  Detection has no figure on any device: its cells are counted and named as not priced, never dropped
-from the total silently.
+price states).  Detection is priced from the end-to-end Detectron2 figures (:mod:`ring.plan.estimate.detection`), the
+nearest measured device's at a stated ratio where the device has none; a cell no figure prices is counted and named
+as not priced, never dropped from the total silently.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from ring.core import catalog
-from ring.plan.estimate import passes, pricing
+from ring.data.listings import COCO_PER_CLASS
+from ring.plan.estimate import detection, passes, pricing
 from ring.plan.estimate.figures import Figures
-
-STAGES = ("pretrain", "lincls", "transfer", "study", "detection")
 
 
 @dataclass
@@ -30,7 +30,10 @@ class CellPrice:
 def sizes(stage: str, dataset: str) -> tuple[int, int, int] | None:
     """(pretraining, labelled training, test) images of the dataset a cell reads, None where no count is known."""
     if stage == "transfer":
-        counts = catalog.TRANSFER[dataset].publisher_counts if dataset in catalog.TRANSFER else None
+        spec = catalog.TRANSFER.get(dataset)
+        if spec is not None and dataset == "mscoco":  # its object crops, capped per class: at most these
+            return (0, spec.num_classes * COCO_PER_CLASS["train"], spec.num_classes * COCO_PER_CLASS["test"])
+        counts = spec.publisher_counts if spec is not None else None
         return (0, *counts) if counts else None
     return passes.SIZES.get(dataset)
 
@@ -57,7 +60,7 @@ def price_cell(
     nearest host's fixed costs where the device has none."""
     out = CellPrice()
     if stage == "detection":
-        out.unpriced["detection"] = "no Detectron2 figure on any device (benchmarks/price.py does not run detection)"
+        out.seconds, out.sources, out.unpriced = detection.price(cfg, figures, restarts)
         return out
     n = sizes(stage, cfg.dataset)
     if n is None:

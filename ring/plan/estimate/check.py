@@ -6,7 +6,9 @@ again, and is priced so).
 
 A finished cell is one whose stage output is written and whose last segment completed; a cell whose segments hold
 no pass seconds (run before ring.engine.clock) is counted apart.  The spent fixed costs are the segments' start and
-imports, data check, setup, compile warm-up and checkpoint writes.
+imports, data check, setup, compile warm-up and checkpoint writes.  The spent seconds are read on the clock the
+figures were measured on (``price-<device>.json``'s ``clock``): the CPU's are the jobs' own CPU time, so that a price
+measured on a quiet host checks against cells run on a busy one, and the other way round.
 """
 
 from __future__ import annotations
@@ -16,20 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ring.core import config as C
+from ring.core.stages import stages_with
 from ring.engine.clock import FIXED, PASSES
+from ring.plan.estimate import measured as M
 from ring.plan.estimate.blocks import price_cell
 from ring.plan.estimate.figures import Figures
 from ring.plan.estimate.pricing import FIXED_ROW
 
 ROWS = (*PASSES, FIXED_ROW)
-# Each stage's folder under results/<grid>/, its config class and the file a finished cell has written.
-STAGES = {
-    "pretrain": (C.PretrainConfig, "encoder.pt"),
-    "study": (C.PretrainConfig, "encoder.pt"),
-    "lincls": (C.LinclsConfig, "metrics.json"),
-    "transfer": (C.TransferConfig, "metrics.json"),
-    "detection": (C.DetectionConfig, "metrics.json"),
-}
+CPU_CLOCK = ": the jobs' own CPU time, which the host's other work leaves alone"
 
 
 @dataclass
@@ -41,6 +38,7 @@ class Check:
     unrecorded: int = 0
     sources: dict[str, set] = field(default_factory=dict)
     unpriced: dict[str, set] = field(default_factory=dict)
+    clock: str = "wall"  # the figures' clock, the one the spent seconds are read on
 
     def add(self, row: str, predicted: float, spent: float) -> None:
         entry = self.rows.setdefault(row, [0, 0.0, 0.0])
@@ -52,13 +50,13 @@ class Check:
         return sum(r[1] for r in self.rows.values()), sum(r[2] for r in self.rows.values())
 
 
-def spent(segments: list[dict]) -> dict[str, float] | None:
-    """Seconds per row over a cell's segments, None where a segment recorded none."""
-    if any("passes_s" not in s for s in segments):
+def spent(segments: list[dict], clock: str = "wall") -> dict[str, float] | None:
+    """Seconds per row over a cell's segments on ``clock`` (the figures'), None where a segment recorded none."""
+    if any(M.CLOCKS[clock][0] not in s for s in segments):
         return None
     out: dict[str, float] = {}
     for segment in segments:
-        for name, seconds in segment["passes_s"].items():
+        for name, seconds in M.seconds_of(segment, clock).items():
             row = FIXED_ROW if name in FIXED else name
             out[row] = out.get(row, 0.0) + seconds
     return out
@@ -66,14 +64,14 @@ def spent(segments: list[dict]) -> dict[str, float] | None:
 
 def finished(results: Path, grid_name: str):
     """(stage, cell folder, config, segments) of every finished cell of the grid under ``results``."""
-    for stage, (cls, output) in STAGES.items():
+    for stage, declared in stages_with("priced").items():  # its folder, config class and the file it writes last
         for path in sorted((results / grid_name / stage).rglob("provenance.json")):
             cell = path.parent
-            if not (cell / output).is_file() or not (cell / "config.yaml").is_file():
+            if not (cell / declared.output).is_file() or not (cell / "config.yaml").is_file():
                 continue
             segments = json.loads(path.read_text()).get("segments") or []
             if segments and segments[-1].get("outcome") == "completed":
-                yield stage, cell, C.load(cls, cell / "config.yaml"), segments
+                yield stage, cell, C.load(declared.config, cell / "config.yaml"), segments
 
 
 def ran_on(results: Path, grid_name: str) -> str | None:
@@ -85,9 +83,10 @@ def ran_on(results: Path, grid_name: str) -> str | None:
 
 
 def check(grid, results: Path, figures: Figures) -> Check:
-    out = Check()
+    measured = figures.measured if figures is not None else None  # None: only cells that recorded nothing
+    out = Check(clock=measured.clock if measured is not None else "wall")
     for stage, _cell, cfg, segments in finished(results, grid.name):
-        used = spent(segments)
+        used = spent(segments, out.clock)
         if used is None:
             out.unrecorded += 1
             continue
@@ -107,6 +106,7 @@ def check(grid, results: Path, figures: Figures) -> Check:
 def lines(result: Check, grid_name: str, figures: Figures) -> list[str]:
     """The table: per row, the cells, the predicted and the spent seconds and their ratio; then the total."""
     head = f"ring: predicted against spent of the {result.cells} finished cells of grid {grid_name}, {figures.device}"
+    head += f" (seconds on the {result.clock} clock{CPU_CLOCK if result.clock == 'cpu' else ''})"
     out = [head, f"{'pass':18} {'cells':>6} {'predicted s':>12} {'spent s':>12} {'ratio':>7}"]
     for row in ROWS:
         if row in result.rows:
@@ -149,5 +149,6 @@ def status_lines(grid, results: Path, load) -> list[str]:
     predicted, used = done.total()
     return [
         f"predicted against spent ({done.cells} finished cells, {figures.device} figures): predicted "
-        f"{predicted / 3600:.3g} h, spent {used / 3600:.3g} h (ring estimate --check: per pass)"
+        f"{predicted / 3600:.3g} h, spent {used / 3600:.3g} h on the {done.clock} clock (ring estimate --check: per "
+        "pass)"
     ]

@@ -65,6 +65,9 @@ class Figures:
     # (the CPU's) that stands in for a device without its own fixed costs.
     measured: object | None = None
     host: object | None = None
+    # The host's (the CPU's) ResNet-18 training step, pixels per second, and its file: a GPU without a figure of its
+    # own is priced from the host's at the ratio of the two steps (ring.plan.estimate.detection).
+    host_step_px_per_s: tuple[float, str] | None = None
 
     @property
     def gpu(self) -> bool:

@@ -3,15 +3,17 @@ figure keeps to, checked where it is written and again where it is read.
 
 A figure comes from one cell's segment run with :data:`ring.engine.clock.TRACE_ENV` set (every batch stamped): per
 call of the pass (an epoch, a monitor run), the first ``workers x prefetch_factor + warm-up`` batches are left out
-(they were decoded before the clock could see them, or they compiled), and the wall time over the remaining batches,
+(they were decoded before the clock could see them, or they compiled), and the time over the remaining batches,
 split where a gap is over :data:`GAP` times the call's median one (another activity in between: the linear
 classifier's epochs on cached features, the switch from the training split's loader to the test split's), divided by
 their images gives the seconds per image.  What the pass spent beyond that, over its calls, is its cost per call (the
 loader's start, the left-out batches' excess, the classifier's epochs).  The fixed costs are the segment's own seconds:
 the interpreter's start and imports, the data check, the setup, the compile warm-up per job, and a checkpoint write.
 
-Each figure records what it measured (:data:`RECORD`): a cell is priced from it only where the cell would run the same
-way (:func:`mismatch`), else the price says why it read no figure.
+A figure is timed on one of the segment's clocks (:data:`CLOCKS`): the wall, or the process's CPU time, which a host's
+other work does not change for a one-thread job with its loader in process (the CPU suite's,
+:mod:`ring.engine.clock`).  Each figure records what it measured (:data:`RECORD`): a cell is priced from it only
+where the cell would run the same way (:func:`mismatch`), else the price says why it read no figure.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ MATCHED = ("device", "workers", "compile", "store", "threads", "batch", "crop", 
 GAP = 5.0  # a gap over GAP x the call's median gap between batches is not the pass's work per image
 MIN_TIMED = 8  # batches timed, at least, over all calls
 FIXED_PER_JOB = ("start and imports", "data check", "setup", "compile warm-up")
+# A clock's seconds per pass in a segment, and where its time is in a batch's stamp.
+CLOCKS = {"wall": ("passes_s", 2), "cpu": ("passes_cpu_s", 4)}
+
+
+def seconds_of(segment: dict, clock: str) -> dict:
+    """A segment's seconds per pass and fixed cost on ``clock``; {} where it recorded none on it."""
+    return segment.get(CLOCKS[clock][0]) or {}
 
 
 def excluded(record: dict, warmup: int) -> int:
@@ -53,12 +62,13 @@ def _runs(times: list[float]) -> list[list[float]]:
     return [*runs, run]
 
 
-def per_image(stamps: Iterable, name: str, skip: int) -> tuple[float, int, int]:
+def per_image(stamps: Iterable, name: str, skip: int, clock: str = "wall") -> tuple[float, int, int]:
     """(seconds per image, images timed, batches timed) of pass ``name`` from a segment's ``pass_stamps``."""
+    at = CLOCKS[clock][1]
     calls: dict[int, list[tuple[float, int]]] = {}
-    for pass_name, call, t, n in stamps:
-        if pass_name == name:
-            calls.setdefault(call, []).append((t, n))
+    for stamp in stamps:
+        if stamp[0] == name:
+            calls.setdefault(stamp[1], []).append((stamp[at], stamp[3]))
     seconds, images, batches = 0.0, 0, 0
     for rows in calls.values():
         rows = rows[skip - 1 :] if skip >= 1 else rows  # the last left-out batch's end starts the clock
@@ -70,7 +80,7 @@ def per_image(stamps: Iterable, name: str, skip: int) -> tuple[float, int, int]:
     return (seconds / images if images else math.nan), images, batches
 
 
-def pass_figure(name: str, segment: dict, record: dict, warmup: int) -> dict:
+def pass_figure(name: str, segment: dict, record: dict, warmup: int, clock: str = "wall") -> dict:
     """The figure of pass ``name`` from a traced segment; refused (ValueError) when it cannot be honest: warm-up
     shorter than one batch, fewer than MIN_TIMED batches timed past the prefetch, or a non-finite rate."""
     missing = [k for k in RECORD if k not in record]
@@ -79,16 +89,17 @@ def pass_figure(name: str, segment: dict, record: dict, warmup: int) -> dict:
     if warmup < 1:
         raise ValueError(f"warm-up {warmup}: at least one batch must be left out so that the clock starts at its end.")
     skip = excluded(record, warmup)
-    spi, images, batches = per_image(segment.get("pass_stamps", []), name, skip)
+    spi, images, batches = per_image(segment.get("pass_stamps", []), name, skip, clock)
     if batches < MIN_TIMED or not positive(spi):
         raise ValueError(
             f"The {name} pass timed {batches} batches past its {skip} left out (workers x prefetch_factor + warm-up); "
             f"it needs {MIN_TIMED}: run it on more images or more epochs."
         )
     calls = int(segment["pass_calls"][name])
-    spent, counted = float(segment["passes_s"][name]), int(segment["pass_images"][name])
+    spent, counted = float(seconds_of(segment, clock)[name]), int(segment["pass_images"][name])
     return {
         "pass": name,
+        "clock": clock,
         "record": {k: record[k] for k in RECORD},
         "warmup_batches": warmup,
         "excluded_batches": skip,
@@ -102,12 +113,13 @@ def pass_figure(name: str, segment: dict, record: dict, warmup: int) -> dict:
     }
 
 
-def fixed_figure(segment: dict, record: dict) -> dict:
+def fixed_figure(segment: dict, record: dict, clock: str = "wall") -> dict:
     """The job's fixed costs (per job, and per checkpoint written) from a segment."""
-    seconds, calls = segment["passes_s"], segment["pass_calls"]
+    seconds, calls = seconds_of(segment, clock), segment["pass_calls"]
     writes = calls.get("checkpoint writes", 0)
     return {
         "record": {k: record[k] for k in RECORD},
+        "clock": clock,
         "per_job_s": {k: float(seconds.get(k, 0.0)) for k in FIXED_PER_JOB},
         "checkpoint_write_s": float(seconds.get("checkpoint writes", 0.0)) / writes if writes else 0.0,
     }

@@ -13,7 +13,10 @@ A pass with no figure of its own, or whose figure was measured running otherwise
 compile, thread count, batch or crop), is not priced here: :func:`price` says why, and the caller prices it by the
 component model (:mod:`ring.plan.estimate.passes`) and prints the reason.  Transfer with no figure of its own is
 priced from the linear-evaluation figure of the same method (the same stage code, ``ring.lincls.LinearEval``),
-which the price says.
+which the price says.  A file's seconds are on one clock (``clock``: the CPU's are its jobs' CPU seconds,
+:mod:`ring.engine.clock`), which ``ring estimate --check`` reads the spent seconds on; a file mixing clocks is refused.
+Table 4's figures (``price_detection-<device>.json``, :mod:`ring.plan.estimate.detection`) are read from the price
+file's own folder.
 """
 
 from __future__ import annotations
@@ -36,9 +39,13 @@ class Measured:
     device: str
     date: str
     file: str
+    clock: str = "wall"  # the segments' clock its seconds are on (ring.plan.estimate.measured.CLOCKS)
     figures: dict[tuple[str, str], dict] = field(default_factory=dict)
     fixed: dict[str, dict] = field(default_factory=dict)
     kmeans: dict[str, dict] = field(default_factory=dict)
+    # Table 4's figures (price_detection-<device>.json, ring.plan.estimate.detection): {"tasks", "fixed"}, or {}.
+    detection: dict = field(default_factory=dict)
+    detection_file: str = ""
 
     def describe(self) -> str:
         return f"end-to-end figures {self.file} (measured {self.date} on {self.device})"
@@ -50,12 +57,31 @@ def load(folders, device: str) -> Measured | None:
     if path is None:
         return None
     doc = read(path)
-    found = Measured(doc["machine"]["device"], doc["machine"]["date"], label(path, folders[0]))
+    found = Measured(
+        doc["machine"]["device"], doc["machine"]["date"], label(path, folders[0]), doc.get("clock", "wall")
+    )
+    for fig in [*doc["passes"], *doc["fixed"].values(), *doc.get("kmeans", {}).values()]:
+        if fig.get("clock", "wall") != found.clock:
+            raise ValueError(
+                f"{path} mixes clocks: a figure on the {fig.get('clock', 'wall')} clock in a file on the {found.clock} "
+                "clock; rerun benchmarks/price.py."
+            )
     for fig in doc["passes"]:
         M.check_written(fig)
         found.figures[(fig["pass"], fig["method"])] = fig
     found.fixed = dict(doc["fixed"])
     found.kmeans = dict(doc.get("kmeans", {}))
+    # The detection figures of the price file's own folder: figures measured together, on one clock.
+    home = [folder for folder in folders if str(folder / path.name) == str(path)][-1]
+    detection = last([home], f"price_detection-{device.replace(' ', '_')}.json")
+    if detection is not None:
+        found.detection, found.detection_file = read(detection), label(detection, folders[0])
+        clocks = {fig["clock"] for fig in [*found.detection["tasks"].values(), found.detection["fixed"]]}
+        if clocks != {found.clock}:
+            raise ValueError(
+                f"{detection} is on the {', '.join(sorted(clocks))} clock, its device's price file on the "
+                f"{found.clock} clock; rerun benchmarks/price.py --detection."
+            )
     return found
 
 

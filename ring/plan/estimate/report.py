@@ -7,11 +7,12 @@ from ring.plan.estimate.figures import Figures
 from ring.plan.estimate.passes import PASSES, lincls_passes, measured_kmeans, pretrain_passes, stated_flops
 
 # The passes this table does not price, and why (each its own row of ``--by pass``): every block's price, below it
-# (ring.plan.estimate.blocks), prices transfer and says why detection is not.
+# (ring.plan.estimate.blocks), prices them.
 NOT_PRICED = {
     "transfer": "not priced in this table (the component model has no figure for its datasets' input): see every "
     "block's price below",
-    "detection": "not priced: no committed Detectron2 figure on any device (benchmarks/ measures none)",
+    "detection": "not priced in this table (the component model has no Detectron2 figure): see every block's price "
+    "below, from the end-to-end detection figures",
 }
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from ring.core import config as C
-from ring.core.runs import RUNS
+from ring.core.cell_runs import RUNS
+from ring.core.stages import STAGES
 from ring.plan import estimate
 from ring.reports.captions import outlook_block
 from ring.reports.tables.entry import out_argument
@@ -25,6 +26,8 @@ from ring.reports.tables.layout import write_texts
 
 # Markdown number formats of the per-stage columns: cells, segments, requeues, wall_h, gpu_hours, predicted.
 FLOATFMT = ("", "g", "g", "g", ".3f", ".3f", "")
+# The stages whose cells ring.plan.estimate.predict_cell prices from their config.
+PREDICTED = ("pretrain", "lincls")
 CELL_COLUMNS = ["stage", "cell", "run", "segments", "requeues", "wall_h", "gpu_hours", "predicted_gpu_hours"]
 
 
@@ -34,11 +37,10 @@ class OutlookError(ValueError):
 
 def _predicted_hours(stage: str, cell: Path, figures) -> float | None:
     """The cell's GPU-hours as ring.plan.estimate predicts them from its config, or None where it cannot."""
-    kinds = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig}
-    if figures is None or stage not in kinds or not (cell / "config.yaml").exists():
+    if figures is None or stage not in PREDICTED or not (cell / "config.yaml").exists():
         return None
     try:
-        return estimate.predict_cell(stage, C.load(kinds[stage], cell / "config.yaml"), figures)
+        return estimate.predict_cell(stage, C.load(STAGES[stage].config, cell / "config.yaml"), figures)
     except ValueError:  # a dataset the estimate has no sizes for
         return None
 

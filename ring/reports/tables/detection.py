@@ -22,6 +22,23 @@ from ring.reports.tables.protocol import protocol_differences
 from ring.reports.tables.published import published_value
 from ring.reports.tables.summary import summarize
 
+# An AP of exactly 0.0 on every seed: no prediction matched a ground truth at any threshold.  On the paper's
+# protocol that is a finding; off it (the smoke grid trains 30 iterations and scores 4 images of 64 px) the column
+# is below what the run can resolve, and a bare 0.0 would read as a measured failure of the method.
+UNRESOLVED = (
+    "0.0 on every seed, off the paper's protocol: no prediction matched at any threshold; these detection runs "
+    "(their training iterations and evaluation images) are too small to resolve this column, so the 0.0 says "
+    "nothing of the method."
+)
+
+# Table 4's noise where the seeds give none: a mean of one seed shows no "± std", and without this a reader could not
+# tell an AP measured to a point from one that a single matched object moves by tens of points.
+ONE_SEED = (
+    "one seed: an AP without ± has no spread over seeds, so its noise is untested; it scores one run's evaluation "
+    "images, and on few of them (the embedded default: 4 images of 64 px, 6 persons for the keypoints) one object "
+    "matched or missed moves it by many points."
+)
+
 
 @dataclass(frozen=True)
 class DetectionTable:
@@ -46,7 +63,12 @@ class DetectionTable:
         check_names("--methods", "registered method", methods, METHODS)
         same = str  # Table 4's column names are the published file's own
         summary = summarize(collect_columns(metric_files), self.paper, methods, COLUMNS, display=same)
+        summary["unresolved"] = [
+            UNRESOLVED if row.n and row.mean == 0 and row.differs else "" for row in summary.itertuples()
+        ]
         wide = layout(summary, methods, COLUMNS, display=same)
+        if (summary.n == 1).any():
+            wide.attrs["footnotes"].append(ONE_SEED)
         write(self.name, self.help, summary, wide, prefix)
         return wide
 

@@ -25,7 +25,11 @@ def _fmt(x: float, signed: bool = False) -> str:
 
 
 def cell_text(
-    row, stale_notes: dict | None = None, diverged_notes: dict | None = None, loss_notes: dict | None = None
+    row,
+    stale_notes: dict | None = None,
+    diverged_notes: dict | None = None,
+    loss_notes: dict | None = None,
+    unresolved_notes: dict | None = None,
 ) -> str:
     if row.stale:  # one stale seed makes the whole entry stale: a mean over the rest would be another number
         mark = (stale_notes if stale_notes is not None else {}).setdefault(
@@ -41,6 +45,9 @@ def cell_text(
     if getattr(row, "loss_note", ""):  # a measured number, marked: its probe's training loss stayed high
         notes = loss_notes if loss_notes is not None else {}
         text += f" {notes.setdefault(row.loss_note, f'[h{len(notes) + 1}]')}"
+    if getattr(row, "unresolved", ""):  # a number the run is too small to tell from zero: the table says so
+        notes = unresolved_notes if unresolved_notes is not None else {}
+        text += f" {notes.setdefault(row.unresolved, f'[u{len(notes) + 1}]')}"
     if _finite(row.delta_to_base):
         text += f" ({_fmt(row.delta_to_base, signed=True)}{significance_mark(row)})"
     return text
@@ -71,10 +78,12 @@ def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str], displ
     stale_notes: dict[str, str] = {}  # why a cell is stale -> its mark
     diverged_notes: dict[str, str] = {}  # a diverged evaluation's sentence -> its mark
     loss_notes: dict[str, str] = {}  # a high-loss probe's note -> its mark
+    unresolved_notes: dict[str, str] = {}  # why a run cannot resolve a number -> its mark
     for d in datasets:
         col = display(d)
         part = summary[summary.dataset == d].set_index("method")
-        wide[col] = [cell_text(part.loc[m], stale_notes, diverged_notes, loss_notes) for m in methods]
+        notes = (stale_notes, diverged_notes, loss_notes, unresolved_notes)
+        wide[col] = [cell_text(part.loc[m], *notes) for m in methods]
         wide[f"{col} paper (ours − paper)"] = [paper_text(part.loc[m], footnotes) for m in methods]
     wide.attrs["footnotes"] = [
         *(
@@ -84,6 +93,7 @@ def layout(summary: pd.DataFrame, methods: list[str], datasets: list[str], displ
         *(f"{mark} stale: {reason}" for reason, mark in stale_notes.items()),
         *(f"{mark} diverged, no accuracy: {reason}" for reason, mark in diverged_notes.items()),
         *(f"{mark} accuracy measured, training loss high: {note}" for note, mark in loss_notes.items()),
+        *(f"{mark} unresolved: {why}" for why, mark in unresolved_notes.items()),
     ]
     return wide
 

@@ -160,7 +160,7 @@ NOTE = (
     f"{UNRESOLVED!r} where our standard error exceeds the paper's stdev: there the size of this run cannot resolve a "
     "distance in those units (compare the mean ± 2 standard errors with the paper's mean instead); "
     "ceiling: the largest value the bound takes for any critic on the paper's Gaussian, at the paper's k "
-    "(100 negatives + the positive) and as k → ∞ (ring.toy_cnce.cnce_ceiling; NCE's is the true MI); "
+    "(100 negatives + the positive) and as k → ∞ (ring.core.gaussian.cnce_ceiling; NCE's is the true MI); "
     "† a published mean above the k → ∞ ceiling, which no critic reaches."
 )
 

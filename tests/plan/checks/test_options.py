@@ -15,9 +15,10 @@ PRETRAIN_WORDS = {
     "cmc_negatives": options.CMC_NEGATIVE_DRAWS,
     "negatives_count": options.NEGATIVES_COUNTS,
     "augment": options.AUGMENT_PLACES,
+    "view_draws": options.VIEW_DRAWS,
     "store": options.STORE_FORMATS,
     "compile": options.COMPILE,
-    "precision": options.PRECISIONS,
+    "precision": options.PRETRAIN_PRECISIONS,
     "channels_last": options.CHANNELS_LAST,
     "keep_superseded": options.KEEP_SUPERSEDED,
     "keep_checkpoint": options.KEEP_CHECKPOINT,
@@ -44,6 +45,9 @@ def test_a_linear_evaluations_words_are_its_own_lists():
         checks.check(lincls_config(augmentation=word), "here")
     with pytest.raises(checks.ConfigError, match="augmentation='flip' is not one of crop_flip, none"):
         checks.check(lincls_config(augmentation="flip"), "here")
+    # fp64 is pretraining's verification setting, which linear evaluation does not honour.
+    with pytest.raises(checks.ConfigError, match="precision='fp64' is not one of auto, bf16, fp32"):
+        checks.check(lincls_config(precision="fp64"), "here")
 
 
 def test_the_validation_policies_are_annealing_policies():

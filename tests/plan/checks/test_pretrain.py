@@ -81,3 +81,12 @@ def test_a_recorded_decoder_that_contradicts_the_choice_is_refused_in_one_senten
     checks.check(pretrain_config("IR", store_decode="cpu", store_decoder="cpu"), "cell")
     with pytest.raises(checks.ConfigError, match=r"store_decoder='nvjpeg'"):
         checks.check(pretrain_config("IR", store_decoder="nvjpeg"), "cell")
+
+
+def test_batch_view_draws_under_dali_are_refused_in_one_sentence():
+    """DALI draws its own views' values: view_draws: batch there is a choice that would not be kept."""
+    cfg = pretrain_config("IR", dataset="digits_folder", store="none", augment="dali", view_draws="batch")
+    with pytest.raises(checks.ConfigError, match=r"^cell: view_draws='batch' draws the views' parameters for PIL and"):
+        checks.check(cfg, "cell")
+    checks.check(pretrain_config("IR", dataset="digits_folder", store="none", augment="dali"), "cell")
+    checks.check(pretrain_config("IR", augment="device", view_draws="batch"), "cell")

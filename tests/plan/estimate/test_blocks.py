@@ -37,7 +37,16 @@ def test_a_figure_measured_otherwise_is_refused_and_the_component_model_prices_t
     assert "workers 0 (the cell's 4)" in price.sources["pretraining"]
     component = E.pretrain_passes(_pretrain(num_workers=4), figures)["pretraining"] * 3600
     assert math.isclose(price.seconds["pretraining"], component)
+    # A job of two threads against figures of one: on a shared host the two are not the same price.
+    threads = blocks.price_cell("pretrain", _pretrain(), figures, threads=2)
+    assert "threads 1 (the cell's 2)" in threads.sources["pretraining"]
     moco = blocks.price_cell("pretrain", _pretrain(method="MoCo", queue_size=256), figures)
     assert "no end-to-end pretraining figure of MoCo" in moco.sources["pretraining"]
     detection = blocks.price_cell("detection", None, figures)
     assert not detection.seconds and "no Detectron2 figure" in detection.unpriced["detection"]
+
+
+def test_mscoco_transfer_is_counted_at_its_crops_caps():
+    """MS-COCO ships no classification split: Table 3 classifies its object crops, at most 500 / 100 per class of 80
+    (ring.data.listings); the price counts the caps, so that its cells are priced rather than left out."""
+    assert blocks.sizes("transfer", "mscoco") == (0, 80 * 500, 80 * 100)

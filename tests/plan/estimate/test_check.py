@@ -82,3 +82,29 @@ def test_a_cell_still_running_or_recorded_before_the_clock_is_not_checked(tmp_pa
     )
     result = E.check.check(G.from_dict("check", GRID), results, None)
     assert result.cells == 0 and result.unrecorded == 1
+
+
+def test_the_spent_seconds_are_read_on_the_clock_the_figures_were_measured_on(tmp_path):
+    """The CPU's figures are its jobs' CPU seconds (ring.engine.clock): a cell run on a busy host, whose wall seconds
+    doubled while its CPU seconds did not, is checked on the latter; a file mixing the two clocks is refused."""
+    figures_dir, results = tmp_path / "figures", tmp_path / "results"
+    figures_dir.mkdir()
+    _write_figures(figures_dir, "cpu", "2026-11-26T10:00:00Z", 10.0, image_size=16)
+    write_price(figures_dir)
+    path = figures_dir / "price-cpu.json"
+    price = json.loads(path.read_text())
+    for fig in [*price["passes"], *price["fixed"].values()]:
+        fig["clock"] = "cpu"
+    path.write_text(json.dumps({**price, "clock": "cpu"}))
+    busy = {**_segment("completed", {"pretraining": 80.0}), "passes_cpu_s": {"pretraining": 40.0}}
+    _finished_cell(results, [busy])
+    result = E.check.check(G.from_dict("check", GRID), results, E.load_figures("cpu", results=figures_dir))
+    assert result.clock == "cpu" and result.rows["pretraining"][2] == 40.0
+    price["passes"][0]["clock"] = "wall"
+    path.write_text(json.dumps({**price, "clock": "cpu"}))
+    try:
+        E.load_figures("cpu", results=figures_dir)
+    except ValueError as err:
+        assert "mixes clocks" in str(err)
+    else:
+        raise AssertionError("a file mixing the wall and the CPU clocks was read")

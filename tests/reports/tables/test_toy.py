@@ -5,7 +5,7 @@ import math
 
 import pandas as pd
 
-from ring import toy_cnce
+from ring.core import gaussian
 from ring.reports import tables
 from ring.reports.tables import toy
 
@@ -35,12 +35,12 @@ def test_toy_cnce_table_means_stds_paper_and_true_mi(tmp_path):
     assert wide.loc["ceiling, k → ∞ (any critic)"].tolist() == [
         "—",
         "0.02041",
-        f"{toy_cnce.cnce_ceiling(0.2, 50.0):.4g}",
+        f"{gaussian.cnce_ceiling(0.2, 50.0):.4g}",
     ]
     assert wide.loc["ceiling, k = 101 (any critic)"].tolist() == [
         "—",
         "—",
-        f"{toy_cnce.cnce_ceiling(0.2, 50.0, 101):.4g}",
+        f"{gaussian.cnce_ceiling(0.2, 50.0, 101):.4g}",
     ]
     summary = pd.read_csv(tmp_path / "t" / "table_toy_cnce.csv")
     row = summary[(summary.protocol == "nce_critic") & (summary.estimator == "CNCE50")].iloc[0]

@@ -14,3 +14,12 @@ def detection_data(wildcards) -> list:
     if GRIDS[wildcards.grid].detection.get("datasets") == "embedded":
         return [DETECTION_EMBEDDED.format(grid=wildcards.grid)]
     return []
+
+
+def stale_backbone(wildcards) -> list:
+    """The conversion rule's ``stale`` input: marks the converted backbone when its bytes are not those its
+    checksum record holds (damaged after its conversion), or it has none; then the marks on it (this one, or one
+    a detection cell's stale_evaluation set)."""
+    weights = DETECTION_WEIGHTS.format(**dict(wildcards.items()))
+    found = ring.plan.lineage.backbone_damage(Path(weights))
+    return stale_input(found.target if found else None, [weights])

@@ -13,7 +13,7 @@ def store_shards(wildcards) -> list:
 
 
 def cell_store_ok(config_of):
-    """A stage rule's ``store`` input: the check stamp of the prepared store its cell reads (ring.data.stores.cell_store:
+    """A stage rule's ``store`` input: the check stamp of the prepared store its cell reads (ring.data.store_layout.cell_store:
     an image folder at the catalog's store size, store not none), else nothing.  ``config_of``: the cell's config from
     the rule's wildcards."""
 
@@ -42,12 +42,12 @@ def grid_store_oks(grid: str) -> list:
 
 
 def store_changed(wildcards) -> list:
-    """store_check's ``changed`` input: no file, the check forced (as STALE in common.smk) when the store's manifest
-    and shards are no longer what the check's stamp records (a few stats, ring.data.stores.fingerprint): a store
+    """store_check's ``changed`` input: the check's stale mark (STALE in common.smk) when the store's manifest
+    and shards are no longer what the check's stamp records (a few stats, ring.data.store_layout.fingerprint): a store
     deleted is then built again and checked, a damaged one stops the run, where the stamp alone said "Nothing to be
     done".  A params trigger cannot: its value is taken as the run is planned, before the store is built again."""
     ok = STORE_OK.format(**dict(wildcards.items()))
     stamp = read_record(ok)
     where = STORE.format(dataset=wildcards.dataset, format=wildcards.format, size=wildcards.size)
     here = store_fingerprint(Path(where))
-    return _force(ok) if stamp and stamp.get("fingerprint") != here else []
+    return stale_input(ok if stamp and stamp.get("fingerprint") != here else None, [ok])

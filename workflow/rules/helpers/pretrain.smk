@@ -8,12 +8,12 @@ def two_encoder_methods() -> list:
 
 
 def stale_encoder(wildcards) -> list:
-    """A pretraining rule's ``stale`` input: forces the cell's encoder when another config than the grid's made it, or
-    when its files differ from their checksum record (damaged after the cell finished)."""
+    """A pretraining rule's ``stale`` input: marks the cell's encoder (STALE in common.smk) when another config than the
+    grid's made it, or when its files differ from their checksum record (damaged after the cell finished)."""
     encoder = Path(PRETRAIN_ENCODER.format(**dict(wildcards.items())))
     if not encoder.is_file():  # nothing to be stale (and no config to build: plans stay fast)
-        return []
+        return stale_input(None, [str(encoder)])
     found = ring.plan.lineage.superseded(
         encoder.parent, config_hash(stage_config("pretrain", wildcards))
     ) or ring.plan.lineage.damaged(encoder.parent, METHODS[wildcards.method].encoder_files, encoder)
-    return _force(found.target if found else None)
+    return stale_input(found.target if found else None, [str(encoder)])

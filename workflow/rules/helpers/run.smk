@@ -4,10 +4,13 @@
 import shlex
 import subprocess
 import tempfile
+from types import SimpleNamespace
+
+from snakemake.utils import format as format_shell
 
 
-def check_data_first(jobs) -> None:
-    """The data check of every dataset this run reads, run here, in onstart, before its first job (issue 52 item 6).
+def check_data_first() -> None:
+    """The data check of every dataset this run reads, run here, in onstart, before its first job.
 
     A stage's jobs wait only for their own dataset's check: without this, a transfer set or a study's dataset that is
     missing was found after the pretraining it follows had trained, and Table 4's Detectron2 datasets after the
@@ -17,7 +20,7 @@ def check_data_first(jobs) -> None:
     then run again at once: the check's stamp makes the second pass a few stats."""
     failed = []
     with tempfile.TemporaryDirectory() as scratch:
-        for output, rule, log, command in data_first_commands(jobs, Path(scratch)):
+        for output, rule, log, command in data_first_commands(Path(scratch)):
             for path in [*output, *log]:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             run = subprocess.run(["bash", "-c", f"set -o pipefail; {command}"], capture_output=True)
@@ -29,16 +32,22 @@ def check_data_first(jobs) -> None:
         raise WorkflowError("A data check failed before any job started (above); nothing was started.")
 
 
-def data_first_commands(jobs, scratch: Path) -> list:
-    """(outputs, rule, log files, shell command) of each check :func:`check_data_first` runs: the data_check jobs',
-    and one per detection task and Detectron2 folder (its log beside the data checks')."""
+def data_first_commands(scratch: Path) -> list:
+    """(outputs, rule, log files, shell command) of each check :func:`check_data_first` runs: the planned data_check
+    jobs' (their command as the rule formats it), and one per detection task and Detectron2 folder (its log beside
+    the data checks')."""
     commands, detection = [], {}
-    for job in jobs:
-        if job.rule.name == "data_check" and all(Path(f).exists() for f in job.input):
-            commands.append((list(job.output), job.rule.name, list(job.log), job.shellcmd))
-        elif job.rule.name == "detection" and GRIDS[job.wildcards.grid].detection.get("datasets") != "embedded":
-            cfg = detection_cell_config(job.wildcards)
-            detection.setdefault((job.wildcards.grid, cfg.task, cfg.datasets_root, repr(cfg.overrides)), cfg)
+    for wildcards in PLANNED.of("data_check"):
+        if all(Path(f).exists() for f in generated_data(wildcards)):
+            values = dict(wildcards.items())
+            output, log = [DATA_OK.format(**values)], [DATA_LOG.format(**values)]
+            params = SimpleNamespace(**{name: value(wildcards, output) for name, value in DATA_CHECK_PARAMS.items()})
+            command = format_shell(DATA_CHECK_SHELL, params=params, wildcards=wildcards, output=output, log=log)
+            commands.append((output, "data_check", log, command))
+    for wildcards in PLANNED.of("detection"):
+        if GRIDS[wildcards.grid].detection.get("datasets") != "embedded":
+            cfg = detection_cell_config(wildcards)
+            detection.setdefault((wildcards.grid, cfg.task, cfg.datasets_root, repr(cfg.overrides)), cfg)
     for i, ((grid, task, _, _), cfg) in enumerate(detection.items()):
         config = scratch / f"{i}.yaml"
         config_save(cfg, config)

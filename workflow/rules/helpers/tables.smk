@@ -94,9 +94,14 @@ def all_tables(grid: str) -> list:
 
 
 def missing_cells(table: str, cells):
-    """A table rule's ``stale`` input: forces the table when a file of a cell it averages (``cells(grid)``) is gone (a
-    metrics.json deleted, a pruned seed named again).  Snakemake reruns nothing for a missing intermediate file while
-    the table is there and newer (it said "Nothing to be done" beside a table that still averaged the gone cell);
-    forced, the table needs its inputs, and the cells that make them are planned (restored from their kept copies, or
-    rerun)."""
-    return lambda wc: _force(stale_table(TABLE.format(grid=wc.grid, table=table, ext="csv"), cells(wc.grid)))
+    """A table rule's ``stale`` input: marks the table (STALE in common.smk) when a file of a cell it averages
+    (``cells(grid)``) is gone (a metrics.json deleted, a pruned seed named again).  Snakemake reruns nothing for a
+    missing intermediate file while the table is there and newer (it said "Nothing to be done" beside a table that
+    still averaged the gone cell); rerun, the table needs its inputs, and the cells that make them are planned
+    (restored from their kept copies, or rerun).  The table's command and caption read its ``cells`` input alone."""
+
+    def marks(wc) -> list:
+        table_file = TABLE.format(grid=wc.grid, table=table, ext="csv")
+        return stale_input(stale_table(table_file, cells(wc.grid)), [table_file])
+
+    return marks

@@ -30,8 +30,10 @@ and nothing is evaluated again.  An evaluation keeps its outputs (``metrics.json
 cell's split manifest) under ``exported/`` with a checksum record (``export.json``) naming its
 config hash and encoder, as pretraining keeps its encoders, so that outputs Snakemake deleted (a
 rerun job's outputs, a job that finished while no client watched) come back torch-free on the login
-node (:func:`collect`), verified by checksum.  A detection cell (:data:`EVALUATIONS`) keeps and collects its
-``metrics.json`` the same way, keyed by its converted backbone, but has no ``run.json`` and no kept runs.
+node (:func:`collect`), verified by checksum.  A detection cell (:data:`EVALUATIONS`) is an evaluation of its
+converted backbone (``backbone.pkl``, its SHA-256 in place of the encoder's fingerprint): its ``metrics.json`` is
+kept and collected the same way, and an edit of its config (a Detectron2 key such as ``SOLVER.MAX_ITER``) or a
+backbone converted again keeps its run (Detectron2's checkpoints, log and outputs) under ``runs/`` as well.
 
 No result is ever deleted: a finished encoder or metrics file of another config is kept under
 ``runs/``, named by that config's hash, and the cell's own files always belong to its
@@ -51,6 +53,7 @@ from ring.core import config as C
 from ring.core.files import (
     CHECKSUMS,
     KEPT,
+    RUN_RECORD,
     FileError,
     copy_into_place,
     keep_exports,
@@ -61,42 +64,13 @@ from ring.core.files import (
     write_json,
 )
 from ring.core.methods import method as method_spec
+from ring.core.stages import STAGES
 
-RUN_RECORD = "run.json"
 # run.json's note that the cell continues to this config hash (its checkpoint still holds the old config until the
 # stage saves it): the decision is made and said once.
 CONTINUING = "continuing_to"
 RUNS = "runs"
 
-# What one run of a stage leaves in its cell folder (glob patterns): they move together.  The
-# launcher's records (slurm/) and Snakemake's log stay: they describe jobs, not results.
-RUN_FILES = {
-    "pretrain": (
-        "checkpoint*.pt",
-        "encoder*.pt",
-        "export.json",
-        KEPT,
-        "log.jsonl",
-        "events.out.tfevents.*",
-        "steps",
-        "snapshot_epoch*.pt",
-        "provenance.json",
-        "wandb-run.json",
-        RUN_RECORD,
-    ),
-    "lincls": (
-        "checkpoint*.pt",
-        "metrics.json",
-        "log.jsonl",
-        "events.out.tfevents.*",
-        "steps",
-        "provenance.json",
-        "wandb-run.json",
-        RUN_RECORD,
-    ),
-}
-RUN_FILES["lincls"] += (CHECKSUMS, KEPT)
-RUN_FILES["transfer"] = (*RUN_FILES["lincls"], "split-manifest.json")
 # The evaluation stages: the outputs each keeps under exported/ (the declared ones, the last-written last) and
 # records in export.json with its config hash and the fingerprint of the encoder it evaluated.
 # A detection cell (no run.json: Detectron2 keeps its own checkpoints) is keyed by its converted backbone.
@@ -108,10 +82,12 @@ EVALUATIONS = {
 # A continued pretraining cell keeps its checkpoint, log and records; only the shorter run's outputs move.
 OUTPUT_FILES = ("encoder*.pt", "export.json", KEPT)
 # What a superseded run drops under keep_superseded: results (the config's default): its checkpoints (the latest, the
-# previous, a corrupt or stale one) and study snapshots, 5x its encoder on digits and the whole memory bank on
-# ImageNet.  Its encoders, checksum record, log, provenance, metrics and run.json stay: what a table or an undo of a
-# finished run reads, and what cannot be recomputed cheaply.
-CHECKPOINT_FILES = ("checkpoint*.pt", "snapshot_epoch*.pt")
+# previous, a corrupt or stale one; Detectron2's, with the pointer naming its last) and study snapshots, 5x its encoder
+# on digits and the whole memory bank on ImageNet.  Its encoders, checksum record, log, provenance, metrics and
+# run.json stay: what a table or an undo of a finished run reads, and what cannot be recomputed cheaply.
+CHECKPOINT_FILES = ("checkpoint*.pt", "snapshot_epoch*.pt", "model_*.pth", "last_checkpoint")
+# A run kept with one of these (its stage's own checkpoint, or Detectron2's pointer to its last) resumes there.
+RESUMABLE = ("checkpoint.pt", "last_checkpoint")
 KEEP_SUPERSEDED = ("results", "all")
 
 
@@ -156,7 +132,8 @@ def encoder_fingerprint(hashes: dict[str, str]) -> str:
 def recorded_encoder(encoder_path: str | Path, method: str) -> str | None:
     """Torch-free, on the login node: the fingerprint of the encoder at ``encoder_path`` (with CMC's ab trunk
     beside it; or of a converted backbone) as its checksum record states it, or None when a file or the record
-    is missing.  The stage verifies the files against the record before it uses them."""
+    is missing, or a file's bytes are not those the record holds (damaged since: no evaluation of it is complete,
+    and the stage then refuses it in its own sentence)."""
     encoder_path = Path(encoder_path)
     files = read_record(encoder_path.with_name(CHECKSUMS)).get("files")
     trunks = method_spec(method).encoder_files
@@ -165,6 +142,8 @@ def recorded_encoder(encoder_path: str | Path, method: str) -> str | None:
     if not isinstance(files, dict) or not all(isinstance(files.get(n), str) for n in names):
         return None
     if not all((encoder_path.with_name(n)).is_file() for n in names):
+        return None
+    if any(sha256_file(encoder_path.with_name(n)) != files[n] for n in names):
         return None
     return encoder_fingerprint({n: files[n] for n in names})
 
@@ -251,7 +230,8 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     """Bring ``cell`` in line with ``cfg`` before its stage runs: "nothing", "continue", "start over" or "restore".
 
     The previous config is the one the cell's ``run.json`` records (a cell without one is left to its
-    stage, which reads the config hash of its checkpoint).  ``log`` gets the one line saying what
+    stage, which reads the config hash of its checkpoint, unless it holds no run and one of this config is kept:
+    :func:`restore_into_empty`).  ``log`` gets the one line saying what
     happened and where the previous run's files are.  The record itself is rewritten by the stage
     when it starts training (a continued checkpoint still holds the old config until its next save).
     ``encoder``: an evaluation's, the fingerprint of the encoder it is to evaluate (a retrained encoder is an
@@ -261,7 +241,7 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     cell = Path(cell)
     record = read_run_record(cell)
     if record is None:
-        return "nothing"
+        return restore_into_empty(cell, stage, cfg, encoder, log)
     old_hash, old_values = record["config_hash"], record.get("config")
     # No encoder given (the config rule, on the login node, edits only the evaluation's config): the same one.
     encoder = encoder or record.get("encoder_sha256")
@@ -281,14 +261,14 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     longer = longer and not restorable(cell / RUNS / new_key, new_key, stage in EVALUATIONS)
     if longer:
         return continue_longer(cell, record, cfg, what, log)
-    aside = set_aside(cell, old_key, RUN_FILES[stage])
+    aside = set_aside(cell, old_key, STAGES[stage].run_files)
     if aside is not None:
         restore_exports(aside, None, last=EVALUATIONS.get(stage, ("encoder.pt",))[-1])  # what Snakemake deleted
     kept = f"the previous run is kept in {aside}" if aside is not None else "nothing of the previous run was left"
     if restore(cell, new_key, finished_counts=stage in EVALUATIONS):
         how = (
             "it resumes there"
-            if (cell / "checkpoint.pt").is_file()
+            if resumable(cell)
             else "finished: its encoder verifies against its checksum record, so nothing retrains"
             if stage not in EVALUATIONS
             else "finished: its outputs verify against their checksum record, so nothing runs again"
@@ -302,6 +282,19 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     log(f"ring: {cell}: {what}: {kept} and this cell starts over")
     drop_checkpoints(aside, cfg, log)
     return "start over"
+
+
+def restore_into_empty(cell: Path, stage: str, cfg, encoder: str | None, log) -> str:
+    """A cell with no run in place (an edit set its run aside and nothing ran since, e.g. an evaluation whose encoder
+    was retrained and then restored before it ran again): a kept run of this config (and encoder) comes back as
+    :func:`prepare` would bring it, "restore"; else "nothing", and the cell is left to its stage."""
+    if (stage in EVALUATIONS and not encoder) or _present(cell, STAGES[stage].run_files):
+        return "nothing"
+    key = run_key(C.config_hash(cfg), encoder)
+    if not restore(cell, key, finished_counts=stage in EVALUATIONS):
+        return "nothing"
+    log(f"ring: {cell}: the run of this config kept in {cell / RUNS / key} is back in place")
+    return "restore"
 
 
 def edit(old_values: dict | None, new_values: dict, same_config: bool) -> str:
@@ -329,7 +322,12 @@ def continue_longer(cell: Path, record: dict, cfg, what: str, log) -> str:
 def restorable(kept: Path, key: str, finished_counts: bool = False) -> bool:
     """Whether the run kept in ``kept`` (``runs/<key>/``) can come back in place of training (:func:`restore`)."""
     finished = (read_run_record(kept) or {}).get("config_hash") == key and finished_exports(kept, key)
-    return (kept / "checkpoint.pt").is_file() or finished or bool(finished_counts and verified_copies(kept))
+    return resumable(kept) or finished or bool(finished_counts and verified_copies(kept))
+
+
+def resumable(folder: Path) -> bool:
+    """Whether ``folder`` holds a checkpoint its stage resumes from (:data:`RESUMABLE`)."""
+    return any((Path(folder) / name).is_file() for name in RESUMABLE)
 
 
 def restore(cell: Path, key: str, finished_counts: bool = False) -> bool:

@@ -1,11 +1,11 @@
-"""A grid's checks (ring.plan.grid_checks), run by every grid built: bad names, blocks and cells stop it in one
+"""A grid's checks (ring.plan.checks.grid), run by every grid built: bad names, blocks and cells stop it in one
 sentence before anything runs."""
 
 import pytest
 import yaml
 
 from ring.plan import grid as G
-from ring.plan import grid_checks
+from ring.plan.checks.grid import IDENTITY_KEYS
 from tests.plan.test_grid import DIGITS_PRETRAIN
 
 
@@ -133,7 +133,7 @@ def test_a_key_that_names_the_cell_is_refused_inside_a_stage_block_saying_where_
     assert str(err.value) == (
         f"Grid grids/mine.yaml, stage {stage}, block {where}: {key!r} names the cell, so it cannot "
         f"be set in a stage block (every cell would train the same {key} under its own name); set "
-        f"it in {grid_checks.IDENTITY_KEYS[key]} and remove it here."
+        f"it in {IDENTITY_KEYS[key]} and remove it here."
     )
     assert home in str(err.value)
 

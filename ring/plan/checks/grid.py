@@ -8,11 +8,10 @@ from ring import resources
 from ring.core import catalog
 from ring.core import config as C
 from ring.core.methods import METHODS, RING_KEYS, missing, unread_keys
+from ring.core.stages import stages_with
 from ring.plan import checks
 from ring.plan.detection_tasks import TASKS
 
-# The stages a grid has blocks of (pretrain:, lincls:, transfer:), by the config class their keys are fields of.
-STAGES = {"pretrain": C.PretrainConfig, "lincls": C.LinclsConfig, "transfer": C.TransferConfig}
 # Keys that name a cell (its folder) or where its data is: the grid sets them from the cell and the
 # workflow config, so a stage block that sets one would train a cell other than the one its folder
 # and its table row name.  Each maps to where it belongs.
@@ -145,9 +144,10 @@ def _tables(grid) -> None:
 def _stage_blocks(grid) -> None:
     """Each stage block's names and keys: a known stage, catalog datasets, registered methods, and keys that are its
     config's fields and name no cell."""
+    blocks = stages_with("grid_block")  # the stages a grid has a block of, by the config class its keys are fields of
     for stage, block in grid.stages.items():
-        if stage not in STAGES:
-            raise ValueError(f"Grid {grid.name}: unknown stage {stage!r}; stages are {', '.join(STAGES)}.")
+        if stage not in blocks:
+            raise ValueError(f"Grid {grid.name}: unknown stage {stage!r}; stages are {', '.join(blocks)}.")
         for name in block.get("by_dataset", {}):
             catalog.spec(name)
         for name in block.get("by_method", {}):
@@ -161,7 +161,7 @@ def _stage_blocks(grid) -> None:
         for where, values in overrides:
             check_no_identity_keys(values, f"Grid {grid.file}, stage {stage}, block {where}")
             for key in values:
-                C.check_key(STAGES[stage], key, context=f"Grid {grid.name}, stage {stage}: ")
+                C.check_key(blocks[stage].config, key, context=f"Grid {grid.name}, stage {stage}: ")
 
 
 def _resources(grid) -> None:

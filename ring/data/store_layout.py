@@ -24,7 +24,7 @@ SAMPLES = "samples.tsv"
 INDEX = "index.npy"
 SHARD = "shard-{shard:05d}"  # one folder a shard: the launcher's job records of its job live there too
 SHARD_DATA = "data.bin"
-SHARD_RECORD = "shard.json"  # the prepare stage's output (ring.cluster.jobs.OUTPUT)
+SHARD_RECORD = "shard.json"  # the prepare stage's output (its Stage.output, ring.core.stages)
 SOURCE = "source.json"  # <split>/source.json: the image folder's stats as the listing was made (the staleness check)
 CHECKED = "checked.json"  # {file: [size, mtime_ns, SHA-256]}: each file hashed once per change of its size or time
 # Images per shard: one CPU job each.  ImageNet's 1,281,167 training images make 257 shards of about 280 MB in jpeg95

@@ -1,18 +1,18 @@
-"""ring.core.runs: what an edited cell config does to the cell's files (torch-free, decided before any job)."""
+"""ring.core.cell_runs: what an edited cell config does to the cell's files (torch-free, decided before any job)."""
 
 import json
 
 import pytest
 
+from ring.core import cell_runs, files
 from ring.core import config as C
-from ring.core import runs
 from tests.helpers import lincls_config, pretrain_config
 
 
 def _ran(cell, cfg, files=("checkpoint.pt", "encoder.pt", "export.json", "log.jsonl", "provenance.json")):
     """A cell as a stage leaves it: its record and a file per name holding the config's hash."""
     cell.mkdir(parents=True, exist_ok=True)
-    runs.write_record(cell, cfg)
+    cell_runs.write_record(cell, cfg)
     for name in files:
         (cell / name).write_text(C.config_hash(cfg))
     (cell / "slurm").mkdir(exist_ok=True)
@@ -24,31 +24,31 @@ def test_an_unchanged_hash_does_nothing(tmp_path):
     _ran(tmp_path, cfg)
     lines = []
     assert (
-        runs.prepare(tmp_path, "pretrain", pretrain_config("IR", epochs=1, num_workers=3), log=lines.append)
+        cell_runs.prepare(tmp_path, "pretrain", pretrain_config("IR", epochs=1, num_workers=3), log=lines.append)
         == "nothing"
     )
     assert lines == [] and not (tmp_path / "runs").exists()
 
 
 def test_a_cell_that_never_ran_does_nothing(tmp_path):
-    assert runs.prepare(tmp_path, "pretrain", pretrain_config("IR")) == "nothing"
+    assert cell_runs.prepare(tmp_path, "pretrain", pretrain_config("IR")) == "nothing"
 
 
 def test_a_longer_schedule_continues_and_keeps_only_the_shorter_runs_outputs_aside(tmp_path):
     old, new = pretrain_config("IR", epochs=1), pretrain_config("IR", epochs=3)
     _ran(tmp_path, old)
     lines = []
-    assert runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue"
+    assert cell_runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue"
     aside = tmp_path / "runs" / C.config_hash(old)
     assert lines == [
         f"ring: {tmp_path}: its config changed (epochs): continuing from its checkpoint to epochs=3; "
         f"the 1-epoch encoder is kept in {aside}"
     ]
     assert sorted(p.name for p in aside.iterdir()) == ["encoder.pt", "export.json", "run.json"]
-    assert runs.read_run_record(aside)["config_hash"] == C.config_hash(old)  # what an undo needs to restore it
+    assert cell_runs.read_run_record(aside)["config_hash"] == C.config_hash(old)  # what an undo needs to restore it
     assert (tmp_path / "checkpoint.pt").read_text() == C.config_hash(old)  # the stage continues it
     # The stage decides again when it starts (for configs written by hand): the same decision, said once (issue 34).
-    assert runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue" and len(lines) == 1
+    assert cell_runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue" and len(lines) == 1
 
 
 def test_a_longer_schedule_of_a_cell_without_its_checkpoint_starts_over_keeping_the_finished_run(tmp_path):
@@ -57,7 +57,7 @@ def test_a_longer_schedule_of_a_cell_without_its_checkpoint_starts_over_keeping_
     old, new = pretrain_config("IR", epochs=1, keep_checkpoint="none"), pretrain_config("IR", epochs=3)
     _ran(tmp_path, old, files=("encoder.pt", "export.json", "log.jsonl", "provenance.json"))
     aside, lines = tmp_path / "runs" / C.config_hash(old), []
-    decision = runs.prepare(tmp_path, "pretrain", new, log=lines.append)
+    decision = cell_runs.prepare(tmp_path, "pretrain", new, log=lines.append)
     said = (
         f"ring: {tmp_path}: its config changed (epochs), and no checkpoint is left to continue (keep_checkpoint: "
         f"none): the previous run is kept in {aside} and this cell starts over"
@@ -68,9 +68,9 @@ def test_a_longer_schedule_of_a_cell_without_its_checkpoint_starts_over_keeping_
         "export.json",
         "log.jsonl",
         "provenance.json",
-        runs.RUN_RECORD,
+        files.RUN_RECORD,
     ]
-    assert not (tmp_path / "log.jsonl").exists() and not (tmp_path / runs.RUN_RECORD).exists()
+    assert not (tmp_path / "log.jsonl").exists() and not (tmp_path / files.RUN_RECORD).exists()
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ def test_any_other_edit_keeps_the_whole_previous_run_aside_and_starts_over(tmp_p
     old = pretrain_config("IR", epochs=1)
     _ran(tmp_path, old)
     lines = []
-    assert runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "start over"
+    assert cell_runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "start over"
     aside = tmp_path / "runs" / C.config_hash(old)
     assert lines[0] == (
         f"ring: {tmp_path}: its config changed ({keys}): the previous run is kept in {aside} and this cell starts over"
@@ -113,7 +113,7 @@ def test_keep_superseded_all_keeps_the_checkpoints_and_snapshots(tmp_path):
     lines = []
     new = pretrain_config("IR", epochs=1, lr=0.1, keep_superseded="all")
     assert C.config_hash(new) == C.config_hash(pretrain_config("IR", epochs=1, lr=0.1))  # a runtime key
-    assert runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "start over" and len(lines) == 1
+    assert cell_runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "start over" and len(lines) == 1
     assert sorted(p.name for p in (tmp_path / "runs" / C.config_hash(old)).iterdir()) == [
         "checkpoint.prev.pt",
         "checkpoint.pt",
@@ -125,7 +125,7 @@ def test_keep_superseded_all_keeps_the_checkpoints_and_snapshots(tmp_path):
 
 def test_a_shorter_schedule_starts_over(tmp_path):
     _ran(tmp_path, pretrain_config("IR", epochs=3))
-    assert runs.prepare(tmp_path, "pretrain", pretrain_config("IR", epochs=2)) == "start over"
+    assert cell_runs.prepare(tmp_path, "pretrain", pretrain_config("IR", epochs=2)) == "start over"
 
 
 def test_an_undone_edit_brings_the_kept_run_back(tmp_path):
@@ -134,10 +134,10 @@ def test_an_undone_edit_brings_the_kept_run_back(tmp_path):
         pretrain_config("IR", epochs=1, lr=0.1, keep_superseded="all"),
     )
     _ran(tmp_path, first)
-    runs.prepare(tmp_path, "pretrain", second, log=lambda line: None)
+    cell_runs.prepare(tmp_path, "pretrain", second, log=lambda line: None)
     _ran(tmp_path, second)
     lines = []
-    assert runs.prepare(tmp_path, "pretrain", first, log=lines.append) == "restore"
+    assert cell_runs.prepare(tmp_path, "pretrain", first, log=lines.append) == "restore"
     assert lines == [
         f"ring: {tmp_path}: its config changed (lr): the previous run is kept in "
         f"{tmp_path / 'runs' / C.config_hash(second)}, and the run of this config kept in "
@@ -162,39 +162,43 @@ def _finished(cell, cfg):
 def test_an_undone_edit_restores_a_finished_run_without_its_checkpoint_as_finished(tmp_path):
     first, second = pretrain_config("IR", epochs=1), pretrain_config("IR", epochs=1, lr=0.1)
     _finished(tmp_path, first)
-    runs.prepare(tmp_path, "pretrain", second, log=lambda line: None)
+    cell_runs.prepare(tmp_path, "pretrain", second, log=lambda line: None)
     assert not (tmp_path / "runs" / C.config_hash(first) / "checkpoint.pt").exists()
     _ran(tmp_path, second, files=("checkpoint.pt", "log.jsonl"))  # the edited run, unfinished
     lines = []
-    assert runs.prepare(tmp_path, "pretrain", first, log=lines.append) == "restore"
+    assert cell_runs.prepare(tmp_path, "pretrain", first, log=lines.append) == "restore"
     assert (
         "is back in place (finished: its encoder verifies against its checksum record, so nothing retrains)" in lines[0]
     )
-    assert runs.finished_exports(tmp_path, C.config_hash(first)) and not (tmp_path / "checkpoint.pt").exists()
+    assert cell_runs.finished_exports(tmp_path, C.config_hash(first)) and not (tmp_path / "checkpoint.pt").exists()
     # The unfinished edited run, its checkpoint dropped, is no run to come back to: undoing again starts over.
-    assert runs.prepare(tmp_path, "pretrain", second, log=lambda line: None) == "start over"
+    assert cell_runs.prepare(tmp_path, "pretrain", second, log=lambda line: None) == "start over"
     kept = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert kept == sorted([C.config_hash(first), C.config_hash(second)])
     # Its encoder altered in place comes back as its kept copy (a copy, which the alteration did not reach).
     (tmp_path / "runs" / C.config_hash(first) / "encoder.pt").write_bytes(b"altered")
     _ran(tmp_path, second, files=("log.jsonl",))
-    assert runs.prepare(tmp_path, "pretrain", first, log=lambda line: None) == "restore"
+    assert cell_runs.prepare(tmp_path, "pretrain", first, log=lambda line: None) == "restore"
     assert (tmp_path / "encoder.pt").read_bytes() == C.config_hash(first).encode() * 100
     # A finished run whose encoder and kept copy were both altered does not verify: it is not restored.
-    runs.prepare(tmp_path, "pretrain", second, log=lambda line: None)
+    cell_runs.prepare(tmp_path, "pretrain", second, log=lambda line: None)
     for path in (tmp_path / "runs" / C.config_hash(first)).glob("**/encoder.pt"):
         path.write_bytes(b"altered")
     _ran(tmp_path, second, files=("log.jsonl",))
-    assert runs.prepare(tmp_path, "pretrain", first, log=lambda line: None) == "start over"
+    assert cell_runs.prepare(tmp_path, "pretrain", first, log=lambda line: None) == "start over"
 
 
 def test_an_evaluation_cell_keeps_its_metrics_aside_when_its_config_changes(tmp_path):
     old = lincls_config(method="IR")
     _ran(tmp_path, old, files=("checkpoint.pt", "metrics.json", "log.jsonl"))
-    assert runs.prepare(tmp_path, "lincls", lincls_config(method="IR", lr=0.1), log=lambda line: None) == "start over"
+    assert (
+        cell_runs.prepare(tmp_path, "lincls", lincls_config(method="IR", lr=0.1), log=lambda line: None) == "start over"
+    )
     assert (tmp_path / "runs" / C.config_hash(old) / "metrics.json").read_text() == C.config_hash(old)
     # An evaluation never continues: its only schedule key, epochs, changes its number.
-    assert not runs.continues("lincls", C.hashed_values(old), C.hashed_values(lincls_config(method="IR", epochs=200)))
+    assert not cell_runs.continues(
+        "lincls", C.hashed_values(old), C.hashed_values(lincls_config(method="IR", epochs=200))
+    )
 
 
 def test_exports_deleted_by_snakemake_are_restored_from_the_kept_copies_only_when_they_verify(tmp_path):
@@ -208,12 +212,12 @@ def test_exports_deleted_by_snakemake_are_restored_from_the_kept_copies_only_whe
     originals = {n: (tmp_path / n).read_bytes() for n in ("encoder.pt", "encoder_ab.pt")}
     for name in originals:
         (tmp_path / name).unlink()  # what Snakemake does to a rerun job's declared outputs
-    assert runs.restore_exports(tmp_path, pretrain_config("CMC", epochs=2)) == []  # another config's: not restored
-    assert sorted(runs.restore_exports(tmp_path, cfg)) == ["encoder.pt", "encoder_ab.pt"]
+    assert cell_runs.restore_exports(tmp_path, pretrain_config("CMC", epochs=2)) == []  # another config's: not restored
+    assert sorted(cell_runs.restore_exports(tmp_path, cfg)) == ["encoder.pt", "encoder_ab.pt"]
     assert {n: (tmp_path / n).read_bytes() for n in originals} == originals
     (tmp_path / "encoder.pt").unlink()
     (tmp_path / KEPT / "encoder_ab.pt").write_bytes(b"altered")
-    assert runs.restore_exports(tmp_path, cfg) == [] and not (tmp_path / "encoder.pt").exists()
+    assert cell_runs.restore_exports(tmp_path, cfg) == [] and not (tmp_path / "encoder.pt").exists()
 
 
 def test_a_second_client_of_a_cell_waits_for_the_first(tmp_path):
@@ -227,14 +231,21 @@ def test_a_second_client_of_a_cell_waits_for_the_first(tmp_path):
         "import sys; from pathlib import Path; from ring.cluster.launch import cell_lock\n"
         "with cell_lock(Path(sys.argv[1])): print('inside', flush=True)"
     )
+    waiting = f"ring: {tmp_path}: another client is attached to this cell; waiting for it"
     with cell_lock(tmp_path):
         second = subprocess.Popen(
             [sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        time.sleep(2)  # enough to start and block; it must not get in while this one holds the cell
+        # Until it says it waits (its imports take seconds on a busy host: a fixed sleep let it in after the release,
+        # without waiting); it must not get in while this one holds the cell.
+        deadline, said = time.monotonic() + 120, ""
+        while waiting not in said and time.monotonic() < deadline and second.poll() is None:
+            said += second.stderr.readline()
+        assert waiting in said and second.poll() is None, said
+        time.sleep(0.5)
         assert second.poll() is None
     out, err = second.communicate(timeout=60)
-    assert out == "inside\n" and f"ring: {tmp_path}: another client is attached to this cell; waiting for it" in err
+    assert out == "inside\n", (out, said + err)
 
 
 @pytest.mark.parametrize("stage", ["lincls", "transfer"])
@@ -254,24 +265,24 @@ def test_an_evaluation_is_kept_per_encoder_and_collected_torch_free(tmp_path, st
 
     def evaluate(sha: str) -> None:  # the stage, as LinearEval.run leaves its cell
         cell.mkdir(exist_ok=True)
-        runs.write_record(cell, cfg, sha)
-        for name in runs.EVALUATIONS[stage]:
+        cell_runs.write_record(cell, cfg, sha)
+        for name in cell_runs.EVALUATIONS[stage]:
             (cell / name).write_text(f"{name} of {sha}")
         (cell / "checkpoint.pt").write_text(sha)
-        runs.keep_outputs(cell, stage, cfg, sha)
+        cell_runs.keep_outputs(cell, stage, cfg, sha)
 
     old = encoder(b"old")
-    assert not runs.collect(cell, stage, cfg, pretrain / "encoder.pt")  # never evaluated: the stage runs
+    assert not cell_runs.collect(cell, stage, cfg, pretrain / "encoder.pt")  # never evaluated: the stage runs
     evaluate(old)
-    for name in runs.EVALUATIONS[stage]:
+    for name in cell_runs.EVALUATIONS[stage]:
         (cell / name).unlink()  # Snakemake deleted a finished job's outputs: collected, nothing runs
-    assert runs.collect(cell, stage, cfg, pretrain / "encoder.pt")
+    assert cell_runs.collect(cell, stage, cfg, pretrain / "encoder.pt")
     assert (cell / "metrics.json").read_text() == f"metrics.json of {old}"
 
     new = encoder(b"retrained")
     (cell / "metrics.json").unlink()
     lines = []
-    assert not runs.collect(cell, stage, cfg, pretrain / "encoder.pt", log=lines.append)
+    assert not cell_runs.collect(cell, stage, cfg, pretrain / "encoder.pt", log=lines.append)
     kept = cell / "runs" / f"{C.config_hash(cfg)}-{old[:12]}"
     assert "the encoder it evaluates changed" in lines[0] and str(kept) in lines[0]
     # keep_superseded: results (the default) keeps what a table could need and drops the probe's checkpoint.
@@ -281,7 +292,7 @@ def test_an_evaluation_is_kept_per_encoder_and_collected_torch_free(tmp_path, st
 
     encoder(b"old")  # the pretraining edit undone
     (cell / "metrics.json").unlink()
-    assert runs.collect(cell, stage, cfg, pretrain / "encoder.pt", log=lines.append)
+    assert cell_runs.collect(cell, stage, cfg, pretrain / "encoder.pt", log=lines.append)
     assert (
         any("is back in place" in line for line in lines)
         and (cell / "metrics.json").read_text() == f"metrics.json of {old}"
@@ -289,22 +300,22 @@ def test_an_evaluation_is_kept_per_encoder_and_collected_torch_free(tmp_path, st
     assert [p.name for p in (cell / "runs").iterdir()] == [f"{C.config_hash(cfg)}-{new[:12]}"]
     (cell / "exported" / "metrics.json").write_text("altered")  # a copy that does not verify is never used
     (cell / "metrics.json").unlink()
-    assert not runs.collect(cell, stage, cfg, pretrain / "encoder.pt") and not (cell / "metrics.json").exists()
+    assert not cell_runs.collect(cell, stage, cfg, pretrain / "encoder.pt") and not (cell / "metrics.json").exists()
 
 
 def test_an_evaluation_config_edit_and_its_undo_keep_the_encoder_in_the_runs_name(tmp_path):
-    """The config rule runs ring.core.runs without an encoder: a runtime knob moves nothing, an edit keeps the run
+    """The config rule runs ring.core.cell_runs without an encoder: a runtime knob moves nothing, an edit keeps the run
     under runs/<old hash>-<encoder>/, and its undo brings that run back."""
     # keep_superseded: all, as these runs keep no verified copies of their outputs: the checkpoint is what restores.
     old, new = lincls_config(method="IR"), lincls_config(method="IR", lr=0.1, keep_superseded="all")
     _ran(tmp_path, old, files=("checkpoint.pt", "metrics.json"))
-    runs.write_record(tmp_path, old, "e" * 64)
-    assert runs.prepare(tmp_path, "lincls", lincls_config(method="IR", num_workers=3)) == "nothing"
-    assert runs.prepare(tmp_path, "lincls", new, log=lambda line: None) == "start over"
+    cell_runs.write_record(tmp_path, old, "e" * 64)
+    assert cell_runs.prepare(tmp_path, "lincls", lincls_config(method="IR", num_workers=3)) == "nothing"
+    assert cell_runs.prepare(tmp_path, "lincls", new, log=lambda line: None) == "start over"
     assert (tmp_path / "runs" / f"{C.config_hash(old)}-{'e' * 12}" / "metrics.json").is_file()
     _ran(tmp_path, new, files=("checkpoint.pt", "metrics.json"))
-    runs.write_record(tmp_path, new, "e" * 64)
-    assert runs.prepare(tmp_path, "lincls", old, log=lambda line: None) == "restore"
+    cell_runs.write_record(tmp_path, new, "e" * 64)
+    assert cell_runs.prepare(tmp_path, "lincls", old, log=lambda line: None) == "restore"
     assert (tmp_path / "metrics.json").read_text() == C.config_hash(old)
 
 
@@ -325,12 +336,50 @@ def test_a_finished_detection_cell_is_collected_for_its_backbone_only(tmp_path, 
 
     sha = convert(b"converted")
     (cell / "metrics.json").write_text("{}")
-    runs.keep_outputs(cell, "detection", cfg, sha)  # as ring.detection.runner.write_metrics leaves the cell
+    cell_runs.keep_outputs(cell, "detection", cfg, sha)  # as ring.detection.runner.write_metrics leaves the cell
     (cell / "metrics.json").unlink()
-    assert runs.collect(cell, "detection", cfg, weights) and (cell / "metrics.json").read_text() == "{}"
+    assert cell_runs.collect(cell, "detection", cfg, weights) and (cell / "metrics.json").read_text() == "{}"
+    # A backbone damaged since (its record untouched) was taken at its record's word, "complete".
+    weights.write_bytes(b"converteD")
+    (cell / "metrics.json").unlink()
+    assert not cell_runs.collect(cell, "detection", cfg, weights) and not (cell / "metrics.json").exists()
+    weights.write_bytes(b"converted")  # converted again: the same bytes, so the same evaluation
+    assert cell_runs.collect(cell, "detection", cfg, weights) and (cell / "metrics.json").read_text() == "{}"
     convert(b"converted from a retrained encoder")
     (cell / "metrics.json").unlink()
-    assert not runs.collect(cell, "detection", cfg, weights) and not (cell / "metrics.json").exists()
+    assert not cell_runs.collect(cell, "detection", cfg, weights) and not (cell / "metrics.json").exists()
+
+
+def test_a_detection_run_of_a_reconverted_backbone_is_kept_and_an_undo_brings_it_back(tmp_path):
+    """Issue 52 item 5: a detection cell kept no runs/; a backbone converted from a retrained encoder now sets the
+    previous run aside (Detectron2's checkpoints dropped under keep_superseded: results), and the encoder restored
+    (the same backbone converted again) brings that run back finished, collected without a job."""
+    from ring.core.files import record_checksums
+
+    weights, cell = tmp_path / "backbone" / "backbone.pkl", tmp_path / "cell"
+    weights.parent.mkdir()
+    cell.mkdir()
+    cfg = C.DetectionConfig(task="voc_det", method="IR", source="digits", num_gpus=0)
+
+    def convert(content: bytes) -> str:
+        weights.write_bytes(content)
+        return record_checksums(weights.parent, ["backbone.pkl"])["files"]["backbone.pkl"]
+
+    sha = convert(b"converted")
+    cell_runs.write_record(cell, cfg, sha)  # as ring.detection.runner leaves a finished cell
+    for name in ("model_final.pth", "last_checkpoint", "log.txt", "metrics.json"):
+        (cell / name).write_text(name)
+    cell_runs.keep_outputs(cell, "detection", cfg, sha)
+    convert(b"converted from a retrained encoder")
+    lines = []
+    assert not cell_runs.collect(cell, "detection", cfg, weights, log=lines.append)
+    kept = cell / "runs" / cell_runs.run_key(C.config_hash(cfg), sha)
+    assert "the encoder it evaluates changed" in lines[0] and str(kept) in lines[0]
+    assert sorted(p.name for p in kept.iterdir()) == ["export.json", "exported", "log.txt", "metrics.json", "run.json"]
+    assert not any(cell.glob("*.pth")) and not (cell / "metrics.json").exists()
+    convert(b"converted")  # the encoder's edit undone before the cell ran again: the same backbone, converted again
+    assert cell_runs.collect(cell, "detection", cfg, weights, log=lines.append) and "back in place" in lines[-1]
+    assert (cell / "metrics.json").read_text() == "metrics.json" and not kept.exists()
 
 
 def test_an_undone_and_redone_epochs_edit_restores_each_finished_run_and_trains_nothing(tmp_path):
@@ -339,13 +388,13 @@ def test_an_undone_and_redone_epochs_edit_restores_each_finished_run_and_trains_
     short, long = pretrain_config("IR", epochs=1), pretrain_config("IR", epochs=3)
     _finished(tmp_path, short)
     short_encoder = (tmp_path / "encoder.pt").read_bytes()
-    assert runs.prepare(tmp_path, "pretrain", long, log=lambda line: None) == "continue"
+    assert cell_runs.prepare(tmp_path, "pretrain", long, log=lambda line: None) == "continue"
     _finished(tmp_path, long)  # the stage continued to epochs=3 and exported
     long_encoder = (tmp_path / "encoder.pt").read_bytes()
     for cfg, encoder in ((short, short_encoder), (long, long_encoder), (short, short_encoder)):
         lines = []
-        assert runs.prepare(tmp_path, "pretrain", cfg, log=lines.append) == "restore", lines
+        assert cell_runs.prepare(tmp_path, "pretrain", cfg, log=lines.append) == "restore", lines
         assert (tmp_path / "encoder.pt").read_bytes() == encoder
-        assert runs.finished_exports(tmp_path, C.config_hash(cfg))
+        assert cell_runs.finished_exports(tmp_path, C.config_hash(cfg))
         if not (tmp_path / "checkpoint.pt").is_file():  # a finished run whose checkpoint went trains nothing
             assert "finished: its encoder verifies against its checksum record, so nothing retrains" in lines[0]

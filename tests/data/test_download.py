@@ -1,4 +1,4 @@
-"""ring.data.fetch against a loopback HTTP server (127.0.0.1, a random port) that serves tiny archives in
+"""ring.data.download against a loopback HTTP server (127.0.0.1, a random port) that serves tiny archives in
 each publisher's format at the publisher's host/path, reached through --mirror: the same code path
 as a real fetch, and nothing leaves the machine."""
 
@@ -20,7 +20,7 @@ import pytest
 
 from ring import cli
 from ring.core import catalog
-from ring.data import fetch, folders
+from ring.data import download, folders
 from tests.data.test_metadataset import WRITERS, _image, _text
 from tests.helpers import copy_workflow
 from tests.workflow.runs import snakemake
@@ -142,12 +142,12 @@ ARCHIVES = {
 }
 
 
-def publish(server, tmp_path: Path, name: str, monkeypatch, *, tamper=None) -> fetch.Recipe:
+def publish(server, tmp_path: Path, name: str, monkeypatch, *, tamper=None) -> download.Recipe:
     """Serve ``name``'s archives at /<publisher host>/<path>; the recipe's md5s become theirs (None stays None).
     ``tamper(filename, bytes) -> bytes`` changes what is served after the md5 is taken."""
     src = tmp_path / "publisher"
     TREES[name](src)
-    recipe = fetch.recipes()[name]
+    recipe = download.recipes()[name]
     base = src / name / (recipe.into if not recipe.detection else "")
     downloads = []
     for dl in recipe.downloads:
@@ -164,8 +164,8 @@ def publish(server, tmp_path: Path, name: str, monkeypatch, *, tamper=None) -> f
         server.files["/" + dl.mirror_path] = tamper(dl.filename, body) if tamper else body
         downloads.append(dataclasses.replace(dl, md5=md5))
     recipe = dataclasses.replace(recipe, downloads=tuple(downloads))
-    table = {**fetch.recipes(), name: recipe}
-    monkeypatch.setattr(fetch, "recipes", lambda: table)
+    table = {**download.recipes(), name: recipe}
+    monkeypatch.setattr(download, "recipes", lambda: table)
     return recipe
 
 
@@ -177,10 +177,10 @@ def test_fetch_unpacks_each_publishers_archives_into_the_checked_layout(server, 
     data = tmp_path / "data"
     assert cli.main(["fetch", name, "--data-root", str(data), "--mirror", server.url + "/"]) == 0
     assert "fetched, verified and unpacked" in capsys.readouterr().out
-    base = fetch.folder(name, data, data / "detectron2")
-    fetch.check_layout(name, recipe, base, data)
-    stamp = json.loads((base / fetch.STAMP).read_text())
-    assert stamp["format"] == fetch.STAMP_FORMAT and stamp["dataset"] == name
+    base = download.folder(name, data, data / "detectron2")
+    download.check_layout(name, recipe, base, data)
+    stamp = json.loads((base / download.STAMP).read_text())
+    assert stamp["format"] == download.STAMP_FORMAT and stamp["dataset"] == name
     for dl, entry in zip(recipe.downloads, stamp["files"], strict=True):
         body = server.files["/" + dl.mirror_path]
         assert entry["sha256"] == hashlib.sha256(body).hexdigest() and entry["publisher_md5"] == dl.md5
@@ -188,15 +188,15 @@ def test_fetch_unpacks_each_publishers_archives_into_the_checked_layout(server, 
     assert sorted(p for p, _ in server.requests) == sorted(server.files)
     # A second run trusts the stamp of a folder that still passes the check: nothing is requested.
     server.requests.clear()
-    assert "already fetched" in fetch.fetch(name, data, server.url)
+    assert "already fetched" in download.fetch(name, data, server.url)
     assert server.requests == []
 
 
 def test_publisher_without_checksum_gets_its_sha256_recorded(server, tmp_path, monkeypatch):
-    assert fetch.recipes()["aircraft"].downloads[0].md5 is None  # the publisher gives none
+    assert download.recipes()["aircraft"].downloads[0].md5 is None  # the publisher gives none
     publish(server, tmp_path, "aircraft", monkeypatch)
-    fetch.fetch("aircraft", tmp_path / "data", server.url)
-    entry = json.loads((tmp_path / "data" / "aircraft" / fetch.STAMP).read_text())["files"][0]
+    download.fetch("aircraft", tmp_path / "data", server.url)
+    entry = json.loads((tmp_path / "data" / "aircraft" / download.STAMP).read_text())["files"][0]
     assert entry["publisher_md5"] is None and len(entry["sha256"]) == 64
 
 
@@ -204,13 +204,13 @@ def test_mirror_serving_other_bytes_fails_naming_the_file(server, tmp_path, monk
     publish(server, tmp_path, "cub", monkeypatch, tamper=lambda f, body: body[:-1] + bytes([body[-1] ^ 1]))
     data = tmp_path / "data"
     with pytest.raises(
-        fetch.FetchError,
+        download.FetchError,
         match=r"CUB_200_2011\.tgz from http://127\.0\.0\.1:\d+/data\.caltech\.edu/.* "
         r"has md5 \w+, not the publisher's",
     ):
-        fetch.fetch("cub", data, server.url)
-    assert not (data / "cub" / fetch.STAMP).exists()
-    assert not list((data / fetch.DOWNLOADS).rglob("CUB_200_2011.tgz*"))  # deleted: a rerun fetches it again
+        download.fetch("cub", data, server.url)
+    assert not (data / "cub" / download.STAMP).exists()
+    assert not list((data / download.DOWNLOADS).rglob("CUB_200_2011.tgz*"))  # deleted: a rerun fetches it again
 
 
 def test_dropped_connection_resumes_with_a_range_request(server, tmp_path, monkeypatch):
@@ -219,17 +219,17 @@ def test_dropped_connection_resumes_with_a_range_request(server, tmp_path, monke
     size = len(server.files[path])
     # Within one run: the connection drops after 100 bytes, the retry asks for the rest.
     server.drop[path] = 100
-    fetch.fetch("cub", tmp_path / "a", server.url)
+    download.fetch("cub", tmp_path / "a", server.url)
     assert server.requests == [(path, None), (path, "bytes=100-")]
     # Across runs: no retries left, the run fails keeping the part; the next run resumes it.
     server.requests.clear()
-    monkeypatch.setattr(fetch, "RETRIES", 0)
+    monkeypatch.setattr(download, "RETRIES", 0)
     server.drop[path] = 250
-    with pytest.raises(fetch.FetchError, match="rerun to resume from byte 250"):
-        fetch.fetch("cub", tmp_path / "b", server.url)
-    fetch.fetch("cub", tmp_path / "b", server.url)
+    with pytest.raises(download.FetchError, match="rerun to resume from byte 250"):
+        download.fetch("cub", tmp_path / "b", server.url)
+    download.fetch("cub", tmp_path / "b", server.url)
     assert server.requests == [(path, None), (path, "bytes=250-")]
-    assert (tmp_path / "b" / fetch.DOWNLOADS / recipe.downloads[0].mirror_path).stat().st_size == size
+    assert (tmp_path / "b" / download.DOWNLOADS / recipe.downloads[0].mirror_path).stat().st_size == size
     folders.check("cub", tmp_path / "b")
 
 
@@ -238,20 +238,20 @@ def test_archive_with_an_unexpected_layout_is_refused(server, tmp_path, monkeypa
     publish(server, tmp_path, "cub", monkeypatch)
     (src / "cub" / "CUB_200_2011").rename(src / "cub" / "CUB_200_2011_v2")
     body = _tar(src / "cub", ["CUB_200_2011_v2"])
-    recipe = fetch.recipes()["cub"]
+    recipe = download.recipes()["cub"]
     dl = dataclasses.replace(recipe.downloads[0], md5=hashlib.md5(body).hexdigest())
     server.files["/" + dl.mirror_path] = body
-    monkeypatch.setattr(fetch, "recipes", lambda: {"cub": dataclasses.replace(recipe, downloads=(dl,))})
+    monkeypatch.setattr(download, "recipes", lambda: {"cub": dataclasses.replace(recipe, downloads=(dl,))})
     with pytest.raises(
-        fetch.FetchError, match=r"The archives of cub \(CUB_200_2011\.tgz\) unpacked without the layout"
+        download.FetchError, match=r"The archives of cub \(CUB_200_2011\.tgz\) unpacked without the layout"
     ):
-        fetch.fetch("cub", tmp_path / "data", server.url)
-    assert not (tmp_path / "data" / "cub" / fetch.STAMP).exists()
+        download.fetch("cub", tmp_path / "data", server.url)
+    assert not (tmp_path / "data" / "cub" / download.STAMP).exists()
 
 
 def test_full_disk_fails_with_one_sentence_and_keeps_the_part(server, tmp_path, monkeypatch):
     recipe = publish(server, tmp_path, "cub", monkeypatch)
-    monkeypatch.setattr(fetch, "CHUNK", 64)
+    monkeypatch.setattr(download, "CHUNK", 64)
     written = []
 
     def append(fh, chunk):  # the disk fills up after 128 bytes
@@ -260,13 +260,15 @@ def test_full_disk_fails_with_one_sentence_and_keeps_the_part(server, tmp_path, 
         fh.write(chunk)
         written.append(len(chunk))
 
-    monkeypatch.setattr(fetch, "_append", append)
-    with pytest.raises(fetch.FetchError, match=r"^No space left on the device while writing .*CUB_200_2011\.tgz\.part"):
-        fetch.fetch("cub", tmp_path / "data", server.url)
-    part = tmp_path / "data" / fetch.DOWNLOADS / (recipe.downloads[0].mirror_path + ".part")
+    monkeypatch.setattr(download, "_append", append)
+    with pytest.raises(
+        download.FetchError, match=r"^No space left on the device while writing .*CUB_200_2011\.tgz\.part"
+    ):
+        download.fetch("cub", tmp_path / "data", server.url)
+    part = tmp_path / "data" / download.DOWNLOADS / (recipe.downloads[0].mirror_path + ".part")
     assert part.stat().st_size == 128
-    monkeypatch.setattr(fetch, "_append", lambda fh, chunk: fh.write(chunk))
-    fetch.fetch("cub", tmp_path / "data", server.url)  # space freed: the rerun resumes
+    monkeypatch.setattr(download, "_append", lambda fh, chunk: fh.write(chunk))
+    download.fetch("cub", tmp_path / "data", server.url)  # space freed: the rerun resumes
     assert server.requests[-1][1] == "bytes=128-"
 
 
@@ -279,10 +281,10 @@ def test_data_root_that_is_not_writable(tmp_path, monkeypatch):
         def refuse(*args, **kwargs):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
 
-        monkeypatch.setattr(fetch.tempfile, "mkstemp", refuse)
+        monkeypatch.setattr(download.tempfile, "mkstemp", refuse)
     try:
-        with pytest.raises(fetch.FetchError, match=rf"^Data root {root} is not writable \(Permission denied\)"):
-            fetch.fetch("cub", root, "http://127.0.0.1:9")  # never contacted: the check comes first
+        with pytest.raises(download.FetchError, match=rf"^Data root {root} is not writable \(Permission denied\)"):
+            download.fetch("cub", root, "http://127.0.0.1:9")  # never contacted: the check comes first
     finally:
         root.chmod(0o755)
 
@@ -296,18 +298,18 @@ def test_imagenet_and_unknown_names_get_one_sentence(tmp_path, capsys):
     assert all(f"{f} {md5}" in err for f, md5 in ARCHIVE_META.values())
     assert cli.main(["fetch", "nope", "--data-root", str(tmp_path)]) == 1
     assert "Unknown dataset 'nope'" in capsys.readouterr().err
-    assert "nothing to fetch" in fetch.fetch("digits", tmp_path)
+    assert "nothing to fetch" in download.fetch("digits", tmp_path)
 
 
 def test_every_catalog_dataset_is_fetched_or_explained(tmp_path):
     from ring.data.metadataset import GENERATORS
 
-    table = fetch.recipes()
+    table = download.recipes()
     # The torch-free check names what fetch gets (its missing-dataset sentences point at the fetch command).
     assert catalog.FETCHED == table.keys() & {*catalog.DATASETS, *catalog.TRANSFER}
     for name in [*catalog.DATASETS, *catalog.TRANSFER]:
         embedded = not catalog.spec(name).required or name in GENERATORS
-        assert name in table or fetch.by_hand(name, tmp_path) or embedded, name
+        assert name in table or download.by_hand(name, tmp_path) or embedded, name
 
 
 def test_fetch_data_target_runs_the_fetch_for_the_configured_grid(tmp_path):
@@ -359,18 +361,18 @@ def test_data_check_trusts_a_fetch_stamp_only_while_it_describes_the_folder(serv
     # The served CIFAR10 batches are text, not the publisher's files: only a trusted stamp lets the check pass.
     publish(server, tmp_path, "cifar10", monkeypatch)
     data = tmp_path / "data"
-    fetch.fetch("cifar10", data, server.url)
+    download.fetch("cifar10", data, server.url)
     base = data / "cifar10"
     result = _check("cifar10", data)
     assert result.returncode == 0, result.stderr
-    assert "checksums verified by ring.data.fetch on " in result.stdout
+    assert "checksums verified by ring.data.download on " in result.stdout
     corrupted = "is corrupted or truncated: its md5 is"
 
     # A stamp for another dataset, or for the same folder somewhere else, vouches for nothing here.
-    stamp = json.loads((base / fetch.STAMP).read_text())
-    (base / fetch.STAMP).write_text(json.dumps({**stamp, "dataset": "cifar100"}))
+    stamp = json.loads((base / download.STAMP).read_text())
+    (base / download.STAMP).write_text(json.dumps({**stamp, "dataset": "cifar100"}))
     assert corrupted in _check("cifar10", data).stderr
-    (base / fetch.STAMP).write_text(json.dumps(stamp))
+    (base / download.STAMP).write_text(json.dumps(stamp))
     shutil.copytree(data / "cifar10", tmp_path / "copy" / "cifar10")  # copy2: sizes and times kept
     assert corrupted in _check("cifar10", tmp_path / "copy").stderr
 
@@ -380,13 +382,13 @@ def test_data_check_trusts_a_fetch_stamp_only_while_it_describes_the_folder(serv
         fh.write("appended after the fetch")
     result = _check("cifar10", data)
     assert result.returncode == 1 and f"Dataset cifar10 file {batch} {corrupted}" in result.stderr
-    assert "fetched, verified and unpacked" in fetch.fetch("cifar10", data, server.url)
+    assert "fetched, verified and unpacked" in download.fetch("cifar10", data, server.url)
     assert _check("cifar10", data).returncode == 0
 
 
 def test_a_fetch_without_the_publishers_checksum_is_still_counted(server, tmp_path, monkeypatch):
     # FGVC-Aircraft publishes no checksum: the stamp verified nothing, so the publisher's counts are compared.
     publish(server, tmp_path, "aircraft", monkeypatch)
-    fetch.fetch("aircraft", tmp_path / "data", server.url)
+    download.fetch("aircraft", tmp_path / "data", server.url)
     result = _check("aircraft", tmp_path / "data")
     assert result.returncode == 1 and "the publisher's release has 6667 and 3333" in result.stderr

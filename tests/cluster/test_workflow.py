@@ -1,5 +1,5 @@
-"""`ring run`'s command line (ring.cluster.run): the workflow, the profile, its config files absolute, the site's file,
-the grid and the results folder.  tests/project/test_wheel.py runs it from an installed wheel."""
+"""`ring run`'s command line (ring.cluster.workflow): the workflow, the profile, its config files absolute, the
+site's file, the grid and the results folder.  tests/project/test_wheel.py runs it from an installed wheel."""
 
 import sys
 from pathlib import Path
@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ring.cluster import batch, run
+from ring.cluster import batch, workflow
 from tests import ROOT
 from tests.helpers import TINY_PRETRAIN_BLOCK
 
 
 def line(tmp_path: Path, *argv: str) -> list[str]:
-    args, rest = run.parser().parse_known_args(list(argv))
-    return run.command(args, rest, tmp_path)
+    args, rest = workflow.parser().parse_known_args(list(argv))
+    return workflow.command(args, rest, tmp_path)
 
 
 def option(words: list[str], name: str) -> list[str]:
@@ -76,19 +76,19 @@ def test_status_in_a_run_folder_reads_its_site_file(tmp_path, monkeypatch):
 def test_a_wrong_profile_or_site_is_one_sentence(tmp_path, monkeypatch, capsys, argv, refusal):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "site.yaml").write_text("slurm: {}\n")
-    assert run.main(argv) == 1
+    assert workflow.main(argv) == 1
     assert capsys.readouterr().err.startswith(f"ring: {refusal}")
 
 
 def test_the_workflow_is_the_packages_copy_where_no_checkout_holds_the_package(tmp_path, monkeypatch):
-    monkeypatch.setattr(run, "PACKAGE_PARENT", tmp_path / "site-packages")
+    monkeypatch.setattr(workflow, "PACKAGE_PARENT", tmp_path / "site-packages")
     shipped = tmp_path / "shipped"
-    monkeypatch.setattr(run, "SHIPPED", shipped)
+    monkeypatch.setattr(workflow, "SHIPPED", shipped)
     with pytest.raises(RuntimeError, match="reinstall ring-bench"):
-        run.workflow_root()
+        workflow.workflow_root()
     (shipped / "workflow" / "rules").mkdir(parents=True)
     (shipped / "Snakefile").write_text("")
-    assert run.workflow_root() == shipped
+    assert workflow.workflow_root() == shipped
 
 
 def test_the_users_config_files_come_after_the_packages_so_their_keys_win(tmp_path, monkeypatch):
@@ -132,7 +132,7 @@ def test_a_file_as_results_folder_or_a_missing_config_file_is_one_sentence(
     # Before: FileExistsError's traceback from mkdir, and a missing --configfile went to Snakemake behind the package's.
     monkeypatch.chdir(tmp_path)
     (tmp_path / "taken").write_text("a file\n")
-    assert run.main(["table1", "--profile", "local", *argv]) == 1
+    assert workflow.main(["table1", "--profile", "local", *argv]) == 1
     assert capsys.readouterr().err == f"ring: {refusal.format(tmp=tmp_path.resolve())}\n"
     assert (tmp_path / "taken").read_text() == "a file\n"
 
@@ -143,9 +143,9 @@ def test_a_refused_run_leaves_no_results_folder_and_the_corrected_one_plans(tmp_
     (tmp_path / "kept").mkdir()
     (tmp_path / "kept" / "note.txt").write_text("mine\n")
     argv = ["--profile", "local", "--results", "kept/new/results", "-n", "--quiet"]
-    assert run.main(["tabel1", *argv]) == 1
+    assert workflow.main(["tabel1", *argv]) == 1
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["kept", "kept/note.txt"]
-    assert run.main(["table1", *argv]) == 0
+    assert workflow.main(["table1", *argv]) == 0
     assert (tmp_path / "kept" / "new" / "results").is_dir()
 
 
@@ -159,15 +159,17 @@ def test_run_defaults_to_the_local_profile_and_status_to_the_grid_run_last_used_
     mine = {"datasets": ["digits"], "methods": ["IR"], "seeds": [3], "pretrain": {"all": TINY_PRETRAIN_BLOCK}}
     (tmp_path / "mine.yaml").write_text(yaml.safe_dump(mine))
     ran = []
-    monkeypatch.setattr(run.subprocess, "run", lambda words, env: ran.append(words) or type("R", (), {"returncode": 0}))
-    assert run.main(["-n", "table1", "--grid", "mine.yaml"]) == 0 and ran
+    monkeypatch.setattr(
+        workflow.subprocess, "run", lambda words, env: ran.append(words) or type("R", (), {"returncode": 0})
+    )
+    assert workflow.main(["-n", "table1", "--grid", "mine.yaml"]) == 0 and ran
     assert not Path("results").exists()  # a plan records nothing: it writes no results folder
-    assert run.main(["table1", "--grid", "mine.yaml"]) == 0
-    assert run.last_grid(Path("results")) == str(tmp_path / "mine.yaml")
+    assert workflow.main(["table1", "--grid", "mine.yaml"]) == 0
+    assert workflow.last_grid(Path("results")) == str(tmp_path / "mine.yaml")
     assert batch.main(["status"]) == 0
     rows = capsys.readouterr().out.splitlines()
     assert rows[0].split()[:4] == ["pretrain", "digits", "IR", "seed3"]
     # Without --grid, the grid the profile's config files name (the package's: smoke) is the one recorded.
-    assert run.main(["table1"]) == 0 and run.last_grid(Path("results")) == "smoke"
+    assert workflow.main(["table1"]) == 0 and workflow.last_grid(Path("results")) == "smoke"
     assert batch.main(["estimate"]) == 1  # the other commands still need --grid, said in one sentence
     assert capsys.readouterr().err.startswith("ring: estimate needs --grid")

@@ -1,0 +1,112 @@
+"""Figures the documentation quotes from the code, generated: the paper grid's price (docs/cluster.md) and the screen
+`ring status` shows before the paper grid's first cell (README).  Each lies between a page's ``<!-- NAME:begin ... -->``
+and ``<!-- NAME:end -->`` comments; ``python -m benchmarks.docs_figures --write`` writes them there after a change
+to the figures, the grids or the estimate, and tests/project/test_doc_claims.py fails while a page holds other
+text.  Torch-free: it prices and plans, it trains nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from ring import resources
+from ring.plan import estimate as E
+from ring.plan import grid as G
+from ring.plan.estimate.report import estimate
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMAND = "python -m benchmarks.docs_figures --write"
+# The lines of `ring status` that say when a grid ends (ring.cluster.outlook) and what its store needs; the cell rows
+# and the totals line above them are the grid's table, not the screen README shows.
+SCREEN_LINE = re.compile(r"(pretrain|lincls|grid paper): |store ")
+
+
+def paper_price() -> str:
+    """The sentence of docs/cluster.md: the paper grid's GPU-hours from the committed figures, as `ring estimate
+    --grid paper` totals them with each cell's store, with `--store none`, and from the older H100 figures."""
+    paper = G.load(resources.GRIDS / "paper.yaml")
+
+    def hours(device: str | None, store: str | None) -> str:
+        return f"{sum(row[3] for row in estimate(paper, E.load_figures(device), store)):,.0f}"
+
+    return (
+        f"From the committed H200 figures the paper grid's pretraining and linear evaluation cost about "
+        f"{hours(None, None)} GPU-hours with each cell's own store ({hours(None, 'none')} with `--store none`, "
+        f"ImageNet read from its JPEG files; {hours('H100', None)} H100-hours, older figures)"
+    )
+
+
+def paper_screen() -> str:
+    """README's screen: `ring status --grid paper` in an empty folder, before the first cell, as a text block."""
+    with tempfile.TemporaryDirectory() as empty:
+        printed = subprocess.run(
+            [sys.executable, "-m", "ring.cli", "status", "--grid", "paper"],
+            cwd=empty,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        ).stdout
+    lines = [line for line in printed.splitlines() if SCREEN_LINE.match(line)]
+    return "\n".join(["   ```text", *(f"   {line}" for line in lines), "   ```"])
+
+
+# name -> (page, generator); the page holds the generated text between the name's two comments.
+BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
+    "paper-price": ("docs/cluster.md", paper_price),
+    "paper-screen": ("README.md", paper_screen),
+}
+
+
+def span(text: str, name: str) -> re.Match:
+    """Where ``name``'s generated text lies in a page: between its begin comment and its end comment."""
+    found = re.search(
+        rf"(<!-- {name}:begin \({re.escape(COMMAND)}\) -->\n?)(.*?)(\n? *<!-- {name}:end -->)", text, re.S
+    )
+    if not found:
+        raise SystemExit(f"docs_figures: the page of {name} has no <!-- {name}:begin ({COMMAND}) --> ... end comments")
+    return found
+
+
+def stale() -> dict[str, tuple[str, str]]:
+    """``{name: (what the page says, what the code says)}`` of every block that differs."""
+    differs = {}
+    for name, (page, make) in BLOCKS.items():
+        shown, made = span((ROOT / page).read_text(), name).group(2), make()
+        if shown != made:
+            differs[name] = (shown, made)
+    return differs
+
+
+def write() -> list[str]:
+    """Each page's blocks replaced by what the code says now; the names of those that changed."""
+    changed = []
+    for name, (page, make) in BLOCKS.items():
+        text = (ROOT / page).read_text()
+        found, made = span(text, name), make()
+        if found.group(2) != made:
+            (ROOT / page).write_text(text[: found.start(2)] + made + text[found.end(2) :])
+            changed.append(name)
+    return changed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help="write the blocks into their pages")
+    args = parser.parse_args(argv)
+    if args.write:
+        print("\n".join(f"docs_figures: wrote {name}" for name in write()) or "docs_figures: every block current")
+        return 0
+    for name, (shown, made) in stale().items():
+        print(f"{name}: the page says\n{shown}\nthe code says\n{made}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
