@@ -106,6 +106,19 @@ DETECTION = {
 }
 
 
+# The jobs that one retrained pretraining cell brings: itself, its linear evaluation and the tables that read it.
+ONE_CELL_RETRAINED = {
+    "all_tables": 1,
+    "lincls": 1,
+    "make_gpu_hours": 1,
+    "make_table1": 1,
+    "pretrain": 1,
+    "pretrain_config": 1,
+    "pretrain_hash": 1,
+    "total": 7,
+}
+
+
 # README command (1), `all_tables` on the smoke grid, in two halves that pytest-xdist runs side by side, each a file of
 # its own (--dist loadfile): Tables 1-3 with GPU-hours (tests/workflow/test_quick_start.py), and what reads only a few
 # of their encoders or none, Table 4, the toy and the studies (tests/workflow/test_quick_start_appendix.py).  As one
