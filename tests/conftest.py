@@ -22,27 +22,32 @@ if WORKERS > 1:
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Under xdist the longest files go first (longest-processing-time first: a long file dealt last would run alone
-# while the other worker idles).  The order is by each file's time on one worker of a full `pytest -n 2 -v` run
-# (2026-12-02, 77653982, an AVX2-only 2-vCPU host about 2.7x slower per CPU second than the one whose CI passed in
-# 3,410 s): the quick start's first half 1,377 s, test_pretrain.py 2,165 s (now test_pretrain_resume.py, about
-# 1,100 s, and the rest, about 450 s), test_slurm_grid.py 820 s, test_slurm_submit.py and test_slurm_nodes.py over
-# 600 s each.  Files not timed in that run (the appendix half, the wheel, the finished grid's tests) are placed by
-# their share of the same work: the appendix trains and evaluates as much as the first half, the wheel installs an
-# environment and trains Table 1's cells again, the finished grid trains six cells and the price suite's six.  The
-# SLURM files alternate with the others: two at once share the cluster's two CPUs.
+# while the other worker idles).  The order is by each file's time on one worker of a fresh-clone `pytest -n 2 -v`
+# run (2026-12-03, 71f96d0, an AVX-512 2-vCPU host, 3,756 s in all, the stamps of each worker's lines): the quick
+# start's halves 677 and 549 s, test_pretrain_step_budget.py 630 s (CI's TorchInductor cache is cold: its compiled
+# steps took 327, 114 and 104 s, and dealt last in that run they kept one worker busy 8 minutes after the other had
+# finished), the wheel 521 s, the SLURM files 490, 486, 457 and 159 s, the finished grid 428 s, the resume tests
+# 365 s, test_workflow.py 318 s, and 100-200 s each for the rest below.  The SLURM files alternate with the others:
+# two at once share the cluster's two CPUs.
 LONGEST_FIRST = (
     "tests/workflow/test_quick_start.py",
+    "tests/test_pretrain_step_budget.py",
     "tests/workflow/test_quick_start_appendix.py",
-    "tests/test_pretrain_resume.py",
     "tests/project/test_wheel.py",
-    "tests/workflow/test_slurm_grid.py",
+    "tests/workflow/test_slurm_nodes.py",
     "tests/workflow/test_workflow_finished.py",
     "tests/workflow/test_slurm_submit.py",
+    "tests/test_pretrain_resume.py",
+    "tests/workflow/test_slurm_grid.py",
     "tests/workflow/test_workflow.py",
-    "tests/workflow/test_slurm_nodes.py",
-    "tests/test_pretrain.py",
+    "tests/detection/test_runner.py",
     "tests/workflow/test_slurm_preempt.py",
+    "tests/engine/test_distributed_run.py",
+    "tests/test_pretrain.py",
+    "tests/engine/test_distributed.py",
+    "tests/project/test_plugin_guide.py",
     "tests/workflow/test_quick_start_rerun.py",
+    "tests/project/test_benchmarks.py",
 )
 
 
