@@ -139,15 +139,20 @@ QUICK_START_HALVES = {
 QUICK_START_TIMEOUT_S = 3300
 
 
-def status_rows(workdir: Path, grid: str) -> list[tuple[str, str]]:
-    """(stage, state) of each cell's row that `ring status --grid grid` prints in ``workdir``."""
+def ring_status(workdir: Path, *args) -> str:
+    """What `ring status` (ring.cluster.batch's status) prints in ``workdir`` with ``args``."""
     result = subprocess.run(
-        [sys.executable, "-m", "ring.cluster.batch", "status", "--grid", grid],
+        [sys.executable, "-m", "ring.cluster.batch", "status", *map(str, args)],
         cwd=workdir,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    rows = [line.split() for line in result.stdout.splitlines()]
+    return result.stdout
+
+
+def status_rows(workdir: Path, grid: str) -> list[tuple[str, str]]:
+    """(stage, state) of each cell's row that `ring status --grid grid` prints in ``workdir``."""
+    rows = [line.split() for line in ring_status(workdir, "--grid", grid).splitlines()]
     return [(row[0], row[4]) for row in rows if len(row) > 4 and row[3].startswith("seed")]

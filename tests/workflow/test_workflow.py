@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests import ROOT
-from tests.workflow.runs import ONE_CELL_RETRAINED, SMALL, job_counts, snakemake, write_grid
+from tests.workflow.runs import ONE_CELL_RETRAINED, SMALL, job_counts, ring_status, snakemake, write_grid
 
 pytestmark = pytest.mark.slow  # whole Snakemake runs: outside the developer loop (pytest -m 'not slow')
 
@@ -257,33 +257,15 @@ def test_the_shipped_slurm_profile_plans_the_paper_grid(workdir):
     counts = job_counts(result.stdout + result.stderr)
     assert counts["pretrain"] + counts["pretrain_two_encoders"] == 108 and counts["detection"] == 45
     assert "--launcher slurm" in result.stdout + result.stderr
-    status = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ring.cluster.batch",
-            "status",
-            "--grid",
-            "paper",
-            "--results",
-            str(workdir / "results"),
-        ],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert status.returncode == 0, status.stderr
+    status = ring_status(workdir, "--grid", "paper", "--results", workdir / "results")
     # The cell rows: not the total, the stores, nor the outlook's per-stage and grid lines ("pretrain: ...").
-    cells = [line for line in status.stdout.splitlines() if not line.startswith(("total", "store ", "grid "))]
+    cells = [line for line in status.splitlines() if not line.startswith(("total", "store ", "grid "))]
     rows = [line.split() for line in cells if not line.split()[0].endswith(":")]
     # Every pretraining and linear-evaluation cell, then the appendix studies' 93 cells (13 + 8 + 72), then Table 4's
     # 45 runs.
     assert [row[0] for row in rows] == ["pretrain"] * 108 + ["lincls"] * 108 + ["study"] * 93 + ["detection"] * 45
     assert [row[4] for row in rows] == ["missing"] * (2 * 108 + 93 + 45)
-    assert next(line for line in status.stdout.splitlines() if line.startswith("total")).endswith(
-        "0 failed, 354 missing"
-    )
+    assert next(line for line in status.splitlines() if line.startswith("total")).endswith("0 failed, 354 missing")
 
 
 # Issue 50 item 4: sites whose jobs break a node or resource rule that needs no cluster, each planned with rc 0 and no

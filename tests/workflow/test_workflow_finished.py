@@ -15,7 +15,7 @@ import yaml
 
 from tests.documented import documented_commands
 from tests.helpers import copy_workflow
-from tests.workflow.runs import ONE_CELL_RETRAINED, SMALL, entry, job_counts, snakemake
+from tests.workflow.runs import ONE_CELL_RETRAINED, SMALL, entry, job_counts, ring_status, snakemake
 
 pytestmark = pytest.mark.slow  # whole Snakemake runs: outside the developer loop (pytest -m 'not slow')
 
@@ -389,24 +389,15 @@ def test_a_stale_encoder_is_rerun_by_all_tables_and_status_and_the_plan_agree(fi
     export.write_text(json.dumps({**made, "config_hash": "0" * 16}))  # the files verify; another config made them
     evaluation = workdir / "results/mine/lincls/digits/IR/seed0/metrics.json"
     assert lineage.stale_reason(evaluation, json.loads(evaluation.read_text()))  # Table 1 would show it stale
-    status = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ring.cluster.batch",
-            "status",
-            "--grid",
-            str(grid_file),
-            "--grids-dir",
-            "ring/resources/grids",
-            "--configfile",
-            *map(str, batch.DEFAULT_CONFIGS),
-        ],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    status = ring_status(
+        workdir,
+        "--grid",
+        grid_file,
+        "--grids-dir",
+        "ring/resources/grids",
+        "--configfile",
+        *batch.DEFAULT_CONFIGS,
+    )
     row = next(line for line in status.splitlines() if line.split()[:3] == ["pretrain", "digits", "IR"])
     assert row.split()[4] == "stale" and "the next all_tables reruns it" in row, status
     plan = run("-n")
