@@ -5,10 +5,10 @@
 #   snakemake --profile profiles/local all_tables --config grid=paper
 #   snakemake --profile profiles/local results/smoke/lincls/digits_colour/IRing/seed0/metrics.json
 #
-# This file is a table of contents: each stage lives in its rule file of workflow/rules/, its own functions in
-# helpers/<stage>.smk, which that file includes; common.smk holds what several stages share, cells.smk the config
-# and hash rules every stage registers, run.smk the checks every run makes before its first job and its failure
-# summary.  One namespace, in this order (docs/development.md, "The workflow's files").
+# This file is a table of contents: each stage lives in its rule file of workflow/rules/; common.smk holds what
+# several stages share, functions.smk every function the rules call (the input functions in one place), cells.smk
+# the config and hash rules every stage registers, run.smk the checks every run makes before its first job and its
+# failure summary.  One namespace, in this order (docs/development.md, "The workflow's files").
 
 
 # The default config is package data (ring/resources/): the one copy that an installed `ring` reads too.
@@ -16,6 +16,7 @@ configfile: "ring/resources/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/functions.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/prepare.smk"
 include: "workflow/rules/pretrain.smk"

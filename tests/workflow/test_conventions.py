@@ -31,7 +31,7 @@ def test_snakefmt_check_is_clean():
     snakefmt = Path(sys.executable).with_name("snakefmt")  # installed beside this interpreter (envs/install.sh)
     result = subprocess.run([str(snakefmt), "--check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    # It read the workflow's files, not nothing: the Snakefile, every rule file and the stages' helpers.
+    # It read the workflow's files, not nothing: the Snakefile and every rule file (functions.smk among them).
     assert f"All {1 + len(list((ROOT / 'workflow' / 'rules').rglob('*.smk')))} file(s) would be left unchanged" in (
         result.stderr
     ), result.stderr
@@ -79,7 +79,8 @@ def test_every_caption_link_resolves_from_where_the_report_is_written():
 
 RULES = ROOT / "workflow" / "rules"
 COMMON = RULES / "common.smk"
-COMMON_MAX_LINES = 250  # issue 33, item 5: the shared helpers only, each stage's own beside its rule file
+FUNCTIONS = RULES / "functions.smk"
+COMMON_MAX_LINES = 250  # the shared setup only; a function of one stage is in functions.smk
 
 
 def code_names(path: Path) -> dict[str | None, set[str]]:
@@ -122,26 +123,30 @@ def reached(start: set[str], uses: dict[str | None, set[str]]) -> set[str]:
 
 
 def stages() -> dict[str, dict[str | None, set[str]]]:
-    """Each stage's code, its rule file's and its helpers/<stage>.smk's together, and the Snakefile's."""
-    found = {"Snakefile": code_names(ROOT / "Snakefile")}
-    for path in sorted(RULES.glob("*.smk")):
+    """Each stage's code (its rule file's, and the functions of functions.smk it reaches), and the Snakefile's."""
+    functions = code_names(FUNCTIONS)
+    found = {}
+    for path in [ROOT / "Snakefile", *sorted(RULES.glob("*.smk"))]:
+        if path == FUNCTIONS:
+            continue
         uses = code_names(path)
-        helpers = RULES / "helpers" / path.name
-        for name, names in (code_names(helpers) if helpers.is_file() else {}).items():
-            uses.setdefault(name, set()).update(names)
-        found[path.stem] = uses
+        for name in reached(set().union(*uses.values()), functions):
+            uses.setdefault(name, set()).update(functions[name])
+        found["Snakefile" if path.parent == ROOT else path.stem] = uses
     return found
 
 
 def test_common_smk_stays_short():
     lines = len(COMMON.read_text().splitlines())
-    assert lines <= COMMON_MAX_LINES, f"common.smk has {lines} lines (at most {COMMON_MAX_LINES}): move a stage's own"
+    assert lines <= COMMON_MAX_LINES, (
+        f"common.smk has {lines} lines (at most {COMMON_MAX_LINES}): move a function one stage uses to functions.smk"
+    )
 
 
 def test_common_smk_holds_only_what_several_stages_share():
     """Each helper of common.smk is used by at least two stages (or the Snakefile and a stage), directly or through
     another shared helper, or by common.smk's own top-level code (grid loading, wildcard constraints, the run's
-    handlers: every rule's): a helper of one stage lives in that stage's helpers/<stage>.smk."""
+    handlers: every rule's): a helper of one stage lives in functions.smk."""
     files = stages()
     common = files.pop("common")
     helpers = set(common) - {None}
@@ -152,25 +157,24 @@ def test_common_smk_holds_only_what_several_stages_share():
         for name in helpers
     }
     one_stage = {name: who for name, who in users.items() if len(who) < 2 and name not in shared}
-    assert not one_stage, f"helpers of common.smk used by at most one stage (move each there): {one_stage}"
+    assert not one_stage, f"helpers of common.smk used by at most one stage (move each to functions.smk): {one_stage}"
 
 
-def test_rules_and_functions_live_apart_and_each_stage_uses_its_own_helpers():
-    """`snakemake --lint` wants no rule file with functions: a stage's functions are in helpers/<stage>.smk, which
-    its rule file includes and alone uses; no helper is defined twice (one namespace: the later would win)."""
+def test_rules_and_functions_live_apart_and_every_function_is_used():
+    """`snakemake --lint` wants no rule file with functions: the rules' functions are in functions.smk (and the
+    shared setup's in common.smk), which holds no rule; each is called by a rule file, the Snakefile or common.smk,
+    directly or through another; none is defined twice (one namespace: the later would win)."""
     defined: dict[str, str] = {}
     for path in sorted([ROOT / "Snakefile", *RULES.rglob("*.smk")]):
         uses, where = code_names(path), path.relative_to(ROOT)
         for helper in set(uses) - {None}:
             assert helper not in defined, f"{helper} is defined in both {defined[helper]} and {where}"
             defined[helper] = where
-        if path.parent.name == "helpers":
-            assert not re.search(r"^(rule|checkpoint|use rule)\b", path.read_text(), re.M), f"{where} holds rules"
-            rule_file = RULES / path.name
-            assert f'include: "helpers/{path.name}"' in rule_file.read_text(), f"{rule_file.name} must include {where}"
-            mine = code_names(rule_file)[None]
-            unused = set(uses) - {None} - reached(mine, uses)
-            assert not unused, f"{where} defines helpers {rule_file.name} never uses: {sorted(unused)}"
-        elif path != COMMON:
-            assert set(uses) == {None}, f"{where} defines functions: they go to workflow/rules/helpers/{path.name}"
-    assert len({p.parent for p in defined.values()}) == 2  # common.smk and the stages' helper files define them
+        if path not in (COMMON, FUNCTIONS):
+            assert set(uses) == {None}, f"{where} defines functions: they go to workflow/rules/functions.smk"
+    assert not re.search(r"^(rule|checkpoint|use rule)\b", FUNCTIONS.read_text(), re.M), "functions.smk holds rules"
+    assert {p.name for p in defined.values()} == {"common.smk", "functions.smk"}  # the parse found both
+    functions = code_names(FUNCTIONS)
+    used = set().union(*(set().union(*uses.values()) for uses in stages().values()), *code_names(COMMON).values())
+    unused = set(functions) - {None} - reached(used, functions)
+    assert not unused, f"functions.smk defines functions no rule file calls: {sorted(unused)}"

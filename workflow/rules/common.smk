@@ -1,6 +1,7 @@
 # Shared by several stages: config and grid validation, wildcard constraints, cell paths, the stages' registry of
-# their cells' config and hash rules, the launch parts of the stage rules, the run's handlers.  A stage's own paths live in its rule file, its own
-# functions in helpers/<stage>.smk, which that file includes (tests/workflow/test_conventions.py keeps them there).
+# their cells' config and hash rules, the launch parts of the stage rules, the run's handlers.  A stage's own paths
+# live in its rule file; every other function the rules call is in functions.smk (tests/workflow/test_conventions.py
+# keeps them there).
 # Only torch-free parts of ring are imported here, so planning a DAG stays fast and light.
 
 import dataclasses

@@ -2,9 +2,6 @@
 # Detectron2 cell per (method, task, seed); table4 (tables.smk) aggregates them.
 
 
-include: "helpers/detection.smk"
-
-
 from ring.plan.detection_tasks import TASKS as DETECTION_TASKS
 
 

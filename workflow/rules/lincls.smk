@@ -1,9 +1,6 @@
 # Linear evaluation of a frozen pretrained encoder on its pretraining dataset (Table 1).
 
 
-include: "helpers/lincls.smk"
-
-
 LINCLS_CONFIG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.yaml"
 LINCLS_HASH = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.hash"
 LINCLS_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/lincls.log"

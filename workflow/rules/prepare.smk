@@ -5,9 +5,6 @@
 # Every step resumes: a shard whose record exists is kept, so an interrupted build continues where it stopped.
 
 
-include: "helpers/prepare.smk"
-
-
 from types import SimpleNamespace
 
 from ring.core.files import read_record

@@ -4,9 +4,6 @@
 # runtime knob only rewrites config.yaml.
 
 
-include: "helpers/pretrain.smk"
-
-
 PRETRAIN_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/pretrain.log"
 CELL_CONFIGS["pretrain"] = CellConfig(
     PRETRAIN_CONFIG, lambda wc: stage_config("pretrain", wc), hash=PRETRAIN_HASH, rerun="pretrain"

@@ -1,8 +1,5 @@
 # The run's handlers: what every run checks before its first job (Detectron2 where it runs, SLURM's resources, every
-# dataset the run reads) and the summary a failed run ends with.  Its functions are in helpers/run.smk.
-
-
-include: "helpers/run.smk"
+# dataset the run reads) and the summary a failed run ends with.  Its functions are in functions.smk.
 
 
 onstart:
@@ -18,7 +15,7 @@ onstart:
         if problems := run_preflight(PLANNED.jobs.values(), LAUNCHED_CHECKPOINT_INTERVAL):
             print("\n".join(f"ring: {p}" for p in problems), file=sys.stderr)
             raise WorkflowError("SLURM refused resources before any submission (above); nothing was submitted.")
-    check_data_first()  # every dataset the run reads, before any job (helpers/run.smk)
+    check_data_first()  # every dataset the run reads, before any job (functions.smk)
     # Then, with nothing left to refuse, the first run that writes results/<grid> records its grid file there (a dry
     # run, which has no onstart, writes nothing): a later plan from another file of the same name is refused
     # (ring.plan.ownership).  A refused run has written nothing.

@@ -3,9 +3,6 @@
 # A variant with `init_from` starts from its source cell's snapshot, so the source cell is its input.
 
 
-include: "helpers/studies.smk"
-
-
 from ring.core.config import SNAPSHOT_FILE
 
 # Every study and variant name over all grids ("none" keeps a constraint valid without studies).

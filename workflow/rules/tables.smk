@@ -2,11 +2,7 @@
 # figures a grid builds (all_tables, the Snakefile's default target).
 
 
-from ring.plan.rules import TableRule, stale_table, with_kept_runs
-
-
-include: "helpers/tables.smk"
-
+from ring.plan.rules import TableRule
 
 # The provenance of every cell beside its outputs, read by the GPU-hours table.
 PRETRAIN_PROVENANCE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/provenance.json"
@@ -83,7 +79,7 @@ for table_name, table_rule in TABLE_RULES.items():
             f"make_{table_name}"
         input:
             cells=lambda wc, cells=table_rule.cells: cells(wc.grid),  # what the command and the caption read
-            stale=missing_cells(table_name, table_rule.cells),  # the table's stale mark (helpers/tables.smk)
+            stale=missing_cells(table_name, table_rule.cells),  # the table's stale mark (functions.smk)
         output:
             table_outputs(table_name, table_rule.exts),
         log:

@@ -3,9 +3,6 @@
 # {dataset} is the transfer dataset; the encoder is the grid's source column's.
 
 
-include: "helpers/transfer.smk"
-
-
 TRANSFER_CONFIG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.yaml"
 TRANSFER_HASH = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.hash"
 TRANSFER_MANIFEST = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/split-manifest.json"
