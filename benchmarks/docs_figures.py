@@ -3,6 +3,10 @@
 and ``<!-- NAME:end -->`` comments; ``python -m benchmarks.docs_figures --write`` writes them there after a change
 to the figures, the grids or the estimate, and tests/project/test_doc_claims.py fails while a page holds other
 text.  Torch-free: it prices and plans, it trains nothing.
+
+The smaller figures the pages quote inline (a store's size, a probe's checkpoint, a preemption's delay) are functions
+below that ring/resources/figures/doc-figures.json's ``computed`` entries name; tests/project/test_docs.py compares
+them with the text.  The one that reads ``FLAGS_EVERY`` imports torch when called.
 """
 
 from __future__ import annotations
@@ -55,6 +59,55 @@ def paper_screen() -> str:
         ).stdout
     lines = [line for line in printed.splitlines() if SCREEN_LINE.match(line)]
     return "\n".join(["   ```text", *(f"   {line}" for line in lines), "   ```"])
+
+
+# Figures the pages quote inline, computed from the code and its constants: ring/resources/figures/doc-figures.json's
+# `computed` entries name one of these with its arguments, and tests/project/test_docs.py compares its numbers, rounded
+# as the text rounds them, with the quote's.
+
+
+def imagenet_store_gb(fmt: str) -> float:
+    """ImageNet's prepared store (both splits, at the catalog's store size) in GB, as the prepare stage sizes it."""
+    from ring.core import catalog
+    from ring.data.store_layout import needed_bytes
+
+    imagenet = catalog.spec("imagenet")
+    return needed_bytes(sum(imagenet.publisher_counts), fmt, imagenet.store_size) / 1e9
+
+
+def gathered_keys(batch: int, px: int, gbps: float) -> list[float]:
+    """MoCo's shuffled key views all-gathered to every rank per step: MB of fp32 images, ms at ``gbps`` Gb/s, gbps."""
+    megabytes = batch * 3 * px * px * 4 / 1e6
+    return [megabytes, megabytes * 8 / gbps, gbps]
+
+
+def flag_delay() -> list[float]:
+    """How late a preemption is acted on at most: FLAGS_EVERY steps at the slowest step (s) of the figures `ring
+    estimate` prices from, and that step (ms)."""
+    from ring.engine.distributed import FLAGS_EVERY
+
+    figures = E.load_figures()
+    step_s = max(figures.batch[m] / rate for m, rate in figures.step_images_per_s.items())
+    return [FLAGS_EVERY * step_s, step_s * 1000]
+
+
+# ResNet-18's last feature map at 224 px, 512 x 7 x 7, which the linear probe reads (ring.lincls).
+PROBE_FEATURES = 512 * 7 * 7
+
+
+def probe_checkpoint_mb(dataset: str) -> float:
+    """The final probe's checkpoint on ``dataset``: its classifier's float32 weights and biases, and their momentum."""
+    from ring.core import catalog
+
+    classes = catalog.spec(dataset).num_classes
+    return 2 * (PROBE_FEATURES * classes + classes) * 4 / 1e6
+
+
+def suite_budget() -> list[float]:
+    """benchmarks/gpu_suite.sh's default RING_SUITE_BUDGET_S, full and quick, each in minutes and seconds."""
+    script = (ROOT / "benchmarks" / "gpu_suite.sh").read_text()
+    quick, full = (int(s) for s in re.findall(r"budget=\$\{RING_SUITE_BUDGET_S:-(\d+)\}", script))
+    return [full / 60, full, quick / 60, quick]
 
 
 # name -> (page, generator); the page holds the generated text between the name's two comments.
