@@ -140,9 +140,9 @@ def any_rank(*flags: bool) -> bool | tuple[bool, ...]:
 
 # Steps between two collective reads of the stop and checkpoint flags (:class:`StepFlags`).  A stop requested on any
 # rank during step s is sent with step ceil(s / 8) * 8 and acted on by every rank after the next step: at most 8 steps
-# later than one process acts (after step s itself).  That is 0.4 s at the slowest committed step (CMC, 5,257 images/s
-# at batch 256 on an H200: 49 ms), 8 s if a step took a second: well inside signal_delay_s (120 s in
-# ring/resources/cluster.yaml), which must also cover the checkpoint write.
+# later than one process acts (after step s itself).  That is under half a second at the slowest committed GPU step
+# (docs/cluster.md computes it from the priced figures), 8 s if a step took a second: well inside signal_delay_s
+# (120 s in ring/resources/cluster.yaml), which must also cover the checkpoint write.
 FLAGS_EVERY = 8
 
 
