@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ring import resources
-from ring.plan import estimate as E
-from ring.plan import grid as G
+from ring.plan import grid
+from ring.plan.estimate import load_figures
 from ring.plan.estimate.report import estimate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,10 +34,10 @@ SCREEN_LINE = re.compile(r"(pretrain|lincls|grid paper): |store ")
 def paper_price() -> str:
     """The sentence of docs/cluster.md: the paper grid's GPU-hours from the committed figures, as `ring estimate
     --grid paper` totals them with each cell's store, with `--store none`, and from the older H100 figures."""
-    paper = G.load(resources.GRIDS / "paper.yaml")
+    paper = grid.load(resources.GRIDS / "paper.yaml")
 
     def hours(device: str | None, store: str | None) -> str:
-        return f"{sum(row[3] for row in estimate(paper, E.load_figures(device), store)):,.0f}"
+        return f"{sum(row[3] for row in estimate(paper, load_figures(device), store)):,.0f}"
 
     return (
         f"From the committed H200 figures the paper grid's pretraining and linear evaluation cost about "

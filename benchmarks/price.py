@@ -33,12 +33,10 @@ from pathlib import Path
 
 from benchmarks import price_detection, price_docs
 from benchmarks.common import RESULTS, machine, write
-from ring.core import catalog
-from ring.core import config as C
-from ring.plan import estimate as E
-from ring.plan import grid as G
-from ring.plan.estimate import measured as M
-from ring.plan.estimate import pricing
+from ring.core import catalog, config
+from ring.plan import estimate
+from ring.plan import grid as grid_plan
+from ring.plan.estimate import measured, pricing
 
 # torch's DataLoader default (ring.engine.runtime.make_loader sets none): batches each worker decodes ahead.
 PREFETCH_FACTOR = 2
@@ -87,7 +85,7 @@ def run_stage(stage: str, cfg, cell: Path, *extra: str) -> dict:
     """The cell run as the workflow's job runs it (``ring.cluster.launch``, which calls the stage's ``main`` in its
     process) in a process of its own, every batch stamped: its last segment."""
     cell.mkdir(parents=True, exist_ok=True)
-    C.save(cfg, cell / "config.yaml")
+    config.save(cfg, cell / "config.yaml")
     env = {**os.environ, "RING_CLOCK_TRACE": "1", "OMP_NUM_THREADS": str(THREADS)}
     stage_argv = ["--config", str(cell / "config.yaml"), "--out", str(cell), *extra]
     argv = [sys.executable, "-m", "ring.cluster.launch", stage, "--cell", str(cell), "--", *stage_argv]
@@ -131,9 +129,9 @@ def figures_of(stage: str, cfg, segment: dict, device: str) -> list[dict]:
     rec = record(stage, cfg, device)
     names = [n for n in segment["pass_images"] if n != "k-means"]
     clock = clock_of(cfg.device)
-    figs = [{**M.pass_figure(name, segment, rec, WARMUP, clock), "method": cfg.method} for name in names]
+    figs = [{**measured.pass_figure(name, segment, rec, WARMUP, clock), "method": cfg.method} for name in names]
     for fig in figs:
-        M.check_written(fig)
+        measured.check_written(fig)
     return figs
 
 
@@ -143,7 +141,7 @@ def kmeans_figure(cfg, segment: dict, device: str) -> dict:
     return {
         "record": record("pretrain", cfg, device),
         "clock": clock,
-        "seconds_per_call": M.seconds_of(segment, clock)["k-means"] / segment["pass_calls"]["k-means"],
+        "seconds_per_call": measured.seconds_of(segment, clock)["k-means"] / segment["pass_calls"]["k-means"],
         "work": n * cfg.kmeans_k * cfg.kmeans_clusterings * (cfg.kmeans_iters + 1),
         "bank_entries": n,
     }
@@ -165,18 +163,18 @@ def measure_method(grid, method: str, device: str, root: Path) -> dict:
     """One method's pretraining cell, then its linear evaluation: their pass figures, fixed costs and k-means."""
     name, clock = machine()["device"], clock_of(device)
     pre = grid.pretrain_config("digits", method, 0, str(root / "data"))
-    pre = C.from_dict(C.PretrainConfig, {**C.to_dict(pre), "device": device})
+    pre = config.from_dict(config.PretrainConfig, {**config.to_dict(pre), "device": device})
     segment = run_stage("pretrain", pre, root / "pretrain" / method)
     lin = grid.lincls_config("digits", method, 0, str(root / "data"))
-    lin = C.from_dict(C.LinclsConfig, {**C.to_dict(lin), "device": device})
+    lin = config.from_dict(config.LinclsConfig, {**config.to_dict(lin), "device": device})
     encoder = root / "pretrain" / method / "encoder.pt"
     lin_segment = run_stage("lincls", lin, root / "lincls" / method, "--encoder", str(encoder))
-    k_means = M.seconds_of(segment, clock).get("k-means")
+    k_means = measured.seconds_of(segment, clock).get("k-means")
     return {
         "passes": figures_of("pretrain", pre, segment, name) + figures_of("lincls", lin, lin_segment, name),
         "fixed": {
-            "pretrain": M.fixed_figure(segment, record("pretrain", pre, name), clock),
-            "lincls": M.fixed_figure(lin_segment, record("lincls", lin, name), clock),
+            "pretrain": measured.fixed_figure(segment, record("pretrain", pre, name), clock),
+            "lincls": measured.fixed_figure(lin_segment, record("lincls", lin, name), clock),
         },
         "kmeans": kmeans_figure(pre, segment, name) if k_means else None,
         "cells": [
@@ -195,7 +193,7 @@ def measure(device: str, root: Path, methods: list[str], pretrain: dict | None =
     if pretrain:
         base = CALIBRATION["pretrain"]
         calibration["pretrain"] = {**base, "all": {**base["all"], **pretrain}}
-    grid = G.from_dict("price", calibration)
+    grid = grid_plan.from_dict("price", calibration)
     with ThreadPoolExecutor(max_workers=jobs) as pool:  # each cell is a process of its own: threads only wait
         done = list(pool.map(lambda method: measure_method(grid, method, device, root), methods))
     return {
@@ -214,21 +212,23 @@ def measure(device: str, root: Path, methods: list[str], pretrain: dict | None =
 def held_out(device: str, root: Path) -> dict:
     """The held-out grid (:data:`HELD_OUT`: other epochs and no kNN monitor, as the workflow tests run it) run cell by
     cell as the workflow runs it, then priced from the committed figures against what its cells spent."""
-    grid = G.from_dict("held_out", HELD_OUT)
+    grid = grid_plan.from_dict("held_out", HELD_OUT)
     results = root / "results"
     for dataset, method, seed in grid.cells():
         pre = grid.pretrain_config(dataset, method, seed, str(root / "data"))
         pre_cell = results / grid.name / "pretrain" / dataset / method / f"seed{seed}"
-        run_stage("pretrain", C.from_dict(C.PretrainConfig, {**C.to_dict(pre), "device": device}), pre_cell)
+        run_stage(
+            "pretrain", config.from_dict(config.PretrainConfig, {**config.to_dict(pre), "device": device}), pre_cell
+        )
         lin = grid.lincls_config(dataset, method, seed, str(root / "data"))
         lin_cell = results / grid.name / "lincls" / dataset / method / f"seed{seed}"
-        lin = C.from_dict(C.LinclsConfig, {**C.to_dict(lin), "device": device})
+        lin = config.from_dict(config.LinclsConfig, {**config.to_dict(lin), "device": device})
         run_stage("lincls", lin, lin_cell, "--encoder", str(pre_cell / "encoder.pt"))
-    figures = E.load_figures(machine()["device"] if device != "cpu" else "cpu")
-    result = E.check.check(grid, results, figures)
+    figures = estimate.load_figures(machine()["device"] if device != "cpu" else "cpu")
+    result = estimate.check.check(grid, results, figures)
     # What the same cells spent on each clock: the busier the host, the further apart.
-    cells = list(E.check.finished(results, grid.name))
-    spent = {clock: sum(sum(E.check.spent(c[3], clock).values()) for c in cells) for clock in M.CLOCKS}
+    cells = list(estimate.check.finished(results, grid.name))
+    spent = {clock: sum(sum(estimate.check.spent(c[3], clock).values()) for c in cells) for clock in measured.CLOCKS}
     return {
         "suite": "benchmarks/price.py --check",
         "grid": HELD_OUT,

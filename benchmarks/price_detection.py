@@ -18,22 +18,22 @@ import sys
 from pathlib import Path
 
 from ring import resources
-from ring.core import config as C
-from ring.plan import grid as G
-from ring.plan.estimate import detection as D
-from ring.plan.estimate import measured as M
+from ring.core import config
+from ring.plan import grid
+from ring.plan.estimate import detection
+from ring.plan.estimate.measured import fixed_figure, seconds_of
 
 SHORT, LONG = 2, 6  # iterations: the short run's first is Detectron2's warm-up, LONG - SHORT are timed
 
 
-def paper_model(cfg: C.DetectionConfig, iterations: int) -> C.DetectionConfig:
+def paper_model(cfg: config.DetectionConfig, iterations: int) -> config.DetectionConfig:
     """The smoke cell with the paper's model (its narrowing keys left out; its input, batch, test threshold stay) at
     ``iterations``; a low lr, which changes no iteration's work, keeps so short a run's loss finite."""
-    overrides = {k: v for k, v in cfg.overrides.items() if not k.startswith(D.NARROWING)}
+    overrides = {k: v for k, v in cfg.overrides.items() if not k.startswith(detection.NARROWING)}
     overrides.update(
         {"SOLVER.MAX_ITER": iterations, "SOLVER.STEPS": [], "SOLVER.WARMUP_ITERS": 1, "SOLVER.BASE_LR": 0.001}
     )
-    return C.from_dict(C.DetectionConfig, {**C.to_dict(cfg), "overrides": overrides})
+    return config.from_dict(config.DetectionConfig, {**config.to_dict(cfg), "overrides": overrides})
 
 
 def backbone(root: Path) -> Path:
@@ -54,7 +54,7 @@ def backbone(root: Path) -> Path:
 def measure(run_stage, record, root: Path, clock: str) -> dict:
     """Per task: the seconds per iteration and per job of the ``detection`` pass on ``clock``, the record of what ran
     (images per batch, input sides) and the per-job fixed costs.  ``run_stage`` and ``record``: benchmarks.price's."""
-    smoke = G.load(resources.GRIDS / "smoke.yaml")
+    smoke = grid.load(resources.GRIDS / "smoke.yaml")
     datasets = root / "datasets"
     subprocess.run([sys.executable, "-m", "ring.detection.embedded", "--out", str(datasets)], check=True, timeout=600)
     weights = backbone(root / "backbone")
@@ -65,15 +65,15 @@ def measure(run_stage, record, root: Path, clock: str) -> dict:
         for iterations in (SHORT, LONG):
             cell = root / task / f"iter{iterations}"
             segment = run_stage("detection", paper_model(cfg, iterations), cell, "--weights", str(weights))
-            spent[iterations] = M.seconds_of(segment, clock)["detection"]
-        fixed.append(M.fixed_figure(segment, record(cfg), clock))
+            spent[iterations] = seconds_of(segment, clock)["detection"]
+        fixed.append(fixed_figure(segment, record(cfg), clock))
         per_iteration = (spent[LONG] - spent[SHORT]) / (LONG - SHORT)
         if not per_iteration > 0:
             raise ValueError(
                 f"{task}: {LONG} iterations took no longer than {SHORT} ({spent}); the figure cannot be honest: rerun."
             )
         test_images = embedded_test_images(datasets, task)
-        shape = D.shape(paper_model(cfg, SHORT), test_images)
+        shape = detection.shape(paper_model(cfg, SHORT), test_images)
         out[task] = {
             "record": record(cfg),
             "clock": clock,

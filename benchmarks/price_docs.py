@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 
 from ring import resources
-from ring.plan import estimate as E
-from ring.plan import grid as G
-from ring.plan.estimate import blocks, inputs
+from ring.plan import grid
+from ring.plan.estimate import blocks, inputs, load_figures
 
 BEGIN, END = "<!-- price:begin (python -m benchmarks.price --docs) -->", "<!-- price:end -->"
 RECORD_SHOWN = ("workers", "compile", "store", "threads", "batch", "crop", "bank")
@@ -110,7 +109,7 @@ def section(price_file: Path, check_file: Path) -> str:
     detection_file = Path(price_file).with_name(Path(price_file).name.replace("price-", "price_detection-"))
     detection = json.loads(detection_file.read_text())
     m, dm = price["machine"], detection["machine"]
-    paper, figures = G.load(resources.GRIDS / "paper.yaml"), E.load_figures()
+    paper, figures = grid.load(resources.GRIDS / "paper.yaml"), load_figures()
     lines = [
         BEGIN,
         f"The CPU's end-to-end figures (`{Path(price_file).name}`, measured {m['date']} on {m['cpu_count']} cores, "

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine, sync, timeit, write  # noqa: E402
-from ring.engine.objectives import ring as R  # noqa: E402
+from ring.engine.objectives import ring as ring_objective  # noqa: E402
 from ring.engine.objectives.ir import InstanceDiscrimination  # noqa: E402
 
 # The start and the end of annealing, and one half way (``inner`` 0.1: w_u = 100 - 0.1 (100 - w_l)), where today's
@@ -98,8 +98,9 @@ def radix_bounds(sims: torch.Tensor, lo_rank: int, hi_rank: int) -> tuple[torch.
     return lo, hi
 
 
-# "topk" below is today's torch path (R._topk_bounds, the CPU's before issue 48's partition and a GPU's now).
-CANDIDATES = {"radix": radix_bounds, "partition": R._partition_bounds}
+# "topk" below is today's torch path (ring_objective._topk_bounds, the CPU's before issue 48's partition and a
+# GPU's now).
+CANDIDATES = {"radix": radix_bounds, "partition": ring_objective._partition_bounds}
 
 
 def _tied_rows(rows: int, n: int, g: torch.Generator) -> torch.Tensor:
@@ -113,8 +114,10 @@ def check_exact(sims: torch.Tensor, g: torch.Generator, candidate: str) -> bool:
     """The candidate's bounds equal ``_row_bounds``'s on the benchmark's rows and on tied rows, every window."""
     for rows in (sims, _tied_rows(8, 3000, g).to(sims.device)):
         for window in (*WINDOWS, (30.0, 80.0), (0.0, 100.0), (99.8, 99.9)):
-            ranks = R.window_ranks(rows.shape[1], *window)
-            for old, new in zip(R._topk_bounds(rows, *ranks), CANDIDATES[candidate](rows, *ranks), strict=True):
+            ranks = ring_objective.window_ranks(rows.shape[1], *window)
+            for old, new in zip(
+                ring_objective._topk_bounds(rows, *ranks), CANDIDATES[candidate](rows, *ranks), strict=True
+            ):
                 if not torch.equal(old, new) or old.shape != new.shape:
                     raise AssertionError(f"{candidate} bounds differ from _row_bounds at window {window}")
     return True
@@ -140,26 +143,28 @@ def bench(batch: int, n: int, k: int, device: torch.device, repeats: int, candid
     g = torch.Generator().manual_seed(0)
     bank = F.normalize(torch.randn(n, 128, generator=g), dim=1).to(device)
     q = F.normalize(torch.randn(batch, 128, generator=g), dim=1).to(device)
-    rows = R._chunk_rows(batch, n, R.chunk_elements(0, device))  # one chunk, as sample_in_window cuts them
+    rows = ring_objective._chunk_rows(
+        batch, n, ring_objective.chunk_elements(0, device)
+    )  # one chunk, as sample_in_window cuts them
     u = torch.rand(rows, k, generator=g).to(device)
     sims = q[:rows] @ bank.T
     exact = check_exact(sims, g, candidate)
     new = CANDIDATES[candidate]
-    draw = R.DRAW_BY_DEVICE.get(device.type, R.sample_from_blocks)
+    draw = ring_objective.DRAW_BY_DEVICE.get(device.type, ring_objective.sample_from_blocks)
 
     def chunk(bounds, window):  # sample_in_window's body for one chunk, with the given bounds
-        lo_rank, hi_rank = R.window_ranks(n, *window)
+        lo_rank, hi_rank = ring_objective.window_ranks(n, *window)
         s = q[:rows] @ bank.T
         lo, hi = bounds(s, lo_rank, hi_rank)
-        mask = R.padded_mask(s, lo if lo_rank > 0 else None, hi if hi_rank < n else None)
+        mask = ring_objective.padded_mask(s, lo if lo_rank > 0 else None, hi if hi_rank < n else None)
         return draw(mask, u)
 
     out = []
     for window in WINDOWS:
-        ranks = R.window_ranks(n, *window)
-        assert torch.equal(chunk(R._topk_bounds, window), chunk(new, window)), f"draws differ at {window}"
+        ranks = ring_objective.window_ranks(n, *window)
+        assert torch.equal(chunk(ring_objective._topk_bounds, window), chunk(new, window)), f"draws differ at {window}"
         row = {"window": window, "same_draws": True}
-        pair = {"topk": R._topk_bounds, candidate: new}
+        pair = {"topk": ring_objective._topk_bounds, candidate: new}
         row |= {
             f"bounds_{k}_s": v for k, v in interleaved(pair, lambda b, r=ranks: b(sims, *r), device, repeats).items()
         }
@@ -171,7 +176,7 @@ def bench(batch: int, n: int, k: int, device: torch.device, repeats: int, candid
         out.append(row)
     # IR's draw for the same chunk (no similarity), and LA's top-4096 of the same similarities (its close neighbours'
     # selection, whose tied members and order a different selection would change: measured, not replaced).
-    ir = timeit(lambda: R.sample_uniform(n, u), device, repeats)
+    ir = timeit(lambda: ring_objective.sample_uniform(n, u), device, repeats)
     matmul = timeit(lambda: q[:rows] @ bank.T, device, repeats)
     la = timeit(lambda: torch.topk(sims, min(4096, n - 1), dim=1, sorted=False), device, repeats)
     others = {"ir_draw_s": ir, "similarity_s": matmul, "la_top4096_s": la}
@@ -183,11 +188,11 @@ def bench_objectives(batch: int, n: int, k: int, device: torch.device, repeats: 
     g = torch.Generator().manual_seed(1)
     q = F.normalize(torch.randn(batch, 128, generator=g), dim=1).to(device)
     index = torch.randint(0, n, (batch,), generator=g).to(device)
-    budget = R.chunk_elements(0, device)
+    budget = ring_objective.chunk_elements(0, device)
     times = {}
     for name, ring, bounds in (
-        ("ir", False, R._topk_bounds),
-        ("iring_topk", True, R._topk_bounds),
+        ("ir", False, ring_objective._topk_bounds),
+        ("iring_topk", True, ring_objective._topk_bounds),
         (f"iring_{candidate}", True, CANDIDATES[candidate]),
     ):
         objective = InstanceDiscrimination(n, 128, k, 0.07, 0.5, ring, budget).to(device)
@@ -197,11 +202,14 @@ def bench_objectives(batch: int, n: int, k: int, device: torch.device, repeats: 
             objective.contrast(x, objective.bank.memory, index, WINDOWS[1], objective.draws(x)).backward()
             objective.bank.update(index, x.detach())
 
-        kept, R._row_bounds = R._row_bounds, bounds  # sample_in_window reads the module's _row_bounds
+        kept, ring_objective._row_bounds = (
+            ring_objective._row_bounds,
+            bounds,
+        )  # sample_in_window reads the module's _row_bounds
         try:
             times[f"{name}_objective_s"] = timeit(step, device, repeats)
         finally:
-            R._row_bounds = kept
+            ring_objective._row_bounds = kept
     ir = times["ir_objective_s"]
     return {
         **times,

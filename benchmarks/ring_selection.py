@@ -237,8 +237,8 @@ def bench_method_steps(name: str, batch: int, image: int, n_images: list[int], d
     """Step-time ratio of a registered Ring method (a plug-in's, by its name) over its base method, at the size its
     kind ranks (``ring_selection(cfg, n)``) for each training-set size ``n``: rows of that kind, which `ring estimate`
     prices its cells by.  Built through the registry, as the pretraining stage builds them."""
-    from ring.core import config as C
     from ring.core.catalog import spec as dataset_spec
+    from ring.core.config import PretrainConfig
     from ring.core.methods import apply_fixed, method
     from ring.engine.objectives import build_encoder, build_objective
     from ring.pretrain import objective_settings
@@ -249,7 +249,7 @@ def bench_method_steps(name: str, batch: int, image: int, n_images: list[int], d
     rows, measured = [], set()
     for n in n_images:
         configs = {
-            m: C.PretrainConfig(**apply_fixed(m, {"dataset": "digits", "method": m, "batch_size": batch}))
+            m: PretrainConfig(**apply_fixed(m, {"dataset": "digits", "method": m, "batch_size": batch}))
             for m in (ring_method.base, name)
         }
         kind, size = ring_method.objective.ring_selection(configs[name], n)

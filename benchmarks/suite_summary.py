@@ -220,16 +220,16 @@ def estimate_row(raw: Path, device: str | None) -> dict:
         "status": "not run",
     }
     try:
-        from ring.plan import estimate as E
-        from ring.plan import grid as G
+        from ring.plan import grid
+        from ring.plan.estimate import estimate, load_figures
 
         with tempfile.TemporaryDirectory() as tmp:
             for path in [*COMMITTED.glob("*.json"), *(p for p in raw.glob("*.json") if RESULT_NAME.match(p.name))]:
                 shutil.copy(path, tmp)  # this run's files replace the committed ones of the same name
             _merge_quick_ring(Path(tmp))
-            figures = E.load_figures(device, results=Path(tmp))
+            figures = load_figures(device, results=Path(tmp))
             hours = sum(
-                h for *_, h in E.estimate(G.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml"), figures)
+                h for *_, h in estimate(grid.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml"), figures)
             )
         row.update(measured=hours, figures=figures.describe())
         row["status"] = ("pass" if hours <= bound else "fail") if bound else "no target for this device"

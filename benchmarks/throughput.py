@@ -40,8 +40,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import LAB_CONVERSION, items_per_second, machine, sync, write  # noqa: E402
-from ring.core import config as C  # noqa: E402
 from ring.core.catalog import spec  # noqa: E402
+from ring.core.config import PretrainConfig  # noqa: E402
 from ring.core.methods import method as method_spec  # noqa: E402
 from ring.data import augment, datasets  # noqa: E402
 from ring.engine.encoder import Grouped, Precision, resolve_precision  # noqa: E402
@@ -62,8 +62,8 @@ def build(name: str, n: int, batch: int, resize: int, crop: int, device, compile
     overrides = {"bn_groups": 8, "queue_size": 65_536} if name == "MoCo" else {}
     if name == "LA":
         overrides["kmeans_warmup_epochs"] = 0  # LA's own step (background neighbours, close positives)
-        overrides["kmeans_k"] = min(C.PretrainConfig.kmeans_k, n // 8)  # the tiny run's 512 images
-    cfg = C.PretrainConfig(
+        overrides["kmeans_k"] = min(PretrainConfig.kmeans_k, n // 8)  # the tiny run's 512 images
+    cfg = PretrainConfig(
         method=name,
         dataset="cifar10",
         batch_size=batch,

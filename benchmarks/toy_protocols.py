@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine, write  # noqa: E402
-from ring import toy_cnce as T  # noqa: E402
-from ring.core import config as C  # noqa: E402
+from ring.core.config import ToyCNCEConfig, to_dict  # noqa: E402
 from ring.reports import tables  # noqa: E402
+from ring.toy_cnce import run_seeds  # noqa: E402
 
 PAPER_COLUMNS = [10.0, 25.0, 50.0, 75.0, 90.0, 95.0]
 READINGS = {
@@ -72,8 +72,8 @@ GROUPS = ([5.0, 10.0, 25.0], [50.0, 75.0], [90.0, 95.0])
 def job(args) -> dict:
     seed, percentages, overrides = args
     start = time.perf_counter()
-    cfg = C.ToyCNCEConfig(**{**overrides, "percentages": percentages, "own_critics": True, "threads": 1})
-    result = T.run_seeds(cfg, [seed])[0]
+    cfg = ToyCNCEConfig(**{**overrides, "percentages": percentages, "own_critics": True, "threads": 1})
+    result = run_seeds(cfg, [seed])[0]
     return {"seed": seed, "result": result, "seconds": time.perf_counter() - start}
 
 
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--workers", type=int, default=1, help="processes side by side (one job per seed and group)")
-    parser.add_argument("--temperature", type=float, default=C.ToyCNCEConfig().temperature)
+    parser.add_argument("--temperature", type=float, default=ToyCNCEConfig().temperature)
     parser.add_argument("--tiny", action="store_true", help="a seconds-long run (tests)")
     args = parser.parse_args(argv)
     overrides = {"temperature": args.temperature}
@@ -108,14 +108,14 @@ def main(argv=None) -> int:
     results = merge(jobs)
     payload = {
         "machine": machine(),
-        "config": C.to_dict(C.ToyCNCEConfig(**overrides, own_critics=True)),
+        "config": to_dict(ToyCNCEConfig(**overrides, own_critics=True)),
         "seeds": args.seeds,
         "seconds": time.perf_counter() - start,
         "job_seconds_max": max(j["seconds"] for j in jobs),
         "per_seed": results,
         "summary": summarise(results),
     }
-    suffix = "" if args.temperature == C.ToyCNCEConfig().temperature else f"_t{args.temperature:g}"
+    suffix = "" if args.temperature == ToyCNCEConfig().temperature else f"_t{args.temperature:g}"
     write(f"toy_protocols{suffix}", payload, args.tiny)
     return 0
 

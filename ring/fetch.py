@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ring import resources
 from ring.data.download import FetchError, fetch
-from ring.plan import grid as G
+from ring.plan import grid
 
 
 def main(argv=None) -> int:
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     names = list(args.names)
     try:
         if args.grid:
-            names += G.datasets_read(G.load(G.resolve(args.grid, args.grids_dir)))
+            names += grid.datasets_read(grid.load(grid.resolve(args.grid, args.grids_dir)))
         if not names:
             raise FetchError("Name datasets to fetch, or --grid GRID.")
     except (FetchError, ValueError) as err:

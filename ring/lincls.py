@@ -44,7 +44,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ring.core import catalog, cell_runs
-from ring.core import config as C
+from ring.core.config import LinclsConfig, TransferConfig, config_hash
 from ring.core.files import CHECKSUMS, FileError, atomic_write, check_writable, read_record, remove_stale_temporaries
 from ring.core.methods import Method, method
 from ring.core.metrics import check_metrics
@@ -116,7 +116,7 @@ class Resolved(NamedTuple):
     data: datasets.Source  # a transfer cell's: ring.data.metadataset.Source
 
 
-def resolve(cfg: C.LinclsConfig) -> Resolved:
+def resolve(cfg: LinclsConfig) -> Resolved:
     """The cell's method (the registry) and dataset (the catalog), looked up here and nowhere below; an unknown
     method or dataset, the plan's checks and missing files fail here, before any data is read."""
     entry = catalog.spec(cfg.dataset)
@@ -126,12 +126,12 @@ def resolve(cfg: C.LinclsConfig) -> Resolved:
     return Resolved(resolve_method(cfg), data)
 
 
-def resolve_method(cfg: C.LinclsConfig) -> Method | None:
+def resolve_method(cfg: LinclsConfig) -> Method | None:
     """The method whose encoder ``cfg`` evaluates; a config written by hand may name none (one trunk, then)."""
     return method(cfg.method) if cfg.method else None
 
 
-def where(cfg: C.LinclsConfig) -> str:
+def where(cfg: LinclsConfig) -> str:
     return f"{type(cfg).__name__} cell {cfg.dataset}/{cfg.method}/seed{cfg.seed}"
 
 
@@ -140,9 +140,7 @@ class LinearEval:
     PASS = "linear evaluation"  # its seconds' name in provenance.json (ring.engine.clock)
     RESOLVE = staticmethod(resolve)  # its entry point's lookups (ring.transfer: a transfer dataset's)
 
-    def __init__(
-        self, cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path, cell: Resolved | None = None
-    ):
+    def __init__(self, cfg: LinclsConfig, encoder_path: str | Path, out_dir: str | Path, cell: Resolved | None = None):
         """``cell``: what :data:`RESOLVE` made of ``cfg`` (:func:`run` resolves it first); resolved here if not."""
         self.cfg = cfg
         self.out = Path(out_dir)
@@ -204,7 +202,7 @@ class LinearEval:
     def _save_checkpoint(self) -> None:
         save_checkpoint(
             {
-                "config_hash": C.config_hash(self.cfg),
+                "config_hash": config_hash(self.cfg),
                 "encoder_sha256": self.encoder_sha256,
                 "epoch": self.epoch,
                 "classifier": self.classifier.state_dict(),
@@ -221,8 +219,7 @@ class LinearEval:
             self.out / CHECKPOINT,
             "linear-evaluation checkpoint",
             lambda state: (
-                state.get("config_hash") == C.config_hash(self.cfg)
-                and state.get("encoder_sha256") == self.encoder_sha256
+                state.get("config_hash") == config_hash(self.cfg) and state.get("encoder_sha256") == self.encoder_sha256
             ),
             lambda state: keep_foreign_run(self.out, self.STAGE, self.cfg, state),
         )
@@ -300,7 +297,7 @@ class LinearEval:
         cell_runs.write_record(self.out, self.cfg, self.encoder_sha256)
         self.write_inputs()
         self.log.truncate_from(self.epoch)
-        with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed):
+        with self.log, provenance.Segment(self.out, config_hash(self.cfg), self.cfg.seed):
             return self._run()
 
     def write_inputs(self) -> None:
@@ -326,7 +323,7 @@ class LinearEval:
         return write_metrics(self, scores, loss)
 
 
-def eval_input(base, augmentation: str, cfg: C.LinclsConfig, norm, seed: int, device: torch.device, compiled: bool):
+def eval_input(base, augmentation: str, cfg: LinclsConfig, norm, seed: int, device: torch.device, compiled: bool):
     """A split's views: from a prepared store, made on the device (:mod:`ring.data.eval_views`: the records read,
     decoded as the store's workers decode them, in the loader's workers), else today's PIL views.  On a CPU a random
     crop's per-sample matmuls run on the cores the workers need: measured 3.4x slower than their PIL crops
@@ -362,7 +359,7 @@ def all_features(
     return torch.cat(feats), torch.cat(labels)
 
 
-def protocol_text(cfg: C.LinclsConfig, trunk_description: str) -> str:
+def protocol_text(cfg: LinclsConfig, trunk_description: str) -> str:
     """How the probe was trained, in the words of a table's footnote."""
     return (
         f"the linear protocol (SGD lr={cfg.lr:g}, momentum {cfg.momentum:g}, "
@@ -386,7 +383,7 @@ def write_metrics(run: LinearEval, scores: dict | None, loss: float | None) -> d
         "dataset": run.cfg.dataset,
         "method": run.cfg.method,
         "seed": run.cfg.seed,
-        "config_hash": C.config_hash(run.cfg),
+        "config_hash": config_hash(run.cfg),
         "encoder_config_hash": run.encoder_config_hash,
         "protocol": run.protocol(),
     }
@@ -424,7 +421,7 @@ def write_metrics(run: LinearEval, scores: dict | None, loss: float | None) -> d
     return metrics
 
 
-def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path, evaluation=None) -> dict:
+def run(cfg: LinclsConfig, encoder_path: str | Path, out_dir: str | Path, evaluation=None) -> dict:
     clock.start()  # what each pass of this cell costs (ring.engine.clock), recorded with its segment
     evaluation = evaluation or LinearEval
     with clock.timing("setup"):  # the checks, the data's folders, the encoder's files
@@ -432,7 +429,7 @@ def run(cfg: C.LinclsConfig, encoder_path: str | Path, out_dir: str | Path, eval
     return cell.run()
 
 
-def main(argv=None, evaluation=LinearEval, config_cls=C.LinclsConfig, description: str | None = None) -> int:
+def main(argv=None, evaluation=LinearEval, config_cls=LinclsConfig, description: str | None = None) -> int:
     """The entry point; ``evaluation`` and ``config_cls`` let ring.transfer share it."""
     parser = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
     parser.add_argument(
@@ -443,7 +440,7 @@ def main(argv=None, evaluation=LinearEval, config_cls=C.LinclsConfig, descriptio
     args = parser.parse_args(argv)
     clock.entered()  # the interpreter's start and the imports: this job's first fixed cost
     try:
-        stage = {C.LinclsConfig: "lincls", C.TransferConfig: "transfer"}[config_cls]
+        stage = {LinclsConfig: "lincls", TransferConfig: "transfer"}[config_cls]
         metrics = run(checks.load_checked(stage, args.config), args.encoder, args.out, evaluation)
     except (ValueError, FileNotFoundError, FileError) as err:
         print(f"ring: {err}", file=sys.stderr)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ring.core import config as C
+from ring.core.config import PretrainConfig
 from ring.data import datasets, eval_views
 from ring.data.views import ViewSpec, decode_of
 from ring.engine import clock
@@ -26,7 +26,7 @@ class KnnMonitor:
 
     def __init__(
         self,
-        cfg: C.PretrainConfig,
+        cfg: PretrainConfig,
         data: datasets.Source,
         net,
         device: torch.device,

@@ -38,7 +38,7 @@ from typing import NamedTuple
 import torch
 
 from ring.core import catalog, cell_runs
-from ring.core import config as C
+from ring.core.config import PretrainConfig, config_hash, to_dict
 from ring.core.files import FileError, check_writable, remove_stale_temporaries
 from ring.core.methods import METHOD_KEYS, Method, check_fixed, method
 from ring.core.objective_settings import ObjectiveSettings, OwnKeys
@@ -81,11 +81,11 @@ class Cell(NamedTuple):
     views: ViewSpec
 
 
-def resolve(cfg: C.PretrainConfig) -> Cell:
+def resolve(cfg: PretrainConfig) -> Cell:
     """The cell's method (the registry) and dataset (the catalog), looked up here and nowhere below; unknown or
     not-implemented methods, unknown datasets, the plan's checks and missing files fail here, before any data."""
     m = method(cfg.method)
-    check_fixed(cfg.method, m, C.to_dict(cfg))
+    check_fixed(cfg.method, m, to_dict(cfg))
     entry = catalog.spec(cfg.dataset)
     data = datasets.source(entry, cfg.data_root, cfg.store, cfg.resize)
     # The plan's checks (ring.plan.checks), again here for configs written by hand, before any data.
@@ -104,10 +104,10 @@ def resolve(cfg: C.PretrainConfig) -> Cell:
     return Cell(m, data, objective_settings(cfg, m, entry), views)
 
 
-def objective_settings(cfg: C.PretrainConfig, m: Method, dataset: catalog.DatasetSpec) -> ObjectiveSettings:
+def objective_settings(cfg: PretrainConfig, m: Method, dataset: catalog.DatasetSpec) -> ObjectiveSettings:
     """What method ``m``'s objective is built from, read from ``cfg``: the values every objective shares and the keys
     of METHOD_KEYS its objective declares it reads (all of them for one that declares none: ``own_keys = None``)."""
-    values, reads = C.to_dict(cfg), m.reads
+    values, reads = to_dict(cfg), m.reads
     own = OwnKeys(m.objective.label, {k: values[k] for k in METHOD_KEYS if reads is None or k in reads})
     return ObjectiveSettings(m, dataset, cfg.head, cfg.out_dim, cfg.temperature, cfg.batch_size, cfg.seed, own)
 
@@ -202,7 +202,7 @@ CHECKPOINT_PARTS = ("encoder", "objective", "optimizer", "scheduler", "schedule"
 class Pretraining:
     """Everything one pretraining cell holds; ``run()`` trains it to the end, resuming if it can."""
 
-    def __init__(self, cfg: C.PretrainConfig, out_dir: str | Path, cell: Cell | None = None):
+    def __init__(self, cfg: PretrainConfig, out_dir: str | Path, cell: Cell | None = None):
         """``cell``: what its entry point resolved (:func:`run`, :class:`Cell`); resolved here when not given."""
         self.cfg = cfg
         self.out = Path(out_dir)
@@ -373,7 +373,7 @@ class Pretraining:
             print(f"ring: resuming {self.out} at epoch {self.epoch} step {self.step_in_epoch}", file=sys.stderr)
         if not resumed and self.schedule and self.schedule.validates_before_training:
             validate_before_training(self)  # once per cell: on resume the policy's state holds it
-        with self.log, provenance.Segment(self.out, C.config_hash(self.cfg), self.cfg.seed) as self.segment:
+        with self.log, provenance.Segment(self.out, config_hash(self.cfg), self.cfg.seed) as self.segment:
             self.segment_start = self.epoch + self.step_in_epoch / self.steps_per_epoch
             self._train()
         if distributed.is_main():  # after the segment: its seconds are not in the cell's record
@@ -413,17 +413,17 @@ def epoch_line(out: Path, record: dict) -> str:
     return f"ring: {out.name} {values}"
 
 
-def export(encoder: torch.nn.Module, out: Path, cfg: C.PretrainConfig) -> None:
+def export(encoder: torch.nn.Module, out: Path, cfg: PretrainConfig) -> None:
     """The trained trunks (encoder.pt, and encoder_ab.pt for CMC), each checked before the first is written, with
     their checksum record; then the checkpoints the finished cell no longer needs go (:func:`finish`)."""
     trunks = export_trunks(encoder)
     for name, state in trunks.items():
         health.check_export(state, out / name)
-    save_trunks(trunks, out, config_hash=C.config_hash(cfg), epochs=cfg.epochs)
+    save_trunks(trunks, out, config_hash=config_hash(cfg), epochs=cfg.epochs)
     finish(out, cfg)
 
 
-def run(cfg: C.PretrainConfig, out_dir: str | Path) -> Path:
+def run(cfg: PretrainConfig, out_dir: str | Path) -> Path:
     clock.start()  # what each pass of this cell costs (ring.engine.clock), recorded with its segment
     with clock.timing("data check"):
         cell = resolve(cfg)

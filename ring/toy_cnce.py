@@ -62,7 +62,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ring.core import config as C
+from ring.core.config import ToyCNCEConfig
 from ring.core.files import FileError, atomic_write, check_writable
 from ring.core.metrics import check_metrics
 from ring.engine import health
@@ -115,7 +115,7 @@ def init_mlp(layers: int, hidden: int, gen: torch.Generator) -> list[torch.Tenso
     return params
 
 
-def two_encoders(cfg: C.ToyCNCEConfig, gen: torch.Generator) -> list[torch.Tensor]:
+def two_encoders(cfg: ToyCNCEConfig, gen: torch.Generator) -> list[torch.Tensor]:
     """The x encoder's parameters, then the y encoder's, drawn one after the other from ``gen``."""
     return init_mlp(cfg.layers, cfg.hidden, gen) + init_mlp(cfg.layers, cfg.hidden, gen)
 
@@ -179,17 +179,17 @@ def bound_terms(positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
 # ---- one run: train the critics, then evaluate every bound on held-out data ---------------------
 
 
-def estimators(cfg: C.ToyCNCEConfig) -> list[tuple[str, int]]:
+def estimators(cfg: ToyCNCEConfig) -> list[tuple[str, int]]:
     """(name, eligible bank entries) of each estimator: NCE (the whole bank), then CNCE at each percentage."""
     return [("NCE", cfg.n_points)] + [(f"CNCE{p:g}", eligible_count(cfg.n_points, p)) for p in cfg.percentages]
 
 
-def trained_critics(cfg: C.ToyCNCEConfig) -> list[tuple[str, int]]:
+def trained_critics(cfg: ToyCNCEConfig) -> list[tuple[str, int]]:
     """The critics one seed trains: NCE's, and with own_critics one per CNCE estimator too."""
     return estimators(cfg) if cfg.own_critics else estimators(cfg)[:1]
 
 
-def train(cfg: C.ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -> list[torch.Tensor]:
+def train(cfg: ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -> list[torch.Tensor]:
     """Train every (seed, critic) as one stack; returns the stacked x-encoder then y-encoder parameters.
 
     Model m is seed m // C's critic m % C (C = len(trained_critics(cfg))).
@@ -232,7 +232,7 @@ def train(cfg: C.ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -> li
 
 @torch.no_grad()
 def evaluate(
-    cfg: C.ToyCNCEConfig,
+    cfg: ToyCNCEConfig,
     seeds: list[int],
     params: list[torch.Tensor],
     jobs: list[tuple[int, int]],
@@ -294,7 +294,7 @@ def threads(n: int):
         torch.set_num_threads(before)
 
 
-def run_seeds(cfg: C.ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -> list[dict]:
+def run_seeds(cfg: ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -> list[dict]:
     """Train and evaluate every estimator for each seed; one metrics dict per seed."""
     check(cfg)
     start = time.perf_counter()
@@ -341,7 +341,7 @@ def run_seeds(cfg: C.ToyCNCEConfig, seeds: list[int], where: str = "toy_cnce") -
     return results
 
 
-def check(cfg: C.ToyCNCEConfig) -> None:
+def check(cfg: ToyCNCEConfig) -> None:
     """Every bad value fails here, before training, with one sentence (the plan's checks, then the matrix's)."""
     checks.check(cfg, f"toy_cnce seed {cfg.seed}")
     cov = joint_covariance(cfg.cov_z, cfg.cov_eps)
@@ -349,7 +349,7 @@ def check(cfg: C.ToyCNCEConfig) -> None:
         raise ValueError("toy_cnce cov_z + cov_eps must be a positive-definite 2x2 matrix.")
 
 
-def run(cfg: C.ToyCNCEConfig, out_dir: str | Path) -> dict:
+def run(cfg: ToyCNCEConfig, out_dir: str | Path) -> dict:
     out = Path(out_dir)
     check(cfg)  # a bad config creates no cell folder
     check_writable(out)  # before the training, not after it

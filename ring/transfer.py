@@ -27,7 +27,7 @@ from torchvision import transforms as T
 
 from ring import lincls
 from ring.core import catalog
-from ring.core import config as C
+from ring.core.config import TransferConfig
 from ring.core.files import atomic_write
 from ring.data import datasets, metadataset
 from ring.lincls import LinearEval
@@ -85,7 +85,7 @@ def normalization(images, split_sha256: str, resize: int, crop: int, cache_dir: 
     return doc
 
 
-def resolve(cfg: C.TransferConfig) -> lincls.Resolved:
+def resolve(cfg: TransferConfig) -> lincls.Resolved:
     """The cell's method (the registry), its transfer dataset and its source (the catalog), looked up here and
     nowhere below; the plan's checks and the dataset's folder and listing fail here, before any image is read."""
     entry = catalog.TRANSFER.get(cfg.dataset)
@@ -133,12 +133,12 @@ class TransferEval(LinearEval):
         write_json(self.manifest, self.out / MANIFEST)  # after ring.core.cell_runs set aside the previous run's
 
 
-def run(cfg: C.TransferConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:
+def run(cfg: TransferConfig, encoder_path: str | Path, out_dir: str | Path) -> dict:
     return lincls.run(cfg, encoder_path, out_dir, TransferEval)
 
 
 def main(argv=None) -> int:
-    return lincls.main(argv, TransferEval, C.TransferConfig, __doc__.splitlines()[0])
+    return lincls.main(argv, TransferEval, TransferConfig, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ring.core import config as C
 from ring.core import files
+from ring.core.config import LinclsConfig, PretrainConfig, config_hash, save
 from ring.core.methods import METHODS, apply_fixed
 from tests import ROOT
 
@@ -62,16 +62,16 @@ TINY_PRETRAIN_BLOCK = {k: v for k, v in TINY_PRETRAIN.items() if k != "dataset"}
 TINY_LINCLS = dict(dataset="digits", epochs=3, batch_size=64, resize=32, crop=32, augmentation="none", num_workers=0)
 
 
-def pretrain_config(method: str, **overrides) -> C.PretrainConfig:
+def pretrain_config(method: str, **overrides) -> PretrainConfig:
     """A tiny config with the method's defining values set, as a grid sets them (ring.core.methods.apply_fixed)."""
     values = {**TINY_PRETRAIN, **overrides}
     if method in METHODS:
         values = apply_fixed(method, values)
-    return C.PretrainConfig(method=method, **values)
+    return PretrainConfig(method=method, **values)
 
 
-def lincls_config(**overrides) -> C.LinclsConfig:
-    return C.LinclsConfig(**{**TINY_LINCLS, **overrides})
+def lincls_config(**overrides) -> LinclsConfig:
+    return LinclsConfig(**{**TINY_LINCLS, **overrides})
 
 
 def launch_command(cell: Path, *options: str) -> list[str]:
@@ -87,7 +87,7 @@ def run_module(module: str, *args, check: bool = True, **kwargs) -> subprocess.C
     )
 
 
-def preempt_resume_and_requeue(cell, monkeypatch, cfg: C.PretrainConfig) -> int:
+def preempt_resume_and_requeue(cell, monkeypatch, cfg: PretrainConfig) -> int:
     """Pretrain ``cfg`` in ``cell`` as a preempted, requeued cell is: preempted 4 steps into epoch 1,
     resumed to the end, then requeued once more from that mid-epoch checkpoint (older than the log),
     which redoes the end of epoch 1.  Returns the steps per epoch."""
@@ -187,18 +187,18 @@ def finished_detection(results: Path, grid, method: str, task: str, seed: int = 
     pre_cfg = grid.pretrain_config(source, method, seed, "data")
     cfg = grid.detection_config(method, task, seed, "datasets")
     for folder, config in ((pre, pre_cfg), (cell, cfg)) if config_files else ():
-        (folder / "config.hash").write_text(C.config_hash(config) + "\n")
-        C.save(config, folder / "config.yaml")  # after the hash and before the outputs, as the workflow writes them
+        (folder / "config.hash").write_text(config_hash(config) + "\n")
+        save(config, folder / "config.yaml")  # after the hash and before the outputs, as the workflow writes them
     (pre / "encoder.pt").write_bytes(b"trunk")
-    encoder = record_checksums(pre, ["encoder.pt"], config_hash=C.config_hash(pre_cfg))
+    encoder = record_checksums(pre, ["encoder.pt"], config_hash=config_hash(pre_cfg))
     (conv / "backbone.pkl").write_bytes(b"backbone")
     backbone = record_checksums(
         conv, ["backbone.pkl"], encoder_files=encoder["files"], encoder_config_hash=encoder["config_hash"]
     )["files"]["backbone.pkl"]
     cell_runs.write_record(cell, cfg, backbone)
     for name in DETECTRON2_FILES:
-        (cell / name).write_text(f"{name} of {C.config_hash(cfg)}")
-    lineage = {"config_hash": C.config_hash(cfg), "backbone_sha256": backbone, "encoder_files": encoder["files"]}
+        (cell / name).write_text(f"{name} of {config_hash(cfg)}")
+    lineage = {"config_hash": config_hash(cfg), "backbone_sha256": backbone, "encoder_files": encoder["files"]}
     metrics = {"task": task, "method": method, "seed": seed, **lineage, "columns": {f"{task}_AP": 6.0}}
     (cell / "metrics.json").write_text(json.dumps(metrics))
     cell_runs.keep_outputs(cell, "detection", cfg, backbone)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ring.core import config as C
+from ring.core.config import save, to_dict
 from ring.pretrain import Pretraining
 from tests.helpers import run_module
 
@@ -17,7 +17,7 @@ from tests.helpers import run_module
 def run_cell(tmp_path, name, cfg):
     cell = tmp_path / name
     cell.mkdir()
-    C.save(cfg, cell / "config.yaml")
+    save(cfg, cell / "config.yaml")
     run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
     return cell
 
@@ -40,7 +40,7 @@ def trained(module_tmp):
 
     def train(cfg, checkpoint: bool = False):
         cfg = cfg if checkpoint else dataclasses.replace(cfg, keep_checkpoint="none")
-        key = json.dumps(C.to_dict(cfg), sort_keys=True)  # every value, runtime keys included
+        key = json.dumps(to_dict(cfg), sort_keys=True)  # every value, runtime keys included
         if key not in cells:
             cells[key] = run_cell(module_tmp("trained"), "cell", cfg)
         return cells[key]

@@ -3,7 +3,7 @@ ring.data.download; no dataset named is refused in one sentence."""
 
 from ring import fetch as command
 from ring import resources
-from ring.plan import grid as G
+from ring.plan import grid as grid_plan
 
 
 def _fetched(monkeypatch) -> list:
@@ -14,7 +14,7 @@ def _fetched(monkeypatch) -> list:
 
 def test_the_named_datasets_and_a_grids_are_each_fetched_once(monkeypatch, tmp_path):
     calls = _fetched(monkeypatch)
-    grid = G.datasets_read(G.load(G.resolve("smoke", resources.GRIDS)))
+    grid = grid_plan.datasets_read(grid_plan.load(grid_plan.resolve("smoke", resources.GRIDS)))
     assert command.main(["cifar10", grid[0], "--grid", "smoke", "--data-root", str(tmp_path)]) == 0
     assert calls == [(name, str(tmp_path)) for name in dict.fromkeys(["cifar10", grid[0], *grid])]
 

@@ -166,9 +166,9 @@ def test_a_diverged_linear_evaluation_says_so_in_one_sentence_and_writes_no_accu
 
     cfg = lincls_config(epochs=2)
     C_path = tmp_path / "config.yaml"
-    from ring.core import config as C
+    from ring.core.config import save
 
-    C.save(cfg, C_path)
+    save(cfg, C_path)
     cell = tmp_path / "cell"
     assert (
         main(["--config", str(C_path), "--encoder", str(_constant_feature_encoder(tmp_path)), "--out", str(cell)]) == 0

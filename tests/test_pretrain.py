@@ -7,7 +7,7 @@ from torch.utils.data import Subset
 from torchvision.models import resnet18
 
 from ring import pretrain
-from ring.core import config as C
+from ring.core.config import config_hash, save
 from ring.core.files import FileError
 from ring.data import datasets
 from ring.engine.checkpoint import CheckpointError, atomic_save, checksummed, safe_load
@@ -87,9 +87,9 @@ def test_an_edited_config_keeps_the_previous_run_aside_and_starts_over(tmp_path,
     first = pretrain_config("IR", epochs=1, lr_milestones=[])
     cell = copied_cell(trained, tmp_path, "cell", first)
     before = {p.name: p.read_bytes() for p in cell.iterdir() if p.is_file() and p.name != "config.yaml"}
-    C.save(pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1), cell / "config.yaml")
+    save(pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1), cell / "config.yaml")
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
-    aside = cell / "runs" / C.config_hash(first)
+    aside = cell / "runs" / config_hash(first)
     assert (
         f"ring: {cell}: its config changed (lr): the previous run is kept in {aside} and this cell starts over"
         in result.stderr.splitlines()
@@ -104,7 +104,7 @@ def test_an_edited_config_keeps_the_previous_run_aside_and_starts_over(tmp_path,
         name: data for name, data in before.items() if name not in dropped
     }
     assert json.loads((cell / "run.json").read_text())["config"]["lr"] == 0.1
-    assert json.loads((cell / "export.json").read_text())["config_hash"] == C.config_hash(
+    assert json.loads((cell / "export.json").read_text())["config_hash"] == config_hash(
         pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1)
     )
     assert (cell / "encoder.pt").read_bytes() != before["encoder.pt"]
@@ -117,9 +117,9 @@ def test_a_checkpoint_of_another_config_without_a_record_is_kept_aside(tmp_path,
     cell = copied_cell(trained, tmp_path, "cell", first)
     (cell / "run.json").unlink()
     assert Pretraining(pretrain_config("IR", epochs=1, lr_milestones=[], lr=0.1), cell).resume() is False
-    aside = cell / "runs" / C.config_hash(first)
+    aside = cell / "runs" / config_hash(first)
     assert (
-        f"ring: {cell}: its checkpoint was written with another config (hash {C.config_hash(first)}); the previous "
+        f"ring: {cell}: its checkpoint was written with another config (hash {config_hash(first)}); the previous "
         f"run is kept in {aside} and this cell starts over" in capsys.readouterr().err
     )
     assert (aside / "encoder.pt").is_file() and not (cell / "checkpoint.pt").exists()
@@ -139,7 +139,7 @@ def test_a_finished_cell_drops_its_previous_checkpoint_and_under_none_its_last_o
 
     none = tmp_path / "none"
     none.mkdir()
-    C.save(dataclasses.replace(cfg, keep_checkpoint="none"), none / "config.yaml")
+    save(dataclasses.replace(cfg, keep_checkpoint="none"), none / "config.yaml")
     result = run_module("ring.pretrain", "--config", none / "config.yaml", "--out", none)
     assert not list(none.glob("checkpoint*.pt")) and f"ring: {none}: finished; dropped its checkpoints" in result.stderr
     assert_same_weights(none / "encoder.pt", cell / "encoder.pt")  # a runtime key: the same run, less kept
@@ -353,7 +353,7 @@ def test_a_cell_reading_a_damaged_store_stops_before_training(tmp_path, capsys):
     cell = tmp_path / "cell"
     cfg = pretrain_config("IR", dataset="digits_folder", store="raw", data_root=str(tmp_path / "data"), epochs=1)
     cell.mkdir()
-    C.save(cfg, cell / "config.yaml")
+    save(cfg, cell / "config.yaml")
     assert pretrain.main(["--config", str(cell / "config.yaml"), "--out", str(cell)]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"ring: {shard} does not match its recorded SHA-256 (damaged or edited since the store was built); run "

@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from ring.core import config as C
+from ring.core.config import config_hash, save
 from ring.core.methods import METHODS
 from ring.engine.checkpoint import safe_load
 from ring.pretrain import Pretraining
@@ -39,7 +39,7 @@ def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, trained, m
     cell = tmp_path / "killed"
     cell.mkdir()
     # Checkpoint after every step, so the kill lands after a mid-epoch checkpoint.
-    C.save(pretrain_config(method, checkpoint_interval_min=0.0, **overrides), cell / "config.yaml")
+    save(pretrain_config(method, checkpoint_interval_min=0.0, **overrides), cell / "config.yaml")
     cmd = [sys.executable, "-m", "ring.pretrain", "--config", str(cell / "config.yaml"), "--out", str(cell)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 900  # a hang detector: a loaded CI host took minutes for this epoch
@@ -60,7 +60,7 @@ def test_killed_mid_epoch_then_resumed_equals_uninterrupted(tmp_path, trained, m
 
     # The resumed run saves at the default interval (a runtime key: the same run): a save after every one of its
     # ~20 steps would only cost time (a checkpoint is ~90 MB, written and verified).
-    C.save(pretrain_config(method, **overrides), cell / "config.yaml")
+    save(pretrain_config(method, **overrides), cell / "config.yaml")
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
     assert "resuming" in result.stderr and "config changed" not in result.stderr
     assert_same_weights(reference / "encoder.pt", cell / "encoder.pt")
@@ -82,9 +82,9 @@ def test_a_longer_schedule_continues_the_checkpoint_and_equals_training_that_lon
     # (the preempted k-means test compares the two), so the continued run must still equal the reference exactly.
     cell = train_here(tmp_path, "cell", pretrain_config(method, epochs=1, lr_milestones=[1], **fixed))
     short = (cell / "encoder.pt").read_bytes()
-    C.save(pretrain_config(method, epochs=2, lr_milestones=[1], **fixed), cell / "config.yaml")
+    save(pretrain_config(method, epochs=2, lr_milestones=[1], **fixed), cell / "config.yaml")
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
-    aside = cell / "runs" / C.config_hash(pretrain_config(method, epochs=1, lr_milestones=[1], **fixed))
+    aside = cell / "runs" / config_hash(pretrain_config(method, epochs=1, lr_milestones=[1], **fixed))
     assert (
         f"ring: {cell}: its config changed (epochs): continuing from its checkpoint to epochs=2; the 1-epoch encoder "
         f"is kept in {aside}"
@@ -97,7 +97,7 @@ def test_a_longer_schedule_continues_the_checkpoint_and_equals_training_that_lon
 
     # A shorter schedule cannot be continued (a checkpoint cannot be made younger), but the 1-epoch run it was kept
     # aside as is finished: undoing the edit restores it and trains nothing (issue 40).
-    C.save(pretrain_config(method, epochs=1, lr_milestones=[1], **fixed), cell / "config.yaml")
+    save(pretrain_config(method, epochs=1, lr_milestones=[1], **fixed), cell / "config.yaml")
     result = run_module("ring.pretrain", "--config", cell / "config.yaml", "--out", cell)
     assert "nothing to train" in result.stderr and "this cell starts over" not in result.stderr
     assert (cell / "encoder.pt").read_bytes() == short

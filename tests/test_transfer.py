@@ -6,7 +6,7 @@ import torch
 from PIL import Image
 
 from ring import transfer
-from ring.core import config as C
+from ring.core.config import TransferConfig, save
 from ring.data import listings, metadataset
 from ring.lincls import LinearEval
 from tests.data.test_metadataset import write_cub
@@ -19,8 +19,8 @@ def data_root(tmp_path):
     return tmp_path / "data"
 
 
-def transfer_config(data_root, **overrides) -> C.TransferConfig:
-    return C.TransferConfig(
+def transfer_config(data_root, **overrides) -> TransferConfig:
+    return TransferConfig(
         **{
             **TINY_LINCLS,
             "dataset": "shapes",
@@ -103,7 +103,7 @@ def test_bad_transfer_cells_fail_with_one_sentence(tmp_path, encoder_file, data_
         transfer.TransferEval(transfer_config(data_root, source="shapes"), encoder_file, tmp_path / "cell")
     cfg = tmp_path / "config.yaml"
     (tmp_path / "nodata").mkdir()
-    C.save(transfer_config(tmp_path / "nodata", dataset="dtd"), cfg)
+    save(transfer_config(tmp_path / "nodata", dataset="dtd"), cfg)
     status = transfer.main(["--config", str(cfg), "--encoder", str(encoder_file), "--out", str(tmp_path / "cell")])
     assert status == 1
     assert (

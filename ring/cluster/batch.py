@@ -58,11 +58,10 @@ from ring.cluster.slurm import (
 from ring.cluster.slurm import stage_resources as merged_resources
 from ring.cluster.workflow import last_grid
 from ring.core import accounting, cell_runs
-from ring.core import config as C
+from ring.core.config import read_yaml, save, to_dict
 from ring.core.files import read_record as read_json_record
-from ring.plan import estimate as E
-from ring.plan import eta, gate, ownership
-from ring.plan import grid as G
+from ring.plan import estimate, eta, gate, ownership
+from ring.plan.grid import Grid
 
 # The slurm profile's config files, in its order (profiles/slurm/config.yaml): the package's defaults, then the
 # site's values, relative to the folder the command runs in, as --results is (a checkout's root, where Snakemake runs).
@@ -88,7 +87,7 @@ def merge(base: dict, over: dict) -> dict:
 def load_config(files: list[Path]) -> dict:
     config: dict = {}
     for path in files:
-        config = merge(config, C.read_yaml(path, "Config file") or {})
+        config = merge(config, read_yaml(path, "Config file") or {})
     jsonschema.validate(config, config_schema())
     return config
 
@@ -97,12 +96,10 @@ def stage_resources(config: dict, stage: str) -> Resources:
     return Resources.from_dict(merged_resources(config.get("slurm", {}), stage))
 
 
-def cell_job(
-    stage: str, cell: Path, cfg, grid: G.Grid, dataset: str, method: str, seed: int, results: Path
-) -> StageJob:
+def cell_job(stage: str, cell: Path, cfg, grid: Grid, dataset: str, method: str, seed: int, results: Path) -> StageJob:
     """Write the cell's config as the workflow would, and the job that runs the cell (once every check passed)."""
     cell.mkdir(parents=True, exist_ok=True)
-    C.save(cfg, cell / "config.yaml")
+    save(cfg, cell / "config.yaml")
     cell_runs.prepare(
         cell, stage, cfg, log=lambda line: print(line, file=sys.stderr)
     )  # as the workflow's config rule does
@@ -126,7 +123,7 @@ class Submission:
     ended_in: Path  # where that job is accounted: the cell, or the set-aside run that holds a segment of it
 
 
-def to_submit(grid: G.Grid, stage: str, config: dict, results: Path, res: Resources) -> list[Submission]:
+def to_submit(grid: Grid, stage: str, config: dict, results: Path, res: Resources) -> list[Submission]:
     """The grid's cells of ``stage`` that ``submit`` queues: missing, failed, gone or stale; nothing is written."""
     todo = []
     cells = grid_cells(grid, stage, results)
@@ -154,7 +151,7 @@ def to_submit(grid: G.Grid, stage: str, config: dict, results: Path, res: Resour
     return todo
 
 
-def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
+def submit(grid: Grid, stage: str, config: dict, results: Path) -> str | None:
     """Queue the grid's missing cells of ``stage`` as one job array.  Every check (ownership, each cell's processes,
     SLURM's view of the resources, the data) runs before anything is written, so a refusal leaves results/ as it
     was and the corrected command submits every cell."""
@@ -167,7 +164,7 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
         print(f"ring: every {stage} cell of grid {grid.name} is done or already submitted", file=sys.stderr)
         return None
     for item in todo:  # every cell against the plan's rules (its batch over the ranks, the site's largest node)
-        if problems := plan_problems(stage, config.get("slurm", {}), C.to_dict(item.cfg)):
+        if problems := plan_problems(stage, config.get("slurm", {}), to_dict(item.cfg)):
             raise ValueError(f"{item.cell}: {problems[0]}")
     preflight(res, getattr(todo[0].cfg, "checkpoint_interval_min", None))
     check_data(results / grid.name / "data", sorted({item.dataset for item in todo}), config["data_root"])
@@ -187,7 +184,7 @@ def submit(grid: G.Grid, stage: str, config: dict, results: Path) -> str | None:
     return queue(grid, stage, res, results, [(item.cell, job) for item, job in zip(todo, jobs, strict=True)])
 
 
-def queue(grid: G.Grid, stage: str, res: Resources, results: Path, todo: list[tuple[Path, StageJob]]) -> str:
+def queue(grid: Grid, stage: str, res: Resources, results: Path, todo: list[tuple[Path, StageJob]]) -> str:
     """Submit ``todo`` (cell, job) as one job array and record each cell's task; the array's id."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     folder = results / grid.name / "slurm" / f"{stage}-{stamp}"
@@ -216,7 +213,7 @@ def check_data(markers: Path, datasets: list[str], data_root: str) -> None:
             raise ValueError(check.stderr.strip().removeprefix("ring: ") or f"the data check of {dataset} failed")
 
 
-def status(grid: G.Grid, results: Path, config: dict) -> list[tuple]:
+def status(grid: Grid, results: Path, config: dict) -> list[tuple]:
     """One row per stage run: Table 1's pretraining and linear evaluation, then every study cell
     (its stage column ``study``: a study cell is a pretraining run whose output is its encoder), then every Table 4
     cell (its method column ``method/task``)."""
@@ -254,7 +251,7 @@ def spent_hours(cell: Path) -> float:
         return 0.0
 
 
-def outlook(grid: G.Grid, results: Path, config: dict, rows: list[tuple], figures) -> eta.Outlook:
+def outlook(grid: Grid, results: Path, config: dict, rows: list[tuple], figures) -> eta.Outlook:
     """When the grid's pretraining and linear evaluation will end (ring.plan.eta), from ``status``'s rows."""
     cells = []
     for stage, dataset, method, seed, state, _ in rows:
@@ -267,7 +264,7 @@ def outlook(grid: G.Grid, results: Path, config: dict, rows: list[tuple], figure
             spent += segment
         build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
         try:
-            price = E.predict_cell(stage, build(dataset, method, seed, config.get("data_root", "data")), figures)
+            price = estimate.predict_cell(stage, build(dataset, method, seed, config.get("data_root", "data")), figures)
         except (ValueError, AttributeError):  # no figures, or a dataset the model has no sizes for
             price = None
         gpus = stage_resources(config, stage).tasks
@@ -278,7 +275,7 @@ def outlook(grid: G.Grid, results: Path, config: dict, rows: list[tuple], figure
 
 def load_figures_or_none():
     try:
-        return E.load_figures()
+        return estimate.load_figures()
     except ValueError:
         return None
 
@@ -287,7 +284,7 @@ def load_figures_or_none():
 STATES = ("done", "stale", "running", "pending", "failed", "missing")
 
 
-def store_lines(grid: G.Grid, data_root: str) -> list[str]:
+def store_lines(grid: Grid, data_root: str) -> list[str]:
     """One line per prepared store the grid's cells read (ring.data.store_layout.cell_store), with its state."""
     from ring.core import catalog  # here: only `ring status` reads the catalog's stores
     from ring.data import store_layout  # (a plan of the other commands needs none)
@@ -316,7 +313,7 @@ def total_line(rows: list[tuple]) -> str:
     return f"total {len(rows)} stage runs: " + ", ".join(parts)
 
 
-def cancel(grid: G.Grid, stages: list[str], results: Path) -> list[str]:
+def cancel(grid: Grid, stages: list[str], results: Path) -> list[str]:
     cells = [(cell, stage) for stage in stages for cell, *_ in grid_cells(grid, stage, results)]
     states = recorded_states(cells)  # one sacct call for the grid
     ids = list(
@@ -369,7 +366,7 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def status_lines(grid: G.Grid, config: dict, args: argparse.Namespace) -> list[str]:
+def status_lines(grid: Grid, config: dict, args: argparse.Namespace) -> list[str]:
     """``status``: a line per stage run, when the grid will end, the totals, the prepared stores, the disk."""
     rows = status(grid, args.results, config)
     width = max([10, *(len(row[2]) for row in rows)])  # study cells name method/variant
@@ -379,7 +376,7 @@ def status_lines(grid: G.Grid, config: dict, args: argparse.Namespace) -> list[s
     ]
     lines += outlook(grid, args.results, config, rows, load_figures_or_none()).lines(grid.name)
     lines += [total_line(rows), *store_lines(grid, config.get("data_root", "data"))]
-    lines += E.check.status_lines(grid, args.results, E.load_figures)
+    lines += estimate.check.status_lines(grid, args.results, estimate.load_figures)
     return lines + [line] if (line := prune.disk_line(grid, args.results, config, args.grid)) else lines
 
 
@@ -393,9 +390,11 @@ def main(argv=None) -> int:
         # the workflow's checks, ownership included
         grid = gate.open_grid(args.grid or last_grid(args.results), args.grids_dir, args.results)
         if args.command == "estimate" and args.check:
-            print("\n".join(E.check.command(grid, args.results, E.load_figures, args.device, args.figures)))
+            print(
+                "\n".join(estimate.check.command(grid, args.results, estimate.load_figures, args.device, args.figures))
+            )
         elif args.command == "estimate":
-            print(E.report(grid, E.load_figures(args.device, extra=args.figures), args.by, args.store))
+            print(estimate.report(grid, estimate.load_figures(args.device, extra=args.figures), args.by, args.store))
         elif args.command == "submit":
             if not args.stage:
                 raise ValueError("submit needs --stage pretrain or --stage lincls.")

@@ -11,12 +11,12 @@ from ring.cluster import progress
 from ring.cluster.launch import recorded_job
 from ring.cluster.slurm import ALIVE, Resources, job_states, read_record
 from ring.cluster.watch import failure_sentence
-from ring.core import config as C
+from ring.core.config import config_hash
 from ring.core.files import CHECKSUMS
 from ring.core.files import read_record as read_json_record
 from ring.core.stages import STAGES
-from ring.plan import grid as G
 from ring.plan import lineage
+from ring.plan.grid import Grid
 
 OUTPUT = {stage: STAGES[stage].output for stage in ("pretrain", "lincls")}  # the stages batch submits
 
@@ -64,12 +64,12 @@ def cell_status(cell: Path, stage: str, res: Resources, states: dict[str, str | 
     return "failed", f"{record['job_id']} {state}: {failure_sentence(recorded_job(record), cell, state, res)}"
 
 
-def grid_cells(grid: G.Grid, stage: str, results: Path) -> list[tuple[Path, str, str, int]]:
+def grid_cells(grid: Grid, stage: str, results: Path) -> list[tuple[Path, str, str, int]]:
     """(cell folder, dataset, method, seed) of every cell of the grid's stage."""
     return [(cell_dir(results, grid.name, stage, d, m, s), d, m, s) for d, m, s in grid.cells()]
 
 
-def pretrained(grid: G.Grid, results: Path, dataset: str, method: str, seed: int, data_root: str) -> bool:
+def pretrained(grid: Grid, results: Path, dataset: str, method: str, seed: int, data_root: str) -> bool:
     """Whether a linear evaluation's encoder is there and its cell's (made with the grid's config of the cell)."""
     cell = cell_dir(results, grid.name, "pretrain", dataset, method, seed)
     return (cell / OUTPUT["pretrain"]).exists() and not stale_detail(
@@ -77,7 +77,7 @@ def pretrained(grid: G.Grid, results: Path, dataset: str, method: str, seed: int
     )
 
 
-def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]:
+def study_cells(grid: Grid, results: Path) -> list[tuple[Path, str, str, int]]:
     """(cell folder, dataset, method/variant, seed) of every study cell: the workflow's STUDY_CELL folders."""
     return [
         (
@@ -91,7 +91,7 @@ def study_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]
     ]
 
 
-def detection_cells(grid: G.Grid, results: Path) -> list[tuple[Path, str, str, int]]:
+def detection_cells(grid: Grid, results: Path) -> list[tuple[Path, str, str, int]]:
     """(cell folder, source dataset, method/task, seed) of every Table 4 cell: the workflow's DETECTION_METRICS
     folders (the backbone each trains on is beside them: :func:`backbone_of`)."""
     return [
@@ -105,7 +105,7 @@ def backbone_of(cell: Path) -> Path:
     return cell.parents[1] / cell.name / "backbone.pkl"
 
 
-def detection_state(grid: G.Grid, cell: Path, method_task: str, seed: int, state: str, detail: str) -> tuple[str, str]:
+def detection_state(grid: Grid, cell: Path, method_task: str, seed: int, state: str, detail: str) -> tuple[str, str]:
     """A Table 4 cell's line: a finished one whose metrics.json or backbone is not what its checksum record holds is
     damaged, one made with another config than the grid's, or from a backbone or encoder its chain no longer holds,
     stale (ring.plan.lineage); an unfinished one whose backbone is damaged says so (the next run converts it again)."""
@@ -117,7 +117,7 @@ def detection_state(grid: G.Grid, cell: Path, method_task: str, seed: int, state
     method, task = method_task.split("/")
     metrics = cell / STAGES["detection"].output
     made = read_json_record(metrics)
-    if made.get("config_hash") != C.config_hash(grid.detection_config(method, task, seed, "")):
+    if made.get("config_hash") != config_hash(grid.detection_config(method, task, seed, "")):
         return "stale", another_config(metrics)
     reason = lineage.stale_reason(metrics, made)
     return ("stale", reason) if reason else ("done", "")
@@ -138,14 +138,14 @@ def damage(cell: Path, stage: str) -> str:
     return hurt.reason if hurt else ""
 
 
-def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str) -> str:
+def stale_detail(grid: Grid, stage: str, cell: Path, dataset: str, method: str, seed: int, data_root: str) -> str:
     """Why a finished Table 1 cell no longer is what the grid asks for (empty when it is): its output was
     made with another config than the grid's, or evaluated an encoder that is not its cell's now, or is not what
     its checksum record holds."""
     if hurt := damage(cell, stage):
         return hurt
     build = grid.pretrain_config if stage == "pretrain" else grid.lincls_config
-    wanted = C.config_hash(build(dataset, method, seed, data_root))
+    wanted = config_hash(build(dataset, method, seed, data_root))
     output = cell / OUTPUT[stage]
     made = read_json_record(cell / "export.json" if stage == "pretrain" else output).get("config_hash")
     if made != wanted:
@@ -154,7 +154,7 @@ def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str
         # The encoder it evaluated may hold while the grid now asks another config of its pretraining cell (whose
         # config.yaml only the workflow rewrites): the plan forces that encoder, and with it this evaluation.
         pretrain = cell_dir(cell.parents[4], grid.name, "pretrain", dataset, method, seed)
-        wanted = C.config_hash(grid.pretrain_config(dataset, method, seed, data_root))
+        wanted = config_hash(grid.pretrain_config(dataset, method, seed, data_root))
         if found := lineage.superseded(pretrain, wanted):
             return (
                 f"evaluated the encoder of {pretrain}, which another config than the grid's made; the next "
@@ -164,7 +164,7 @@ def stale_detail(grid: G.Grid, stage: str, cell: Path, dataset: str, method: str
     return ""
 
 
-def data_check_failure(results: Path, grid: G.Grid, dataset: str) -> str:
+def data_check_failure(results: Path, grid: Grid, dataset: str) -> str:
     """The data check's sentence when it ran and failed for ``dataset`` (its .ok marker missing), else ''."""
     folder = results / grid.name / "data"
     log = folder / f"{dataset}.log"

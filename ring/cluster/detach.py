@@ -29,8 +29,7 @@ import sys
 from pathlib import Path
 
 from ring.cluster import slurm
-from ring.core import cell_runs
-from ring.core import config as C
+from ring.core import cell_runs, config
 from ring.core.files import CHECKSUMS, FileError
 from ring.core.files import read_record as read_json_record
 from ring.core.stages import STAGES, stages_with
@@ -102,9 +101,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     try:
-        cfg = C.load(stages_with("run_files")[args.stage].config, args.cell / "config.yaml")
+        cfg = config.load(stages_with("run_files")[args.stage].config, args.cell / "config.yaml")
         # The workflow's config rule has no resources: SLURM's defaults, polled every second (the rule waits).
-        detach(args.cell, C.config_hash(cfg), slurm.Resources(poll_s=slurm.CANCEL_POLL_S), log=say)
+        detach(args.cell, config.config_hash(cfg), slurm.Resources(poll_s=slurm.CANCEL_POLL_S), log=say)
         cell_runs.prepare(args.cell, args.stage, cfg, log=say)
     except (OSError, ValueError, RuntimeError, FileError) as err:
         print(f"ring: {args.cell}: {err}", file=sys.stderr)

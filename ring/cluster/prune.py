@@ -17,10 +17,10 @@ from pathlib import Path
 from ring.cluster import progress
 from ring.cluster.slurm import ALIVE, Resources, job_states, read_record, stage_resources
 from ring.plan import disk, ownership
-from ring.plan import grid as G
+from ring.plan.grid import Grid
 
 
-def holder(grid: G.Grid, results: Path, config: dict) -> str | None:
+def holder(grid: Grid, results: Path, config: dict) -> str | None:
     """What holds ``results/<grid>`` now, so that nothing there may be removed (one sentence), or None: a Snakemake
     run's lock on a file there, a live local launcher in one of its cell folders, or a SLURM job recorded in one
     that is alive or too recently submitted for accounting to know (one sacct call; SLURM unasked is no proof)."""
@@ -76,7 +76,7 @@ def confirmed(items: list[disk.Prunable], yes: bool) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def prune(grid: G.Grid, results: Path, config: dict, dry_run: bool, yes: bool = False) -> list[str]:
+def prune(grid: Grid, results: Path, config: dict, dry_run: bool, yes: bool = False) -> list[str]:
     """``prune``: list the superseded runs and unnamed cell folders with their sizes and, unless ``dry_run``, remove
     exactly those, only with ``yes`` or a confirmation at a terminal, only when this grid file is recorded as the
     maker of the folder (the gate refused another's already) and nothing holds it (:func:`holder`).  Each refusal
@@ -108,7 +108,7 @@ def prune(grid: G.Grid, results: Path, config: dict, dry_run: bool, yes: bool = 
     return [f"ring: removed {disk.summary(items)}; freed {disk.human(sum(item.bytes for item in items))}"]
 
 
-def disk_line(grid: G.Grid, results: Path, config: dict, grid_arg: str) -> str | None:
+def disk_line(grid: Grid, results: Path, config: dict, grid_arg: str) -> str | None:
     """status's line on superseded runs and unnamed cell folders, with the command that removes them; None if none."""
     items = disk.prunable(grid, results)
     if not items:

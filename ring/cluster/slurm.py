@@ -27,7 +27,7 @@ import submitit
 
 from ring import resources
 from ring.core import accounting
-from ring.core import config as C
+from ring.core.config import read_yaml
 from ring.core.files import write_json
 
 RECORD = "job.json"
@@ -103,7 +103,7 @@ SCHEMA = resources.SCHEMAS / "config.schema.yaml"
 
 
 def config_schema() -> dict:
-    return C.read_yaml(SCHEMA, "Schema")
+    return read_yaml(SCHEMA, "Schema")
 
 
 @functools.cache

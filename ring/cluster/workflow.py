@@ -24,7 +24,7 @@ from pathlib import Path
 
 import ring
 from ring import resources
-from ring.core import config as C
+from ring.core.config import read_yaml
 from ring.core.files import read_record, write_json
 
 PACKAGE_PARENT = Path(ring.__file__).resolve().parent.parent  # a checkout's root, or site-packages
@@ -69,7 +69,7 @@ def config_files(profile: Path, root: Path, site: Path | None) -> list[Path]:
     """The config files Snakemake reads for ``profile``, absolute: the profile's ``configfile`` list (the Snakefile's
     default config when it has none), a ``ring/...`` entry from the imported package, the site's entry replaced by
     ``site`` when there is one."""
-    listed = (C.read_yaml(profile / "config.yaml", "Profile") or {}).get("configfile") or ["ring/resources/config.yaml"]
+    listed = (read_yaml(profile / "config.yaml", "Profile") or {}).get("configfile") or ["ring/resources/config.yaml"]
     files = []
     for entry in [listed] if isinstance(listed, str) else listed:
         path = Path(entry)
@@ -162,7 +162,7 @@ def chosen_grid(line: list[str]) -> str:
         return given[-1]
     files = line[line.index("--configfile") + 1 :] if "--configfile" in line else []
     for path in reversed([f for f in files if f.endswith((".yaml", ".yml")) and Path(f).is_file()]):
-        if grid := (C.read_yaml(path, "Config file") or {}).get("grid"):
+        if grid := (read_yaml(path, "Config file") or {}).get("grid"):
             return str(grid)
     return "smoke"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from ring.core import config as C
+from ring.core.config import DetectionConfig
 from ring.plan.detection_tasks import Task
 
 # The appendix's changes to Detectron2's defaults for a frozen torchvision ResNet-18.
@@ -79,7 +79,7 @@ def apply(d2cfg, values: dict, source: str) -> None:
             raise ValueError(f"Detectron2 config key {key!r} in {source} cannot take {value!r} ({detail}).") from None
 
 
-def resolve_device(cfg: C.DetectionConfig) -> str:
+def resolve_device(cfg: DetectionConfig) -> str:
     import torch
 
     if cfg.device != "auto":
@@ -87,7 +87,7 @@ def resolve_device(cfg: C.DetectionConfig) -> str:
     return "cuda" if cfg.num_gpus > 0 and torch.cuda.is_available() else "cpu"
 
 
-def build(cfg: C.DetectionConfig, task: Task, weights: str | Path, out_dir: str | Path):
+def build(cfg: DetectionConfig, task: Task, weights: str | Path, out_dir: str | Path):
     """The cell's frozen Detectron2 config; ``task``: the cell's, looked up by its stage's entry point."""
     from detectron2.config import get_cfg
 

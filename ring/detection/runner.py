@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ring.core import cell_runs
-from ring.core import config as C
+from ring.core.config import DetectionConfig, config_hash
 from ring.core.files import CHECKSUMS, FileError, check_writable, verify_checksum, write_json, write_text
 from ring.core.metrics import NonFinite, check_metrics
 from ring.core.stages import STAGES
@@ -72,14 +72,14 @@ def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def keep_unrecorded_run(out: Path, cfg: C.DetectionConfig) -> None:
+def keep_unrecorded_run(out: Path, cfg: DetectionConfig) -> None:
     """A cell from before run.json was kept names its config only in its ``config_hash`` stamp: checkpoints of
     another config are kept under runs/, named by that stamp, as ring.core.cell_runs keeps any other run."""
     stamp = out / HASH_FILE
     if cell_runs.read_run_record(out) is not None or not stamp.is_file():
         return
     old = stamp.read_text().strip()
-    if old == C.config_hash(cfg):
+    if old == config_hash(cfg):
         return
     aside = cell_runs.set_aside(out, cell_runs.run_key(old, "unrecorded"), STAGES["detection"].run_files)
     if aside is not None:
@@ -87,7 +87,7 @@ def keep_unrecorded_run(out: Path, cfg: C.DetectionConfig) -> None:
         cell_runs.drop_checkpoints(aside, cfg, log=say)
 
 
-def bring_in_line(out: Path, cfg: C.DetectionConfig, backbone: str) -> bool:
+def bring_in_line(out: Path, cfg: DetectionConfig, backbone: str) -> bool:
     """The cell's folder made this config's run on this backbone (SHA-256 ``backbone``): another config's or
     backbone's run kept under runs/, a kept run of these restored (ring.core.cell_runs.prepare); True when that run is
     finished, its outputs verified (nothing trains).  Rank 0 alone moves files: under SLURM's one task per GPU the
@@ -99,11 +99,11 @@ def bring_in_line(out: Path, cfg: C.DetectionConfig, backbone: str) -> bool:
     if cell_runs.finished(out, "detection", cfg, backbone):
         return True
     cell_runs.write_record(out, cfg, backbone)  # from now on, every file here is this config's and backbone's
-    write_text(out / HASH_FILE, C.config_hash(cfg) + "\n")
+    write_text(out / HASH_FILE, config_hash(cfg) + "\n")
     return False
 
 
-def prepare(cfg: C.DetectionConfig, task: Task, weights: str | Path, out: str | Path):
+def prepare(cfg: DetectionConfig, task: Task, weights: str | Path, out: str | Path):
     """Every check that needs no model; returns the frozen Detectron2 config and the converted weights, or None
     when the cell's run of this config and backbone is finished already.  ``task``: the cell's, which its entry
     point (:func:`run`) looked up."""
@@ -165,7 +165,7 @@ def _slurm_worker(d2cfg, converted, datasets_root, where) -> dict:
     return box.get("results", {})
 
 
-def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | None:
+def run(cfg: DetectionConfig, weights: str | Path, out: str | Path) -> dict | None:
     clock.start()  # what each pass of this cell costs (ring.engine.clock), recorded with its segment
     task = get_task(cfg.task)  # looked up here and nowhere below
     setup_threads(cfg.threads)
@@ -175,10 +175,10 @@ def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | 
         say(f"ring: {out}: this backbone's run with this config is complete (kept outputs verified); nothing to train")
         return json.loads((Path(out) / METRICS_FILE).read_text())
     d2cfg, converted = prepared
-    lineage = {"config_hash": C.config_hash(cfg), **weights_lineage(weights)}
+    lineage = {"config_hash": config_hash(cfg), **weights_lineage(weights)}
     where = f"the {cfg.task} model ({task.base_config} at RESNETS.DEPTH 18)"
     args = (d2cfg, converted, cfg.datasets_root, where)
-    segment = provenance.Segment(out, C.config_hash(cfg), cfg.seed)
+    segment = provenance.Segment(out, config_hash(cfg), cfg.seed)
     with segment, non_finite_loss_is_one_sentence(out, cfg), clock.timing("detection"):
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             results = _slurm_worker(*args)
@@ -196,7 +196,7 @@ def run(cfg: C.DetectionConfig, weights: str | Path, out: str | Path) -> dict | 
 
 
 @contextmanager
-def non_finite_loss_is_one_sentence(out, cfg: C.DetectionConfig):
+def non_finite_loss_is_one_sentence(out, cfg: DetectionConfig):
     """Detectron2 stops at the first non-finite loss, before that step's optimizer update and before
     any checkpoint (SimpleTrainer's FloatingPointError); that becomes ring.engine.health's one sentence."""
     try:
@@ -219,7 +219,7 @@ def _write_metrics_worker(cfg, task, out, lineage, *args) -> None:
         write_metrics(cfg, task, out, results, lineage)
 
 
-def write_metrics(cfg: C.DetectionConfig, task: Task, out: str | Path, results: dict, lineage: dict) -> dict:
+def write_metrics(cfg: DetectionConfig, task: Task, out: str | Path, results: dict, lineage: dict) -> dict:
     """metrics.json: the columns, Detectron2's results, the protocol, and ``lineage`` (the config hash, the
     backbone's SHA-256 and its encoder's identity) that ring.plan.lineage checks before a table shows the cell."""
     metrics = {

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ring.core import cell_runs
-from ring.core import config as C
+from ring.core.config import SNAPSHOT_FILE, PretrainConfig, config_hash, hashed_values
 from ring.core.files import CHECKSUMS, read_record
 from ring.core.stages import STAGES
 from ring.engine import distributed
@@ -52,15 +52,15 @@ class PretrainCheckpoint:
     schedule, None without a Ring schedule); the cell's :class:`Position` is given to each save and returned by each
     restore."""
 
-    def __init__(self, out: Path, cfg: C.PretrainConfig, parts: dict):
+    def __init__(self, out: Path, cfg: PretrainConfig, parts: dict):
         self.out, self.cfg, self.parts = out, cfg, parts
 
     def state(self, position: Position) -> dict:
         """The whole training state: what the checkpoint and the snapshots hold."""
         schedule = self.parts["schedule"]
         return {
-            "config_hash": C.config_hash(self.cfg),
-            "config": C.hashed_values(self.cfg),  # what a longer schedule compares against (cell_runs.continues)
+            "config_hash": config_hash(self.cfg),
+            "config": hashed_values(self.cfg),  # what a longer schedule compares against (cell_runs.continues)
             "method": self.cfg.method,  # named by the error when another method's cell finds it
             "epoch": position.epoch,
             "step_in_epoch": position.step_in_epoch,
@@ -106,8 +106,8 @@ class PretrainCheckpoint:
                 f"The checkpoint {self.out / CHECKPOINT} was written by method {written_by}, but this cell trains "
                 f"{cfg.method}; move the checkpoint away to start this cell again (or back to a {written_by} cell)."
             )
-        return state.get("config_hash") == C.config_hash(cfg) or cell_runs.continues(
-            "pretrain", state.get("config"), C.hashed_values(cfg)
+        return state.get("config_hash") == config_hash(cfg) or cell_runs.continues(
+            "pretrain", state.get("config"), hashed_values(cfg)
         )
 
     def _set_aside(self, state: dict) -> None:
@@ -152,7 +152,7 @@ class PretrainCheckpoint:
 
     def snapshot(self, position: Position) -> None:
         """The training state at the start of an epoch of ``snapshot_epochs``, for study cells to start from."""
-        path = self.out / C.SNAPSHOT_FILE.format(epoch=position.epoch)
+        path = self.out / SNAPSHOT_FILE.format(epoch=position.epoch)
         if (
             position.step_in_epoch == 0
             and position.epoch in self.cfg.snapshot_epochs
@@ -162,7 +162,7 @@ class PretrainCheckpoint:
             atomic_save(checksummed(self.state(position)), path)
 
 
-def finished_without_checkpoint(out: Path, cfg: C.PretrainConfig) -> bool:
+def finished_without_checkpoint(out: Path, cfg: PretrainConfig) -> bool:
     """Bring the cell in line with ``cfg`` (the workflow decided this already; a config written by hand is decided
     here), and say whether it is a finished run of this config without its checkpoint (an undone edit brought it
     back after keep_superseded: results dropped the checkpoint): its verified encoder is the result, and nothing
@@ -173,11 +173,11 @@ def finished_without_checkpoint(out: Path, cfg: C.PretrainConfig) -> bool:
         if not any(path.exists() for path in checkpoints):
             cell_runs.restore_exports(out, cfg)  # the exports Snakemake deleted, from the verified copies
     distributed.barrier()
-    snapshots = [out / C.SNAPSHOT_FILE.format(epoch=epoch) for epoch in cfg.snapshot_epochs]
+    snapshots = [out / SNAPSHOT_FILE.format(epoch=epoch) for epoch in cfg.snapshot_epochs]
     if (
         any(path.exists() for path in checkpoints)
         or not all(path.exists() for path in snapshots)
-        or not cell_runs.finished_exports(out, C.config_hash(cfg))
+        or not cell_runs.finished_exports(out, config_hash(cfg))
     ):
         return False
     if distributed.is_main():
@@ -190,12 +190,12 @@ def finished_without_checkpoint(out: Path, cfg: C.PretrainConfig) -> bool:
     return True
 
 
-def finish(out: Path, cfg: C.PretrainConfig) -> None:
+def finish(out: Path, cfg: PretrainConfig) -> None:
     """A finished cell keeps what it needs again (``keep_checkpoint``): the previous checkpoint goes once the exports
     verify against their checksum record (they, not it, stand for the run now), the final one too under ``none``.
     Exports that do not verify keep both: the next run resumes and exports again.  The kept copies are what is
     verified: encoder.pt itself may be gone already (save_trunks: a Snakemake rerun deletes it while this job runs)."""
-    if read_record(out / CHECKSUMS).get("config_hash") != C.config_hash(cfg) or not cell_runs.verified_copies(out):
+    if read_record(out / CHECKSUMS).get("config_hash") != config_hash(cfg) or not cell_runs.verified_copies(out):
         print(f"ring: {out}: its exports do not verify after writing; its checkpoints are kept", file=sys.stderr)
         return
     freed = finish_checkpoints(out / CHECKPOINT, cfg.keep_checkpoint)

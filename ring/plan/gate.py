@@ -32,7 +32,7 @@ from ring.core import catalog
 from ring.core.config import read_yaml
 from ring.core.methods import METHODS
 from ring.plan import checks, ownership
-from ring.plan import grid as G
+from ring.plan import grid as grid_plan
 
 SCHEMA = resources.SCHEMAS / "grid.schema.yaml"
 
@@ -69,13 +69,13 @@ def open_grid(
     grid_dir: str | Path,
     results: str | Path = "results",
     validate: Callable[[dict, str], None] = schema_check,
-) -> G.Grid:
+) -> grid_plan.Grid:
     """The grid ``value`` names (a name of ``grid_dir`` or a path), through every check of the module docstring;
     ``validate(values, what)`` is the schema check (the workflow passes Snakemake's)."""
-    path = G.resolve(str(value), grid_dir)
-    values = G.read(path)
+    path = grid_plan.resolve(str(value), grid_dir)
+    values = grid_plan.read(path)
     validate(values, f"Grid file {path}")
-    grid = G.from_dict(path.stem, values, source=str(path))
+    grid = grid_plan.from_dict(path.stem, values, source=str(path))
     if problem := ownership.conflict(path, Path(results) / grid.name):
         raise ValueError(problem)
     for line in warnings():
@@ -90,7 +90,7 @@ def select(
     skip_checksums: bool = False,
     results: str | Path = "results",
     environment: bool = True,
-) -> G.Grid:
+) -> grid_plan.Grid:
     """The grid a workflow run plans: ``grid=value`` through the gate every command that reads a grid passes
     (:func:`open_grid`: resolved, read, schema-checked by ``validate(values, what)``, every cell's
     config of every stage checked, the results folder this file's, a broken or torch-importing plug-in warned of),
@@ -99,13 +99,13 @@ def select(
     dataset's loader cannot honour (refused here, not after the data check passed and the job failed).  Only this
     grid's file is read, so a broken neighbour never blocks a run.  Each refusal is one sentence (ValueError)."""
     try:
-        path = G.resolve(value, grid_dir)
+        path = grid_plan.resolve(value, grid_dir)
     except ValueError as err:
         raise ValueError(f"config {err}") from None
     grid = open_grid(path, grid_dir, results, validate)
     if environment and (problem := checks.environment(grid, results)):
         raise ValueError(problem)
-    verifying = [d for d in G.datasets_read(grid) if d in catalog.DATASETS and catalog.loader_verifies(d)]
+    verifying = [d for d in grid_plan.datasets_read(grid) if d in catalog.DATASETS and catalog.loader_verifies(d)]
     if skip_checksums and verifying:
         raise ValueError(catalog.skip_refusal(verifying[0]))
     return grid

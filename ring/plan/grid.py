@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 
-from ring.core import catalog
-from ring.core import config as C
+from ring.core import catalog, config
 from ring.core.methods import METHODS, apply_fixed, read_only
 from ring.core.stages import stages_with
 from ring.data import decode_place
@@ -134,10 +133,10 @@ class Grid:
 
     def transfer_config(
         self, dataset: str, method: str, seed: int, data_root: str, stats_cache: str = ""
-    ) -> C.TransferConfig:
+    ) -> config.TransferConfig:
         values = self.stage_values("transfer", dataset, method)
-        return C.from_dict(
-            C.TransferConfig,
+        return config.from_dict(
+            config.TransferConfig,
             {
                 "method": method,
                 "dataset": dataset,
@@ -160,26 +159,27 @@ class Grid:
 
     def pretrain_config(
         self, dataset: str, method: str, seed: int, data_root: str, recorded: str | None = None
-    ) -> C.PretrainConfig:
+    ) -> config.PretrainConfig:
         """``recorded``: the decoder the cell recorded when it was first planned (:func:`recorded_decoder`)."""
         values = apply_fixed(method, self.pretrain_values(dataset, method))
-        cfg = C.from_dict(
-            C.PretrainConfig, {"method": method, "dataset": dataset, "seed": seed, "data_root": data_root, **values}
+        cfg = config.from_dict(
+            config.PretrainConfig,
+            {"method": method, "dataset": dataset, "seed": seed, "data_root": data_root, **values},
         )
         return with_decoder(cfg, recorded)
 
-    def lincls_config(self, dataset: str, method: str, seed: int, data_root: str) -> C.LinclsConfig:
+    def lincls_config(self, dataset: str, method: str, seed: int, data_root: str) -> config.LinclsConfig:
         values = self.stage_values("lincls", dataset, method)
-        return C.from_dict(
-            C.LinclsConfig, {"method": method, "dataset": dataset, "seed": seed, "data_root": data_root, **values}
+        return config.from_dict(
+            config.LinclsConfig, {"method": method, "dataset": dataset, "seed": seed, "data_root": data_root, **values}
         )
 
     def toy_cnce_seeds(self) -> list[int]:
         return [int(s) for s in (self.toy_cnce or {}).get("seeds", [])]
 
-    def toy_cnce_config(self, seed: int) -> C.ToyCNCEConfig:
+    def toy_cnce_config(self, seed: int) -> config.ToyCNCEConfig:
         values = {k: v for k, v in (self.toy_cnce or {}).items() if k != "seeds"}
-        return C.from_dict(C.ToyCNCEConfig, {**values, "seed": seed})
+        return config.from_dict(config.ToyCNCEConfig, {**values, "seed": seed})
 
     # -- Table 4 (optional ``detection:`` block) ---------------------------------------------
     # detection: {source: DATASET, methods: [...], tasks: [...], datasets: embedded|detectron2,
@@ -193,7 +193,7 @@ class Grid:
         block = self.detection
         return list(product([block["source"]], block["methods"], block["tasks"], self.seeds))
 
-    def detection_config(self, method: str, task: str, seed: int, datasets_root: str) -> C.DetectionConfig:
+    def detection_config(self, method: str, task: str, seed: int, datasets_root: str) -> config.DetectionConfig:
         block = self.detection
         values, overrides = {}, {}
         for part in (
@@ -203,8 +203,8 @@ class Grid:
         ):
             values.update({k: v for k, v in part.items() if k != "overrides"})
             overrides.update(part.get("overrides", {}))
-        return C.from_dict(
-            C.DetectionConfig,
+        return config.from_dict(
+            config.DetectionConfig,
             {
                 "task": task,
                 "method": method,
@@ -219,7 +219,7 @@ class Grid:
 
     def study_config(
         self, study: str, method: str, variant: str, seed: int, data_root: str, init_from: str = ""
-    ) -> C.PretrainConfig:
+    ) -> config.PretrainConfig:
         """A study cell's config: the grid's pretraining overrides, then the study's, then the variant's.
 
         ``init_from`` is the path of the snapshot the variant starts from (the workflow builds it).
@@ -231,8 +231,8 @@ class Grid:
         values.update(read_only(method, s.pretrain))
         values.update(read_only(method, {k: v for k, v in s.variants[variant].items() if k != "init_from"}))
         values = apply_fixed(method, values)
-        cfg = C.from_dict(
-            C.PretrainConfig,
+        cfg = config.from_dict(
+            config.PretrainConfig,
             {
                 "method": method,
                 "dataset": s.dataset,
@@ -245,7 +245,7 @@ class Grid:
         return with_decoder(cfg)
 
 
-def with_decoder(cfg: C.PretrainConfig, recorded: str | None = None) -> C.PretrainConfig:
+def with_decoder(cfg: config.PretrainConfig, recorded: str | None = None) -> config.PretrainConfig:
     """``cfg`` with the decoder of its store's records resolved and recorded (``store_decoder``,
     :func:`ring.data.decode_place.planned`), unless it names one already or its choice is one the checks refuse."""
     if cfg.store_decoder or cfg.store_decode not in decode_place.CHOICES or cfg.method not in METHODS:
@@ -266,7 +266,7 @@ def recorded_decoder(config_yaml: str | Path) -> str | None:
     figure had measured the GPU's decoder faster); None for a cell not planned yet, one whose file cannot be read
     (planned afresh), or one whose choice was not ``auto``."""
     try:
-        values = C.read_yaml(config_yaml, "the cell's config")
+        values = config.read_yaml(config_yaml, "the cell's config")
     except (OSError, ValueError):
         return None
     if not isinstance(values, dict) or values.get("store_decode", "auto") != "auto":
@@ -351,7 +351,7 @@ def read(path: str | Path) -> dict:
     """A grid file's keys, before the schema sees them; one sentence for a file that holds none (empty, comments
     only) or holds a list or a single value instead of ``key: value`` lines."""
     path = Path(path)
-    values = C.read_yaml(path, "Grid file")
+    values = config.read_yaml(path, "Grid file")
     if values is None:
         raise ValueError(
             f"Grid file {path} is empty (no keys, at most comments); write its datasets:, methods: and "

@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from ring.core import config as C
+from ring.core.config import PretrainConfig, check_key
 from ring.core.method_keys import KEYS
 from ring.core.methods import METHOD_KEYS, METHODS, unread_keys
 from ring.core.stages import STAGES
@@ -34,7 +34,7 @@ _FIELD = re.compile(r"^    (\w+): [^=]+?(?:=.*?)?(?:\s+#\s*(.*))?$")
 def sections() -> dict[str, type]:
     """Section -> config class, in the stages' declaration order (ring.core.stages); a study's keys are
     PretrainConfig's."""
-    return {s.reference: s.config for s in STAGES.values() if s.reference}
+    return {stage.reference: stage.config for stage in STAGES.values() if stage.reference}
 
 
 def field_comments(cls) -> dict[str, str]:
@@ -92,7 +92,7 @@ def entries(stage: str) -> list[dict]:
     cls = sections()[stage]
     # A method's own keys are described by their declarations (ring.core.method_keys), the others by their comments.
     comments = field_comments(cls)
-    if issubclass(cls, C.PretrainConfig):
+    if issubclass(cls, PretrainConfig):
         comments.update({name: key.description() for name, key in KEYS.items()})
     runtime = set(getattr(cls, "RUNTIME_FIELDS", ()))
     return [
@@ -198,7 +198,7 @@ def describe(stage: str | None = None, key: str | None = None) -> str:
         raise ValueError(f"Unknown stage {stage!r}; stages are {', '.join(sections())}.")
     rows = [e for e in entries(stage) if key is None or e["key"] == key]
     if not rows:
-        C.check_key(sections()[stage], key)  # suggests the closest key
+        check_key(sections()[stage], key)  # suggests the closest key
     return "\n\n".join(
         f"{stage}.{e['key']}: {e['type']} = {e['default']}\n  allowed: {e['allowed']}\n"
         f"  {e['what'] or '(no description)'}\n  default from: {e['source']}"

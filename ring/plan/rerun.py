@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from ring.core import config as C
+from ring.core import config
 from ring.core.cell_runs import prepare
 from ring.core.files import FileError
 from ring.core.stages import stages_with
@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     try:
         if problem := grid_problem(args.cell):
             raise ValueError(problem)
-        cfg = C.load(stages_with("run_files")[args.stage].config, args.cell / "config.yaml")
+        cfg = config.load(stages_with("run_files")[args.stage].config, args.cell / "config.yaml")
         prepare(args.cell, args.stage, cfg, log=lambda line: print(line, file=sys.stderr))
     except (OSError, ValueError, FileError) as err:
         print(f"ring: {args.cell}: {err}", file=sys.stderr)

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from ring.cluster import batch, cells, launch, progress, slurm
-from ring.core import config as C
-from ring.plan import grid as G
+from ring.core import config as config_io
+from ring.plan import grid as grid_plan
 from tests.helpers import TINY_PRETRAIN, TINY_PRETRAIN_BLOCK, launch_command
 
 GRID = {
@@ -34,9 +34,9 @@ def _finished_pretraining(cell: Path, values=GRID, name="tiny", method="IR", see
     """encoder.pt with the checksum record ring.pretrain writes, made with the grid's config of the cell."""
     from ring.core.files import record_checksums
 
-    cfg = G.from_dict(name, values).pretrain_config("digits", method, seed, "data")
+    cfg = grid_plan.from_dict(name, values).pretrain_config("digits", method, seed, "data")
     (cell / "encoder.pt").write_bytes(b"trunk")
-    record_checksums(cell, ["encoder.pt"], config_hash=config_hash or C.config_hash(cfg))
+    record_checksums(cell, ["encoder.pt"], config_hash=config_hash or config_io.config_hash(cfg))
 
 
 def _status(tmp_path, grids, capsys) -> list[str]:
@@ -97,7 +97,7 @@ def test_status_of_a_local_cell_mid_run_then_killed(tmp_path, capsys):
     )
     cell = tmp_path / "results" / "tiny" / "pretrain" / "digits" / "IR" / "seed0"
     cell.mkdir(parents=True)
-    C.save(G.load(grids / "tiny.yaml").pretrain_config("digits", "IR", 0, "data"), cell / "config.yaml")
+    config_io.save(grid_plan.load(grids / "tiny.yaml").pretrain_config("digits", "IR", 0, "data"), cell / "config.yaml")
     run = subprocess.Popen(
         launch_command(cell),
         stdout=subprocess.DEVNULL,
@@ -130,8 +130,8 @@ def test_local_launcher_marks_a_failed_stage_and_clears_a_finished_one(tmp_path)
     # One the checks pass but the stage refuses (its dataset is not under data_root): marked failed.
     failing = tmp_path / "failing"
     failing.mkdir()
-    C.save(
-        C.PretrainConfig(
+    config_io.save(
+        config_io.PretrainConfig(
             method="IR", **{**TINY_PRETRAIN, "dataset": "cifar10", "data_root": str(tmp_path / "no-data")}
         ),
         failing / "config.yaml",
@@ -335,7 +335,7 @@ def test_submit_submits_a_stale_cell_like_a_missing_one_and_keeps_its_output(tmp
     (results / "tiny" / "data").mkdir()
     (results / "tiny" / "data" / "digits.ok").touch()  # the data check passed
     submitted = fake_slurm(monkeypatch, "5")
-    grid = G.load(grids / "tiny.yaml")
+    grid = grid_plan.load(grids / "tiny.yaml")
     assert batch.submit(grid, "pretrain", batch.load_config(batch.DEFAULT_CONFIGS), results) == "5"
     assert sorted(submitted) == sorted([cell("IR", 0), cell("MoCoRing", 0), cell("MoCoRing", 1)])
     assert not (cell("IR", 0) / "encoder.pt").exists()
@@ -352,8 +352,8 @@ def _finished_chain(tmp_path):
     pre.mkdir(parents=True)
     _finished_pretraining(pre)
     lin.mkdir(parents=True)
-    cfg = G.from_dict("tiny", GRID).lincls_config("digits", "IR", 0, "data")
-    C.save(cfg, lin / "config.yaml")
+    cfg = grid_plan.from_dict("tiny", GRID).lincls_config("digits", "IR", 0, "data")
+    config_io.save(cfg, lin / "config.yaml")
     return grids, pre, lin, cfg
 
 
@@ -383,10 +383,10 @@ def test_status_and_submit_agree_with_the_plan_on_an_evaluation_of_a_stale_encod
     # Made, with the config.yaml beside it, before the grid's pretraining epochs were edited: its chain holds.
     before = {**GRID, "pretrain": {"all": {**GRID["pretrain"]["all"], "epochs": 3}}}
     _finished_pretraining(pre, values=before)
-    C.save(G.from_dict("tiny", before).pretrain_config("digits", "IR", 0, "data"), pre / "config.yaml")
+    config_io.save(grid_plan.from_dict("tiny", before).pretrain_config("digits", "IR", 0, "data"), pre / "config.yaml")
     lin.mkdir(parents=True)
-    cfg = G.from_dict("tiny", GRID).lincls_config("digits", "IR", 0, "data")
-    C.save(cfg, lin / "config.yaml")
+    cfg = grid_plan.from_dict("tiny", GRID).lincls_config("digits", "IR", 0, "data")
+    config_io.save(cfg, lin / "config.yaml")
     record = json.loads((pre / "export.json").read_text())
     (lin / "metrics.json").write_text(
         json.dumps(
@@ -395,7 +395,7 @@ def test_status_and_submit_agree_with_the_plan_on_an_evaluation_of_a_stale_encod
                 "method": "IR",
                 "seed": 0,
                 "top1": 50.0,
-                "config_hash": C.config_hash(cfg),
+                "config_hash": config_io.config_hash(cfg),
                 "protocol": {"encoder_files": record["files"]},
             }
         )
@@ -403,7 +403,7 @@ def test_status_and_submit_agree_with_the_plan_on_an_evaluation_of_a_stale_encod
     lines = _status(tmp_path, grids, capsys)
     assert [line.split()[4] for line in lines[:2]] == ["stale", "stale"], lines
     assert f"evaluated the encoder of {pre}, which another config than the grid's made" in lines[1]
-    assert cells.stale_detail(G.from_dict("tiny", GRID), "lincls", lin, "digits", "IR", 0, "data")
+    assert cells.stale_detail(grid_plan.from_dict("tiny", GRID), "lincls", lin, "digits", "IR", 0, "data")
 
 
 def test_status_calls_a_diverged_evaluation_diverged_not_done(tmp_path, capsys):
@@ -411,10 +411,10 @@ def test_status_calls_a_diverged_evaluation_diverged_not_done(tmp_path, capsys):
     from ring.core import cell_runs
 
     grids, pre, lin, cfg = _finished_chain(tmp_path)
-    C.save(G.from_dict("tiny", GRID).pretrain_config("digits", "IR", 0, "data"), pre / "config.yaml")
+    config_io.save(grid_plan.from_dict("tiny", GRID).pretrain_config("digits", "IR", 0, "data"), pre / "config.yaml")
     record = json.loads((pre / "export.json").read_text())
     sentence = f"{lin}: the linear evaluation diverged: its top-1 10.2% is at chance"
-    metrics = {"dataset": "digits", "method": "IR", "seed": 0, "config_hash": C.config_hash(cfg)}
+    metrics = {"dataset": "digits", "method": "IR", "seed": 0, "config_hash": config_io.config_hash(cfg)}
     (lin / "metrics.json").write_text(json.dumps({**metrics, "protocol": {"encoder_files": record["files"]}}))
     cell_runs.keep_outputs(lin, "lincls", cfg, "sha")
     assert [line.split()[4] for line in _status(tmp_path, grids, capsys)[:2]] == ["done", "done"]
@@ -427,7 +427,7 @@ def test_status_calls_a_diverged_evaluation_diverged_not_done(tmp_path, capsys):
     assert lines[1].split()[4] == "diverged" and sentence in lines[1], lines
     assert "total 2 stage runs: 1 done, 0 stale, 0 running, 0 pending, 0 failed, 0 missing, 1 diverged" in lines
     # Finished with its verdict: the grid's end does not wait for it to run again.
-    grid, config = G.from_dict("tiny", GRID), batch.load_config(batch.DEFAULT_CONFIGS)
+    grid, config = grid_plan.from_dict("tiny", GRID), batch.load_config(batch.DEFAULT_CONFIGS)
     rows = batch.status(grid, tmp_path / "results", config)
     assert batch.outlook(grid, tmp_path / "results", config, rows, figures=None).stages["lincls"].done == 1
 
@@ -435,10 +435,10 @@ def test_status_calls_a_diverged_evaluation_diverged_not_done(tmp_path, capsys):
 def test_status_says_when_the_grid_will_end_from_its_own_cells(tmp_path, monkeypatch):
     """The outlook's inputs read from the cells: a finished cell's provenance (spent 2x its price), a running cell's
     provenance and progress.json (its rate), the stage's GPUs from the resources; the arithmetic is ring.plan.eta's."""
-    grid = G.from_dict("tiny", GRID)
+    grid = grid_plan.from_dict("tiny", GRID)
     results = tmp_path / "results"
     prices = {"pretrain": 1.0, "lincls": 0.25}
-    monkeypatch.setattr(batch.E, "predict_cell", lambda stage, cfg, figures: prices[stage])
+    monkeypatch.setattr(batch.estimate, "predict_cell", lambda stage, cfg, figures: prices[stage])
     config = {"slurm": {"defaults": {"gpus_per_node": 2}, "lincls": {"gpus_per_node": 1}}}
     done = cells.cell_dir(results, "tiny", "pretrain", "digits", "IR", 0)
     running = cells.cell_dir(results, "tiny", "pretrain", "digits", "IR", 1)
@@ -478,7 +478,7 @@ def test_submit_refuses_what_the_plan_refuses_before_the_array_is_queued(tmp_pat
     monkeypatch.setattr(batch, "preflight", lambda res, interval: pytest.fail("asked SLURM"))
     config = batch.merge(batch.load_config(batch.DEFAULT_CONFIGS), {"slurm": {"largest_node": {"mem_gb": 16}}})
     with pytest.raises(ValueError, match="pretrain asks for 32 GB of memory per node .* largest node has 16"):
-        batch.submit(G.load(grids / "tiny.yaml"), "pretrain", config, results)
+        batch.submit(grid_plan.load(grids / "tiny.yaml"), "pretrain", config, results)
 
 
 def test_submit_leaves_a_set_aside_runs_job_with_that_run(tmp_path, monkeypatch):
@@ -502,7 +502,9 @@ def test_submit_leaves_a_set_aside_runs_job_with_that_run(tmp_path, monkeypatch)
     executor = SimpleNamespace(batch=nullcontext, submit=lambda job: SimpleNamespace(job_id="5_0"))
     monkeypatch.setattr(batch, "make_executor", lambda folder, res, name: executor)
     monkeypatch.setattr(batch, "preflight", lambda res, interval: None)
-    assert batch.submit(G.load(grids / "tiny.yaml"), "pretrain", batch.load_config(batch.DEFAULT_CONFIGS), results)
+    assert batch.submit(
+        grid_plan.load(grids / "tiny.yaml"), "pretrain", batch.load_config(batch.DEFAULT_CONFIGS), results
+    )
     assert not (cell / "provenance.json").exists()
     assert [s["job_id"] for s in json.loads((cell / "runs" / "abc" / "provenance.json").read_text())["segments"]] == [
         "3"

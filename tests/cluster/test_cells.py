@@ -36,7 +36,7 @@ def test_status_lists_every_detection_cell_and_names_what_is_damaged_or_stale(tm
     import yaml
 
     from ring.cluster import batch
-    from ring.plan import grid as G
+    from ring.plan import grid
     from tests.helpers import finished_detection
     from tests.workflow.runs import DETECTION as GRID
 
@@ -46,8 +46,8 @@ def test_status_lists_every_detection_cell_and_names_what_is_damaged_or_stale(tm
     grids.mkdir()
     (grids / "tiny.yaml").write_text(yaml.safe_dump(values))
     results = tmp_path / "results"
-    ir = finished_detection(results, G.from_dict("tiny", values), "IR", "voc_det")
-    moco = finished_detection(results, G.from_dict("tiny", values), "MoCo", "voc_det")
+    ir = finished_detection(results, grid.from_dict("tiny", values), "IR", "voc_det")
+    moco = finished_detection(results, grid.from_dict("tiny", values), "MoCo", "voc_det")
 
     def rows() -> dict[tuple[str, str], list[str]]:
         assert batch.main(["status", "--grid", "tiny", "--grids-dir", str(grids), "--results", str(results)]) == 0

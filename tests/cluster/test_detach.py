@@ -12,7 +12,7 @@ import pytest
 from ring.cluster import detach
 from ring.cluster.slurm import write_record
 from ring.core import cell_runs
-from ring.core import config as C
+from ring.core.config import PretrainConfig, config_hash, save
 from tests.helpers import TINY_PRETRAIN
 
 # sacct's answers about job 7: its state (JobID,State), and its one run (the -D query of ring.core.accounting).
@@ -54,13 +54,13 @@ def _cell(tmp_path, record_of="old") -> tuple[Path, str]:
     of job 7 running the ``record_of`` config ("old" or "new"); returns the cell and the old config's hash."""
     cell = tmp_path / "results" / "g" / "pretrain" / "digits" / "IR" / "seed0"
     cell.mkdir(parents=True)
-    old, new = (C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "lr": lr}) for lr in (0.03, 0.01))
+    old, new = (PretrainConfig(method="IR", **{**TINY_PRETRAIN, "lr": lr}) for lr in (0.03, 0.01))
     cell_runs.write_record(cell, old)
     (cell / "encoder.pt").write_bytes(b"lr 0.03")
     (cell / "log.jsonl").write_text('{"epoch": 0}\n')
-    C.save(new, cell / "config.yaml")
-    write_record(cell, "7", cell / "slurm", "pretrain", config_hash=C.config_hash(old if record_of == "old" else new))
-    return cell, C.config_hash(old)
+    save(new, cell / "config.yaml")
+    write_record(cell, "7", cell / "slurm", "pretrain", config_hash=config_hash(old if record_of == "old" else new))
+    return cell, config_hash(old)
 
 
 def _said(capsys) -> list[str]:

@@ -27,7 +27,7 @@ def test_the_gpu_hours_table_tells_the_grids_end_as_ring_status_does(tmp_path, m
     GPUs), the rest pending; pretraining priced 1 GPU-h, linear evaluation 0.25 (one GPU)."""
     grids, results = _grid(tmp_path), tmp_path / "results"
     prices = {"pretrain": 1.0, "lincls": 0.25}
-    monkeypatch.setattr(batch.E, "predict_cell", lambda stage, cfg, figures, store=None: prices[stage])
+    monkeypatch.setattr(batch.estimate, "predict_cell", lambda stage, cfg, figures, store=None: prices[stage])
     site = tmp_path / "site.yaml"
     site.write_text(yaml.safe_dump({"slurm": {"pretrain": {"gpus_per_node": 2}, "lincls": {"gpus_per_node": 1}}}))
     configs = [str(resources.CONFIG), str(resources.CLUSTER), str(site)]

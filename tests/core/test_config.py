@@ -6,15 +6,15 @@ import re
 import pytest
 import yaml
 
-from ring.core import config as C
-from ring.plan import grid as G
+from ring.core import config
+from ring.plan import grid as grid_plan
 
 
 @pytest.mark.parametrize("name", ["paper", "smoke", "ring_digits"])
 def test_cell_configs_dump_to_the_same_text_with_libyaml(root, name):
     """ring.core.config.dump uses libyaml's emitter for speed (the workflow dumps every cell's config when it
     plans); a different text would change every cell's params and rerun the finished config rules."""
-    grid = G.load(root / "ring" / "resources" / "grids" / f"{name}.yaml")
+    grid = grid_plan.load(root / "ring" / "resources" / "grids" / f"{name}.yaml")
     configs = [
         build(d, m, s, "data") for d, m, s in grid.cells() for build in (grid.pretrain_config, grid.lincls_config)
     ]
@@ -23,7 +23,7 @@ def test_cell_configs_dump_to_the_same_text_with_libyaml(root, name):
     configs += [grid.toy_cnce_config(s) for s in grid.toy_cnce_seeds()]
     assert configs and yaml.__with_libyaml__
     for cfg in configs:
-        assert C.dump(cfg) == yaml.safe_dump(C.to_dict(cfg), sort_keys=False), cfg
+        assert config.dump(cfg) == yaml.safe_dump(config.to_dict(cfg), sort_keys=False), cfg
 
 
 def test_yaml_1_2_floats_are_numbers_and_a_syntax_error_names_file_and_line(tmp_path):
@@ -32,46 +32,48 @@ def test_yaml_1_2_floats_are_numbers_and_a_syntax_error_names_file_and_line(tmp_
         "datasets: [digits]\nmethods: [IR]\nseeds: [0]\npretrain:\n  all: {lr: 3e-2, weight_decay: 1e-4, "
         "bank_negatives: 1024}\n"
     )
-    cfg = G.load(grid).pretrain_config("digits", "IR", 0, "data")
+    cfg = grid_plan.load(grid).pretrain_config("digits", "IR", 0, "data")
     assert (cfg.lr, cfg.weight_decay) == (0.03, 0.0001)
     hand = tmp_path / "config.yaml"
     hand.write_text("method: IR\ndataset: digits\nlr: 3e-2\n")
-    assert C.load(C.PretrainConfig, hand).lr == 0.03
+    assert config.load(config.PretrainConfig, hand).lr == 0.03
     hand.write_text("method: IR\ndataset: digits\nlr: [0.1\n")
     with pytest.raises(ValueError, match=re.escape(f"Config file {hand} is not valid YAML at line 4, column 1: ")):
-        C.load(C.PretrainConfig, hand)
+        config.load(config.PretrainConfig, hand)
     grid.write_text("datasets: [digits\nmethods: [IR]\n")
     with pytest.raises(ValueError, match=re.escape(f"Grid file {grid} is not valid YAML at line 2")):
-        G.load(grid)
+        grid_plan.load(grid)
 
 
 def test_an_unknown_key_suggests_the_closest_field_or_lists_them_all():
     with pytest.raises(
         ValueError, match=r"^Unknown PretrainConfig key 'bank_negative'\. Did you mean 'bank_negatives'\?$"
     ):
-        C.check_key(C.PretrainConfig, "bank_negative")
+        config.check_key(config.PretrainConfig, "bank_negative")
     with pytest.raises(ValueError, match=r"^Grid g: Unknown ToyCNCEConfig key 'zzz'\. Known keys: seed, n_points, "):
-        C.check_key(C.ToyCNCEConfig, "zzz", context="Grid g: ")
-    C.check_key(C.LinclsConfig, "augmentation")  # a field: no error
+        config.check_key(config.ToyCNCEConfig, "zzz", context="Grid g: ")
+    config.check_key(config.LinclsConfig, "augmentation")  # a field: no error
 
 
 def test_from_dict_builds_a_config_and_refuses_an_unknown_key():
-    assert C.from_dict(C.LinclsConfig, {"dataset": "stl10", "lr": 0.1}) == C.LinclsConfig(dataset="stl10", lr=0.1)
+    assert config.from_dict(config.LinclsConfig, {"dataset": "stl10", "lr": 0.1}) == config.LinclsConfig(
+        dataset="stl10", lr=0.1
+    )
     with pytest.raises(ValueError, match="Unknown LinclsConfig key 'source'"):  # a TransferConfig key
-        C.from_dict(C.LinclsConfig, {"dataset": "dtd", "source": "cifar10"})
+        config.from_dict(config.LinclsConfig, {"dataset": "dtd", "source": "cifar10"})
 
 
 def test_read_yaml_names_a_repeated_key_and_both_its_lines(tmp_path):
     path = tmp_path / "g.yaml"
     path.write_text("pretrain:\n  all:\n    lr: 0.1\n    epochs: 2\n    lr: 0.2\n")
     with pytest.raises(ValueError) as err:
-        C.read_yaml(path, "Grid file")
+        config.read_yaml(path, "Grid file")
     assert str(err.value) == (
         f"Grid file {path} gives the key 'lr' twice, at lines 3 and 5 (YAML would keep only the last); merge the two "
         "into one."
     )
     path.write_text("a: 1\nb: {a: 2}\n")  # the same key in two mappings is no repeat
-    assert C.read_yaml(path) == {"a": 1, "b": {"a": 2}}
+    assert config.read_yaml(path) == {"a": 1, "b": {"a": 2}}
 
 
 @pytest.mark.parametrize(
@@ -81,7 +83,7 @@ def test_read_yaml_names_a_repeated_key_and_both_its_lines(tmp_path):
 def test_read_yaml_reads_yaml_1_2_exponents_as_numbers(tmp_path, text, value):
     path = tmp_path / "v.yaml"
     path.write_text(f"v: {text}\n")
-    read = C.read_yaml(path)["v"]
+    read = config.read_yaml(path)["v"]
     assert read == value and type(read) is type(value)
 
 
@@ -101,45 +103,45 @@ def test_load_refuses_a_bad_config_file_in_one_sentence(tmp_path, text, sentence
     if text is not None:
         path.write_text(text)
     with pytest.raises((ValueError, FileNotFoundError), match="^" + re.escape(sentence.format(path=path))):
-        C.load(C.LinclsConfig, path)
+        config.load(config.LinclsConfig, path)
 
 
 @pytest.mark.parametrize(
     "cfg",
     [
-        C.PretrainConfig(method="MoCo", dataset="cifar10", lr_milestones=[5], ring_w_u=0.5),
-        C.LinclsConfig(dataset="digits", augmentation="none"),
-        C.TransferConfig(dataset="dtd", stats_cache="cache"),
-        C.ToyCNCEConfig(percentages=[10.0]),
-        C.DetectionConfig(task="voc_det", method="IR", source="imagenet", overrides={"SOLVER.MAX_ITER": 10}),
+        config.PretrainConfig(method="MoCo", dataset="cifar10", lr_milestones=[5], ring_w_u=0.5),
+        config.LinclsConfig(dataset="digits", augmentation="none"),
+        config.TransferConfig(dataset="dtd", stats_cache="cache"),
+        config.ToyCNCEConfig(percentages=[10.0]),
+        config.DetectionConfig(task="voc_det", method="IR", source="imagenet", overrides={"SOLVER.MAX_ITER": 10}),
     ],
     ids=lambda cfg: type(cfg).__name__,
 )
 def test_save_then_load_gives_the_same_config_and_hash(tmp_path, cfg):
-    C.save(cfg, tmp_path / "config.yaml")
-    loaded = C.load(type(cfg), tmp_path / "config.yaml")
-    assert loaded == cfg and C.config_hash(loaded) == C.config_hash(cfg)
-    assert C.dump(cfg) == (tmp_path / "config.yaml").read_text()
+    config.save(cfg, tmp_path / "config.yaml")
+    loaded = config.load(type(cfg), tmp_path / "config.yaml")
+    assert loaded == cfg and config.config_hash(loaded) == config.config_hash(cfg)
+    assert config.dump(cfg) == (tmp_path / "config.yaml").read_text()
 
 
 def test_runtime_fields_are_left_out_of_the_hash():
-    cfg = C.TransferConfig(dataset="dtd")
-    assert not set(C.TransferConfig.RUNTIME_FIELDS) & set(C.hashed_values(cfg))
+    cfg = config.TransferConfig(dataset="dtd")
+    assert not set(config.TransferConfig.RUNTIME_FIELDS) & set(config.hashed_values(cfg))
     same = dataclasses.replace(cfg, num_workers=0, threads=3, device="cpu", stats_cache="x", data_root="elsewhere")
-    assert C.config_hash(same) == C.config_hash(cfg)
-    assert C.config_hash(dataclasses.replace(cfg, lr=0.02)) != C.config_hash(cfg)
-    assert re.fullmatch(r"[0-9a-f]{16}", C.config_hash(cfg))
+    assert config.config_hash(same) == config.config_hash(cfg)
+    assert config.config_hash(dataclasses.replace(cfg, lr=0.02)) != config.config_hash(cfg)
+    assert re.fullmatch(r"[0-9a-f]{16}", config.config_hash(cfg))
 
 
 def test_a_field_added_later_changes_the_hash_only_when_set_away_from_its_default():
-    cfg = C.PretrainConfig(method="IR", dataset="digits")
-    assert "augment" in C.PretrainConfig.HASHED_WHEN_SET and "augment" in C.hashed_values(cfg)
-    assert C.config_hash(dataclasses.replace(cfg, augment="auto")) == C.config_hash(cfg)  # its default
-    assert C.config_hash(dataclasses.replace(cfg, augment="cpu")) != C.config_hash(cfg)
+    cfg = config.PretrainConfig(method="IR", dataset="digits")
+    assert "augment" in config.PretrainConfig.HASHED_WHEN_SET and "augment" in config.hashed_values(cfg)
+    assert config.config_hash(dataclasses.replace(cfg, augment="auto")) == config.config_hash(cfg)  # its default
+    assert config.config_hash(dataclasses.replace(cfg, augment="cpu")) != config.config_hash(cfg)
 
 
 def test_view_draws_hash_only_as_batch_so_every_cell_before_the_key_keeps_its_hash_and_its_draws():
-    cfg = C.PretrainConfig(method="IR", dataset="digits")
+    cfg = config.PretrainConfig(method="IR", dataset="digits")
     before = "e120bd7908080cdb"  # this config's hash at main 24d7168, before the key
-    assert cfg.view_draws == "sample" and C.config_hash(cfg) == before
-    assert C.config_hash(dataclasses.replace(cfg, view_draws="batch")) != before
+    assert cfg.view_draws == "sample" and config.config_hash(cfg) == before
+    assert config.config_hash(dataclasses.replace(cfg, view_draws="batch")) != before

@@ -142,12 +142,12 @@ def test_a_checkpoint_past_the_file_size_limit_stops_the_stage_with_one_sentence
     import resource
     import signal
 
-    from ring.core import config as C
+    from ring.core import config
     from tests.helpers import pretrain_config, run_module
 
     cell = tmp_path / "cell"
     cell.mkdir()
-    C.save(pretrain_config("IR", epochs=1, checkpoint_interval_min=0), cell / "config.yaml")
+    config.save(pretrain_config("IR", epochs=1, checkpoint_interval_min=0), cell / "config.yaml")
 
     def limited():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from ring.core import config as C
 from ring.core import gaussian
+from ring.core.config import ToyCNCEConfig
 from ring.reports import tables
 
 RHO = 0.2  # the paper's covariances standardised: 0.4 / 2
@@ -146,7 +146,7 @@ def test_finite_k_bound_agrees_with_monte_carlo_and_the_level_shortcut():
 
 @pytest.mark.slow
 def test_ceiling_of_the_papers_gaussian():
-    cfg = C.ToyCNCEConfig()
+    cfg = ToyCNCEConfig()
     cov = np.add(cfg.cov_z, cfg.cov_eps)
     rho, k = gaussian.correlation(cov), cfg.negatives + 1
     assert rho == RHO

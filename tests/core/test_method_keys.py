@@ -5,8 +5,8 @@ import dataclasses
 
 import pytest
 
-from ring.core import config as C
-from ring.core import method_keys as K
+from ring.core import method_keys
+from ring.core.config import PretrainConfig, config_hash
 from ring.core.methods import METHOD_KEYS, METHODS
 
 # PretrainConfig's keys in config.yaml's order, as cells have always written it: the workflow's rules take the text of
@@ -33,42 +33,48 @@ HASHES = [
 
 
 def test_every_declared_key_is_a_flat_field_at_its_place_in_config_yaml():
-    fields = {f.name: f for f in dataclasses.fields(C.PretrainConfig)}
+    fields = {f.name: f for f in dataclasses.fields(PretrainConfig)}
     assert list(fields) == CONFIG_YAML_ORDER
-    assert set(K.KEYS) == set(METHOD_KEYS) <= set(fields)
-    for key in K.KEYS.values():
-        cfg = C.PretrainConfig(method="IR", dataset="digits")
+    assert set(method_keys.KEYS) == set(METHOD_KEYS) <= set(fields)
+    for key in method_keys.KEYS.values():
+        cfg = PretrainConfig(method="IR", dataset="digits")
         assert fields[key.name].type == key.type and getattr(cfg, key.name) == key.default
 
 
 @pytest.mark.parametrize("values, digest", HASHES, ids=[str(v) for v, _ in HASHES])
 def test_a_cells_hash_is_what_it_was_before_the_declarations(values, digest):
-    assert C.config_hash(C.PretrainConfig(dataset="cifar10", **values)) == digest
+    assert config_hash(PretrainConfig(dataset="cifar10", **values)) == digest
 
 
 def test_a_list_default_is_each_configs_own():
-    a, b = C.PretrainConfig(method="IRing", dataset="digits"), C.PretrainConfig(method="IRing", dataset="digits")
+    a, b = PretrainConfig(method="IRing", dataset="digits"), PretrainConfig(method="IRing", dataset="digits")
     a.ring_w_l.append(99.0)
-    assert b.ring_w_l == [0.0, 90.0] == K.RING.keys[0].default
+    assert b.ring_w_l == [0.0, 90.0] == method_keys.RING.keys[0].default
 
 
 def test_the_keys_added_after_cells_were_trained_are_hashed_only_when_set():
-    late = {k.name for k in K.KEYS.values() if k.hashed_when_set}
-    assert late == {*K.KMEANS.names, *K.LA.names, *K.CMC.names, "negatives_count", "ring_val_before_training"}
-    assert late | {"augment", "store", "store_decode", "view_draws"} == set(C.PretrainConfig.HASHED_WHEN_SET)
+    late = {k.name for k in method_keys.KEYS.values() if k.hashed_when_set}
+    assert late == {
+        *method_keys.KMEANS.names,
+        *method_keys.LA.names,
+        *method_keys.CMC.names,
+        "negatives_count",
+        "ring_val_before_training",
+    }
+    assert late | {"augment", "store", "store_decode", "view_draws"} == set(PretrainConfig.HASHED_WHEN_SET)
 
 
 @pytest.mark.parametrize(
     "method, groups",
     [
-        ("IR", (K.BANK,)),
-        ("IRing", (K.BANK, K.RING)),
-        ("MoCo", (K.QUEUE,)),
-        ("MoCoRing", (K.QUEUE, K.RING)),
-        ("CMCRing", (K.BANK, K.CMC, K.RING)),
-        ("LA", (K.BANK, K.KMEANS, K.LA)),
-        ("IRCave", (K.BANK, K.KMEANS)),
-        ("CMCRingCi", (K.BANK, K.CMC, K.KMEANS, K.RING)),
+        ("IR", (method_keys.BANK,)),
+        ("IRing", (method_keys.BANK, method_keys.RING)),
+        ("MoCo", (method_keys.QUEUE,)),
+        ("MoCoRing", (method_keys.QUEUE, method_keys.RING)),
+        ("CMCRing", (method_keys.BANK, method_keys.CMC, method_keys.RING)),
+        ("LA", (method_keys.BANK, method_keys.KMEANS, method_keys.LA)),
+        ("IRCave", (method_keys.BANK, method_keys.KMEANS)),
+        ("CMCRingCi", (method_keys.BANK, method_keys.CMC, method_keys.KMEANS, method_keys.RING)),
     ],
 )
 def test_a_method_runs_the_checks_of_the_groups_its_objective_reads(method, groups):
@@ -80,5 +86,5 @@ def test_every_key_is_documented_and_says_what_it_allows():
         NEGATIVES_COUNTS = ANNEAL_POLICIES = CMC_NEGATIVE_DRAWS = LA_OWN_ENTRY_RULES = ("a", "b")
         VALIDATION_POLICIES = ("b",)
 
-    for key in K.KEYS.values():
+    for key in method_keys.KEYS.values():
         assert key.description().endswith(".") and key.allowed_text(Options)

@@ -3,18 +3,16 @@ import dataclasses
 import pytest
 import torch
 
-from ring.core import catalog
-from ring.core import config as C
-from ring.core import methods as M
+from ring.core import catalog, config, methods
 from ring.engine.objectives import build_encoder, build_objective
-from ring.plan import grid as G
+from ring.plan import grid as grid_plan
 from ring.pretrain import objective_settings
 from ring.reports.tables import published
 from tests.helpers import TINY_PRETRAIN, pretrain_config
 
 
 def test_every_method_is_implemented_and_builds_its_objective():
-    for name, m in M.METHODS.items():
+    for name, m in methods.METHODS.items():
         cfg = pretrain_config(name)
         assert build_encoder(objective_settings(cfg, m, catalog.spec(cfg.dataset))) is not None, name
         assert m.implemented, name
@@ -31,13 +29,13 @@ def test_display_names_are_the_papers_row_labels():
         **published()["table_la_variants"]["rows"],
     }
     # ring's own methods: an installed plug-in's (tests/project/test_plugin_guide.py) are no row of the paper.
-    ours = {n for n, m in M.METHODS.items() if m.objective.implementation.startswith("ring.")}
-    assert {M.display_name(n) for n in ours if n not in M.VARIANT_ROWS} == set(rows)
-    assert set(M.VARIANT_ROWS) <= ours and not {M.display_name(n) for n in M.VARIANT_ROWS} & set(rows)
+    ours = {n for n, m in methods.METHODS.items() if m.objective.implementation.startswith("ring.")}
+    assert {methods.display_name(n) for n in ours if n not in methods.VARIANT_ROWS} == set(rows)
+    assert set(methods.VARIANT_ROWS) <= ours and not {methods.display_name(n) for n in methods.VARIANT_ROWS} & set(rows)
 
 
 def test_lesions_are_defined_by_the_registry_not_the_grid():
-    grid = G.from_dict(
+    grid = grid_plan.from_dict(
         "g",
         {
             "datasets": ["digits"],
@@ -50,13 +48,13 @@ def test_lesions_are_defined_by_the_registry_not_the_grid():
     ball = grid.pretrain_config("digits", "IRingBall", 0, "data")
     assert no_anneal.ring_anneal == "none" and (no_anneal.ring_inner, no_anneal.ring_w_u) == (0.1, None)
     assert ball.ring_anneal == "linear" and (ball.ring_inner, ball.ring_w_u) == (None, 100.0)
-    assert M.METHODS["LA"].sampler == "background" and M.METHODS["IRingCi"].sampler == "ring"
-    assert M.METHODS["CMCCave"].encoder_files == ("encoder.pt", "encoder_ab.pt")
+    assert methods.METHODS["LA"].sampler == "background" and methods.METHODS["IRingCi"].sampler == "ring"
+    assert methods.METHODS["CMCCave"].encoder_files == ("encoder.pt", "encoder_ab.pt")
 
 
 def test_a_grid_contradicting_a_lesion_fails_with_one_sentence():
     with pytest.raises(ValueError, match="Method IRingNoAnneal is defined by ring_anneal='none' but the grid sets"):
-        G.from_dict(
+        grid_plan.from_dict(
             "g",
             {
                 "datasets": ["digits"],
@@ -72,22 +70,26 @@ def test_a_hand_written_config_contradicting_its_method_is_refused(tmp_path):
 
     with pytest.raises(ValueError, match="Method IRingBall needs ring_inner=None"):
         # Built by hand, not by pretrain_config (which applies the method's values, as a grid does).
-        Pretraining(C.PretrainConfig(method="IRingBall", **TINY_PRETRAIN), tmp_path)
+        Pretraining(config.PretrainConfig(method="IRingBall", **TINY_PRETRAIN), tmp_path)
 
 
 def test_a_method_marked_unimplemented_fails_with_its_note(monkeypatch):
-    monkeypatch.setitem(M.METHODS, "Future", M.Method(M.IR, ring=False, base="IR", implemented=False, note="issue #99"))
+    monkeypatch.setitem(
+        methods.METHODS,
+        "Future",
+        methods.Method(methods.IR, ring=False, base="IR", implemented=False, note="issue #99"),
+    )
     with pytest.raises(NotImplementedError, match=r"Method Future is not implemented yet \(issue #99\)"):
-        M.method("Future")
+        methods.method("Future")
 
 
 def test_new_kmeans_fields_leave_existing_cells_hashes_alone():
     la = pretrain_config("LA")
-    before = C.config_hash(la)
-    assert C.config_hash(pretrain_config("LA", kmeans_k=1000)) == before  # the default: not hashed
-    assert C.config_hash(pretrain_config("LA", kmeans_k=7)) != before
+    before = config.config_hash(la)
+    assert config.config_hash(pretrain_config("LA", kmeans_k=1000)) == before  # the default: not hashed
+    assert config.config_hash(pretrain_config("LA", kmeans_k=7)) != before
     # IR never reads kmeans_k (no k-means): any value hashes as the default (the unread-key rule, below).
-    assert C.config_hash(pretrain_config("IR", kmeans_k=7)) == C.config_hash(pretrain_config("IR"))
+    assert config.config_hash(pretrain_config("IR", kmeans_k=7)) == config.config_hash(pretrain_config("IR"))
 
 
 def _hand_written(tmp_path, **values):
@@ -104,7 +106,7 @@ def test_a_hand_written_config_takes_its_methods_defaults_for_the_keys_it_leaves
     tiny = {k: v for k, v in TINY_PRETRAIN.items() if k not in ("batch_size", "bn_groups")}
     cmc = checks.load_checked("pretrain", _write(tmp_path, method="CMC", **tiny))
     assert (cmc.cmc_negatives, cmc.batch_size) == ("shared", 128)  # CMC's code and the paper's "128 for CMC"
-    grid = G.from_dict(
+    grid = grid_plan.from_dict(
         "g",
         {
             "datasets": ["digits"],
@@ -119,7 +121,7 @@ def test_a_hand_written_config_takes_its_methods_defaults_for_the_keys_it_leaves
     # The plan also records the decoder store_decode: auto resolved to ("cpu"), hashed as the file's unset one.
     unread = {"queue_size": cell.queue_size, "ring_anneal_epochs": cell.ring_anneal_epochs}
     planned = {"store_decoder": cell.store_decoder}
-    assert dataclasses.replace(cmc, **unread, **planned) == cell and C.config_hash(cmc) == C.config_hash(cell)
+    assert dataclasses.replace(cmc, **unread, **planned) == cell and config.config_hash(cmc) == config.config_hash(cell)
     moco = checks.load_checked("pretrain", _write(tmp_path, method="MoCo", **tiny))
     assert moco.bn_groups == 8
     la = checks.load_checked("pretrain", _write(tmp_path, method="LA", **tiny, kmeans_k=5, kmeans_warmup_epochs=1))
@@ -139,16 +141,16 @@ def test_a_key_the_hand_written_config_sets_keeps_its_value(tmp_path):
     with pytest.raises(
         ValueError, match=f"Method LA is defined by la_own_entry='topk' but the config file {path} sets"
     ):
-        C.load(C.PretrainConfig, path)
+        config.load(config.PretrainConfig, path)
 
 
 def test_a_workflow_written_config_loads_to_the_grids_config_and_hash(tmp_path):
-    grid = G.load("ring/resources/grids/paper.yaml")
+    grid = grid_plan.load("ring/resources/grids/paper.yaml")
     for dataset, method, seed in grid.cells()[::7]:
         cfg = grid.pretrain_config(dataset, method, seed, "data")
-        C.save(cfg, tmp_path / "config.yaml")
-        loaded = C.load(C.PretrainConfig, tmp_path / "config.yaml")
-        assert loaded == cfg and C.config_hash(loaded) == C.config_hash(cfg), (dataset, method, seed)
+        config.save(cfg, tmp_path / "config.yaml")
+        loaded = config.load(config.PretrainConfig, tmp_path / "config.yaml")
+        assert loaded == cfg and config.config_hash(loaded) == config.config_hash(cfg), (dataset, method, seed)
 
 
 def _write(tmp_path, **values):
@@ -161,12 +163,12 @@ def _write(tmp_path, **values):
 
 def grid_hashes(name: str) -> dict[str, str]:
     """The config hash of every pretraining cell of a committed grid (Table cells and study cells)."""
-    grid = G.load(f"ring/resources/grids/{name}.yaml")
-    out = {f"{d}/{m}/seed{s}": C.config_hash(grid.pretrain_config(d, m, s, "data")) for d, m, s in grid.cells()}
+    grid = grid_plan.load(f"ring/resources/grids/{name}.yaml")
+    out = {f"{d}/{m}/seed{s}": config.config_hash(grid.pretrain_config(d, m, s, "data")) for d, m, s in grid.cells()}
     for study in grid.studies.values():
         out.update(
             {
-                f"{study.name}/{m}/{v}/seed{s}": C.config_hash(grid.study_config(study.name, m, v, s, "data"))
+                f"{study.name}/{m}/{v}/seed{s}": config.config_hash(grid.study_config(study.name, m, v, s, "data"))
                 for m, v, s in study.cells()
             }
         )
@@ -206,33 +208,37 @@ def test_every_shipped_grids_cells_keep_their_hashes_and_batch_view_draws_would_
     for name, pinned in SHIPPED_HASHES.items():
         hashes = grid_hashes(name)
         assert (len(hashes), digest(hashes)) == pinned, name
-    grid = G.load("ring/resources/grids/smoke.yaml")
+    grid = grid_plan.load("ring/resources/grids/smoke.yaml")
     for d, m, s in grid.cells():
         cfg = grid.pretrain_config(d, m, s, "data")
-        assert C.config_hash(dataclasses.replace(cfg, view_draws="batch")) != C.config_hash(cfg), (d, m, s)
+        assert config.config_hash(dataclasses.replace(cfg, view_draws="batch")) != config.config_hash(cfg), (d, m, s)
 
 
 def test_unread_keys_come_from_the_registry_and_every_methods_own_values_are_keys_it_reads():
-    fields = {f.name for f in dataclasses.fields(C.PretrainConfig)}
-    assert set(M.METHOD_KEYS) <= fields and not set(M.METHOD_KEYS) & set(C.PretrainConfig.RUNTIME_FIELDS)
-    assert "negatives_count" in M.unread_keys("MoCo") and "queue_size" in M.unread_keys("IR")
-    assert "queue_size" not in M.unread_keys("MoCoRing") and "ring_w_l" not in M.unread_keys("MoCoRing")
-    assert "kmeans_k" not in M.unread_keys("IRingCi") and "la_own_entry" in M.unread_keys("IRingCi")
-    for name, m in M.METHODS.items():  # a method's defining values and defaults are keys it reads
+    fields = {f.name for f in dataclasses.fields(config.PretrainConfig)}
+    assert set(methods.METHOD_KEYS) <= fields and not set(methods.METHOD_KEYS) & set(
+        config.PretrainConfig.RUNTIME_FIELDS
+    )
+    assert "negatives_count" in methods.unread_keys("MoCo") and "queue_size" in methods.unread_keys("IR")
+    assert "queue_size" not in methods.unread_keys("MoCoRing") and "ring_w_l" not in methods.unread_keys("MoCoRing")
+    assert "kmeans_k" not in methods.unread_keys("IRingCi") and "la_own_entry" in methods.unread_keys("IRingCi")
+    for name, m in methods.METHODS.items():  # a method's defining values and defaults are keys it reads
         keys = {k for k, _ in (*m.fixed, *m.defaults)}
-        assert not keys & set(M.unread_keys(name)), name
+        assert not keys & set(methods.unread_keys(name)), name
 
 
 def test_a_key_a_method_never_reads_hashes_at_its_default_and_one_it_reads_does_not():
     moco, ir = pretrain_config("MoCo"), pretrain_config("IR")
     counted = {"negatives_count": "including_positive"}
-    assert C.config_hash(dataclasses.replace(moco, **counted)) == C.config_hash(moco)
-    assert C.hashed_values(dataclasses.replace(moco, **counted))["negatives_count"] == "excluding_positive"
-    assert C.config_hash(dataclasses.replace(ir, **counted)) != C.config_hash(ir)
+    assert config.config_hash(dataclasses.replace(moco, **counted)) == config.config_hash(moco)
+    assert config.hashed_values(dataclasses.replace(moco, **counted))["negatives_count"] == "excluding_positive"
+    assert config.config_hash(dataclasses.replace(ir, **counted)) != config.config_hash(ir)
     # A config that sets no unread key (here: at the defaults) keeps the hash it had before the rule: the values that
     # unread_keys leaves are all of its values.
-    plain = C.PretrainConfig(method="MoCo", dataset="cifar10")
-    assert C.hashed_values(plain) == {k: v for k, v in C.to_dict(plain).items() if k not in plain.RUNTIME_FIELDS}
+    plain = config.PretrainConfig(method="MoCo", dataset="cifar10")
+    assert config.hashed_values(plain) == {
+        k: v for k, v in config.to_dict(plain).items() if k not in plain.RUNTIME_FIELDS
+    }
 
 
 def test_a_grid_applies_a_shared_key_only_where_read_and_refuses_it_for_one_method_that_never_reads_it():
@@ -249,7 +255,7 @@ def test_a_grid_applies_a_shared_key_only_where_read_and_refuses_it_for_one_meth
             }
         },
     }
-    grid = G.from_dict("g", base)
+    grid = grid_plan.from_dict("g", base)
     assert grid.pretrain_config("digits", "IR", 0, "data").negatives_count == "including_positive"
     assert grid.pretrain_config("digits", "MoCo", 0, "data").negatives_count == "excluding_positive"
     assert grid.pretrain_config("digits", "IR", 0, "data").queue_size == 4096  # TINY's 256 is MoCo's only
@@ -260,4 +266,4 @@ def test_a_grid_applies_a_shared_key_only_where_read_and_refuses_it_for_one_meth
         r"is a setting MoCo never reads \(only IR, IRing, CMC, .*\), so it "
         r"would change nothing it trains; remove it here",
     ):
-        G.from_dict("g", bad)
+        grid_plan.from_dict("g", bad)

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from ring.core import catalog
-from ring.core import methods as M
+from ring.core.methods import METHOD_KEYS, Method, Objective, method
 from ring.core.objective_settings import ObjectiveSettings, OwnKeys
 from ring.pretrain import objective_settings
 from tests.helpers import pretrain_config
@@ -24,7 +24,7 @@ def test_own_keys_are_a_mapping_that_refuses_an_undeclared_key_in_one_sentence()
 @pytest.mark.parametrize("name", ["IR", "MoCoRing", "LA", "CMCRingCi"])
 def test_the_entry_point_hands_an_objective_the_shared_values_and_the_keys_its_method_reads(name):
     cfg = pretrain_config(name, temperature=0.2, seed=3)
-    m = M.method(name)
+    m = method(name)
     settings = objective_settings(cfg, m, catalog.spec(cfg.dataset))
     assert isinstance(settings, ObjectiveSettings) and settings.method is m
     assert settings.dataset is catalog.spec(cfg.dataset) and settings.dataset.name == cfg.dataset
@@ -36,14 +36,14 @@ def test_the_entry_point_hands_an_objective_the_shared_values_and_the_keys_its_m
 
 def test_an_objective_that_declares_no_keys_gets_every_method_key():
     cfg = pretrain_config("IR")
-    legacy = M.Method(M.Objective("legacy", "x:Y", "IR"), ring=False, base="IR")  # own_keys None: reads every key
+    legacy = Method(Objective("legacy", "x:Y", "IR"), ring=False, base="IR")  # own_keys None: reads every key
     settings = objective_settings(cfg, legacy, catalog.spec(cfg.dataset))
-    assert tuple(settings.keys) == M.METHOD_KEYS
+    assert tuple(settings.keys) == METHOD_KEYS
 
 
 def test_the_settings_are_values_not_the_config():
     cfg = pretrain_config("IRing")
-    settings = objective_settings(cfg, M.method("IRing"), catalog.spec(cfg.dataset))
+    settings = objective_settings(cfg, method("IRing"), catalog.spec(cfg.dataset))
     cfg.ring_w_l[1] = 50.0  # an edit of the config after the entry point changes nothing handed down
     assert settings.keys["ring_w_l"] == [0.0, 90.0]
     with pytest.raises(dataclasses.FrozenInstanceError):

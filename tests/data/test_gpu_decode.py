@@ -296,7 +296,7 @@ def test_a_committed_figure_changes_no_cells_decoder_at_run_time(jpeg_store, tmp
 
 def test_the_plan_refuses_gpu_decoding_where_it_cannot_run():
     """store_decode: gpu needs the jpeg95 store, a CUDA device and the device views: one sentence otherwise."""
-    from ring.core import config as C
+    from ring.core.config import PretrainConfig
     from ring.plan import checks
 
     fix = r"; set store_decode: auto \(the measured choice\) or cpu, or read the jpeg95 store on a GPU\.$"
@@ -314,19 +314,19 @@ def test_the_plan_refuses_gpu_decoding_where_it_cannot_run():
     }
     for problem, overrides in cases.items():
         for override in overrides:
-            cfg = C.PretrainConfig(**{"method": "IR", "dataset": "imagenet", "store_decode": "gpu", **override})
+            cfg = PretrainConfig(**{"method": "IR", "dataset": "imagenet", "store_decode": "gpu", **override})
             with pytest.raises(checks.ConfigError, match=rf"^cell: store_decode='gpu' {problem}{fix}"):
                 checks.check(cfg, "cell")
-    checks.check(C.PretrainConfig(method="IR", dataset="imagenet", store_decode="gpu"), "cell")
+    checks.check(PretrainConfig(method="IR", dataset="imagenet", store_decode="gpu"), "cell")
     with pytest.raises(checks.ConfigError, match=r"^cell: store_decode='device' "):
-        checks.check(C.PretrainConfig(method="IR", dataset="imagenet", store_decode="device"), "cell")
+        checks.check(PretrainConfig(method="IR", dataset="imagenet", store_decode="device"), "cell")
 
 
 def test_the_new_key_leaves_every_existing_cells_hash_alone():
     import dataclasses
 
-    from ring.core import config as C
+    from ring.core.config import PretrainConfig, config_hash
 
-    cfg = C.PretrainConfig(method="IR", dataset="imagenet")
-    assert C.config_hash(dataclasses.replace(cfg, store_decode="auto")) == C.config_hash(cfg)
-    assert C.config_hash(dataclasses.replace(cfg, store_decode="gpu")) != C.config_hash(cfg)  # nvJPEG's pixels
+    cfg = PretrainConfig(method="IR", dataset="imagenet")
+    assert config_hash(dataclasses.replace(cfg, store_decode="auto")) == config_hash(cfg)
+    assert config_hash(dataclasses.replace(cfg, store_decode="gpu")) != config_hash(cfg)  # nvJPEG's pixels

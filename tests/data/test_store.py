@@ -152,11 +152,11 @@ def test_verify_names_a_truncated_or_altered_shard(tmp_path, root):
 
 def test_dali_with_a_store_is_refused_at_plan_time():
     """DALI decodes the original files itself: a cell that reads the store cannot use it, and the plan says so."""
-    from ring.core import config as C
+    from ring.core.config import PretrainConfig
 
     with pytest.raises(
         checks.ConfigError, match=r"^cell: augment='dali' reads the original files, and this cell reads "
     ):
-        checks.check(C.PretrainConfig(method="IR", dataset="imagenet", augment="dali"), "cell")
-    checks.check(C.PretrainConfig(method="IR", dataset="imagenet", augment="dali", store="none"), "cell")
-    checks.check(C.PretrainConfig(method="IR", dataset="imagenet", augment="dali", resize=288), "cell")  # no store
+        checks.check(PretrainConfig(method="IR", dataset="imagenet", augment="dali"), "cell")
+    checks.check(PretrainConfig(method="IR", dataset="imagenet", augment="dali", store="none"), "cell")
+    checks.check(PretrainConfig(method="IR", dataset="imagenet", augment="dali", resize=288), "cell")  # no store

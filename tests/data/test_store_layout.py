@@ -89,7 +89,7 @@ def test_ring_status_names_each_store_and_how_far_it_got(tmp_path, root):
     import shutil
 
     from ring.cluster.batch import store_lines
-    from ring.plan import grid as G
+    from ring.plan import grid as grid_plan
 
     path = tmp_path / "g.yaml"
     path.write_text(
@@ -98,7 +98,7 @@ def test_ring_status_names_each_store_and_how_far_it_got(tmp_path, root):
         "           by_dataset: {digits_folder: {store: raw}}}\n"
         "lincls: {all: {resize: 32, crop: 32}, by_dataset: {digits_folder: {store: raw}}}\n"
     )
-    grid = G.load(path)
+    grid = grid_plan.load(path)
     data = tmp_path / "data"
     shutil.copytree(root / "digits_folder", data / "digits_folder", ignore=shutil.ignore_patterns("store"))
     built = store_layout.store_dir(data / "digits_folder", "raw", SIZE)

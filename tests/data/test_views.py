@@ -12,7 +12,7 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 from ring.core import catalog
-from ring.core import config as C
+from ring.core.config import PretrainConfig
 from ring.data import augment, datasets, view_draws, views
 from ring.engine.runtime import epoch_batches
 from tests.helpers import TINY_PRETRAIN
@@ -22,7 +22,7 @@ CPU = torch.device("cpu")
 
 def _cfg(augment_place: str, view_draws: str = "sample") -> views.ViewSpec:
     """The views of the tiny pretraining cell, ``crop`` 24, made at ``augment_place``."""
-    cfg = C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "augment": augment_place, "crop": 24})
+    cfg = PretrainConfig(method="IR", **{**TINY_PRETRAIN, "augment": augment_place, "crop": 24})
     return views.ViewSpec(
         cfg.augment, cfg.resize, cfg.crop, cfg.crop_scale_min, cfg.seed, cfg.store_decode, view_draws=view_draws
     )

@@ -1,12 +1,12 @@
 import pytest
 
-from ring.core import config as C
+from ring.core.config import DetectionConfig
 from ring.detection import configs
 from ring.plan.detection_tasks import TASKS
 
 
 def _cfg(task, **kw):
-    return C.DetectionConfig(task=task, method="IRing", source="imagenet", num_gpus=0, **kw)
+    return DetectionConfig(task=task, method="IRing", source="imagenet", num_gpus=0, **kw)
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))

@@ -6,7 +6,7 @@ from detectron2.checkpoint import DetectionCheckpointer
 from detectron2.modeling import build_model
 from torchvision.models import resnet18
 
-from ring.core import config as C
+from ring.core.config import DetectionConfig
 from ring.detection import configs, convert
 from ring.detection.convert import ConversionError, check_loaded, d2_key
 from ring.engine.encoder import save_trunks
@@ -48,7 +48,7 @@ def test_converted_file_is_complete_and_reproduces_torchvision(encoder_file, bac
 
 
 def _model(task, backbone_pkl, tmp_path, **overrides):
-    cfg = C.DetectionConfig(
+    cfg = DetectionConfig(
         task=task, method="IR", source="digits", num_gpus=0, overrides={"MODEL.FPN.OUT_CHANNELS": 32, **overrides}
     )
     d2cfg = configs.build(cfg, TASKS[task], backbone_pkl, tmp_path)

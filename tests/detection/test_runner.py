@@ -8,19 +8,19 @@ import pytest
 import torch
 
 from ring.core import cell_runs, stop
-from ring.core import config as C
+from ring.core.config import DetectionConfig, config_hash, save
 from ring.core.files import record_checksums, sha256_file
 from ring.core.stop import Preempted
 from ring.detection import runner
-from ring.plan import grid as G
+from ring.plan import grid
 from ring.plan.detection_tasks import TASKS
 from tests.conftest import ROOT
 from tests.helpers import run_module
 
 
-def smoke_config(method, task, datasets_root, **changes) -> C.DetectionConfig:
+def smoke_config(method, task, datasets_root, **changes) -> DetectionConfig:
     """The smoke grid's cell config (the embedded default's exact settings)."""
-    cfg = G.load(ROOT / "ring" / "resources" / "grids" / "smoke.yaml").detection_config(
+    cfg = grid.load(ROOT / "ring" / "resources" / "grids" / "smoke.yaml").detection_config(
         method, task, 0, str(datasets_root)
     )
     for key, value in changes.items():
@@ -30,7 +30,7 @@ def smoke_config(method, task, datasets_root, **changes) -> C.DetectionConfig:
 
 def run_main(cfg, weights, out, capsys) -> tuple[int, list[str]]:
     out.mkdir(parents=True, exist_ok=True)
-    C.save(cfg, out / "config.yaml")
+    save(cfg, out / "config.yaml")
     status = runner.main(["--config", str(out / "config.yaml"), "--weights", str(weights), "--out", str(out)])
     return status, [line for line in capsys.readouterr().err.splitlines() if line.startswith("ring:")]
 
@@ -73,7 +73,7 @@ def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(
     cfg = smoke_config("MoCo", "coco_det_seg", datasets_root)
     cell = tmp_path / "cell"
     cell.mkdir()
-    C.save(cfg, cell / "config.yaml")
+    save(cfg, cell / "config.yaml")
     monkeypatch.setattr(stop, "_stop_requested", True)  # as SLURM's USR2 does
     with pytest.raises(Preempted):
         runner.run(cfg, backbone_pkl, cell)
@@ -104,7 +104,7 @@ def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(
     metrics = (cell / runner.METRICS_FILE).read_text()
     assert runner.prepare(changed, TASKS["coco_det_seg"], backbone_pkl, cell) is not None
     assert "its config changed (overrides): the previous run is kept in" in capsys.readouterr().err
-    kept = cell / "runs" / cell_runs.run_key(C.config_hash(cfg), sha256_file(backbone_pkl))
+    kept = cell / "runs" / cell_runs.run_key(config_hash(cfg), sha256_file(backbone_pkl))
     assert (kept / runner.METRICS_FILE).read_text() == metrics and (kept / "log.txt").is_file()
     assert not list(cell.glob("model_*.pth")) and not (cell / "last_checkpoint").exists()
     assert not list(kept.glob("model_*.pth"))  # keep_superseded: results drops Detectron2's checkpoints
@@ -177,7 +177,7 @@ def test_a_cell_from_before_run_json_keeps_another_configs_checkpoints_under_run
     assert f"made with another config (0123456789abcdef); it is kept in {kept}" in capsys.readouterr().err
     # the cell's files are this config's from now on
     assert cell_runs.read_run_record(cell)["encoder_sha256"] == "b" * 64
-    assert (cell / runner.HASH_FILE).read_text().strip() == C.config_hash(cfg)
+    assert (cell / runner.HASH_FILE).read_text().strip() == config_hash(cfg)
 
 
 def test_a_backbone_altered_after_its_conversion_fails_its_checksum(backbone_pkl, datasets_root, tmp_path, capsys):
@@ -243,7 +243,7 @@ def test_detectron2_missing_says_how_to_install_the_detection_environment(
 ):
     cell = tmp_path / "cell"
     cell.mkdir()
-    C.save(smoke_config("IR", "voc_det", datasets_root), cell / "config.yaml")
+    save(smoke_config("IR", "voc_det", datasets_root), cell / "config.yaml")
     args = {
         "ring.detection": ["--config", cell / "config.yaml", "--weights", backbone_pkl, "--out", cell],
         "ring.detection.convert": ["--encoder", encoder_file, "--out", tmp_path / "backbone.pkl"],

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from ring.core import config as C
+from ring.core.config import PretrainConfig, save
 from ring.engine.checkpoint import safe_load
 from tests.helpers import pretrain_config
 
@@ -25,11 +25,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_ranks(cfg: C.PretrainConfig, cell, world: int, program: tuple[str, ...] = ("-m", "ring.pretrain")) -> None:
+def run_ranks(cfg: PretrainConfig, cell, world: int, program: tuple[str, ...] = ("-m", "ring.pretrain")) -> None:
     """``cfg`` trained in ``cell`` by ``world`` gloo processes, each running ``program`` (python's arguments before the
     stage's own)."""
     cell.mkdir(parents=True)
-    C.save(cfg, cell / "config.yaml")
+    save(cfg, cell / "config.yaml")
     port = free_port()
     procs = []
     for rank in range(world):
@@ -139,7 +139,7 @@ def test_bn_groups_must_nest_with_the_processes(tmp_path):
     cfg = pretrain_config("IR", epochs=1, bn_groups=2, batch_size=60)
     cell = tmp_path / "cell"
     cell.mkdir()
-    C.save(cfg, cell / "config.yaml")
+    save(cfg, cell / "config.yaml")
     env = {
         **os.environ,
         "WORLD_SIZE": "3",
@@ -150,9 +150,10 @@ def test_bn_groups_must_nest_with_the_processes(tmp_path):
     }
     # A lone rank 0 would wait for rank 1 at init; the check fails before any collective.
     code = (
-        "import os, sys; from ring.core import config as C; from ring.pretrain import Pretraining\n"
-        "import ring.engine.distributed as D; D.init_from_env = lambda t: None; D.world_size = lambda: 3\n"
-        f"Pretraining(C.load(C.PretrainConfig, {str(cell / 'config.yaml')!r}), {str(cell)!r})"
+        "from ring.core.config import PretrainConfig, load; from ring.engine import distributed; "
+        "from ring.pretrain import Pretraining\n"
+        "distributed.init_from_env = lambda t: None; distributed.world_size = lambda: 3\n"
+        f"Pretraining(load(PretrainConfig, {str(cell / 'config.yaml')!r}), {str(cell)!r})"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0

@@ -18,7 +18,7 @@ import shutil
 
 import pytest
 
-from ring.core import config as C
+from ring.core.config import PretrainConfig
 from ring.engine.checkpoint import safe_load
 from tests.engine.test_distributed import run_ranks
 from tests.helpers import pretrain_config
@@ -45,7 +45,7 @@ sys.exit(pretrain.main(sys.argv[1:]))
 """
 
 
-def config(method: str, bn_groups: int) -> C.PretrainConfig:
+def config(method: str, bn_groups: int) -> PretrainConfig:
     return pretrain_config(
         method,
         epochs=2,
@@ -62,7 +62,7 @@ def config(method: str, bn_groups: int) -> C.PretrainConfig:
     )
 
 
-def train(cfg: C.PretrainConfig, cell, world: int) -> dict:
+def train(cfg: PretrainConfig, cell, world: int) -> dict:
     """``cfg`` trained in ``cell`` by ``world`` gloo processes; its last checkpoint, held in memory: the
     cell's files (a float64 checkpoint, its predecessor and snapshots, 0.4 GB for MoCo) go at once."""
     run_ranks(cfg, cell, world, ("-c", WORKER))

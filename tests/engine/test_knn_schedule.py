@@ -33,15 +33,15 @@ def test_every_is_the_schedule_before_issue_48_and_never_and_last_mean_what_they
 def test_the_schedule_is_priced_and_leaves_the_config_hash_alone():
     """The estimate prices the passes the schedule runs (ImageNet's one pass, not 30 at knn_every 10); the hash of
     a cell does not depend on the schedule, so an existing cell keeps its hash under the new default."""
-    from ring.core import config as C
+    from ring.core.config import PretrainConfig, config_hash, to_dict
     from ring.plan.estimate import load_figures
 
     figures = load_figures()
-    imagenet = C.PretrainConfig(method="IR", dataset="imagenet", knn_every=10, epochs=300, compile="off")
-    every = C.PretrainConfig(**{**C.to_dict(imagenet), "knn_schedule": "every"})
-    assert C.config_hash(imagenet) == C.config_hash(every)
+    imagenet = PretrainConfig(method="IR", dataset="imagenet", knn_every=10, epochs=300, compile="off")
+    every = PretrainConfig(**{**to_dict(imagenet), "knn_schedule": "every"})
+    assert config_hash(imagenet) == config_hash(every)
     assert knn_hours(every, figures) == pytest.approx(30 * knn_hours(imagenet, figures))
-    assert knn_hours(C.PretrainConfig(**{**C.to_dict(imagenet), "knn_schedule": "never"}), figures) == 0.0
+    assert knn_hours(PretrainConfig(**{**to_dict(imagenet), "knn_schedule": "never"}), figures) == 0.0
 
 
 def test_the_monitor_never_changes_the_trained_encoder(tmp_path):
@@ -64,11 +64,11 @@ def test_the_default_schedule_prices_each_datasets_monitor_within_five_percent_o
     """Issue 48: with the committed figures, the paper grid's kNN monitor costs at most 5% of the pretraining of each
     dataset's cells (Table 1's and the tables'); before, ImageNet's every 10 epochs cost about 9% and CIFAR's every
     epoch about 47%.  Per cell the CMC family's two-trunk forward exceeds it on CIFAR (7.1%, docs/monitoring.md)."""
-    from ring.plan import grid as G
+    from ring.plan import grid
     from ring.plan.estimate import load_figures
     from ring.plan.estimate.passes import pretrain_passes
 
-    paper = G.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml")
+    paper = grid.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml")
     figures = load_figures()
     cells = set(paper.cells()).union(*(paper.table_cells(t) for t in paper.table_names()))
     monitor, pretraining = {}, {}

@@ -6,8 +6,7 @@ import os
 import pytest
 
 from ring.core.cell_runs import RUNS
-from ring.plan import disk
-from ring.plan import grid as G
+from ring.plan import disk, grid
 from tests.conftest import ROOT
 
 TINY = {
@@ -22,7 +21,7 @@ TINY = {
 
 @pytest.fixture(scope="module")
 def tiny():
-    return G.from_dict("tiny", TINY)
+    return grid.from_dict("tiny", TINY)
 
 
 def _file(path, size: int):
@@ -41,7 +40,7 @@ def test_the_named_cells_are_every_stages_cells_and_the_pretraining_cells_they_r
 
 
 def test_a_detection_and_a_study_cell_are_named_with_the_folders_they_read():
-    smoke = G.load(ROOT / "ring" / "resources" / "grids" / "smoke.yaml")
+    smoke = grid.load(ROOT / "ring" / "resources" / "grids" / "smoke.yaml")
     named = disk.named_cells(smoke, ROOT / "results")
     base = ROOT / "results" / "smoke"
     source, method, task, seed = smoke.detection_cells()[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ring.cluster import batch
-from ring.core import methods as M
+from ring.core.methods import METHODS
 from ring.plan import gate, ownership
 from tests.project.test_plugin_guide import loaded
 
@@ -57,13 +57,13 @@ COMMANDS = {
 def plugin(tmp_path: Path, monkeypatch, source: str):
     """``source`` as module toy_method behind the entry point ``toy``, loaded into this process's registry (restored
     afterwards, the torch-importing plug-ins' record included)."""
-    heavy = dict(M.METHODS.heavy)
+    heavy = dict(METHODS.heavy)
     try:
         with loaded(tmp_path, monkeypatch, source):
             yield
     finally:
-        M.METHODS.heavy.clear()
-        M.METHODS.heavy.update(heavy)
+        METHODS.heavy.clear()
+        METHODS.heavy.update(heavy)
 
 
 def results_folder(tmp_path: Path) -> Path:

@@ -8,7 +8,7 @@ from ring.core import catalog
 from ring.core.config import config_hash
 from ring.core.methods import METHODS
 from ring.plan import checks, gate
-from ring.plan import grid as G
+from ring.plan import grid as grid_plan
 from tests import ROOT
 from tests.helpers import PAPER_TRANSFER_DATASETS
 
@@ -17,7 +17,7 @@ DIGITS_PRETRAIN = {"pretrain": {"all": {"bank_negatives": 1024}}}
 
 
 def test_paper_grid_is_table1_with_the_papers_hyperparameters(root):
-    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
+    paper = grid_plan.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     assert paper.datasets == ["cifar10", "cifar100", "stl10", "imagenet"]
     assert paper.methods == ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]
     assert len(paper.table_cells("table1")) == 4 * 7 * len(paper.seeds)
@@ -32,7 +32,7 @@ def test_paper_grid_is_table1_with_the_papers_hyperparameters(root):
 
 
 def test_smoke_grid_runs_every_method_once(root):
-    smoke = G.load(root / "ring" / "resources" / "grids" / "smoke.yaml")
+    smoke = grid_plan.load(root / "ring" / "resources" / "grids" / "smoke.yaml")
     table1 = ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]
     new = ["IRingNoAnneal", "IRingBall", "IRCave", "CMCCave", "IRingCi", "CMCRingCi"]
     assert smoke.cells() == [("digits_colour", m, 0) for m in table1 + new]
@@ -41,7 +41,7 @@ def test_smoke_grid_runs_every_method_once(root):
 
 
 def test_paper_grid_plans_table2_and_the_la_variants(root):
-    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
+    paper = grid_plan.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     assert paper.table_axes("table2") == (["IR", "IRing", "IRingNoAnneal", "IRingBall"], ["cifar10", "imagenet"])
     assert paper.table_axes("table_la_variants") == (["LA", "IRCave", "CMCCave", "IRingCi", "CMCRingCi"], ["cifar10"])
     # the union: Table 1's 28 pairs, the 4 lesion cells and the 4 new variants on CIFAR10
@@ -52,14 +52,14 @@ def test_paper_grid_plans_table2_and_the_la_variants(root):
 
 
 def test_cell_configs_differ_only_where_they_should(root):
-    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
+    paper = grid_plan.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     a = paper.pretrain_config("cifar10", "IR", 0, "data")
     assert config_hash(a) == config_hash(paper.pretrain_config("cifar10", "IR", 0, "/elsewhere"))  # runtime only
     assert config_hash(a) != config_hash(paper.pretrain_config("cifar10", "IR", 1, "data"))
 
 
 def test_paper_grid_plans_every_method_on_the_nine_transfer_datasets(root):
-    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
+    paper = grid_plan.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     assert paper.transfer["source"] == "cifar10"
     assert paper.transfer["datasets"] == PAPER_TRANSFER_DATASETS
     assert len(paper.transfer_cells()) == 9 * 7 * len(paper.seeds)
@@ -78,13 +78,13 @@ def test_paper_grid_plans_every_method_on_the_nine_transfer_datasets(root):
 
 
 def test_smoke_grid_transfers_the_digits_encoders_to_generated_shapes(root):
-    smoke = G.load(root / "ring" / "resources" / "grids" / "smoke.yaml")
+    smoke = grid_plan.load(root / "ring" / "resources" / "grids" / "smoke.yaml")
     assert smoke.transfer_cells() == [
         ("shapes", m, 0) for m in ["IR", "IRing", "CMC", "CMCRing", "MoCo", "MoCoRing", "LA"]
     ]
     assert smoke.transfer_config("shapes", "IR", 0, "data").source == "digits_colour"
     assert (
-        G.from_dict(
+        grid_plan.from_dict(
             "plain", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], **DIGITS_PRETRAIN}
         ).transfer_cells()
         == []
@@ -92,7 +92,7 @@ def test_smoke_grid_transfers_the_digits_encoders_to_generated_shapes(root):
 
 
 def test_paper_grid_plans_table4_for_five_methods_three_models_three_seeds(root):
-    grid = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
+    grid = grid_plan.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     cells = grid.detection_cells()
     assert len(cells) == 5 * 3 * 3 and {c[0] for c in cells} == {"imagenet"}
     assert {c[1] for c in cells} == {"IR", "IRing", "MoCo", "MoCoRing", "LA"}
@@ -115,7 +115,7 @@ def test_detection_blocks_merge_overrides_key_by_key(root):
             "by_method": {"IRing": {"num_workers": 1}},
         },
     }
-    grid = G.from_dict("g", values)
+    grid = grid_plan.from_dict("g", values)
     voc = grid.detection_config("IRing", "voc_det", 0, "d")
     assert voc.overrides == {"SOLVER.MAX_ITER": 7, "SOLVER.BASE_LR": 0.1}
     assert (voc.num_gpus, voc.num_workers) == (0, 1)
@@ -123,7 +123,7 @@ def test_detection_blocks_merge_overrides_key_by_key(root):
 
 
 def test_paper_grid_plans_the_appendix_studies_on_cifar10(root):
-    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
+    paper = grid_plan.load(root / "ring" / "resources" / "grids" / "paper.yaml")
     hard, policies, k = (paper.studies[name] for name in ("hard_negatives", "anneal_policies", "negatives_k"))
     assert {s.dataset for s in (hard, policies, k)} == {"cifar10"}
     # One IR source with snapshots at 0/50/100/150, IRing at 10/25/50% from each: 1 + 12 cells.
@@ -169,7 +169,7 @@ def test_paper_grid_plans_the_appendix_studies_on_cifar10(root):
 
 
 def test_ring_digits_grid_sweeps_the_final_window_and_the_annealing_length(root):
-    g = G.load(root / "ring" / "resources" / "grids" / "ring_digits.yaml")
+    g = grid_plan.load(root / "ring" / "resources" / "grids" / "ring_digits.yaml")
     assert (g.methods, g.seeds) == (["IR", "IRing", "MoCo", "MoCoRing"], [0, 1, 2])  # Table 1 at the study's 3 seeds
     study = g.studies["ring_window"]
     cells = study.cells()
@@ -199,7 +199,7 @@ def test_a_grid_file_whose_name_is_not_a_plain_name_is_refused(tmp_path, name, s
     path = tmp_path / name
     path.write_text("datasets: [digits]\nmethods: [IR]\nseeds: [0]\n")
     with pytest.raises(ValueError, match=re.escape(sentence)):
-        G.resolve(str(path), tmp_path / "grids")
+        grid_plan.resolve(str(path), tmp_path / "grids")
 
 
 def test_grid_naming_a_folder_or_a_path_without_yaml_gets_a_sentence(tmp_path):
@@ -207,9 +207,9 @@ def test_grid_naming_a_folder_or_a_path_without_yaml_gets_a_sentence(tmp_path):
     with pytest.raises(
         ValueError, match=re.escape(f"grid={str(tmp_path / 'grids')!r} is a folder; give a grid file in it")
     ):
-        G.resolve(str(tmp_path / "grids"), tmp_path / "grids")
+        grid_plan.resolve(str(tmp_path / "grids"), tmp_path / "grids")
     with pytest.raises(ValueError, match="is neither a grid name .* nor a path ending in .yaml"):
-        G.resolve("../results/x", tmp_path / "grids")
+        grid_plan.resolve("../results/x", tmp_path / "grids")
 
 
 def test_the_papers_per_method_values_come_with_the_methods_unless_the_grid_sets_them():
@@ -219,7 +219,7 @@ def test_the_papers_per_method_values_come_with_the_methods_unless_the_grid_sets
         "seeds": [0],
         "pretrain": {"all": {"bank_negatives": 1024, "queue_size": 1024}},
     }
-    own = G.from_dict("own", base)
+    own = grid_plan.from_dict("own", base)
     assert [own.pretrain_config("digits", m, 0, "data").batch_size for m in base["methods"]] == [
         256,
         128,
@@ -230,7 +230,7 @@ def test_the_papers_per_method_values_come_with_the_methods_unless_the_grid_sets
     assert [own.pretrain_config("digits", m, 0, "data").bn_groups for m in base["methods"]] == [1, 1, 1, 8, 8]
     assert own.pretrain_config("digits", "CMC", 0, "data").cmc_negatives == "shared"
     base["pretrain"]["all"].update(batch_size=64, bn_groups=2)  # the grid's own values win
-    set_ = G.from_dict("own", base)
+    set_ = grid_plan.from_dict("own", base)
     assert {
         (c.batch_size, c.bn_groups) for c in (set_.pretrain_config("digits", m, 0, "data") for m in base["methods"])
     } == {(64, 2)}
@@ -266,7 +266,7 @@ def test_select_refuses_what_stops_the_jobs_here_and_an_unhonourable_skip_checks
     (tmp_path / "results").write_text("a file where the results folder goes")
     with pytest.raises(ValueError) as err:
         gate.select("c10", grids, _no_schema, results=tmp_path / "results")
-    assert str(err.value) == checks.environment(G.load(grids / "c10.yaml"), tmp_path / "results")
+    assert str(err.value) == checks.environment(grid_plan.load(grids / "c10.yaml"), tmp_path / "results")
     assert gate.select("c10", grids, _no_schema, results=tmp_path).name == "c10"
     with pytest.raises(ValueError, match=re.escape(catalog.skip_refusal("cifar10"))):
         gate.select("c10", grids, _no_schema, skip_checksums=True, results=tmp_path)
@@ -299,12 +299,12 @@ def test_schema_refusal_names_the_key_path_or_the_top_level():
 
 
 def test_datasets_read_lists_each_dataset_once_detectron2s_only_when_not_embedded(root):
-    paper = G.load(root / "ring" / "resources" / "grids" / "paper.yaml")
-    read = G.datasets_read(paper)
+    paper = grid_plan.load(root / "ring" / "resources" / "grids" / "paper.yaml")
+    read = grid_plan.datasets_read(paper)
     assert len(read) == len(set(read)) and read[: len(paper.datasets)] == paper.datasets
     assert set(paper.transfer["datasets"]) | {"coco", "voc2007", "voc2012"} <= set(read)
-    smoke = G.load(root / "ring" / "resources" / "grids" / "smoke.yaml")  # Table 4 on the generated datasets
-    assert smoke.detection["datasets"] == "embedded" and not {"coco", "voc2007"} & set(G.datasets_read(smoke))
+    smoke = grid_plan.load(root / "ring" / "resources" / "grids" / "smoke.yaml")  # Table 4 on the generated datasets
+    assert smoke.detection["datasets"] == "embedded" and not {"coco", "voc2007"} & set(grid_plan.datasets_read(smoke))
 
 
 def test_the_plan_records_the_decoder_once_and_hashes_it_only_as_the_gpu(tmp_path, monkeypatch):
@@ -316,24 +316,24 @@ def test_the_plan_records_the_decoder_once_and_hashes_it_only_as_the_gpu(tmp_pat
     import json
 
     from ring import resources
-    from ring.core import config as C
+    from ring.core.config import dump, save
 
-    paper = G.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml")
+    paper = grid_plan.load(ROOT / "ring" / "resources" / "grids" / "paper.yaml")
     planned = paper.pretrain_config("imagenet", "IR", 0, "data")
     assert planned.store_decode == "auto" and planned.store_decoder == "cpu"
     assert config_hash(planned) == config_hash(dataclasses.replace(planned, store_decoder=""))
     before = tmp_path / "before.yaml"  # a config.yaml written before the record existed
-    before.write_text("".join(line for line in C.dump(planned).splitlines(True) if "store_decoder" not in line))
+    before.write_text("".join(line for line in dump(planned).splitlines(True) if "store_decoder" not in line))
     again = tmp_path / "again.yaml"
-    C.save(planned, again)
+    save(planned, again)
     doc = {"images_per_s": {"store": 3674.0, "store_gpu": 9000.0}, "workers": 8, "store_timed_steps": 48}
     (tmp_path / "throughput_IR_compile-NVIDIA_H200.json").write_text(json.dumps(doc))
     monkeypatch.setattr(resources, "FIGURES", tmp_path)
     fresh = paper.pretrain_config("imagenet", "IR", 0, "data")
     assert fresh.store_decoder == "gpu" and config_hash(fresh) != config_hash(planned)
     for path in (before, again):
-        kept = paper.pretrain_config("imagenet", "IR", 0, "data", recorded=G.recorded_decoder(path))
+        kept = paper.pretrain_config("imagenet", "IR", 0, "data", recorded=grid_plan.recorded_decoder(path))
         assert kept == planned and config_hash(kept) == config_hash(planned)
-    assert G.recorded_decoder(tmp_path / "missing.yaml") is None
+    assert grid_plan.recorded_decoder(tmp_path / "missing.yaml") is None
     cifar = paper.pretrain_config("cifar10", "IR", 0, "data")  # no store: the workers, whatever the figures say
     assert cifar.store_decoder == "cpu"

@@ -7,7 +7,7 @@ import re
 import yaml
 
 from ring.plan import checks, ownership
-from ring.plan import grid as G
+from ring.plan import grid as grid_plan
 from tests.workflow.runs import snakemake
 
 MINI = {
@@ -72,7 +72,7 @@ def test_a_folder_made_before_the_marker_is_attributed_by_its_provenance(tmp_pat
     record = results / "mini/pretrain/digits/IR/seed0/provenance.json"
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"grid_file": {"path": str(theirs), "sha256": "0" * 64}, "segments": []}))
-    grid = G.load(write(tmp_path / "mine" / "mini.yaml", MINI))
+    grid = grid_plan.load(write(tmp_path / "mine" / "mini.yaml", MINI))
     assert checks.environment(grid, results).startswith(
         f"The results folder {results / 'mini'} holds the cells of grid file {theirs}, not of "
     )

@@ -1,7 +1,7 @@
 """ring.plan.rerun: ``ring rerun`` on one cell folder, by hand, after the gate (ring.core.cell_runs decides)."""
 
 from ring.core import cell_runs
-from ring.core import config as C
+from ring.core.config import config_hash, save
 from ring.plan import ownership
 from tests.helpers import pretrain_config, run_module
 from tests.plan.test_gate import BAD, GOOD, grid_dir, results_folder, snapshot
@@ -11,8 +11,8 @@ def test_the_cli_reads_the_cells_config_yaml(tmp_path):
     cfg = pretrain_config("IR", epochs=1)
     cell_runs.write_record(tmp_path, cfg)
     for name in ("checkpoint.pt", "encoder.pt", "log.jsonl"):
-        (tmp_path / name).write_text(C.config_hash(cfg))
-    C.save(pretrain_config("IR", epochs=1, lr=0.1), tmp_path / "config.yaml")
+        (tmp_path / name).write_text(config_hash(cfg))
+    save(pretrain_config("IR", epochs=1, lr=0.1), tmp_path / "config.yaml")
     result = run_module("ring.plan.rerun", tmp_path, "--stage", "pretrain")
     assert "this cell starts over" in result.stderr and (tmp_path / "runs").is_dir()
 

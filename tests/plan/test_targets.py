@@ -3,10 +3,9 @@ does not name, are refused in one sentence before any plan."""
 
 from pathlib import Path
 
-from ring.plan import grid as G
-from ring.plan import targets
+from ring.plan import grid, targets
 
-GRID = G.from_dict(
+GRID = grid.from_dict(
     "tiny",
     {"datasets": ["digits"], "methods": ["IR", "IRing"], "seeds": [0, 1], "pretrain": {"all": {"bank_negatives": 64}}},
     source="grids/tiny.yaml",

@@ -60,14 +60,14 @@ def test_one_selection_bounds_are_the_row_bounds_on_ties_signs_and_zeros(candida
     import torch
 
     from benchmarks.ring_radix import CANDIDATES, _tied_rows
-    from ring.engine.objectives import ring as R
+    from ring.engine.objectives import ring as ring_objective
 
     one_selection = CANDIDATES[candidate]
     g = torch.Generator().manual_seed(0)
     rows = torch.cat([_tied_rows(6, 2000, g), torch.randn(3, 2000, generator=g)])
     for window in ((0.0, 90.0), (90.0, 99.0), (30.0, 80.0), (0.0, 100.0), (49.9, 50.1), (99.8, 99.9)):
-        ranks = R.window_ranks(2000, *window)
-        for old, new in zip(R._topk_bounds(rows, *ranks), one_selection(rows, *ranks), strict=True):
+        ranks = ring_objective.window_ranks(2000, *window)
+        for old, new in zip(ring_objective._topk_bounds(rows, *ranks), one_selection(rows, *ranks), strict=True):
             assert torch.equal(old, new), window
 
 
@@ -553,11 +553,10 @@ def test_every_block_of_the_paper_grid_is_priced_detection_from_the_committed_de
     """Issue 47, item 2: no block of the paper grid is left out of its total: detection from the CPU's end-to-end
     Detectron2 figures at the stated ratio to the GPU, MS-COCO's transfer cells at their crops' caps."""
     from ring import resources
-    from ring.plan import estimate as E
-    from ring.plan import grid as G
-    from ring.plan.estimate import blocks
+    from ring.plan import grid
+    from ring.plan.estimate import blocks, load_figures
 
-    priced = blocks.price_grid(G.load(resources.GRIDS / "paper.yaml"), E.load_figures())
+    priced = blocks.price_grid(grid.load(resources.GRIDS / "paper.yaml"), load_figures())
     assert not any(block["unpriced"] for block in priced.values()), {k: b["unpriced"] for k, b in priced.items()}
     detection = priced["detection"]
     assert detection["seconds"] > 0 and set(detection["sources"]) == {"detection", "fixed costs"}

@@ -106,9 +106,15 @@ def word_keys() -> set[str]:
     """The stage config keys whose values are words (str fields), where a YAML boolean is always a mistake."""
     import dataclasses
 
-    from ring.core import config as C
+    from ring.core import config
 
-    classes = [C.PretrainConfig, C.LinclsConfig, C.TransferConfig, C.DetectionConfig, C.ToyCNCEConfig]
+    classes = [
+        config.PretrainConfig,
+        config.LinclsConfig,
+        config.TransferConfig,
+        config.DetectionConfig,
+        config.ToyCNCEConfig,
+    ]
     return {f.name for cls in classes for f in dataclasses.fields(cls) if str(f.type).startswith("str")}
 
 

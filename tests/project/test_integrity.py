@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from ring import pretrain, toy_cnce, transfer
-from ring.core import config as C
+from ring.core.config import ToyCNCEConfig, save
 from ring.core.files import record_checksums
 from ring.core.methods import METHODS
 from ring.engine.checkpoint import CheckpointError, load_verified
@@ -34,7 +34,7 @@ FAST = dict(epochs=2, lr_milestones=[], knn_every=0, resize=16, crop=16)
 def _cell(tmp_path, name, cfg):
     cell = tmp_path / name
     cell.mkdir()
-    C.save(cfg, cell / "config.yaml")
+    save(cfg, cell / "config.yaml")
     return cell
 
 
@@ -91,7 +91,7 @@ def test_linear_evaluation_stops_at_a_non_finite_loss(tmp_path, encoder_file):
 
 
 def test_toy_stops_at_a_non_finite_loss(tmp_path):
-    cfg = C.ToyCNCEConfig(
+    cfg = ToyCNCEConfig(
         n_points=256, epochs=2, batch_size=64, negatives=20, eval_points=200, percentages=[50.0], lr=1e30
     )
     cell = _cell(tmp_path, "toy", cfg)

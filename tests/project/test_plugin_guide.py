@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from ring.cluster import batch
-from ring.core import config as C
-from ring.core import methods as M
+from ring.core import methods
+from ring.core.config import PretrainConfig, config_hash
 from ring.plan import checks
-from ring.plan import estimate as E
-from ring.plan import grid as G
+from ring.plan import estimate as estimator
+from ring.plan import grid as grid_plan
 from tests import ROOT
 from tests.helpers import copy_workflow
 from tests.workflow.runs import TINY, snakemake, write_grid
@@ -104,7 +104,7 @@ def install(tmp_path, monkeypatch, source: str = PLUGIN) -> Path:
     info = folder / "toy_method-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-method\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{M.ENTRY_POINT_GROUP}]\ntoy = toy_method\n")
+    (info / "entry_points.txt").write_text(f"[{methods.ENTRY_POINT_GROUP}]\ntoy = toy_method\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), str(ROOT)]))
     return folder
 
@@ -112,17 +112,21 @@ def install(tmp_path, monkeypatch, source: str = PLUGIN) -> Path:
 @contextlib.contextmanager
 def loaded(tmp_path, monkeypatch, source: str = PLUGIN):
     """:func:`install`, then loaded into this process's registry; the registry is restored afterwards."""
-    before = (dict(M.METHODS), dict(M.METHODS.broken), dict(M.METHODS.plugins))  # read (loaded) before the install
+    before = (
+        dict(methods.METHODS),
+        dict(methods.METHODS.broken),
+        dict(methods.METHODS.plugins),
+    )  # read (loaded) before the install
     folder = install(tmp_path, monkeypatch, source)
     monkeypatch.syspath_prepend(str(folder))
     importlib.invalidate_caches()
-    M._load_entry_points()
+    methods._load_entry_points()
     try:
         yield folder
     finally:
-        M.METHODS.clear()
-        M.METHODS.update(before[0])
-        for mine, kept in zip((M.METHODS.broken, M.METHODS.plugins), before[1:], strict=True):
+        methods.METHODS.clear()
+        methods.METHODS.update(before[0])
+        for mine, kept in zip((methods.METHODS.broken, methods.METHODS.plugins), before[1:], strict=True):
             mine.clear()
             mine.update(kept)
         sys.modules.pop("toy_method", None)
@@ -136,8 +140,8 @@ def plugin(tmp_path, monkeypatch):
 
 
 def test_the_plugins_methods_pass_the_plan_checks_and_its_own_check_speaks_one_sentence(plugin):
-    assert M.METHODS["ToyRing"].objective.n_views == 2 and M.METHODS["ToyRing"].base == "Toy"
-    grid = G.from_dict("ext", GRID)
+    assert methods.METHODS["ToyRing"].objective.n_views == 2 and methods.METHODS["ToyRing"].base == "Toy"
+    grid = grid_plan.from_dict("ext", GRID)
     cfg = grid.pretrain_config("digits", "ToyRing", 0, "data")
     checks.check(cfg, "cell digits/ToyRing/seed0")  # its own check passes at batch 64
     bad = {**GRID, "pretrain": {"all": {**GRID["pretrain"]["all"], "batch_size": 2}}}
@@ -147,70 +151,72 @@ def test_the_plugins_methods_pass_the_plan_checks_and_its_own_check_speaks_one_s
         r"an integer of at least 4; set batch_size to 4 or more \(the batch holds "
         r"the negatives\)\.$",
     ):
-        G.from_dict("ext", bad)  # the plan checks the workflow runs when it loads a grid, before any job
+        grid_plan.from_dict("ext", bad)  # the plan checks the workflow runs when it loads a grid, before any job
 
 
 def test_a_plugin_that_declares_no_keys_reads_every_key_and_one_that_declares_them_is_held_to_them(plugin, monkeypatch):
     """Issue 32 item 7: plug-ins written before the unread-key rule keep working (and their hashes); a declared one
     gets the paper methods' rule."""
-    assert M.unread_keys("Toy") == ()
-    grid = G.from_dict("ext", {**GRID, "pretrain": {**GRID["pretrain"], "by_method": {"Toy": {"queue_size": 512}}}})
+    assert methods.unread_keys("Toy") == ()
+    grid = grid_plan.from_dict(
+        "ext", {**GRID, "pretrain": {**GRID["pretrain"], "by_method": {"Toy": {"queue_size": 512}}}}
+    )
     toy = grid.pretrain_config("digits", "Toy", 0, "data")
-    assert toy.queue_size == 512 and C.config_hash(toy) != C.config_hash(dataclasses.replace(toy, queue_size=4096))
+    assert toy.queue_size == 512 and config_hash(toy) != config_hash(dataclasses.replace(toy, queue_size=4096))
 
-    class Declared(M.Objective):
+    class Declared(methods.Objective):
         own_keys = ()  # the common keys only (and the Ring keys for a Ring method)
 
     monkeypatch.setitem(
-        M.METHODS,
+        methods.METHODS,
         "Declared",
-        M.Method(Declared("d", "toy_method:InBatchContrast", "InBatch"), ring=True, base="Declared"),
+        methods.Method(Declared("d", "toy_method:InBatchContrast", "InBatch"), ring=True, base="Declared"),
     )
-    assert "queue_size" in M.unread_keys("Declared") and "ring_w_l" not in M.unread_keys("Declared")
+    assert "queue_size" in methods.unread_keys("Declared") and "ring_w_l" not in methods.unread_keys("Declared")
     declared = {**GRID, "methods": ["Declared"], "pretrain": {"by_method": {"Declared": {"queue_size": 512}}}}
     with pytest.raises(
         checks.ConfigError,
         match=r"block by_method Declared: queue_size=512 is a setting Declared "
         r"never reads \(only MoCo, MoCoRing, Toy, ToyRing do\)",
     ):
-        G.from_dict("ext", declared)
+        grid_plan.from_dict("ext", declared)
 
 
 def test_a_name_taken_or_unsafe_is_refused():
     with pytest.raises(ValueError, match="Method IR is already registered; choose another name."):
-        M.register("IR", M.Method(M.MOCO, ring=False, base="IR"))
+        methods.register("IR", methods.Method(methods.MOCO, ring=False, base="IR"))
     with pytest.raises(ValueError, match="must be one word of letters, digits and _"):
-        M.register("My Method", M.Method(M.IR, ring=False, base="IR"))
+        methods.register("My Method", methods.Method(methods.IR, ring=False, base="IR"))
 
 
 def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from_its_own(plugin, tmp_path, capsys):
-    grid = G.from_dict("ext", GRID)
-    figures = E.load_figures("cpu")
+    grid = grid_plan.from_dict("ext", GRID)
+    figures = estimator.load_figures("cpu")
     with pytest.raises(
         ValueError,
         match=r"^Method Toy is priced by the throughput of InBatch, which the cpu figures do "
         r"not have \(they have CMC, IR, LA, MoCo\); run benchmarks/throughput.py --method InBatch on that device and "
         r"put its JSON in the folder your plug-in's ring.figures entry point names, or pass --figures DIR ",
     ):
-        E.estimate(grid, figures)
+        estimator.estimate(grid, figures)
     # Its own figures, in a folder of its own: the package's folder is read as it is, never written to.
-    package = sorted((f.name, f.stat().st_mtime_ns) for f in E.RESULTS.iterdir())
+    package = sorted((f.name, f.stat().st_mtime_ns) for f in estimator.RESULTS.iterdir())
     own = tmp_path / "figures"
     own.mkdir()
-    ir = json.loads((E.RESULTS / "throughput_IR-cpu.json").read_text())
+    ir = json.loads((estimator.RESULTS / "throughput_IR-cpu.json").read_text())
     (own / "throughput_InBatch-cpu.json").write_text(json.dumps({**ir, "method": "InBatch"}))
-    figures = E.load_figures("cpu", extra=[own])
+    figures = estimator.load_figures("cpu", extra=[own])
     assert figures.eager_files["InBatch"] == str(own / "throughput_InBatch-cpu.json")  # the report names it
     cfg = {m: grid.pretrain_config("digits", m, 0, "data") for m in ("Toy", "ToyRing")}
-    toy, toy_ring = (E.pretrain_hours(cfg[m], figures) for m in ("Toy", "ToyRing"))
+    toy, toy_ring = (estimator.pretrain_hours(cfg[m], figures) for m in ("Toy", "ToyRing"))
     # Its figures are IR's: the same cell as IR costs the same (no k-means, no monitors in this grid).
-    assert toy == pytest.approx(E.pretrain_hours(dataclasses.replace(cfg["Toy"], method="IR"), figures))
+    assert toy == pytest.approx(estimator.pretrain_hours(dataclasses.replace(cfg["Toy"], method="IR"), figures))
     # Priced as its objective says: MoCoRing's ratio, measured on device tensors, multiplies the step only.
     step_s = (cfg["Toy"].crop / figures.image_size) ** 2 / figures.step_images_per_s["InBatch"]
     extra = (
-        (E.ring_ratio(figures, "ToyRing", "MoCoRing", 64) - 1)
+        (estimator.ring_ratio(figures, "ToyRing", "MoCoRing", 64) - 1)
         * cfg["Toy"].epochs
-        * E.SIZES["digits"][0]
+        * estimator.SIZES["digits"][0]
         * step_s
         / 3600
     )
@@ -228,7 +234,7 @@ def test_the_estimate_refuses_a_family_it_has_no_figures_for_then_prices_it_from
     assert capsys.readouterr().err == (
         f"ring: --figures {tmp_path / 'none'} is not a folder; give the folder that holds the throughput JSON.\n"
     )
-    assert sorted((f.name, f.stat().st_mtime_ns) for f in E.RESULTS.iterdir()) == package
+    assert sorted((f.name, f.stat().st_mtime_ns) for f in estimator.RESULTS.iterdir()) == package
 
 
 @pytest.mark.slow  # the benchmark builds and steps ResNet-18 for the plug-in's two methods
@@ -251,10 +257,10 @@ def test_a_plugins_own_ring_kind_is_priced_from_its_figures_after_the_benchmark_
     figures = folder / "toy_figures"  # the plug-in's folder of figures: its eager throughput, a stand-in of IR's
     figures.mkdir()
     (figures / "__init__.py").write_text('"""The toy plug-in\'s measured figures."""\n')
-    ir = json.loads((E.RESULTS / "throughput_IR-cpu.json").read_text())
+    ir = json.loads((estimator.RESULTS / "throughput_IR-cpu.json").read_text())
     (figures / "throughput_InBatch-cpu.json").write_text(json.dumps({**ir, "method": "InBatch"}))
     points = folder / "toy_method-0.1.dist-info" / "entry_points.txt"
-    points.write_text(points.read_text() + f"[{E.FIGURES_GROUP}]\ntoy = toy_figures\n")
+    points.write_text(points.read_text() + f"[{estimator.FIGURES_GROUP}]\ntoy = toy_figures\n")
     grid = grid_file(tmp_path, {**GRID, "methods": ["ToyRing"]})
 
     def run(*args, **env) -> subprocess.CompletedProcess:
@@ -384,12 +390,12 @@ def test_the_plan_checks_resolve_a_plugins_implementation_and_the_calls_the_stag
             rf"is registered by the toy plug-in, whose implementation '[^']+' "
             rf"{reason}; fix that package or choose another method\.$",
         ):
-            G.from_dict("ext", GRID)
+            grid_plan.from_dict("ext", GRID)
 
 
 def test_every_builtin_implementation_resolves():
     """The plan resolves only plug-ins' implementations (ours would import torch into every plan): this is ours'."""
-    objectives = {m.objective for name, m in M.METHODS.items() if name not in M.METHODS.plugins}
+    objectives = {m.objective for name, m in methods.METHODS.items() if name not in methods.METHODS.plugins}
     assert {o.label for o in objectives} >= {"ir", "cmc", "moco"}
     assert {o.label: o.implementation_problem() for o in objectives} == {o.label: None for o in objectives}
 
@@ -509,7 +515,7 @@ def guide_site(module_tmp) -> Path:
     for name, text in files.items():
         (source / name).parent.mkdir(exist_ok=True)
         (source / name).write_text(text)
-    ir = json.loads((E.RESULTS / "throughput_IR-cpu.json").read_text())
+    ir = json.loads((estimator.RESULTS / "throughput_IR-cpu.json").read_text())
     (source / "in_batch_figures" / "throughput_InBatch-cpu.json").write_text(json.dumps({**ir, "method": "InBatch"}))
     subprocess.run(
         [
@@ -559,12 +565,12 @@ def test_the_guides_example_installs_and_plans_without_torch(guide_site, tmp_pat
     job = run(
         "-c",
         "from ring.core import catalog\n"
-        "from ring.core import config as C\n"
+        "from ring.core.config import PretrainConfig\n"
         "from ring.core.methods import method\n"
         "from ring.engine.objectives import build_encoder, build_objective\n"
         "import torch\n"
         "from ring.pretrain import objective_settings\n"
-        "cfg = C.PretrainConfig(dataset='digits', method='InBatchRing', batch_size=8)\n"
+        "cfg = PretrainConfig(dataset='digits', method='InBatchRing', batch_size=8)\n"
         "settings = objective_settings(cfg, method('InBatchRing'), catalog.spec('digits'))\n"
         "model = build_encoder(settings)\n"
         "loss = build_objective(settings, model, 100, 2**25)(model, [torch.randn(8, 3, 32, 32)] * 2,"
@@ -578,9 +584,9 @@ def test_the_guides_example_installs_and_plans_without_torch(guide_site, tmp_pat
 def test_the_guide_lists_the_ring_kinds_of_the_registry_and_the_figures():
     text = GUIDE.read_text()
     listed = set(re.findall(r"^\| `(\w+)` \|", text[text.index("## The Ring kinds") :], re.M))
-    cfg = C.PretrainConfig(dataset="digits", method="IRing")
-    kinds = {m.objective.ring_selection(cfg, 100)[0] for m in M.METHODS.values() if m.ring}
-    assert listed == kinds == set(E.load_figures("cpu").ring_ratios)
+    cfg = PretrainConfig(dataset="digits", method="IRing")
+    kinds = {m.objective.ring_selection(cfg, 100)[0] for m in methods.METHODS.values() if m.ring}
+    assert listed == kinds == set(estimator.load_figures("cpu").ring_ratios)
 
 
 TWO_RANKS = textwrap.dedent("""
@@ -685,7 +691,7 @@ def test_the_guides_example_is_found_and_checked_without_torch_however_it_is_ins
         info = folder / "in_batch_method-0.1.dist-info"
         info.mkdir()
         (info / "METADATA").write_text("Metadata-Version: 2.1\nName: in-batch-method\nVersion: 0.1\n")
-        (info / "entry_points.txt").write_text(f"[{M.ENTRY_POINT_GROUP}]\nin_batch = in_batch\n")
+        (info / "entry_points.txt").write_text(f"[{methods.ENTRY_POINT_GROUP}]\nin_batch = in_batch\n")
         env["PYTHONPATH"] = str(folder)
     else:
         editable = ["-e"] if how.startswith("editable") else []

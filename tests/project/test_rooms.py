@@ -14,7 +14,7 @@ import pytest
 
 import ring
 from ring.core import catalog, methods
-from ring.core import config as C
+from ring.core.config import TransferConfig
 from ring.data import datasets, folders, listings, metadataset
 from tests.helpers import lincls_config, pretrain_config
 
@@ -218,7 +218,7 @@ def test_a_transfer_cell_looks_its_method_and_both_datasets_up_once(tmp_path, mo
 
     listings.generate_shapes(tmp_path / "data" / "shapes")
     values = {**TINY_LINCLS, "epochs": 1, "dataset": "shapes", "source": "digits", "method": "IRing"}
-    cfg = C.TransferConfig(**values, data_root=str(tmp_path / "data"), stats_cache=str(tmp_path / "stats"))
+    cfg = TransferConfig(**values, data_root=str(tmp_path / "data"), stats_cache=str(tmp_path / "stats"))
     counts = count_lookups(monkeypatch)
     cell = transfer.TransferEval.RESOLVE(cfg)
     assert counts == {("dataset", "shapes"): 1, ("dataset", "digits"): 1, ("method", "IRing"): 1}

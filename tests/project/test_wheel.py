@@ -20,8 +20,7 @@ import yaml
 import ring
 from ring import resources
 from ring.core.methods import display_name
-from ring.plan import estimate as E
-from ring.plan import grid as G
+from ring.plan import estimate, grid
 from tests import ROOT
 from tests.workflow.runs import job_counts
 
@@ -144,9 +143,9 @@ def test_the_installed_wheel_runs_the_login_node_commands_from_another_folder(in
 
     # The paper grid's price, from the figures the wheel carries: the checkout's table, line for line.
     priced = ring_command(installed, "estimate", "--grid", "paper")
-    here = E.report(G.load(resources.GRIDS / "paper.yaml"), E.load_figures())
+    here = estimate.report(grid.load(resources.GRIDS / "paper.yaml"), estimate.load_figures())
     assert table(priced.stdout) == table(here), priced.stdout
-    cells = sum(1 for _ in G.load(resources.GRIDS / "paper.yaml").cells())
+    cells = sum(1 for _ in grid.load(resources.GRIDS / "paper.yaml").cells())
     total = next(line for line in table(priced.stdout) if line.startswith("total "))
     assert total.split()[:2] == ["total", str(2 * cells)]  # a pretraining and a lincls job each
 
@@ -165,10 +164,12 @@ def test_the_installed_wheel_runs_the_login_node_commands_from_another_folder(in
     smoke = yaml.safe_load((resources.GRIDS / "smoke.yaml").read_text())
     mine = {key: smoke[key] for key in ("datasets", "pretrain", "lincls")}  # no tables' lesions, no studies
     (work / "mine.yaml").write_text(yaml.safe_dump({**mine, "methods": ["IR", "IRing"], "seeds": [0, 1]}))
-    cells = list(G.load(work / "mine.yaml").cells())
+    cells = list(grid.load(work / "mine.yaml").cells())
     assert len(cells) == 4  # 2 methods x 2 seeds on one dataset
     mine = ring_command(installed, "estimate", "--grid", "mine.yaml")
-    assert table(mine.stdout) == table(E.report(G.load(work / "mine.yaml"), E.load_figures())), mine.stdout
+    assert table(mine.stdout) == table(estimate.report(grid.load(work / "mine.yaml"), estimate.load_figures())), (
+        mine.stdout
+    )
     total = next(line for line in table(mine.stdout) if line.startswith("total "))
     assert total.split()[:2] == ["total", str(2 * len(cells))]
     status = ring_command(installed, "status", "--grid", "mine.yaml")
@@ -236,7 +237,7 @@ def test_ring_run_runs_the_shipped_workflow_from_an_empty_folder(installed):
 
     paper = ring_here("run", "-n", "all_tables", "--profile", "slurm", "--grid", "paper")
     counts = job_counts(paper.stdout + paper.stderr)
-    cells = list(G.load(resources.GRIDS / "paper.yaml").cells())
+    cells = list(grid.load(resources.GRIDS / "paper.yaml").cells())
     assert counts["pretrain"] + counts["pretrain_two_encoders"] == len(cells) == counts["lincls"], counts
     assert counts["make_table1"] == 1 and counts["total"] == PAPER_PLAN_JOBS, counts
     assert not (folder / "results").exists()  # a dry run writes no results
@@ -244,7 +245,7 @@ def test_ring_run_runs_the_shipped_workflow_from_an_empty_folder(installed):
     made = ring_here("run", "table1", "--cores", "2")
     assert job_counts(made.stdout + made.stderr)["make_table1"] == 1
     table1 = (folder / "results" / "smoke" / "tables" / "table1.md").read_text()
-    smoke = G.load(resources.GRIDS / "smoke.yaml")
+    smoke = grid.load(resources.GRIDS / "smoke.yaml")
     for method in smoke.methods:  # a number in every row, as README command (1)'s test asks of the checkout's run
         assert re.search(rf"^\| {re.escape(display_name(method))} +\| \d+\.\d", table1, re.M), (method, table1)
     status = ring_here("status")  # the grid `ring run` last used in this folder: the smoke grid

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from ring.core import config as C
+from ring.core.config import PretrainConfig, save
 from ring.plan.checks.grid import STUDIES
 from ring.reports import figures
 
@@ -13,7 +13,7 @@ from ring.reports import figures
 def _cell(root, study, method, variant, seed, records, **overrides):
     cell = root / "study" / study / "digits" / method / variant / f"seed{seed}"
     cell.mkdir(parents=True)
-    C.save(C.PretrainConfig(method=method, dataset="digits", seed=seed, **overrides), cell / "config.yaml")
+    save(PretrainConfig(method=method, dataset="digits", seed=seed, **overrides), cell / "config.yaml")
     (cell / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return cell
 

@@ -26,7 +26,7 @@ import yaml
 
 from ring.cluster.batch import load_config, merge
 from ring.cluster.slurm import stage_resources
-from ring.core import config as C
+from ring.core.config import PretrainConfig, save
 from tests import ROOT
 from tests.helpers import copy_workflow, launch_command
 from tests.workflow.runs import SMALL, TINY, snakemake, write_grid
@@ -145,9 +145,9 @@ def now() -> str:
     return datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def launch_cell(cell: Path, cfg: C.PretrainConfig, resources: dict) -> subprocess.Popen:
+def launch_cell(cell: Path, cfg: PretrainConfig, resources: dict) -> subprocess.Popen:
     cell.mkdir(parents=True, exist_ok=True)
-    C.save(cfg, cell / "config.yaml")
+    save(cfg, cell / "config.yaml")
     cmd = launch_command(cell, "--launcher", "slurm", "--resources", json.dumps(resources))
     return subprocess.Popen(
         cmd,

@@ -7,10 +7,9 @@ import copy
 import yaml
 
 from ring.cluster import batch
-from ring.core import cell_runs
-from ring.core import config as C
+from ring.core import cell_runs, config
 from ring.core.files import sha256_file
-from ring.plan import grid as G
+from ring.plan import grid
 from tests.helpers import finished_detection
 from tests.workflow.runs import DETECTION as GRID
 from tests.workflow.runs import job_counts, snakemake, write_grid
@@ -27,7 +26,7 @@ def _finished(workdir, config_files=True):
     (results / "tiny" / "data").mkdir(parents=True)
     (results / "tiny" / "data" / "digits.ok").write_text("")
     (results / "tiny" / "detection" / "datasets").mkdir(parents=True)
-    return finished_detection(results, G.from_dict("tiny", GRID), "IR", "voc_det", config_files=config_files)
+    return finished_detection(results, grid.from_dict("tiny", GRID), "IR", "voc_det", config_files=config_files)
 
 
 def test_a_flipped_byte_in_a_backbone_is_named_by_status_and_converted_again(workdir, capsys, monkeypatch):
@@ -58,14 +57,16 @@ def test_an_edit_of_a_finished_detection_cell_keeps_its_run_in_runs_and_replans_
     snakemake(
         workdir, "--profile", "profiles/local", f"{CELL}/config.yaml", *CONFIG, timeout=300
     )  # the config rules run
-    old = C.load(C.DetectionConfig, cell / "config.yaml")
+    old = config.load(config.DetectionConfig, cell / "config.yaml")
     metrics = (cell / "metrics.json").read_text()
     edited = copy.deepcopy(GRID)
     edited["detection"]["all"]["overrides"]["SOLVER.MAX_ITER"] = 40
     (workdir / "ring" / "resources" / "grids" / "tiny.yaml").write_text(yaml.safe_dump(edited))
     result = snakemake(workdir, "--profile", "profiles/local", f"{CELL}/config.yaml", *CONFIG, timeout=300)
     kept = (
-        cell / "runs" / cell_runs.run_key(C.config_hash(old), sha256_file(cell.parents[1] / "seed0" / "backbone.pkl"))
+        cell
+        / "runs"
+        / cell_runs.run_key(config.config_hash(old), sha256_file(cell.parents[1] / "seed0" / "backbone.pkl"))
     )
     assert f"its config changed (overrides): the previous run is kept in {kept.relative_to(workdir)}" in result.stderr
     record = cell_runs.read_run_record(kept)

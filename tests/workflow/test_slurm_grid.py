@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ring.core import config as C
+from ring.core import config
 from tests import ROOT
 from tests.documented import current_test, section, shell_commands
 from tests.helpers import copy_workflow
@@ -238,7 +238,7 @@ def test_an_edit_while_the_job_runs_cancels_it_before_its_files_move(workdir):
     assert f"re-attached to SLURM job {old}" not in output
     # Submissions counted in the cell's own slurm/ folder: the shared test cluster runs other cells of this name.
     assert submitted(cell) == {old, recorded_id(cell)} and recorded_id(cell) != old
-    wanted = C.config_hash(C.load(C.PretrainConfig, cell / "config.yaml"))
+    wanted = config.config_hash(config.load(config.PretrainConfig, cell / "config.yaml"))
     assert wanted != old_hash and json.loads((cell / "export.json").read_text())["config_hash"] == wanted
     assert json.loads((cell / "run.json").read_text())["config_hash"] == wanted
     # The cancelled run is kept whole under its own hash, its job's record retired beside the new one.

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ring.core import config as C
+from ring.core.config import PretrainConfig, config_hash, save
 from ring.engine.checkpoint import safe_load
 from tests.engine.test_distributed_run import gaps
 from tests.helpers import TINY_PRETRAIN, pretrain_config
@@ -40,7 +40,7 @@ def test_two_gpu_cell_runs_ddp_from_submitits_environment(tmp_path):
     """gpus_per_node=2: two tasks, one per (fake) GPU, ranks from submitit; gloo on this CPU machine."""
     # Two steps, from the same start (the epoch-0 snapshot): as in tests/engine/test_distributed.py, the updates are
     # compared.
-    cfg = C.PretrainConfig(
+    cfg = PretrainConfig(
         method="MoCoRing",
         **{
             **TINY_PRETRAIN,
@@ -104,10 +104,10 @@ def test_a_two_node_cell_computes_what_one_process_computes(tmp_path):
         "queue_size": 1280,
         "snapshot_epochs": [0],
     }
-    cfg = C.PretrainConfig(method="MoCoRing", **values)
+    cfg = PretrainConfig(method="MoCoRing", **values)
     single = tmp_path / "single"
     single.mkdir()
-    C.save(cfg, single / "config.yaml")
+    save(cfg, single / "config.yaml")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run(
         [sys.executable, "-m", "ring.pretrain", "--config", str(single / "config.yaml"), "--out", str(single)],
@@ -166,7 +166,7 @@ def test_a_two_node_cell_trains_what_one_process_trains_over_a_run(tmp_path):
     proc = launch_cell(cell, cfg, TWO_NODES)  # the job trains while this process trains the one-process run
     single = tmp_path / "single"
     single.mkdir()
-    C.save(cfg, single / "config.yaml")
+    save(cfg, single / "config.yaml")
     subprocess.run(
         [sys.executable, "-m", "ring.pretrain", "--config", str(single / "config.yaml"), "--out", str(single)],
         check=True,
@@ -178,7 +178,7 @@ def test_a_two_node_cell_trains_what_one_process_trains_over_a_run(tmp_path):
     assert proc.returncode == 0, out
     assert task_nodes(cell, job_of(cell)) == {0: 0, 1: 0, 2: 1, 3: 1}  # the group really spans both nodes
     hashes = [json.loads((c / "run.json").read_text())["config_hash"] for c in (single, cell)]
-    assert hashes[0] == hashes[1] == C.config_hash(cfg)
+    assert hashes[0] == hashes[1] == config_hash(cfg)
     a, b = (safe_load(c / "checkpoint.pt") for c in (single, cell))
     assert (a["epoch"], a["step_in_epoch"]) == (b["epoch"], b["step_in_epoch"]) == (2, 0)
     apart = {k: v for k, v in gaps(a, b).items() if v > 1e-6}
@@ -186,7 +186,7 @@ def test_a_two_node_cell_trains_what_one_process_trains_over_a_run(tmp_path):
 
 
 # Two epochs: each disruption comes once the first has ended (its log line), and the second runs on after it.
-IRING_2_EPOCHS = C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 2})
+IRING_2_EPOCHS = PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 2})
 
 
 def equal_across_processes(a: Path, b: Path) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ring.cluster.jobs import IGNORED_STOP
-from ring.core import config as C
+from ring.core.config import PretrainConfig
 from tests.helpers import TINY_PRETRAIN
 from tests.workflow.slurm import (
     CLUSTER,
@@ -37,7 +37,7 @@ pytestmark = SLURM_TESTS
 
 # The interruption tests' cell.  Two epochs: each interruption comes once the first has ended (its log line), and the
 # second runs on after it.
-IRING = C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 2})
+IRING = PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 2})
 
 
 @pytest.fixture(scope="module")

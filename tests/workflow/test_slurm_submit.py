@@ -20,7 +20,7 @@ import yaml
 
 from ring.cluster.admission import preflight, sbatch_test_args
 from ring.cluster.slurm import Resources, job_states, pending_reason
-from ring.core import config as C
+from ring.core.config import PretrainConfig
 from tests import ROOT
 from tests.helpers import TINY_PRETRAIN
 from tests.workflow.runs import TINY, job_counts, snakemake, write_grid
@@ -243,7 +243,7 @@ def test_an_unreachable_controller_is_retried_not_reported_as_bad_resources(tmp_
     subprocess.run([*ctld, "stop"], check=True, timeout=60)
     try:
         proc = launch_cell(
-            cell, C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "epochs": 1, "resize": 16, "crop": 16}), CLUSTER
+            cell, PretrainConfig(method="IR", **{**TINY_PRETRAIN, "epochs": 1, "resize": 16, "crop": 16}), CLUSTER
         )
         time.sleep(15)  # the client meets the dead controller and retries
     finally:
@@ -261,7 +261,7 @@ def test_an_unreachable_controller_is_retried_not_reported_as_bad_resources(tmp_
 
 def test_two_clients_of_one_cell_submit_one_job(tmp_path):
     cell = tmp_path / "results" / "g" / "pretrain" / "digits" / "IRing" / "seed0"
-    cfg = C.PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 1, "resize": 16, "crop": 16})
+    cfg = PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 1, "resize": 16, "crop": 16})
     start = now()
     first = launch_cell(cell, cfg, CLUSTER)
     second = launch_cell(cell, cfg, CLUSTER)

@@ -97,8 +97,8 @@ def test_an_edit_keeps_the_old_encoders_evaluation_and_an_undo_brings_it_back_un
 
 def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the_new_number(finished):
     """Issue #22: a grid file kept outside the repository, edited after its cells finished."""
-    from ring.core import config as C
-    from ring.plan import grid as G
+    from ring.core.config import config_hash
+    from ring.plan import grid as grid_plan
 
     workdir, grid_file, values = finished
 
@@ -115,7 +115,7 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
             (workdir / "results" / "mine" / "lincls" / "digits" / method / "seed0" / "metrics.json").read_text()
         )
 
-    first_iring = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IRing", 0, "data"))
+    first_iring = config_hash(grid_plan.from_dict("mine", values).pretrain_config("digits", "IRing", 0, "data"))
     old_encoder = (pre("IRing") / "encoder.pt").read_bytes()
     old_ir = metrics("IR")
 
@@ -131,7 +131,7 @@ def test_edit_a_finished_cell_and_rerun_retrains_exactly_it_and_table1_shows_the
         f"{kept.relative_to(workdir)} and this cell starts over"
     ) in output
     assert (kept / "encoder.pt").read_bytes() == old_encoder  # nothing finished is deleted
-    new = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IRing", 0, "data"))
+    new = config_hash(grid_plan.from_dict("mine", values).pretrain_config("digits", "IRing", 0, "data"))
     assert (
         json.loads((pre("IRing") / "export.json").read_text())["config_hash"]
         == new
@@ -254,8 +254,8 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     """Issue 32 item 4: a superseded run keeps its encoder, log and records and drops its checkpoints (unless
     keep_superseded: all); an undo brings a finished run back without retraining; status shows what prune removes;
     prune --dry-run lists it with sizes, prune removes superseded runs and the cells of a method the grid dropped."""
-    from ring.core import config as C
-    from ring.plan import grid as G
+    from ring.core.config import config_hash
+    from ring.plan import grid as grid_plan
 
     workdir, grid_file, values = finished
 
@@ -273,7 +273,7 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
 
     base = workdir / "results" / "mine"
     cell = base / "pretrain" / "digits" / "IR" / "seed0"
-    first = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IR", 0, "data"))
+    first = config_hash(grid_plan.from_dict("mine", values).pretrain_config("digits", "IR", 0, "data"))
     first_encoder = (cell / "encoder.pt").read_bytes()
     assert (cell / "checkpoint.pt").is_file()
 
@@ -288,7 +288,7 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
     kept = cell / "runs" / first
     assert {"encoder.pt", "export.json", "log.jsonl", "provenance.json", "run.json"} <= {p.name for p in kept.iterdir()}
     assert not list(kept.glob("checkpoint*.pt")) and (kept / "encoder.pt").read_bytes() == first_encoder
-    edited = C.config_hash(G.from_dict("mine", values).pretrain_config("digits", "IR", 0, "data"))
+    edited = config_hash(grid_plan.from_dict("mine", values).pretrain_config("digits", "IR", 0, "data"))
 
     # Undo, with keep_superseded: all (a runtime key): the finished first run is back, nothing trains, and the edited
     # run set aside keeps its checkpoint.
@@ -428,8 +428,8 @@ def test_the_price_of_the_finished_cells_is_what_they_spent_within_a_factor_of_t
     from benchmarks import price
     from benchmarks.common import machine
     from ring.cluster import batch
-    from ring.plan import estimate as E
-    from ring.plan import grid as G
+    from ring.plan import estimate
+    from ring.plan import grid as grid_plan
 
     workdir, grid_file, _ = finished
     mine = tmp_path / "figures"
@@ -437,9 +437,9 @@ def test_the_price_of_the_finished_cells_is_what_they_spent_within_a_factor_of_t
     # Two at a time, as Snakemake ran the grid's jobs: a job's CPU seconds grow when the other core is busy.
     run = price.measure("cpu", tmp_path / "suite", FINISHED["methods"], pretrain={"knn_every": 0}, jobs=2)
     (mine / "price-cpu.json").write_text(json.dumps({"machine": machine(), **run}))
-    figures = E.load_figures("cpu", extra=[mine])
+    figures = estimate.load_figures("cpu", extra=[mine])
     assert figures.measured.clock == "cpu"  # the jobs' CPU seconds: this busy host's other work leaves them alone
-    result = E.check.check(G.load(grid_file), workdir / "results", figures)
+    result = estimate.check.check(grid_plan.load(grid_file), workdir / "results", figures)
     assert (result.cells, result.unrecorded, result.unpriced) == (6, 0, {})
     assert {s for sources in result.sources.values() for s in sources} == {f"end-to-end ({mine / 'price-cpu.json'})"}
     rows = {row: (predicted, spent) for row, (_, predicted, spent) in result.rows.items()}

@@ -18,7 +18,7 @@ the names other modules use are importable from it.
 
 from __future__ import annotations
 
-from ring.core import config as C
+from ring.core import config
 from ring.core.refs import resolve
 from ring.core.stages import STAGES, configured
 from ring.plan.checks.checker import YAML_BOOLEAN_WORDS, Checker, ConfigError
@@ -88,7 +88,7 @@ def check(cfg, where: str) -> None:
 
 def load_checked(stage: str, path) -> object:
     """A stage's config file, loaded and checked: what every entry point runs before anything else."""
-    cfg = C.load(STAGES[stage].config, path)
+    cfg = config.load(STAGES[stage].config, path)
     check(cfg, f"Config {path} ({stage})")
     return cfg
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ring.core import catalog
-from ring.core import config as C
+from ring.core.config import SNAPSHOT_FILE
 from ring.core.method_keys import KEYS
 from ring.core.methods import METHODS
 from ring.plan.checks import options
@@ -64,7 +64,7 @@ ALLOWED = {
     "knn_k": ">= 1",
     "knn_temperature": "> 0",
     "snapshot_epochs": "epochs in 0 .. epochs",
-    "init_from": f"'' or a {C.SNAPSHOT_FILE} path whose epoch is < epochs",
+    "init_from": f"'' or a {SNAPSHOT_FILE} path whose epoch is < epochs",
     "checkpoint_interval_min": ">= 0 (0: after every step)",
     "loss_read_every": ">= 1",
     "precision": ", ".join(PRECISIONS) + f" (pretraining: {', '.join(PRETRAIN_PRECISIONS)})",

@@ -7,7 +7,7 @@ import re
 import sys
 
 from ring.core import catalog
-from ring.core import config as C
+from ring.core.config import SNAPSHOT_FILE, PretrainConfig
 from ring.core.method_keys import KEYS
 from ring.core.methods import METHODS, Method
 from ring.plan.checks.checker import Checker, fail, int_at_least, number, one_of, positive
@@ -23,16 +23,16 @@ from ring.plan.checks.options import (
     VIEW_DRAWS,
 )
 
-SNAPSHOT = re.compile(re.escape(C.SNAPSHOT_FILE).replace(r"\{epoch\}", r"(\d+)") + "$")
+SNAPSHOT = re.compile(re.escape(SNAPSHOT_FILE).replace(r"\{epoch\}", r"(\d+)") + "$")
 
 
 def pretrain_images(dataset: str) -> int:
     """Images a pretraining cell of ``dataset`` trains on (its memory bank's size)."""
-    s = catalog.DATASETS[dataset]
-    return s.pretrain_images or s.train_images
+    spec = catalog.DATASETS[dataset]
+    return spec.pretrain_images or spec.train_images
 
 
-def check_pretrain(cfg: C.PretrainConfig, where: str) -> None:
+def check_pretrain(cfg: PretrainConfig, where: str) -> None:
     m = _cell(where, cfg)
     n = pretrain_images(cfg.dataset)
     _optimisation(where, cfg, n)
@@ -133,7 +133,7 @@ def _monitors_and_snapshots(where: str, cfg) -> None:
             where,
             "init_from",
             cfg.init_from,
-            f"does not name a snapshot file ({C.SNAPSHOT_FILE})",
+            f"does not name a snapshot file ({SNAPSHOT_FILE})",
             "point it at a snapshot another cell writes through its snapshot_epochs, or set it to ''",
         )
     if int(match.group(1)) >= cfg.epochs:

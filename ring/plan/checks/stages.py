@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ring.core import catalog
-from ring.core import config as C
+from ring.core.config import DetectionConfig, LinclsConfig, ToyCNCEConfig, TransferConfig
 from ring.core.methods import METHODS
 from ring.plan.checks.checker import fail, int_at_least, number, one_of, positive
 from ring.plan.checks.common import optimizer, registered, runtime, store, views
@@ -26,7 +26,7 @@ def _dataset(where: str, name: str, registry: dict, kind: str) -> None:
         )
 
 
-def check_lincls(cfg: C.LinclsConfig, where: str) -> None:
+def check_lincls(cfg: LinclsConfig, where: str) -> None:
     if cfg.method and cfg.method not in METHODS:
         registered(where, cfg.method)
         fail(where, "method", cfg.method, "is not a method", f"choose one of {', '.join(METHODS)}")
@@ -39,7 +39,7 @@ def check_lincls(cfg: C.LinclsConfig, where: str) -> None:
     runtime(where, cfg)
 
 
-def check_transfer(cfg: C.TransferConfig, where: str) -> None:
+def check_transfer(cfg: TransferConfig, where: str) -> None:
     if cfg.method and cfg.method not in METHODS:
         registered(where, cfg.method)
         fail(where, "method", cfg.method, "is not a method", f"choose one of {', '.join(METHODS)}")
@@ -62,7 +62,7 @@ def check_transfer(cfg: C.TransferConfig, where: str) -> None:
     runtime(where, cfg)
 
 
-def check_detection(cfg: C.DetectionConfig, where: str) -> None:
+def check_detection(cfg: DetectionConfig, where: str) -> None:
     from ring.plan.detection_tasks import TASKS  # torch-free
 
     one_of(where, cfg, "task", tuple(TASKS))
@@ -100,7 +100,7 @@ def check_detection(cfg: C.DetectionConfig, where: str) -> None:
         fail(where, "overrides.SOLVER.BASE_LR", lr, "must be a finite number above 0", "set a positive learning rate")
 
 
-def check_toy(cfg: C.ToyCNCEConfig, where: str) -> None:
+def check_toy(cfg: ToyCNCEConfig, where: str) -> None:
     for key in ("n_points", "epochs", "batch_size", "negatives", "eval_points", "layers", "hidden"):
         int_at_least(where, cfg, key, 1)
     if cfg.batch_size > cfg.n_points:

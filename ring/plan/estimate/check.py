@@ -17,12 +17,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ring.core import config as C
+from ring.core import config
 from ring.core.stages import stages_with
 from ring.engine.clock import FIXED, PASSES
-from ring.plan.estimate import measured as M
 from ring.plan.estimate.blocks import price_cell
 from ring.plan.estimate.figures import Figures
+from ring.plan.estimate.measured import CLOCKS, seconds_of
 from ring.plan.estimate.pricing import FIXED_ROW
 
 ROWS = (*PASSES, FIXED_ROW)
@@ -52,11 +52,11 @@ class Check:
 
 def spent(segments: list[dict], clock: str = "wall") -> dict[str, float] | None:
     """Seconds per row over a cell's segments on ``clock`` (the figures'), None where a segment recorded none."""
-    if any(M.CLOCKS[clock][0] not in s for s in segments):
+    if any(CLOCKS[clock][0] not in s for s in segments):
         return None
     out: dict[str, float] = {}
     for segment in segments:
-        for name, seconds in M.seconds_of(segment, clock).items():
+        for name, seconds in seconds_of(segment, clock).items():
             row = FIXED_ROW if name in FIXED else name
             out[row] = out.get(row, 0.0) + seconds
     return out
@@ -71,7 +71,7 @@ def finished(results: Path, grid_name: str):
                 continue
             segments = json.loads(path.read_text()).get("segments") or []
             if segments and segments[-1].get("outcome") == "completed":
-                yield stage, cell, C.load(declared.config, cell / "config.yaml"), segments
+                yield stage, cell, config.load(declared.config, cell / "config.yaml"), segments
 
 
 def ran_on(results: Path, grid_name: str) -> str | None:

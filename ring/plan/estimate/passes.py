@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from ring.core import catalog
-from ring.core import config as C
+from ring.core.config import LinclsConfig, PretrainConfig
 from ring.core.methods import METHODS
 from ring.core.methods import method as method_spec
 from ring.engine import COMPILE
@@ -162,7 +162,7 @@ def _store_path_s(cfg, figures: Figures, fam: str, compiled: bool, store: str, g
     return seconds
 
 
-def pretrain_seconds_per_image(cfg: C.PretrainConfig, figures: Figures, store: str | None = None) -> float:
+def pretrain_seconds_per_image(cfg: PretrainConfig, figures: Figures, store: str | None = None) -> float:
     fam = family(cfg.method, figures)
     compiled = compiles(cfg, figures)
     step = _step_s(cfg, figures, fam, compiled)
@@ -201,7 +201,7 @@ def eval_seconds_per_image(cfg, figures: Figures, store: str | None = None) -> f
     return max(forward, rate.seconds(cfg.num_workers))
 
 
-def knn_hours(cfg: C.PretrainConfig, figures: Figures, store: str | None = None) -> float:
+def knn_hours(cfg: PretrainConfig, figures: Figures, store: str | None = None) -> float:
     folders = catalog.spec(cfg.dataset).store_size > 0
     passes = len(knn_epochs(cfg.knn_schedule, cfg.knn_every, cfg.epochs, folders))
     if not passes:
@@ -215,7 +215,7 @@ def measured_kmeans(figures: Figures) -> tuple[float, float] | None:
     k = figures.kmeans
     if not k:
         return None
-    return k["clusterings"] * (k["iters"] + 1) * 2 * k["n"] * k["k"] * k.get("dim", C.PretrainConfig.out_dim), k[
+    return k["clusterings"] * (k["iters"] + 1) * 2 * k["n"] * k["k"] * k.get("dim", PretrainConfig.out_dim), k[
         "seconds"
     ]
 
@@ -240,7 +240,7 @@ def kmeans_seconds(flops: float, figures: Figures) -> float:
     return max(flops / stated[0], measured[1] if measured else 0.0)
 
 
-def kmeans_hours(cfg: C.PretrainConfig, figures: Figures) -> float:
+def kmeans_hours(cfg: PretrainConfig, figures: Figures) -> float:
     if not method_spec(cfg.method).uses_kmeans:
         return 0.0
     n = sizes(cfg.dataset)[0]
@@ -248,7 +248,7 @@ def kmeans_hours(cfg: C.PretrainConfig, figures: Figures) -> float:
     return max(cfg.epochs - cfg.kmeans_warmup_epochs, 0) * kmeans_seconds(flops, figures) / 3600.0
 
 
-def pretrain_passes(cfg: C.PretrainConfig, figures: Figures, store: str | None = None) -> dict[str, float]:
+def pretrain_passes(cfg: PretrainConfig, figures: Figures, store: str | None = None) -> dict[str, float]:
     """Hours of each pass of a pretraining cell."""
     n_pre = sizes(cfg.dataset)[0]
     return {
@@ -258,7 +258,7 @@ def pretrain_passes(cfg: C.PretrainConfig, figures: Figures, store: str | None =
     }
 
 
-def lincls_passes(cfg: C.LinclsConfig, figures: Figures, store: str | None = None) -> dict[str, float]:
+def lincls_passes(cfg: LinclsConfig, figures: Figures, store: str | None = None) -> dict[str, float]:
     """Hours of a linear evaluation: the training images once per epoch (once in all with ``augmentation: none``,
     whose features are cached) and the test images once."""
     _, n_train, n_test = sizes(cfg.dataset)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ring.core import config as C
+from ring.core import config
 from ring.core.cell_runs import RUNS
 from ring.core.stages import STAGES
 from ring.plan import estimate
@@ -40,7 +40,7 @@ def _predicted_hours(stage: str, cell: Path, figures) -> float | None:
     if figures is None or stage not in PREDICTED or not (cell / "config.yaml").exists():
         return None
     try:
-        return estimate.predict_cell(stage, C.load(STAGES[stage].config, cell / "config.yaml"), figures)
+        return estimate.predict_cell(stage, config.load(STAGES[stage].config, cell / "config.yaml"), figures)
     except ValueError:  # a dataset the estimate has no sizes for
         return None
 

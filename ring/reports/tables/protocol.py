@@ -10,8 +10,7 @@ from functools import cache
 from pathlib import Path
 
 from ring import resources
-from ring.core import config as C
-from ring.core.config import to_dict
+from ring.core.config import read_yaml, to_dict
 
 # The paper's protocol: its grid's config of the same cell, compared in the keys the paper fixes
 # (Sec. 5 and the appendix); runtime knobs and our own additions (monitoring, k-means sizes) are not.
@@ -61,7 +60,7 @@ def paper_methods() -> set[str]:
 def _read_yaml(path: Path) -> dict | None:
     if not path.is_file():
         return None
-    return C.read_yaml(path, "Cell config") or {}
+    return read_yaml(path, "Cell config") or {}
 
 
 def protocol_differences(metrics_path: str | Path) -> list[str]:

@@ -6,8 +6,8 @@ import math
 from functools import cache
 from pathlib import Path
 
-from ring.core import config as C
 from ring.core.catalog import DATASETS, TRANSFER
+from ring.core.config import read_yaml
 from ring.core.methods import METHODS, display_name
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "data" / "published-results.yaml"
@@ -18,7 +18,7 @@ DISPLAY = {name: s.display for name, s in {**DATASETS, **TRANSFER}.items()}
 
 @cache
 def published() -> dict:
-    return C.read_yaml(PUBLISHED, "Published results file")
+    return read_yaml(PUBLISHED, "Published results file")
 
 
 def published_value(table_key: str, method: str, column: str, single_column: str | None = None) -> float:

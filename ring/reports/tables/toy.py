@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ring.core import config as C
 from ring.core import gaussian
+from ring.core.config import ToyCNCEConfig
 from ring.core.metrics import check_metrics
 from ring.reports.tables.cells import read_metrics
 from ring.reports.tables.entry import metrics_argument, out_argument
@@ -120,7 +120,7 @@ def toy_layout(summary: pd.DataFrame) -> pd.DataFrame:
         _g(paper.loc[e, "paper_mean"]) + (" †" if paper.loc[e, "paper_above_ceiling"] else "") for e in estimators
     ]
     rows["paper: stdev"] = ["—"] + [_g(paper.loc[e, "paper_std"]) for e in estimators]
-    k = C.ToyCNCEConfig().negatives + 1
+    k = ToyCNCEConfig().negatives + 1
     rows[f"ceiling, k = {k} (any critic)"] = ["—"] + [_g(paper.loc[e, "ceiling_k"]) for e in estimators]
     rows["ceiling, k → ∞ (any critic)"] = ["—"] + [_g(paper.loc[e, "ceiling_inf"]) for e in estimators]
     return pd.DataFrame.from_dict(rows, orient="index", columns=columns).rename_axis("")
@@ -135,7 +135,7 @@ def deviation_text(row) -> str:
 def toy_ceiling(estimator: str) -> tuple[float, float]:
     """(at the paper's k, as k -> inf) the largest value the estimator's bound takes for any critic on the
     paper's Gaussian (ring.core.gaussian.cnce_ceiling); NCE's at k -> inf is the true MI, at finite k not computed."""
-    cfg = C.ToyCNCEConfig()  # the paper's Gaussian and its 100 negatives, whatever a grid overrides
+    cfg = ToyCNCEConfig()  # the paper's Gaussian and its 100 negatives, whatever a grid overrides
     cov = np.add(cfg.cov_z, cfg.cov_eps)  # the joint covariance (ring.toy_cnce.joint_covariance)
     rho = gaussian.correlation(cov)
     if estimator == "NCE":

@@ -84,11 +84,11 @@ def test_shared_draw_uses_one_index_set_for_both_views_by_hand():
 
 
 def test_cmc_methods_default_to_the_shared_draw_and_keep_ours_as_a_switch():
-    from ring.core import config as C
-    from ring.plan import grid as G
+    from ring.core.config import PretrainConfig, config_hash
+    from ring.plan import grid as grid_plan
 
     small_bank = {"bank_negatives": 256}  # digits' bank holds 1,347 images: the paper's 4,096 fail the plan
-    grid = G.from_dict(
+    grid = grid_plan.from_dict(
         "g",
         {"datasets": ["digits"], "methods": ["CMC", "CMCRing", "IR"], "seeds": [0], "pretrain": {"all": small_bank}},
     )
@@ -96,10 +96,10 @@ def test_cmc_methods_default_to_the_shared_draw_and_keep_ours_as_a_switch():
     assert grid.pretrain_config("digits", "CMCRing", 0, "data").cmc_negatives == "shared"
     ir = grid.pretrain_config("digits", "IR", 0, "data")
     assert ir.cmc_negatives == "per_view"  # untouched: IR's config, and its hash, are what they were
-    assert C.config_hash(ir) == C.config_hash(
-        C.PretrainConfig(method="IR", dataset="digits", seed=0, data_root="data", **small_bank)
+    assert config_hash(ir) == config_hash(
+        PretrainConfig(method="IR", dataset="digits", seed=0, data_root="data", **small_bank)
     )
-    ours = G.from_dict(
+    ours = grid_plan.from_dict(
         "g",
         {
             "datasets": ["digits"],

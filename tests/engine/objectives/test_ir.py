@@ -151,22 +151,22 @@ def test_negatives_count_including_positive_is_the_authors_nce():
 
 def test_negatives_count_is_a_config_switch_that_keeps_las_background_and_refuses_no_negative():
     from ring.core import catalog
-    from ring.core import config as C
-    from ring.core import methods as M
+    from ring.core.config import config_hash
+    from ring.core.methods import method
     from ring.engine.objectives import build_objective
     from ring.plan import checks
     from ring.pretrain import objective_settings
     from tests.helpers import pretrain_config
 
     def build_objective_of(name, cfg, encoder, n_train):
-        settings = objective_settings(cfg, M.method(name), catalog.spec(cfg.dataset))
+        settings = objective_settings(cfg, method(name), catalog.spec(cfg.dataset))
         return build_objective(settings, encoder, n_train, 2**25)
 
     default = pretrain_config("IRing")
     assert default.negatives_count == "excluding_positive"
     authors = pretrain_config("IRing", negatives_count="including_positive")
-    assert C.config_hash(authors) != C.config_hash(default)
-    assert C.config_hash(default) == C.config_hash(pretrain_config("IRing", negatives_count="excluding_positive"))
+    assert config_hash(authors) != config_hash(default)
+    assert config_hash(default) == config_hash(pretrain_config("IRing", negatives_count="excluding_positive"))
     encoder = torch.nn.Linear(2, 2)
     # TINY_PRETRAIN's 256 counts the positive
     assert build_objective_of("IRing", authors, encoder, 300).negatives == 255

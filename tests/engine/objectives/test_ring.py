@@ -4,14 +4,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ring.engine.objectives import ring as R
+from ring.engine.objectives import ring as ring_objective
 from ring.engine.objectives.ir import InstanceDiscrimination
 from ring.engine.objectives.moco import moco_loss
 
 
 def reference_window(sims: torch.Tensor, w_l: float, w_u: float) -> torch.Tensor:
     """The authors' formulation: sort each row, slice the ranks (test-only; the library never sorts)."""
-    lo, hi = R.window_ranks(sims.shape[1], w_l, w_u)
+    lo, hi = ring_objective.window_ranks(sims.shape[1], w_l, w_u)
     order = sims.argsort(dim=1)
     mask = torch.zeros_like(sims, dtype=torch.bool)
     mask.scatter_(1, order[:, lo:hi], True)
@@ -19,22 +19,22 @@ def reference_window(sims: torch.Tensor, w_l: float, w_u: float) -> torch.Tensor
 
 
 def test_window_ranks_map_percentiles_onto_ascending_ranks():
-    assert R.window_ranks(10, 0, 100) == (0, 10)
+    assert ring_objective.window_ranks(10, 0, 100) == (0, 10)
     # keep the 5 closest (w_l = 50), drop the single closest (w_u = 90)
-    assert R.window_ranks(10, 50, 90) == (5, 9)
+    assert ring_objective.window_ranks(10, 50, 90) == (5, 9)
     # the authors' default after annealing: top 10% kept, its closest 10% dropped
-    assert R.window_ranks(4096, 90, 99) == (4096 - 409, 4096 - 40)
+    assert ring_objective.window_ranks(4096, 90, 99) == (4096 - 409, 4096 - 40)
     # a window rounding to nothing still keeps one entry
-    assert R.window_ranks(10, 95, 99) == (9, 10)
+    assert ring_objective.window_ranks(10, 95, 99) == (9, 10)
 
 
 def test_window_mask_selects_exactly_the_hand_computed_entries():
     sims = torch.tensor([[0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.4, 0.6, 0.0]])
     # ascending ranks 5..8 are the values 0.5, 0.6, 0.7, 0.8 -> indices 2, 8, 4, 6
-    mask = R.window_mask(sims, 50, 90)
+    mask = ring_objective.window_mask(sims, 50, 90)
     assert mask.nonzero()[:, 1].tolist() == [2, 4, 6, 8]
     # w_u = 100 also keeps the closest (0.9 at index 0)
-    assert R.window_mask(sims, 50, 100).nonzero()[:, 1].tolist() == [0, 2, 4, 6, 8]
+    assert ring_objective.window_mask(sims, 50, 100).nonzero()[:, 1].tolist() == [0, 2, 4, 6, 8]
 
 
 def test_window_mask_matches_sorting_reference_on_random_rows():
@@ -51,7 +51,7 @@ def test_window_mask_matches_sorting_reference_on_random_rows():
         (49.9, 50.1),
         (99.8, 99.9),
     ]:
-        assert torch.equal(R.window_mask(sims, w_l, w_u), reference_window(sims, w_l, w_u))
+        assert torch.equal(ring_objective.window_mask(sims, w_l, w_u), reference_window(sims, w_l, w_u))
 
 
 @pytest.mark.parametrize("max_chunk", [2**25, 4000, 1])
@@ -60,14 +60,14 @@ def test_sample_in_window_draws_only_window_entries_in_every_chunking(max_chunk)
     q = F.normalize(torch.randn(9, 16, generator=g), dim=1)
     bank = F.normalize(torch.randn(800, 16, generator=g), dim=1)
     u = torch.rand(9, 500, generator=torch.Generator().manual_seed(2))
-    idx = R.sample_in_window(q, bank, 40, 80, u, max_chunk_elements=max_chunk)
+    idx = ring_objective.sample_in_window(q, bank, 40, 80, u, max_chunk_elements=max_chunk)
     allowed = reference_window(q @ bank.T, 40, 80)
     assert idx.shape == (9, 500)
     assert allowed.gather(1, idx).all()
     # uniform with replacement over 320 entries: 500 draws reach 320 * (1 - e^-1.56) = 253 on average
     assert all(220 < len(set(row.tolist())) < 285 for row in idx)
     # the chunking changes nothing
-    again = R.sample_in_window(q, bank, 40, 80, u)
+    again = ring_objective.sample_in_window(q, bank, 40, 80, u)
     assert torch.equal(idx, again)
 
 
@@ -76,8 +76,8 @@ def test_full_window_draws_exactly_what_ir_draws():
     q = F.normalize(torch.randn(5, 8, generator=g), dim=1)
     bank = F.normalize(torch.randn(300, 8, generator=g), dim=1)
     u = torch.rand(5, 64, generator=torch.Generator().manual_seed(4))
-    ring = R.sample_in_window(q, bank, 0, 100, u)
-    uniform = R.sample_uniform(300, u)
+    ring = ring_objective.sample_in_window(q, bank, 0, 100, u)
+    uniform = ring_objective.sample_uniform(300, u)
     assert torch.equal(ring, uniform)
 
 
@@ -132,8 +132,8 @@ def test_selection_never_sorts(monkeypatch):
         monkeypatch.setattr(torch.Tensor, name, forbidden)
     q = F.normalize(torch.randn(3, 8), dim=1)
     bank = F.normalize(torch.randn(500, 8), dim=1)
-    R.sample_in_window(q, bank, 20, 70, torch.rand(3, 10))
-    R.window_mask(q @ bank.T, 20, 70)
+    ring_objective.sample_in_window(q, bank, 20, 70, torch.rand(3, 10))
+    ring_objective.window_mask(q @ bank.T, 20, 70)
 
 
 @pytest.mark.slow
@@ -143,17 +143,17 @@ def test_million_entry_bank_is_processed_in_bounded_chunks(monkeypatch):
     bank = F.normalize(torch.randn(n, 4, generator=g), dim=1)
     q = F.normalize(torch.randn(12, 4, generator=g), dim=1)
     seen = []
-    real = R._row_bounds
+    real = ring_objective._row_bounds
 
     def spy(sims, lo, hi):
         seen.append(sims.numel())
         return real(sims, lo, hi)
 
-    monkeypatch.setattr(R, "_row_bounds", spy)
-    idx = R.sample_in_window(q, bank, 90, 99, torch.rand(12, 256), max_chunk_elements=budget)
+    monkeypatch.setattr(ring_objective, "_row_bounds", spy)
+    idx = ring_objective.sample_in_window(q, bank, 90, 99, torch.rand(12, 256), max_chunk_elements=budget)
     assert len(seen) == 4 and max(seen) <= budget  # 3 queries of 1.28M similarities per chunk
     # every drawn entry lies in the query's window, checked against an exact rank computation
-    lo_rank, hi_rank = R.window_ranks(n, 90, 99)
+    lo_rank, hi_rank = ring_objective.window_ranks(n, 90, 99)
     for i in (0, 11):
         sims = bank @ q[i]
         chosen = sims[idx[i]]
@@ -173,12 +173,12 @@ def test_million_entry_bank_is_processed_in_bounded_chunks(monkeypatch):
 )
 def test_bad_windows_fail_with_one_sentence(w_l, w_u, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        R.validate_window(w_l, w_u)
+        ring_objective.validate_window(w_l, w_u)
 
 
 def test_more_negatives_than_bank_entries_is_refused():
     with pytest.raises(ValueError, match="k=11 negatives from a bank of 10"):
-        R.sample_in_window(torch.randn(2, 4), torch.randn(10, 4), 0, 100, torch.rand(2, 11))
+        ring_objective.sample_in_window(torch.randn(2, 4), torch.randn(10, 4), 0, 100, torch.rand(2, 11))
     with pytest.raises(ValueError, match="bank_negatives=11 is larger than the memory bank"):
         InstanceDiscrimination(10, 4, 11, 0.07, 0.5, ring=False, max_chunk_elements=100)
 
@@ -187,7 +187,7 @@ def test_more_negatives_than_bank_entries_is_refused():
 
 
 def _padded(mask: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros((mask.shape[0], -(-mask.shape[1] // R.PAD) * R.PAD), dtype=torch.bool)
+    out = torch.zeros((mask.shape[0], -(-mask.shape[1] // ring_objective.PAD) * ring_objective.PAD), dtype=torch.bool)
     out[:, : mask.shape[1]] = mask
     return out
 
@@ -199,13 +199,13 @@ def test_blocked_draw_gives_the_cumulative_sum_draws_on_every_mask():
     for n, density in [
         (1, 1.0),
         (17, 0.5),
-        (R.BLOCK, 1.0),
-        (R.PAD, 0.01),
-        (R.PAD + 1, 0.3),
+        (ring_objective.BLOCK, 1.0),
+        (ring_objective.PAD, 0.01),
+        (ring_objective.PAD + 1, 0.3),
         (5_000, 0.9),
         (20_000, 0.001),
         (50_000, 0.1),
-        (3 * R.PAD - 7, 0.5),
+        (3 * ring_objective.PAD - 7, 0.5),
     ]:
         mask = torch.rand(6, n, generator=g) < density
         mask[0] = False
@@ -217,8 +217,8 @@ def test_blocked_draw_gives_the_cumulative_sum_draws_on_every_mask():
             mask[row, torch.randint(n, (1,), generator=g)] = True
         u = torch.rand(6, 4096, generator=g)
         u[:, :2] = torch.tensor([0.0, 1.0 - 2**-24])  # both ends of [0, 1) in float32
-        expected = R.sample_from_mask(mask, u)
-        assert torch.equal(R.sample_from_blocks(_padded(mask), u), expected), n
+        expected = ring_objective.sample_from_mask(mask, u)
+        assert torch.equal(ring_objective.sample_from_blocks(_padded(mask), u), expected), n
         assert (expected[0] == n - 1).all() and (expected[2] == 0).all()
         draws += u.numel()
     assert draws >= 100_000
@@ -240,12 +240,14 @@ def test_sample_in_window_draws_as_before_from_the_same_window_set(max_chunk):
     sims = q @ bank.T
     draws = 0
     for w_l, w_u in [(0, 100), (0, 90), (40, 80), (90, 99), (99.8, 99.9)]:
-        lo, hi = R._row_bounds(sims, *R.window_ranks(3000, w_l, w_u))
-        window = R.padded_mask(sims, lo, hi)
-        assert torch.equal(window[:, :3000], R.window_mask(sims, w_l, w_u)) and not window[:, 3000:].any()
+        lo, hi = ring_objective._row_bounds(sims, *ring_objective.window_ranks(3000, w_l, w_u))
+        window = ring_objective.padded_mask(sims, lo, hi)
+        assert torch.equal(window[:, :3000], ring_objective.window_mask(sims, w_l, w_u)) and not window[:, 3000:].any()
         u = torch.rand(8, 3000, generator=g)
-        new = R.sample_in_window(q, bank, w_l, w_u, u, max_chunk_elements=max_chunk)
-        old = R.sample_in_window(q, bank, w_l, w_u, u, max_chunk_elements=max_chunk, draw=R.sample_from_mask)
+        new = ring_objective.sample_in_window(q, bank, w_l, w_u, u, max_chunk_elements=max_chunk)
+        old = ring_objective.sample_in_window(
+            q, bank, w_l, w_u, u, max_chunk_elements=max_chunk, draw=ring_objective.sample_from_mask
+        )
         assert torch.equal(new, old), (w_l, w_u)
         assert window.gather(1, new).all()
         draws += u.numel()
@@ -273,7 +275,9 @@ def test_blocked_draw_is_uniform_over_each_window():
     q = F.normalize(torch.randn(4, 16, generator=g), dim=1)
     bank = F.normalize(torch.randn(2000, 16, generator=g), dim=1)
     u = torch.rand(4 * 50, 2000, generator=g)  # each query 50 times: 100,000 draws each (k <= N per draw)
-    idx = R.sample_in_window(q.repeat_interleave(50, dim=0), bank, 40, 80, u, draw=R.sample_from_blocks).view(4, -1)
+    idx = ring_objective.sample_in_window(
+        q.repeat_interleave(50, dim=0), bank, 40, 80, u, draw=ring_objective.sample_from_blocks
+    ).view(4, -1)
     window = reference_window(q @ bank.T, 40, 80)
     counts = torch.zeros(4, 2000).scatter_add_(1, idx, torch.ones_like(idx, dtype=torch.float))
     assert counts[~window].sum() == 0
@@ -300,15 +304,17 @@ def test_blocked_draw_runs_no_bank_sized_cumulative_sum():
     q = F.normalize(torch.randn(b, 8, generator=g), dim=1)
     bank = F.normalize(torch.randn(n, 8, generator=g), dim=1)
     u = torch.rand(b, 64, generator=g)
-    old = _cumsum_input_sizes(lambda: R.sample_in_window(q, bank, 40, 80, u, draw=R.sample_from_mask))
+    old = _cumsum_input_sizes(
+        lambda: ring_objective.sample_in_window(q, bank, 40, 80, u, draw=ring_objective.sample_from_mask)
+    )
     assert max(old) >= b * n
-    new = _cumsum_input_sizes(lambda: R.sample_in_window(q, bank, 40, 80, u))
-    assert new and max(new) <= b * -(-n // R.PAD) * R.PAD // R.BLOCK, new
+    new = _cumsum_input_sizes(lambda: ring_objective.sample_in_window(q, bank, 40, 80, u))
+    assert new and max(new) <= b * -(-n // ring_objective.PAD) * ring_objective.PAD // ring_objective.BLOCK, new
 
 
 def test_blocked_draw_refuses_an_unpadded_mask():
     with pytest.raises(ValueError, match="padded to a multiple of"):
-        R.sample_from_blocks(torch.ones(2, 100, dtype=torch.bool), torch.rand(2, 3))
+        ring_objective.sample_from_blocks(torch.ones(2, 100, dtype=torch.bool), torch.rand(2, 3))
 
 
 # -- issue 39: no pass over the B x N similarities that changes no draw ------------------------------------------
@@ -351,32 +357,32 @@ def test_selection_makes_only_the_windows_passes_over_the_bank(w_l, w_u, passes)
     q = F.normalize(torch.randn(b, 8, generator=g), dim=1)
     bank = F.normalize(torch.randn(n, 8, generator=g), dim=1)
     u = torch.rand(b, 64, generator=g)
-    assert _bank_sized_passes(lambda: R.sample_in_window(q, bank, w_l, w_u, u), b, n) == passes
+    assert _bank_sized_passes(lambda: ring_objective.sample_in_window(q, bank, w_l, w_u, u), b, n) == passes
 
 
 def test_open_sided_mask_is_the_mask_with_infinite_bounds():
     """An open side (None) selects exactly what an infinite bound selects, ties and padding included."""
     g = torch.Generator().manual_seed(16)
     sims = _tied_bank(3000, 4, g)[:, :1].T.repeat(5, 1) + torch.randint(-2, 3, (5, 1), generator=g).float()
-    lo, hi = R._row_bounds(sims, *R.window_ranks(3000, 30, 80))
+    lo, hi = ring_objective._row_bounds(sims, *ring_objective.window_ranks(3000, 30, 80))
     inf = torch.full_like(lo, math.inf)
     for low, high in [(lo, hi), (None, hi), (lo, None), (None, None)]:
-        expected = R.padded_mask(sims, -inf if low is None else low, inf if high is None else high)
-        assert torch.equal(R.padded_mask(sims, low, high), expected)
+        expected = ring_objective.padded_mask(sims, -inf if low is None else low, inf if high is None else high)
+        assert torch.equal(ring_objective.padded_mask(sims, low, high), expected)
         assert not expected[:, 3000:].any()
 
 
 def test_full_window_shortcut_is_the_draw_over_an_all_true_mask():
     """sample_in_window skips the selection for the whole bank: both draws over an all-True mask agree with it."""
     g = torch.Generator().manual_seed(17)
-    n = R.PAD + 5
+    n = ring_objective.PAD + 5
     u = torch.rand(3, 2000, generator=g)
     u[:, :2] = torch.tensor([0.0, 1.0 - 2**-24])
     mask = torch.ones(3, n, dtype=torch.bool)
-    uniform = R.sample_uniform(n, u)
-    assert torch.equal(R.sample_from_blocks(_padded(mask), u), uniform)
-    assert torch.equal(R.sample_from_mask(mask, u), uniform)
-    assert torch.equal(R.sample_in_window(torch.randn(3, 4), torch.randn(n, 4), 0, 100, u), uniform)
+    uniform = ring_objective.sample_uniform(n, u)
+    assert torch.equal(ring_objective.sample_from_blocks(_padded(mask), u), uniform)
+    assert torch.equal(ring_objective.sample_from_mask(mask, u), uniform)
+    assert torch.equal(ring_objective.sample_in_window(torch.randn(3, 4), torch.randn(n, 4), 0, 100, u), uniform)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -393,12 +399,17 @@ def test_cpu_bounds_are_the_torch_selections_bounds_and_draw_the_same(threads, m
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
     windows = [(0, 90), (45, 94.5), (90, 99), (30, 80), (0, 100), (49.9, 50.1), (99.8, 99.9), (10, 100)]
     for window in windows:
-        ranks = R.window_ranks(rows.shape[1], *window)
-        for old, new in zip(R._topk_bounds(rows, *ranks), R._row_bounds(rows, *ranks), strict=True):
+        ranks = ring_objective.window_ranks(rows.shape[1], *window)
+        for old, new in zip(
+            ring_objective._topk_bounds(rows, *ranks), ring_objective._row_bounds(rows, *ranks), strict=True
+        ):
             assert old.shape == new.shape and old.dtype == new.dtype and torch.equal(old, new), window
     q = F.normalize(torch.randn(7, 16, generator=g), dim=1)
     bank = F.normalize(torch.randn(2000, 16, generator=g), dim=1)
     u = torch.rand(7, 64, generator=g)
-    new = [R.sample_in_window(q, bank, *w, u, max_chunk_elements=3 * 2000) for w in windows]
-    monkeypatch.setattr(R, "_row_bounds", R._topk_bounds)
-    assert all(torch.equal(a, R.sample_in_window(q, bank, *w, u, 3 * 2000)) for a, w in zip(new, windows, strict=True))
+    new = [ring_objective.sample_in_window(q, bank, *w, u, max_chunk_elements=3 * 2000) for w in windows]
+    monkeypatch.setattr(ring_objective, "_row_bounds", ring_objective._topk_bounds)
+    assert all(
+        torch.equal(a, ring_objective.sample_in_window(q, bank, *w, u, 3 * 2000))
+        for a, w in zip(new, windows, strict=True)
+    )

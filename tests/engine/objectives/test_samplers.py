@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ring.core import methods as M
+from ring.core.methods import METHODS, NEGATIVES
 from ring.engine.objectives import samplers
 from ring.engine.objectives.cave import sample_in_clusters
 from ring.engine.objectives.ir import InstanceDiscrimination
@@ -19,7 +19,7 @@ CLUSTERED = {"cave", "background"}
 
 
 def test_the_registry_resolves_each_name_to_its_strategy():
-    assert set(samplers.SAMPLERS) == set(M.NEGATIVES)
+    assert set(samplers.SAMPLERS) == set(NEGATIVES)
     for name, cls in samplers.SAMPLERS.items():
         strategy = samplers.resolve(name)
         assert type(strategy) is cls and strategy.name == name
@@ -30,7 +30,7 @@ def test_the_registry_resolves_each_name_to_its_strategy():
 def test_every_sampler_a_method_declares_is_registered_and_its_clusters_come_with_k_means():
     """ring.core.methods declares samplers by name (the core layer cannot import the engine): each name is a
     registered sampler, and a method whose sampler needs clusters builds them (Method.uses_kmeans)."""
-    for name, m in M.METHODS.items():
+    for name, m in METHODS.items():
         assert m.sampler in samplers.SAMPLERS, name
         if samplers.SAMPLERS[m.sampler].needs_clusters:
             assert m.uses_kmeans, name

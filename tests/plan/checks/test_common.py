@@ -45,8 +45,8 @@ def test_store_is_refused_for_a_dataset_without_a_store_and_its_hash_kept_where_
     """Issue 52 item 1: store: raw on digits was accepted and changed the cell's hash (finished cells retrained)
     while the cell read the same images.  Refused in both stages that have the key; a cell of a dataset with a store
     takes it, and a cell that leaves it at its default keeps the hash it had."""
-    from ring.core import config as C
-    from ring.plan import grid as G
+    from ring.core.config import config_hash
+    from ring.plan import grid
 
     sentence = (
         "here: store={!r} is set for digits, which has no prepared store (the datasets with one: imagenet, "
@@ -56,10 +56,10 @@ def test_store_is_refused_for_a_dataset_without_a_store_and_its_hash_kept_where_
         for word in ("raw", "none"):
             assert _refused(make(store=word)) == sentence.format(word)
         checks.check(make(store="raw", dataset="digits_folder"), "here")
-    assert C.config_hash(_pretrain(store="jpeg95")) == C.config_hash(_pretrain())
+    assert config_hash(_pretrain(store="jpeg95")) == config_hash(_pretrain())
     path = tmp_path / "g.yaml"
     path.write_text(
         "datasets: [digits]\nmethods: [IR]\nseeds: [0]\npretrain: {all: {store: raw, bank_negatives: 256}}\n"
     )
     with pytest.raises(checks.ConfigError, match=r"store='raw' is set for digits, which has no prepared store"):
-        G.load(path)
+        grid.load(path)

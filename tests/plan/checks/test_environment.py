@@ -23,11 +23,11 @@ def test_detectron2_is_asked_for_only_by_the_jobs_that_import_it_on_this_machine
     """Issue 51 item 3: a grid with Table 4 could not be planned (nor its table1 run) without Detectron2."""
     import importlib.util
 
-    from ring.plan import grid as G
+    from ring.plan import grid as grid_plan
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "detectron2" else real(name, *a))
-    grid = G.from_dict("mygrid", BASE)
+    grid = grid_plan.from_dict("mygrid", BASE)
     assert grid.detection and checks.environment(grid, tmp_path / "results") is None  # the plan: none needed
     rules = ["pretrain", "lincls", "detection"]
     assert checks.detection_environment(rules, "slurm") is None  # the cluster's job checks its own environment
@@ -42,9 +42,9 @@ def test_detectron2_is_asked_for_only_by_the_jobs_that_import_it_on_this_machine
 def test_environment_names_an_unwritable_folder(tmp_path, monkeypatch):
     import os
 
-    from ring.plan import grid as G
+    from ring.plan import grid as grid_plan
 
-    grid = G.from_dict("mygrid", BASE)
+    grid = grid_plan.from_dict("mygrid", BASE)
     monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(tmp_path))  # what a non-root user meets
     assert checks.environment(grid, tmp_path / "results") == (
         f"The results folder {tmp_path / 'results' / 'mygrid'} cannot be created: {tmp_path} is not writable by this "
@@ -87,9 +87,9 @@ def test_an_unwritable_cell_folder_stops_the_plan_before_any_job(workdir):
 def test_environment_finds_an_unwritable_cell_folder_at_any_depth(tmp_path, monkeypatch):
     import os
 
-    from ring.plan import grid as G
+    from ring.plan import grid as grid_plan
 
-    grid = G.from_dict("mygrid", {k: v for k, v in BASE.items() if k != "detection"})
+    grid = grid_plan.from_dict("mygrid", {k: v for k, v in BASE.items() if k != "detection"})
     results = tmp_path / "results"
     study = results / "mygrid" / "studies" / "hard_negatives" / "digits" / "IR" / "source" / "seed0"
     study.mkdir(parents=True)

@@ -8,7 +8,7 @@ and fix, a non-zero exit, no job planned or run and no results/ folder created.
 import pytest
 import yaml
 
-from ring.core import config as C
+from ring.core.config import read_yaml, save
 from ring.plan import checks
 from tests import ROOT
 from tests.helpers import pretrain_config, run_module
@@ -268,7 +268,7 @@ def test_a_hand_written_stage_config_refuses_repeated_keys_booleans_and_emptines
         checks.load_checked("pretrain", cfg)
     # A merge key (<<:) may be overridden: YAML means it so, and it is not a repeated key.
     cfg.write_text("base: &b {epochs: 2, lr: 0.1}\nother:\n  <<: *b\n  epochs: 3\n")
-    assert C.read_yaml(cfg) == {"base": {"epochs": 2, "lr": 0.1}, "other": {"epochs": 3, "lr": 0.1}}
+    assert read_yaml(cfg) == {"base": {"epochs": 2, "lr": 0.1}, "other": {"epochs": 3, "lr": 0.1}}
 
 
 def test_a_broken_sibling_grid_does_not_block_another(workdir):
@@ -304,7 +304,7 @@ def test_a_grid_file_named_like_a_shipped_grid_is_refused(workdir):
 
 def test_entry_points_and_launch_run_the_same_checks_on_a_hand_written_config(tmp_path):
     cfg = tmp_path / "config.yaml"
-    C.save(pretrain_config("MoCoRing", queue_size=32), cfg)
+    save(pretrain_config("MoCoRing", queue_size=32), cfg)
     expected = (
         f"ring: Config {cfg} (pretrain): queue_size=32 is smaller than batch_size=64 (each step enqueues a whole "
         "batch); raise queue_size to at least 64."

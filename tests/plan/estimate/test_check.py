@@ -6,9 +6,9 @@ import math
 import yaml
 
 from ring.cluster import batch
-from ring.core import config as C
-from ring.plan import estimate as E
-from ring.plan import grid as G
+from ring.core.config import save
+from ring.plan import estimate
+from ring.plan import grid as grid_plan
 from tests.plan.estimate.test_figures import _write_figures
 from tests.plan.estimate.test_pricing import _pretrain, write_price
 
@@ -38,7 +38,7 @@ def _segment(outcome: str, passes_s: dict) -> dict:
 def _finished_cell(results, segments, output="encoder.pt"):
     cell = results / "check" / "pretrain" / "digits" / "IR" / "seed0"
     cell.mkdir(parents=True)
-    C.save(_pretrain(), cell / "config.yaml")
+    save(_pretrain(), cell / "config.yaml")
     (cell / output).write_bytes(b"")
     (cell / "provenance.json").write_text(json.dumps({"segments": segments}))
     return cell
@@ -54,9 +54,9 @@ def test_the_finished_cells_price_is_set_beside_what_each_pass_spent(tmp_path, c
     second = _segment("completed", {"start and imports": 12.0, "pretraining": 25.0, "kNN monitor": 7.0})
     second["passes_s"]["checkpoint writes"] = 1.5
     _finished_cell(results, [first, second])
-    grid = G.from_dict("check", GRID)
-    figures = E.load_figures("cpu", results=figures_dir)
-    result = E.check.check(grid, results, figures)
+    grid = grid_plan.from_dict("check", GRID)
+    figures = estimate.load_figures("cpu", results=figures_dir)
+    result = estimate.check.check(grid, results, figures)
     assert result.cells == 1
     cells, predicted, spent = result.rows["pretraining"]
     assert (cells, spent) == (1, 45.0) and math.isclose(predicted, 3 * 1.0 + 3 * 21 * 64 * 0.010)
@@ -75,12 +75,12 @@ def test_the_finished_cells_price_is_set_beside_what_each_pass_spent(tmp_path, c
 def test_a_cell_still_running_or_recorded_before_the_clock_is_not_checked(tmp_path):
     results = tmp_path / "results"
     _finished_cell(results, [_segment("preempted", {"pretraining": 5.0})])
-    assert E.check.check(G.from_dict("check", GRID), results, None).cells == 0
+    assert estimate.check.check(grid_plan.from_dict("check", GRID), results, None).cells == 0
     old = {"outcome": "completed", "wall_s": 10.0}  # before ring.engine.clock: no passes_s
     (results / "check" / "pretrain" / "digits" / "IR" / "seed0" / "provenance.json").write_text(
         json.dumps({"segments": [old]})
     )
-    result = E.check.check(G.from_dict("check", GRID), results, None)
+    result = estimate.check.check(grid_plan.from_dict("check", GRID), results, None)
     assert result.cells == 0 and result.unrecorded == 1
 
 
@@ -98,12 +98,14 @@ def test_the_spent_seconds_are_read_on_the_clock_the_figures_were_measured_on(tm
     path.write_text(json.dumps({**price, "clock": "cpu"}))
     busy = {**_segment("completed", {"pretraining": 80.0}), "passes_cpu_s": {"pretraining": 40.0}}
     _finished_cell(results, [busy])
-    result = E.check.check(G.from_dict("check", GRID), results, E.load_figures("cpu", results=figures_dir))
+    result = estimate.check.check(
+        grid_plan.from_dict("check", GRID), results, estimate.load_figures("cpu", results=figures_dir)
+    )
     assert result.clock == "cpu" and result.rows["pretraining"][2] == 40.0
     price["passes"][0]["clock"] = "wall"
     path.write_text(json.dumps({**price, "clock": "cpu"}))
     try:
-        E.load_figures("cpu", results=figures_dir)
+        estimate.load_figures("cpu", results=figures_dir)
     except ValueError as err:
         assert "mixes clocks" in str(err)
     else:

@@ -5,9 +5,8 @@ import json
 import math
 from pathlib import Path
 
-from ring.core import config as C
-from ring.plan import estimate as E
-from ring.plan.estimate import blocks
+from ring.core.config import DetectionConfig
+from ring.plan.estimate import blocks, load_figures
 from tests.plan.estimate.test_figures import _write_figures
 from tests.plan.estimate.test_pricing import RECORD, write_price
 
@@ -35,16 +34,16 @@ def write_detection(folder: Path) -> None:
     (folder / "price_detection-cpu.json").write_text(json.dumps(doc))
 
 
-def _cell(**overrides) -> C.DetectionConfig:
-    return C.DetectionConfig(task="voc_det", method="IR", source="imagenet", overrides=overrides)
+def _cell(**overrides) -> DetectionConfig:
+    return DetectionConfig(task="voc_det", method="IR", source="imagenet", overrides=overrides)
 
 
 def test_a_detection_cell_is_priced_from_its_tasks_figure_at_its_schedule_and_input(tmp_path):
     _write_figures(tmp_path, "cpu", "2026-11-26T10:00:00Z", 10.0, image_size=16)
     write_price(tmp_path)
     write_detection(tmp_path)
-    figures = E.load_figures("cpu", results=tmp_path)
-    smoke = C.DetectionConfig(
+    figures = load_figures("cpu", results=tmp_path)
+    smoke = DetectionConfig(
         task="coco_kp",
         method="IR",
         source="digits",
@@ -67,7 +66,7 @@ def test_a_device_without_detection_figures_is_priced_from_the_hosts_at_the_stat
     _write_figures(tmp_path, "GPU X", "2026-11-26T11:00:00Z", 5000.0)
     write_price(tmp_path)
     write_detection(tmp_path)
-    figures = E.load_figures("GPU X", results=tmp_path)
+    figures = load_figures("GPU X", results=tmp_path)
     price = blocks.price_cell("detection", _cell(), figures)
     # The two devices' ResNet-18 steps: 10,000 images/s at 224 px against 20 at 16 px.
     ratio = (10_000 * 224**2) / (20 * 16**2)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ring.plan.estimate import measured as M
+from ring.plan.estimate.measured import check_written, mismatch, pass_figure
 
 RECORD = {
     "device": "cpu",
@@ -42,7 +42,7 @@ def test_the_rate_is_timed_past_the_prefetched_batches_and_the_warm_up():
     # 2 workers x prefetch 2 = 4 batches decoded before the clock could see them (each handed over in 0.01 s), then a
     # 3-second compile on the first step: timed from the first of them, the rate would be far too fast.
     segment = _segment([3.0, 0.01, 0.01, 0.01, 0.01], steady=0.5, batches=30)
-    fig = M.pass_figure("pretraining", segment, RECORD, warmup=1)
+    fig = pass_figure("pretraining", segment, RECORD, warmup=1)
     assert fig["excluded_batches"] == 5
     assert math.isclose(fig["seconds_per_image"], 0.05)  # 0.5 s per 10-image batch, exactly the steady rate
     assert fig["timed_batches"] == 2 * 25
@@ -51,31 +51,29 @@ def test_the_rate_is_timed_past_the_prefetched_batches_and_the_warm_up():
 
 
 def test_a_figure_timed_inside_the_prefetch_is_refused_where_written_and_where_read():
-    fig = M.pass_figure("pretraining", _segment([0.01] * 4, 0.5, 30), RECORD, warmup=1)
-    M.check_written(fig)
+    fig = pass_figure("pretraining", _segment([0.01] * 4, 0.5, 30), RECORD, warmup=1)
+    check_written(fig)
     with pytest.raises(ValueError, match="timed inside the prefetch"):
-        M.check_written({**fig, "excluded_batches": 2})  # 2 < 2 workers x prefetch 2 + 1
+        check_written({**fig, "excluded_batches": 2})  # 2 < 2 workers x prefetch 2 + 1
     with pytest.raises(ValueError, match="needs 8"):
-        M.pass_figure("pretraining", _segment([0.01] * 4, 0.5, 8, calls=1), RECORD, warmup=1)
+        pass_figure("pretraining", _segment([0.01] * 4, 0.5, 8, calls=1), RECORD, warmup=1)
     with pytest.raises(ValueError, match="at least one batch"):
-        M.pass_figure("pretraining", _segment([], 0.5, 30), RECORD, warmup=0)
+        pass_figure("pretraining", _segment([], 0.5, 30), RECORD, warmup=0)
 
 
 def test_a_gap_of_other_work_between_batches_is_the_calls_not_the_images():
     # 20 batches, then 30 s of something else (a classifier's epochs on cached features), then 20 more.
     segment = _segment([0.5] * 20 + [30.0], steady=0.5, batches=41, calls=1)
-    fig = M.pass_figure("pretraining", segment, {**RECORD, "workers": 0}, warmup=1)
+    fig = pass_figure("pretraining", segment, {**RECORD, "workers": 0}, warmup=1)
     assert math.isclose(fig["seconds_per_image"], 0.05)
     assert fig["seconds_per_call"] > 29
 
 
 def test_a_cell_that_runs_otherwise_than_the_figure_is_not_priced_from_it():
-    assert M.mismatch(RECORD, dict(RECORD)) == ""
-    assert M.mismatch(RECORD, {**RECORD, "crop": 224}).startswith("measured at crop 16")
-    why = M.mismatch(RECORD, {**RECORD, "workers": 8, "store": "jpeg95"})
+    assert mismatch(RECORD, dict(RECORD)) == ""
+    assert mismatch(RECORD, {**RECORD, "crop": 224}).startswith("measured at crop 16")
+    why = mismatch(RECORD, {**RECORD, "workers": 8, "store": "jpeg95"})
     assert "workers 2 (the cell's 8)" in why and "store 'none' (the cell's 'jpeg95')" in why
-    assert M.mismatch(RECORD, {**RECORD, "dataset": "cifar10"}) == ""  # priced per image of the cell's own dataset
+    assert mismatch(RECORD, {**RECORD, "dataset": "cifar10"}) == ""  # priced per image of the cell's own dataset
     # The bank is pretraining's: the kNN monitor's forward reads none.
-    assert M.mismatch(RECORD, {**RECORD, "bank": 1024}) and not M.mismatch(
-        RECORD, {**RECORD, "bank": 1024}, "kNN monitor"
-    )
+    assert mismatch(RECORD, {**RECORD, "bank": 1024}) and not mismatch(RECORD, {**RECORD, "bank": 1024}, "kNN monitor")

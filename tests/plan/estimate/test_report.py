@@ -3,23 +3,23 @@
 import math
 
 from ring.cluster import batch
-from ring.plan import estimate as E
-from ring.plan import grid as G
+from ring.plan import estimate
+from ring.plan import grid as grid_plan
 from tests.plan.estimate.test_passes import PAPER, _jpeg, _store, figures  # noqa: F401  (the fixture)
 
 
 def test_the_table_by_pass_and_the_command(figures, capsys):
     _store(figures)
-    grid = G.load(PAPER)
-    f = E.load_figures(results=figures)
-    rows = E.estimate_passes(grid, f, "none")
+    grid = grid_plan.load(PAPER)
+    f = estimate.load_figures(results=figures)
+    rows = estimate.estimate_passes(grid, f, "none")
     assert {r[0] for r in rows} == {"pretraining", "kNN monitor", "k-means", "linear evaluation"}
     # Every cell's passes add up to its stage's price, with the store as without it.
     for store in ("none", "raw"):
-        by_stage = sum(h for *_, h in E.estimate(grid, f, store))
-        assert math.isclose(sum(h for *_, h in E.estimate_passes(grid, f, store)), by_stage)
-    assert E.estimate(grid, f, "raw") != E.estimate(grid, f, "none")
-    text = E.report(grid, f, by="pass", store="none")
+        by_stage = sum(h for *_, h in estimate.estimate(grid, f, store))
+        assert math.isclose(sum(h for *_, h in estimate.estimate_passes(grid, f, store)), by_stage)
+    assert estimate.estimate(grid, f, "raw") != estimate.estimate(grid, f, "none")
+    text = estimate.report(grid, f, by="pass", store="none")
     assert "transfer           not priced" in text and "detection          not priced" in text
     assert "CMC's 128" in text  # how a batch-128 cell is priced from batch-256 figures, said
     assert "jpeg_decode-GPU_X.json" in text and "store_loader-GPU_X.json" in text

@@ -6,15 +6,15 @@ import json
 def _evaluated_cell(root, dataset, method, seed, pre_cfg, lin_cfg, top1, encoder=b"trunk bytes"):
     """A pretraining and a linear-evaluation cell as the stages leave them: configs, an encoder with its
     checksum record, and metrics that record what they were made from.  Returns the metrics path."""
-    from ring.core import config as C
+    from ring.core.config import config_hash, save
     from ring.core.files import record_checksums
 
     pre, lin = (root / stage / dataset / method / f"seed{seed}" for stage in ("pretrain", "lincls"))
     for cell, cfg in ((pre, pre_cfg), (lin, lin_cfg)):
         cell.mkdir(parents=True, exist_ok=True)
-        C.save(cfg, cell / "config.yaml")
+        save(cfg, cell / "config.yaml")
     (pre / "encoder.pt").write_bytes(encoder)
-    record = record_checksums(pre, ["encoder.pt"], config_hash=C.config_hash(pre_cfg))
+    record = record_checksums(pre, ["encoder.pt"], config_hash=config_hash(pre_cfg))
     metrics = lin / "metrics.json"
     metrics.write_text(
         json.dumps(
@@ -23,8 +23,8 @@ def _evaluated_cell(root, dataset, method, seed, pre_cfg, lin_cfg, top1, encoder
                 "method": method,
                 "seed": seed,
                 "top1": top1,
-                "config_hash": C.config_hash(lin_cfg),
-                "encoder_config_hash": C.config_hash(pre_cfg),
+                "config_hash": config_hash(lin_cfg),
+                "encoder_config_hash": config_hash(pre_cfg),
                 "protocol": {"encoder_files": record["files"]},
             }
         )
@@ -35,14 +35,14 @@ def _evaluated_cell(root, dataset, method, seed, pre_cfg, lin_cfg, top1, encoder
 def _detection_cell(root, method, pre_cfg, det_cfg, columns=None):
     """A Table 4 cell as the stages leave it: the pretraining cell's config and encoder record, the converted
     backbone and its record, the detection config and metrics that record what they were made from."""
-    from ring.core import config as C
+    from ring.core.config import config_hash, save
     from ring.core.files import record_checksums
 
     pre = root / "pretrain" / "imagenet" / method / "seed0"
     pre.mkdir(parents=True)
-    C.save(pre_cfg, pre / "config.yaml")
+    save(pre_cfg, pre / "config.yaml")
     (pre / "encoder.pt").write_bytes(b"trunk")
-    encoder = record_checksums(pre, ["encoder.pt"], config_hash=C.config_hash(pre_cfg))
+    encoder = record_checksums(pre, ["encoder.pt"], config_hash=config_hash(pre_cfg))
     conv = root / "detection" / "imagenet" / method / "seed0"
     conv.mkdir(parents=True)
     (conv / "backbone.pkl").write_bytes(b"backbone")
@@ -51,14 +51,14 @@ def _detection_cell(root, method, pre_cfg, det_cfg, columns=None):
     )
     cell = conv.parent / "voc_det" / "seed0"
     cell.mkdir(parents=True)
-    C.save(det_cfg, cell / "config.yaml")
+    save(det_cfg, cell / "config.yaml")
     (cell / "metrics.json").write_text(
         json.dumps(
             {
                 "task": "voc_det",
                 "method": method,
                 "seed": 0,
-                "config_hash": C.config_hash(det_cfg),
+                "config_hash": config_hash(det_cfg),
                 "backbone_sha256": backbone["files"]["backbone.pkl"],
                 "encoder_files": encoder["files"],
                 "encoder_config_hash": encoder["config_hash"],

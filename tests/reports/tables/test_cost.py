@@ -37,7 +37,7 @@ def test_gpu_hours_add_up_requeued_segments(tmp_path):
 
 
 def test_gpu_hours_show_predicted_beside_measured(tmp_path, monkeypatch):
-    from ring.core import config as C
+    from ring.core.config import PretrainConfig, save
     from ring.plan import estimate
     from tests.plan.estimate.test_figures import _write_figures
 
@@ -47,13 +47,13 @@ def test_gpu_hours_show_predicted_beside_measured(tmp_path, monkeypatch):
     monkeypatch.setattr(estimate, "RESULTS", figures_dir)
     cells = []
     for stage, cfg in [
-        ("pretrain", C.PretrainConfig(method="MoCo", dataset="cifar10", knn_every=0)),
+        ("pretrain", PretrainConfig(method="MoCo", dataset="cifar10", knn_every=0)),
         ("transfer", None),
     ]:
         cell = tmp_path / "results" / "g" / stage / "cifar10" / "MoCo" / "seed0"
         cell.mkdir(parents=True)
         if cfg:
-            C.save(cfg, cell / "config.yaml")
+            save(cfg, cell / "config.yaml")
         doc = {
             "segments": [{"wall_s": 3600, "gpus": 1, "restart_count": 0}],
             "wall_s": 3600,

@@ -38,9 +38,9 @@ def test_table4_means_ring_deltas_and_paper_numbers_per_column(tmp_path):
 
 
 def test_a_detection_cell_off_the_papers_schedule_gets_a_footnote_in_table4(tmp_path):
-    from ring.plan import grid as G
+    from ring.plan import grid
 
-    paper = G.load(tables.PAPER_GRID)
+    paper = grid.load(tables.PAPER_GRID)
     root = tmp_path / "results" / "mine"
     files = []
     # IR exactly as the paper's cell; IRing trained 2k instead of 24k iterations on an encoder of 100 epochs.
@@ -65,9 +65,9 @@ def test_an_ap_of_zero_off_the_papers_protocol_says_the_run_cannot_resolve_it(tm
     """A 0.0 AP (no prediction matched) from a run off the paper's protocol, as the smoke grid's 30 iterations on 4
     images of 64 px give, is marked unresolved in the table, not shown bare as a measured failure; on the paper's
     protocol a 0.0 is a finding and stays bare."""
-    from ring.plan import grid as G
+    from ring.plan import grid
 
-    paper = G.load(tables.PAPER_GRID)
+    paper = grid.load(tables.PAPER_GRID)
     root = tmp_path / "results" / "mine"
     files = []
     zero = {"voc_det_AP": 0.0, "voc_det_AP50": 0.4, "voc_det_AP75": 0.0}

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from ring.reports.tables import layout as L
+from ring.reports.tables import layout
 
 NAN, INF = math.nan, math.inf
 
@@ -50,15 +50,15 @@ def _row(**values) -> pd.Series:
     ],
 )
 def test_cell_text(values, text):
-    assert L.cell_text(_row(**values), {}, {}, {}) == text
+    assert layout.cell_text(_row(**values), {}, {}, {}) == text
 
 
 def test_a_stale_or_diverged_reason_keeps_its_mark_and_a_new_one_gets_the_next():
     stale, diverged = {}, {}
-    assert L.cell_text(_row(stale="a"), stale, diverged) == "stale [s1]"
-    assert L.cell_text(_row(stale="b"), stale, diverged) == "stale [s2]"
-    assert L.cell_text(_row(stale="a"), stale, diverged) == "stale [s1]"
-    assert L.cell_text(_row(diverged="x"), stale, diverged) == "diverged [d1]"
+    assert layout.cell_text(_row(stale="a"), stale, diverged) == "stale [s1]"
+    assert layout.cell_text(_row(stale="b"), stale, diverged) == "stale [s2]"
+    assert layout.cell_text(_row(stale="a"), stale, diverged) == "stale [s1]"
+    assert layout.cell_text(_row(diverged="x"), stale, diverged) == "diverged [d1]"
     assert stale == {"a": "[s1]", "b": "[s2]"} and diverged == {"x": "[d1]"}
 
 
@@ -74,7 +74,7 @@ def test_a_stale_or_diverged_reason_keeps_its_mark_and_a_new_one_gets_the_next()
     ],
 )
 def test_paper_text(values, text):
-    assert L.paper_text(_row(**values), {}) == text
+    assert layout.paper_text(_row(**values), {}) == text
 
 
 def _summary():
@@ -89,7 +89,7 @@ def _summary():
 
 
 def test_layout_is_the_papers_rows_and_column_pairs_with_footnotes_in_order():
-    wide = L.layout(_summary(), ["IR", "IRing"], ["cifar10", "digits"])
+    wide = layout.layout(_summary(), ["IR", "IRing"], ["cifar10", "digits"])
     assert list(wide.index) == ["IR", "IRing"] and wide.index.name == "Method"
     assert list(wide.columns) == [
         "CIFAR10",
@@ -109,8 +109,8 @@ def test_the_files_say_each_cell_as_laid_out_and_never_a_non_finite_number(tmp_p
     summary = _summary()
     summary.loc[1, "delta_to_base"] = INF  # what no upstream check should let through: still no "inf" shown
     summary.loc[3, "paper"] = -INF
-    wide = L.layout(summary, ["IR", "IRing"], ["cifar10", "digits"])
-    paths = L.write("table1", "A caption", summary.replace([INF, -INF], NAN), wide, tmp_path / "t")
+    wide = layout.layout(summary, ["IR", "IRing"], ["cifar10", "digits"])
+    paths = layout.write("table1", "A caption", summary.replace([INF, -INF], NAN), wide, tmp_path / "t")
     assert [p.name for p in paths] == ["t.csv", "t.md", "t.tex"]
     md = (tmp_path / "t.md").read_text()
     assert md.startswith("**table1**: A caption\n\n| Method")
@@ -127,12 +127,12 @@ def test_the_files_say_each_cell_as_laid_out_and_never_a_non_finite_number(tmp_p
 
 def test_markdown_keeps_each_cells_text():
     wide = pd.DataFrame({"CIFAR10": ["80.0", "1e3"]}, index=pd.Index(["IR", "IRing"], name="Method"))
-    assert L.markdown(wide).splitlines()[2:] == ["| IR       | 80.0      |", "| IRing    | 1e3       |"]
+    assert layout.markdown(wide).splitlines()[2:] == ["| IR       | 80.0      |", "| IRing    | 1e3       |"]
 
 
 def test_a_failed_rendering_leaves_every_old_file(tmp_path, monkeypatch):
     summary = _summary()
-    wide = L.layout(summary, ["IR", "IRing"], ["cifar10", "digits"])
+    wide = layout.layout(summary, ["IR", "IRing"], ["cifar10", "digits"])
     for ext in ("csv", "md", "tex"):
         (tmp_path / f"t.{ext}").write_text("old")
 
@@ -141,5 +141,5 @@ def test_a_failed_rendering_leaves_every_old_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pd.DataFrame, "to_latex", fails)
     with pytest.raises(RuntimeError):
-        L.write("table1", "A caption", summary, wide, tmp_path / "t")
+        layout.write("table1", "A caption", summary, wide, tmp_path / "t")
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"t.csv": "old", "t.md": "old", "t.tex": "old"}

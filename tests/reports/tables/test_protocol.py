@@ -8,9 +8,9 @@ from tests.reports.tables.fixtures import _evaluated_cell
 
 
 def test_a_cell_off_the_papers_protocol_gets_a_footnote_instead_of_a_paper_delta(tmp_path):
-    from ring.plan import grid as G
+    from ring.plan import grid
 
-    paper = G.load(tables.PAPER_GRID)
+    paper = grid.load(tables.PAPER_GRID)
     files = []
     # MoCoRing on CIFAR100 as the README's own grid: final w_l 50, 100 epochs, 30 linear epochs; IR as the paper.
     for method, pre, lin, top1 in [
@@ -38,9 +38,9 @@ def test_a_cell_off_the_papers_protocol_gets_a_footnote_instead_of_a_paper_delta
 def test_a_lesion_off_the_papers_protocol_gets_its_footnote_and_an_unknown_method_none(tmp_path):
     """Table 2's lesions are cells of the paper grid (its table2 block), not of its top-level methods: their protocol is
     compared too.  A method the paper never ran has no protocol to differ from."""
-    from ring.plan import grid as G
+    from ring.plan import grid
 
-    paper = G.load(tables.PAPER_GRID)
+    paper = grid.load(tables.PAPER_GRID)
     root = tmp_path / "results" / "mine"
     pre_cfg = paper.pretrain_config("cifar10", "IRingNoAnneal", 0, "/data")
     lin_cfg = paper.lincls_config("cifar10", "IRingNoAnneal", 0, "/data")

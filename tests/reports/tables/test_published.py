@@ -11,7 +11,7 @@ from ring.core.methods import display_name
 from ring.reports import tables
 
 # The module, not the package's re-export of its published() function, which bears the same name.
-P = importlib.import_module("ring.reports.tables.published")
+published_module = importlib.import_module("ring.reports.tables.published")
 
 
 def test_published_numbers_are_the_papers(root):
@@ -23,8 +23,13 @@ def test_published_numbers_are_the_papers(root):
 
 
 def test_the_copy_read_is_ring_s_own_file():
-    assert P.PUBLISHED == P.Path(P.__file__).parents[2] / "data" / "published-results.yaml"
-    assert P.PUBLISHED.is_file() and P.published() == yaml.safe_load(P.PUBLISHED.read_text())
+    assert (
+        published_module.PUBLISHED
+        == published_module.Path(published_module.__file__).parents[2] / "data" / "published-results.yaml"
+    )
+    assert published_module.PUBLISHED.is_file() and published_module.published() == yaml.safe_load(
+        published_module.PUBLISHED.read_text()
+    )
 
 
 @pytest.mark.parametrize(
@@ -41,7 +46,7 @@ def test_the_copy_read_is_ring_s_own_file():
     ],
 )
 def test_a_published_number_by_method_and_column(key, method, column, single, value):
-    assert P.published_value(key, method, column, single) == value
+    assert published_module.published_value(key, method, column, single) == value
 
 
 @pytest.mark.parametrize(
@@ -53,14 +58,14 @@ def test_a_published_number_by_method_and_column(key, method, column, single, va
     ],
 )
 def test_no_published_number_is_nan(key, method, column, single):
-    assert math.isnan(P.published_value(key, method, column, single))
+    assert math.isnan(published_module.published_value(key, method, column, single))
 
 
 def test_every_published_cell_is_read_back_and_finite():
     """Each number of each row-by-column table, through published_value, is the file's and finite: the paper's
     column of a table never shows a non-finite number."""
     by_label = {}
-    for key, table in P.published().items():
+    for key, table in published_module.published().items():
         if "rows" not in table:
             continue  # the toy table (ring.reports.tables.toy reads its own layout)
         for label, row in table["rows"].items():
@@ -71,29 +76,32 @@ def test_every_published_cell_is_read_back_and_finite():
                 assert math.isfinite(value), (key, label, column)
                 by_label[key, label, column] = value
     for (key, label, column), value in by_label.items():
-        single = None if "columns" in P.published()[key] else "CIFAR10"
-        assert P.published_value(key, label, column, single) == value
+        single = None if "columns" in published_module.published()[key] else "CIFAR10"
+        assert published_module.published_value(key, label, column, single) == value
     assert len(by_label) == 7 * 4 + 4 * 2 + 7 * 9 + 5 * 12 + 5
 
 
 def test_the_numbers_come_from_the_file_not_the_code(tmp_path, monkeypatch):
     """Another copy of the file, another number: published_value holds no number of its own."""
-    doc = yaml.safe_load(P.PUBLISHED.read_text())
+    doc = yaml.safe_load(published_module.PUBLISHED.read_text())
     doc["table1_linear_eval"]["rows"]["IR"][0] = 12.5
     copy = tmp_path / "published-results.yaml"
     copy.write_text(yaml.safe_dump(doc))
-    monkeypatch.setattr(P, "PUBLISHED", copy)
-    P.published.cache_clear()
+    monkeypatch.setattr(published_module, "PUBLISHED", copy)
+    published_module.published.cache_clear()
     try:
-        assert P.published_value("table1_linear_eval", "IR", "CIFAR10") == 12.5
+        assert published_module.published_value("table1_linear_eval", "IR", "CIFAR10") == 12.5
     finally:
         monkeypatch.undo()
-        P.published.cache_clear()  # the next test reads ring's copy again
-    assert P.published_value("table1_linear_eval", "IR", "CIFAR10") == 81.2
+        published_module.published.cache_clear()  # the next test reads ring's copy again
+    assert published_module.published_value("table1_linear_eval", "IR", "CIFAR10") == 81.2
 
 
 def test_a_dataset_s_column_name_is_the_catalog_s():
-    assert P.dataset_display("cifar10") == "CIFAR10" and P.dataset_display("fashion_mnist") == "FashionMNIST"
+    assert (
+        published_module.dataset_display("cifar10") == "CIFAR10"
+        and published_module.dataset_display("fashion_mnist") == "FashionMNIST"
+    )
     assert display_name("IRingCi") == "IRing (+C_i)"
     with pytest.raises(KeyError):
-        P.dataset_display("no_such_dataset")
+        published_module.dataset_display("no_such_dataset")
