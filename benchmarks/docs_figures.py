@@ -86,7 +86,7 @@ def flag_delay() -> list[float]:
     estimate` prices from, and that step (ms)."""
     from ring.engine.distributed import FLAGS_EVERY
 
-    figures = E.load_figures()
+    figures = load_figures()
     step_s = max(figures.batch[m] / rate for m, rate in figures.step_images_per_s.items())
     return [FLAGS_EVERY * step_s, step_s * 1000]
 
