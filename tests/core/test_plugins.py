@@ -32,10 +32,10 @@ def install(tmp_path, monkeypatch, modules: dict[str, str]) -> list:
         (folder / f"{name}.py").write_text(source)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugs\nVersion: 0.1\n")
     lines = "".join(f"{name} = {name}\n" for name in modules)
-    (info / "entry_points.txt").write_text(f"[{M.ENTRY_POINT_GROUP}]\n{lines}")
+    (info / "entry_points.txt").write_text(f"[{plugins.ENTRY_POINT_GROUP}]\n{lines}")
     monkeypatch.syspath_prepend(str(folder))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), str(ROOT)]))
-    found = {ep.name: ep for ep in entry_points(group=M.ENTRY_POINT_GROUP)}
+    found = {ep.name: ep for ep in entry_points(group=plugins.ENTRY_POINT_GROUP)}
     return [found[name] for name in modules]
 
 
@@ -71,5 +71,5 @@ def test_every_reader_of_the_registry_goes_on_with_the_other_plugins_methods(tmp
     found = json.loads(read.stdout)
     assert "Fine" in found["methods"] and "IR" in found["methods"]
     assert found["broken"] == {
-        "ender": f"the {M.ENTRY_POINT_GROUP} entry point ender (ender) failed to load ({clause})"
+        "ender": f"the {plugins.ENTRY_POINT_GROUP} entry point ender (ender) failed to load ({clause})"
     }

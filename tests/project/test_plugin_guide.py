@@ -24,6 +24,7 @@ import yaml
 from ring.cluster import batch
 from ring.core import config as C
 from ring.core import methods as M
+from ring.core import plugins
 from ring.plan import checks
 from ring.plan import estimate as E
 from ring.plan import grid as G
@@ -104,7 +105,7 @@ def install(tmp_path, monkeypatch, source: str = PLUGIN) -> Path:
     info = folder / "toy_method-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-method\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{M.ENTRY_POINT_GROUP}]\ntoy = toy_method\n")
+    (info / "entry_points.txt").write_text(f"[{plugins.ENTRY_POINT_GROUP}]\ntoy = toy_method\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), str(ROOT)]))
     return folder
 
@@ -116,7 +117,7 @@ def loaded(tmp_path, monkeypatch, source: str = PLUGIN):
     folder = install(tmp_path, monkeypatch, source)
     monkeypatch.syspath_prepend(str(folder))
     importlib.invalidate_caches()
-    M._load_entry_points()
+    M.METHODS.load_entry_points()
     try:
         yield folder
     finally:
@@ -685,7 +686,7 @@ def test_the_guides_example_is_found_and_checked_without_torch_however_it_is_ins
         info = folder / "in_batch_method-0.1.dist-info"
         info.mkdir()
         (info / "METADATA").write_text("Metadata-Version: 2.1\nName: in-batch-method\nVersion: 0.1\n")
-        (info / "entry_points.txt").write_text(f"[{M.ENTRY_POINT_GROUP}]\nin_batch = in_batch\n")
+        (info / "entry_points.txt").write_text(f"[{plugins.ENTRY_POINT_GROUP}]\nin_batch = in_batch\n")
         env["PYTHONPATH"] = str(folder)
     else:
         editable = ["-e"] if how.startswith("editable") else []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import ring
-from ring.core import catalog, methods
+from ring.core import catalog, methods, plugins
 from ring.core import config as C
 from ring.data import datasets, folders, listings, metadataset
 from tests.helpers import lincls_config, pretrain_config
@@ -140,7 +140,7 @@ def refuse_lookups(monkeypatch) -> None:
     def looked_up(*args, **kwargs):
         raise AssertionError(f"looked up by name after the entry point: {args}")
 
-    get_method = methods.Registry.__getitem__
+    get_method = plugins.Registry.__getitem__
 
     def looked_up_unless_hashing(registry, name):
         # The config hash takes the keys a method never reads at their defaults (ring.core.methods.unread_keys):
@@ -175,7 +175,7 @@ def refuse_lookups(monkeypatch) -> None:
         for attribute, table in vars(module).copy().items():
             if any(table is t for t in TABLES) or isinstance(table, _Counted):
                 monkeypatch.setattr(module, attribute, _Refused())
-    monkeypatch.setattr(methods.Registry, "__getitem__", looked_up_unless_hashing)
+    monkeypatch.setattr(plugins.Registry, "__getitem__", looked_up_unless_hashing)
 
 
 @pytest.mark.parametrize("name", ["IRing", "CMCRing"])  # CMC's Lab encoder reads the dataset's statistics
