@@ -14,13 +14,15 @@
   ``ring rerun`` by hand, rules: the workflow's rule registries and light commands, targets: a run's targets),
   which checks configs against what the compute side declares it implements.
 - compute (torch), taking everything from its caller and the ground floor, never from the plan: :mod:`ring.engine`
-  (anneal, checkpoint, clock: the seconds each pass of a cell spends, distributed, encoder, groups: the processes'
+  (anneal: the Ring window's schedule, anneal_authors: the authors' annealing policies, anneal_policies: the
+  appendix's, checkpoint, clock: the seconds each pass of a cell spends, distributed, encoder, groups: the processes'
   batch and BatchNorm layout, health, knn, knn_schedule: when the kNN monitor runs, logs, objectives, pretrain_state:
   a pretraining cell's checkpoint and
   snapshots, provenance, runtime, span_norm: BatchNorm groups across processes) and :mod:`ring.data` (augment,
   bilinear: PIL's resampling as matrices, dali, datasets,
   decode_place: where the store's records are decoded, digits: the embedded digits, download: a dataset from its
-  publisher, eval_views: evaluation's views made on the device from a store, folders: the data check of a
+  publisher, eval_views: evaluation's views made on the device from a store, fetch_recipes: what download gets for
+  each dataset, folders: the data check of a
   dataset folder, gpu_decode: the store's records decoded on the GPU, hsv: PIL's HSV and hue tables, listings: the
   transfer datasets' splits, metadataset: the transfer datasets and loaders, store: the prepared store's records and
   readers, store_layout: its layout and checks, verify: the data check against the publisher, view_draws: a batch's
@@ -28,8 +30,9 @@
   store_layout, verify, download, anneal, groups) are what the plan reads of them.
 - the ground floor, torch-free: :mod:`ring.core` (accounting: SLURM's record of a cell's runs, catalog: the datasets'
   sizes; norms and layouts, config, failures, files, gaussian: the toy's closed forms, method_keys: the keys only some
-  methods read, methods: the registry, metrics, objective_settings: what an objective is built from, plugin_child,
-  plugins: the plug-ins' imports tried in a child process, cell_runs: what an edited config does to a cell's files,
+  methods read, methods: the methods and their lookups, metrics, objective_settings: what an objective is built from,
+  plugin_child, plugins: the registry that loads the plug-ins at its first read and tries each in a child process
+  first, cell_runs: what an edited config does to a cell's files,
   refs: code named by "module:name" and resolved where it runs, sources, stages: each stage declared once, stop).
 
 Each package's list names every module in it (tests/project/test_doc_claims.py).

@@ -43,7 +43,7 @@ class DatasetSpec:
     store_size: int = 0
     # "module:name" of its loader, (folder, split) -> dataset (ring.data.datasets), resolved where it loads.
     loader: str | None = None
-    fetched: bool = False  # ring fetch downloads it (its recipe: ring.data.download.recipes, which needs torchvision)
+    fetched: bool = False  # ring fetch downloads it (its recipe in ring.data.fetch_recipes needs torchvision)
     name: str = ""  # its key in DATASETS (set there): a resolved entry names its folder without a lookup
 
     def bank_images(self) -> int:
@@ -190,7 +190,7 @@ class TransferSpec:
     # (folder, split, that split's listing) -> dataset (ring.data.metadataset); resolved where they run.
     listing: str = ""
     loader: str = ""
-    fetched: bool = False  # ring fetch downloads it (its recipe: ring.data.download.recipes)
+    fetched: bool = False  # ring fetch downloads it (its recipe: ring.data.fetch_recipes.recipes)
     name: str = ""  # its key in TRANSFER (set there)
 
 
@@ -355,8 +355,8 @@ def folder(name: str, data_root: str | Path) -> Path:
     return Path(data_root) / name
 
 
-# The catalog datasets that ring.data.download downloads, named torch-free (tests/data/test_download.py asserts that
-# they are the ones its recipes cover).
+# The catalog datasets that ring.data.download downloads, named torch-free (tests/data/test_fetch_recipes.py asserts
+# that they are the ones its recipes cover).
 FETCHED = frozenset(name for name, entry in {**DATASETS, **TRANSFER}.items() if entry.fetched)
 FETCH_STAMP = ".ring-fetch.json"  # written by ring.data.download into a dataset folder it filled
 

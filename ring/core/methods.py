@@ -15,7 +15,7 @@ which config key is its number of negatives k.  The config keys only some method
 defaults, docs and checks, by what reads them (:mod:`ring.core.method_keys`); an objective names those it reads
 (:attr:`Objective.own_keys`).  Nothing else branches on a method's or objective's
 name: a new method is an :class:`Objective` (or an existing one) and a :func:`register` call, in a
-module of its own that may live outside ``ring/`` (see :data:`ENTRY_POINT_GROUP`).
+module of its own that may live outside ``ring/`` (see :data:`ring.core.plugins.ENTRY_POINT_GROUP`).
 
 Names are wildcard- and path-safe; ``display`` is the row label the paper prints (and the key of
 ``ring/data/published-results.yaml``).  A lesion is a method whose definition fixes config values
@@ -30,10 +30,7 @@ negatives at batch 128 as a grid's CMC cell does, and a key the file sets keeps 
 from __future__ import annotations
 
 import re
-import sys
-from collections.abc import MutableMapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 
 from ring.core import plugins, sources
 from ring.core.method_keys import BANK, GROUPS, KMEANS, QUEUE, RING, KeyGroup
@@ -217,48 +214,7 @@ MOCO_DEFAULTS = (("bn_groups", 8),)
 POLICY_DEFAULTS = {"adaptive_val_authors": (("ring_val_before_training", True),)}
 
 
-class Registry(MutableMapping):
-    """Method name -> :class:`Method`: the paper's below, then those the installed packages' entry points register.
-
-    The entry points load on the first read, not at import: a plug-in imports ring's modules, which would find each
-    other half-initialised while this one loads."""
-
-    def __init__(self, methods: dict[str, Method]):
-        self._methods = dict(methods)
-        self._loaded = False
-        # A plug-in that failed to load leaves no method behind: entry point name -> its one clause.  Which
-        # methods it meant to register is unknown, so a name missing from the registry is answered with these.
-        self.broken: dict[str, str] = {}
-        self.plugins: dict[str, str] = {}  # method name -> the entry point that registered it
-        # Entry point name -> the clause saying that its declaration imported torch (it loads, but costs seconds).
-        self.heavy: dict[str, str] = {}
-
-    def _ready(self) -> dict[str, Method]:
-        if not self._loaded:
-            self._loaded = True  # first, so that a plug-in's own reads (register's checks) do not load again
-            _load_entry_points()
-        return self._methods
-
-    def __getitem__(self, name: str) -> Method:
-        return self._ready()[name]
-
-    def __setitem__(self, name: str, m: Method) -> None:
-        self._ready()[name] = m
-
-    def __delitem__(self, name: str) -> None:
-        del self._ready()[name]
-
-    def __iter__(self):
-        return iter(self._ready())
-
-    def __len__(self) -> int:
-        return len(self._ready())
-
-    def __repr__(self) -> str:
-        return f"Registry({', '.join(self)})"
-
-
-METHODS = Registry(
+METHODS = plugins.Registry(
     {
         "IR": Method(IR, ring=False, base="IR"),
         "IRing": Method(IR, ring=True, base="IR"),
@@ -301,12 +257,6 @@ METHODS = Registry(
 
 # Method names become wildcards, folder names and table keys: one path-safe word.
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-# Packages add methods without editing ring/: an entry point of this group names a module that calls register,
-# imported at the registry's first read in every process (so the workflow, the plan checks and every stage see the
-# same methods).
-#   [project.entry-points."ring.methods"]
-#   mymethod = "my_package.my_method"
-ENTRY_POINT_GROUP = "ring.methods"
 
 
 def register(name: str, m: Method) -> Method:
@@ -322,56 +272,6 @@ def register(name: str, m: Method) -> Method:
         raise ValueError(f"Method {name}'s base {m.base!r} is not registered; register the base method first.")
     METHODS[name] = m
     return m
-
-
-def reason(err: BaseException) -> str:
-    """How a plug-in's import failed, as a clause (the child of :mod:`ring.core.plugins` reports it too)."""
-    if isinstance(err, SystemExit):
-        return f"it called sys.exit({err.code!r}) while being imported"
-    if not isinstance(err, Exception):  # KeyboardInterrupt, in the child only: the module raised it, not the user
-        return f"it raised {type(err).__name__} while being imported"
-    text = str(err).strip().rstrip(".") or type(err).__name__
-    return text if isinstance(err, (ImportError, ValueError, _Broken)) else f"{type(err).__name__}: {text}"
-
-
-class _Broken(Exception):
-    """A plug-in the child process of :mod:`ring.core.plugins` could not import: its clause, as :func:`reason` gives
-    it."""
-
-
-def _load_entry_points() -> None:
-    """Each entry point on its own: a broken one is recorded in ``METHODS.broken`` and what it registered before
-    failing is taken back, so grids that name none of its methods, and every stage of theirs, still run.  A
-    plug-in that calls ``sys.exit`` (or raises any other non-Exception) at import is broken too, not the end of
-    every command.  Each is imported in a child process first (:mod:`ring.core.plugins`): one that raises
-    ``KeyboardInterrupt``, calls ``os._exit`` or never returns there is broken and never imported here.  One whose
-    declaration imports torch is recorded in ``METHODS.heavy`` (the plan warns)."""
-    eps = list(entry_points(group=ENTRY_POINT_GROUP))
-    verdicts = plugins.probe(eps) if eps else {}
-    for ep in eps:
-        before = set(METHODS._methods)
-        torch_before = "torch" in sys.modules
-        try:
-            if failure := verdicts.get(ep.name):
-                raise _Broken(failure)
-            ep.load()
-        except KeyboardInterrupt:
-            raise  # the child imported it whole: this one is the user's
-        except BaseException as err:  # a broken plug-in names itself, not a traceback deep in ours (nor an exit)
-            for name in set(METHODS._methods) - before:
-                del METHODS._methods[name]
-            METHODS.broken[ep.name] = (
-                f"the {ENTRY_POINT_GROUP} entry point {ep.name} ({ep.value}) failed to load ({reason(err)})"
-            )
-            continue
-        METHODS.broken.pop(ep.name, None)
-        METHODS.plugins.update(dict.fromkeys(set(METHODS._methods) - before, ep.name))
-        if not torch_before and "torch" in sys.modules:
-            METHODS.heavy[ep.name] = (
-                f"the {ENTRY_POINT_GROUP} entry point {ep.name} ({ep.value}) imports torch in its declaration, which "
-                "every registry reader (the plan, status, estimate, each waiting client) then loads; move the torch "
-                "code into the module its implementation names (docs/adding-a-method.md, the example)"
-            )
 
 
 def missing(name: str) -> str | None:

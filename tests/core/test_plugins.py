@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 import pytest
 
 from ring.core import plugins
-from ring.core.methods import ENTRY_POINT_GROUP, METHODS
+from ring.core.methods import METHODS
 from tests import ROOT
 
 FINE = "from ring.core.methods import IR, Method, register\nregister('Fine', Method(IR, ring=False, base='Fine'))\n"
@@ -32,10 +32,10 @@ def install(tmp_path, monkeypatch, modules: dict[str, str]) -> list:
         (folder / f"{name}.py").write_text(source)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugs\nVersion: 0.1\n")
     lines = "".join(f"{name} = {name}\n" for name in modules)
-    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{lines}")
+    (info / "entry_points.txt").write_text(f"[{plugins.ENTRY_POINT_GROUP}]\n{lines}")
     monkeypatch.syspath_prepend(str(folder))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), str(ROOT)]))
-    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    found = {ep.name: ep for ep in entry_points(group=plugins.ENTRY_POINT_GROUP)}
     return [found[name] for name in modules]
 
 
@@ -70,4 +70,6 @@ def test_every_reader_of_the_registry_goes_on_with_the_other_plugins_methods(tmp
     assert read.returncode == 0 and "Traceback" not in read.stderr, read.stderr
     found = json.loads(read.stdout)
     assert "Fine" in found["methods"] and "IR" in found["methods"]
-    assert found["broken"] == {"ender": f"the {ENTRY_POINT_GROUP} entry point ender (ender) failed to load ({clause})"}
+    assert found["broken"] == {
+        "ender": f"the {plugins.ENTRY_POINT_GROUP} entry point ender (ender) failed to load ({clause})"
+    }

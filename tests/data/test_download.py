@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from ring import cli
-from ring.core import catalog
-from ring.data import download, folders
+from ring.data import download, fetch_recipes, folders
 from tests.data.test_metadataset import WRITERS, _image, _text
 from tests.helpers import copy_workflow
 from tests.workflow.runs import snakemake
@@ -142,12 +141,12 @@ ARCHIVES = {
 }
 
 
-def publish(server, tmp_path: Path, name: str, monkeypatch, *, tamper=None) -> download.Recipe:
+def publish(server, tmp_path: Path, name: str, monkeypatch, *, tamper=None) -> fetch_recipes.Recipe:
     """Serve ``name``'s archives at /<publisher host>/<path>; the recipe's md5s become theirs (None stays None).
     ``tamper(filename, bytes) -> bytes`` changes what is served after the md5 is taken."""
     src = tmp_path / "publisher"
     TREES[name](src)
-    recipe = download.recipes()[name]
+    recipe = fetch_recipes.recipes()[name]
     base = src / name / (recipe.into if not recipe.detection else "")
     downloads = []
     for dl in recipe.downloads:
@@ -164,8 +163,8 @@ def publish(server, tmp_path: Path, name: str, monkeypatch, *, tamper=None) -> d
         server.files["/" + dl.mirror_path] = tamper(dl.filename, body) if tamper else body
         downloads.append(dataclasses.replace(dl, md5=md5))
     recipe = dataclasses.replace(recipe, downloads=tuple(downloads))
-    table = {**download.recipes(), name: recipe}
-    monkeypatch.setattr(download, "recipes", lambda: table)
+    table = {**fetch_recipes.recipes(), name: recipe}
+    monkeypatch.setattr(fetch_recipes, "recipes", lambda: table)
     return recipe
 
 
@@ -177,7 +176,7 @@ def test_fetch_unpacks_each_publishers_archives_into_the_checked_layout(server, 
     data = tmp_path / "data"
     assert cli.main(["fetch", name, "--data-root", str(data), "--mirror", server.url + "/"]) == 0
     assert "fetched, verified and unpacked" in capsys.readouterr().out
-    base = download.folder(name, data, data / "detectron2")
+    base = fetch_recipes.folder(name, data, data / "detectron2")
     download.check_layout(name, recipe, base, data)
     stamp = json.loads((base / download.STAMP).read_text())
     assert stamp["format"] == download.STAMP_FORMAT and stamp["dataset"] == name
@@ -193,7 +192,7 @@ def test_fetch_unpacks_each_publishers_archives_into_the_checked_layout(server, 
 
 
 def test_publisher_without_checksum_gets_its_sha256_recorded(server, tmp_path, monkeypatch):
-    assert download.recipes()["aircraft"].downloads[0].md5 is None  # the publisher gives none
+    assert fetch_recipes.recipes()["aircraft"].downloads[0].md5 is None  # the publisher gives none
     publish(server, tmp_path, "aircraft", monkeypatch)
     download.fetch("aircraft", tmp_path / "data", server.url)
     entry = json.loads((tmp_path / "data" / "aircraft" / download.STAMP).read_text())["files"][0]
@@ -238,10 +237,10 @@ def test_archive_with_an_unexpected_layout_is_refused(server, tmp_path, monkeypa
     publish(server, tmp_path, "cub", monkeypatch)
     (src / "cub" / "CUB_200_2011").rename(src / "cub" / "CUB_200_2011_v2")
     body = _tar(src / "cub", ["CUB_200_2011_v2"])
-    recipe = download.recipes()["cub"]
+    recipe = fetch_recipes.recipes()["cub"]
     dl = dataclasses.replace(recipe.downloads[0], md5=hashlib.md5(body).hexdigest())
     server.files["/" + dl.mirror_path] = body
-    monkeypatch.setattr(download, "recipes", lambda: {"cub": dataclasses.replace(recipe, downloads=(dl,))})
+    monkeypatch.setattr(fetch_recipes, "recipes", lambda: {"cub": dataclasses.replace(recipe, downloads=(dl,))})
     with pytest.raises(
         download.FetchError, match=r"The archives of cub \(CUB_200_2011\.tgz\) unpacked without the layout"
     ):
@@ -299,17 +298,6 @@ def test_imagenet_and_unknown_names_get_one_sentence(tmp_path, capsys):
     assert cli.main(["fetch", "nope", "--data-root", str(tmp_path)]) == 1
     assert "Unknown dataset 'nope'" in capsys.readouterr().err
     assert "nothing to fetch" in download.fetch("digits", tmp_path)
-
-
-def test_every_catalog_dataset_is_fetched_or_explained(tmp_path):
-    from ring.data.metadataset import GENERATORS
-
-    table = download.recipes()
-    # The torch-free check names what fetch gets (its missing-dataset sentences point at the fetch command).
-    assert catalog.FETCHED == table.keys() & {*catalog.DATASETS, *catalog.TRANSFER}
-    for name in [*catalog.DATASETS, *catalog.TRANSFER]:
-        embedded = not catalog.spec(name).required or name in GENERATORS
-        assert name in table or download.by_hand(name, tmp_path) or embedded, name
 
 
 def test_fetch_data_target_runs_the_fetch_for_the_configured_grid(tmp_path):

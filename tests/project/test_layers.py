@@ -46,7 +46,7 @@ def test_the_login_node_side_imports_without_torch():
         for pkg in ("core", "plan", "cluster", "reports")
         for m in pkgutil.iter_modules([str(Path(ring.__file__).parent / pkg)])
     ]
-    names += ["ring.data.metadataset", "ring.data.verify", "ring.data.download", "ring.cli"]
+    names += ["ring.data.metadataset", "ring.data.verify", "ring.data.download", "ring.data.fetch_recipes", "ring.cli"]
     # The compute side's torch-free modules, which the plan and the workflow client read, and ring fetch.
     names += [
         "ring.data.folders",

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from ring.cluster import batch
-from ring.core import methods
+from ring.core import methods, plugins
 from ring.core.config import PretrainConfig, config_hash
 from ring.plan import checks
 from ring.plan import estimate as estimator
@@ -104,7 +104,7 @@ def install(tmp_path, monkeypatch, source: str = PLUGIN) -> Path:
     info = folder / "toy_method-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-method\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{methods.ENTRY_POINT_GROUP}]\ntoy = toy_method\n")
+    (info / "entry_points.txt").write_text(f"[{plugins.ENTRY_POINT_GROUP}]\ntoy = toy_method\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), str(ROOT)]))
     return folder
 
@@ -120,7 +120,7 @@ def loaded(tmp_path, monkeypatch, source: str = PLUGIN):
     folder = install(tmp_path, monkeypatch, source)
     monkeypatch.syspath_prepend(str(folder))
     importlib.invalidate_caches()
-    methods._load_entry_points()
+    methods.METHODS.load_entry_points()
     try:
         yield folder
     finally:
@@ -691,7 +691,7 @@ def test_the_guides_example_is_found_and_checked_without_torch_however_it_is_ins
         info = folder / "in_batch_method-0.1.dist-info"
         info.mkdir()
         (info / "METADATA").write_text("Metadata-Version: 2.1\nName: in-batch-method\nVersion: 0.1\n")
-        (info / "entry_points.txt").write_text(f"[{methods.ENTRY_POINT_GROUP}]\nin_batch = in_batch\n")
+        (info / "entry_points.txt").write_text(f"[{plugins.ENTRY_POINT_GROUP}]\nin_batch = in_batch\n")
         env["PYTHONPATH"] = str(folder)
     else:
         editable = ["-e"] if how.startswith("editable") else []

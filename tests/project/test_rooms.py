@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import ring
-from ring.core import catalog, methods
+from ring.core import catalog, methods, plugins
 from ring.core.config import TransferConfig
 from ring.data import datasets, folders, listings, metadataset
 from tests.helpers import lincls_config, pretrain_config
@@ -140,7 +140,7 @@ def refuse_lookups(monkeypatch) -> None:
     def looked_up(*args, **kwargs):
         raise AssertionError(f"looked up by name after the entry point: {args}")
 
-    get_method = methods.Registry.__getitem__
+    get_method = plugins.Registry.__getitem__
 
     def looked_up_unless_hashing(registry, name):
         # The config hash takes the keys a method never reads at their defaults (ring.core.methods.unread_keys):
@@ -175,7 +175,7 @@ def refuse_lookups(monkeypatch) -> None:
         for attribute, table in vars(module).copy().items():
             if any(table is t for t in TABLES) or isinstance(table, _Counted):
                 monkeypatch.setattr(module, attribute, _Refused())
-    monkeypatch.setattr(methods.Registry, "__getitem__", looked_up_unless_hashing)
+    monkeypatch.setattr(plugins.Registry, "__getitem__", looked_up_unless_hashing)
 
 
 @pytest.mark.parametrize("name", ["IRing", "CMCRing"])  # CMC's Lab encoder reads the dataset's statistics
@@ -236,6 +236,7 @@ def test_no_compute_module_names_the_catalog_outside_its_entry_points():
         "ring/data/folders.py": None,  # the data check of a named dataset's folder
         "ring/data/verify.py": None,
         "ring/data/download.py": None,
+        "ring/data/fetch_recipes.py": None,  # what ring fetch gets for a named dataset
         "ring/data/metadataset.py": None,  # the transfer datasets' loaders, by name (ring.transfer's entry)
     }
     root = Path(ring.__file__).parent
