@@ -127,13 +127,13 @@ def test_adaptive_val_authors_measures_before_training_unless_the_config_says_ot
     our adaptive_val and methods without a Ring window keep the field's default (and their hash)."""
     import yaml
 
-    from ring.core import config as C
-    from ring.plan import grid as G
+    from ring.core import config
+    from ring.plan import grid
 
     def load(**values):
         path = tmp_path / "config.yaml"
         path.write_text(yaml.safe_dump({"dataset": "cifar10", **values}))
-        return C.load(PretrainConfig, path)
+        return config.load(PretrainConfig, path)
 
     assert load(method="IRing", ring_anneal="adaptive_val_authors").ring_val_before_training is True
     assert (
@@ -144,7 +144,7 @@ def test_adaptive_val_authors_measures_before_training_unless_the_config_says_ot
     )
     assert load(method="IRing", ring_anneal="adaptive_val").ring_val_before_training is False
     assert load(method="IR", ring_anneal="adaptive_val_authors").ring_val_before_training is False
-    paper = G.load("ring/resources/grids/paper.yaml")
+    paper = grid.load("ring/resources/grids/paper.yaml")
     cell = paper.study_config("anneal_policies", "IRing", "adaptive_val", 0, "data")
     assert cell.ring_anneal == "adaptive_val_authors" and cell.ring_val_before_training is True
     ours = paper.study_config("anneal_policies", "IRing", "adaptive_val_ours", 0, "data")
