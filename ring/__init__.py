@@ -33,7 +33,8 @@
   methods read, methods: the methods and their lookups, metrics, objective_settings: what an objective is built from,
   plugin_child, plugins: the registry that loads the plug-ins at its first read and tries each in a child process
   first, cell_runs: what an edited config does to a cell's files,
-  refs: code named by "module:name" and resolved where it runs, sources, stages: each stage declared once, stop).
+  refs: code named by "module:name" and resolved where it runs, sources, stages: each stage declared once, stop,
+  yaml_reading: the one YAML reader).
 
 Each package's list names every module in it (tests/project/test_doc_claims.py).
 

@@ -58,8 +58,9 @@ from ring.cluster.slurm import (
 from ring.cluster.slurm import stage_resources as merged_resources
 from ring.cluster.workflow import last_grid
 from ring.core import accounting, cell_runs
-from ring.core.config import read_yaml, save, to_dict
+from ring.core.config import save, to_dict
 from ring.core.files import read_record as read_json_record
+from ring.core.yaml_reading import read_yaml
 from ring.plan import estimate, eta, gate, ownership
 from ring.plan.grid import Grid
 

@@ -48,6 +48,7 @@ from ring.core import accounting, cell_runs
 from ring.core import config as C
 from ring.core.refs import resolve
 from ring.core.stages import STAGES
+from ring.core.yaml_reading import read_yaml
 from ring.plan import checks
 
 LOCK = "launch.lock"  # held by the one client attached to a cell (cell_lock)
@@ -73,7 +74,7 @@ def decide(state: str | None, output_present: bool) -> str:
 def checkpoint_interval(argv: list[str]) -> float | None:
     if "--config" not in argv:
         return None
-    return (C.read_yaml(argv[argv.index("--config") + 1], "Config file") or {}).get("checkpoint_interval_min")
+    return (read_yaml(argv[argv.index("--config") + 1], "Config file") or {}).get("checkpoint_interval_min")
 
 
 def recorded_job(record: dict) -> submitit.SlurmJob:
@@ -403,7 +404,7 @@ def main(argv=None) -> int:
             # The plan's checks (ring.plan.checks) on the cell's config, before any job starts or is queued.
             path = stage_argv[stage_argv.index("--config") + 1]
             checks.load_checked(args.stage, path)
-            values = C.read_yaml(path, "Config file")
+            values = read_yaml(path, "Config file")
         if args.launcher == "local":
             return launch_local(job, args.cell)
         res = slurm.Resources.from_dict(json.loads(args.resources))

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ring.core.config import read_yaml
 from ring.core.files import write_json
+from ring.core.yaml_reading import read_yaml
 
 MARKER = "running.json"
 LOG = "log.jsonl"

@@ -27,8 +27,8 @@ import submitit
 
 from ring import resources
 from ring.core import accounting
-from ring.core.config import read_yaml
 from ring.core.files import write_json
+from ring.core.yaml_reading import read_yaml
 
 RECORD = "job.json"
 

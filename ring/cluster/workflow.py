@@ -24,8 +24,8 @@ from pathlib import Path
 
 import ring
 from ring import resources
-from ring.core.config import read_yaml
 from ring.core.files import read_record, write_json
+from ring.core.yaml_reading import read_yaml
 
 PACKAGE_PARENT = Path(ring.__file__).resolve().parent.parent  # a checkout's root, or site-packages
 SHIPPED = resources.path("workflow")  # present in a built package only (setup.py copies it there)

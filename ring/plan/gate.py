@@ -9,7 +9,7 @@ problem with one sentence (a ``ValueError``):
 
 1. the file: ``--grid NAME`` or a path (:func:`ring.plan.grid.resolve`);
 2. its YAML: a syntax error, a key or a merge key ``<<:`` written twice in one mapping, an empty file
-   (:func:`ring.plan.grid.read`, :class:`ring.core.config.Loader`);
+   (:func:`ring.plan.grid.read`, :class:`ring.core.yaml_reading.Loader`);
 3. the schema ``ring/resources/schemas/grid.schema.yaml`` (an unknown or misspelt key, a seed that is no integer);
 4. every cell's config of every stage (:func:`ring.plan.grid.from_dict`): a method of a plug-in that failed to
    load is named with that plug-in's failure;
@@ -29,8 +29,8 @@ import jsonschema
 
 from ring import resources
 from ring.core import catalog
-from ring.core.config import read_yaml
 from ring.core.methods import METHODS
+from ring.core.yaml_reading import read_yaml
 from ring.plan import checks, ownership
 from ring.plan import grid as grid_plan
 

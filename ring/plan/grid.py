@@ -30,6 +30,7 @@ from pathlib import Path
 from ring.core import catalog, config
 from ring.core.methods import METHODS, apply_fixed, read_only
 from ring.core.stages import stages_with
+from ring.core.yaml_reading import read_yaml
 from ring.data import decode_place
 from ring.plan.checks.grid import validate, validate_study
 
@@ -266,7 +267,7 @@ def recorded_decoder(config_yaml: str | Path) -> str | None:
     figure had measured the GPU's decoder faster); None for a cell not planned yet, one whose file cannot be read
     (planned afresh), or one whose choice was not ``auto``."""
     try:
-        values = config.read_yaml(config_yaml, "the cell's config")
+        values = read_yaml(config_yaml, "the cell's config")
     except (OSError, ValueError):
         return None
     if not isinstance(values, dict) or values.get("store_decode", "auto") != "auto":
@@ -351,7 +352,7 @@ def read(path: str | Path) -> dict:
     """A grid file's keys, before the schema sees them; one sentence for a file that holds none (empty, comments
     only) or holds a list or a single value instead of ``key: value`` lines."""
     path = Path(path)
-    values = config.read_yaml(path, "Grid file")
+    values = read_yaml(path, "Grid file")
     if values is None:
         raise ValueError(
             f"Grid file {path} is empty (no keys, at most comments); write its datasets:, methods: and "

@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
-from ring.core.config import read_yaml
+from ring.core.yaml_reading import read_yaml
 
 
 def cell_metrics(metrics_files: Iterable) -> list[dict]:

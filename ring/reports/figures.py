@@ -28,9 +28,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from ring.core.config import read_yaml  # noqa: E402
 from ring.core.files import FileError, atomic_write, write_text  # noqa: E402
 from ring.core.methods import METHODS  # noqa: E402
+from ring.core.yaml_reading import read_yaml  # noqa: E402
 
 # The y-axis of the appendix's figures: "for each test example, we predict the label of its L2
 # nearest neighbor in the training split".

@@ -132,7 +132,7 @@ def booleans_at_word_keys(values, keys: set[str]):
 
 def test_every_setting_the_docs_write_loads_as_the_word_it_shows():
     """`compile: on` unquoted loads as compile=True, which the checks refuse: every example names a word quoted."""
-    from ring.core.config import Loader
+    from ring.core.yaml_reading import Loader
 
     keys = word_keys()
     assert {"compile", "channels_last", "precision", "augment"} <= keys

@@ -26,7 +26,8 @@ import ring.plan.ownership
 import ring.plan.targets
 import ring.resources
 from ring.core.catalog import DATASETS, TRANSFER
-from ring.core.config import config_hash, read_yaml, dump as config_text
+from ring.core.config import config_hash, dump as config_text
+from ring.core.yaml_reading import read_yaml
 from ring.core.methods import METHODS
 from ring.plan.rules import TABLE_EXTS, CellConfig, Planned, logged, one_of, stale_input
 from ring.reports.captions import cell_axes, cell_config, cell_metrics, feature_maps, shown_table

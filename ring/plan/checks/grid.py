@@ -9,6 +9,7 @@ from ring.core import catalog
 from ring.core import config as C
 from ring.core.methods import METHODS, RING_KEYS, missing, unread_keys
 from ring.core.stages import stages_with
+from ring.core.yaml_reading import read_yaml
 from ring.plan import checks
 from ring.plan.detection_tasks import TASKS
 
@@ -167,7 +168,7 @@ def _stage_blocks(grid) -> None:
 def _resources(grid) -> None:
     """Each key of the grid's ``resources:`` block is one a grid sets (:data:`GRID_RESOURCES`); a SLURM resource there
     is named with the site file's block that sets it, anything else with what the block holds."""
-    schema = C.read_yaml(resources.SCHEMAS / "config.schema.yaml", "Schema")
+    schema = read_yaml(resources.SCHEMAS / "config.schema.yaml", "Schema")
     slurm_keys = schema["$defs"]["resources"]["properties"]
     for stage, block in grid.resources.items():
         for key in (k for k in block or {} if k not in GRID_RESOURCES):

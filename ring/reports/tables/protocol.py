@@ -10,7 +10,8 @@ from functools import cache
 from pathlib import Path
 
 from ring import resources
-from ring.core.config import read_yaml, to_dict
+from ring.core.config import to_dict
+from ring.core.yaml_reading import read_yaml
 
 # The paper's protocol: its grid's config of the same cell, compared in the keys the paper fixes
 # (Sec. 5 and the appendix); runtime knobs and our own additions (monitoring, k-means sizes) are not.

@@ -7,8 +7,8 @@ from functools import cache
 from pathlib import Path
 
 from ring.core.catalog import DATASETS, TRANSFER
-from ring.core.config import read_yaml
 from ring.core.methods import METHODS, display_name
+from ring.core.yaml_reading import read_yaml
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "data" / "published-results.yaml"
 

@@ -8,7 +8,8 @@ and fix, a non-zero exit, no job planned or run and no results/ folder created.
 import pytest
 import yaml
 
-from ring.core.config import read_yaml, save
+from ring.core.config import save
+from ring.core.yaml_reading import read_yaml
 from ring.plan import checks
 from tests import ROOT
 from tests.helpers import pretrain_config, run_module
@@ -188,7 +189,7 @@ def test_a_repeated_key_in_a_grid_file_stops_the_plan_naming_both_lines(workdir)
 
 
 def test_every_yaml_file_is_read_through_the_one_loader():
-    """ring.core.config.read_yaml (its Loader refuses repeated keys) is the only YAML reader of ring/ and the
+    """ring.core.yaml_reading.read_yaml (its Loader refuses repeated keys) is the only YAML reader of ring/ and the
     workflow."""
     import re
 
@@ -200,7 +201,7 @@ def test_every_yaml_file_is_read_through_the_one_loader():
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if re.search(r"\byaml\.(safe_load|load|full_load|unsafe_load|load_all|safe_load_all)\(", line)
     ]
-    assert len(readers) == 1 and readers[0].startswith("ring/core/config.py:"), readers
+    assert len(readers) == 1 and readers[0].startswith("ring/core/yaml_reading.py:"), readers
 
 
 def test_a_repeated_key_in_the_slurm_profiles_site_yaml_stops_theplan(workdir):
