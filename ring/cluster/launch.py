@@ -210,11 +210,6 @@ def launch_local(job: StageJob, cell: Path) -> int:
         return run["status"]
 
 
-# The evaluation stages and the argument naming the encoder each evaluates: their runs are kept per config and
-# encoder, and a finished one is collected (or restored, an edit undone) on the login node without a job.
-EVALUATED_ENCODER = {"lincls": "--encoder", "transfer": "--encoder", "detection": "--weights"}
-
-
 def _stage_config(job: StageJob):
     return C.load(STAGES[job.stage].config, job.argv[job.argv.index("--config") + 1])
 
@@ -225,7 +220,7 @@ def collect_exports(job: StageJob, cell: Path) -> bool:
     An evaluation is collected the same way, for the encoder it is to evaluate (:func:`collect_evaluation`)."""
     if "--config" not in job.argv or STAGES[job.stage].config is None:
         return False
-    if job.stage in EVALUATED_ENCODER:
+    if STAGES[job.stage].encoder_flag:
         return collect_evaluation(job, cell)
     restored = cell_runs.restore_exports(cell, _stage_config(job))
     return bool(restored) and (cell / STAGES[job.stage].output).exists()
@@ -236,7 +231,7 @@ def collect_evaluation(job: StageJob, cell: Path) -> bool:
     encoder it is to evaluate (ring.core.cell_runs.collect: the run of a previous encoder kept under runs/, a kept run
     of this one restored); True when that evaluation is complete, its outputs put back from their kept copies and
     verified: then nothing runs and nothing is submitted."""
-    flag = EVALUATED_ENCODER.get(job.stage)
+    flag = STAGES[job.stage].encoder_flag  # the argument naming the encoder it evaluates
     if flag is None or "--config" not in job.argv or flag not in job.argv:
         return False
 

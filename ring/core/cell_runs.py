@@ -30,7 +30,8 @@ and nothing is evaluated again.  An evaluation keeps its outputs (``metrics.json
 cell's split manifest) under ``exported/`` with a checksum record (``export.json``) naming its
 config hash and encoder, as pretraining keeps its encoders, so that outputs Snakemake deleted (a
 rerun job's outputs, a job that finished while no client watched) come back torch-free on the login
-node (:func:`collect`), verified by checksum.  A detection cell (:data:`EVALUATIONS`) is an evaluation of its
+node (:func:`collect`), verified by checksum (the files its stage declares, ring.core.stages.Stage.exported).  A
+detection cell is an evaluation of its
 converted backbone (``backbone.pkl``, its SHA-256 in place of the encoder's fingerprint): its ``metrics.json`` is
 kept and collected the same way, and an edit of its config (a Detectron2 key such as ``SOLVER.MAX_ITER``) or a
 backbone converted again keeps its run (Detectron2's checkpoints, log and outputs) under ``runs/`` as well.
@@ -71,14 +72,6 @@ from ring.core.stages import STAGES
 CONTINUING = "continuing_to"
 RUNS = "runs"
 
-# The evaluation stages: the outputs each keeps under exported/ (the declared ones, the last-written last) and
-# records in export.json with its config hash and the fingerprint of the encoder it evaluated.
-# A detection cell (no run.json: Detectron2 keeps its own checkpoints) is keyed by its converted backbone.
-EVALUATIONS = {
-    "lincls": ("metrics.json",),
-    "transfer": ("split-manifest.json", "metrics.json"),
-    "detection": ("metrics.json",),
-}
 # A continued pretraining cell keeps its checkpoint, log and records; only the shorter run's outputs move.
 OUTPUT_FILES = ("encoder*.pt", "export.json", KEPT)
 # What a superseded run drops under keep_superseded: results (the config's default): its checkpoints (the latest, the
@@ -89,6 +82,12 @@ CHECKPOINT_FILES = ("checkpoint*.pt", "snapshot_epoch*.pt", "model_*.pth", "last
 # A run kept with one of these (its stage's own checkpoint, or Detectron2's pointer to its last) resumes there.
 RESUMABLE = ("checkpoint.pt", "last_checkpoint")
 KEEP_SUPERSEDED = ("results", "all")
+
+
+def evaluates(stage: str) -> bool:
+    """Whether ``stage`` is an evaluation: its runs are kept per config and encoder, and its outputs (the declared
+    ones, ring.core.stages.Stage.exported) under exported/, recorded in export.json with both."""
+    return bool(STAGES[stage].encoder_flag)
 
 
 def changed_keys(old: dict, new: dict) -> list[str]:
@@ -258,19 +257,19 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
         what += ", and no checkpoint is left to continue (keep_checkpoint: none)"
         longer = False
     # A redo: the longer run, finished, is kept under runs/ (an undo set it aside); it comes back, nothing trains.
-    longer = longer and not restorable(cell / RUNS / new_key, new_key, stage in EVALUATIONS)
+    longer = longer and not restorable(cell / RUNS / new_key, new_key, evaluates(stage))
     if longer:
         return continue_longer(cell, record, cfg, what, log)
     aside = set_aside(cell, old_key, STAGES[stage].run_files)
     if aside is not None:
-        restore_exports(aside, None, last=EVALUATIONS.get(stage, ("encoder.pt",))[-1])  # what Snakemake deleted
+        restore_exports(aside, None, last=STAGES[stage].output)  # what Snakemake deleted
     kept = f"the previous run is kept in {aside}" if aside is not None else "nothing of the previous run was left"
-    if restore(cell, new_key, finished_counts=stage in EVALUATIONS):
+    if restore(cell, new_key, finished_counts=evaluates(stage)):
         how = (
             "it resumes there"
             if resumable(cell)
             else "finished: its encoder verifies against its checksum record, so nothing retrains"
-            if stage not in EVALUATIONS
+            if not evaluates(stage)
             else "finished: its outputs verify against their checksum record, so nothing runs again"
         )
         log(
@@ -288,10 +287,10 @@ def restore_into_empty(cell: Path, stage: str, cfg, encoder: str | None, log) ->
     """A cell with no run in place (an edit set its run aside and nothing ran since, e.g. an evaluation whose encoder
     was retrained and then restored before it ran again): a kept run of this config (and encoder) comes back as
     :func:`prepare` would bring it, "restore"; else "nothing", and the cell is left to its stage."""
-    if (stage in EVALUATIONS and not encoder) or _present(cell, STAGES[stage].run_files):
+    if (evaluates(stage) and not encoder) or _present(cell, STAGES[stage].run_files):
         return "nothing"
     key = run_key(C.config_hash(cfg), encoder)
-    if not restore(cell, key, finished_counts=stage in EVALUATIONS):
+    if not restore(cell, key, finished_counts=evaluates(stage)):
         return "nothing"
     log(f"ring: {cell}: the run of this config kept in {cell / RUNS / key} is back in place")
     return "restore"
@@ -396,7 +395,7 @@ def restore_exports(
 def keep_outputs(cell: str | Path, stage: str, cfg, encoder: str) -> dict:
     """An evaluation's finished outputs kept under ``exported/`` (copies) and recorded in ``export.json`` with
     its config hash and encoder: what :func:`collect` and :func:`restore` verify (see the module docstring)."""
-    names = EVALUATIONS[stage]
+    names = STAGES[stage].exported
     keep_exports(cell, names)
     return record_checksums(cell, names, config_hash=C.config_hash(cfg), encoder_sha256=encoder)
 
@@ -408,11 +407,11 @@ def finished(cell: str | Path, stage: str, cfg, encoder: str) -> bool:
     record = checksums(cell)
     if record is None:
         return False
-    restore_exports(cell, cfg, encoder, last=EVALUATIONS[stage][-1], record=record)
+    restore_exports(cell, cfg, encoder, last=STAGES[stage].exported[-1], record=record)
     files = verified_copies(cell, record) if record.get("encoder_sha256") == encoder else {}
     return (
         record.get("config_hash") == C.config_hash(cfg)
-        and set(files) == set(EVALUATIONS[stage])
+        and set(files) == set(STAGES[stage].exported)
         and all((cell / name).is_file() and sha256_file(cell / name) == sha for name, sha in files.items())
     )
 

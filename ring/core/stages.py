@@ -1,8 +1,8 @@
 """Every stage declared once: its config class, the module a job runs, the file it writes last, the files one run
 leaves in its cell, its TensorBoard name, its collector and its check.  The tables keyed by stage (the launchers'
 entry modules and outputs, the collectors, the plan-time checks, the reference's sections, a grid's blocks, the
-estimate's finished cells, the runs an edit sets aside, TensorBoard's tag prefixes) read :data:`STAGES`; a new
-stage is one :func:`register_stage` call.
+estimate's finished cells and passes, the runs an edit sets aside, an evaluation's encoder argument and kept outputs,
+TensorBoard's tag prefixes) read :data:`STAGES`; a new stage is one :func:`register_stage` call.
 
 The ground floor cannot import the plan, the launchers or the stages' code, so a stage names its entry module, its
 collector and its check by string, resolved (:func:`ring.core.refs.resolve`) only where they run.
@@ -33,6 +33,14 @@ class Stage:
     grid_block: bool = False  # a grid has a block of its keys (pretrain:, lincls:, transfer:)
     reference: str | None = None  # its section of docs/configuration.md (ring describe); None: none
     priced: bool = False  # ring estimate --check reads its finished cells (ring.plan.estimate.check)
+    # The pass of the end-to-end figures that prices its cells (ring.plan.estimate.pricing); None: none (detection's
+    # figures are its own, ring.plan.estimate.detection).
+    price_pass: str | None = None
+    # An evaluation: the argument of its entry naming the encoder it evaluates.  Its runs are kept per config and
+    # encoder, and a finished one is collected (or restored, an edit undone) on the login node without a job.
+    encoder_flag: str | None = None
+    # An evaluation's outputs kept under exported/ and recorded in export.json (ring.core.cell_runs), its output last.
+    exported: tuple[str, ...] = ()
 
 
 STAGES: dict[str, Stage] = {}
@@ -82,6 +90,7 @@ register_stage(
         grid_block=True,
         reference="pretrain",
         priced=True,
+        price_pass="pretraining",
     )
 )
 register_stage(
@@ -95,6 +104,9 @@ register_stage(
         check="ring.plan.checks.stages:check_lincls",
         grid_block=True,
         reference="lincls",
+        price_pass="linear evaluation",
+        encoder_flag="--encoder",
+        exported=(_METRICS,),
         **_EVALUATION,
     )
 )
@@ -109,11 +121,16 @@ register_stage(
         check="ring.plan.checks.stages:check_transfer",
         grid_block=True,
         reference="transfer",
+        price_pass="transfer",
+        encoder_flag="--encoder",
+        exported=("split-manifest.json", _METRICS),
         **_EVALUATION,
     )
 )
 # Detectron2 writes its checkpoints (model_*.pth, named in last_checkpoint), its log and its config itself; the
 # stage adds the config_hash stamp of cells from before run.json, and the COCO evaluator its inference/ folder.
+# It evaluates the encoder converted to a Detectron2 backbone (--weights); a cell (no run.json: Detectron2 keeps its
+# own checkpoints) is keyed by that backbone.
 register_stage(
     Stage(
         "detection",
@@ -123,6 +140,8 @@ register_stage(
         ("model_*.pth", "last_checkpoint", "config_hash", "detectron2.yaml", "log.txt", "inference", *_EVALUATION_RUN),
         check="ring.plan.checks.stages:check_detection",
         reference="detection",
+        encoder_flag="--weights",
+        exported=(_METRICS,),
         **_EVALUATION,
     )
 )
@@ -136,6 +155,7 @@ register_stage(
         check="ring.plan.checks.pretrain:check_pretrain",
         reference="studies",
         priced=True,
+        price_pass="pretraining",
     )
 )
 # One shard of a prepared store (ring.data.store), a CPU job; its record is ring.data.store_layout.SHARD_RECORD, in

@@ -29,9 +29,15 @@ from typing import NamedTuple
 
 from ring.core import config as C
 from ring.core.files import CHECKSUMS, read_record, sha256_file
+from ring.core.stages import STAGES
 
-# Stage folder -> its config class, for the cells whose lineage is checked (results/<grid>/<stage>/...).
-EVALUATIONS = {"lincls": C.LinclsConfig, "transfer": C.TransferConfig}
+
+def evaluated_config(folder: str) -> type | None:
+    """The config class of the stage whose folder this is (results/<grid>/<stage>/...) when it evaluates a pretraining
+    cell's encoder itself (ring.core.stages.Stage.encoder_flag ``--encoder``), else None.  A detection cell evaluates
+    the encoder converted to a backbone, a folder deeper (:func:`detection_stale`)."""
+    declared = STAGES.get(folder)
+    return declared.config if declared is not None and declared.encoder_flag == "--encoder" else None
 
 
 def _config(path: Path, cls):
@@ -211,13 +217,13 @@ def stale(metrics_path: str | Path, metrics: dict) -> Stale | None:
     if not (cell / "config.yaml").is_file():
         return None
     detection = len(path.parts) >= 7 and path.parts[-6] == "detection"
-    if not detection and (len(path.parts) < 6 or path.parts[-5] not in EVALUATIONS):
+    if not detection and (len(path.parts) < 6 or evaluated_config(path.parts[-5]) is None):
         return None
     if hurt := damaged(cell, [path.name]):  # the number itself first: nothing else it says can be trusted
         return hurt
     if detection:
         return detection_stale(path, metrics)
-    evaluation = _config(cell / "config.yaml", EVALUATIONS[path.parts[-5]])
+    evaluation = _config(cell / "config.yaml", evaluated_config(path.parts[-5]))
     pretrain = pretrain_cell(path, evaluation)
     if metrics.get("config_hash") is None:
         return Stale(
@@ -240,7 +246,9 @@ def stale_target(metrics_path: str | Path) -> Path | None:
     if not path.is_file():
         return None
     # Damaged (changed, truncated, corrupt) against its checksum record: rerun it, whatever it now holds.
-    evaluation = len(path.parts) >= 6 and (path.parts[-5] in EVALUATIONS or path.parts[-6:-5] == ("detection",))
+    evaluation = len(path.parts) >= 6 and (
+        evaluated_config(path.parts[-5]) is not None or path.parts[-6:-5] == ("detection",)
+    )
     if evaluation and (path.parent / "config.yaml").is_file() and (hurt := damaged(path.parent, [path.name])):
         return hurt.target
     metrics = read_record(path)

@@ -6,6 +6,7 @@ import pytest
 
 from ring.core import cell_runs, files
 from ring.core import config as C
+from ring.core.stages import STAGES
 from tests.helpers import lincls_config, pretrain_config
 
 
@@ -266,7 +267,7 @@ def test_an_evaluation_is_kept_per_encoder_and_collected_torch_free(tmp_path, st
     def evaluate(sha: str) -> None:  # the stage, as LinearEval.run leaves its cell
         cell.mkdir(exist_ok=True)
         cell_runs.write_record(cell, cfg, sha)
-        for name in cell_runs.EVALUATIONS[stage]:
+        for name in STAGES[stage].exported:
             (cell / name).write_text(f"{name} of {sha}")
         (cell / "checkpoint.pt").write_text(sha)
         cell_runs.keep_outputs(cell, stage, cfg, sha)
@@ -274,7 +275,7 @@ def test_an_evaluation_is_kept_per_encoder_and_collected_torch_free(tmp_path, st
     old = encoder(b"old")
     assert not cell_runs.collect(cell, stage, cfg, pretrain / "encoder.pt")  # never evaluated: the stage runs
     evaluate(old)
-    for name in cell_runs.EVALUATIONS[stage]:
+    for name in STAGES[stage].exported:
         (cell / name).unlink()  # Snakemake deleted a finished job's outputs: collected, nothing runs
     assert cell_runs.collect(cell, stage, cfg, pretrain / "encoder.pt")
     assert (cell / "metrics.json").read_text() == f"metrics.json of {old}"

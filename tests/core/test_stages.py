@@ -48,6 +48,9 @@ def toy(monkeypatch):
             check=f"{TOY_MODULE}:check",
             reference="toy_stage",
             priced=True,
+            price_pass="toy pass",
+            encoder_flag="--toy-encoder",
+            exported=("toy-extra.json", "toy.json"),
         )
     )
     try:
@@ -108,6 +111,32 @@ def test_an_edit_sets_aside_a_declared_stages_run_files(toy, tmp_path):
     assert (tmp_path / "other.txt").exists()
 
 
+def test_a_declared_evaluation_is_collected_kept_and_priced_by_its_declaration(toy, tmp_path, monkeypatch):
+    from ring.cluster import jobs, launch
+    from ring.plan.estimate import pricing
+
+    seen = []
+    monkeypatch.setattr(cell_runs, "collect", lambda cell, stage, cfg, encoder, log: seen.append(encoder) or True)
+    C.save(ToyConfig(), tmp_path / "config.yaml")
+    config = ["--config", str(tmp_path / "config.yaml")]
+    # The launcher collects it as an evaluation of the encoder its declared argument names, and of no other.
+    assert launch.collect_exports(jobs.StageJob("toy_stage", [*config, "--toy-encoder", "enc.pt"]), tmp_path)
+    assert not launch.collect_exports(jobs.StageJob("toy_stage", [*config, "--encoder", "other.pt"]), tmp_path)
+    assert seen == ["enc.pt"]
+    # Its finished outputs are kept, put back and verified as its declaration lists them.
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    for name in ("toy-extra.json", "toy.json"):
+        (cell / name).write_text(name)
+    cell_runs.keep_outputs(cell, "toy_stage", ToyConfig(), "sha")
+    (cell / "toy-extra.json").unlink()
+    assert cell_runs.finished(cell, "toy_stage", ToyConfig(), "sha")
+    assert (cell / "toy-extra.json").read_text() == "toy-extra.json"
+    # Its cells are priced by the pass of the end-to-end figures it names.
+    cfg = types.SimpleNamespace(epochs=3, augmentation="none")
+    assert pricing.counts("toy_stage", cfg, (0, 10, 5)) == {"toy pass": (1, 15)}
+
+
 def test_tensorboard_names_a_declared_stages_cells(toy, tmp_path):
     from ring.engine.logs import TensorBoardLog, cell_name
 
@@ -129,6 +158,11 @@ def test_every_declared_stage_has_the_facts_its_tables_need():
         assert declared.config is None or dataclasses.is_dataclass(declared.config), declared
         assert not declared.priced or (declared.output and declared.config), declared
         assert not declared.log or declared.log in STAGES, declared
+        # An evaluation is collected as one and keeps its output last; a priced pass is of a stage estimate reads.
+        assert bool(declared.encoder_flag) == bool(declared.exported), declared
+        assert not declared.exported or declared.exported[-1] == declared.output, declared
+        assert not declared.encoder_flag or declared.collector.endswith(":collect_evaluation"), declared
+        assert not declared.price_pass or declared.priced, declared
     assert set(stages_with("grid_block")) <= set(stages_with("config"))
 
 
@@ -142,7 +176,7 @@ def _torch_free_modules():
 
 
 def test_no_table_keyed_by_stage_elsewhere_in_ring_names_an_undeclared_stage_or_disagrees():
-    from ring.cluster import cells, launch
+    from ring.cluster import cells
 
     tables = []
     for module in _torch_free_modules():
@@ -156,8 +190,4 @@ def test_no_table_keyed_by_stage_elsewhere_in_ring_names_an_undeclared_stage_or_
     assert tables, "the scan found none: it no longer sees the tables it guards"
     for module, name, table in tables:
         assert set(table) <= set(STAGES), (module, name, set(table) - set(STAGES))
-    # The evaluations: each keeps its output last, and is collected as an evaluation of the encoder it names.
-    evaluations = {n for n, s in STAGES.items() if s.collector and s.collector.endswith(":collect_evaluation")}
-    assert set(cell_runs.EVALUATIONS) == set(launch.EVALUATED_ENCODER) == evaluations
-    assert all(cell_runs.EVALUATIONS[n][-1] == STAGES[n].output for n in evaluations)
     assert all(cells.OUTPUT[n] == STAGES[n].output for n in cells.OUTPUT)

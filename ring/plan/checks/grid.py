@@ -68,6 +68,16 @@ def check_read(method: str, values: dict, where: str) -> None:
     raise checks.ConfigError(f"{where}: {key}={values[key]!r} {what}.")
 
 
+def check_source(grid, stage: str, source: str) -> None:
+    """A block evaluating encoders (detection, transfer) reuses the grid's pretraining cells of its source."""
+    if source not in grid.datasets:
+        raise ValueError(
+            f"Grid {grid.name}: {stage} source {source!r} is not one of the grid's datasets "
+            f"({', '.join(grid.datasets)}), so no encoder is pretrained on it; add it to the datasets or change the "
+            "source."
+        )
+
+
 def validate_detection(grid) -> None:
 
     block = grid.detection
@@ -77,11 +87,7 @@ def validate_detection(grid) -> None:
         *((f"by_method {k}", v) for k, v in block.get("by_method", {}).items()),
     ]:
         check_no_identity_keys(values, f"Grid {grid.file}, block detection {part}")
-    if block["source"] not in grid.datasets:
-        raise ValueError(
-            f"Grid {grid.name}: detection source {block['source']!r} is not one of the grid's datasets "
-            f"({', '.join(grid.datasets)}), so no encoder is pretrained on it."
-        )
+    check_source(grid, "detection", block["source"])
     for name in [*block["methods"], *block.get("by_method", {})]:
         if name not in grid.methods:
             raise ValueError(
@@ -204,11 +210,7 @@ def validate_transfer(grid) -> None:
     for key in ("source", "datasets"):
         if key not in block:
             raise ValueError(f"Grid {grid.name}: the transfer block needs {key!r}.")
-    if block["source"] not in grid.datasets:
-        raise ValueError(
-            f"Grid {grid.name}: transfer source {block['source']!r} is not one of the grid's datasets "
-            f"({', '.join(grid.datasets)}), whose pretraining cells it reuses; add it or change the source."
-        )
+    check_source(grid, "transfer", block["source"])
     for name in [*block["datasets"], *block.get("by_dataset", {})]:
         if name not in catalog.TRANSFER:
             raise ValueError(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from ring.core import catalog
+from ring.core.stages import STAGES
 from ring.data.listings import COCO_PER_CLASS
 from ring.plan.estimate import detection, passes, pricing
 from ring.plan.estimate.figures import Figures
@@ -64,7 +65,7 @@ def price_cell(
         return out
     n = sizes(stage, cfg.dataset)
     if n is None:
-        out.unpriced[pricing.STAGE_PASS[stage]] = f"no image count for {cfg.dataset} in ring.core.catalog"
+        out.unpriced[STAGES[stage].price_pass] = f"no image count for {cfg.dataset} in ring.core.catalog"
         return out
     compiled = passes.compiles(cfg, figures) if hasattr(cfg, "compile") else False
     reads = passes.store_of(cfg, figures, store) if stage != "transfer" else "none"

@@ -24,12 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ring.core.methods import method as method_spec
+from ring.core.stages import STAGES
 from ring.engine.anneal import VALIDATION_POLICIES
 from ring.plan.estimate import measured as M
 from ring.plan.estimate.figures import label, last, read
 
 FIXED_ROW = "fixed costs"
-STAGE_PASS = {"pretrain": "pretraining", "study": "pretraining", "lincls": "linear evaluation", "transfer": "transfer"}
 
 
 @dataclass
@@ -129,7 +129,7 @@ def counts(stage: str, cfg, sizes: tuple[int, int, int]) -> dict[str, tuple[int,
             out["k-means"] = (max(cfg.epochs - cfg.kmeans_warmup_epochs, 0), 0)
         return out
     passes = cfg.epochs if cfg.augmentation == "crop_flip" else 1
-    return {STAGE_PASS[stage]: (1, passes * n_train + n_test)}
+    return {STAGES[stage].price_pass: (1, passes * n_train + n_test)}
 
 
 def _figure(measured: Measured, name: str, method: str, record: dict) -> tuple[dict | None, str]:
