@@ -44,8 +44,7 @@ from ring.cluster import admission, slurm
 from ring.cluster.detach import accepts, detach, made_with
 from ring.cluster.jobs import IGNORED_STOP, StageJob
 from ring.cluster.watch import say, wait
-from ring.core import accounting, cell_runs
-from ring.core import config as C
+from ring.core import accounting, cell_runs, config
 from ring.core.refs import resolve
 from ring.core.stages import STAGES
 from ring.core.yaml_reading import read_yaml
@@ -58,7 +57,7 @@ def job_config_hash(job: StageJob) -> str | None:
     """The hash of the cell config a job runs (None when its argv names none)."""
     if "--config" not in job.argv or STAGES[job.stage].config is None:
         return None
-    return C.config_hash(C.load(STAGES[job.stage].config, job.argv[job.argv.index("--config") + 1]))
+    return config.config_hash(config.load(STAGES[job.stage].config, job.argv[job.argv.index("--config") + 1]))
 
 
 def decide(state: str | None, output_present: bool) -> str:
@@ -211,7 +210,7 @@ def launch_local(job: StageJob, cell: Path) -> int:
 
 
 def _stage_config(job: StageJob):
-    return C.load(STAGES[job.stage].config, job.argv[job.argv.index("--config") + 1])
+    return config.load(STAGES[job.stage].config, job.argv[job.argv.index("--config") + 1])
 
 
 def collect_exports(job: StageJob, cell: Path) -> bool:

@@ -50,7 +50,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ring.core import config as C
+from ring.core import config
 from ring.core.files import (
     CHECKSUMS,
     KEPT,
@@ -112,7 +112,9 @@ def write_record(cell: Path, cfg, encoder: str | None = None) -> None:
     """Record that the cell's checkpoint and outputs are (being) made with ``cfg`` (and, for an evaluation,
     from the encoder of fingerprint ``encoder``)."""
     extra = {"encoder_sha256": encoder} if encoder else {}
-    write_json(Path(cell) / RUN_RECORD, {"config_hash": C.config_hash(cfg), "config": C.hashed_values(cfg), **extra})
+    write_json(
+        Path(cell) / RUN_RECORD, {"config_hash": config.config_hash(cfg), "config": config.hashed_values(cfg), **extra}
+    )
 
 
 def run_key(config_hash: str, encoder: str | None = None) -> str:
@@ -244,13 +246,13 @@ def prepare(cell: str | Path, stage: str, cfg, log=print, encoder: str | None = 
     old_hash, old_values = record["config_hash"], record.get("config")
     # No encoder given (the config rule, on the login node, edits only the evaluation's config): the same one.
     encoder = encoder or record.get("encoder_sha256")
-    old_key, new_key = run_key(old_hash, record.get("encoder_sha256")), run_key(C.config_hash(cfg), encoder)
+    old_key, new_key = run_key(old_hash, record.get("encoder_sha256")), run_key(config.config_hash(cfg), encoder)
     if old_key == new_key:
         return "nothing"
-    if record.get(CONTINUING) == C.config_hash(cfg):
+    if record.get(CONTINUING) == config.config_hash(cfg):
         return "continue"  # decided and said already (by the config rule): the job's log does not say it twice
-    new_values = C.hashed_values(cfg)
-    what = edit(old_values, new_values, same_config=old_hash == C.config_hash(cfg))
+    new_values = config.hashed_values(cfg)
+    what = edit(old_values, new_values, same_config=old_hash == config.config_hash(cfg))
     longer = continues(stage, old_values, new_values)
     if longer and not any((cell / name).is_file() for name in ("checkpoint.pt", "checkpoint.prev.pt")):
         # A finished run whose checkpoint went (keep_checkpoint: none, or dropped by hand): nothing to continue.
@@ -289,7 +291,7 @@ def restore_into_empty(cell: Path, stage: str, cfg, encoder: str | None, log) ->
     :func:`prepare` would bring it, "restore"; else "nothing", and the cell is left to its stage."""
     if (evaluates(stage) and not encoder) or _present(cell, STAGES[stage].run_files):
         return "nothing"
-    key = run_key(C.config_hash(cfg), encoder)
+    key = run_key(config.config_hash(cfg), encoder)
     if not restore(cell, key, finished_counts=evaluates(stage)):
         return "nothing"
     log(f"ring: {cell}: the run of this config kept in {cell / RUNS / key} is back in place")
@@ -312,9 +314,9 @@ def continue_longer(cell: Path, record: dict, cfg, what: str, log) -> str:
     if aside is not None:  # the shorter run's record beside its encoder: an undo restores it as finished
         write_json(aside / RUN_RECORD, {"config_hash": old_hash, "config": old_values})
     kept = f"; the {old_values['epochs']}-epoch encoder is kept in {aside}" if aside else ""
-    log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={C.hashed_values(cfg)['epochs']}{kept}")
+    log(f"ring: {cell}: {what}: continuing from its checkpoint to epochs={config.hashed_values(cfg)['epochs']}{kept}")
     drop_checkpoints(aside, cfg, log)
-    write_json(cell / RUN_RECORD, {**record, CONTINUING: C.config_hash(cfg)})
+    write_json(cell / RUN_RECORD, {**record, CONTINUING: config.config_hash(cfg)})
     return "continue"
 
 
@@ -380,7 +382,9 @@ def restore_exports(
     record = checksums(cell) if record is None else record
     if record is None:
         return []
-    if cfg is not None and (record.get("config_hash") != C.config_hash(cfg) or record.get("encoder_sha256") != encoder):
+    if cfg is not None and (
+        record.get("config_hash") != config.config_hash(cfg) or record.get("encoder_sha256") != encoder
+    ):
         return []
     files = verified_copies(cell, record)
     missing = [name for name in files if not (cell / name).exists()]
@@ -397,7 +401,7 @@ def keep_outputs(cell: str | Path, stage: str, cfg, encoder: str) -> dict:
     its config hash and encoder: what :func:`collect` and :func:`restore` verify (see the module docstring)."""
     names = STAGES[stage].exported
     keep_exports(cell, names)
-    return record_checksums(cell, names, config_hash=C.config_hash(cfg), encoder_sha256=encoder)
+    return record_checksums(cell, names, config_hash=config.config_hash(cfg), encoder_sha256=encoder)
 
 
 def finished(cell: str | Path, stage: str, cfg, encoder: str) -> bool:
@@ -410,7 +414,7 @@ def finished(cell: str | Path, stage: str, cfg, encoder: str) -> bool:
     restore_exports(cell, cfg, encoder, last=STAGES[stage].exported[-1], record=record)
     files = verified_copies(cell, record) if record.get("encoder_sha256") == encoder else {}
     return (
-        record.get("config_hash") == C.config_hash(cfg)
+        record.get("config_hash") == config.config_hash(cfg)
         and set(files) == set(STAGES[stage].exported)
         and all((cell / name).is_file() and sha256_file(cell / name) == sha for name, sha in files.items())
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ring.core import config as C
+from ring.core.config import DetectionConfig, LinclsConfig, PretrainConfig, ToyCNCEConfig, TransferConfig
 from ring.core.files import CHECKSUMS, KEPT, RUN_RECORD
 
 
@@ -63,12 +63,12 @@ def stage(name: str) -> Stage:
 
 def stages_with(fact: str) -> dict[str, Stage]:
     """The stages that declare ``fact`` (a field of :class:`Stage`), in declaration order."""
-    return {name: s for name, s in STAGES.items() if getattr(s, fact)}
+    return {name: declared for name, declared in STAGES.items() if getattr(declared, fact)}
 
 
 def configured(cls: type) -> Stage | None:
     """The first stage whose config class is ``cls`` and that has a check: the one whose check a config runs."""
-    return next((s for s in STAGES.values() if s.config is cls and s.check), None)
+    return next((declared for declared in STAGES.values() if declared.config is cls and declared.check), None)
 
 
 _RUN = ("log.jsonl", "events.out.tfevents.*", "steps", "provenance.json", "wandb-run.json", RUN_RECORD)
@@ -80,7 +80,7 @@ _METRICS = "metrics.json"
 register_stage(
     Stage(
         "pretrain",
-        C.PretrainConfig,
+        PretrainConfig,
         "ring.pretrain",
         "encoder.pt",
         ("checkpoint*.pt", "encoder*.pt", "export.json", KEPT, *_RUN[:3], "snapshot_epoch*.pt", *_RUN[3:]),
@@ -96,7 +96,7 @@ register_stage(
 register_stage(
     Stage(
         "lincls",
-        C.LinclsConfig,
+        LinclsConfig,
         "ring.lincls",
         _METRICS,
         _EVALUATION_RUN,
@@ -113,7 +113,7 @@ register_stage(
 register_stage(
     Stage(
         "transfer",
-        C.TransferConfig,
+        TransferConfig,
         "ring.transfer",
         _METRICS,
         (*_EVALUATION_RUN, "split-manifest.json"),
@@ -134,7 +134,7 @@ register_stage(
 register_stage(
     Stage(
         "detection",
-        C.DetectionConfig,
+        DetectionConfig,
         "ring.detection.runner",
         _METRICS,
         ("model_*.pth", "last_checkpoint", "config_hash", "detectron2.yaml", "log.txt", "inference", *_EVALUATION_RUN),
@@ -149,7 +149,7 @@ register_stage(
 register_stage(
     Stage(
         "study",
-        C.PretrainConfig,
+        PretrainConfig,
         output="encoder.pt",
         log="pretrain",
         check="ring.plan.checks.pretrain:check_pretrain",
@@ -162,5 +162,5 @@ register_stage(
 # the shard's folder.
 register_stage(Stage("prepare", entry="ring.prepare", output="shard.json"))
 register_stage(
-    Stage("toy_cnce", C.ToyCNCEConfig, output=_METRICS, check="ring.plan.checks.stages:check_toy", reference="toy")
+    Stage("toy_cnce", ToyCNCEConfig, output=_METRICS, check="ring.plan.checks.stages:check_toy", reference="toy")
 )

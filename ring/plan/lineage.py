@@ -27,7 +27,7 @@ import functools
 from pathlib import Path
 from typing import NamedTuple
 
-from ring.core import config as C
+from ring.core import config
 from ring.core.files import CHECKSUMS, read_record, sha256_file
 from ring.core.stages import STAGES
 
@@ -43,14 +43,14 @@ def evaluated_config(folder: str) -> type | None:
 def _config(path: Path, cls):
     """A cell's config.yaml, read as its stage reads it, or None when it is missing or unreadable."""
     try:
-        return C.load(cls, path)
+        return config.load(cls, path)
     except (OSError, ValueError, TypeError):
         return None
 
 
 def _config_hash(path: Path, cls) -> str | None:
     cfg = _config(path, cls)
-    return None if cfg is None else C.config_hash(cfg)
+    return None if cfg is None else config.config_hash(cfg)
 
 
 def pretrain_cell(metrics_path: str | Path, evaluation) -> Path:
@@ -133,7 +133,7 @@ def _encoder_reason(cell: Path, pretrain: Path, evaluated: dict | None, target: 
             f"rerun it: {rerun_command(target)}.",
             target,
         )
-    if export.get("config_hash") != _config_hash(pretrain / "config.yaml", C.PretrainConfig):
+    if export.get("config_hash") != _config_hash(pretrain / "config.yaml", config.PretrainConfig):
         return Stale(
             f"{pretrain} holds an encoder made with another config than its config.yaml, and {cell} "
             f"evaluated it; rerun them: {rerun_command(encoder)}.",
@@ -183,7 +183,7 @@ def detection_stale(metrics_path: Path, metrics: dict) -> Stale | None:
             f"rerun it: {rerun_command(path)}.",
             path,
         )
-    if metrics["config_hash"] != _config_hash(cell / "config.yaml", C.DetectionConfig):
+    if metrics["config_hash"] != _config_hash(cell / "config.yaml", config.DetectionConfig):
         return Stale(
             f"{cell} was trained with another config than its config.yaml; rerun it: {rerun_command(path)}.", path
         )
@@ -231,7 +231,7 @@ def stale(metrics_path: str | Path, metrics: dict) -> Stale | None:
             f"rerun it: {rerun_command(path)}.",
             path,
         )
-    if evaluation is None or metrics["config_hash"] != C.config_hash(evaluation):
+    if evaluation is None or metrics["config_hash"] != config.config_hash(evaluation):
         return Stale(
             f"{cell} was evaluated with another config than its config.yaml; rerun it: {rerun_command(path)}.", path
         )

@@ -68,18 +68,22 @@ def _edited_cell(tmp_path, record_hash):
     encoder that job wrote with the lr 0.03 config."""
     from ring.cluster.jobs import StageJob
     from ring.cluster.slurm import write_record
-    from ring.core import config as C
+    from ring.core import config
     from ring.core.files import CHECKSUMS, write_json
     from tests.helpers import TINY_PRETRAIN
 
     cell = tmp_path / "results" / "g" / "pretrain" / "digits" / "IR" / "seed0"
     cell.mkdir(parents=True)
-    old, new = (C.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "lr": lr}) for lr in (0.03, 0.01))
-    C.save(new, cell / "config.yaml")
-    write_record(cell, "7", cell / "slurm", "pretrain", config_hash=record_hash(C.config_hash(old)))
+    old, new = (config.PretrainConfig(method="IR", **{**TINY_PRETRAIN, "lr": lr}) for lr in (0.03, 0.01))
+    config.save(new, cell / "config.yaml")
+    write_record(cell, "7", cell / "slurm", "pretrain", config_hash=record_hash(config.config_hash(old)))
     (cell / "encoder.pt").write_bytes(b"lr 0.03")
-    write_json(cell / CHECKSUMS, {"config_hash": C.config_hash(old), "files": {}})
-    return cell, StageJob("pretrain", ["--config", str(cell / "config.yaml"), "--out", str(cell)]), C.config_hash(old)
+    write_json(cell / CHECKSUMS, {"config_hash": config.config_hash(old), "files": {}})
+    return (
+        cell,
+        StageJob("pretrain", ["--config", str(cell / "config.yaml"), "--out", str(cell)]),
+        config.config_hash(old),
+    )
 
 
 @pytest.mark.parametrize(
@@ -96,12 +100,11 @@ def test_the_launcher_accepts_only_an_output_of_its_own_config_hash(record_hash,
     """Issue 34, item 2: another config's encoder in the cell is one sentence, kept under runs/<its hash>/, and a job
     of the cell's own config is submitted; its encoder, of the right hash, is accepted."""
     from ring.cluster import admission, launch, slurm
-    from ring.core import accounting
-    from ring.core import config as C
+    from ring.core import accounting, config
     from ring.core.files import CHECKSUMS, write_json
 
     cell, job, old = _edited_cell(tmp_path, record_hash)
-    wanted = C.config_hash(C.load(C.PretrainConfig, cell / "config.yaml"))
+    wanted = config.config_hash(config.load(config.PretrainConfig, cell / "config.yaml"))
     submitted = []
 
     def submit(job, cell, res):
@@ -131,10 +134,10 @@ def test_a_running_job_of_the_previous_config_is_cancelled_before_anything_moves
     """Issue 34, item 2: ring.cluster.detach (the config rule's first step) cancels and waits; a job of the cell's
     own config, or one that ended, is left alone."""
     from ring.cluster import detach, slurm
-    from ring.core import config as C
+    from ring.core import config
 
     cell, job, old = _edited_cell(tmp_path, lambda old: old)
-    wanted = C.config_hash(C.load(C.PretrainConfig, cell / "config.yaml"))
+    wanted = config.config_hash(config.load(config.PretrainConfig, cell / "config.yaml"))
     cancelled = []
     monkeypatch.setattr(slurm, "cancel_and_wait", lambda cell, job_id, res: cancelled.append(job_id))
     monkeypatch.setattr(slurm, "account_ended", lambda cell, job_id: None)
@@ -196,11 +199,11 @@ def test_the_launcher_refuses_tasks_its_stage_cannot_use_before_anything_is_subm
     import json
 
     from ring.cluster import launch
-    from ring.core import config as C
+    from ring.core import config
     from tests.helpers import lincls_config, pretrain_config
 
     cfg = lincls_config(**overrides) if stage == "lincls" else pretrain_config("IR", **overrides)
-    C.save(cfg, tmp_path / "config.yaml")
+    config.save(cfg, tmp_path / "config.yaml")
     monkeypatch.setattr(launch, "launch_slurm", lambda *a: pytest.fail("submitted"))
     monkeypatch.setattr("ring.cluster.slurm.slurm_call", lambda *a, **k: pytest.fail("asked SLURM"))
     argv = [stage, "--cell", str(tmp_path), "--launcher", "slurm", "--resources", json.dumps(resources)]
@@ -297,7 +300,7 @@ def test_a_second_local_launcher_waits_for_the_first_and_takes_what_it_finished(
     import time
 
     from ring.cluster import launch
-    from ring.core import config as C
+    from ring.core import config
     from ring.core.files import record_checksums
     from tests import ROOT
     from tests.helpers import pretrain_config
@@ -305,7 +308,7 @@ def test_a_second_local_launcher_waits_for_the_first_and_takes_what_it_finished(
     cell = tmp_path / "pretrain" / "digits" / "IR" / "seed0"
     cell.mkdir(parents=True)
     cfg = pretrain_config("IR", epochs=1)
-    C.save(cfg, cell / "config.yaml")
+    config.save(cfg, cell / "config.yaml")
     command = [sys.executable, "-m", "ring.cluster.launch", "pretrain", "--cell", str(cell), "--launcher", "local"]
     command += ["--", "--config", str(cell / "config.yaml"), "--out", str(cell)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -318,7 +321,7 @@ def test_a_second_local_launcher_waits_for_the_first_and_takes_what_it_finished(
         time.sleep(2)
         assert second.poll() is None and not (cell / "running.json").exists() and not (cell / "log.jsonl").exists()
         (cell / "encoder.pt").write_bytes(b"trunk")  # the first launcher finishes the cell
-        record_checksums(cell, ["encoder.pt"], config_hash=C.config_hash(cfg))
+        record_checksums(cell, ["encoder.pt"], config_hash=config.config_hash(cfg))
     _, rest = second.communicate(timeout=300)
     assert second.returncode == 0, rest
     assert "encoder.pt of this config is there (finished by the launcher this one waited for); nothing to run" in rest

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from ring.core import cell_runs, files
-from ring.core import config as C
+from ring.core.config import DetectionConfig, config_hash, hashed_values
 from ring.core.stages import STAGES
 from tests.helpers import lincls_config, pretrain_config
 
@@ -15,7 +15,7 @@ def _ran(cell, cfg, files=("checkpoint.pt", "encoder.pt", "export.json", "log.js
     cell.mkdir(parents=True, exist_ok=True)
     cell_runs.write_record(cell, cfg)
     for name in files:
-        (cell / name).write_text(C.config_hash(cfg))
+        (cell / name).write_text(config_hash(cfg))
     (cell / "slurm").mkdir(exist_ok=True)
     (cell / "slurm" / "job.json").write_text("{}")  # the launcher's, never moved
 
@@ -40,14 +40,14 @@ def test_a_longer_schedule_continues_and_keeps_only_the_shorter_runs_outputs_asi
     _ran(tmp_path, old)
     lines = []
     assert cell_runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue"
-    aside = tmp_path / "runs" / C.config_hash(old)
+    aside = tmp_path / "runs" / config_hash(old)
     assert lines == [
         f"ring: {tmp_path}: its config changed (epochs): continuing from its checkpoint to epochs=3; "
         f"the 1-epoch encoder is kept in {aside}"
     ]
     assert sorted(p.name for p in aside.iterdir()) == ["encoder.pt", "export.json", "run.json"]
-    assert cell_runs.read_run_record(aside)["config_hash"] == C.config_hash(old)  # what an undo needs to restore it
-    assert (tmp_path / "checkpoint.pt").read_text() == C.config_hash(old)  # the stage continues it
+    assert cell_runs.read_run_record(aside)["config_hash"] == config_hash(old)  # what an undo needs to restore it
+    assert (tmp_path / "checkpoint.pt").read_text() == config_hash(old)  # the stage continues it
     # The stage decides again when it starts (for configs written by hand): the same decision, said once (issue 34).
     assert cell_runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "continue" and len(lines) == 1
 
@@ -57,7 +57,7 @@ def test_a_longer_schedule_of_a_cell_without_its_checkpoint_starts_over_keeping_
     # (an undo brings it back finished) and the cell trains the longer schedule from scratch.
     old, new = pretrain_config("IR", epochs=1, keep_checkpoint="none"), pretrain_config("IR", epochs=3)
     _ran(tmp_path, old, files=("encoder.pt", "export.json", "log.jsonl", "provenance.json"))
-    aside, lines = tmp_path / "runs" / C.config_hash(old), []
+    aside, lines = tmp_path / "runs" / config_hash(old), []
     decision = cell_runs.prepare(tmp_path, "pretrain", new, log=lines.append)
     said = (
         f"ring: {tmp_path}: its config changed (epochs), and no checkpoint is left to continue (keep_checkpoint: "
@@ -90,7 +90,7 @@ def test_any_other_edit_keeps_the_whole_previous_run_aside_and_starts_over(tmp_p
     _ran(tmp_path, old)
     lines = []
     assert cell_runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "start over"
-    aside = tmp_path / "runs" / C.config_hash(old)
+    aside = tmp_path / "runs" / config_hash(old)
     assert lines[0] == (
         f"ring: {tmp_path}: its config changed ({keys}): the previous run is kept in {aside} and this cell starts over"
     )
@@ -113,9 +113,9 @@ def test_keep_superseded_all_keeps_the_checkpoints_and_snapshots(tmp_path):
     _ran(tmp_path, old, files=("checkpoint.pt", "checkpoint.prev.pt", "snapshot_epoch0.pt", "encoder.pt"))
     lines = []
     new = pretrain_config("IR", epochs=1, lr=0.1, keep_superseded="all")
-    assert C.config_hash(new) == C.config_hash(pretrain_config("IR", epochs=1, lr=0.1))  # a runtime key
+    assert config_hash(new) == config_hash(pretrain_config("IR", epochs=1, lr=0.1))  # a runtime key
     assert cell_runs.prepare(tmp_path, "pretrain", new, log=lines.append) == "start over" and len(lines) == 1
-    assert sorted(p.name for p in (tmp_path / "runs" / C.config_hash(old)).iterdir()) == [
+    assert sorted(p.name for p in (tmp_path / "runs" / config_hash(old)).iterdir()) == [
         "checkpoint.prev.pt",
         "checkpoint.pt",
         "encoder.pt",
@@ -141,12 +141,12 @@ def test_an_undone_edit_brings_the_kept_run_back(tmp_path):
     assert cell_runs.prepare(tmp_path, "pretrain", first, log=lines.append) == "restore"
     assert lines == [
         f"ring: {tmp_path}: its config changed (lr): the previous run is kept in "
-        f"{tmp_path / 'runs' / C.config_hash(second)}, and the run of this config kept in "
-        f"{tmp_path / 'runs' / C.config_hash(first)} is back in place (it resumes there)"
+        f"{tmp_path / 'runs' / config_hash(second)}, and the run of this config kept in "
+        f"{tmp_path / 'runs' / config_hash(first)} is back in place (it resumes there)"
     ]
-    assert (tmp_path / "encoder.pt").read_text() == C.config_hash(first)
-    assert json.loads((tmp_path / "run.json").read_text())["config_hash"] == C.config_hash(first)
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [C.config_hash(second)]
+    assert (tmp_path / "encoder.pt").read_text() == config_hash(first)
+    assert json.loads((tmp_path / "run.json").read_text())["config_hash"] == config_hash(first)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [config_hash(second)]
 
 
 def _finished(cell, cfg):
@@ -155,35 +155,35 @@ def _finished(cell, cfg):
     from ring.core.files import keep_exports, record_checksums
 
     _ran(cell, cfg, files=("checkpoint.pt", "log.jsonl"))
-    (cell / "encoder.pt").write_bytes(C.config_hash(cfg).encode() * 100)
+    (cell / "encoder.pt").write_bytes(config_hash(cfg).encode() * 100)
     keep_exports(cell, ["encoder.pt"])
-    record_checksums(cell, ["encoder.pt"], config_hash=C.config_hash(cfg))
+    record_checksums(cell, ["encoder.pt"], config_hash=config_hash(cfg))
 
 
 def test_an_undone_edit_restores_a_finished_run_without_its_checkpoint_as_finished(tmp_path):
     first, second = pretrain_config("IR", epochs=1), pretrain_config("IR", epochs=1, lr=0.1)
     _finished(tmp_path, first)
     cell_runs.prepare(tmp_path, "pretrain", second, log=lambda line: None)
-    assert not (tmp_path / "runs" / C.config_hash(first) / "checkpoint.pt").exists()
+    assert not (tmp_path / "runs" / config_hash(first) / "checkpoint.pt").exists()
     _ran(tmp_path, second, files=("checkpoint.pt", "log.jsonl"))  # the edited run, unfinished
     lines = []
     assert cell_runs.prepare(tmp_path, "pretrain", first, log=lines.append) == "restore"
     assert (
         "is back in place (finished: its encoder verifies against its checksum record, so nothing retrains)" in lines[0]
     )
-    assert cell_runs.finished_exports(tmp_path, C.config_hash(first)) and not (tmp_path / "checkpoint.pt").exists()
+    assert cell_runs.finished_exports(tmp_path, config_hash(first)) and not (tmp_path / "checkpoint.pt").exists()
     # The unfinished edited run, its checkpoint dropped, is no run to come back to: undoing again starts over.
     assert cell_runs.prepare(tmp_path, "pretrain", second, log=lambda line: None) == "start over"
     kept = sorted(p.name for p in (tmp_path / "runs").iterdir())
-    assert kept == sorted([C.config_hash(first), C.config_hash(second)])
+    assert kept == sorted([config_hash(first), config_hash(second)])
     # Its encoder altered in place comes back as its kept copy (a copy, which the alteration did not reach).
-    (tmp_path / "runs" / C.config_hash(first) / "encoder.pt").write_bytes(b"altered")
+    (tmp_path / "runs" / config_hash(first) / "encoder.pt").write_bytes(b"altered")
     _ran(tmp_path, second, files=("log.jsonl",))
     assert cell_runs.prepare(tmp_path, "pretrain", first, log=lambda line: None) == "restore"
-    assert (tmp_path / "encoder.pt").read_bytes() == C.config_hash(first).encode() * 100
+    assert (tmp_path / "encoder.pt").read_bytes() == config_hash(first).encode() * 100
     # A finished run whose encoder and kept copy were both altered does not verify: it is not restored.
     cell_runs.prepare(tmp_path, "pretrain", second, log=lambda line: None)
-    for path in (tmp_path / "runs" / C.config_hash(first)).glob("**/encoder.pt"):
+    for path in (tmp_path / "runs" / config_hash(first)).glob("**/encoder.pt"):
         path.write_bytes(b"altered")
     _ran(tmp_path, second, files=("log.jsonl",))
     assert cell_runs.prepare(tmp_path, "pretrain", first, log=lambda line: None) == "start over"
@@ -195,11 +195,9 @@ def test_an_evaluation_cell_keeps_its_metrics_aside_when_its_config_changes(tmp_
     assert (
         cell_runs.prepare(tmp_path, "lincls", lincls_config(method="IR", lr=0.1), log=lambda line: None) == "start over"
     )
-    assert (tmp_path / "runs" / C.config_hash(old) / "metrics.json").read_text() == C.config_hash(old)
+    assert (tmp_path / "runs" / config_hash(old) / "metrics.json").read_text() == config_hash(old)
     # An evaluation never continues: its only schedule key, epochs, changes its number.
-    assert not cell_runs.continues(
-        "lincls", C.hashed_values(old), C.hashed_values(lincls_config(method="IR", epochs=200))
-    )
+    assert not cell_runs.continues("lincls", hashed_values(old), hashed_values(lincls_config(method="IR", epochs=200)))
 
 
 def test_exports_deleted_by_snakemake_are_restored_from_the_kept_copies_only_when_they_verify(tmp_path):
@@ -209,7 +207,7 @@ def test_exports_deleted_by_snakemake_are_restored_from_the_kept_copies_only_whe
     for name in ("encoder.pt", "encoder_ab.pt"):
         (tmp_path / name).write_bytes(name.encode() * 100)
     keep_exports(tmp_path, ["encoder.pt", "encoder_ab.pt"])
-    record_checksums(tmp_path, ["encoder.pt", "encoder_ab.pt"], config_hash=C.config_hash(cfg))
+    record_checksums(tmp_path, ["encoder.pt", "encoder_ab.pt"], config_hash=config_hash(cfg))
     originals = {n: (tmp_path / n).read_bytes() for n in ("encoder.pt", "encoder_ab.pt")}
     for name in originals:
         (tmp_path / name).unlink()  # what Snakemake does to a rerun job's declared outputs
@@ -284,7 +282,7 @@ def test_an_evaluation_is_kept_per_encoder_and_collected_torch_free(tmp_path, st
     (cell / "metrics.json").unlink()
     lines = []
     assert not cell_runs.collect(cell, stage, cfg, pretrain / "encoder.pt", log=lines.append)
-    kept = cell / "runs" / f"{C.config_hash(cfg)}-{old[:12]}"
+    kept = cell / "runs" / f"{config_hash(cfg)}-{old[:12]}"
     assert "the encoder it evaluates changed" in lines[0] and str(kept) in lines[0]
     # keep_superseded: results (the default) keeps what a table could need and drops the probe's checkpoint.
     assert (kept / "metrics.json").read_text() == f"metrics.json of {old}" and not (kept / "checkpoint.pt").exists()
@@ -298,7 +296,7 @@ def test_an_evaluation_is_kept_per_encoder_and_collected_torch_free(tmp_path, st
         any("is back in place" in line for line in lines)
         and (cell / "metrics.json").read_text() == f"metrics.json of {old}"
     )
-    assert [p.name for p in (cell / "runs").iterdir()] == [f"{C.config_hash(cfg)}-{new[:12]}"]
+    assert [p.name for p in (cell / "runs").iterdir()] == [f"{config_hash(cfg)}-{new[:12]}"]
     (cell / "exported" / "metrics.json").write_text("altered")  # a copy that does not verify is never used
     (cell / "metrics.json").unlink()
     assert not cell_runs.collect(cell, stage, cfg, pretrain / "encoder.pt") and not (cell / "metrics.json").exists()
@@ -313,11 +311,11 @@ def test_an_evaluation_config_edit_and_its_undo_keep_the_encoder_in_the_runs_nam
     cell_runs.write_record(tmp_path, old, "e" * 64)
     assert cell_runs.prepare(tmp_path, "lincls", lincls_config(method="IR", num_workers=3)) == "nothing"
     assert cell_runs.prepare(tmp_path, "lincls", new, log=lambda line: None) == "start over"
-    assert (tmp_path / "runs" / f"{C.config_hash(old)}-{'e' * 12}" / "metrics.json").is_file()
+    assert (tmp_path / "runs" / f"{config_hash(old)}-{'e' * 12}" / "metrics.json").is_file()
     _ran(tmp_path, new, files=("checkpoint.pt", "metrics.json"))
     cell_runs.write_record(tmp_path, new, "e" * 64)
     assert cell_runs.prepare(tmp_path, "lincls", old, log=lambda line: None) == "restore"
-    assert (tmp_path / "metrics.json").read_text() == C.config_hash(old)
+    assert (tmp_path / "metrics.json").read_text() == config_hash(old)
 
 
 @pytest.mark.parametrize("method", ["IR", "CMC"])
@@ -329,7 +327,7 @@ def test_a_finished_detection_cell_is_collected_for_its_backbone_only(tmp_path, 
     weights, cell = tmp_path / "backbone" / "backbone.pkl", tmp_path / "cell"
     weights.parent.mkdir()
     cell.mkdir()
-    cfg = C.DetectionConfig(task="voc_det", method=method, source="digits", num_gpus=0)
+    cfg = DetectionConfig(task="voc_det", method=method, source="digits", num_gpus=0)
 
     def convert(content: bytes) -> str:
         weights.write_bytes(content)
@@ -360,7 +358,7 @@ def test_a_detection_run_of_a_reconverted_backbone_is_kept_and_an_undo_brings_it
     weights, cell = tmp_path / "backbone" / "backbone.pkl", tmp_path / "cell"
     weights.parent.mkdir()
     cell.mkdir()
-    cfg = C.DetectionConfig(task="voc_det", method="IR", source="digits", num_gpus=0)
+    cfg = DetectionConfig(task="voc_det", method="IR", source="digits", num_gpus=0)
 
     def convert(content: bytes) -> str:
         weights.write_bytes(content)
@@ -374,7 +372,7 @@ def test_a_detection_run_of_a_reconverted_backbone_is_kept_and_an_undo_brings_it
     convert(b"converted from a retrained encoder")
     lines = []
     assert not cell_runs.collect(cell, "detection", cfg, weights, log=lines.append)
-    kept = cell / "runs" / cell_runs.run_key(C.config_hash(cfg), sha)
+    kept = cell / "runs" / cell_runs.run_key(config_hash(cfg), sha)
     assert "the encoder it evaluates changed" in lines[0] and str(kept) in lines[0]
     assert sorted(p.name for p in kept.iterdir()) == ["export.json", "exported", "log.txt", "metrics.json", "run.json"]
     assert not any(cell.glob("*.pth")) and not (cell / "metrics.json").exists()
@@ -396,6 +394,6 @@ def test_an_undone_and_redone_epochs_edit_restores_each_finished_run_and_trains_
         lines = []
         assert cell_runs.prepare(tmp_path, "pretrain", cfg, log=lines.append) == "restore", lines
         assert (tmp_path / "encoder.pt").read_bytes() == encoder
-        assert cell_runs.finished_exports(tmp_path, C.config_hash(cfg))
+        assert cell_runs.finished_exports(tmp_path, config_hash(cfg))
         if not (tmp_path / "checkpoint.pt").is_file():  # a finished run whose checkpoint went trains nothing
             assert "finished: its encoder verifies against its checksum record, so nothing retrains" in lines[0]

@@ -14,7 +14,7 @@ import pytest
 
 import ring
 from ring.core import cell_runs
-from ring.core import config as C
+from ring.core.config import ToyCNCEConfig, config_hash, save
 from ring.core.files import RUN_RECORD
 from ring.core.refs import resolve
 from ring.core.stages import STAGES, Stage, register_stage, stage, stages_with
@@ -23,7 +23,7 @@ TOY_MODULE = "toy_stage_code"  # the toy stage's entry, collector and check: a m
 
 
 @dataclasses.dataclass
-class ToyConfig(C.ToyCNCEConfig):
+class ToyConfig(ToyCNCEConfig):
     """The toy stage's own config class, so that a config of it finds the toy stage's check."""
 
 
@@ -79,7 +79,7 @@ def test_the_plan_loads_checks_and_describes_a_declared_stage(toy, tmp_path):
     from ring.plan import checks, reference
 
     _, calls = toy
-    C.save(ToyConfig(seed=3), tmp_path / "config.yaml")
+    save(ToyConfig(seed=3), tmp_path / "config.yaml")
     cfg = checks.load_checked("toy_stage", tmp_path / "config.yaml")
     assert type(cfg) is ToyConfig and cfg.seed == 3
     assert calls == [("check", f"Config {tmp_path / 'config.yaml'} (toy_stage)")]
@@ -93,7 +93,7 @@ def test_a_finished_cell_of_a_declared_stage_is_priced_and_named_by_its_output(t
 
     cell = tmp_path / "grid" / "toy_stage" / "cifar10" / "Ring" / "seed0"
     cell.mkdir(parents=True)
-    C.save(ToyConfig(), cell / "config.yaml")
+    save(ToyConfig(), cell / "config.yaml")
     (cell / "toy.json").write_text(json.dumps({"config_hash": "abc"}))
     (cell / "provenance.json").write_text(json.dumps({"segments": [{"outcome": "completed"}]}))
     assert [(s, c) for s, c, *_ in finished(tmp_path, "grid")] == [("toy_stage", cell)]
@@ -106,7 +106,7 @@ def test_an_edit_sets_aside_a_declared_stages_run_files(toy, tmp_path):
     (tmp_path / "toy-log.txt").write_text("epoch 1\n")
     (tmp_path / "other.txt").write_text("not the stage's")
     assert cell_runs.prepare(tmp_path, "toy_stage", ToyConfig(seed=2), log=lambda _: None) == "start over"
-    kept = tmp_path / cell_runs.RUNS / C.config_hash(ToyConfig(seed=1))
+    kept = tmp_path / cell_runs.RUNS / config_hash(ToyConfig(seed=1))
     assert sorted(p.name for p in kept.iterdir()) == ["run.json", "toy-log.txt", "toy.json"]
     assert (tmp_path / "other.txt").exists()
 
@@ -117,7 +117,7 @@ def test_a_declared_evaluation_is_collected_kept_and_priced_by_its_declaration(t
 
     seen = []
     monkeypatch.setattr(cell_runs, "collect", lambda cell, stage, cfg, encoder, log: seen.append(encoder) or True)
-    C.save(ToyConfig(), tmp_path / "config.yaml")
+    save(ToyConfig(), tmp_path / "config.yaml")
     config = ["--config", str(tmp_path / "config.yaml")]
     # The launcher collects it as an evaluation of the encoder its declared argument names, and of no other.
     assert launch.collect_exports(jobs.StageJob("toy_stage", [*config, "--toy-encoder", "enc.pt"]), tmp_path)

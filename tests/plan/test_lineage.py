@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import pytest
 
-from ring.core import config as C
+from ring.core import config
 from ring.core.files import record_checksums
 from ring.plan import lineage
 from ring.reports import tables
@@ -40,7 +40,7 @@ def test_a_holding_chain_gives_numbers(tmp_path, grid):
 
 def test_an_edited_evaluation_config_makes_its_cell_stale_and_names_the_rerun(tmp_path, grid, capsys):
     root, files = grid
-    C.save(lincls_config(method="IRing", seed=0, lr=0.1), files["IRing"].parent / "config.yaml")
+    config.save(lincls_config(method="IRing", seed=0, lr=0.1), files["IRing"].parent / "config.yaml")
     wide, md = _table(tmp_path, files)
     assert wide.loc["IRing", "Digits"] == "stale [s1]"
     cell = files["IRing"].parent
@@ -58,7 +58,7 @@ def test_a_retrained_encoder_makes_its_evaluation_stale_and_no_delta_is_taken_to
     root, files = grid
     pre = root / "pretrain" / "digits" / "IR" / "seed0"
     (pre / "encoder.pt").write_bytes(b"another trunk")
-    record_checksums(pre, ["encoder.pt"], config_hash=C.config_hash(pretrain_config("IR")))
+    record_checksums(pre, ["encoder.pt"], config_hash=config.config_hash(pretrain_config("IR")))
     wide, md = _table(tmp_path, files)
     assert wide.loc["IR", "Digits"] == "stale [s1]"
     assert wide.loc["IRing", "Digits"] == "83.0"  # no difference to a base whose number is not current
@@ -68,7 +68,7 @@ def test_a_retrained_encoder_makes_its_evaluation_stale_and_no_delta_is_taken_to
 def test_an_edited_pretraining_config_not_yet_retrained_is_stale(tmp_path, grid):
     root, files = grid
     pre = root / "pretrain" / "digits" / "IRing" / "seed0"
-    C.save(pretrain_config("IRing", ring_w_l=[0.0, 50.0]), pre / "config.yaml")
+    config.save(pretrain_config("IRing", ring_w_l=[0.0, 50.0]), pre / "config.yaml")
     wide, md = _table(tmp_path, files)
     assert wide.loc["IRing", "Digits"] == "stale [s1]"
     assert (
@@ -106,10 +106,10 @@ def test_a_mislabelled_or_out_of_range_metrics_file_is_refused_naming_it(tmp_pat
 
 
 def test_a_detection_cell_whose_backbone_or_encoder_changed_is_stale_in_table4(tmp_path):
-    from ring.plan import grid as G
+    from ring.plan import grid as grid_plan
     from tests.reports.tables.fixtures import _detection_cell
 
-    paper = G.load(tables.PAPER_GRID)
+    paper = grid_plan.load(tables.PAPER_GRID)
     root = tmp_path / "results" / "mine"
     files = [
         _detection_cell(
@@ -130,7 +130,7 @@ def test_a_detection_cell_whose_backbone_or_encoder_changed_is_stale_in_table4(t
     pre = root / "pretrain" / "imagenet" / "IRing" / "seed0"
     (pre / "encoder.pt").write_bytes(b"retrained")
     record_checksums(
-        pre, ["encoder.pt"], config_hash=C.config_hash(paper.pretrain_config("imagenet", "IRing", 0, "/d"))
+        pre, ["encoder.pt"], config_hash=config.config_hash(paper.pretrain_config("imagenet", "IRing", 0, "/d"))
     )
     wide = tables.build_table4(files, ["IR", "IRing"], tmp_path / "table4")
     assert wide.loc["IR", "voc_det_AP"] == "stale [s1]" and wide.loc["IRing", "voc_det_AP"] == "stale [s2]"
@@ -143,7 +143,7 @@ def test_stale_target_names_the_file_to_rerun_or_none(tmp_path, grid):
     root, files = grid
     assert lineage.stale_target(files["IRing"]) is None  # the chain holds
     assert lineage.stale_target(root / "lincls" / "digits" / "LA" / "seed0" / "metrics.json") is None  # no number yet
-    C.save(lincls_config(method="IRing", seed=0, lr=0.1), files["IRing"].parent / "config.yaml")
+    config.save(lincls_config(method="IRing", seed=0, lr=0.1), files["IRing"].parent / "config.yaml")
     assert lineage.stale_target(files["IRing"]) == files["IRing"]  # the evaluation itself reruns
     files["IR"].write_text("{truncated")
     assert lineage.stale_target(files["IR"]) is None  # unreadable: no record to judge (its table says so)
@@ -155,7 +155,7 @@ def _exported(metrics_path):
 
     cell = metrics_path.parent
     m = json.loads(metrics_path.read_text())
-    cell_runs.keep_outputs(cell, "lincls", C.load(C.LinclsConfig, cell / "config.yaml"), "sha")
+    cell_runs.keep_outputs(cell, "lincls", config.load(config.LinclsConfig, cell / "config.yaml"), "sha")
     assert m["top1"] and (cell / "exported" / "metrics.json").read_bytes() == metrics_path.read_bytes()
 
 
@@ -198,10 +198,10 @@ def test_a_truncated_metrics_file_with_a_record_is_rerun_not_left_to_fail_the_ta
 
 def test_a_detection_metrics_file_edited_in_place_is_stale_in_table4(tmp_path):
     from ring.core import cell_runs
-    from ring.plan import grid as G
+    from ring.plan import grid as grid_plan
     from tests.reports.tables.fixtures import _detection_cell
 
-    paper = G.load(tables.PAPER_GRID)
+    paper = grid_plan.load(tables.PAPER_GRID)
     cfg = paper.detection_config("IR", "voc_det", 0, "/datasets")
     metrics = _detection_cell(
         tmp_path / "results" / "mine", "IR", paper.pretrain_config("imagenet", "IR", 0, "/d"), cfg
@@ -218,10 +218,10 @@ def test_a_detection_metrics_file_edited_in_place_is_stale_in_table4(tmp_path):
 def test_a_detection_cell_whose_backbone_was_damaged_since_is_stale_and_reruns_its_conversion(tmp_path):
     """Issue 52 item 5: one flipped byte in backbone.pkl (its checksum record untouched) left Table 4's number as it
     was, and nothing replanned the conversion."""
-    from ring.plan import grid as G
+    from ring.plan import grid as grid_plan
     from tests.reports.tables.fixtures import _detection_cell
 
-    paper = G.load(tables.PAPER_GRID)
+    paper = grid_plan.load(tables.PAPER_GRID)
     metrics = _detection_cell(
         tmp_path / "results" / "mine",
         "IR",

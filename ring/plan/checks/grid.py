@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ring import resources
 from ring.core import catalog
-from ring.core import config as C
+from ring.core.config import SNAPSHOT_FILE, PretrainConfig, check_key
 from ring.core.methods import METHODS, RING_KEYS, missing, unread_keys
 from ring.core.stages import stages_with
 from ring.core.yaml_reading import read_yaml
@@ -168,7 +168,7 @@ def _stage_blocks(grid) -> None:
         for where, values in overrides:
             check_no_identity_keys(values, f"Grid {grid.file}, stage {stage}, block {where}")
             for key in values:
-                C.check_key(blocks[stage].config, key, context=f"Grid {grid.name}, stage {stage}: ")
+                check_key(blocks[stage].config, key, context=f"Grid {grid.name}, stage {stage}: ")
 
 
 def _resources(grid) -> None:
@@ -263,7 +263,7 @@ def _study_names(grid, study, where: str) -> None:
             )
 
 
-def _study_cell(grid, study, cell: tuple[str, str, int], cells: list, where: str) -> C.PretrainConfig:
+def _study_cell(grid, study, cell: tuple[str, str, int], cells: list, where: str) -> PretrainConfig:
     """A study cell's config, starting from the snapshot its variant's init_from names (a cell of the same study
     that saves that epoch, before this cell's last)."""
     method, variant, seed = cell
@@ -285,5 +285,5 @@ def _study_cell(grid, study, cell: tuple[str, str, int], cells: list, where: str
             f"{where}, variant {variant}: init_from epoch {ref['epoch']} must be in the snapshot_epochs "
             f"{source.snapshot_epochs} of {ref['method']}/{ref['variant']} and below epochs={cfg.epochs}."
         )
-    cfg.init_from = C.SNAPSHOT_FILE.format(epoch=ref["epoch"])  # the workflow's path (its folder is no check's)
+    cfg.init_from = SNAPSHOT_FILE.format(epoch=ref["epoch"])  # the workflow's path (its folder is no check's)
     return cfg

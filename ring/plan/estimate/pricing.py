@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from ring.core.methods import method as method_spec
 from ring.core.stages import STAGES
 from ring.engine.anneal import VALIDATION_POLICIES
-from ring.plan.estimate import measured as M
 from ring.plan.estimate.figures import label, last, read
+from ring.plan.estimate.measured import check_written, mismatch
 
 FIXED_ROW = "fixed costs"
 
@@ -67,7 +67,7 @@ def load(folders, device: str) -> Measured | None:
                 "clock; rerun benchmarks/price.py."
             )
     for fig in doc["passes"]:
-        M.check_written(fig)
+        check_written(fig)
         found.figures[(fig["pass"], fig["method"])] = fig
     found.fixed = dict(doc["fixed"])
     found.kmeans = dict(doc.get("kmeans", {}))
@@ -138,7 +138,7 @@ def _figure(measured: Measured, name: str, method: str, record: dict) -> tuple[d
         fig = measured.figures.get(("linear evaluation", method))
     if fig is None:
         return None, f"no end-to-end {name} figure of {method} in {measured.file}"
-    if why := M.mismatch(fig["record"], record, name):
+    if why := mismatch(fig["record"], record, name):
         return None, f"the {name} figure of {method} in {measured.file} was {why}"
     return fig, ""
 

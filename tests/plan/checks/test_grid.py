@@ -4,7 +4,7 @@ sentence before anything runs."""
 import pytest
 import yaml
 
-from ring.plan import grid as G
+from ring.plan import grid
 from ring.plan.checks.grid import IDENTITY_KEYS
 from tests.plan.test_grid import DIGITS_PRETRAIN
 
@@ -27,7 +27,7 @@ from tests.plan.test_grid import DIGITS_PRETRAIN
 def test_bad_grids_fail_with_one_sentence(values, message):
     base = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0]}
     with pytest.raises(ValueError, match=message):
-        G.from_dict("bad", {**base, **values})
+        grid.from_dict("bad", {**base, **values})
 
 
 @pytest.mark.parametrize(
@@ -45,9 +45,9 @@ def test_bad_grids_fail_with_one_sentence(values, message):
 )
 def test_bad_transfer_blocks_fail_with_one_sentence(transfer, message):
     with pytest.raises(ValueError, match=message):
-        G.from_dict("bad", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], "transfer": transfer})
+        grid.from_dict("bad", {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], "transfer": transfer})
     with pytest.raises(ValueError, match="'mnist' is a transfer dataset, not a pretraining one"):
-        G.from_dict("bad", {"datasets": ["mnist"], "methods": ["IR"], "seeds": [0]})
+        grid.from_dict("bad", {"datasets": ["mnist"], "methods": ["IR"], "seeds": [0]})
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_bad_transfer_blocks_fail_with_one_sentence(transfer, message):
 def test_bad_detection_blocks_fail_with_one_sentence(detection, message):
     values = {"datasets": ["digits"], "methods": ["IR"], "seeds": [0], "detection": detection, **DIGITS_PRETRAIN}
     with pytest.raises(ValueError, match=message):
-        G.from_dict("g", values)
+        grid.from_dict("g", values)
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_bad_studies_fail_with_one_sentence(study, message):
         },
     }
     with pytest.raises(ValueError, match=message):
-        G.from_dict("bad", values)
+        grid.from_dict("bad", values)
 
 
 @pytest.mark.parametrize(
@@ -129,7 +129,7 @@ def test_a_key_that_names_the_cell_is_refused_inside_a_stage_block_saying_where_
     if stage == "pretrain":
         values["pretrain"]["all"] = {**DIGITS_PRETRAIN["pretrain"]["all"], **inner.get("all", {})}
     with pytest.raises(ValueError) as err:
-        G.from_dict("mine", values, source="grids/mine.yaml")
+        grid.from_dict("mine", values, source="grids/mine.yaml")
     assert str(err.value) == (
         f"Grid grids/mine.yaml, stage {stage}, block {where}: {key!r} names the cell, so it cannot "
         f"be set in a stage block (every cell would train the same {key} under its own name); set "
@@ -148,7 +148,7 @@ def test_study_variants_cannot_set_a_key_that_names_the_cell():
         "studies": {"negatives_k": study},
     }
     with pytest.raises(ValueError, match="Grid g, study negatives_k, variant a: 'seed' names the cell"):
-        G.from_dict("g", values)
+        grid.from_dict("g", values)
 
 
 SLURM_HOME = (

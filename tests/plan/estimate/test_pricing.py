@@ -4,9 +4,8 @@ end-to-end figure of the cell's method where its record matches the cell, else b
 import json
 from pathlib import Path
 
-from ring.core import config as C
-from ring.plan import estimate as E
-from ring.plan.estimate import pricing
+from ring.core.config import LinclsConfig, PretrainConfig, to_dict
+from ring.plan.estimate import load_figures, pricing
 from tests.plan.estimate.test_figures import _write_figures
 
 RECORD = {
@@ -60,11 +59,11 @@ def write_price(folder: Path, **changes) -> None:
     (folder / "price-cpu.json").write_text(json.dumps(doc))
 
 
-def _pretrain(**kw) -> C.PretrainConfig:
+def _pretrain(**kw) -> PretrainConfig:
     values = dict(
         method="IR", dataset="digits", epochs=3, batch_size=64, resize=16, crop=16, bank_negatives=256, num_workers=0
     )
-    return C.PretrainConfig(**{**values, "knn_every": 2, **kw})
+    return PretrainConfig(**{**values, "knn_every": 2, **kw})
 
 
 def test_the_calls_and_images_of_each_pass_are_the_stages():
@@ -79,9 +78,9 @@ def test_the_calls_and_images_of_each_pass_are_the_stages():
     assert pricing.counts("pretrain", ring, sizes)["kNN monitor"] == (4, 4 * 1347)
     la = _pretrain(method="LA", kmeans_warmup_epochs=1)
     assert pricing.counts("pretrain", la, sizes)["k-means"] == (2, 0)
-    lin = C.LinclsConfig(method="IR", dataset="digits", epochs=5, augmentation="none")
+    lin = LinclsConfig(method="IR", dataset="digits", epochs=5, augmentation="none")
     assert pricing.counts("lincls", lin, sizes) == {"linear evaluation": (1, 1347 + 450)}  # features cached once
-    assert pricing.counts("lincls", C.LinclsConfig(**{**C.to_dict(lin), "augmentation": "crop_flip"}), sizes) == {
+    assert pricing.counts("lincls", LinclsConfig(**{**to_dict(lin), "augmentation": "crop_flip"}), sizes) == {
         "linear evaluation": (1, 5 * 1347 + 450)
     }
 
@@ -92,7 +91,7 @@ def test_a_figure_file_timed_inside_the_prefetch_is_not_read(tmp_path):
     bad["record"]["workers"] = 4  # 4 workers x 2 prefetched batches, yet only 2 batches left out
     write_price(tmp_path, passes=[bad])
     try:
-        E.load_figures("cpu", results=tmp_path)
+        load_figures("cpu", results=tmp_path)
     except ValueError as err:
         assert "timed inside the prefetch" in str(err)
     else:
