@@ -2,7 +2,8 @@
 leaves in its cell, its TensorBoard name, its collector and its check.  The tables keyed by stage (the launchers'
 entry modules and outputs, the collectors, the plan-time checks, the reference's sections, a grid's blocks, the
 estimate's finished cells and passes, the runs an edit sets aside, an evaluation's encoder argument and kept outputs,
-TensorBoard's tag prefixes) read :data:`STAGES`; a new stage is one :func:`register_stage` call.
+the lineage's evaluations of an encoder itself, TensorBoard's tag prefixes) read :data:`STAGES`; a new stage is one
+:func:`register_stage` call.
 
 The ground floor cannot import the plan, the launchers or the stages' code, so a stage names its entry module, its
 collector and its check by string, resolved (:func:`ring.core.refs.resolve`) only where they run.
@@ -39,6 +40,9 @@ class Stage:
     # An evaluation: the argument of its entry naming the encoder it evaluates.  Its runs are kept per config and
     # encoder, and a finished one is collected (or restored, an edit undone) on the login node without a job.
     encoder_flag: str | None = None
+    # An evaluation of the pretraining cell's encoder itself (linear, transfer), its lineage checked against that
+    # cell (ring.plan.lineage.evaluated_config); False for one of the encoder converted to a backbone (detection).
+    evaluates_encoder: bool = False
     # An evaluation's outputs kept under exported/ and recorded in export.json (ring.core.cell_runs), its output last.
     exported: tuple[str, ...] = ()
 
@@ -106,6 +110,7 @@ register_stage(
         reference="lincls",
         price_pass="linear evaluation",
         encoder_flag="--encoder",
+        evaluates_encoder=True,
         exported=(_METRICS,),
         **_EVALUATION,
     )
@@ -123,6 +128,7 @@ register_stage(
         reference="transfer",
         price_pass="transfer",
         encoder_flag="--encoder",
+        evaluates_encoder=True,
         exported=("split-manifest.json", _METRICS),
         **_EVALUATION,
     )
