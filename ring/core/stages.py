@@ -1,9 +1,9 @@
 """Every stage declared once: its config class, the module a job runs, the file it writes last, the files one run
 leaves in its cell, its TensorBoard name, its collector and its check.  The tables keyed by stage (the launchers'
 entry modules and outputs, the collectors, the plan-time checks, the reference's sections, a grid's blocks, the
-estimate's finished cells and passes, the runs an edit sets aside, an evaluation's encoder argument and kept outputs,
-the lineage's evaluations of an encoder itself, TensorBoard's tag prefixes) read :data:`STAGES`; a new stage is one
-:func:`register_stage` call.
+estimate's finished cells, passes and fixed costs, the runs an edit sets aside, an evaluation's encoder argument and
+kept outputs, the lineage's evaluations of an encoder itself, TensorBoard's tag prefixes) read :data:`STAGES`; a new
+stage is one :func:`register_stage` call.
 
 The ground floor cannot import the plan, the launchers or the stages' code, so a stage names its entry module, its
 collector and its check by string, resolved (:func:`ring.core.refs.resolve`) only where they run.
@@ -37,6 +37,9 @@ class Stage:
     # The pass of the end-to-end figures that prices its cells (ring.plan.estimate.pricing); None: none (detection's
     # figures are its own, ring.plan.estimate.detection).
     price_pass: str | None = None
+    # The stage whose measured fixed costs per job (ring.plan.estimate.pricing) price its cells: the one whose code its
+    # jobs run (a study's cells are pretraining jobs, a transfer's code is linear evaluation's); None: its own.
+    fixed_costs: str | None = None
     # An evaluation: the argument of its entry naming the encoder it evaluates.  Its runs are kept per config and
     # encoder, and a finished one is collected (or restored, an edit undone) on the login node without a job.
     encoder_flag: str | None = None
@@ -127,6 +130,7 @@ register_stage(
         grid_block=True,
         reference="transfer",
         price_pass="transfer",
+        fixed_costs="lincls",
         encoder_flag="--encoder",
         evaluates_encoder=True,
         exported=("split-manifest.json", _METRICS),
@@ -162,6 +166,7 @@ register_stage(
         reference="studies",
         priced=True,
         price_pass="pretraining",
+        fixed_costs="pretrain",
     )
 )
 # One shard of a prepared store (ring.data.store), a CPU job; its record is ring.data.store_layout.SHARD_RECORD, in

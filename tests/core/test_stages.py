@@ -164,6 +164,7 @@ def test_every_declared_stage_has_the_facts_its_tables_need():
         assert not declared.encoder_flag or declared.collector.endswith(":collect_evaluation"), declared
         assert not declared.evaluates_encoder or declared.encoder_flag, declared
         assert not declared.price_pass or declared.priced, declared
+        assert not declared.fixed_costs or (declared.priced and not STAGES[declared.fixed_costs].fixed_costs), declared
     assert set(stages_with("grid_block")) <= set(stages_with("config"))
 
 
