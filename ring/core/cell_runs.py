@@ -30,11 +30,11 @@ and nothing is evaluated again.  An evaluation keeps its outputs (``metrics.json
 cell's split manifest) under ``exported/`` with a checksum record (``export.json``) naming its
 config hash and encoder, as pretraining keeps its encoders, so that outputs Snakemake deleted (a
 rerun job's outputs, a job that finished while no client watched) come back torch-free on the login
-node (:func:`collect`), verified by checksum (the files its stage declares, ring.core.stages.Stage.exported).  A
-detection cell is an evaluation of its
-converted backbone (``backbone.pkl``, its SHA-256 in place of the encoder's fingerprint): its ``metrics.json`` is
-kept and collected the same way, and an edit of its config (a Detectron2 key such as ``SOLVER.MAX_ITER``) or a
-backbone converted again keeps its run (Detectron2's checkpoints, log and outputs) under ``runs/`` as well.
+node (:func:`collect`), verified by checksum (the files its stage declares, ring.core.stages.Stage.exported).
+A detection cell is an evaluation of its converted backbone (``backbone.pkl``, its SHA-256 in place of the encoder's
+fingerprint): its ``metrics.json`` is kept and collected the same way, and an edit of its config (a Detectron2 key
+such as ``SOLVER.MAX_ITER``) or a backbone converted again keeps its run (Detectron2's checkpoints, log and outputs)
+under ``runs/`` as well.
 
 No result is ever deleted: a finished encoder or metrics file of another config is kept under
 ``runs/``, named by that config's hash, and the cell's own files always belong to its

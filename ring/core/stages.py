@@ -1,8 +1,9 @@
 """Every stage declared once: its config class, the module a job runs, the file it writes last, the files one run
 leaves in its cell, its TensorBoard name, its collector and its check.  The tables keyed by stage (the launchers'
 entry modules and outputs, the collectors, the plan-time checks, the reference's sections, a grid's blocks, the
-estimate's finished cells and passes, the runs an edit sets aside, an evaluation's encoder argument and kept outputs,
-TensorBoard's tag prefixes) read :data:`STAGES`; a new stage is one :func:`register_stage` call.
+estimate's finished cells, passes and fixed costs, the runs an edit sets aside, an evaluation's encoder argument and
+kept outputs, the lineage's evaluations of an encoder itself, TensorBoard's tag prefixes) read :data:`STAGES`; a new
+stage is one :func:`register_stage` call.
 
 The ground floor cannot import the plan, the launchers or the stages' code, so a stage names its entry module, its
 collector and its check by string, resolved (:func:`ring.core.refs.resolve`) only where they run.
@@ -36,9 +37,15 @@ class Stage:
     # The pass of the end-to-end figures that prices its cells (ring.plan.estimate.pricing); None: none (detection's
     # figures are its own, ring.plan.estimate.detection).
     price_pass: str | None = None
+    # The stage whose measured fixed costs per job (ring.plan.estimate.pricing) price its cells: the one whose code its
+    # jobs run (a study's cells are pretraining jobs, a transfer's code is linear evaluation's); None: its own.
+    fixed_costs: str | None = None
     # An evaluation: the argument of its entry naming the encoder it evaluates.  Its runs are kept per config and
     # encoder, and a finished one is collected (or restored, an edit undone) on the login node without a job.
     encoder_flag: str | None = None
+    # An evaluation of the pretraining cell's encoder itself (linear, transfer), its lineage checked against that
+    # cell (ring.plan.lineage.evaluated_config); False for one of the encoder converted to a backbone (detection).
+    evaluates_encoder: bool = False
     # An evaluation's outputs kept under exported/ and recorded in export.json (ring.core.cell_runs), its output last.
     exported: tuple[str, ...] = ()
 
@@ -106,6 +113,7 @@ register_stage(
         reference="lincls",
         price_pass="linear evaluation",
         encoder_flag="--encoder",
+        evaluates_encoder=True,
         exported=(_METRICS,),
         **_EVALUATION,
     )
@@ -122,7 +130,9 @@ register_stage(
         grid_block=True,
         reference="transfer",
         price_pass="transfer",
+        fixed_costs="lincls",
         encoder_flag="--encoder",
+        evaluates_encoder=True,
         exported=("split-manifest.json", _METRICS),
         **_EVALUATION,
     )
@@ -156,6 +166,7 @@ register_stage(
         reference="studies",
         priced=True,
         price_pass="pretraining",
+        fixed_costs="pretrain",
     )
 )
 # One shard of a prepared store (ring.data.store), a CPU job; its record is ring.data.store_layout.SHARD_RECORD, in

@@ -106,7 +106,7 @@ def bring_in_line(out: Path, cfg: DetectionConfig, backbone: str) -> bool:
 def prepare(cfg: DetectionConfig, task: Task, weights: str | Path, out: str | Path):
     """Every check that needs no model; returns the frozen Detectron2 config and the converted weights, or None
     when the cell's run of this config and backbone is finished already.  ``task``: the cell's, which its entry
-    point (:func:`run`) looked up."""
+    point (:func:`resolve`) looked up."""
     if cfg.datasets not in ("detectron2", "embedded"):
         raise ValueError(f"Unknown detection datasets {cfg.datasets!r}; choose detectron2 or embedded.")
     out = Path(out)
@@ -165,9 +165,17 @@ def _slurm_worker(d2cfg, converted, datasets_root, where) -> dict:
     return box.get("results", {})
 
 
-def run(cfg: DetectionConfig, weights: str | Path, out: str | Path) -> dict | None:
+def resolve(config: str | Path) -> tuple[DetectionConfig, Task]:
+    """The cell's config, its names checked (ring.plan.checks.stages.check_detection), and its task looked up: here
+    and nowhere below.  Its method and source are never looked up: they name the encoder that --weights holds,
+    converted, and label its numbers."""
+    cfg = checks.load_checked("detection", config)
+    return cfg, get_task(cfg.task)
+
+
+def run(cfg: DetectionConfig, task: Task, weights: str | Path, out: str | Path) -> dict | None:
+    """Train and evaluate the cell; ``task``: its own, which :func:`resolve` looked up."""
     clock.start()  # what each pass of this cell costs (ring.engine.clock), recorded with its segment
-    task = get_task(cfg.task)  # looked up here and nowhere below
     setup_threads(cfg.threads)
     with clock.timing("setup"):
         prepared = prepare(cfg, task, weights, out)
@@ -263,12 +271,12 @@ def main(argv=None) -> int:
     if not args.datasets_only and not (args.weights and args.out):
         parser.error("--weights and --out are required (or --datasets-only)")
     try:
-        cfg = checks.load_checked("detection", args.config)
+        cfg, task = resolve(args.config)
         if args.datasets_only:
-            d2cfg = configs.build(cfg, get_task(cfg.task), "", "")
+            d2cfg = configs.build(cfg, task, "", "")
             configs.check_datasets([*d2cfg.DATASETS.TRAIN, *d2cfg.DATASETS.TEST], cfg.datasets_root)
             return 0
-        metrics = run(cfg, args.weights, args.out)
+        metrics = run(cfg, task, args.weights, args.out)
     except (ValueError, FileNotFoundError, FileError) as err:  # ConversionError is a ValueError
         print(f"ring: {err}", file=sys.stderr)
         return 1

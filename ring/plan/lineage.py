@@ -34,10 +34,10 @@ from ring.core.stages import STAGES
 
 def evaluated_config(folder: str) -> type | None:
     """The config class of the stage whose folder this is (results/<grid>/<stage>/...) when it evaluates a pretraining
-    cell's encoder itself (ring.core.stages.Stage.encoder_flag ``--encoder``), else None.  A detection cell evaluates
-    the encoder converted to a backbone, a folder deeper (:func:`detection_stale`)."""
+    cell's encoder itself (ring.core.stages.Stage.evaluates_encoder), else None.  A detection cell evaluates the
+    encoder converted to a backbone, a folder deeper (:func:`detection_stale`)."""
     declared = STAGES.get(folder)
-    return declared.config if declared is not None and declared.encoder_flag == "--encoder" else None
+    return declared.config if declared is not None and declared.evaluates_encoder else None
 
 
 def _config(path: Path, cls):

@@ -162,7 +162,9 @@ def test_every_declared_stage_has_the_facts_its_tables_need():
         assert bool(declared.encoder_flag) == bool(declared.exported), declared
         assert not declared.exported or declared.exported[-1] == declared.output, declared
         assert not declared.encoder_flag or declared.collector.endswith(":collect_evaluation"), declared
+        assert not declared.evaluates_encoder or declared.encoder_flag, declared
         assert not declared.price_pass or declared.priced, declared
+        assert not declared.fixed_costs or (declared.priced and not STAGES[declared.fixed_costs].fixed_costs), declared
     assert set(stages_with("grid_block")) <= set(stages_with("config"))
 
 

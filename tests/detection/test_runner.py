@@ -16,6 +16,7 @@ from ring.plan import grid
 from ring.plan.detection_tasks import TASKS
 from tests.conftest import ROOT
 from tests.helpers import run_module
+from tests.project.test_rooms import count_lookups, refuse_lookups
 
 
 def smoke_config(method, task, datasets_root, **changes) -> DetectionConfig:
@@ -76,7 +77,7 @@ def test_preempted_cell_resumes_from_detectron2s_last_checkpoint(
     save(cfg, cell / "config.yaml")
     monkeypatch.setattr(stop, "_stop_requested", True)  # as SLURM's USR2 does
     with pytest.raises(Preempted):
-        runner.run(cfg, backbone_pkl, cell)
+        runner.run(cfg, TASKS["coco_det_seg"], backbone_pkl, cell)
     assert (cell / "last_checkpoint").read_text().strip() == "model_0000000.pth"
     assert not (cell / runner.METRICS_FILE).exists()
     monkeypatch.setattr(stop, "_stop_requested", False)
@@ -315,21 +316,20 @@ def test_weights_that_step_to_inf_after_a_finite_loss_are_never_checkpointed(
     assert not (cell / "last_checkpoint").exists() and not list(cell.glob(".*.tmp"))
 
 
-def test_a_detection_cell_looks_its_task_up_once(backbone_pkl, datasets_root, tmp_path, monkeypatch):
-    """ring.detection.runner.run looks the cell's task up once; the Detectron2 config, the table's columns and
-    metrics.json take it from there: every other lookup of a task by name raises."""
-    from ring.plan import detection_tasks
-
-    looked_up, lookup = [], runner.get_task
-
-    def refused(*args):
-        raise AssertionError(f"a detection task looked up by name below the entry point: {args}")
-
-    monkeypatch.setattr(runner, "get_task", lambda name: looked_up.append(name) or lookup(name))
-    monkeypatch.setattr(detection_tasks, "task", refused)
-    # The training is not what this checks: Detectron2's results as its evaluation returns them.
-    monkeypatch.setattr(runner, "train_and_evaluate", lambda *args: {"bbox": {"AP": 12.5, "AP50": 30.0, "AP75": 9.0}})
-    metrics = runner.run(smoke_config("IRing", "voc_det", datasets_root), backbone_pkl, tmp_path / "cell")
-    assert looked_up == ["voc_det"]
-    assert metrics["columns"] == {"voc_det_AP": 12.5, "voc_det_AP50": 30.0, "voc_det_AP75": 9.0}
+def test_a_detection_cell_looks_its_task_up_once_and_its_method_and_source_never(
+    backbone_pkl, datasets_root, tmp_path, monkeypatch
+):
+    """ring.detection.runner.resolve checks the cell's names and looks its task up once; its method and source only
+    label the converted encoder.  Preparing, training (one iteration) and evaluating the cell and writing its metrics
+    then look no task, method or dataset up by name (tests/project/test_rooms.py, the other stages' cells)."""
+    cfg = smoke_config("IRing", "voc_det", datasets_root)
+    cfg.overrides = {**cfg.overrides, "SOLVER.MAX_ITER": 1}
+    save(cfg, tmp_path / "config.yaml")
+    counts = count_lookups(monkeypatch)
+    cfg, task = runner.resolve(tmp_path / "config.yaml")
+    assert counts == {("task", "voc_det"): 1}
+    refuse_lookups(monkeypatch)
+    metrics = runner.run(cfg, task, backbone_pkl, tmp_path / "cell")
+    assert metrics["columns"].keys() == {"voc_det_AP", "voc_det_AP50", "voc_det_AP75"}  # evaluated by the task's
     assert metrics["protocol"]["base_config"] == "PascalVOC-Detection/faster_rcnn_R_50_C4.yaml"
+    assert (metrics["method"], metrics["source"]) == ("IRing", "digits_colour")

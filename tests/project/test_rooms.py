@@ -1,7 +1,7 @@
 """Short rooms: no module of ``ring/`` over 500 lines, no function over 60, no class over 200, each with headroom
 (none within 5% of its cap); and every stage's cell (pretraining, linear evaluation, transfer, detection) has its
 method, dataset (or task) looked up by name once, at the stage's entry point (:func:`ring.pretrain.resolve`,
-:func:`ring.lincls.resolve`, :func:`ring.transfer.resolve`, :func:`ring.detection.runner.run`), then handed down as
+:func:`ring.lincls.resolve`, :func:`ring.transfer.resolve`, :func:`ring.detection.runner.resolve`), then handed down as
 objects (no module of the compute side names the catalog below its entry points)."""
 
 import ast
@@ -17,6 +17,7 @@ import ring
 from ring.core import catalog, methods, plugins
 from ring.core.config import TransferConfig
 from ring.data import datasets, folders, listings, metadataset
+from ring.plan import detection_tasks
 from tests import ROOT
 from tests.helpers import lincls_config, pretrain_config
 
@@ -85,7 +86,7 @@ def test_every_module_the_to_add_map_names_has_room_to_grow():
 
 
 class _Refused(dict):
-    """The catalog's tables after the entry point: any read of them fails the test."""
+    """A table of names after the entry point: any read of it fails the test."""
 
     def _refuse(self, *args, **kwargs):
         raise AssertionError(f"the catalog's tables read after the entry point: {args}")
@@ -93,8 +94,9 @@ class _Refused(dict):
     __getitem__ = get = __contains__ = __iter__ = keys = items = values = __len__ = _refuse
 
 
-# The catalog's tables as every module imported them (count_lookups swaps ring.core.catalog's own for counting ones).
-TABLES = (catalog.DATASETS, catalog.TRANSFER)
+# The tables a name is looked up in, as every module imported them (count_lookups swaps ring.core.catalog's own for
+# counting ones).
+TABLES = (catalog.DATASETS, catalog.TRANSFER, detection_tasks.TASKS)
 # The modules whose entry points resolve a cell: their lookups by name are counted, one per name.
 STAGE_MODULES = {"ring.pretrain", "ring.lincls", "ring.transfer", "ring.detection.runner"}
 
@@ -155,9 +157,10 @@ def count_lookups(monkeypatch) -> Counter:
 
 
 def refuse_lookups(monkeypatch) -> None:
-    """From now on every by-name lookup of a dataset or a method raises, and so does any read of the catalog's
-    tables (ring.core.catalog.DATASETS and TRANSFER, under whatever name a module holds them)."""
+    """From now on every by-name lookup of a dataset, a method or a detection task raises, and so does any read of
+    the tables (ring.core.catalog.DATASETS and TRANSFER, detection's TASKS, under whatever name a module holds them)."""
     from ring import lincls, pretrain, transfer
+    from ring.detection import runner
 
     def looked_up(*args, **kwargs):
         raise AssertionError(f"looked up by name after the entry point: {args}")
@@ -191,6 +194,9 @@ def refuse_lookups(monkeypatch) -> None:
         (lincls, "method"),
         (lincls, "resolve"),
         (transfer, "resolve"),
+        (detection_tasks, "task"),
+        (runner, "get_task"),
+        (runner, "resolve"),
     ]:
         monkeypatch.setattr(module, attribute, looked_up)
     for module in [m for n, m in sorted(sys.modules.items()) if n == "ring" or n.startswith("ring.")]:

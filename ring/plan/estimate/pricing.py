@@ -168,7 +168,7 @@ def price(stage: str, cfg, sizes, measured: Measured, record: dict, restarts: in
             why[name] = reason
         else:
             seconds[name] = value
-    kind = {"study": "pretrain", "transfer": "lincls"}.get(stage, stage)  # the same stage code's fixed costs
+    kind = STAGES[stage].fixed_costs or stage  # the fixed costs of the stage code its jobs run
     fixed = measured.fixed.get(kind)
     if fixed is None or fixed["record"]["device"] != record["device"]:  # the host's costs: only its device matters
         why[FIXED_ROW] = f"no {kind} fixed costs of {record['device']} in {measured.file}"
