@@ -40,8 +40,8 @@ import torch
 from ring.core import catalog, cell_runs
 from ring.core.config import PretrainConfig, config_hash, to_dict
 from ring.core.files import FileError, check_writable, remove_stale_temporaries
-from ring.core.methods import METHOD_KEYS, Method, check_fixed, method
-from ring.core.objective_settings import ObjectiveSettings, OwnKeys
+from ring.core.methods import Method, check_fixed, method
+from ring.core.objective_settings import ObjectiveSettings, own_config
 from ring.core.stop import Preempted, stop_requested
 from ring.data import dali, datasets
 from ring.data.views import ViewSpec, train_views
@@ -105,10 +105,9 @@ def resolve(cfg: PretrainConfig) -> Cell:
 
 
 def objective_settings(cfg: PretrainConfig, m: Method, dataset: catalog.DatasetSpec) -> ObjectiveSettings:
-    """What method ``m``'s objective is built from, read from ``cfg``: the values every objective shares and the keys
-    of METHOD_KEYS its objective declares it reads (all of them for one that declares none: ``own_keys = None``)."""
-    values, reads = to_dict(cfg), m.reads
-    own = OwnKeys(m.objective.label, {k: values[k] for k in METHOD_KEYS if reads is None or k in reads})
+    """What method ``m``'s objective is built from, read from ``cfg``: the values every objective shares and the
+    frozen configs of the key groups it reads (:attr:`ring.core.methods.Method.key_groups`)."""
+    own = own_config(cfg.method, m.key_groups, to_dict(cfg))
     return ObjectiveSettings(m, dataset, cfg.head, cfg.out_dim, cfg.temperature, cfg.batch_size, cfg.seed, own)
 
 
@@ -224,7 +223,7 @@ class Pretraining:
         self.steps_per_epoch = n_train // cfg.batch_size
         if self.steps_per_epoch == 0:
             raise ValueError(f"batch_size={cfg.batch_size} exceeds the {n_train} training images; lower it.")
-        self.schedule = build_schedule(self.settings.keys, self.steps_per_epoch) if self.spec.ring else None
+        self.schedule = build_schedule(self.settings.keys.ring, self.steps_per_epoch) if self.spec.ring else None
 
         if self.device.type == "cuda":  # fixed input sizes: let cuDNN pick its fastest kernels once
             torch.backends.cudnn.benchmark = True

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from ring.core.method_keys import BANK, CMC, KEYS, KMEANS, LA, QUEUE, RING, with_method_keys
-from ring.core.methods import METHODS, apply_fixed, unread_keys
+from ring.core.method_keys import BANK, CMC, GROUPS, KEYS, KMEANS, LA, QUEUE, RING, with_method_keys
+from ring.core.methods import METHODS, apply_fixed
 from ring.core.yaml_reading import read_yaml
 
 
@@ -162,14 +162,9 @@ class PretrainConfig:
         "keep_checkpoint",
     )
     # Fields added after cells were first trained: hashed only when they differ from their
-    # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.
-    HASHED_WHEN_SET = (
-        *(k.name for k in KEYS.values() if k.hashed_when_set),
-        "augment",
-        "store",
-        "store_decode",
-        "view_draws",
-    )
+    # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.  The method keys
+    # declare theirs (ring.core.method_keys.Key.hashed_when_set).
+    HASHED_WHEN_SET = ("augment", "store", "store_decode", "view_draws")
     # Values that hash as the field's absence: the same run as the cells hashed before the field existed.
     HASHED_AS_ABSENT = {"store_decoder": ("", "cpu")}
 
@@ -366,24 +361,29 @@ def save(cfg, path: str | Path) -> None:
 def hashed_values(cfg) -> dict:
     """The values that change results (runtime knobs left out), as plain data: what config_hash covers.
 
-    A pretraining key the cell's method never reads (ring.core.methods.unread_keys: MoCo's negatives_count, IR's
-    queue_size) is taken at its default: a value there changes nothing the method trains, so it must not restart a
+    The keys of a group the cell's method never reads (ring.core.methods.Method.key_groups: MoCo's memory bank, IR's
+    queue) are taken at their defaults: a value there changes nothing the method trains, so it must not restart a
     finished cell.  At the default, not left out, so that every cell that never set one keeps the hash it had."""
     values = {k: v for k, v in to_dict(cfg).items() if k not in cfg.RUNTIME_FIELDS}
     if isinstance(cfg, PretrainConfig):
-        defaults = {f.name: f for f in dataclasses.fields(cfg)}
-        values.update({k: _default_of(defaults[k]) for k in unread_keys(cfg.method)})
+        for group in unread_groups(cfg.method):
+            values.update(group.defaults())
     return values
 
 
-def _default_of(f: dataclasses.Field):
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+def unread_groups(method: str) -> tuple:
+    """The key groups method ``method`` does not read (none for a name the registry does not hold: the checks refuse
+    it).  The hash's identity rule, computed from the config alone wherever a hash is needed."""
+    read = METHODS[method].key_groups if isinstance(method, str) and method in METHODS else GROUPS
+    return tuple(g for g in GROUPS if g not in read)
 
 
 def config_hash(cfg) -> str:
     """Hash of everything that changes results (runtime knobs excluded)."""
     defaults = {f.name: f.default for f in dataclasses.fields(cfg) if f.default is not dataclasses.MISSING}
-    late = getattr(cfg, "HASHED_WHEN_SET", ())
+    late = {*getattr(cfg, "HASHED_WHEN_SET", ())}
+    if isinstance(cfg, PretrainConfig):
+        late.update(k.name for k in KEYS.values() if k.hashed_when_set)
     absent = getattr(cfg, "HASHED_AS_ABSENT", {})
     values = {
         k: v

@@ -2,10 +2,12 @@
 
 Each :class:`Key` carries its type, default, one-line doc and what the checks allow; each :class:`KeyGroup` (a
 memory bank's keys, MoCo's queue's, CMC's, LA's, the k-means methods', the Ring window's) carries the checks that
-relate its keys to the cell.  The registry's objectives name the groups they read (:mod:`ring.core.methods`);
-:class:`ring.core.config.PretrainConfig` makes every key a field under its flat name (grid and config files set them
-as before, and a config's hash is what it was); :mod:`ring.plan.reference` documents them from here, and
-:mod:`ring.plan.checks` runs their checks:
+relate its keys to the cell, and makes the frozen config its part receives.  The registry's objectives name the
+groups they read (:attr:`ring.core.methods.Objective.key_groups`), and a method's objective is built from those
+groups' configs alone (:class:`ring.core.objective_settings.ObjectiveSettings`).  Grid and config files still write
+each key under its flat name, and :class:`ring.core.config.PretrainConfig` is that flat view (what config.yaml and the
+hash are made of, as they were); :mod:`ring.plan.reference` documents the keys from here, and :mod:`ring.plan.checks`
+runs their checks:
 
 * a key's own check (its value alone: a type, a range, a choice) on every pretraining cell, so a typo is one wherever
   it is written;
@@ -19,8 +21,9 @@ plan), whose ``c.options`` are the plan's option lists; an ``allowed`` that is a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class Key:
     about: str = ""  # the paragraph it shares with the keys beside it (the reference prints it after ``doc``)
     check: Callable[[object], None] | None = None  # its value alone, on every cell: check(c)
     # Added after cells were first trained: hashed only when off its default, so those cells keep their hash
-    # (PretrainConfig.HASHED_WHEN_SET).
+    # (ring.core.config.config_hash).
     hashed_when_set: bool = False
 
     def field(self) -> dataclasses.Field:
@@ -49,17 +52,33 @@ class Key:
         return self.allowed(options) if callable(self.allowed) else self.allowed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: a group is one declaration
 class KeyGroup:
     """Keys one part of a method reads together; ``check(c, n_images, m)`` relates them to the cell of method ``m``
-    training on ``n_images`` images."""
+    training on ``n_images`` images.  The part receives them as one frozen config, :meth:`read` from the cell's
+    values (``settings.keys.<name>``: :func:`ring.core.objective_settings.own_config`)."""
 
+    name: str  # the attribute the method's own config holds it under ("bank": settings.keys.bank.bank_negatives)
     keys: tuple[Key, ...]
     check: Callable[[object, int, object], None] | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(k.name for k in self.keys)
+
+    @cached_property
+    def config(self) -> type:
+        """Its frozen config class: one field per key, under the key's name (as grids and config files write it)."""
+        fields = [(k.name, k.type, k.field()) for k in self.keys]
+        return dataclasses.make_dataclass(f"{self.name.capitalize()}Keys", fields, frozen=True)
+
+    def read(self, values: Mapping[str, object]):
+        """Its frozen config holding ``values``' keys of this group (a cell's flat config values)."""
+        return self.config(**{k: values[k] for k in self.names})
+
+    def defaults(self) -> dict[str, object]:
+        """Its keys at their defaults: what a method that does not read the group hashes (ring.core.config)."""
+        return {k.name: list(k.default) if isinstance(k.default, list) else k.default for k in self.keys}
 
 
 def _word(name: str, default: str, doc: str, words, about: str = "", note: str = "", late: bool = False) -> Key:
@@ -105,6 +124,7 @@ def _bank(c, n_images: int, m) -> None:
 
 _BANK = "Memory bank (IR, IRing): k negatives per query; bank entries move with momentum 0.5 (IR)."
 BANK = KeyGroup(
+    "bank",
     (
         _integer("bank_negatives", 4096, 1, _BANK, allowed="1 .. the bank (training images; LA: one fewer)"),
         Key("bank_momentum", "float", 0.5, "", "[0, 1)", _BANK, lambda c: c.in_range("bank_momentum", 0.0, 1.0)),
@@ -145,6 +165,7 @@ def _queue(c, n_images: int, m) -> None:
 
 
 QUEUE = KeyGroup(
+    "queue",
     (
         Key(
             "queue_size",
@@ -171,6 +192,7 @@ QUEUE = KeyGroup(
 # -- CMC's two banks' draw (ring.engine.objectives.cmc) and LA's background sampler (ring.engine.objectives.la) ----
 
 CMC = KeyGroup(
+    "cmc",
     (
         _word(
             "cmc_negatives",
@@ -182,9 +204,10 @@ CMC = KeyGroup(
             lambda o: o.CMC_NEGATIVE_DRAWS,
             late=True,
         ),
-    )
+    ),
 )
 LA = KeyGroup(
+    "la",
     (
         _word(
             "la_own_entry",
@@ -195,7 +218,7 @@ LA = KeyGroup(
             lambda o: o.LA_OWN_ENTRY_RULES,
             late=True,
         ),
-    )
+    ),
 )
 
 
@@ -228,6 +251,7 @@ _KMEANS = (
     "be noise."
 )
 KMEANS = KeyGroup(
+    "kmeans",
     (
         Key("kmeans_k", "int", 1000, "", "1 .. the training images", _KMEANS, hashed_when_set=True),
         _integer("kmeans_clusterings", 10, 1, _KMEANS, late=True),
@@ -311,6 +335,7 @@ _POLICIES = (
     "kNN pass of seconds)."
 )
 RING = KeyGroup(
+    "ring",
     (
         Key(
             "ring_w_l",
@@ -369,16 +394,19 @@ RING = KeyGroup(
     _ring,
 )
 
-# Every group, in the order the configuration reference lists their keys (ring.core.methods.METHOD_KEYS).
+# Every group, in the order the configuration reference lists their keys.
 GROUPS = (BANK, QUEUE, CMC, KMEANS, LA, RING)
 KEYS = {k.name: k for group in GROUPS for k in group.keys}
+GROUP_OF = {k.name: group for group in GROUPS for k in group.keys}  # a key -> the one group that declares it
+RingKeys = RING.config  # the Ring window's frozen config: all ring.engine.anneal reads
 
 
 def with_method_keys(after: dict[str, tuple[KeyGroup, ...]]):
     """A class decorator (under ``@dataclass``): the keys of each group of this module, declared here by what
-    reads them, become fields right after the field ``after`` names for their group.  Flat fields, so
-    grid and config files set them as before; at those places, so config.yaml keeps its key order and text (the
-    workflow's rules take that text as a parameter: another text would rerun every cell)."""
+    reads them, become fields right after the field ``after`` names for their group.  This flat view is what grid and
+    config files write and what a cell's config.yaml and hash are made of, key for key as before the groups (the
+    workflow's rules take that text as a parameter: another text would rerun every cell); the objectives never read
+    it, they receive their groups' frozen configs (:meth:`KeyGroup.read`)."""
 
     def insert(cls):
         annotations = {}

@@ -11,10 +11,10 @@ MoCo's queue) plus how it draws negatives and which positives it adds:
 
 The objective carries everything a stage asks of a method: how many views of an image it takes, its
 config checks, which measured throughput prices it, how its encoder and loss module are built and
-which config key is its number of negatives k.  The config keys only some methods read are declared, with their
-defaults, docs and checks, by what reads them (:mod:`ring.core.method_keys`); an objective names those it reads
-(:attr:`Objective.own_keys`).  Nothing else branches on a method's or objective's
-name: a new method is an :class:`Objective` (or an existing one) and a :func:`register` call, in a
+which config key is its number of negatives k.  The config keys only some methods read are declared in groups, with
+their defaults, docs and checks, by what reads them (:mod:`ring.core.method_keys`); an objective names the groups it
+reads (:attr:`Objective.key_groups`) and is built from their frozen configs.  Nothing else branches on a method's
+or objective's name: a new method is an :class:`Objective` (or an existing one) and a :func:`register` call, in a
 module of its own that may live outside ``ring/`` (see :data:`ring.core.plugins.ENTRY_POINT_GROUP`).
 
 Names are wildcard- and path-safe; ``display`` is the row label the paper prints (and the key of
@@ -33,22 +33,14 @@ import re
 from dataclasses import dataclass
 
 from ring.core import plugins, sources
-from ring.core.method_keys import BANK, GROUPS, KMEANS, QUEUE, RING, KeyGroup
+from ring.core.method_keys import BANK, GROUP_OF, GROUPS, KMEANS, QUEUE, RING, KeyGroup
 from ring.core.method_keys import CMC as CMC_GROUP
 from ring.core.method_keys import LA as LA_GROUP
 from ring.core.refs import resolve
 
-# PretrainConfig keys that only some methods read, by what reads them (declared, with their defaults, docs and
-# checks, in ring.core.method_keys); every other key is read by every method.  A key a method never reads takes its
-# default in that method's cells (see :func:`unread_keys`).
-BANK_KEYS = BANK.names  # a memory bank's (ring.engine.objectives.ir)
-QUEUE_KEYS = QUEUE.names  # MoCo's queue and key encoder (ring.engine.objectives.moco)
-CMC_KEYS = CMC_GROUP.names  # CMC's two banks' draw (ring.engine.objectives.cmc)
-KMEANS_KEYS = KMEANS.names  # Method.uses_kmeans
-LA_KEYS = LA_GROUP.names  # LA's background sampler only (ring.engine.objectives.ir)
-# The Ring window and its annealing (ring.engine.anneal): the trainer builds them for Ring methods only.
-RING_KEYS = RING.names
-METHOD_KEYS = tuple(key for group in GROUPS for key in group.names)
+
+def _in_order(groups: tuple[KeyGroup, ...]) -> tuple[KeyGroup, ...]:
+    return tuple(g for g in GROUPS if g in groups)
 
 
 class Objective:
@@ -57,26 +49,23 @@ class Objective:
 
     Subclasses override what differs; the instances below are the paper's three.  ``implementation`` is
     ``"module:Class"``: the class builds the encoder (``build_encoder(settings)``) and the loss module
-    (``from_settings(settings, model, n_train, max_chunk_elements)``) from the shared values and its own keys
-    (:class:`ring.core.objective_settings.ObjectiveSettings`), never from the config.  It is imported when a stage
-    trains only; the plan checks read a plug-in's from its source (:func:`implementation_problem`), so planning never
-    loads torch.
+    (``from_settings(settings, model, n_train, max_chunk_elements)``) from the shared values and its key groups'
+    frozen configs (:class:`ring.core.objective_settings.ObjectiveSettings`), never from the config.  It is imported
+    when a stage trains only; the plan checks read a plug-in's from its source (:func:`implementation_problem`), so
+    planning never loads torch.
     """
 
     n_views = 1  # views of each image a step takes
     trunks: tuple[str, ...] = ("encoder.pt",)  # the torchvision trunks a pretraining cell exports
     k_key = "bank_negatives"  # the config key that is its number of negatives k (the negatives-k study)
     grey_blind = False  # True where a grey image gives one of its views a constant input (CMC's ab view)
-    # The keys of METHOD_KEYS its implementation reads (the Ring keys come with Method.ring: the trainer reads those);
-    # None: every key, what an objective that declares nothing gets, so a plug-in written before the rule keeps its
-    # cells' hashes and accepts every key.
-    own_keys: tuple[str, ...] | None = None
+    # The groups of ring.core.method_keys its implementation reads (the Ring window's come with Method.ring: the
+    # trainer reads those); () for an objective whose keys are all the common ones.
+    key_groups: tuple[KeyGroup, ...] = ()
 
-    def reads(self, m: Method) -> frozenset[str] | None:
-        """The keys of :data:`METHOD_KEYS` method ``m`` reads (None: all of them)."""
-        if self.own_keys is None:
-            return None
-        return frozenset((*self.own_keys, *(RING_KEYS if m.ring else ())))
+    def groups(self, m: Method) -> tuple[KeyGroup, ...]:
+        """The key groups method ``m`` reads, in :data:`ring.core.method_keys.GROUPS` order."""
+        return _in_order((*self.key_groups, *((RING,) if m.ring else ())))
 
     def __init__(self, label: str, implementation: str, cost_family: str):
         self.label = label  # for messages and provenance only
@@ -115,13 +104,12 @@ class Objective:
 class BankObjective(Objective):
     """A memory bank of every training image, negatives drawn from it (IR and its k-means variants)."""
 
-    own_keys = BANK_KEYS
+    key_groups = (BANK,)
 
-    def reads(self, m: Method) -> frozenset[str] | None:
+    def groups(self, m: Method) -> tuple[KeyGroup, ...]:
         # The k-means keys build its clusterings and la_own_entry steers LA's background sampler: only those methods'.
-        base = super().reads(m)
-        extra = (*(KMEANS_KEYS if m.uses_kmeans else ()), *(LA_KEYS if m.sampler == "background" else ()))
-        return None if base is None else base | frozenset(extra)
+        extra = (*((KMEANS,) if m.uses_kmeans else ()), *((LA_GROUP,) if m.sampler == "background" else ()))
+        return _in_order((*super().groups(m), *extra))
 
     def family(self, m: Method) -> str:
         return "LA" if m.uses_kmeans else self.cost_family  # a reclustering per epoch: LA's measured figures
@@ -135,7 +123,7 @@ class TwoViewBankObjective(BankObjective):
 
     trunks = ("encoder.pt", "encoder_ab.pt")
     grey_blind = True
-    own_keys = (*BANK_KEYS, *CMC_KEYS)
+    key_groups = (BANK, CMC_GROUP)
 
     def family(self, m: Method) -> str:
         # No CMC figures with k-means: its variants take CMC's step rate, and ring.plan.estimate adds their
@@ -148,7 +136,7 @@ class QueueObjective(Objective):
 
     n_views = 2
     k_key = "queue_size"
-    own_keys = QUEUE_KEYS  # its negatives are the queue: no bank, so no bank_negatives, negatives_count, k-means
+    key_groups = (QUEUE,)  # its negatives are the queue: no bank, so no bank_negatives, negatives_count, k-means
 
     def ring_selection(self, cfg, n_images: int) -> tuple[str, int]:
         return "MoCoRing", cfg.queue_size  # the window ranks the queue
@@ -185,16 +173,17 @@ class Method:
         return self.sampler in ("cave", "background") or self.close_positives
 
     @property
-    def reads(self) -> frozenset[str] | None:
-        """The keys of :data:`METHOD_KEYS` it reads, as its objective declares them (None: every key)."""
-        return self.objective.reads(self)
-
-    @property
     def key_groups(self) -> tuple[KeyGroup, ...]:
-        """The groups of :mod:`ring.core.method_keys` whose checks its cells run: those its objective declares it
-        reads (none for an objective that declares nothing: its own :meth:`Objective.check` checks what it reads)."""
-        reads = self.reads
-        return () if reads is None else tuple(g for g in GROUPS if set(g.names) <= reads)
+        """The groups of :mod:`ring.core.method_keys` it reads, as its objective declares them: its objective is built
+        from their frozen configs, and its cells run their checks."""
+        return self.objective.groups(self)
+
+    def reads(self, key: str) -> bool:
+        """Whether its cells read config key ``key``: every key but those of the groups it does not read.  One it never
+        reads keeps its default in its cells (a grid's shared blocks skip it, ``by_method`` refuses it) and is hashed
+        at its default (ring.core.config.hashed_values), so setting it never restarts a cell."""
+        group = GROUP_OF.get(key)
+        return group is None or group in self.key_groups
 
     @property
     def encoder_files(self) -> tuple[str, ...]:
@@ -323,21 +312,6 @@ def method(name: str, *, require_implemented: bool = True) -> Method:
             f"Method {name} is not implemented yet ({m.note}); remove it from the grid to run the other cells."
         )
     return m
-
-
-def unread_keys(name: str) -> tuple[str, ...]:
-    """The PretrainConfig keys method ``name`` never reads (in :data:`METHOD_KEYS` order; none for an unregistered
-    method or an objective that declares nothing).  Its cells keep their defaults: a key under a grid's ``all`` or
-    ``by_dataset`` applies only to the methods that read it, a config's hash takes them at their defaults
-    (ring.core.config.hashed_values), and a grid that sets one for this method alone is refused (ring.plan.grid)."""
-    reads = METHODS[name].reads if isinstance(name, str) and name in METHODS else None
-    return () if reads is None else tuple(k for k in METHOD_KEYS if k not in reads)
-
-
-def read_only(name: str, values: dict) -> dict:
-    """``values`` without the keys method ``name`` never reads (a block shared by several methods)."""
-    unread = unread_keys(name)
-    return {k: v for k, v in values.items() if k not in unread}
 
 
 def apply_fixed(name: str, values: dict, source: str = "the grid") -> dict:

@@ -1,42 +1,34 @@
-"""What a method's objective is built from: the shared values and the method's own keys (torch-free).
+"""What a method's objective is built from: the shared values and the method's own frozen config (torch-free).
 
 The pretraining stage's entry point (:func:`ring.pretrain.objective_settings`) reads them from the cell's config once
 and hands them to the objective's class (``build_encoder(settings)``, ``from_settings(settings, model, n_train,
-max_chunk_elements)``: :data:`ring.core.methods.IMPLEMENTATION_CALLS`); the objective never sees the config.  The own
-keys are those of :data:`ring.core.methods.METHOD_KEYS` the method's objective declares it reads
-(:attr:`ring.core.methods.Objective.own_keys`, the Ring keys for a Ring method): reading another is one sentence, since
-a key the method does not declare is hashed at its default (:func:`ring.core.config.hashed_values`) and a value set
-for it would train under another cell's hash.
+max_chunk_elements)``: :data:`ring.core.methods.IMPLEMENTATION_CALLS`); the objective never sees the config.  Its own
+config holds one frozen config per key group the method reads (:attr:`ring.core.methods.Method.key_groups`: a memory
+bank's, MoCo's queue's, the Ring window's, ...), so ``settings.keys.queue.queue_size`` is MoCo's queue size and a
+method that reads no queue has no ``queue`` to read: a key it does not declare would be hashed at its default
+(:func:`ring.core.config.hashed_values`), and a value set for it would train under another cell's hash.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+
+from ring.core.method_keys import KeyGroup
 
 
-class OwnKeys(Mapping):
-    """A method's own keys -> the cell's values; a key it does not declare is a ``KeyError`` that says so."""
+@cache
+def _own_config_class(method: str, groups: tuple[KeyGroup, ...]) -> type:
+    fields = [(g.name, g.config) for g in groups]
+    return dataclasses.make_dataclass(f"{method}Keys", fields, frozen=True)
 
-    def __init__(self, method: str, values: Mapping[str, object]):
-        self._method, self._values = method, dict(values)
 
-    def __getitem__(self, key: str) -> object:
-        if key not in self._values:
-            raise KeyError(
-                f"{self._method} reads {key!r}, which its objective does not declare (own_keys: "
-                f"{', '.join(self._values) or 'none'}); add it to its own_keys (docs/adding-a-method.md)"
-            )
-        return self._values[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __repr__(self) -> str:
-        return f"OwnKeys({self._method}, {self._values!r})"
+def own_config(method: str, groups: tuple[KeyGroup, ...], values: Mapping[str, object]):
+    """Method ``method``'s own frozen config from a cell's flat ``values``: one field per group of ``groups``, named
+    as the group, holding that group's frozen config (:meth:`ring.core.method_keys.KeyGroup.read`)."""
+    return _own_config_class(method, groups)(**{g.name: g.read(values) for g in groups})
 
 
 @dataclass(frozen=True)
@@ -50,4 +42,4 @@ class ObjectiveSettings:
     temperature: float  # the softmax temperature of the contrast
     batch_size: int  # images per step over all GPUs (the global batch)
     seed: int  # the cell's seed (the k-means streams are drawn from it)
-    keys: OwnKeys  # the method's own keys -> values (ring.core.method_keys declares each)
+    keys: object  # the method's own frozen config (own_config): settings.keys.bank, .queue, .ring, ...

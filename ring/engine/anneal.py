@@ -29,8 +29,8 @@ network's own embeddings (above chance).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
+from ring.core.method_keys import RingKeys
 from ring.engine import anneal_authors as authors
 from ring.engine import anneal_policies as policies
 
@@ -130,14 +130,14 @@ class RingSchedule:
         self.policy.load_state_dict(state["policy"])
 
 
-def build_schedule(ring: Mapping, steps_per_epoch: int) -> RingSchedule:
-    """The schedule of a Ring method's cell from ``ring``, the Ring keys' values (:data:`ring.core.method_keys.RING`)
-    as its entry point read them (:class:`ring.core.objective_settings.OwnKeys`); no other key is read."""
-    anneal = ring["ring_anneal"]
+def build_schedule(ring: RingKeys, steps_per_epoch: int) -> RingSchedule:
+    """The schedule of a Ring method's cell from ``ring``, the Ring window's frozen config
+    (:data:`ring.core.method_keys.RING`) as its entry point read it (``settings.keys.ring``); no other key is read."""
+    anneal = ring.ring_anneal
     if anneal not in ANNEAL_POLICIES:
         raise ValueError(f"Unknown ring_anneal {anneal!r}; choose one of {sorted(ANNEAL_POLICIES)}.")
     policy = ANNEAL_POLICIES[anneal](ring, steps_per_epoch)
-    validate = ring["ring_val_before_training"]
-    schedule = RingSchedule(policy, inner=ring["ring_inner"], w_u=ring["ring_w_u"], validate_before_training=validate)
+    validate = ring.ring_val_before_training
+    schedule = RingSchedule(policy, inner=ring.ring_inner, w_u=ring.ring_w_u, validate_before_training=validate)
     schedule.validate()
     return schedule

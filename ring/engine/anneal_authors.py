@@ -23,11 +23,11 @@ network's accuracy that the authors' trainer gave ``adaptive_val_authors`` first
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ring.core.method_keys import RingKeys
 from ring.engine.anneal_policies import LinearPolicy, StepCounted
 
 # The authors' constants (src/utils/policy.py and src/systems/systems.py of contrastive-ring-public).
@@ -130,25 +130,25 @@ class AuthorsValidationAdaptivePolicy(_AuthorsAdaptive):
         self.record(val_accuracy)
 
 
-def step(ring: Mapping, steps_per_epoch: int):
-    start, end = ring["ring_w_l"]
-    return AuthorsStepPolicy(start=start, end=end, steps=ring["ring_anneal_epochs"] * steps_per_epoch)
+def step(ring: RingKeys, steps_per_epoch: int):
+    start, end = ring.ring_w_l
+    return AuthorsStepPolicy(start=start, end=end, steps=ring.ring_anneal_epochs * steps_per_epoch)
 
 
-def exponential(ring: Mapping, steps_per_epoch: int):
-    start, end = ring["ring_w_l"]
-    return AuthorsExponentialPolicy(start=start, end=end, steps=ring["ring_anneal_epochs"] * steps_per_epoch)
+def exponential(ring: RingKeys, steps_per_epoch: int):
+    start, end = ring.ring_w_l
+    return AuthorsExponentialPolicy(start=start, end=end, steps=ring.ring_anneal_epochs * steps_per_epoch)
 
 
-def adaptive_loss(ring: Mapping, steps_per_epoch: int):
-    start, end = ring["ring_w_l"]
+def adaptive_loss(ring: RingKeys, steps_per_epoch: int):
+    start, end = ring.ring_w_l
     return AuthorsLossAdaptivePolicy(
         start=start, end=end, delta=AUTHORS_LOSS_DELTA, window=AUTHORS_LOSS_WINDOW, lower_is_better=True
     )
 
 
-def adaptive_val(ring: Mapping, steps_per_epoch: int):
-    start, end = ring["ring_w_l"]
+def adaptive_val(ring: RingKeys, steps_per_epoch: int):
+    start, end = ring.ring_w_l
     return AuthorsValidationAdaptivePolicy(
         start=start, end=end, delta=AUTHORS_VAL_DELTA, window=AUTHORS_VAL_WINDOW, lower_is_better=False
     )

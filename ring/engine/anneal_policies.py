@@ -22,14 +22,15 @@ always improves anneals exactly as fast as the linear one.  The authors' paramet
 :mod:`ring.engine.anneal_authors`.
 
 A policy is a class here (or in a module of its own) with ``value()``, ``step(**signals)``, ``epoch_end(**signals)``
-and ``state_dict()``/``load_state_dict()``, and a builder from the Ring keys' values and the steps per epoch, which
-one entry of :data:`ring.engine.anneal.ANNEAL_POLICIES` names.
+and ``state_dict()``/``load_state_dict()``, and a builder from the Ring window's frozen config and the steps per
+epoch, which one entry of :data:`ring.engine.anneal.ANNEAL_POLICIES` names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
+
+from ring.core.method_keys import RingKeys
 
 
 class StepCounted:
@@ -167,37 +168,37 @@ class LossAdaptivePolicy(_Adaptive):
             self.reference = float(loss)
 
 
-def linear(ring: Mapping, steps_per_epoch: int):
-    start, end = ring["ring_w_l"]
-    return LinearPolicy(start=start, end=end, steps=ring["ring_anneal_epochs"] * steps_per_epoch)
+def linear(ring: RingKeys, steps_per_epoch: int):
+    start, end = ring.ring_w_l
+    return LinearPolicy(start=start, end=end, steps=ring.ring_anneal_epochs * steps_per_epoch)
 
 
-def step(ring: Mapping, steps_per_epoch: int):
-    start, end = ring["ring_w_l"]
-    steps = ring["ring_anneal_epochs"] * steps_per_epoch
-    return StepPolicy(start=start, end=end, steps=steps, stages=ring["ring_anneal_stages"])
+def step(ring: RingKeys, steps_per_epoch: int):
+    start, end = ring.ring_w_l
+    steps = ring.ring_anneal_epochs * steps_per_epoch
+    return StepPolicy(start=start, end=end, steps=steps, stages=ring.ring_anneal_stages)
 
 
-def exponential(ring: Mapping, steps_per_epoch: int):
-    start, end = ring["ring_w_l"]
-    return ExponentialPolicy(start=start, end=end, steps=ring["ring_anneal_epochs"] * steps_per_epoch)
+def exponential(ring: RingKeys, steps_per_epoch: int):
+    start, end = ring.ring_w_l
+    return ExponentialPolicy(start=start, end=end, steps=ring.ring_anneal_epochs * steps_per_epoch)
 
 
-def _epoch_rate(ring: Mapping) -> float:
-    start, end = ring["ring_w_l"]
-    return abs(end - start) / max(ring["ring_anneal_epochs"], 1)
+def _epoch_rate(ring: RingKeys) -> float:
+    start, end = ring.ring_w_l
+    return abs(end - start) / max(ring.ring_anneal_epochs, 1)
 
 
-def adaptive_val(ring: Mapping, steps_per_epoch: int):
-    start, end = ring["ring_w_l"]
+def adaptive_val(ring: RingKeys, steps_per_epoch: int):
+    start, end = ring.ring_w_l
     return ValidationAdaptivePolicy(start=start, end=end, rate=_epoch_rate(ring))
 
 
-def adaptive_loss(ring: Mapping, steps_per_epoch: int):
-    start, end = ring["ring_w_l"]
+def adaptive_loss(ring: RingKeys, steps_per_epoch: int):
+    start, end = ring.ring_w_l
     rate = _epoch_rate(ring) / steps_per_epoch
-    return LossAdaptivePolicy(start=start, end=end, rate=rate, ema=ring["ring_loss_ema"])
+    return LossAdaptivePolicy(start=start, end=end, rate=rate, ema=ring.ring_loss_ema)
 
 
-def none(ring: Mapping, steps_per_epoch: int):
-    return ConstantPolicy(end=ring["ring_w_l"][1])
+def none(ring: RingKeys, steps_per_epoch: int):
+    return ConstantPolicy(end=ring.ring_w_l[1])

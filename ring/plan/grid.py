@@ -28,7 +28,7 @@ from itertools import product
 from pathlib import Path
 
 from ring.core import catalog, config
-from ring.core.methods import METHODS, apply_fixed, read_only
+from ring.core.methods import METHODS, apply_fixed
 from ring.core.stages import stages_with
 from ring.core.yaml_reading import read_yaml
 from ring.data import decode_place
@@ -151,10 +151,10 @@ class Grid:
 
     def pretrain_values(self, dataset: str, method: str) -> dict:
         """A pretraining cell's overrides.  ``all`` and ``by_dataset`` serve several methods, so a key there applies
-        only to the methods that read it (ring.core.methods.unread_keys): the others keep its default, in config.yaml
+        only to the methods that read it (ring.core.methods.Method.reads): the others keep its default, in config.yaml
         and hash.  ``by_method`` keys are its method's own (:func:`validate` refuses one it never reads)."""
         block = self.stages.get("pretrain", {})
-        values = read_only(method, {**block.get("all", {}), **block.get("by_dataset", {}).get(dataset, {})})
+        values = _read_by(method, {**block.get("all", {}), **block.get("by_dataset", {}).get(dataset, {})})
         values.update(block.get("by_method", {}).get(method, {}))
         return values
 
@@ -229,8 +229,8 @@ class Grid:
         values = self.pretrain_values(s.dataset, method)
         # A study's block and variants serve its several methods (k256: bank_negatives and queue_size): each takes
         # the keys it reads.
-        values.update(read_only(method, s.pretrain))
-        values.update(read_only(method, {k: v for k, v in s.variants[variant].items() if k != "init_from"}))
+        values.update(_read_by(method, s.pretrain))
+        values.update(_read_by(method, {k: v for k, v in s.variants[variant].items() if k != "init_from"}))
         values = apply_fixed(method, values)
         cfg = config.from_dict(
             config.PretrainConfig,
@@ -244,6 +244,13 @@ class Grid:
             },
         )
         return with_decoder(cfg)
+
+
+def _read_by(method: str, values: dict) -> dict:
+    """``values`` (a block several methods share) without the keys ``method`` never reads; all of them for a name the
+    registry does not hold (the checks refuse it)."""
+    m = METHODS[method] if method in METHODS else None
+    return {k: v for k, v in values.items() if m is None or m.reads(k)}
 
 
 def with_decoder(cfg: config.PretrainConfig, recorded: str | None = None) -> config.PretrainConfig:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ring.core.config import PretrainConfig, check_key
 from ring.core.method_keys import KEYS
-from ring.core.methods import METHOD_KEYS, METHODS, unread_keys
+from ring.core.methods import METHODS
 from ring.core.stages import STAGES
 from ring.plan import checks
 
@@ -109,7 +109,7 @@ def entries(stage: str) -> list[dict]:
     ]
 
 
-# The rule of ring.core.methods.unread_keys, as docs/configuration.md states it (tests/core/test_methods.py,
+# The rule of ring.core.methods.Method.reads, as docs/configuration.md states it (tests/core/test_methods.py,
 # tests/plan/checks/test_stages.py and tests/workflow/test_workflow.py show each sentence).
 UNREAD_RULE = (
     "A pretraining key that only some methods read (the table below) is never read by the others: MoCo's negatives "
@@ -122,8 +122,9 @@ UNREAD_RULE = (
     "(`by_method: {MoCo: {negatives_count: ...}}`): set it for a method that reads it, or remove it;",
     "* a stage config file written by hand may set one: the config hash takes it at its default "
     "(`ring.core.config.hashed_values`), so it changes nothing and restarts nothing.",
-    "Each method's objective declares the keys it reads in the registry (`Objective.own_keys`, "
-    "[adding-a-method.md](adding-a-method.md)); a plug-in's objective that declares nothing reads every key. "
+    "Each method's objective declares the key groups it reads in the registry (`Objective.key_groups`, "
+    "[adding-a-method.md](adding-a-method.md)) and is built from their frozen configs; an objective that declares "
+    "none reads the common keys only. "
     "The hash takes an unread key at its default rather than leaving it out, so a cell that never set one keeps its "
     "hash. A cell whose grid set one before this rule existed (the smoke and ring_digits grids' `queue_size: 1024` "
     "under `all:` reached IR; the paper grid's ImageNet `queue_size` and `kmeans_k` reached IR) gets a new "
@@ -132,13 +133,13 @@ UNREAD_RULE = (
 
 
 def unread_table() -> list[str]:
-    """Which of ring's own methods read each key of ring.core.methods.METHOD_KEYS (plug-ins' methods left out, so
+    """Which of ring's own methods read each key of ring.core.method_keys (plug-ins' methods left out, so
     the page is the same wherever it is generated)."""
 
     own = [name for name in METHODS if name not in METHODS.plugins]
     lines = ["| key | read only by |", "|---|---|"]
-    for key in METHOD_KEYS:
-        lines.append(f"| `{key}` | {', '.join(n for n in own if key not in unread_keys(n))} |")
+    for key in KEYS:
+        lines.append(f"| `{key}` | {', '.join(n for n in own if METHODS[n].reads(key))} |")
     return lines
 
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from ring.core import catalog, config, methods
+from ring.core.method_keys import KEYS
 from ring.engine.objectives import build_encoder, build_objective
 from ring.plan import grid as grid_plan
 from ring.pretrain import objective_settings
@@ -189,8 +190,8 @@ def digest(hashes: dict[str, str]) -> str:
 # issue 32 item 7, the 82 cells whose grid block set a key their method never reads (ImageNet's queue_size: 65536 and
 # kmeans_k: 30000 and STL10's kmeans_k: 2000 on the methods without a queue or k-means, the negatives_k variants'
 # bank_negatives on MoCo and queue_size on IR, the hard_negatives IR source's Ring keys): those keys now take their
-# defaults there (ring.core.methods.unread_keys), so editing one no longer restarts a cell that never reads it.  The
-# other 119 cells, every CIFAR10 Table 1 cell among them, keep their hash (test_unread_keys_... below).
+# defaults there (ring.core.methods.Method.reads), so editing one no longer restarts a cell that never reads it.  The
+# other 119 cells, every CIFAR10 Table 1 cell among them, keep their hash (test_the_keys_a_method_reads_... below).
 PAPER_HASHES = (201, "1b2f92d3dfc6a1eb")
 
 
@@ -214,17 +215,16 @@ def test_every_shipped_grids_cells_keep_their_hashes_and_batch_view_draws_would_
         assert config.config_hash(dataclasses.replace(cfg, view_draws="batch")) != config.config_hash(cfg), (d, m, s)
 
 
-def test_unread_keys_come_from_the_registry_and_every_methods_own_values_are_keys_it_reads():
+def test_the_keys_a_method_reads_come_from_its_groups_and_every_methods_own_values_are_keys_it_reads():
     fields = {f.name for f in dataclasses.fields(config.PretrainConfig)}
-    assert set(methods.METHOD_KEYS) <= fields and not set(methods.METHOD_KEYS) & set(
-        config.PretrainConfig.RUNTIME_FIELDS
-    )
-    assert "negatives_count" in methods.unread_keys("MoCo") and "queue_size" in methods.unread_keys("IR")
-    assert "queue_size" not in methods.unread_keys("MoCoRing") and "ring_w_l" not in methods.unread_keys("MoCoRing")
-    assert "kmeans_k" not in methods.unread_keys("IRingCi") and "la_own_entry" in methods.unread_keys("IRingCi")
+    assert set(KEYS) <= fields and not set(KEYS) & set(config.PretrainConfig.RUNTIME_FIELDS)
+    moco, ir, ci = (methods.METHODS[n] for n in ("MoCoRing", "IR", "IRingCi"))
+    assert not moco.reads("negatives_count") and not ir.reads("queue_size") and ir.reads("epochs")
+    assert moco.reads("queue_size") and moco.reads("ring_w_l") and not methods.METHODS["MoCo"].reads("ring_w_l")
+    assert ci.reads("kmeans_k") and not ci.reads("la_own_entry")
     for name, m in methods.METHODS.items():  # a method's defining values and defaults are keys it reads
         keys = {k for k, _ in (*m.fixed, *m.defaults)}
-        assert not keys & set(methods.unread_keys(name)), name
+        assert all(m.reads(k) for k in keys), name
 
 
 def test_a_key_a_method_never_reads_hashes_at_its_default_and_one_it_reads_does_not():
@@ -233,8 +233,8 @@ def test_a_key_a_method_never_reads_hashes_at_its_default_and_one_it_reads_does_
     assert config.config_hash(dataclasses.replace(moco, **counted)) == config.config_hash(moco)
     assert config.hashed_values(dataclasses.replace(moco, **counted))["negatives_count"] == "excluding_positive"
     assert config.config_hash(dataclasses.replace(ir, **counted)) != config.config_hash(ir)
-    # A config that sets no unread key (here: at the defaults) keeps the hash it had before the rule: the values that
-    # unread_keys leaves are all of its values.
+    # A config that sets no unread key (here: at the defaults) keeps the hash it had before the rule: taking the
+    # unread groups at their defaults leaves all of its values as they are.
     plain = config.PretrainConfig(method="MoCo", dataset="cifar10")
     assert config.hashed_values(plain) == {
         k: v for k, v in config.to_dict(plain).items() if k not in plain.RUNTIME_FIELDS

@@ -1,28 +1,28 @@
-"""ring.core.objective_settings: what an objective is built from, its own keys held to what its objective declares."""
+"""ring.core.objective_settings: what an objective is built from, its key groups' frozen configs and nothing else."""
 
 import dataclasses
 
 import pytest
 
-from ring.core import catalog
-from ring.core.methods import METHOD_KEYS, Method, Objective, method
-from ring.core.objective_settings import ObjectiveSettings, OwnKeys
+from ring.core import catalog, method_keys
+from ring.core.methods import Method, Objective, method
+from ring.core.objective_settings import ObjectiveSettings, own_config
 from ring.pretrain import objective_settings
 from tests.helpers import pretrain_config
 
 
-def test_own_keys_are_a_mapping_that_refuses_an_undeclared_key_in_one_sentence():
-    keys = OwnKeys("moco", {"queue_size": 4096, "key_momentum": 0.999})
-    assert dict(keys) == {"queue_size": 4096, "key_momentum": 0.999} and len(keys) == 2
-    with pytest.raises(
-        KeyError, match=r"moco reads 'bank_negatives', which its objective does not declare \(own_keys: "
-    ):
-        keys["bank_negatives"]
-    assert "bank_negatives" not in keys and keys.get("bank_negatives") is None
+def test_a_methods_own_config_holds_its_groups_and_has_no_attribute_for_another():
+    keys = own_config("MoCo", (method_keys.QUEUE,), {"queue_size": 4096, "key_momentum": 0.999, "bank_negatives": 7})
+    assert keys.queue.queue_size == 4096 and keys.queue.key_momentum == 0.999
+    assert [f.name for f in dataclasses.fields(keys)] == ["queue"]
+    with pytest.raises(AttributeError, match=r"'MoCoKeys' object has no attribute 'bank'"):
+        _ = keys.bank
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        keys.queue.queue_size = 1
 
 
 @pytest.mark.parametrize("name", ["IR", "MoCoRing", "LA", "CMCRingCi"])
-def test_the_entry_point_hands_an_objective_the_shared_values_and_the_keys_its_method_reads(name):
+def test_the_entry_point_hands_an_objective_the_shared_values_and_the_groups_its_method_reads(name):
     cfg = pretrain_config(name, temperature=0.2, seed=3)
     m = method(name)
     settings = objective_settings(cfg, m, catalog.spec(cfg.dataset))
@@ -30,21 +30,26 @@ def test_the_entry_point_hands_an_objective_the_shared_values_and_the_keys_its_m
     assert settings.dataset is catalog.spec(cfg.dataset) and settings.dataset.name == cfg.dataset
     shared = ("head", "out_dim", "temperature", "batch_size", "seed")
     assert {k: getattr(settings, k) for k in shared} == {k: getattr(cfg, k) for k in shared}
-    assert set(settings.keys) == set(m.reads) and all(settings.keys[k] == getattr(cfg, k) for k in m.reads)
-    assert ("ring_w_l" in settings.keys) == m.ring and ("queue_size" in settings.keys) == name.startswith("MoCo")
+    groups = [f.name for f in dataclasses.fields(settings.keys)]
+    assert groups == [g.name for g in m.key_groups]
+    for group in m.key_groups:  # each group's config holds the cell's values of its keys, and only those
+        held = dataclasses.asdict(getattr(settings.keys, group.name))
+        assert held == {k: getattr(cfg, k) for k in group.names}
+    assert ("ring" in groups) == m.ring and ("queue" in groups) == name.startswith("MoCo")
 
 
-def test_an_objective_that_declares_no_keys_gets_every_method_key():
+def test_an_objective_that_declares_no_groups_reads_the_common_values_only():
     cfg = pretrain_config("IR")
-    legacy = Method(Objective("legacy", "x:Y", "IR"), ring=False, base="IR")  # own_keys None: reads every key
-    settings = objective_settings(cfg, legacy, catalog.spec(cfg.dataset))
-    assert tuple(settings.keys) == METHOD_KEYS
+    plain = Method(Objective("plain", "x:Y", "IR"), ring=False, base="IR")
+    assert dataclasses.fields(objective_settings(cfg, plain, catalog.spec(cfg.dataset)).keys) == ()
+    ring = Method(Objective("plain", "x:Y", "IR"), ring=True, base="IR")  # the trainer builds its window
+    assert objective_settings(cfg, ring, catalog.spec(cfg.dataset)).keys.ring.ring_w_l == [0.0, 90.0]
 
 
 def test_the_settings_are_values_not_the_config():
     cfg = pretrain_config("IRing")
     settings = objective_settings(cfg, method("IRing"), catalog.spec(cfg.dataset))
     cfg.ring_w_l[1] = 50.0  # an edit of the config after the entry point changes nothing handed down
-    assert settings.keys["ring_w_l"] == [0.0, 90.0]
+    assert settings.keys.ring.ring_w_l == [0.0, 90.0]
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.temperature = 1.0

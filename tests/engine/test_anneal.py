@@ -6,9 +6,10 @@ from ring.engine.anneal import ANNEAL_POLICIES, RingSchedule, build_schedule
 from ring.engine.anneal_policies import ConstantPolicy, LinearPolicy
 
 
-def ring_keys(cfg: PretrainConfig) -> dict:
-    """The Ring keys' values of ``cfg``: all the schedule reads (the stage's entry point hands it no other key)."""
-    return {key: getattr(cfg, key) for key in RING.names}
+def ring_keys(cfg: PretrainConfig):
+    """The Ring window's frozen config read from ``cfg``: all the schedule reads (the stage's entry point hands it no
+    other key)."""
+    return RING.read(vars(cfg))
 
 
 def test_paper_default_anneals_threshold_100_to_10_percent_over_100_epochs():

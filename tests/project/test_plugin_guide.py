@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from ring.cluster import batch
-from ring.core import methods, plugins
+from ring.core import method_keys, methods, plugins
 from ring.core.config import PretrainConfig, config_hash
 from ring.plan import checks
 from ring.plan import estimate as estimator
@@ -154,32 +154,34 @@ def test_the_plugins_methods_pass_the_plan_checks_and_its_own_check_speaks_one_s
         grid_plan.from_dict("ext", bad)  # the plan checks the workflow runs when it loads a grid, before any job
 
 
-def test_a_plugin_that_declares_no_keys_reads_every_key_and_one_that_declares_them_is_held_to_them(plugin, monkeypatch):
-    """Issue 32 item 7: plug-ins written before the unread-key rule keep working (and their hashes); a declared one
-    gets the paper methods' rule."""
-    assert methods.unread_keys("Toy") == ()
-    grid = grid_plan.from_dict(
-        "ext", {**GRID, "pretrain": {**GRID["pretrain"], "by_method": {"Toy": {"queue_size": 512}}}}
-    )
-    toy = grid.pretrain_config("digits", "Toy", 0, "data")
-    assert toy.queue_size == 512 and config_hash(toy) != config_hash(dataclasses.replace(toy, queue_size=4096))
+def test_a_plugin_reads_the_key_groups_its_objective_declares_and_no_other(plugin, monkeypatch):
+    """An objective that declares no group reads the common keys only (and the Ring window's for a Ring method): a
+    key of another group set for its method alone is refused; one that declares a group reads its keys."""
+    toy = methods.METHODS["Toy"]
+    assert toy.key_groups == () and not toy.reads("queue_size") and methods.METHODS["ToyRing"].reads("ring_w_l")
+    with pytest.raises(
+        checks.ConfigError,
+        match=r"block by_method Toy: queue_size=512 is a setting Toy never reads \(only MoCo, MoCoRing do\)",
+    ):
+        grid_plan.from_dict(
+            "ext", {**GRID, "pretrain": {**GRID["pretrain"], "by_method": {"Toy": {"queue_size": 512}}}}
+        )
 
     class Declared(methods.Objective):
-        own_keys = ()  # the common keys only (and the Ring keys for a Ring method)
+        key_groups = (method_keys.QUEUE,)  # a queue's keys besides the common ones
 
     monkeypatch.setitem(
         methods.METHODS,
         "Declared",
         methods.Method(Declared("d", "toy_method:InBatchContrast", "InBatch"), ring=True, base="Declared"),
     )
-    assert "queue_size" in methods.unread_keys("Declared") and "ring_w_l" not in methods.unread_keys("Declared")
-    declared = {**GRID, "methods": ["Declared"], "pretrain": {"by_method": {"Declared": {"queue_size": 512}}}}
-    with pytest.raises(
-        checks.ConfigError,
-        match=r"block by_method Declared: queue_size=512 is a setting Declared "
-        r"never reads \(only MoCo, MoCoRing, Toy, ToyRing do\)",
-    ):
-        grid_plan.from_dict("ext", declared)
+    declared = methods.METHODS["Declared"]
+    assert declared.key_groups == (method_keys.QUEUE, method_keys.RING) and not declared.reads("bank_negatives")
+    grid = grid_plan.from_dict(
+        "ext", {**GRID, "methods": ["Declared"], "pretrain": {"by_method": {"Declared": {"queue_size": 512}}}}
+    )
+    cell = grid.pretrain_config("digits", "Declared", 0, "data")
+    assert cell.queue_size == 512 and config_hash(cell) != config_hash(dataclasses.replace(cell, queue_size=4096))
 
 
 def test_a_name_taken_or_unsafe_is_refused():

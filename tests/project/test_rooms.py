@@ -168,10 +168,10 @@ def refuse_lookups(monkeypatch) -> None:
     get_method = plugins.Registry.__getitem__
 
     def looked_up_unless_hashing(registry, name):
-        # The config hash takes the keys a method never reads at their defaults (ring.core.methods.unread_keys):
+        # The config hash takes the groups a method never reads at their defaults (ring.core.config.unread_groups):
         # that is the config's identity, computed from the config alone wherever it is needed, not a behaviour
         # looked up again.  Every other use of the registry by name is refused.
-        if any(frame.function == "unread_keys" for frame in inspect.stack()[1:3]):
+        if any(frame.function == "unread_groups" for frame in inspect.stack()[1:3]):
             return get_method(registry, name)
         return looked_up(registry, name)
 

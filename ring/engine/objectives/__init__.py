@@ -2,8 +2,9 @@
 
 Each method's :class:`ring.core.methods.Objective` names its torch class (``implementation``); the class builds the
 encoder it trains and itself from the cell's :class:`ring.core.objective_settings.ObjectiveSettings` (its resolved
-method and dataset, the shared values, its own keys), which the stage's entry point read from the config once.  This
-module only calls them.  The objectives' option lists are :mod:`ring.engine`'s (torch-free, for the plan).
+method and dataset, the shared values, its key groups' frozen configs), which the stage's entry point read from the
+config once.  This module only calls them.  The objectives' option lists are :mod:`ring.engine`'s (torch-free, for
+the plan).
 """
 
 from __future__ import annotations

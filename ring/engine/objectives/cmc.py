@@ -36,7 +36,7 @@ class MultiviewContrast(InstanceDiscrimination):
 
     @staticmethod
     def own_options(keys) -> dict:
-        return {"negative_draw": keys["cmc_negatives"]}
+        return {"negative_draw": keys.cmc.cmc_negatives}
 
     def __init__(
         self,

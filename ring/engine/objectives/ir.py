@@ -79,35 +79,37 @@ class InstanceDiscrimination(nn.Module):
     @classmethod
     def from_settings(cls, settings, model: nn.Module, n_train: int, max_chunk_elements: int) -> InstanceDiscrimination:
         """The loss module of the method of ``settings`` (:class:`ring.core.objective_settings.ObjectiveSettings`);
-        ``model`` is unused (the bank holds the keys).  The k-means keys are read by the methods that cluster alone,
-        LA's own-entry rule by the background sampler alone (what :meth:`ring.core.methods.BankObjective.reads`
+        ``model`` is unused (the bank holds the keys).  The k-means group is read by the methods that cluster alone,
+        LA's own-entry rule by the background sampler alone (what :meth:`ring.core.methods.BankObjective.groups`
         declares)."""
         m, keys = settings.method, settings.keys
-        clusterings = None
+        bank, clusterings = keys.bank, None
         if m.uses_kmeans:
+            kmeans = keys.kmeans
             clusterings = Clusterings(
-                n_train, keys["kmeans_clusterings"], keys["kmeans_k"], keys["kmeans_iters"], settings.seed
+                n_train, kmeans.kmeans_clusterings, kmeans.kmeans_k, kmeans.kmeans_iters, settings.seed
             )
         return cls(
             n=n_train,
             dim=settings.out_dim,
-            negatives=keys["bank_negatives"],
+            negatives=bank.bank_negatives,
             temperature=settings.temperature,
-            bank_momentum=keys["bank_momentum"],
+            bank_momentum=bank.bank_momentum,
             ring=m.ring,
             max_chunk_elements=max_chunk_elements,
             sampler=m.sampler,
             close_positives=m.close_positives,
             clusterings=clusterings,
-            warmup_epochs=keys["kmeans_warmup_epochs"] if m.uses_kmeans else 0,
-            la_own_entry=keys["la_own_entry"] if m.sampler == "background" else "positive",
-            negatives_count=keys["negatives_count"],
+            warmup_epochs=keys.kmeans.kmeans_warmup_epochs if m.uses_kmeans else 0,
+            la_own_entry=keys.la.la_own_entry if m.sampler == "background" else "positive",
+            negatives_count=bank.negatives_count,
             **cls.own_options(keys),
         )
 
     @staticmethod
     def own_options(keys) -> dict:
-        """Keyword arguments a subclass takes from its own keys beyond the bank's."""
+        """Keyword arguments a subclass takes from its own key groups (``keys``: ObjectiveSettings.keys) beyond the
+        bank's."""
         return {}
 
     def __init__(

@@ -50,7 +50,7 @@ class MomentumContrast(nn.Module):
     def from_settings(cls, settings, model: nn.Module, n_train: int, max_chunk_elements: int) -> MomentumContrast:
         """The loss module of the method of ``settings`` (:class:`ring.core.objective_settings.ObjectiveSettings`); the
         key encoder starts as a copy of ``model`` (BatchNorm groups included)."""
-        queue_size = settings.keys["queue_size"]
+        queue_size = settings.keys.queue.queue_size
         if queue_size < settings.batch_size:
             raise ValueError(
                 f"queue_size={queue_size} is smaller than batch_size={settings.batch_size}; raise queue_size."
@@ -59,7 +59,7 @@ class MomentumContrast(nn.Module):
             model,
             dim=settings.out_dim,
             queue_size=queue_size,
-            key_momentum=settings.keys["key_momentum"],
+            key_momentum=settings.keys.queue.key_momentum,
             temperature=settings.temperature,
             ring=settings.method.ring,
         )

@@ -7,7 +7,8 @@ from __future__ import annotations
 from ring import resources
 from ring.core import catalog
 from ring.core.config import SNAPSHOT_FILE, PretrainConfig, check_key
-from ring.core.methods import METHODS, RING_KEYS, missing, unread_keys
+from ring.core.method_keys import GROUP_OF, RING
+from ring.core.methods import METHODS, missing
 from ring.core.stages import stages_with
 from ring.core.yaml_reading import read_yaml
 from ring.plan import checks
@@ -50,17 +51,17 @@ def check_no_identity_keys(values: dict, where: str) -> None:
 def check_read(method: str, values: dict, where: str) -> None:
     """Keys set for ``method`` alone (``by_method``) must be keys it reads: one it never reads changes nothing it
     trains (its hash takes the key at its default), so setting it there is a mistake to be told of, not ignored."""
-    unread = [k for k in values if k in unread_keys(method)]
+    unread = [k for k in values if method in METHODS and not METHODS[method].reads(k)]
     if not unread:
         return
     key = unread[0]
-    if key in RING_KEYS:  # the window's settings: name the methods that have one
+    if GROUP_OF[key] is RING:  # the window's settings: name the methods that have one
         what = (
             f"is a Ring setting but {method} has no Ring window, so it would be ignored; remove it or use "
             f"{method}Ring-style methods ({', '.join(n for n, m in METHODS.items() if m.ring)})"
         )
     else:
-        readers = [n for n in METHODS if key not in unread_keys(n)]
+        readers = [n for n, m in METHODS.items() if m.reads(key)]
         what = (
             f"is a setting {method} never reads (only {', '.join(readers)} do), so it would change nothing it "
             "trains; remove it here (under all: or by_dataset it applies only to the methods that read it)"
