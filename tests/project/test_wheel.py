@@ -221,12 +221,12 @@ def test_the_command_a_damaged_store_names_rebuilds_it_from_the_wheel(installed)
 
 @pytest.mark.slow  # Table 1 of a one-cell grid from the installed wheel: a pretraining and a lincls run
 def test_ring_run_runs_the_shipped_workflow_from_an_empty_folder(installed):
-    """`ring run` from a folder outside the checkout, as README's wheel lines: the plans of the paper grid through the
-    slurm profile and of its defaults (the local profile, the smoke grid's Table 1), then Table 1 of a user's
-    one-cell grid (the smoke grid's IR cell) on the CPU with its results in that folder, and `ring status` of it;
-    nothing of the checkout read (the fixture's audit).  One cell, not the smoke grid's 14 stage runs: what the
-    wheel adds is the shipped workflow and its package data, the same for every cell; README command (1)'s test
-    (tests/workflow/test_quick_start.py) trains and tabulates every smoke cell from the checkout."""
+    """`ring run` from a folder outside the checkout, as README's wheel lines: the plan of its defaults (the local
+    profile, the smoke grid's Table 1), then Table 1 of a user's one-cell grid (the smoke grid's IR cell) on the CPU
+    with its results in that folder, and `ring status` of it; nothing of the checkout read (the fixture's audit).
+    One cell, not the smoke grid's 14 stage runs: what the wheel adds is the shipped workflow and its package data,
+    the same for every cell; README command (1)'s test (tests/workflow/test_quick_start.py) trains and tabulates
+    every smoke cell from the checkout.  The paper grid's plan through the slurm profile is the next test's."""
     venv, env, work = installed
     folder = work / "empty"
     folder.mkdir()
@@ -234,11 +234,6 @@ def test_ring_run_runs_the_shipped_workflow_from_an_empty_folder(installed):
     def ring_here(*args, check=True):
         return run(venv / "bin" / "ring", *args, check=check, cwd=folder, env=env, timeout=1200)
 
-    paper = ring_here("run", "-n", "all_tables", "--profile", "slurm", "--grid", "paper")
-    counts = job_counts(paper.stdout + paper.stderr)
-    cells = list(grid.load(resources.GRIDS / "paper.yaml").cells())
-    assert counts["pretrain"] + counts["pretrain_two_encoders"] == len(cells) == counts["lincls"], counts
-    assert counts["make_table1"] == 1 and counts["total"] == PAPER_PLAN_JOBS, counts
     # The defaults: the local profile and the smoke grid, every Table 1 cell of it planned.
     planned = ring_here("run", "-n", "table1")
     counts = job_counts(planned.stdout + planned.stderr)
@@ -270,14 +265,18 @@ def test_ring_run_runs_the_shipped_workflow_from_an_empty_folder(installed):
 @pytest.mark.slow  # plans the paper grid from the installed wheel
 def test_ring_run_plans_through_the_slurm_profile_with_the_folders_site_file(installed):
     """The shipped slurm profile from an empty folder: the package's cluster.yaml under ./site.yaml (the site's
-    partition in every launch), the paper grid (the profile's), no cluster needed for a plan."""
+    partition in every launch), the paper grid (the profile's) with every cell and Table 1 planned, no cluster
+    needed for a plan."""
     venv, env, work = installed
     folder = work / "cluster"
     folder.mkdir()
     (folder / "site.yaml").write_text(yaml.safe_dump({"slurm": {"defaults": {"partition": "mysite-gpu"}}}))
     planned = run(venv / "bin" / "ring", "run", "-n", "all_tables", "--profile", "slurm", cwd=folder, env=env)
     printed = planned.stdout + planned.stderr
-    assert job_counts(printed)["total"] == PAPER_PLAN_JOBS
+    counts = job_counts(printed)
+    cells = list(grid.load(resources.GRIDS / "paper.yaml").cells())
+    assert counts["pretrain"] + counts["pretrain_two_encoders"] == len(cells) == counts["lincls"], counts
+    assert counts["make_table1"] == 1 and counts["total"] == PAPER_PLAN_JOBS, counts
     launches = [line for line in printed.splitlines() if "ring.cluster.launch pretrain" in line]
     assert launches and all('"partition": "mysite-gpu"' in line for line in launches), launches[:1]
     refused = run(venv / "bin" / "ring", "run", "-n", "--profile", "slurm", "--site", "nowhere.yaml", check=False,
