@@ -26,20 +26,21 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # run (2026-12-03, 71f96d0, an AVX-512 2-vCPU host, 3,756 s in all, the stamps of each worker's lines): the quick
 # start's halves 677 and 549 s, test_pretrain_step_budget.py 630 s (CI's TorchInductor cache is cold: its compiled
 # steps took 327, 114 and 104 s, and dealt last in that run they kept one worker busy 8 minutes after the other had
-# finished), the wheel 521 s, the SLURM files 490, 486, 457 and 159 s, the finished grid 428 s, the resume tests
-# 365 s, test_workflow.py 318 s, and 100-200 s each for the rest below.  The SLURM files alternate with the others:
-# two at once share the cluster's two CPUs.
+# finished), the SLURM files 490, 486, 457 and 159 s, the finished grid 428 s, the resume tests 365 s,
+# test_workflow.py 318 s, the wheel about 230 s (521 s in that run, when its `ring run` trained Table 1's 14 cells, not
+# one: an estimate), and 100-200 s each for the rest below.  The SLURM files alternate with the others: two at once
+# share the cluster's two CPUs.
 LONGEST_FIRST = (
     "tests/workflow/test_quick_start.py",
     "tests/test_pretrain_step_budget.py",
     "tests/workflow/test_quick_start_appendix.py",
-    "tests/project/test_wheel.py",
     "tests/workflow/test_slurm_nodes.py",
     "tests/workflow/test_workflow_finished.py",
     "tests/workflow/test_slurm_submit.py",
     "tests/test_pretrain_resume.py",
     "tests/workflow/test_slurm_grid.py",
     "tests/workflow/test_workflow.py",
+    "tests/project/test_wheel.py",
     "tests/detection/test_runner.py",
     "tests/workflow/test_slurm_preempt.py",
     "tests/engine/test_distributed_run.py",
