@@ -32,7 +32,7 @@
   sizes; norms and layouts, config, failures, files, gaussian: the toy's closed forms, method_keys: the keys only some
   methods read, methods: the methods and their lookups, metrics, objective_settings: what an objective is built from,
   plugin_child, plugins: the registry that loads the plug-ins at its first read and tries each in a child process
-  first, cell_runs: what an edited config does to a cell's files,
+  first, cell_runs: what an edited config does to a cell's files, cell_paths: the cell folders' layout,
   refs: code named by "module:name" and resolved where it runs, sources, stages: each stage declared once, stop,
   yaml_reading: the one YAML reader).
 
