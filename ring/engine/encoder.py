@@ -22,7 +22,6 @@ from torchvision.models import resnet18
 from ring.core.files import KEPT, FileError, place_exports, record_checksums, verify_checksum, write_failure
 from ring.engine import HEADS, PRETRAIN_PRECISIONS  # the lists plan-time checks read too
 from ring.engine.checkpoint import atomic_save, safe_load
-from ring.engine.span_norm import SpanBatchNorm2d, batch_norm_input_grad, normalise
 
 # The exact contract of an exported encoder: torchvision's resnet18 state_dict without the
 # classifier.  ``resnet18().load_state_dict(sd, strict=False)`` must report these and nothing else.

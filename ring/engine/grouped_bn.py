@@ -1,3 +1,18 @@
+"""BatchNorm statistics per group of the batch, in one pass of the network: what ``bn_groups`` GPUs compute, each
+normalising its own share of the batch, and what MoCo's shuffled BN relies on (``ring.engine.objectives.moco``).
+:class:`Grouped` wraps a network and turns its ``BatchNorm2d`` layers into :class:`GroupBatchNorm2d` (or, a share
+of one group normalised by several ranks, into ring.engine.span_norm's ``SpanBatchNorm2d``).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ring.engine.span_norm import SpanBatchNorm2d, batch_norm_input_grad, normalise
+
+
 def _per_channel(stat: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A G x C statistic as G x C x 1 x 1 in ``like``'s dtype, to broadcast over a B x G x C x H x W batch."""
     return (stat if stat.dtype == like.dtype else stat.to(like.dtype)).view(*stat.shape, 1, 1)

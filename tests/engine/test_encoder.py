@@ -1,5 +1,4 @@
 import copy
-import math
 
 import pytest
 import torch
@@ -10,7 +9,6 @@ from ring.engine.encoder import (
     LAB_HIGH,
     LAB_LOW,
     Encoder,
-    Grouped,
     LabEncoder,
     export_trunks,
     lab_views,

@@ -1,4 +1,11 @@
-# -- BatchNorm groups in one pass (ring.engine.encoder.Grouped) -------------------------------------------
+import copy
+import math
+
+import pytest
+import torch
+
+from ring.engine.encoder import Encoder
+from ring.engine.grouped_bn import Grouped
 
 
 def _chunked(module, x, groups):
@@ -117,7 +124,7 @@ def test_a_group_layer_is_batch_norm_run_on_each_group(layout):
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_a_group_layer_copies_no_activation(layout):
-    """Issue 31: channels-last groups ran 5,027 images/s on an H200 against 6,514 in NCHW, the layer copying its
+    """Channels-last groups ran 5,027 images/s on an H200 against 6,514 in NCHW, the layer copying its
     input and its gradient into NCHW.  Training (forward and backward) and evaluation, counted by the profiler:
     channels-last makes no copy at all; NCHW copies only its G x C affine parameters (``repeat``)."""
     _, layer, x = _group_layer(4, layout)
