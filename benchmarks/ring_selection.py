@@ -31,7 +31,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine, timeit, write  # noqa: E402
-from ring.engine.encoder import Encoder, Grouped, Precision, resolve_precision  # noqa: E402
+from ring.engine.encoder import Encoder, Precision, resolve_precision  # noqa: E402
+from ring.engine.grouped_bn import Grouped  # noqa: E402
 from ring.engine.objectives.ir import InstanceDiscrimination  # noqa: E402
 from ring.engine.objectives.moco import MomentumContrast  # noqa: E402
 from ring.engine.objectives.ring import (  # noqa: E402

@@ -44,7 +44,8 @@ from ring.core.catalog import spec  # noqa: E402
 from ring.core.config import PretrainConfig  # noqa: E402
 from ring.core.methods import method as method_spec  # noqa: E402
 from ring.data import augment, datasets  # noqa: E402
-from ring.engine.encoder import Grouped, Precision, resolve_precision  # noqa: E402
+from ring.engine.encoder import Precision, resolve_precision  # noqa: E402
+from ring.engine.grouped_bn import Grouped  # noqa: E402
 from ring.engine.objectives import build_encoder, build_objective, views_per_image  # noqa: E402
 from ring.engine.objectives.ring import chunk_elements  # noqa: E402
 from ring.engine.runtime import epoch_batches, make_loader  # noqa: E402

@@ -15,11 +15,11 @@
   which checks configs against what the compute side declares it implements.
 - compute (torch), taking everything from its caller and the ground floor, never from the plan: :mod:`ring.engine`
   (anneal: the Ring window's schedule, anneal_authors: the authors' annealing policies, anneal_policies: the
-  appendix's, checkpoint, clock: the seconds each pass of a cell spends, distributed, encoder, groups: the processes'
-  batch and BatchNorm layout, health, knn, knn_schedule: when the kNN monitor runs, logs, objectives, pretrain_state:
-  a pretraining cell's checkpoint and
-  snapshots, provenance, runtime, span_norm: BatchNorm groups across processes) and :mod:`ring.data` (augment,
-  bilinear: PIL's resampling as matrices, dali, datasets,
+  appendix's, checkpoint, clock: the seconds each pass of a cell spends, distributed, encoder, grouped_bn: BatchNorm
+  groups in one pass, groups: the processes' batch and BatchNorm layout, health, knn, knn_schedule: when the kNN
+  monitor runs, logs, objectives, pretrain_state: a pretraining cell's checkpoint and snapshots,
+  provenance, runtime, span_norm: BatchNorm groups across processes) and :mod:`ring.data` (augment, bilinear: PIL's
+  resampling as matrices, dali, datasets,
   decode_place: where the store's records are decoded, digits: the embedded digits, download: a dataset from its
   publisher, eval_views: evaluation's views made on the device from a store, fetch_recipes: what download gets for
   each dataset, folders: the data check of a
@@ -32,7 +32,7 @@
   sizes; norms and layouts, config, failures, files, gaussian: the toy's closed forms, method_keys: the keys only some
   methods read, methods: the methods and their lookups, metrics, objective_settings: what an objective is built from,
   plugin_child, plugins: the registry that loads the plug-ins at its first read and tries each in a child process
-  first, cell_runs: what an edited config does to a cell's files,
+  first, cell_runs: what an edited config does to a cell's files, cell_paths: the cell folders' layout,
   refs: code named by "module:name" and resolved where it runs, sources, stages: each stage declared once, stop,
   yaml_reading: the one YAML reader).
 

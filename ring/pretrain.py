@@ -48,7 +48,6 @@ from ring.data.views import ViewSpec, train_views
 from ring.engine import clock, distributed, health, provenance
 from ring.engine.anneal import build_schedule
 from ring.engine.encoder import (
-    Grouped,
     Precision,
     compute_dtype,
     default_dtype,
@@ -57,6 +56,7 @@ from ring.engine.encoder import (
     resolve_precision,
     save_trunks,
 )
+from ring.engine.grouped_bn import Grouped
 from ring.engine.groups import bn_layout
 from ring.engine.knn_schedule import knn_epochs
 from ring.engine.logs import JsonLog

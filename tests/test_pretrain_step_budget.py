@@ -161,7 +161,8 @@ def test_a_compiled_network_is_as_accurate_as_the_eager_one(lab):
     """Gradients through 8 BatchNorm groups of 8 images at 32 px are ill-conditioned (layer4's statistics have 8
     values each): eager and compiled fp32 differ by about 1e-3 of their norm.  So each is measured against
     float64: the compiled network must be as close to it as the eager one (within 4x), in outputs and gradients."""
-    from ring.engine.encoder import Encoder, Grouped, LabEncoder, Precision
+    from ring.engine.encoder import Encoder, LabEncoder, Precision
+    from ring.engine.grouped_bn import Grouped
 
     torch.manual_seed(0)
     base = LabEncoder("linear", 128, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)) if lab else Encoder("linear", 128)

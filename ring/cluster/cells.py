@@ -11,6 +11,7 @@ from ring.cluster import progress
 from ring.cluster.launch import recorded_job
 from ring.cluster.slurm import ALIVE, Resources, job_states, read_record
 from ring.cluster.watch import failure_sentence
+from ring.core.cell_paths import cell_folder
 from ring.core.config import config_hash
 from ring.core.files import CHECKSUMS
 from ring.core.files import read_record as read_json_record
@@ -22,7 +23,7 @@ OUTPUT = {stage: STAGES[stage].output for stage in ("pretrain", "lincls")}  # th
 
 
 def cell_dir(results: Path, grid: str, stage: str, dataset: str, method: str, seed: int) -> Path:
-    return results / grid / stage / dataset / method / f"seed{seed}"
+    return cell_folder(results / grid, stage, dataset=dataset, method=method, seed=seed)
 
 
 def recorded_states(cells: list[tuple[Path, str]]) -> dict[str, str | None]:
@@ -81,7 +82,15 @@ def study_cells(grid: Grid, results: Path) -> list[tuple[Path, str, str, int]]:
     """(cell folder, dataset, method/variant, seed) of every study cell: the workflow's STUDY_CELL folders."""
     return [
         (
-            results / grid.name / "study" / name / study.dataset / method / variant / f"seed{seed}",
+            cell_folder(
+                results / grid.name,
+                "study",
+                study=name,
+                dataset=study.dataset,
+                method=method,
+                variant=variant,
+                seed=seed,
+            ),
             study.dataset,
             f"{method}/{variant}",
             seed,
@@ -95,7 +104,12 @@ def detection_cells(grid: Grid, results: Path) -> list[tuple[Path, str, str, int
     """(cell folder, source dataset, method/task, seed) of every Table 4 cell: the workflow's DETECTION_METRICS
     folders (the backbone each trains on is beside them: :func:`backbone_of`)."""
     return [
-        (results / grid.name / "detection" / source / method / task / f"seed{seed}", source, f"{method}/{task}", seed)
+        (
+            cell_folder(results / grid.name, "detection", dataset=source, method=method, task=task, seed=seed),
+            source,
+            f"{method}/{task}",
+            seed,
+        )
         for source, method, task, seed in grid.detection_cells()
     ]
 

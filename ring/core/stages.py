@@ -48,6 +48,10 @@ class Stage:
     evaluates_encoder: bool = False
     # An evaluation's outputs kept under exported/ and recorded in export.json (ring.core.cell_runs), its output last.
     exported: tuple[str, ...] = ()
+    # The wildcards naming its cells' folders under results/<grid>/<name>/, one level each, the last the seed's
+    # (seed<N>): ring.core.cell_paths spells them for the workflow's patterns and the library's folders.  (): no cell
+    # folders (a prepared shard is in its store).
+    cell: tuple[str, ...] = ("dataset", "method", "seed")
 
 
 STAGES: dict[str, Stage] = {}
@@ -151,6 +155,7 @@ register_stage(
         check="ring.plan.checks.stages:check_detection",
         reference="detection",
         encoder_flag="--weights",
+        cell=("dataset", "method", "task", "seed"),  # {dataset}: the source whose encoders it converts
         exported=(_METRICS,),
         **_EVALUATION,
     )
@@ -165,13 +170,21 @@ register_stage(
         check="ring.plan.checks.pretrain:check_pretrain",
         reference="studies",
         priced=True,
+        cell=("study", "dataset", "method", "variant", "seed"),
         price_pass="pretraining",
         fixed_costs="pretrain",
     )
 )
 # One shard of a prepared store (ring.data.store), a CPU job; its record is ring.data.store_layout.SHARD_RECORD, in
 # the shard's folder.
-register_stage(Stage("prepare", entry="ring.prepare", output="shard.json"))
+register_stage(Stage("prepare", entry="ring.prepare", output="shard.json", cell=()))
 register_stage(
-    Stage("toy_cnce", ToyCNCEConfig, output=_METRICS, check="ring.plan.checks.stages:check_toy", reference="toy")
+    Stage(
+        "toy_cnce",
+        ToyCNCEConfig,
+        output=_METRICS,
+        check="ring.plan.checks.stages:check_toy",
+        reference="toy",
+        cell=("seed",),
+    )
 )

@@ -2,7 +2,7 @@
 
 With fewer BatchNorm groups than processes (IR, CMC and LA have one; MoCo's 8 on 16 GPUs), each group is the batches of
 ``span = world / bn_groups`` consecutive ranks (ring.engine.groups.bn_layout), which normalise together: what one
-process computes with ``bn_groups`` groups (:class:`ring.engine.encoder.Grouped`).  Forward, the ranks of a group
+process computes with ``bn_groups`` groups (:class:`ring.engine.grouped_bn.Grouped`).  Forward, the ranks of a group
 exchange their per-channel statistics; backward, the two per-channel gradient sums that batch norm's backward needs.
 Not ``torch.nn.SyncBatchNorm``: it refuses CPU tensors (CI's gloo processes could not test it) and would make every
 layer of a single process pay its checks; a single process never builds these layers.
@@ -58,7 +58,7 @@ class _SpanBatchNorm(torch.autograd.Function):
     the group (one all-reduce of 2 C values), from which each rank's dx follows as in one process.  The affine
     parameters' gradients are this rank's own sums: data parallelism adds them over the ranks.  Statistics and the
     parameters' gradients are in the weight's dtype (bf16 activations' statistics come rounded to bf16 from
-    ``var_mean``, as :class:`ring.engine.encoder._ChannelsLastGroups` documents).  Returns (output, mean, biased
+    ``var_mean``, as :class:`ring.engine.grouped_bn._ChannelsLastGroups` documents).  Returns (output, mean, biased
     variance), the last two not differentiable, for the running statistics.
     """
 
@@ -98,7 +98,8 @@ class SpanBatchNorm2d(nn.BatchNorm2d):
     """``nn.BatchNorm2d`` whose training statistics are those of the ``span`` consecutive ranks' batches together
     (:class:`_SpanBatchNorm`); the running statistics are updated from them on every rank alike (rank 0, group 0,
     saves them, as one process with groups keeps group 0's).  Evaluation mode is ``nn.BatchNorm2d``'s; parameters
-    and ``state_dict`` keys are its own.  :class:`ring.engine.encoder.Grouped` turns a network's layers into these."""
+    and ``state_dict`` keys are its own.  :class:`ring.engine.grouped_bn.Grouped` turns a network's layers into
+    these."""
 
     span = 1
 

@@ -21,18 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ring.core import cell_runs
+from ring.core.cell_paths import BACKBONE, cell_folder, cell_glob
 
 SEED = re.compile(r"seed\d+")
-# Where cell folders sit under results/<grid>/, as the workflow names them (the cell paths of workflow/rules/*.smk):
-# the glob of each stage's cell folders, whose last part is seed<N>.
+# Where cell folders sit under results/<grid>/ (ring.core.cell_paths): the glob of each stage's cell folders, whose
+# last part is seed<N>, and of the detection backbones'.
 CELL_GLOBS = (
-    "pretrain/*/*/seed*",
-    "lincls/*/*/seed*",
-    "transfer/*/*/seed*",
-    "detection/*/*/seed*",
-    "detection/*/*/*/seed*",
-    "study/*/*/*/*/seed*",
-    "toy_cnce/seed*",
+    *(cell_glob(stage) for stage in ("pretrain", "lincls", "transfer", "detection", "study", "toy_cnce")),
+    cell_glob("detection", BACKBONE),
 )
 
 
@@ -40,18 +36,28 @@ def named_cells(grid, results: Path) -> set[Path]:
     """Every cell folder the grid names: Table 1's and the grid tables' cells for pretraining and linear evaluation,
     the transfer and detection cells with the pretraining cells they read, the study cells and the toy seeds."""
     base = Path(results) / grid.name
-    cells = {base / stage / d / m / f"seed{s}" for stage in ("pretrain", "lincls") for d, m, s in grid.cells()}
+    cells = {
+        cell_folder(base, stage, dataset=d, method=m, seed=s)
+        for stage in ("pretrain", "lincls")
+        for d, m, s in grid.cells()
+    }
     for d, m, s in grid.transfer_cells():
-        cells |= {base / "transfer" / d / m / f"seed{s}", base / "pretrain" / grid.transfer["source"] / m / f"seed{s}"}
+        cells |= {
+            cell_folder(base, "transfer", dataset=d, method=m, seed=s),
+            cell_folder(base, "pretrain", dataset=grid.transfer["source"], method=m, seed=s),
+        }
     for source, m, task, s in grid.detection_cells():
         cells |= {
-            base / "detection" / source / m / task / f"seed{s}",
-            base / "detection" / source / m / f"seed{s}",
-            base / "pretrain" / source / m / f"seed{s}",
+            cell_folder(base, "detection", dataset=source, method=m, task=task, seed=s),
+            cell_folder(base, "detection", BACKBONE, dataset=source, method=m, seed=s),
+            cell_folder(base, "pretrain", dataset=source, method=m, seed=s),
         }
     for name, study in grid.studies.items():
-        cells |= {base / "study" / name / study.dataset / m / v / f"seed{s}" for m, v, s in study.cells()}
-    cells |= {base / "toy_cnce" / f"seed{s}" for s in grid.toy_cnce_seeds()}
+        cells |= {
+            cell_folder(base, "study", study=name, dataset=study.dataset, method=m, variant=v, seed=s)
+            for m, v, s in study.cells()
+        }
+    cells |= {cell_folder(base, "toy_cnce", seed=s) for s in grid.toy_cnce_seeds()}
     return cells
 
 

@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ring.engine import distributed
-from ring.engine.encoder import GroupBatchNorm2d, Grouped
+from ring.engine.grouped_bn import GroupBatchNorm2d, Grouped
 from ring.engine.groups import bn_layout
 from ring.engine.span_norm import SpanBatchNorm2d
 

@@ -178,3 +178,14 @@ def test_rules_and_functions_live_apart_and_every_function_is_used():
     used = set().union(*(set().union(*uses.values()) for uses in stages().values()), *code_names(COMMON).values())
     unused = set(functions) - {None} - reached(used, functions)
     assert not unused, f"functions.smk defines functions no rule file calls: {sorted(unused)}"
+
+
+def test_no_rule_file_spells_a_cell_folder_by_hand():
+    """Every cell pattern of the rules is built by ring.core.cell_paths.cell_file, the one spelling of the cell
+    folders' layout the library reads too: none spells a seed folder (seed{seed}) itself."""
+    for path in sorted([ROOT / "Snakefile", *RULES.rglob("*.smk")]):
+        spelled = [
+            line for line in path.read_text().splitlines() if "seed{" in line and not line.lstrip().startswith("#")
+        ]
+        assert not spelled, f"{path.relative_to(ROOT)} spells a cell folder (use cell_file): {spelled}"
+    assert "cell_file(" in COMMON.read_text()  # the scan reads the files that build them

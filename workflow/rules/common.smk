@@ -26,6 +26,7 @@ import ring.plan.ownership
 import ring.plan.targets
 import ring.resources
 from ring.core.catalog import DATASETS, TRANSFER
+from ring.core.cell_paths import BACKBONE, cell_file
 from ring.core.config import config_hash, dump as config_text
 from ring.core.yaml_reading import read_yaml
 from ring.core.methods import METHODS
@@ -99,13 +100,14 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-# A cell's folder names its grid, stage, dataset, method and seed; the patterns of more than one rule file are here.
-PRETRAIN_CONFIG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.yaml"
-PRETRAIN_HASH = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/config.hash"
-PRETRAIN_ENCODER = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/encoder.pt"
-PRETRAIN_FILE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/{name}"  # METHODS[m].encoder_files
-LINCLS_METRICS = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/metrics.json"
-TRANSFER_METRICS = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/metrics.json"
+# A cell's folder names its grid, stage, and its stage's wildcards (ring.core.cell_paths, the one spelling of the
+# layout: every rule file builds its cell patterns with cell_file); the patterns of more than one rule file are here.
+PRETRAIN_CONFIG = cell_file("pretrain", "config.yaml")
+PRETRAIN_HASH = cell_file("pretrain", "config.hash")
+PRETRAIN_ENCODER = cell_file("pretrain", "encoder.pt")
+PRETRAIN_FILE = cell_file("pretrain", "{name}")  # METHODS[m].encoder_files
+LINCLS_METRICS = cell_file("lincls", "metrics.json")
+TRANSFER_METRICS = cell_file("transfer", "metrics.json")
 DATA_OK = "results/{grid}/data/{dataset}.ok"
 TABLE = "results/{grid}/tables/{table}.{ext}"
 TABLE_LOG = "results/{grid}/tables/{table}.log"

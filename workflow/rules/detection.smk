@@ -10,12 +10,12 @@ wildcard_constraints:
 
 
 # Converted backbone of one pretrained encoder, and one Detectron2 cell per (method, task, seed).
-DETECTION_WEIGHTS = "results/{grid}/detection/{dataset}/{method}/seed{seed}/backbone.pkl"
-DETECTION_WEIGHTS_LOG = "results/{grid}/detection/{dataset}/{method}/seed{seed}/backbone.pkl.log"
-DETECTION_CONFIG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.yaml"
-DETECTION_HASH = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/config.hash"
-DETECTION_METRICS = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/metrics.json"
-DETECTION_LOG = "results/{grid}/detection/{dataset}/{method}/{task}/seed{seed}/detection.log"
+DETECTION_WEIGHTS = cell_file("detection", "backbone.pkl", BACKBONE)
+DETECTION_WEIGHTS_LOG = cell_file("detection", "backbone.pkl.log", BACKBONE)
+DETECTION_CONFIG = cell_file("detection", "config.yaml")
+DETECTION_HASH = cell_file("detection", "config.hash")
+DETECTION_METRICS = cell_file("detection", "metrics.json")
+DETECTION_LOG = cell_file("detection", "detection.log")
 DETECTION_EMBEDDED_LOG = "results/{grid}/detection/datasets.log"
 # An edited cell that ran keeps its previous run under runs/ before its job starts, as every stage's does.
 CELL_CONFIGS["detection"] = CellConfig(DETECTION_CONFIG, detection_cell_config, hash=DETECTION_HASH, rerun="detection")

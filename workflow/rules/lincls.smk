@@ -1,9 +1,9 @@
 # Linear evaluation of a frozen pretrained encoder on its pretraining dataset (Table 1).
 
 
-LINCLS_CONFIG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.yaml"
-LINCLS_HASH = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/config.hash"
-LINCLS_LOG = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/lincls.log"
+LINCLS_CONFIG = cell_file("lincls", "config.yaml")
+LINCLS_HASH = cell_file("lincls", "config.hash")
+LINCLS_LOG = cell_file("lincls", "lincls.log")
 CELL_CONFIGS["lincls"] = CellConfig(
     LINCLS_CONFIG, lambda wc: stage_config("lincls", wc), hash=LINCLS_HASH, rerun="lincls"
 )

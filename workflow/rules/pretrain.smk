@@ -4,7 +4,7 @@
 # runtime knob only rewrites config.yaml.
 
 
-PRETRAIN_LOG = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/pretrain.log"
+PRETRAIN_LOG = cell_file("pretrain", "pretrain.log")
 CELL_CONFIGS["pretrain"] = CellConfig(
     PRETRAIN_CONFIG, lambda wc: stage_config("pretrain", wc), hash=PRETRAIN_HASH, rerun="pretrain"
 )

@@ -4,6 +4,7 @@
 
 
 from ring.core.config import SNAPSHOT_FILE
+from ring.core.stages import STAGES
 
 # Every study and variant name over all grids ("none" keeps a constraint valid without studies).
 STUDY_NAMES = {name for g in GRIDS.values() for name in g.studies} or {"none"}
@@ -15,11 +16,12 @@ wildcard_constraints:
     variant=one_of(VARIANT_NAMES),
 
 
-STUDY_CONFIG = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}/config.yaml"
-STUDY_ENCODER = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}/encoder.pt"
-STUDY_LOG = "results/{grid}/study/{study}/{dataset}/{method}/{variant}/seed{seed}/pretrain.log"
-# The folder levels of STUDY_ENCODER from the last up, for cell_axes (the report captions).
-STUDY_AXES = ("seed", "variant", "method", "dataset")
+STUDY_CONFIG = cell_file("study", "config.yaml")
+STUDY_ENCODER = cell_file("study", "encoder.pt")
+STUDY_LOG = cell_file("study", "pretrain.log")
+# The folder levels of STUDY_ENCODER from the last up, for cell_axes (the report captions), but the study's (one
+# figure each).
+STUDY_AXES = tuple(reversed(STAGES["study"].cell))[:-1]
 FIGURE = "results/{grid}/tables/fig_{study}.{ext}"
 FIGURE_EXTS = ["png", "pdf", "csv"]
 # Studies that also write a summary table (name -> table): the k sweep's mean +- std over seeds.

@@ -5,8 +5,8 @@
 from ring.plan.rules import TableRule
 
 # The provenance of every cell beside its outputs, read by the GPU-hours table.
-PRETRAIN_PROVENANCE = "results/{grid}/pretrain/{dataset}/{method}/seed{seed}/provenance.json"
-LINCLS_PROVENANCE = "results/{grid}/lincls/{dataset}/{method}/seed{seed}/provenance.json"
+PRETRAIN_PROVENANCE = cell_file("pretrain", "provenance.json")
+LINCLS_PROVENANCE = cell_file("lincls", "provenance.json")
 # Tables with their own cells (the grid's `tables:` block).
 GRID_TABLES = ["table2", "table_la_variants"]
 

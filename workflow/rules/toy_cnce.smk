@@ -1,9 +1,9 @@
 # The appendix's toy CNCE experiment (ring.toy_cnce): one CPU cell per seed, then its table (tables.smk).
 
 
-TOY_CNCE_CONFIG = "results/{grid}/toy_cnce/seed{seed}/config.yaml"
-TOY_CNCE_METRICS = "results/{grid}/toy_cnce/seed{seed}/metrics.json"
-TOY_CNCE_LOG = "results/{grid}/toy_cnce/seed{seed}/toy_cnce.log"
+TOY_CNCE_CONFIG = cell_file("toy_cnce", "config.yaml")
+TOY_CNCE_METRICS = cell_file("toy_cnce", "metrics.json")
+TOY_CNCE_LOG = cell_file("toy_cnce", "toy_cnce.log")
 # A toy cell's config.yaml is written only, and read as a plain input: any edit reruns the seed (seconds of CPU).
 CELL_CONFIGS["toy_cnce"] = CellConfig(TOY_CNCE_CONFIG, lambda wc: GRIDS[wc.grid].toy_cnce_config(int(wc.seed)))
 

@@ -3,11 +3,11 @@
 # {dataset} is the transfer dataset; the encoder is the grid's source column's.
 
 
-TRANSFER_CONFIG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.yaml"
-TRANSFER_HASH = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/config.hash"
-TRANSFER_MANIFEST = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/split-manifest.json"
-TRANSFER_LOG = "results/{grid}/transfer/{dataset}/{method}/seed{seed}/transfer.log"
-TRANSFER_STATS = "results/{grid}/transfer/{dataset}"  # normalisation cache shared by the dataset's cells
+TRANSFER_CONFIG = cell_file("transfer", "config.yaml")
+TRANSFER_HASH = cell_file("transfer", "config.hash")
+TRANSFER_MANIFEST = cell_file("transfer", "split-manifest.json")
+TRANSFER_LOG = cell_file("transfer", "transfer.log")
+TRANSFER_STATS = cell_file("transfer", cell=("dataset",))  # normalisation cache shared by the dataset's cells
 CELL_CONFIGS["transfer"] = CellConfig(TRANSFER_CONFIG, transfer_stage_config, hash=TRANSFER_HASH, rerun="transfer")
 
 

@@ -6,7 +6,7 @@ Ring window (MoCoRing, :func:`ring.engine.objectives.ring.window_mask`), all div
 
 Shuffled BatchNorm: MoCo computes BN statistics per GPU and shuffles the key batch across GPUs,
 so a query and its key never share statistics.  The model it receives computes BN per group of
-the batch (:class:`ring.engine.encoder.Grouped`: ``bn_groups`` groups, as many GPUs); the key batch is
+the batch (:class:`ring.engine.grouped_bn.Grouped`: ``bn_groups`` groups, as many GPUs); the key batch is
 permuted before the momentum encoder and restored after, within one process or across
 data-parallel ranks (gathered, permuted with one shared permutation, sliced, gathered back).
 """
