@@ -16,7 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from ring.core.method_keys import BANK, CMC, GROUPS, KEYS, KMEANS, LA, QUEUE, RING, with_method_keys
+from ring.core.key_declaration import with_method_keys
+from ring.core.method_keys import BANK, CMC, GROUPS, KEYS, KMEANS, LA, QUEUE, RING
 from ring.core.methods import METHODS, apply_fixed
 from ring.core.yaml_reading import read_yaml
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from ring.core.method_keys import KeyGroup
+from ring.core.key_declaration import KeyGroup
 
 
 @cache
@@ -27,7 +27,7 @@ def _own_config_class(method: str, groups: tuple[KeyGroup, ...]) -> type:
 
 def own_config(method: str, groups: tuple[KeyGroup, ...], values: Mapping[str, object]):
     """Method ``method``'s own frozen config from a cell's flat ``values``: one field per group of ``groups``, named
-    as the group, holding that group's frozen config (:meth:`ring.core.method_keys.KeyGroup.read`)."""
+    as the group, holding that group's frozen config (:meth:`ring.core.key_declaration.KeyGroup.read`)."""
     return _own_config_class(method, groups)(**{g.name: g.read(values) for g in groups})
 
 
