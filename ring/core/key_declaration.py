@@ -67,7 +67,7 @@ class KeyGroup:
         return {k.name: list(k.default) if isinstance(k.default, list) else k.default for k in self.keys}
 
 
-def _word(name: str, default: str, doc: str, words, about: str = "", note: str = "", late: bool = False) -> Key:
+def word_key(name: str, default: str, doc: str, words, about: str = "", note: str = "", late: bool = False) -> Key:
     """A key that takes one word of a plan option list, ``words(options)``: its check and its allowed values."""
     return Key(
         name,
@@ -81,17 +81,17 @@ def _word(name: str, default: str, doc: str, words, about: str = "", note: str =
     )
 
 
-def _integer(name: str, default: int, low: int, about: str, doc: str = "", allowed: str = "", late=False) -> Key:
+def integer_key(name: str, default: int, low: int, about: str, doc: str = "", allowed: str = "", late=False) -> Key:
     """A key that counts something, ``low`` or more (its allowed values say more where the cell bounds it too)."""
     return Key(name, "int", default, doc, allowed or f">= {low}", about, lambda c: c.int_at_least(name, low), late)
 
 
 def with_method_keys(after: dict[str, tuple[KeyGroup, ...]]):
-    """A class decorator (under ``@dataclass``): the keys of each group of this module, declared here by what
-    reads them, become fields right after the field ``after`` names for their group.  This flat view is what grid and
-    config files write and what a cell's config.yaml and hash are made of, key for key as before the groups (the
-    workflow's rules take that text as a parameter: another text would rerun every cell); the objectives never read
-    it, they receive their groups' frozen configs (:meth:`KeyGroup.read`)."""
+    """A class decorator (under ``@dataclass``): the keys of each group ``after`` names (those of
+    :mod:`ring.core.method_keys`, declared there by what reads them) become fields right after the field ``after`` names
+    for their group. This flat view is what grid and config files write and what a cell's config.yaml and hash are made
+    of, key for key as before the groups (the workflow's rules take that text as a parameter: another text would rerun
+    every cell); the objectives never read it, they receive their groups' frozen configs (:meth:`KeyGroup.read`)."""
 
     def insert(cls):
         annotations = {}

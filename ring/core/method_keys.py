@@ -1,13 +1,13 @@
 """The pretraining keys only some methods read, declared by what reads them (torch-free, read by the workflow too).
 
-Each :class:`Key` carries its type, default, one-line doc and what the checks allow; each :class:`KeyGroup` (a
-memory bank's keys, MoCo's queue's, CMC's, LA's, the k-means methods', the Ring window's) carries the checks that
-relate its keys to the cell, and makes the frozen config its part receives.  The registry's objectives name the
-groups they read (:attr:`ring.core.methods.Objective.key_groups`), and a method's objective is built from those
-groups' configs alone (:class:`ring.core.objective_settings.ObjectiveSettings`).  Grid and config files still write
-each key under its flat name, and :class:`ring.core.config.PretrainConfig` is that flat view (what config.yaml and the
-hash are made of, as they were); :mod:`ring.plan.reference` documents the keys from here, and :mod:`ring.plan.checks`
-runs their checks:
+Each key (a :class:`ring.core.key_declaration.Key`) carries its type, default, one-line doc and what the checks allow;
+each group (a :class:`ring.core.key_declaration.KeyGroup`: a memory bank's keys, MoCo's queue's, CMC's, LA's, the
+k-means methods', the Ring window's) carries the checks that relate its keys to the cell, and makes the frozen config
+its part receives. The registry's objectives name the groups they read (:attr:`ring.core.methods.Objective.key_groups`),
+and a method's objective is built from those groups' configs alone
+(:class:`ring.core.objective_settings.ObjectiveSettings`). Grid and config files still write each key under its flat
+name, and :class:`ring.core.config.PretrainConfig` is that flat view (what config.yaml and the hash are made of, as they
+were); :mod:`ring.plan.reference` documents the keys from here, and :mod:`ring.plan.checks` runs their checks:
 
 * a key's own check (its value alone: a type, a range, a choice) on every pretraining cell, so a typo is one wherever
   it is written;
@@ -20,7 +20,7 @@ plan), whose ``c.options`` are the plan's option lists; an ``allowed`` that is a
 
 from __future__ import annotations
 
-from ring.core.key_declaration import Key, KeyGroup, _integer, _word
+from ring.core.key_declaration import Key, KeyGroup, integer_key, word_key
 
 # -- a memory bank's (ring.engine.objectives.ir) -------------------------------------------------------------------
 
@@ -48,9 +48,9 @@ _BANK = "Memory bank (IR, IRing): k negatives per query; bank entries move with 
 BANK = KeyGroup(
     "bank",
     (
-        _integer("bank_negatives", 4096, 1, _BANK, allowed="1 .. the bank (training images; LA: one fewer)"),
+        integer_key("bank_negatives", 4096, 1, _BANK, allowed="1 .. the bank (training images; LA: one fewer)"),
         Key("bank_momentum", "float", 0.5, "", "[0, 1)", _BANK, lambda c: c.in_range("bank_momentum", 0.0, 1.0)),
-        _word(
+        word_key(
             "negatives_count",
             "excluding_positive",
             'What bank_negatives counts (ring.engine.objectives.ir): "excluding_positive", k drawn negatives and the '
@@ -116,7 +116,7 @@ QUEUE = KeyGroup(
 CMC = KeyGroup(
     "cmc",
     (
-        _word(
+        word_key(
             "cmc_negatives",
             "per_view",
             "CMC's negatives (ring.engine.objectives.cmc): \"shared\" (CMC's code: one index set for both views) or "
@@ -131,7 +131,7 @@ CMC = KeyGroup(
 LA = KeyGroup(
     "la",
     (
-        _word(
+        word_key(
             "la_own_entry",
             "positive",
             'LA\'s own-entry rule (ring.engine.objectives.la): "topk" (LA\'s code) or "positive" (ours).  Each LA '
@@ -176,9 +176,9 @@ KMEANS = KeyGroup(
     "kmeans",
     (
         Key("kmeans_k", "int", 1000, "", "1 .. the training images", _KMEANS, hashed_when_set=True),
-        _integer("kmeans_clusterings", 10, 1, _KMEANS, late=True),
-        _integer("kmeans_iters", 20, 1, _KMEANS, late=True),
-        _integer("kmeans_warmup_epochs", 10, 0, _KMEANS, allowed=">= 0, < epochs", late=True),
+        integer_key("kmeans_clusterings", 10, 1, _KMEANS, late=True),
+        integer_key("kmeans_iters", 20, 1, _KMEANS, late=True),
+        integer_key("kmeans_warmup_epochs", 10, 0, _KMEANS, allowed=">= 0, < epochs", late=True),
     ),
     _kmeans,
 )
@@ -268,14 +268,14 @@ RING = KeyGroup(
             _WINDOW,
             _ring_w_l,
         ),
-        _word(
+        word_key(
             "ring_anneal",
             "linear",
             "How w_l moves from start to final (ring.engine.anneal policy).",
             lambda o: o.ANNEAL_POLICIES,
             _WINDOW,
         ),
-        _integer("ring_anneal_epochs", 100, 1, _WINDOW, "Epochs over which w_l reaches its final value."),
+        integer_key("ring_anneal_epochs", 100, 1, _WINDOW, "Epochs over which w_l reaches its final value."),
         Key(
             "ring_inner",
             "float | None",
@@ -294,7 +294,7 @@ RING = KeyGroup(
             _WINDOW,
             _ring_w_u,
         ),
-        _integer("ring_anneal_stages", 4, 1, _POLICIES),
+        integer_key("ring_anneal_stages", 4, 1, _POLICIES),
         Key("ring_loss_ema", "float", 0.99, "", "[0, 1)", _POLICIES, lambda c: c.in_range("ring_loss_ema", 0.0, 1.0)),
         Key("ring_val_fraction", "float", 0.1, "", "(0, 1)", _POLICIES, _val_fraction),
         Key(
