@@ -29,12 +29,12 @@
   view parameters from Philox, views); their option lists and the torch-free modules (folders, listings,
   store_layout, verify, download, anneal, groups) are what the plan reads of them.
 - the ground floor, torch-free: :mod:`ring.core` (accounting: SLURM's record of a cell's runs, catalog: the datasets'
-  sizes; norms and layouts, config, failures, files, gaussian: the toy's closed forms, method_keys: the keys only some
-  methods read, methods: the methods and their lookups, metrics, objective_settings: what an objective is built from,
-  plugin_child, plugins: the registry that loads the plug-ins at its first read and tries each in a child process
-  first, cell_runs: what an edited config does to a cell's files, cell_paths: the cell folders' layout,
-  refs: code named by "module:name" and resolved where it runs, sources, stages: each stage declared once, stop,
-  yaml_reading: the one YAML reader).
+  sizes; norms and layouts, config, failures, files, gaussian: the toy's closed forms, key_declaration: how a key and
+  a group of keys are declared, method_keys: the keys only some methods read, methods: the methods and their lookups,
+  metrics, objective_settings: what an objective is built from, plugin_child, plugins: the registry that loads the
+  plug-ins at its first read and tries each in a child process first, cell_runs: what an edited config does to a
+  cell's files, cell_paths: the cell folders' layout, refs: code named by "module:name" and resolved where it runs,
+  sources, stages: each stage declared once, stop, yaml_reading: the one YAML reader).
 
 Each package's list names every module in it (tests/project/test_doc_claims.py).
 

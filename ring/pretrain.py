@@ -107,7 +107,8 @@ def resolve(cfg: PretrainConfig) -> Cell:
 def objective_settings(cfg: PretrainConfig, m: Method, dataset: catalog.DatasetSpec) -> ObjectiveSettings:
     """What method ``m``'s objective is built from, read from ``cfg``: the values every objective shares and the
     frozen configs of the key groups it reads (:attr:`ring.core.methods.Method.key_groups`)."""
-    own = own_config(cfg.method, m.key_groups, to_dict(cfg))
+    values = to_dict(cfg)
+    own = own_config(m.key_groups, tuple(group.read(values) for group in m.key_groups))
     return ObjectiveSettings(m, dataset, cfg.head, cfg.out_dim, cfg.temperature, cfg.batch_size, cfg.seed, own)
 
 

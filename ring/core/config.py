@@ -16,7 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from ring.core.method_keys import BANK, CMC, GROUPS, KEYS, KMEANS, LA, QUEUE, RING, with_method_keys
+from ring.core.key_declaration import with_method_keys
+from ring.core.method_keys import BANK, CMC, GROUPS, KEYS, KMEANS, LA, QUEUE, RING
 from ring.core.methods import METHODS, apply_fixed
 from ring.core.yaml_reading import read_yaml
 
@@ -163,7 +164,7 @@ class PretrainConfig:
     )
     # Fields added after cells were first trained: hashed only when they differ from their
     # default, so an existing cell's checkpoint keeps its hash (and resumes) across the upgrade.  The method keys
-    # declare theirs (ring.core.method_keys.Key.hashed_when_set).
+    # declare theirs (ring.core.key_declaration.Key.hashed_when_set).
     HASHED_WHEN_SET = ("augment", "store", "store_decode", "view_draws")
     # Values that hash as the field's absence: the same run as the cells hashed before the field existed.
     HASHED_AS_ABSENT = {"store_decoder": ("", "cpu")}

@@ -1,13 +1,13 @@
 """The pretraining keys only some methods read, declared by what reads them (torch-free, read by the workflow too).
 
-Each :class:`Key` carries its type, default, one-line doc and what the checks allow; each :class:`KeyGroup` (a
-memory bank's keys, MoCo's queue's, CMC's, LA's, the k-means methods', the Ring window's) carries the checks that
-relate its keys to the cell, and makes the frozen config its part receives.  The registry's objectives name the
-groups they read (:attr:`ring.core.methods.Objective.key_groups`), and a method's objective is built from those
-groups' configs alone (:class:`ring.core.objective_settings.ObjectiveSettings`).  Grid and config files still write
-each key under its flat name, and :class:`ring.core.config.PretrainConfig` is that flat view (what config.yaml and the
-hash are made of, as they were); :mod:`ring.plan.reference` documents the keys from here, and :mod:`ring.plan.checks`
-runs their checks:
+Each key (a :class:`ring.core.key_declaration.Key`) carries its type, default, one-line doc and what the checks allow;
+each group (a :class:`ring.core.key_declaration.KeyGroup`: a memory bank's keys, MoCo's queue's, CMC's, LA's, the
+k-means methods', the Ring window's) carries the checks that relate its keys to the cell, and makes the frozen config
+its part receives. The registry's objectives name the groups they read (:attr:`ring.core.methods.Objective.key_groups`),
+and a method's objective is built from those groups' configs alone
+(:class:`ring.core.objective_settings.ObjectiveSettings`). Grid and config files still write each key under its flat
+name, and :class:`ring.core.config.PretrainConfig` is that flat view (what config.yaml and the hash are made of, as they
+were); :mod:`ring.plan.reference` documents the keys from here, and :mod:`ring.plan.checks` runs their checks:
 
 * a key's own check (its value alone: a type, a range, a choice) on every pretraining cell, so a typo is one wherever
   it is written;
@@ -20,85 +20,7 @@ plan), whose ``c.options`` are the plan's option lists; an ``allowed`` that is a
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from functools import cached_property
-
-
-@dataclass(frozen=True)
-class Key:
-    name: str
-    type: str  # its annotation, as PretrainConfig's own fields write theirs (`ring describe` prints it)
-    default: object  # a list is copied for each config
-    doc: str  # what it does, one line ("" where the group's paragraph says it all)
-    allowed: str | Callable[[object], str]  # what the checks allow (the reference); a callable gets the option lists
-    about: str = ""  # the paragraph it shares with the keys beside it (the reference prints it after ``doc``)
-    check: Callable[[object], None] | None = None  # its value alone, on every cell: check(c)
-    # Added after cells were first trained: hashed only when off its default, so those cells keep their hash
-    # (ring.core.config.config_hash).
-    hashed_when_set: bool = False
-
-    def field(self) -> dataclasses.Field:
-        if isinstance(self.default, list):
-            value = self.default
-            return dataclasses.field(default_factory=lambda: list(value))
-        return dataclasses.field(default=self.default)
-
-    def description(self) -> str:
-        return " ".join(part for part in (self.doc, self.about) if part)
-
-    def allowed_text(self, options) -> str:
-        return self.allowed(options) if callable(self.allowed) else self.allowed
-
-
-@dataclass(frozen=True, eq=False)  # compared by identity: a group is one declaration
-class KeyGroup:
-    """Keys one part of a method reads together; ``check(c, n_images, m)`` relates them to the cell of method ``m``
-    training on ``n_images`` images.  The part receives them as one frozen config, :meth:`read` from the cell's
-    values (``settings.keys.<name>``: :func:`ring.core.objective_settings.own_config`)."""
-
-    name: str  # the attribute the method's own config holds it under ("bank": settings.keys.bank.bank_negatives)
-    keys: tuple[Key, ...]
-    check: Callable[[object, int, object], None] | None = None
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(k.name for k in self.keys)
-
-    @cached_property
-    def config(self) -> type:
-        """Its frozen config class: one field per key, under the key's name (as grids and config files write it)."""
-        fields = [(k.name, k.type, k.field()) for k in self.keys]
-        return dataclasses.make_dataclass(f"{self.name.capitalize()}Keys", fields, frozen=True)
-
-    def read(self, values: Mapping[str, object]):
-        """Its frozen config holding ``values``' keys of this group (a cell's flat config values)."""
-        return self.config(**{k: values[k] for k in self.names})
-
-    def defaults(self) -> dict[str, object]:
-        """Its keys at their defaults: what a method that does not read the group hashes (ring.core.config)."""
-        return {k.name: list(k.default) if isinstance(k.default, list) else k.default for k in self.keys}
-
-
-def _word(name: str, default: str, doc: str, words, about: str = "", note: str = "", late: bool = False) -> Key:
-    """A key that takes one word of a plan option list, ``words(options)``: its check and its allowed values."""
-    return Key(
-        name,
-        "str",
-        default,
-        doc,
-        lambda o: ", ".join(words(o)) + note,
-        about,
-        lambda c: c.one_of(name, words(c.options)),
-        hashed_when_set=late,
-    )
-
-
-def _integer(name: str, default: int, low: int, about: str, doc: str = "", allowed: str = "", late=False) -> Key:
-    """A key that counts something, ``low`` or more (its allowed values say more where the cell bounds it too)."""
-    return Key(name, "int", default, doc, allowed or f">= {low}", about, lambda c: c.int_at_least(name, low), late)
-
+from ring.core.key_declaration import Key, KeyGroup, integer_key, word_key
 
 # -- a memory bank's (ring.engine.objectives.ir) -------------------------------------------------------------------
 
@@ -126,9 +48,9 @@ _BANK = "Memory bank (IR, IRing): k negatives per query; bank entries move with 
 BANK = KeyGroup(
     "bank",
     (
-        _integer("bank_negatives", 4096, 1, _BANK, allowed="1 .. the bank (training images; LA: one fewer)"),
+        integer_key("bank_negatives", 4096, 1, _BANK, allowed="1 .. the bank (training images; LA: one fewer)"),
         Key("bank_momentum", "float", 0.5, "", "[0, 1)", _BANK, lambda c: c.in_range("bank_momentum", 0.0, 1.0)),
-        _word(
+        word_key(
             "negatives_count",
             "excluding_positive",
             'What bank_negatives counts (ring.engine.objectives.ir): "excluding_positive", k drawn negatives and the '
@@ -194,7 +116,7 @@ QUEUE = KeyGroup(
 CMC = KeyGroup(
     "cmc",
     (
-        _word(
+        word_key(
             "cmc_negatives",
             "per_view",
             "CMC's negatives (ring.engine.objectives.cmc): \"shared\" (CMC's code: one index set for both views) or "
@@ -209,7 +131,7 @@ CMC = KeyGroup(
 LA = KeyGroup(
     "la",
     (
-        _word(
+        word_key(
             "la_own_entry",
             "positive",
             'LA\'s own-entry rule (ring.engine.objectives.la): "topk" (LA\'s code) or "positive" (ours).  Each LA '
@@ -254,9 +176,9 @@ KMEANS = KeyGroup(
     "kmeans",
     (
         Key("kmeans_k", "int", 1000, "", "1 .. the training images", _KMEANS, hashed_when_set=True),
-        _integer("kmeans_clusterings", 10, 1, _KMEANS, late=True),
-        _integer("kmeans_iters", 20, 1, _KMEANS, late=True),
-        _integer("kmeans_warmup_epochs", 10, 0, _KMEANS, allowed=">= 0, < epochs", late=True),
+        integer_key("kmeans_clusterings", 10, 1, _KMEANS, late=True),
+        integer_key("kmeans_iters", 20, 1, _KMEANS, late=True),
+        integer_key("kmeans_warmup_epochs", 10, 0, _KMEANS, allowed=">= 0, < epochs", late=True),
     ),
     _kmeans,
 )
@@ -346,14 +268,14 @@ RING = KeyGroup(
             _WINDOW,
             _ring_w_l,
         ),
-        _word(
+        word_key(
             "ring_anneal",
             "linear",
             "How w_l moves from start to final (ring.engine.anneal policy).",
             lambda o: o.ANNEAL_POLICIES,
             _WINDOW,
         ),
-        _integer("ring_anneal_epochs", 100, 1, _WINDOW, "Epochs over which w_l reaches its final value."),
+        integer_key("ring_anneal_epochs", 100, 1, _WINDOW, "Epochs over which w_l reaches its final value."),
         Key(
             "ring_inner",
             "float | None",
@@ -372,7 +294,7 @@ RING = KeyGroup(
             _WINDOW,
             _ring_w_u,
         ),
-        _integer("ring_anneal_stages", 4, 1, _POLICIES),
+        integer_key("ring_anneal_stages", 4, 1, _POLICIES),
         Key("ring_loss_ema", "float", 0.99, "", "[0, 1)", _POLICIES, lambda c: c.in_range("ring_loss_ema", 0.0, 1.0)),
         Key("ring_val_fraction", "float", 0.1, "", "(0, 1)", _POLICIES, _val_fraction),
         Key(
@@ -399,23 +321,3 @@ GROUPS = (BANK, QUEUE, CMC, KMEANS, LA, RING)
 KEYS = {k.name: k for group in GROUPS for k in group.keys}
 GROUP_OF = {k.name: group for group in GROUPS for k in group.keys}  # a key -> the one group that declares it
 RingKeys = RING.config  # the Ring window's frozen config: all ring.engine.anneal reads
-
-
-def with_method_keys(after: dict[str, tuple[KeyGroup, ...]]):
-    """A class decorator (under ``@dataclass``): the keys of each group of this module, declared here by what
-    reads them, become fields right after the field ``after`` names for their group.  This flat view is what grid and
-    config files write and what a cell's config.yaml and hash are made of, key for key as before the groups (the
-    workflow's rules take that text as a parameter: another text would rerun every cell); the objectives never read
-    it, they receive their groups' frozen configs (:meth:`KeyGroup.read`)."""
-
-    def insert(cls):
-        annotations = {}
-        for name, annotation in cls.__dict__["__annotations__"].items():
-            annotations[name] = annotation
-            for key in (k for group in after.get(name, ()) for k in group.keys):
-                annotations[key.name] = key.type
-                setattr(cls, key.name, key.field())
-        cls.__annotations__ = annotations
-        return cls
-
-    return insert

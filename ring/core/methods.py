@@ -33,7 +33,8 @@ import re
 from dataclasses import dataclass
 
 from ring.core import plugins, sources
-from ring.core.method_keys import BANK, GROUP_OF, GROUPS, KMEANS, QUEUE, RING, KeyGroup
+from ring.core.key_declaration import KeyGroup
+from ring.core.method_keys import BANK, GROUP_OF, GROUPS, KMEANS, QUEUE, RING
 from ring.core.method_keys import CMC as CMC_GROUP
 from ring.core.method_keys import LA as LA_GROUP
 from ring.core.refs import resolve

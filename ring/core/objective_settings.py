@@ -12,23 +12,24 @@ method that reads no queue has no ``queue`` to read: a key it does not declare w
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from ring.core.method_keys import KeyGroup
+from ring.core.key_declaration import KeyGroup
 
 
 @cache
-def _own_config_class(method: str, groups: tuple[KeyGroup, ...]) -> type:
+def _own_config_class(groups: tuple[KeyGroup, ...]) -> type:
+    # Named by its groups, so that reading another group says which it has: 'OwnKeys[queue, ring]' has no 'bank'.
     fields = [(g.name, g.config) for g in groups]
-    return dataclasses.make_dataclass(f"{method}Keys", fields, frozen=True)
+    return dataclasses.make_dataclass(f"OwnKeys[{', '.join(g.name for g in groups)}]", fields, frozen=True)
 
 
-def own_config(method: str, groups: tuple[KeyGroup, ...], values: Mapping[str, object]):
-    """Method ``method``'s own frozen config from a cell's flat ``values``: one field per group of ``groups``, named
-    as the group, holding that group's frozen config (:meth:`ring.core.method_keys.KeyGroup.read`)."""
-    return _own_config_class(method, groups)(**{g.name: g.read(values) for g in groups})
+def own_config(groups: tuple[KeyGroup, ...], configs: tuple) -> object:
+    """A method's own frozen config: one field per group of ``groups`` (the groups it reads), named as the group,
+    holding that group's frozen config of ``configs`` (the entry point read each from the cell's config:
+    :meth:`ring.core.key_declaration.KeyGroup.read`)."""
+    return _own_config_class(groups)(*configs)
 
 
 @dataclass(frozen=True)

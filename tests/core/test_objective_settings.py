@@ -12,10 +12,11 @@ from tests.helpers import pretrain_config
 
 
 def test_a_methods_own_config_holds_its_groups_and_has_no_attribute_for_another():
-    keys = own_config("MoCo", (method_keys.QUEUE,), {"queue_size": 4096, "key_momentum": 0.999, "bank_negatives": 7})
+    values = {"queue_size": 4096, "key_momentum": 0.999, "bank_negatives": 7}
+    keys = own_config((method_keys.QUEUE,), (method_keys.QUEUE.read(values),))
     assert keys.queue.queue_size == 4096 and keys.queue.key_momentum == 0.999
     assert [f.name for f in dataclasses.fields(keys)] == ["queue"]
-    with pytest.raises(AttributeError, match=r"'MoCoKeys' object has no attribute 'bank'"):
+    with pytest.raises(AttributeError, match=r"'OwnKeys\[queue\]' object has no attribute 'bank'"):
         _ = keys.bank
     with pytest.raises(dataclasses.FrozenInstanceError):
         keys.queue.queue_size = 1
