@@ -11,7 +11,7 @@ from ring.cluster import progress
 from ring.cluster.launch import recorded_job
 from ring.cluster.slurm import ALIVE, Resources, job_states, read_record
 from ring.cluster.watch import failure_sentence
-from ring.core.cell_paths import cell_folder
+from ring.core.cell_paths import BACKBONE, cell_folder, cell_values
 from ring.core.config import config_hash
 from ring.core.files import CHECKSUMS
 from ring.core.files import read_record as read_json_record
@@ -116,7 +116,7 @@ def detection_cells(grid: Grid, results: Path) -> list[tuple[Path, str, str, int
 
 def backbone_of(cell: Path) -> Path:
     """The converted backbone a Table 4 cell (.../detection/<source>/<method>/<task>/seed<k>/) trains on."""
-    return cell.parents[1] / cell.name / "backbone.pkl"
+    return cell_values(cell).related("detection", BACKBONE) / "backbone.pkl"
 
 
 def detection_state(grid: Grid, cell: Path, method_task: str, seed: int, state: str, detail: str) -> tuple[str, str]:
@@ -167,7 +167,7 @@ def stale_detail(grid: Grid, stage: str, cell: Path, dataset: str, method: str, 
     if stage == "lincls":
         # The encoder it evaluated may hold while the grid now asks another config of its pretraining cell (whose
         # config.yaml only the workflow rewrites): the plan forces that encoder, and with it this evaluation.
-        pretrain = cell_dir(cell.parents[4], grid.name, "pretrain", dataset, method, seed)
+        pretrain = cell_dir(cell_values(cell).root, grid.name, "pretrain", dataset, method, seed)
         wanted = config_hash(grid.pretrain_config(dataset, method, seed, data_root))
         if found := lineage.superseded(pretrain, wanted):
             return (

@@ -15,15 +15,13 @@ A cell the grid names is never removed, only its ``runs/``; ``prune`` removes no
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from ring.core import cell_runs
-from ring.core.cell_paths import BACKBONE, cell_folder, cell_glob
+from ring.core.cell_paths import BACKBONE, SEED, cell_folder, cell_glob
 
-SEED = re.compile(r"seed\d+")
 # Where cell folders sit under results/<grid>/ (ring.core.cell_paths): the glob of each stage's cell folders, whose
 # last part is seed<N>, and of the detection backbones'.
 CELL_GLOBS = (

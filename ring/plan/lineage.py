@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ring.core import config
+from ring.core.cell_paths import BACKBONE, CellPath, cell_values
 from ring.core.files import CHECKSUMS, read_record, sha256_file
 from ring.core.stages import STAGES
 
@@ -53,13 +54,23 @@ def _config_hash(path: Path, cls) -> str | None:
     return None if cfg is None else config.config_hash(cfg)
 
 
+def _evaluation(metrics_path: str | Path) -> CellPath | None:
+    """The cell of an evaluation's output file (a stage that evaluates the pretraining cell's encoder itself, or
+    detection), or None for a file elsewhere: no cell to compare with."""
+    found = cell_values(metrics_path)
+    if found is None or not found.file:
+        return None
+    return found if evaluated_config(found.stage) is not None or found.stage == "detection" else None
+
+
 def pretrain_cell(metrics_path: str | Path, evaluation) -> Path:
     """The pretraining cell whose encoder an evaluation cell (its config, or None) evaluates: a transfer
     cell's is its source's."""
-    path = Path(metrics_path)
-    results, seed_dir, method_dir = Path(*path.parts[:-5]), path.parts[-2], path.parts[-3]
-    source = getattr(evaluation, "source", None) or getattr(evaluation, "dataset", None) or path.parts[-4]
-    return results / "pretrain" / source / method_dir / seed_dir
+    found = cell_values(metrics_path)
+    if found is None:
+        raise ValueError(f"{metrics_path} is no file of an evaluation cell (results/<grid>/<stage>/.../seed<N>/).")
+    source = getattr(evaluation, "source", None) or getattr(evaluation, "dataset", None) or found.dataset
+    return found.related("pretrain", dataset=source)
 
 
 def rerun_command(target: Path) -> str:
@@ -176,7 +187,9 @@ def detection_stale(metrics_path: Path, metrics: dict) -> Stale | None:
     that backbone was converted from, that encoder's config."""
     path = Path(metrics_path)
     cell = path.parent
-    results, source, method, seed = Path(*path.parts[:-6]), path.parts[-5], path.parts[-4], path.parts[-2]
+    found = cell_values(path)
+    if found is None or found.stage != "detection":
+        raise ValueError(f"{path} is no file of a detection cell (results/<grid>/detection/.../seed<N>/).")
     if metrics.get("config_hash") is None:
         return Stale(
             f"{cell} was evaluated before ring-bench recorded what each number was made from; "
@@ -187,7 +200,7 @@ def detection_stale(metrics_path: Path, metrics: dict) -> Stale | None:
         return Stale(
             f"{cell} was trained with another config than its config.yaml; rerun it: {rerun_command(path)}.", path
         )
-    backbone = results / "detection" / source / method / seed / "backbone.pkl"
+    backbone = found.related("detection", BACKBONE) / "backbone.pkl"
     if hurt := backbone_damage(backbone):
         return hurt
     record = read_record(backbone.parent / CHECKSUMS)
@@ -197,7 +210,7 @@ def detection_stale(metrics_path: Path, metrics: dict) -> Stale | None:
             f"rerun it: {rerun_command(path)}.",
             path,
         )
-    return _encoder_reason(cell, results / "pretrain" / source / method / seed, record.get("encoder_files"), backbone)
+    return _encoder_reason(cell, found.related("pretrain"), record.get("encoder_files"), backbone)
 
 
 def stale_reason(metrics_path: str | Path, metrics: dict) -> str | None:
@@ -214,16 +227,14 @@ def stale(metrics_path: str | Path, metrics: dict) -> Stale | None:
     """
     path = Path(metrics_path)
     cell = path.parent
-    if not (cell / "config.yaml").is_file():
-        return None
-    detection = len(path.parts) >= 7 and path.parts[-6] == "detection"
-    if not detection and (len(path.parts) < 6 or evaluated_config(path.parts[-5]) is None):
+    found = _evaluation(path)
+    if found is None or not (cell / "config.yaml").is_file():
         return None
     if hurt := damaged(cell, [path.name]):  # the number itself first: nothing else it says can be trusted
         return hurt
-    if detection:
+    if found.stage == "detection":
         return detection_stale(path, metrics)
-    evaluation = _config(cell / "config.yaml", evaluated_config(path.parts[-5]))
+    evaluation = _config(cell / "config.yaml", evaluated_config(found.stage))
     pretrain = pretrain_cell(path, evaluation)
     if metrics.get("config_hash") is None:
         return Stale(
@@ -246,10 +257,11 @@ def stale_target(metrics_path: str | Path) -> Path | None:
     if not path.is_file():
         return None
     # Damaged (changed, truncated, corrupt) against its checksum record: rerun it, whatever it now holds.
-    evaluation = len(path.parts) >= 6 and (
-        evaluated_config(path.parts[-5]) is not None or path.parts[-6:-5] == ("detection",)
-    )
-    if evaluation and (path.parent / "config.yaml").is_file() and (hurt := damaged(path.parent, [path.name])):
+    if (
+        _evaluation(path) is not None
+        and (path.parent / "config.yaml").is_file()
+        and (hurt := damaged(path.parent, [path.name]))
+    ):
         return hurt.target
     metrics = read_record(path)
     found = stale(path, metrics) if metrics else None

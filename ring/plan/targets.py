@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePath
 
-from ring.plan.disk import SEED, named_cells
+from ring.core.cell_paths import SEED
+from ring.plan.disk import named_cells
 
 
 def requested(argv: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ring.core.cell_paths import cell_values
 from ring.core.metrics import check_metrics
 from ring.plan import lineage
 from ring.reports.tables.protocol import protocol_differences
@@ -72,9 +73,9 @@ def check_contents(m: dict, path: Path) -> None:
                 f"The metrics file {path} holds {key}={m[key]!r}, not a percentage in [0, 100]; "
                 "rerun the cell that writes it."
             )
-    parts = path.parts
-    if len(parts) >= 5 and parts[-2].startswith("seed") and parts[-2][4:].isdigit() and "task" not in m:
-        folder = {"dataset": parts[-4], "method": parts[-3], "seed": int(parts[-2][4:])}
+    found = cell_values(path)
+    if found is not None and found.file and "task" not in m:
+        folder = {k: v for k, v in found.values if k in IDENTITY_KEYS}
         wrong = [f"{k}={m[k]!r} (its folder says {v!r})" for k, v in folder.items() if k in m and m[k] != v]
         if wrong:
             raise MetricsError(

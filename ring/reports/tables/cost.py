@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from ring.core import config
+from ring.core.cell_paths import cell_values
 from ring.core.cell_runs import RUNS
 from ring.core.stages import STAGES
 from ring.plan import estimate
@@ -53,7 +54,9 @@ def run_rows(provenance_files: list[str | Path], figures) -> pd.DataFrame:
         # results/<grid>/<stage>/<dataset>/<method>/seed<seed>/provenance.json, or a run an edit set aside in the cell,
         # .../seed<seed>/runs/<key>/provenance.json: its jobs count (once: a run moves whole), its cell once.
         cell = path.parents[2] if path.parent.parent.name == RUNS else path.parent
-        stage = cell.parts[-4]
+        if (found := cell_values(cell)) is None:
+            raise ValueError(f"{path} lies in no cell folder (results/<grid>/<stage>/.../seed<N>/).")
+        stage = found.stage
         rows.append(
             {
                 "stage": stage,

@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 from ring import resources
+from ring.core.cell_paths import cell_values
 from ring.core.config import to_dict
 from ring.core.yaml_reading import read_yaml
 
@@ -69,13 +70,13 @@ def protocol_differences(metrics_path: str | Path) -> list[str]:
     whose encoder it evaluates) differs from the paper grid's cell; empty when unknown (no configs)."""
     path = Path(metrics_path)
     evaluation = _read_yaml(path.parent / "config.yaml")
-    if evaluation is None or len(path.parts) < 6:
+    found = cell_values(path)
+    if evaluation is None or found is None or not found.file:
         return []
     if "task" in evaluation:  # a Table 4 cell: .../detection/<source>/<method>/<task>/seed<k>/metrics.json
         return detection_differences(path, evaluation)
     source = evaluation.get("source", evaluation["dataset"])  # a transfer cell's encoder is the source's
-    seed_dir, method_dir = path.parts[-2], path.parts[-3]
-    pretrain = _read_yaml(Path(*path.parts[:-5], "pretrain", source, method_dir, seed_dir, "config.yaml"))
+    pretrain = _read_yaml(found.related("pretrain", dataset=source) / "config.yaml")
     paper = paper_grid()
     if evaluation.get("method") not in paper_methods():  # a method the paper never ran has no protocol to differ from
         return []
@@ -98,8 +99,13 @@ def protocol_differences(metrics_path: str | Path) -> list[str]:
 def detection_differences(path: Path, cell: dict) -> list[str]:
     """A detection cell against the paper grid's: its datasets, every Detectron2 override either sets
     (the appendix's schedule and solver live there), and the ImageNet pretraining cell it starts from."""
-    paper = paper_grid()
-    if len(path.parts) < 7 or not paper.detection or cell.get("method") not in paper.detection["methods"]:
+    paper, found = paper_grid(), cell_values(path)
+    if (
+        found is None
+        or found.stage != "detection"
+        or not paper.detection
+        or cell.get("method") not in paper.detection["methods"]
+    ):
         return []
     try:
         theirs = to_dict(paper.detection_config(cell["method"], cell["task"], int(cell.get("seed", 0)), "datasets"))
@@ -115,8 +121,7 @@ def detection_differences(path: Path, cell: dict) -> list[str]:
     ]
     if cell.get("source", theirs["source"]) != theirs["source"]:
         keys.append("detection.source")
-    seed_dir, method_dir, source_dir = path.parts[-2], path.parts[-4], path.parts[-5]  # [-3] is the task
-    pretrain = _read_yaml(Path(*path.parts[:-6], "pretrain", source_dir, method_dir, seed_dir, "config.yaml"))
+    pretrain = _read_yaml(found.related("pretrain") / "config.yaml")
     keys += [
         f"pretrain.{key}"
         for key in PAPER_KEYS["pretrain"]
