@@ -41,4 +41,4 @@ Each package's list names every module in it (tests/project/test_doc_claims.py).
 :mod:`ring.cli` is the ``ring`` command: each subcommand calls one of these modules' ``main``.
 """
 
-__version__ = "0.3.0"  # the one place of the version: pyproject.toml reads it (CHANGELOG.md)
+__version__ = "0.4.0"  # the one place of the version: pyproject.toml reads it (CHANGELOG.md)
