@@ -1,3 +1,5 @@
+import contextlib
+import io
 import json
 import os
 import pickle
@@ -29,20 +31,47 @@ def smoke_config(method, task, datasets_root, **changes) -> DetectionConfig:
     return cfg
 
 
-def run_main(cfg, weights, out, capsys) -> tuple[int, list[str]]:
+def run_cell(cfg, weights, out) -> int:
     out.mkdir(parents=True, exist_ok=True)
     save(cfg, out / "config.yaml")
-    status = runner.main(["--config", str(out / "config.yaml"), "--weights", str(weights), "--out", str(out)])
+    return runner.main(["--config", str(out / "config.yaml"), "--weights", str(weights), "--out", str(out)])
+
+
+def run_main(cfg, weights, out, capsys) -> tuple[int, list[str]]:
+    status = run_cell(cfg, weights, out)
     return status, [line for line in capsys.readouterr().err.splitlines() if line.startswith("ring:")]
+
+
+@pytest.fixture(scope="module")
+def voc_det_cells(backbone_pkl, datasets_root, module_tmp) -> list:
+    """Two workflow runs of the smoke grid's IRing voc_det cell, the process's RNGs in another state before each (the
+    cell's seed must decide).  Shared: test_each_model_trains_and_evaluates_on_the_embedded_default[voc_det] reads
+    the first, test_one_seed_gives_one_head_initialisation_data_order_and_result_on_every_path compares the two; each
+    trained its own cell before (one voc_det run, about 25 s in CI, twice)."""
+    cfg = smoke_config("IRing", "voc_det", datasets_root)
+    cells = [module_tmp("voc_det") / name for name in ("a", "b")]
+    torch.manual_seed(1)  # whatever state the process's RNGs are in, the cell's seed decides
+    for cell in cells:
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said):  # capsys is a test's, not a module fixture's
+            status = run_cell(cfg, backbone_pkl, cell)
+        assert status == 0, said.getvalue()[-3000:]
+        torch.rand(7)
+    return cells
 
 
 @pytest.mark.parametrize("task", ["coco_det_seg", "coco_kp", "voc_det"])
 @pytest.mark.slow
-def test_each_model_trains_and_evaluates_on_the_embedded_default(task, backbone_pkl, datasets_root, tmp_path, capsys):
-    cell = tmp_path / "cell"
+def test_each_model_trains_and_evaluates_on_the_embedded_default(
+    task, backbone_pkl, datasets_root, tmp_path, capsys, request
+):
     cfg = smoke_config("IRing", task, datasets_root)
-    status, lines = run_main(cfg, backbone_pkl, cell, capsys)
-    assert status == 0, lines
+    if task == "voc_det":  # the cell voc_det_cells trained, with this config
+        cell = request.getfixturevalue("voc_det_cells")[0]
+    else:
+        cell = tmp_path / "cell"
+        status, lines = run_main(cfg, backbone_pkl, cell, capsys)
+        assert status == 0, lines
     metrics = json.loads((cell / runner.METRICS_FILE).read_text())
     expected = {"coco_det_seg": ["bbox", "segm"], "coco_kp": ["bbox", "keypoints"], "voc_det": ["bbox"]}[task]
     assert sorted(metrics["results"]) == expected
@@ -200,19 +229,11 @@ def _final_weights(cell):
 
 @pytest.mark.slow
 def test_one_seed_gives_one_head_initialisation_data_order_and_result_on_every_path(
-    backbone_pkl, datasets_root, tmp_path, capsys
+    voc_det_cells, datasets_root, tmp_path
 ):
-    """Two workflow runs of one cell, and the cell rerun by hand with Detectron2's command line, agree
+    """Two workflow runs of one cell (voc_det_cells), and the cell rerun by hand with Detectron2's command line, agree
     bit for bit on the CPU (same thread count): the seed drives every RNG on both entry points."""
-    import torch
-
-    cfg = smoke_config("IR", "voc_det", datasets_root)
-    cells = [tmp_path / "a", tmp_path / "b"]
-    torch.manual_seed(1)  # whatever state the process's RNGs are in, the cell's seed decides
-    for cell in cells:
-        status, lines = run_main(cfg, backbone_pkl, cell, capsys)
-        assert status == 0, lines
-        torch.rand(7)
+    cells = voc_det_cells
     metrics = [json.loads((cell / runner.METRICS_FILE).read_text())["results"] for cell in cells]
     assert metrics[0] == metrics[1]
     logs = [(cell / "log.jsonl").read_text().splitlines() for cell in cells]

@@ -111,6 +111,12 @@ def test_every_dataset_the_targets_read_is_checked_before_any_job_starts(workdir
     assert not (workdir / "results" / "xfer" / "data" / "cub.ok").exists()
 
 
+# SMALL with one linear-evaluation (and transfer) epoch, not two: the end-to-end tests below check what runs, what
+# reruns and what the tables show, which one epoch writes as two do (each evaluation job one epoch shorter).
+ONE_EVAL_EPOCH = {**SMALL["lincls"]["all"], "epochs": 1}
+SMALL_EVAL = {**SMALL, "lincls": {"all": ONE_EVAL_EPOCH}}
+
+
 def rerun_one(workdir: Path, cell: str, output: str) -> dict[str, int]:
     """README's rerun of one cell on the tiny grid: its folder removed, its ``output`` forced; the jobs that ran."""
     shutil.rmtree(workdir / cell)
@@ -121,7 +127,7 @@ def rerun_one(workdir: Path, cell: str, output: str) -> dict[str, int]:
 
 
 def test_tiny_grid_end_to_end_then_rerun_exactly_one_cell(workdir):
-    write_grid(workdir, "tiny", SMALL)
+    write_grid(workdir, "tiny", SMALL_EVAL)
     snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", "grid=tiny")
     table = (workdir / "results" / "tiny" / "tables" / "table1.md").read_text()
     # Two seeds: mean ± std, or the verdict of a diverged evaluation (this grid's one-epoch encoders may give one).
@@ -183,10 +189,10 @@ def test_paper_grid_plans_every_transfer_cell_on_the_cifar10_encoders(workdir):
 def test_transfer_column_end_to_end_on_generated_shapes(workdir, tmp_path):
     """The smoke grid's transfer column, shrunk: shapes generated under the data root, table3 built."""
     tiny = {
-        **SMALL,
+        **SMALL_EVAL,
         "methods": ["IR"],
         "seeds": [0],
-        "transfer": {"source": "digits", "datasets": ["shapes"], "all": SMALL["lincls"]["all"]},
+        "transfer": {"source": "digits", "datasets": ["shapes"], "all": ONE_EVAL_EPOCH},
         "resources": {**SMALL["resources"], "transfer": {"threads": 1}},
     }
     write_grid(workdir, "tiny", tiny)

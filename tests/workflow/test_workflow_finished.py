@@ -22,8 +22,15 @@ pytestmark = pytest.mark.slow  # whole Snakemake runs: outside the developer loo
 
 # The finished grid four tests start from: a grid file kept outside the repository (issue #22), its IR, IRing and MoCo
 # cells on digits, seed 0, and every table built.  Each test built its own before (four all_tables runs: six
-# pretraining and four evaluation jobs); one run serves them all, each test editing a copy of it.
-FINISHED = {**SMALL, "methods": ["IR", "IRing", "MoCo"], "seeds": [0]}
+# pretraining and four evaluation jobs); one run serves them all, each test editing a copy of it.  Its linear
+# evaluations train one epoch, not SMALL's two: these tests check what reruns, what is kept and what a table shows,
+# which one epoch writes as two do, and the file trains about eight evaluations (about 2 s an epoch alone here).
+FINISHED = {
+    **SMALL,
+    "methods": ["IR", "IRing", "MoCo"],
+    "seeds": [0],
+    "lincls": {"all": {**SMALL["lincls"]["all"], "epochs": 1}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -36,19 +43,50 @@ def finished_grid(module_tmp) -> Path:
     return root
 
 
-@pytest.fixture
-def finished(finished_grid, tmp_path) -> tuple[Path, Path, dict]:
-    """A copy of ``finished_grid`` to edit (its modification times kept, as Snakemake reads them): the folder to run
-    Snakemake in, its grid file, and the grid's values.  Its results folder is recorded as the copied grid file's, as
-    its own first run would have recorded it (ring.plan.ownership: an edited file of the same name elsewhere is
-    refused)."""
+def _copy_to_edit(grid_root: Path, to: Path) -> tuple[Path, Path]:
+    """A copy of a trained grid's folder (its modification times kept, as Snakemake reads them): the folder to run
+    Snakemake in and its grid file.  Its results folder is recorded as the copied grid file's, as its own first run
+    would have recorded it (ring.plan.ownership: an edited file of the same name elsewhere is refused)."""
     from ring.plan import ownership
 
-    workdir = Path(shutil.copytree(finished_grid, tmp_path / "finished", symlinks=True))
+    workdir = Path(shutil.copytree(grid_root, to, symlinks=True))
     grid_file, results = workdir / "elsewhere" / "mine.yaml", workdir / "results" / "mine"
     (results / ownership.MARKER).unlink()
     ownership.claim(grid_file, results)
-    return workdir, grid_file, copy.deepcopy(FINISHED)
+    return workdir, grid_file
+
+
+@pytest.fixture
+def finished(finished_grid, tmp_path) -> tuple[Path, Path, dict]:
+    """A copy of ``finished_grid`` to edit: the folder to run Snakemake in, its grid file, and the grid's values."""
+    return (*_copy_to_edit(finished_grid, tmp_path / "finished"), copy.deepcopy(FINISHED))
+
+
+# The edit two tests start from: IR's pretraining lr, and MoCo dropped from the grid (no IR or IRing cell reads it).
+# Each test made it on its own copy of finished_grid before (one IR pretraining and evaluation, and a Snakemake run,
+# twice); one run serves both, each test going on from a copy of it.
+EDITED = {
+    **FINISHED,
+    "methods": ["IR", "IRing"],
+    "pretrain": {**FINISHED["pretrain"], "by_method": {"IR": {"lr": 0.01}}},
+}
+
+
+@pytest.fixture(scope="module")
+def edited_grid(finished_grid, module_tmp) -> tuple[Path, str]:
+    """A copy of ``finished_grid`` after its all_tables run on EDITED, and what that run printed."""
+    workdir, grid_file = _copy_to_edit(finished_grid, module_tmp("edited") / "finished")
+    grid_file.write_text(yaml.safe_dump(EDITED))
+    result = snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", f"grid={grid_file}")
+    return workdir, result.stdout + result.stderr
+
+
+@pytest.fixture
+def edited(edited_grid, tmp_path) -> tuple[Path, Path, dict, str]:
+    """A copy of ``edited_grid`` to edit further (as ``finished``), the grid's values, and what the edit's run
+    printed."""
+    workdir, output = edited_grid
+    return (*_copy_to_edit(workdir, tmp_path / "edited"), copy.deepcopy(EDITED), output)
 
 
 def _table_entry(workdir: Path, grid: str, method: str) -> str:
@@ -60,31 +98,28 @@ def _table_entry(workdir: Path, grid: str, method: str) -> str:
     raise AssertionError(f"no row {method}")
 
 
-def test_an_edit_keeps_the_old_encoders_evaluation_and_an_undo_brings_it_back_untrained(finished):
+def test_an_edit_keeps_the_old_encoders_evaluation_and_an_undo_brings_it_back_untrained(finished_grid, edited):
     """Issue 32 item 3: a pretraining edit keeps the finished linear evaluation of the old encoder under the
     evaluation cell's runs/<lincls hash>-<encoder sha256[:12]>/; undoing the edit restores the encoder and that
     evaluation, decided before any job: the same metrics.json and log.jsonl bytes, nothing trained."""
-    workdir, grid_file, values = finished
+    workdir, grid_file, _, output = edited  # IR's pretraining edited (EDITED), its all_tables run made
 
     def run():
         return snakemake(workdir, "--profile", "profiles/local", "all_tables", "--config", f"grid={grid_file}")
 
     cell = workdir / "results" / "mine" / "lincls" / "digits" / "IR" / "seed0"
-    first = {name: (cell / name).read_bytes() for name in ("metrics.json", "log.jsonl", "provenance.json")}
-    record = json.loads((cell / "run.json").read_text())
+    before = finished_grid / cell.relative_to(workdir)  # the cell as it was before the edit
+    first = {name: (before / name).read_bytes() for name in ("metrics.json", "log.jsonl", "provenance.json")}
+    record = json.loads((before / "run.json").read_text())
     kept = cell / "runs" / f"{record['config_hash']}-{record['encoder_sha256'][:12]}"
 
-    values["pretrain"] = {**values["pretrain"], "by_method": {"IR": {"lr": 0.01}}}
-    grid_file.write_text(yaml.safe_dump(values))
-    output = (lambda r: r.stdout + r.stderr)(run())
     assert {name: (kept / name).read_bytes() for name in first} == first  # nothing finished is deleted
     # keep_superseded: results (the default) keeps what a table needs and drops the probe's checkpoint.
     assert not (kept / "checkpoint.pt").exists() and "the encoder it evaluates changed" in output
     edited = (cell / "metrics.json").read_bytes()
     assert edited != first["metrics.json"]
 
-    del values["pretrain"]["by_method"]
-    grid_file.write_text(yaml.safe_dump(values))
+    grid_file.write_text(yaml.safe_dump(FINISHED))  # the edit undone, MoCo back in the grid
     output = (lambda r: r.stdout + r.stderr)(run())
     assert "the evaluation of this encoder with this config is complete" in output
     assert {name: (cell / name).read_bytes() for name in first} == first  # restored, not trained again
@@ -250,14 +285,16 @@ def test_a_key_moco_never_reads_under_all_retrains_the_ir_cell_and_leaves_the_fi
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(run("-n"))
 
 
-def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_removes_them(finished, tmp_path):
+def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_removes_them(
+    finished_grid, edited, tmp_path
+):
     """Issue 32 item 4: a superseded run keeps its encoder, log and records and drops its checkpoints (unless
     keep_superseded: all); an undo brings a finished run back without retraining; status shows what prune removes;
     prune --dry-run lists it with sizes, prune removes superseded runs and the cells of a method the grid dropped."""
     from ring.core.config import config_hash
     from ring.plan import grid as grid_plan
 
-    workdir, grid_file, values = finished
+    workdir, grid_file, values, _ = edited  # IR's pretraining edited and MoCo dropped (EDITED), all_tables run
 
     def run(*args):
         return snakemake(workdir, "--profile", "profiles/local", "all_tables", *args, "--config", f"grid={grid_file}")
@@ -273,18 +310,11 @@ def test_superseded_runs_keep_results_not_checkpoints_undo_needs_none_and_prune_
 
     base = workdir / "results" / "mine"
     cell = base / "pretrain" / "digits" / "IR" / "seed0"
-    first = config_hash(grid_plan.from_dict("mine", values).pretrain_config("digits", "IR", 0, "data"))
-    first_encoder = (cell / "encoder.pt").read_bytes()
-    assert (cell / "checkpoint.pt").is_file()
+    before = finished_grid / cell.relative_to(workdir)  # the cell as it was before the edit
+    first = config_hash(grid_plan.from_dict("mine", FINISHED).pretrain_config("digits", "IR", 0, "data"))
+    first_encoder = (before / "encoder.pt").read_bytes()
+    assert (before / "checkpoint.pt").is_file()
 
-    # An edit of IR's pretraining, and MoCo dropped from the grid.
-    values = {
-        **values,
-        "methods": ["IR", "IRing"],
-        "pretrain": {**values["pretrain"], "by_method": {"IR": {"lr": 0.01}}},
-    }
-    grid_file.write_text(yaml.safe_dump(values))
-    run()
     kept = cell / "runs" / first
     assert {"encoder.pt", "export.json", "log.jsonl", "provenance.json", "run.json"} <= {p.name for p in kept.iterdir()}
     assert not list(kept.glob("checkpoint*.pt")) and (kept / "encoder.pt").read_bytes() == first_encoder
