@@ -110,6 +110,12 @@ def suite_budget() -> list[float]:
     return [full / 60, full, quick / 60, quick]
 
 
+def footprint_bound_gb() -> float:
+    """tests/conftest.py's FOOTPRINT_BOUND_BYTES in GB: the most the suite's temporary folder may hold as it runs."""
+    conftest = (ROOT / "tests" / "conftest.py").read_text()
+    return float(re.search(r"^FOOTPRINT_BOUND_BYTES = int\(([\d.]+) \* 1000\*\*3\)", conftest, re.M)[1])
+
+
 # name -> (page, generator); the page holds the generated text between the name's two comments.
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "paper-price": ("docs/cluster.md", paper_price),
