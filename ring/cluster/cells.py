@@ -167,7 +167,7 @@ def stale_detail(grid: Grid, stage: str, cell: Path, dataset: str, method: str, 
     if stage == "lincls":
         # The encoder it evaluated may hold while the grid now asks another config of its pretraining cell (whose
         # config.yaml only the workflow rewrites): the plan forces that encoder, and with it this evaluation.
-        pretrain = cell_dir(cell_values(cell).root, grid.name, "pretrain", dataset, method, seed)
+        pretrain = cell_values(cell).related("pretrain")
         wanted = config_hash(grid.pretrain_config(dataset, method, seed, data_root))
         if found := lineage.superseded(pretrain, wanted):
             return (

@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 
 from ring import resources
-from ring.core.cell_paths import cell_values
+from ring.core.cell_paths import CellPath, cell_values
 from ring.core.config import to_dict
 from ring.core.yaml_reading import read_yaml
 
@@ -74,7 +74,7 @@ def protocol_differences(metrics_path: str | Path) -> list[str]:
     if evaluation is None or found is None or not found.file:
         return []
     if "task" in evaluation:  # a Table 4 cell: .../detection/<source>/<method>/<task>/seed<k>/metrics.json
-        return detection_differences(path, evaluation)
+        return detection_differences(found, evaluation)
     source = evaluation.get("source", evaluation["dataset"])  # a transfer cell's encoder is the source's
     pretrain = _read_yaml(found.related("pretrain", dataset=source) / "config.yaml")
     paper = paper_grid()
@@ -96,16 +96,12 @@ def protocol_differences(metrics_path: str | Path) -> list[str]:
     ]
 
 
-def detection_differences(path: Path, cell: dict) -> list[str]:
-    """A detection cell against the paper grid's: its datasets, every Detectron2 override either sets
-    (the appendix's schedule and solver live there), and the ImageNet pretraining cell it starts from."""
-    paper, found = paper_grid(), cell_values(path)
-    if (
-        found is None
-        or found.stage != "detection"
-        or not paper.detection
-        or cell.get("method") not in paper.detection["methods"]
-    ):
+def detection_differences(found: CellPath, cell: dict) -> list[str]:
+    """A detection cell (its path read back, ``found``; ``cell`` its config) against the paper grid's: its datasets,
+    every Detectron2 override either sets (the appendix's schedule and solver live there), and the ImageNet pretraining
+    cell it starts from."""
+    paper = paper_grid()
+    if found.stage != "detection" or not paper.detection or cell.get("method") not in paper.detection["methods"]:
         return []
     try:
         theirs = to_dict(paper.detection_config(cell["method"], cell["task"], int(cell.get("seed", 0)), "datasets"))
