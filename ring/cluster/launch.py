@@ -43,7 +43,7 @@ import submitit
 from ring.cluster import admission, slurm
 from ring.cluster.detach import accepts, detach, made_with
 from ring.cluster.jobs import IGNORED_STOP, StageJob
-from ring.cluster.watch import say, wait
+from ring.cluster.watch import never_started, never_started_sentence, say, wait
 from ring.core import accounting, cell_runs, config
 from ring.core.refs import resolve
 from ring.core.stages import STAGES
@@ -345,6 +345,8 @@ def reattach(
             "the outputs of a job it reruns); submitting again: the stage resumes from its checkpoint where that "
             "is still this cell's"
         )
+    elif state == "FAILED" and never_started(recorded_job(record)):
+        say(never_started_sentence(cell, record["job_id"]))
     else:
         say(f"ring: {cell}: previous job {record['job_id']} ended {state}; submitting again (it resumes)")
     return False, None

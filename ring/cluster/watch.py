@@ -2,9 +2,10 @@
 
 :func:`wait` asks SLURM every ``poll_s`` seconds (sacct, then squeue for jobs accounting has not recorded yet or
 still calls PENDING), prints one status line per state change (a pending job's reason with it), and tells a job
-that completed from one the cluster lost (resubmitted, it resumes) and from one that failed: then the tail of the
-log that holds the traceback (:func:`failing_task`), and for a job out of memory one sentence naming what to raise
-(:func:`out_of_memory`).  ``ring status`` shows a failed job's most specific sentence (:func:`failure_sentence`).
+that completed from one the cluster lost (a lost node, or a step srun could not start while the controller was
+away: resubmitted, it resumes) and from one that failed: then the tail of the log that holds the traceback
+(:func:`failing_task`), and for a job out of memory one sentence naming what to raise (:func:`out_of_memory`).
+``ring status`` shows a failed job's most specific sentence (:func:`failure_sentence`).
 """
 
 from __future__ import annotations
@@ -93,9 +94,9 @@ def failing_task(job: submitit.SlurmJob) -> tuple[int, Path]:
 def wait(job: submitit.SlurmJob, cell: Path, res: slurm.Resources, adopted: bool = False) -> str:
     """Poll SLURM every ``poll_s`` until the job ends: "completed", "failed" (the tail of the log that holds the
     traceback printed: :func:`failing_task`) or "gone" (ended NODE_FAIL, PREEMPTED or BOOT_FAIL: ``slurm.LOST``;
-    unknown to sacct and squeue for ``unknown_grace_s``; or, for a job ``adopted`` from the
-    cell's record, cancelled before this client saw it run: accounting can lag a cancel, so that is the
-    cancelled pending job that ``decide`` resubmits, seen late)."""
+    ended FAILED before its step started: :func:`never_started`; unknown to sacct and squeue for
+    ``unknown_grace_s``; or, for a job ``adopted`` from the cell's record, cancelled before this client saw it run:
+    accounting can lag a cancel, so that is the cancelled pending job that ``decide`` resubmits, seen late)."""
     state, ran = poll(job, cell, res)
     if state is None:
         return "gone"
@@ -115,11 +116,40 @@ def wait(job: submitit.SlurmJob, cell: Path, res: slurm.Resources, adopted: bool
             "again (it resumes from its checkpoint)"
         )
         return "gone"
+    if state == "FAILED" and never_started(job):
+        say(never_started_sentence(cell, job.job_id))
+        return "gone"
     if state == "CANCELLED" and adopted and not ran:
         say(f"ring: {cell}: SLURM job {job.job_id} was cancelled before it ran; submitting again (it resumes)")
         return "gone"
     report_failure(job, cell, state, reason, res)
     return "failed"
+
+
+# submitit's first line in a task that started (each run of a requeued job says it again in the same log).
+TASK_STARTED = "Starting with JobEnvironment"
+
+
+def step_never_started(log: str) -> bool:
+    """Whether the batch log's last run ended with srun unable to reach SLURM's controller before any task of it
+    started: srun asks slurmctld for the job's step, and a controller away longer than srun waits (MessageTimeout,
+    about 10 s) ends the batch script FAILED with nothing of the stage run (seen when a requeued job started during
+    a controller restart)."""
+    refused = [line for line in log.splitlines() if line.startswith("srun: error:") and slurm.unreachable(line)]
+    return bool(refused) and log.rfind(refused[-1]) > log.rfind(TASK_STARTED)
+
+
+def never_started(job: submitit.SlurmJob) -> bool:
+    """:func:`step_never_started` for the job's batch log (srun's own errors go to the batch script's stderr)."""
+    path = Path(job.paths.stderr)
+    return path.is_file() and step_never_started(path.read_text(errors="replace"))
+
+
+def never_started_sentence(cell: Path, job_id: str) -> str:
+    return (
+        f"ring: {cell}: SLURM job {job_id} ended FAILED before its stage started: srun could not reach SLURM's "
+        "controller (the cluster's doing, not the stage's); submitting again (it resumes from its checkpoint)"
+    )
 
 
 def say(line: str) -> None:

@@ -326,3 +326,30 @@ def test_a_second_local_launcher_waits_for_the_first_and_takes_what_it_finished(
     assert second.returncode == 0, rest
     assert "encoder.pt of this config is there (finished by the launcher this one waited for); nothing to run" in rest
     assert not (cell / "log.jsonl").exists() and (cell / "encoder.pt").read_bytes() == b"trunk"
+
+
+def test_a_rerun_says_why_a_job_that_never_started_its_step_is_submitted_again(tmp_path, monkeypatch, capsys):
+    """A job that ended FAILED while no client watched, because srun could not reach the controller: the rerun says
+    so (the cluster's doing), not "ended FAILED" as for a stage that failed."""
+    from pathlib import Path
+
+    from ring.cluster import launch, slurm
+    from ring.cluster.jobs import StageJob
+    from ring.core import accounting
+    from tests.cluster.test_watch import SRUN_AWAY, STARTED, TASK_FAILED
+
+    cell = tmp_path / "pretrain" / "seed0"
+    cell.mkdir(parents=True)
+    monkeypatch.setattr(slurm, "job_states", lambda ids: dict.fromkeys(ids, "FAILED"))
+    monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 0)
+    job = StageJob("pretrain", ["--out", str(cell)])
+    for job_id, log, words in [
+        ("13", SRUN_AWAY, "before its stage started"),
+        ("14", STARTED + TASK_FAILED, "job 14 ended FAILED;"),
+    ]:
+        slurm.write_record(cell, job_id, cell / "slurm", "pretrain")
+        log_path = Path(launch.recorded_job(slurm.read_record(cell)).paths.stderr)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text(log)
+        assert launch.reattach(job, cell, Resources(), slurm.read_record(cell), None) == (False, None)
+        assert words in capsys.readouterr().err

@@ -220,3 +220,44 @@ def test_a_job_the_scheduler_has_not_looked_at_shows_no_reason(monkeypatch):
         reply = subprocess.CompletedProcess([], 0, stdout=f"{reason}\n", stderr="")
         monkeypatch.setattr(slurm, "slurm_call", lambda args, timeout=60, reply=reply: reply)
         assert slurm.pending_reason("9") == shown
+
+
+# srun's words, as the local cluster printed them with slurmctld stopped while a batch script reached srun.
+SRUN_AWAY = (
+    "srun: error: Unable to confirm allocation for job 1002: Unable to contact slurm controller (connect failure)\n"
+    "srun: Check SLURM_JOB_ID environment variable. Expired or invalid job 1002\n"
+)
+STARTED = "submitit INFO (2026-12-03 18:03:18,000) - Starting with JobEnvironment(job_id=1002, ...)\n"
+TASK_FAILED = "Traceback (most recent call last):\nValueError: bad\nsrun: error: vm: task 0: Exited with exit code 1\n"
+
+
+@pytest.mark.parametrize(
+    "log, never",
+    [
+        (SRUN_AWAY, True),
+        # A requeued job's runs share one log: the last run is the one that counts.
+        (STARTED + "slurmstepd: error: *** JOB 1002 CANCELLED DUE TO JOB REQUEUE ***\n" + SRUN_AWAY, True),
+        (SRUN_AWAY + STARTED + TASK_FAILED, False),
+        (STARTED + TASK_FAILED, False),
+        ("", False),
+    ],
+)
+def test_a_step_srun_could_not_start_is_told_from_a_task_that_failed(log, never):
+    from ring.cluster.watch import step_never_started
+
+    assert step_never_started(log) is never
+
+
+def test_a_job_that_failed_before_its_step_started_is_submitted_again(tmp_path, monkeypatch, capsys):
+    from ring.cluster import slurm, watch
+    from ring.core import accounting
+
+    job = _fake_job(tmp_path)
+    (tmp_path / "job.err").write_text(SRUN_AWAY)
+    replies = iter(["RUNNING", "FAILED"])
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {ids[0]: next(replies)})
+    monkeypatch.setattr(accounting, "add_ended_job", lambda cell, job_id: 1)
+    assert watch.wait(job, tmp_path, Resources(poll_s=0, unknown_grace_s=60)) == "gone"
+    said = capsys.readouterr().err
+    assert "ended FAILED before its stage started: srun could not reach SLURM's controller" in said
+    assert "failed (" not in said  # no failure's log tail: the stage never ran

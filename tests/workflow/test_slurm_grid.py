@@ -257,8 +257,15 @@ CHAOS_SEED = int(os.environ.get("RING_CHAOS_SEED", "11"))  # another seed: other
 
 
 # What a launcher prints when it submits a cell again for a reason the issue allows: its output was
-# deleted by Snakemake's rerun of an incomplete rule, or its job is gone (the cancelled pending task).
-JUSTIFIED = ("COMPLETED but", "treating it as gone", "ended CANCELLED", "cancelled before it ran")
+# deleted by Snakemake's rerun of an incomplete rule, its job is gone (the cancelled pending task), or its
+# requeued job started while the controller was stopped and srun could not start its step.
+JUSTIFIED = (
+    "COMPLETED but",
+    "treating it as gone",
+    "ended CANCELLED",
+    "cancelled before it ran",
+    "before its stage started",
+)
 
 
 class Chaos:

@@ -259,6 +259,33 @@ def test_an_unreachable_controller_is_retried_not_reported_as_bad_resources(tmp_
     assert (cell / "encoder.pt").exists()
 
 
+def test_a_job_whose_step_srun_could_not_start_is_submitted_again_and_finishes(tmp_path, cluster_alone):
+    """srun asks slurmctld for the job's step: away longer than srun waits (about 10 s), the batch script ends FAILED
+    before the stage ran (the chaos test met this once, a requeued job starting during the controller's restart).
+    That is the cluster's doing: the client says so, submits the cell once more, and the cell finishes."""
+    ctld = ["bash", str(ROOT / ".ci" / "slurm" / "ctld.sh")]
+    cell = tmp_path / "results" / "t" / "pretrain" / "digits" / "IR" / "seed0"
+    cfg = PretrainConfig(method="IR", **{**TINY_PRETRAIN, "epochs": 1, "resize": 16, "crop": 16})
+    start = now()
+    # The job's setup holds srun back 8 s, so that the controller is already away when srun asks it for the step.
+    proc = launch_cell(cell, cfg, {**CLUSTER, "setup": [*CLUSTER.get("setup", []), "sleep 8"]})
+    wait_for(
+        lambda: (cell / "slurm" / "job.json").exists() and live_state(recorded_id(cell)) == "RUNNING",
+        300,
+        "the job to start",
+    )
+    subprocess.run([*ctld, "stop"], check=True, timeout=60)
+    try:
+        time.sleep(25)  # past the setup's 8 s and srun's 10 s of retries
+    finally:
+        subprocess.run([*ctld, "start"], check=True, timeout=120)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    assert "ended FAILED before its stage started: srun could not reach SLURM's controller" in out, out
+    assert (cell / "encoder.pt").exists()
+    assert len(sacct_jobs("ring-pretrain-digits-IR-seed0", start, tmp_path)) == 2
+
+
 def test_two_clients_of_one_cell_submit_one_job(tmp_path):
     cell = tmp_path / "results" / "g" / "pretrain" / "digits" / "IRing" / "seed0"
     cfg = PretrainConfig(method="IRing", **{**TINY_PRETRAIN, "epochs": 1, "resize": 16, "crop": 16})
