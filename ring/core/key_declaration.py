@@ -59,8 +59,9 @@ class KeyGroup:
         return dataclasses.make_dataclass(f"{self.name.capitalize()}Keys", fields, frozen=True)
 
     def read(self, values: Mapping[str, object]):
-        """Its frozen config holding ``values``' keys of this group (a cell's flat config values)."""
-        return self.config(**{k: values[k] for k in self.names})
+        """Its frozen config holding ``values``' keys of this group (a cell's flat config values); a list value is held
+        as a tuple, so that no part can change what another part reads."""
+        return self.config(**{k: tuple(values[k]) if isinstance(values[k], list) else values[k] for k in self.names})
 
     def defaults(self) -> dict[str, object]:
         """Its keys at their defaults: what a method that does not read the group hashes (ring.core.config)."""

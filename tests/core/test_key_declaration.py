@@ -17,9 +17,11 @@ GROUP = KeyGroup(
 
 def test_a_group_reads_its_own_keys_into_a_frozen_config_named_after_it():
     cfg = GROUP.read({"toy_k": 3, "toy_bounds": [0.5, 0.9], "epochs": 10})
-    assert type(cfg).__name__ == "ToyKeys" and dataclasses.asdict(cfg) == {"toy_k": 3, "toy_bounds": [0.5, 0.9]}
+    assert type(cfg).__name__ == "ToyKeys" and dataclasses.asdict(cfg) == {"toy_k": 3, "toy_bounds": (0.5, 0.9)}
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.toy_k = 4
+    with pytest.raises(TypeError):  # a list value is held as a tuple: frozen all the way down
+        cfg.toy_bounds[0] = 0.1
     with pytest.raises(KeyError):
         GROUP.read({"toy_k": 3})  # a value missing is an error, never a default slipped in
 

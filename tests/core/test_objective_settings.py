@@ -35,7 +35,8 @@ def test_the_entry_point_hands_an_objective_the_shared_values_and_the_groups_its
     assert groups == [g.name for g in m.key_groups]
     for group in m.key_groups:  # each group's config holds the cell's values of its keys, and only those
         held = dataclasses.asdict(getattr(settings.keys, group.name))
-        assert held == {k: getattr(cfg, k) for k in group.names}
+        as_flat = {k: list(v) if isinstance(v, tuple) else v for k, v in held.items()}  # lists are held as tuples
+        assert as_flat == {k: getattr(cfg, k) for k in group.names}
     assert ("ring" in groups) == m.ring and ("queue" in groups) == name.startswith("MoCo")
 
 
@@ -44,13 +45,15 @@ def test_an_objective_that_declares_no_groups_reads_the_common_values_only():
     plain = Method(Objective("plain", "x:Y", "IR"), ring=False, base="IR")
     assert dataclasses.fields(objective_settings(cfg, plain, catalog.spec(cfg.dataset)).keys) == ()
     ring = Method(Objective("plain", "x:Y", "IR"), ring=True, base="IR")  # the trainer builds its window
-    assert objective_settings(cfg, ring, catalog.spec(cfg.dataset)).keys.ring.ring_w_l == [0.0, 90.0]
+    assert objective_settings(cfg, ring, catalog.spec(cfg.dataset)).keys.ring.ring_w_l == (0.0, 90.0)
 
 
 def test_the_settings_are_values_not_the_config():
     cfg = pretrain_config("IRing")
     settings = objective_settings(cfg, method("IRing"), catalog.spec(cfg.dataset))
     cfg.ring_w_l[1] = 50.0  # an edit of the config after the entry point changes nothing handed down
-    assert settings.keys.ring.ring_w_l == [0.0, 90.0]
+    assert settings.keys.ring.ring_w_l == (0.0, 90.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.temperature = 1.0
+    with pytest.raises(TypeError):  # a list in a group's config is held as a tuple: no part edits another's values
+        settings.keys.ring.ring_w_l[1] = 50.0
